@@ -1,0 +1,1 @@
+//! (coordinator: being written; see DESIGN.md)

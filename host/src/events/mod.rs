@@ -1,0 +1,1 @@
+//! (events: being written; see DESIGN.md)

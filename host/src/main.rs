@@ -1,0 +1,2 @@
+//! The `coordhost` binary; all logic lives in the library's [`coordhost::cli`].
+fn main() {}

@@ -1,0 +1,1 @@
+//! (runtime: being written; see DESIGN.md)

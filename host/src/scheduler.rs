@@ -1,0 +1,1 @@
+//! (scheduler: being written; see DESIGN.md)

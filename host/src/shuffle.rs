@@ -1,0 +1,1 @@
+//! (shuffle: being written; see DESIGN.md)
