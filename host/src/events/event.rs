@@ -1,0 +1,400 @@
+//! The durable job events: past-tense facts that the scheduler and recovery
+//! record, each with a stable kind id and a schema version.
+//!
+//! These are their own types, separate from the scheduler's in-memory
+//! messages (as Ballista's `history/src/event.rs` keeps them), so the log
+//! format does not move when the scheduler does. Payloads are encoded with
+//! `postcard`, which writes struct fields in declaration order without
+//! names: adding, removing or reordering a field, or adding an enum variant,
+//! is a new schema version of that kind (see `docs/log-format.md`).
+
+use serde::{Deserialize, Serialize};
+
+use super::format::{kind, schema};
+
+/// An execution vertex: one parallel subtask of a job vertex.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ExecutionVertexId {
+    /// The job vertex id, as in the job file.
+    pub job_vertex: String,
+    /// Subtask index, from 0.
+    pub subtask: u32,
+}
+
+/// An execution attempt: one try of an execution vertex.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct AttemptId {
+    /// The job vertex id.
+    pub job_vertex: String,
+    /// Subtask index, from 0.
+    pub subtask: u32,
+    /// Attempt number of this execution vertex, from 0.
+    pub attempt: u32,
+}
+
+impl AttemptId {
+    /// The execution vertex this attempt belongs to.
+    #[must_use]
+    pub fn execution_vertex(&self) -> ExecutionVertexId {
+        ExecutionVertexId {
+            job_vertex: self.job_vertex.clone(),
+            subtask: self.subtask,
+        }
+    }
+}
+
+/// The first record of a job's log: what a later run compares its job with,
+/// so that an edited job file is refused instead of recovered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobStarted {
+    /// The job id (also the name of the job's data directory).
+    pub job_id: String,
+    /// Lowercase hex SHA-256 of the job graph as configured.
+    pub graph_fingerprint: String,
+    /// Whether the job was started with recovery enabled.
+    pub recovery_enabled: bool,
+}
+
+/// What one consumer subtask reads from one input edge: result partitions
+/// `[partition_start, partition_end)` of the producer's intermediate data
+/// set and, of each, subpartitions `[subpartition_start, subpartition_end)`
+/// (Flink's `ExecutionVertexInputInfo`, with half-open ranges).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubtaskInputRange {
+    /// The intermediate data set read (one per input edge).
+    pub data_set: String,
+    /// First result partition read (producer subtask index).
+    pub partition_start: u32,
+    /// One past the last result partition read.
+    pub partition_end: u32,
+    /// First subpartition read from each of those partitions.
+    pub subpartition_start: u32,
+    /// One past the last subpartition read.
+    pub subpartition_end: u32,
+}
+
+/// A job vertex got its parallelism and input ranges (FLIP-383's
+/// "ExecutionJobVertexInitializedEvent"). Written when the parallelism is
+/// decided; replayed on recovery, never recomputed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobVertexInitialized {
+    /// The job vertex id.
+    pub job_vertex: String,
+    /// Number of subtasks.
+    pub parallelism: u32,
+    /// Indexed by subtask (`parallelism` entries): one range per input edge.
+    /// Empty for a source.
+    pub subtask_inputs: Vec<Vec<SubtaskInputRange>>,
+    /// True if the parallelism was decided at run time from produced bytes.
+    pub decided_at_runtime: bool,
+}
+
+/// One result partition produced by a finished execution attempt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProducedPartition {
+    /// The intermediate data set the partition belongs to (one per out-edge).
+    pub data_set: String,
+    /// Where the partition lives, as the shuffle descriptor names it.
+    pub location: String,
+    /// Bytes in each subpartition, indexed by subpartition (consumer subtask).
+    pub bytes_per_subpartition: Vec<u64>,
+}
+
+/// One split handed to a source subtask, kept whole so that a restored
+/// source coordinator can give it back to its enumerator.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EncodedSplit {
+    /// The split id.
+    pub id: String,
+    /// The split as the enumerator encoded it (opaque to the host).
+    pub bytes: Vec<u8>,
+}
+
+/// The splits assigned to one source subtask so far, in assignment order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SplitAssignment {
+    /// The source subtask index.
+    pub subtask: u32,
+    /// Splits assigned to it.
+    pub splits: Vec<EncodedSplit>,
+}
+
+/// A batch snapshot of one source coordinator: the enumerator's state plus
+/// the host's per-subtask split-assignment history (FLIP-383, "source
+/// coordinator snapshot").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnumeratorSnapshot {
+    /// The source job vertex whose coordinator this is.
+    pub job_vertex: String,
+    /// Checkpoint id passed to `snapshot-state`; `-1` for batch snapshots.
+    pub checkpoint_id: i64,
+    /// The enumerator's own state bytes.
+    pub state: Vec<u8>,
+    /// Assignment history, one entry per subtask that received splits.
+    pub assignments: Vec<SplitAssignment>,
+    /// Subtasks that were told there are no more splits.
+    pub no_more_splits: Vec<u32>,
+}
+
+/// A batch snapshot of the shuffle master.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShuffleSnapshot {
+    /// True if it adds to earlier snapshots; false if it replaces them.
+    pub incremental: bool,
+    /// The shuffle master's bytes.
+    pub data: Vec<u8>,
+}
+
+/// An execution attempt finished (FLIP-383's "ExecutionVertexFinishedEvent").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutionFinished {
+    /// The attempt that finished.
+    pub attempt: AttemptId,
+    /// Coordinator attempt (segment attempt) during which it finished.
+    pub coordinator_epoch: u32,
+    /// Result partitions it produced, one per outgoing edge.
+    pub produced: Vec<ProducedPartition>,
+    /// Snapshots of source coordinators touched since the last snapshot.
+    pub enumerator_snapshots: Vec<EnumeratorSnapshot>,
+    /// Snapshot of the shuffle master, if one was taken.
+    pub shuffle_snapshot: Option<ShuffleSnapshot>,
+}
+
+impl ExecutionFinished {
+    /// True if any plugin snapshot is attached.
+    #[must_use]
+    pub fn has_snapshot(&self) -> bool {
+        !self.enumerator_snapshots.is_empty() || self.shuffle_snapshot.is_some()
+    }
+}
+
+/// Why execution vertices were reset (made to run again).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ResetReason {
+    /// A task failed and the failover strategy chose these vertices.
+    Failover {
+        /// The failure message.
+        message: String,
+    },
+    /// A consumer could not find a partition of this producer.
+    PartitionNotFound {
+        /// The data set whose partition was missing.
+        data_set: String,
+        /// The consumer that reported it.
+        consumer: ExecutionVertexId,
+    },
+    /// Recovery: the vertex had not finished before the crash.
+    RecoveryUnfinished,
+    /// Recovery: it finished, but no later snapshot reflects it.
+    RecoveryNotInSnapshot,
+    /// Recovery: its enumerator cannot snapshot and its vertex was unfinished.
+    RecoveryEnumeratorWithoutSnapshot,
+    /// Recovery: a partition it produced is no longer reported.
+    RecoveryPartitionMissing {
+        /// The data set whose partition is missing.
+        data_set: String,
+    },
+    /// Recovery: an upstream producer it depends on runs again.
+    RecoveryUpstreamReset {
+        /// The upstream execution vertex that was reset.
+        upstream: ExecutionVertexId,
+    },
+}
+
+/// Execution vertices were reset: their latest finished attempt no longer
+/// counts. Written during normal runs and during recovery.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutionsReset {
+    /// The reset execution vertices.
+    pub executions: Vec<ExecutionVertexId>,
+    /// Why.
+    pub reason: ResetReason,
+}
+
+/// A sink subtask's staged output was published under its final name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SinkCommitted {
+    /// The sink attempt whose staging file was published.
+    pub attempt: AttemptId,
+    /// The published file, relative to the job's output directory.
+    pub file: String,
+}
+
+/// A coordinator attempt began recovering from the log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryStarted {
+    /// The recovering coordinator attempt.
+    pub coordinator_epoch: u32,
+    /// Whole records replayed from older segments.
+    pub replayed_records: u64,
+    /// Bytes of a torn tail cut from the newest older segment (0 if none).
+    pub torn_tail_bytes: u64,
+}
+
+/// One execution vertex that recovery decided to run again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryReset {
+    /// The execution vertex.
+    pub execution: ExecutionVertexId,
+    /// Why it runs again.
+    pub reason: ResetReason,
+}
+
+/// Recovery decided, for every task, skip or reset (FLIP-383 step 7).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryFinished {
+    /// Finished attempts kept as they were.
+    pub skipped: Vec<AttemptId>,
+    /// Execution vertices that run again.
+    pub reset: Vec<RecoveryReset>,
+}
+
+/// Every durable job event. The variant decides the kind id and the schema
+/// version written in the record frame.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "event")]
+pub enum JobEvent {
+    /// See [`JobStarted`].
+    JobStarted(JobStarted),
+    /// See [`JobVertexInitialized`].
+    JobVertexInitialized(JobVertexInitialized),
+    /// See [`ExecutionFinished`].
+    ExecutionFinished(ExecutionFinished),
+    /// See [`ExecutionsReset`].
+    ExecutionsReset(ExecutionsReset),
+    /// See [`SinkCommitted`].
+    SinkCommitted(SinkCommitted),
+    /// See [`RecoveryStarted`].
+    RecoveryStarted(RecoveryStarted),
+    /// See [`RecoveryFinished`].
+    RecoveryFinished(RecoveryFinished),
+}
+
+/// Why a checksum-valid record could not become an event.
+#[derive(Debug)]
+pub(crate) enum DecodeProblem {
+    /// The kind id is not one this binary knows.
+    UnknownKind,
+    /// The schema version is newer than this binary knows.
+    NewerVersion {
+        /// Newest known version of the kind.
+        max_known: u16,
+    },
+    /// Version 0, or a payload that does not decode exactly.
+    Malformed(String),
+}
+
+impl JobEvent {
+    /// Stable kind id written in the frame (see [`kind`]).
+    #[must_use]
+    pub fn kind_id(&self) -> u16 {
+        match self {
+            Self::JobStarted(_) => kind::JOB_STARTED,
+            Self::JobVertexInitialized(_) => kind::JOB_VERTEX_INITIALIZED,
+            Self::ExecutionFinished(_) => kind::EXECUTION_FINISHED,
+            Self::ExecutionsReset(_) => kind::EXECUTIONS_RESET,
+            Self::SinkCommitted(_) => kind::SINK_COMMITTED,
+            Self::RecoveryStarted(_) => kind::RECOVERY_STARTED,
+            Self::RecoveryFinished(_) => kind::RECOVERY_FINISHED,
+        }
+    }
+
+    /// Schema version this binary writes for the event's kind.
+    #[must_use]
+    pub fn schema_version(&self) -> u16 {
+        max_known_version(self.kind_id()).unwrap_or(0)
+    }
+
+    /// The event's kind name, e.g. `"ExecutionFinished"`.
+    #[must_use]
+    pub fn kind_name(&self) -> &'static str {
+        kind_name(self.kind_id()).unwrap_or("?")
+    }
+
+    /// The postcard payload of the event (without framing).
+    ///
+    /// # Errors
+    /// The postcard error; it cannot happen for these types short of
+    /// running out of memory.
+    pub fn encode_payload(&self) -> Result<Vec<u8>, postcard::Error> {
+        match self {
+            Self::JobStarted(e) => postcard::to_stdvec(e),
+            Self::JobVertexInitialized(e) => postcard::to_stdvec(e),
+            Self::ExecutionFinished(e) => postcard::to_stdvec(e),
+            Self::ExecutionsReset(e) => postcard::to_stdvec(e),
+            Self::SinkCommitted(e) => postcard::to_stdvec(e),
+            Self::RecoveryStarted(e) => postcard::to_stdvec(e),
+            Self::RecoveryFinished(e) => postcard::to_stdvec(e),
+        }
+    }
+
+    /// Decodes a payload of `kind_id` at schema `version`.
+    pub(crate) fn decode(
+        kind_id: u16,
+        version: u16,
+        payload: &[u8],
+    ) -> Result<Self, DecodeProblem> {
+        let max_known = max_known_version(kind_id).ok_or(DecodeProblem::UnknownKind)?;
+        if version > max_known {
+            return Err(DecodeProblem::NewerVersion { max_known });
+        }
+        if version == 0 {
+            return Err(DecodeProblem::Malformed("schema version 0".to_owned()));
+        }
+        // Every kind is at version 1; an older version would be upgraded here.
+        match kind_id {
+            kind::JOB_STARTED => exact(payload).map(Self::JobStarted),
+            kind::JOB_VERTEX_INITIALIZED => exact(payload).map(Self::JobVertexInitialized),
+            kind::EXECUTION_FINISHED => exact(payload).map(Self::ExecutionFinished),
+            kind::EXECUTIONS_RESET => exact(payload).map(Self::ExecutionsReset),
+            kind::SINK_COMMITTED => exact(payload).map(Self::SinkCommitted),
+            kind::RECOVERY_STARTED => exact(payload).map(Self::RecoveryStarted),
+            kind::RECOVERY_FINISHED => exact(payload).map(Self::RecoveryFinished),
+            _ => Err(DecodeProblem::UnknownKind),
+        }
+    }
+}
+
+/// Decodes `payload` as `T`, refusing trailing bytes.
+fn exact<T: serde::de::DeserializeOwned>(payload: &[u8]) -> Result<T, DecodeProblem> {
+    let (value, rest) = postcard::take_from_bytes(payload)
+        .map_err(|e| DecodeProblem::Malformed(format!("payload does not decode: {e}")))?;
+    if rest.is_empty() {
+        Ok(value)
+    } else {
+        Err(DecodeProblem::Malformed(format!(
+            "{} bytes after the payload",
+            rest.len()
+        )))
+    }
+}
+
+/// Newest schema version known for `kind_id`, or `None` for an unknown kind.
+#[must_use]
+pub fn max_known_version(kind_id: u16) -> Option<u16> {
+    Some(match kind_id {
+        kind::JOB_STARTED => schema::JOB_STARTED,
+        kind::JOB_VERTEX_INITIALIZED => schema::JOB_VERTEX_INITIALIZED,
+        kind::EXECUTION_FINISHED => schema::EXECUTION_FINISHED,
+        kind::EXECUTIONS_RESET => schema::EXECUTIONS_RESET,
+        kind::SINK_COMMITTED => schema::SINK_COMMITTED,
+        kind::RECOVERY_STARTED => schema::RECOVERY_STARTED,
+        kind::RECOVERY_FINISHED => schema::RECOVERY_FINISHED,
+        _ => return None,
+    })
+}
+
+/// Name of `kind_id`, or `None` for an unknown kind.
+#[must_use]
+pub fn kind_name(kind_id: u16) -> Option<&'static str> {
+    Some(match kind_id {
+        kind::JOB_STARTED => "JobStarted",
+        kind::JOB_VERTEX_INITIALIZED => "JobVertexInitialized",
+        kind::EXECUTION_FINISHED => "ExecutionFinished",
+        kind::EXECUTIONS_RESET => "ExecutionsReset",
+        kind::SINK_COMMITTED => "SinkCommitted",
+        kind::RECOVERY_STARTED => "RecoveryStarted",
+        kind::RECOVERY_FINISHED => "RecoveryFinished",
+        _ => return None,
+    })
+}

@@ -1,0 +1,255 @@
+//! `coordhost log inspect DIR`: prints a job's event log, one line per
+//! segment and per event for people, or one JSON document for tools.
+
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::error::EventsError;
+use super::event::{AttemptId, ExecutionVertexId, JobEvent, ResetReason};
+use super::format::{LOG_DIR, parse_segment_file_name};
+use super::reader::{self, Replay};
+use super::storage::FileStorage;
+
+/// The log directory for `dir`: `dir` itself if it holds segment files,
+/// else `dir/log` (when `dir` is a job's data directory).
+///
+/// # Errors
+/// [`EventsError::NoLog`] if none of these holds a segment;
+/// [`EventsError::Io`] if `dir` cannot be read.
+pub fn locate_log_dir(dir: &Path) -> Result<PathBuf, EventsError> {
+    let holds_segments = |d: &Path| -> Result<bool, EventsError> {
+        match std::fs::read_dir(d) {
+            Ok(entries) => Ok(entries.filter_map(Result::ok).any(|e| {
+                e.file_name()
+                    .to_str()
+                    .and_then(parse_segment_file_name)
+                    .is_some()
+            })),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(source) => Err(EventsError::Io {
+                path: d.to_path_buf(),
+                source,
+            }),
+        }
+    };
+    if !dir.is_dir() {
+        return Err(EventsError::NoLog {
+            path: dir.to_path_buf(),
+        });
+    }
+    for candidate in [dir.to_path_buf(), dir.join(LOG_DIR)] {
+        if holds_segments(&candidate)? {
+            return Ok(candidate);
+        }
+    }
+    Err(EventsError::NoLog {
+        path: dir.to_path_buf(),
+    })
+}
+
+#[derive(Serialize)]
+struct InspectJson<'a> {
+    log_dir: &'a Path,
+    #[serde(flatten)]
+    replay: &'a Replay,
+}
+
+/// Replays the log in `dir` (see [`locate_log_dir`]) without taking its
+/// lock and writes it to `out`: human lines, or with `json` one JSON
+/// document `{log_dir, events: [{position, event: {kind, event}}],
+/// torn_tail, segments}`.
+///
+/// # Errors
+/// [`EventsError::NoLog`], any replay error (corruption names segment and
+/// offset), or [`EventsError::Output`] if writing to `out` fails.
+pub fn inspect(dir: &Path, json: bool, out: &mut impl Write) -> Result<(), EventsError> {
+    let log_dir = locate_log_dir(dir)?;
+    let replay = reader::replay(&FileStorage::open_read_only(&log_dir))?;
+    let output = |source| EventsError::Output { source };
+    if json {
+        serde_json::to_writer_pretty(
+            &mut *out,
+            &InspectJson {
+                log_dir: &log_dir,
+                replay: &replay,
+            },
+        )
+        .map_err(|e| output(e.into()))?;
+        writeln!(out).map_err(output)?;
+        return Ok(());
+    }
+    writeln!(out, "event log {}", log_dir.display()).map_err(output)?;
+    for s in &replay.segments {
+        let state = if s.sealed { "sealed" } else { "newest" };
+        writeln!(
+            out,
+            "segment {:08} {state}: {} records, {} valid of {} bytes",
+            s.attempt, s.records, s.valid_len, s.file_len
+        )
+        .map_err(output)?;
+    }
+    for e in &replay.events {
+        writeln!(
+            out,
+            "{:08}:{:<8} {}",
+            e.position.attempt,
+            e.position.offset,
+            describe(&e.event)
+        )
+        .map_err(output)?;
+    }
+    if let Some(torn) = &replay.torn_tail {
+        writeln!(
+            out,
+            "torn tail: {} bytes cut at byte {} of {}",
+            torn.bytes_dropped,
+            torn.offset,
+            torn.segment.display()
+        )
+        .map_err(output)?;
+    }
+    writeln!(out, "{} events", replay.events.len()).map_err(output)?;
+    Ok(())
+}
+
+/// One line describing `event`, e.g. `ExecutionFinished source#0.0 epoch 0 …`.
+#[must_use]
+pub fn describe(event: &JobEvent) -> String {
+    let mut line = format!("{:<21}", event.kind_name());
+    let _infallible = match event {
+        JobEvent::JobStarted(e) => write!(
+            line,
+            "job {} graph {} recovery {}",
+            e.job_id,
+            e.graph_fingerprint,
+            if e.recovery_enabled {
+                "enabled"
+            } else {
+                "disabled"
+            }
+        ),
+        JobEvent::JobVertexInitialized(e) => write!(
+            line,
+            "{} parallelism {}{} inputs {}",
+            e.job_vertex,
+            e.parallelism,
+            if e.decided_at_runtime {
+                " (decided at run time)"
+            } else {
+                ""
+            },
+            e.subtask_inputs
+                .iter()
+                .enumerate()
+                .map(|(i, ranges)| format!(
+                    "#{i}[{}]",
+                    ranges
+                        .iter()
+                        .map(|r| format!(
+                            "{} p{}..{} sp{}..{}",
+                            r.data_set,
+                            r.partition_start,
+                            r.partition_end,
+                            r.subpartition_start,
+                            r.subpartition_end
+                        ))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        JobEvent::ExecutionFinished(e) => write!(
+            line,
+            "{} epoch {} produced [{}] enumerator snapshots [{}] shuffle snapshot {}",
+            attempt(&e.attempt),
+            e.coordinator_epoch,
+            e.produced
+                .iter()
+                .map(|p| format!(
+                    "{} at {} bytes {:?}",
+                    p.data_set, p.location, p.bytes_per_subpartition
+                ))
+                .collect::<Vec<_>>()
+                .join(", "),
+            e.enumerator_snapshots
+                .iter()
+                .map(|s| format!(
+                    "{}: {} state bytes, {} splits assigned",
+                    s.job_vertex,
+                    s.state.len(),
+                    s.assignments.iter().map(|a| a.splits.len()).sum::<usize>()
+                ))
+                .collect::<Vec<_>>()
+                .join(", "),
+            match &e.shuffle_snapshot {
+                None => "none".to_owned(),
+                Some(s) => format!(
+                    "{} bytes{}",
+                    s.data.len(),
+                    if s.incremental { " (incremental)" } else { "" }
+                ),
+            }
+        ),
+        JobEvent::ExecutionsReset(e) => write!(
+            line,
+            "[{}] because {}",
+            e.executions
+                .iter()
+                .map(vertex)
+                .collect::<Vec<_>>()
+                .join(", "),
+            reason(&e.reason)
+        ),
+        JobEvent::SinkCommitted(e) => write!(line, "{} file {}", attempt(&e.attempt), e.file),
+        JobEvent::RecoveryStarted(e) => write!(
+            line,
+            "epoch {} replayed {} records, torn tail {} bytes",
+            e.coordinator_epoch, e.replayed_records, e.torn_tail_bytes
+        ),
+        JobEvent::RecoveryFinished(e) => write!(
+            line,
+            "skipped [{}] reset [{}]",
+            e.skipped.iter().map(attempt).collect::<Vec<_>>().join(", "),
+            e.reset
+                .iter()
+                .map(|r| format!("{} because {}", vertex(&r.execution), reason(&r.reason)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    line
+}
+
+fn vertex(v: &ExecutionVertexId) -> String {
+    format!("{}#{}", v.job_vertex, v.subtask)
+}
+
+fn attempt(a: &AttemptId) -> String {
+    format!("{}#{} attempt {}", a.job_vertex, a.subtask, a.attempt)
+}
+
+fn reason(r: &ResetReason) -> String {
+    match r {
+        ResetReason::Failover { message } => format!("failover ({message})"),
+        ResetReason::PartitionNotFound { data_set, consumer } => {
+            format!("partition of {data_set} not found by {}", vertex(consumer))
+        }
+        ResetReason::RecoveryUnfinished => "recovery: unfinished".to_owned(),
+        ResetReason::RecoveryNotInSnapshot => {
+            "recovery: finish not covered by a snapshot".to_owned()
+        }
+        ResetReason::RecoveryEnumeratorWithoutSnapshot => {
+            "recovery: enumerator cannot snapshot".to_owned()
+        }
+        ResetReason::RecoveryPartitionMissing { data_set } => {
+            format!("recovery: partition of {data_set} missing")
+        }
+        ResetReason::RecoveryUpstreamReset { upstream } => {
+            format!("recovery: upstream {} runs again", vertex(upstream))
+        }
+    }
+}

@@ -1,0 +1,427 @@
+//! The small storage trait under the event log, with a real file
+//! implementation and an in-memory one for tests.
+//!
+//! Keeping I/O behind [`Storage`] lets tests tell bytes that were written
+//! from bytes that are durable, simulate a crash that keeps only the durable
+//! ones (plus, optionally, part of the rest), and inject write or sync
+//! failures (the approach of redb's `tests/crash_consistency.rs`).
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use super::error::EventsError;
+use super::format::{TEMP_SUFFIX, parse_segment_file_name, segment_file_name};
+use super::lock::LogLock;
+
+/// Where segments live. Segments are named by the coordinator attempt that
+/// wrote them.
+pub trait Storage: Send + Sync + Debug {
+    /// Path naming segment `attempt` in messages (a real file for
+    /// [`FileStorage`], a made-up path for [`MemoryStorage`]).
+    fn segment_path(&self, attempt: u32) -> PathBuf;
+
+    /// The attempts of every segment present, ascending.
+    ///
+    /// # Errors
+    /// The listing's I/O error.
+    fn list_segments(&self) -> io::Result<Vec<u32>>;
+
+    /// All bytes of segment `attempt` as a reader would see them now.
+    ///
+    /// # Errors
+    /// The read's I/O error.
+    fn read_segment(&self, attempt: u32) -> io::Result<Vec<u8>>;
+
+    /// Creates segment `attempt` holding `header`, atomically and durably:
+    /// after a crash it either does not exist or holds the whole header.
+    /// Returns the handle that appends to it.
+    ///
+    /// # Errors
+    /// The I/O error; the segment then does not exist.
+    fn create_segment(&self, attempt: u32, header: &[u8]) -> io::Result<Box<dyn SegmentAppender>>;
+}
+
+/// Appends to one segment. Used by one writer at a time.
+pub trait SegmentAppender: Send + Debug {
+    /// Writes `bytes` at the end of the segment (not yet durable).
+    ///
+    /// # Errors
+    /// The I/O error; some of `bytes` may have been written.
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()>;
+
+    /// Makes every appended byte durable (fsync).
+    ///
+    /// # Errors
+    /// The I/O error; durability of unsynced bytes is then unknown.
+    fn sync(&mut self) -> io::Result<()>;
+}
+
+/// Segments as files in one job's log directory, optionally holding the
+/// directory's [`LogLock`].
+#[derive(Debug)]
+pub struct FileStorage {
+    dir: PathBuf,
+    lock: Option<LogLock>,
+}
+
+impl FileStorage {
+    /// Opens `log_dir` for writing: creates it if needed, removes leftover
+    /// `*.tmp` files of an interrupted segment creation, and takes the lock,
+    /// held until this value is dropped.
+    ///
+    /// # Errors
+    /// [`EventsError::Locked`] if another coordinator holds the log;
+    /// [`EventsError::Io`] for other failures.
+    pub fn open_for_writing(log_dir: &Path) -> Result<Self, EventsError> {
+        let lock = LogLock::acquire(log_dir)?;
+        let io = |source| EventsError::Io {
+            path: log_dir.to_path_buf(),
+            source,
+        };
+        for entry in fs::read_dir(log_dir).map_err(io)? {
+            let path = entry.map_err(io)?.path();
+            if path.to_string_lossy().ends_with(TEMP_SUFFIX) {
+                fs::remove_file(&path).map_err(|source| EventsError::Io { path, source })?;
+            }
+        }
+        Ok(Self {
+            dir: log_dir.to_path_buf(),
+            lock: Some(lock),
+        })
+    }
+
+    /// Opens `log_dir` to read only, without the lock (e.g. `log inspect`
+    /// while a coordinator runs; it then sees a prefix of the log).
+    #[must_use]
+    pub fn open_read_only(log_dir: &Path) -> Self {
+        Self {
+            dir: log_dir.to_path_buf(),
+            lock: None,
+        }
+    }
+
+    /// The log directory.
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// True if this storage holds the log's lock.
+    #[must_use]
+    pub fn is_locked(&self) -> bool {
+        self.lock.is_some()
+    }
+}
+
+impl Storage for FileStorage {
+    fn segment_path(&self, attempt: u32) -> PathBuf {
+        self.dir.join(segment_file_name(attempt))
+    }
+
+    fn list_segments(&self) -> io::Result<Vec<u32>> {
+        let mut attempts = Vec::new();
+        for entry in fs::read_dir(&self.dir)? {
+            if let Some(attempt) = entry?
+                .file_name()
+                .to_str()
+                .and_then(parse_segment_file_name)
+            {
+                attempts.push(attempt);
+            }
+        }
+        attempts.sort_unstable();
+        Ok(attempts)
+    }
+
+    fn read_segment(&self, attempt: u32) -> io::Result<Vec<u8>> {
+        fs::read(self.segment_path(attempt))
+    }
+
+    fn create_segment(&self, attempt: u32, header: &[u8]) -> io::Result<Box<dyn SegmentAppender>> {
+        let path = self.segment_path(attempt);
+        let mut tmp_name = path.clone().into_os_string();
+        tmp_name.push(TEMP_SUFFIX);
+        let tmp = PathBuf::from(tmp_name);
+        {
+            let mut file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+            file.write_all(header)?;
+            file.sync_all()?;
+        }
+        if path.exists() {
+            fs::remove_file(&tmp)?;
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "segment already exists",
+            ));
+        }
+        fs::rename(&tmp, &path)?;
+        File::open(&self.dir)?.sync_all()?;
+        let file = OpenOptions::new().append(true).open(&path)?;
+        Ok(Box::new(FileAppender { file }))
+    }
+}
+
+#[derive(Debug)]
+struct FileAppender {
+    file: File,
+}
+
+impl SegmentAppender for FileAppender {
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.file.write_all(bytes)
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+}
+
+/// Which operation an injected fault hits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultPoint {
+    /// Segment creation.
+    Create,
+    /// An append.
+    Append,
+    /// A sync.
+    Sync,
+}
+
+#[derive(Debug, Default)]
+struct MemSegment {
+    written: Vec<u8>,
+    durable: usize,
+}
+
+#[derive(Debug, Default)]
+struct MemState {
+    segments: BTreeMap<u32, MemSegment>,
+    /// Fault to inject after this many more successful operations of its kind.
+    fault: Option<(FaultPoint, u64)>,
+    syncs: u64,
+}
+
+/// In-memory segments that keep written and durable bytes apart and can
+/// inject failures. Clones share the same segments, so a test can keep one
+/// clone while a writer owns another.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryStorage {
+    state: Arc<Mutex<MemState>>,
+}
+
+impl MemoryStorage {
+    /// Empty storage.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, MemState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Makes the next operation of kind `point` fail after `after` more
+    /// successful ones; it fails once, later ones succeed.
+    pub fn inject_fault(&self, point: FaultPoint, after: u64) {
+        self.lock().fault = Some((point, after));
+    }
+
+    /// Bytes written to segment `attempt` (durable or not); empty if absent.
+    #[must_use]
+    pub fn written(&self, attempt: u32) -> Vec<u8> {
+        self.lock()
+            .segments
+            .get(&attempt)
+            .map(|s| s.written.clone())
+            .unwrap_or_default()
+    }
+
+    /// The durable prefix of segment `attempt`; empty if absent.
+    #[must_use]
+    pub fn durable(&self, attempt: u32) -> Vec<u8> {
+        self.lock()
+            .segments
+            .get(&attempt)
+            .map(|s| s.written[..s.durable].to_vec())
+            .unwrap_or_default()
+    }
+
+    /// Number of successful syncs so far (creation excluded).
+    #[must_use]
+    pub fn sync_count(&self) -> u64 {
+        self.lock().syncs
+    }
+
+    /// A new storage as a power loss would leave this one: every segment
+    /// holds its durable bytes plus the first `extra_unsynced` bytes written
+    /// after them (a torn write).
+    #[must_use]
+    pub fn crash(&self, extra_unsynced: usize) -> Self {
+        let segments = self
+            .lock()
+            .segments
+            .iter()
+            .map(|(&attempt, s)| {
+                let keep = (s.durable + extra_unsynced).min(s.written.len());
+                let written = s.written[..keep].to_vec();
+                (
+                    attempt,
+                    MemSegment {
+                        durable: written.len(),
+                        written,
+                    },
+                )
+            })
+            .collect();
+        Self {
+            state: Arc::new(Mutex::new(MemState {
+                segments,
+                ..MemState::default()
+            })),
+        }
+    }
+
+    /// Replaces segment `attempt` with `bytes`, all durable (for tests that
+    /// damage a log).
+    pub fn put_segment(&self, attempt: u32, bytes: Vec<u8>) {
+        let durable = bytes.len();
+        self.lock().segments.insert(
+            attempt,
+            MemSegment {
+                written: bytes,
+                durable,
+            },
+        );
+    }
+
+    fn take_fault(&self, point: FaultPoint) -> io::Result<()> {
+        let mut state = self.lock();
+        match &mut state.fault {
+            Some((p, 0)) if *p == point => {
+                state.fault = None;
+                Err(io::Error::other(format!("injected {point:?} failure")))
+            }
+            Some((p, n)) if *p == point => {
+                *n -= 1;
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Storage for MemoryStorage {
+    fn segment_path(&self, attempt: u32) -> PathBuf {
+        PathBuf::from("memory").join(segment_file_name(attempt))
+    }
+
+    fn list_segments(&self) -> io::Result<Vec<u32>> {
+        Ok(self.lock().segments.keys().copied().collect())
+    }
+
+    fn read_segment(&self, attempt: u32) -> io::Result<Vec<u8>> {
+        self.lock()
+            .segments
+            .get(&attempt)
+            .map(|s| s.written.clone())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such segment"))
+    }
+
+    fn create_segment(&self, attempt: u32, header: &[u8]) -> io::Result<Box<dyn SegmentAppender>> {
+        self.take_fault(FaultPoint::Create)?;
+        let mut state = self.lock();
+        if state.segments.contains_key(&attempt) {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "segment already exists",
+            ));
+        }
+        state.segments.insert(
+            attempt,
+            MemSegment {
+                written: header.to_vec(),
+                durable: header.len(),
+            },
+        );
+        Ok(Box::new(MemAppender {
+            storage: self.clone(),
+            attempt,
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct MemAppender {
+    storage: MemoryStorage,
+    attempt: u32,
+}
+
+impl SegmentAppender for MemAppender {
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if let Err(e) = self.storage.take_fault(FaultPoint::Append) {
+            // A failing write may still have written part of its bytes.
+            let mut state = self.storage.lock();
+            if let Some(segment) = state.segments.get_mut(&self.attempt) {
+                segment.written.extend_from_slice(&bytes[..bytes.len() / 2]);
+            }
+            return Err(e);
+        }
+        let mut state = self.storage.lock();
+        let segment = state
+            .segments
+            .get_mut(&self.attempt)
+            .ok_or_else(|| io::Error::other("segment vanished"))?;
+        segment.written.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        self.storage.take_fault(FaultPoint::Sync)?;
+        let mut state = self.storage.lock();
+        state.syncs += 1;
+        let segment = state
+            .segments
+            .get_mut(&self.attempt)
+            .ok_or_else(|| io::Error::other("segment vanished"))?;
+        segment.durable = segment.written.len();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_storage_keeps_written_and_durable_bytes_apart() {
+        let storage = MemoryStorage::new();
+        let mut seg = storage.create_segment(0, b"HDR").expect("create");
+        seg.append(b"abc").expect("append");
+        assert_eq!(storage.written(0), b"HDRabc");
+        assert_eq!(storage.durable(0), b"HDR");
+        assert_eq!(storage.crash(1).read_segment(0).expect("read"), b"HDRa");
+        seg.sync().expect("sync");
+        assert_eq!(storage.durable(0), b"HDRabc");
+        storage.inject_fault(FaultPoint::Sync, 0);
+        assert!(seg.sync().is_err());
+        seg.sync().expect("a fault fires once");
+    }
+
+    #[test]
+    fn file_storage_creates_lists_and_reads_segments() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let storage = FileStorage::open_for_writing(dir.path()).expect("open");
+        assert!(storage.is_locked());
+        let mut seg = storage.create_segment(3, b"HDR").expect("create");
+        seg.append(b"xyz").expect("append");
+        seg.sync().expect("sync");
+        assert!(storage.create_segment(3, b"HDR").is_err());
+        fs::write(dir.path().join("segment-00000001.log.tmp"), b"junk").expect("write tmp");
+        assert_eq!(storage.list_segments().expect("list"), vec![3]);
+        assert_eq!(storage.read_segment(3).expect("read"), b"HDRxyz");
+    }
+}

@@ -1,0 +1,428 @@
+//! The event log writer: one segment per coordinator attempt, records
+//! buffered and written in groups (group commit), fsynced per policy.
+//!
+//! Appending only encodes the event into an in-memory buffer and returns its
+//! [`Sequence`]. A flush writes the whole buffer with one append and, under
+//! [`FsyncPolicy::EveryFlush`], one fsync; flushes happen on an interval
+//! (a background thread), when the buffer passes its limit, when the caller
+//! asks (`flush`, at every job vertex completion), and when a caller waits
+//! for an event to be durable. Flushes are serialized by one I/O lock taken
+//! before the buffer is taken, so records reach the segment in append order.
+//!
+//! Any write or fsync failure is sticky: the writer stops writing, logs the
+//! failure, and every later append, flush or wait returns
+//! [`EventsError::WriteFailed`]; nothing is silently dropped.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::error::EventsError;
+use super::event::JobEvent;
+use super::format::{self, LOG_DIR};
+use super::reader::{self, Replay};
+use super::storage::{FileStorage, SegmentAppender, Storage};
+
+/// When a flush makes written records durable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FsyncPolicy {
+    /// fsync after every flush: a record is durable once its flush returns.
+    #[default]
+    EveryFlush,
+    /// Never fsync: "durable" means handed to the operating system, which
+    /// survives a process crash but not a power loss.
+    Never,
+}
+
+/// How a writer batches and syncs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriterOptions {
+    /// fsync policy.
+    pub fsync: FsyncPolicy,
+    /// Interval of the background flush; `None` flushes only when asked or
+    /// when the buffer is full. Default 50 ms.
+    pub flush_interval: Option<Duration>,
+    /// Buffered bytes beyond which `append` flushes at once. Default 1 MiB.
+    pub buffer_limit: usize,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        Self {
+            fsync: FsyncPolicy::EveryFlush,
+            flush_interval: Some(Duration::from_millis(50)),
+            buffer_limit: 1 << 20,
+        }
+    }
+}
+
+/// Number of a record appended by one writer, from 0 in its segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Sequence(pub u64);
+
+#[derive(Debug)]
+struct State {
+    buffer: Vec<u8>,
+    /// Sequence the next appended record gets.
+    next: u64,
+    /// Records `[0, durable)` are durable.
+    durable: u64,
+    /// Bytes in the segment (header and records) known written.
+    written_len: u64,
+    failure: Option<Failure>,
+    closing: bool,
+}
+
+/// A sticky write failure: where the failing write began, and why.
+#[derive(Debug)]
+struct Failure {
+    offset: u64,
+    source: Arc<std::io::Error>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<State>,
+    /// Signalled when records become durable, on failure and on close.
+    changed: Condvar,
+    /// Serializes flushes; taken before the buffer is taken.
+    io: Mutex<Box<dyn SegmentAppender>>,
+    segment: PathBuf,
+    fsync: FsyncPolicy,
+}
+
+/// Appends job events to a new segment for this coordinator attempt.
+///
+/// Dropping the writer flushes what is buffered (a failure is logged);
+/// [`EventLogWriter::close`] does the same and returns the error.
+#[derive(Debug)]
+pub struct EventLogWriter {
+    shared: Arc<Shared>,
+    flusher: Option<JoinHandle<()>>,
+    attempt: u32,
+    buffer_limit: usize,
+    // Dropped after the segment is closed: keeps the lock (for file storage).
+    _storage: Arc<dyn Storage>,
+}
+
+/// The log directory of job `job_id` under `data_dir`: `<data_dir>/<job_id>/log`.
+///
+/// # Errors
+/// [`EventsError::InvalidJobId`] if the job id is empty, `.`, `..`, or holds a
+/// path separator.
+pub fn job_log_dir(data_dir: &Path, job_id: &str) -> Result<PathBuf, EventsError> {
+    if job_id.is_empty() || job_id == "." || job_id == ".." || job_id.contains(['/', '\\', '\0']) {
+        return Err(EventsError::InvalidJobId {
+            job_id: job_id.to_owned(),
+        });
+    }
+    Ok(data_dir.join(job_id).join(LOG_DIR))
+}
+
+/// Opens job `job_id`'s log under `data_dir` for this coordinator attempt:
+/// takes the lock, replays what earlier attempts wrote, and starts a new
+/// segment that seals the older ones at their valid lengths.
+///
+/// A fresh log returns an empty [`Replay`]; the caller's first event is then
+/// [`JobStarted`](super::JobStarted). Otherwise the caller recovers from the
+/// replay (FLIP-383 step 1) and records `RecoveryStarted`.
+///
+/// # Errors
+/// [`EventsError::Locked`] if another coordinator writes this log; any
+/// replay error (the log is left untouched, nothing is sealed); I/O errors.
+pub fn open_job_log(
+    data_dir: &Path,
+    job_id: &str,
+    options: WriterOptions,
+) -> Result<(EventLogWriter, Replay), EventsError> {
+    let storage = FileStorage::open_for_writing(&job_log_dir(data_dir, job_id)?)?;
+    EventLogWriter::open(Arc::new(storage), options)
+}
+
+impl EventLogWriter {
+    /// Replays `storage` and opens a new segment sealing every existing one;
+    /// see [`open_job_log`]. `storage` must be exclusively this writer's (a
+    /// [`FileStorage`] opened for writing holds the lock).
+    ///
+    /// # Errors
+    /// Replay errors; [`EventsError::Io`] if the segment cannot be created.
+    pub fn open(
+        storage: Arc<dyn Storage>,
+        options: WriterOptions,
+    ) -> Result<(Self, Replay), EventsError> {
+        let replay = reader::replay(&*storage)?;
+        let writer = Self::start_segment(storage, &replay, options)?;
+        Ok((writer, replay))
+    }
+
+    /// Opens a new segment after `replay` (which must be this storage's
+    /// latest replay), sealing the segments it saw at their valid lengths.
+    ///
+    /// # Errors
+    /// [`EventsError::Io`] if the segment cannot be created.
+    pub fn start_segment(
+        storage: Arc<dyn Storage>,
+        replay: &Replay,
+        options: WriterOptions,
+    ) -> Result<Self, EventsError> {
+        let attempt = replay.next_attempt();
+        let header = format::encode_header(attempt, &replay.seal_table());
+        let segment = storage.segment_path(attempt);
+        let appender =
+            storage
+                .create_segment(attempt, &header)
+                .map_err(|source| EventsError::Io {
+                    path: segment.clone(),
+                    source,
+                })?;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                buffer: Vec::new(),
+                next: 0,
+                durable: 0,
+                written_len: header.len() as u64,
+                failure: None,
+                closing: false,
+            }),
+            changed: Condvar::new(),
+            io: Mutex::new(appender),
+            segment,
+            fsync: options.fsync,
+        });
+        let flusher = options.flush_interval.map(|interval| {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name(format!("event-log-flush-{attempt}"))
+                .spawn(move || flush_loop(&shared, interval))
+        });
+        let flusher = match flusher.transpose() {
+            Ok(handle) => handle,
+            Err(source) => {
+                return Err(EventsError::Io {
+                    path: shared.segment.clone(),
+                    source,
+                });
+            }
+        };
+        Ok(Self {
+            shared,
+            flusher,
+            attempt,
+            buffer_limit: options.buffer_limit,
+            _storage: storage,
+        })
+    }
+
+    /// The coordinator attempt (epoch) this writer's segment belongs to.
+    #[must_use]
+    pub fn coordinator_attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The segment this writer appends to.
+    #[must_use]
+    pub fn segment(&self) -> &Path {
+        &self.shared.segment
+    }
+
+    /// Buffers `event` and returns its sequence; it becomes durable at a
+    /// later flush. Flushes at once if the buffer passes its limit.
+    ///
+    /// # Errors
+    /// [`EventsError::WriteFailed`] if any earlier write failed;
+    /// [`EventsError::RecordTooLarge`] / [`EventsError::Encode`] if the
+    /// event does not fit a record (nothing is buffered then).
+    pub fn append(&self, event: &JobEvent) -> Result<Sequence, EventsError> {
+        let payload = event
+            .encode_payload()
+            .map_err(|source| EventsError::Encode {
+                kind_name: event.kind_name(),
+                source,
+            })?;
+        if payload.len() > format::MAX_PAYLOAD_LEN as usize {
+            return Err(EventsError::RecordTooLarge {
+                kind_name: event.kind_name(),
+                len: payload.len(),
+                max: format::MAX_PAYLOAD_LEN,
+            });
+        }
+        let (sequence, full) = {
+            let mut state = self.shared.lock_state();
+            if let Some(failure) = &state.failure {
+                return Err(self.shared.failed(failure));
+            }
+            format::encode_frame(
+                &mut state.buffer,
+                event.kind_id(),
+                event.schema_version(),
+                &payload,
+            );
+            let sequence = Sequence(state.next);
+            state.next += 1;
+            (sequence, state.buffer.len() >= self.buffer_limit)
+        };
+        if full {
+            self.shared.flush()?;
+        }
+        Ok(sequence)
+    }
+
+    /// Writes every buffered record and, per policy, fsyncs (group commit).
+    /// Call it at every job vertex completion.
+    ///
+    /// # Errors
+    /// [`EventsError::WriteFailed`] if this or any earlier write failed.
+    pub fn flush(&self) -> Result<(), EventsError> {
+        self.shared.flush()
+    }
+
+    /// Returns once the record `sequence` is durable, flushing if needed.
+    ///
+    /// # Errors
+    /// [`EventsError::WriteFailed`] if a write failed before it was durable.
+    ///
+    /// # Panics
+    /// If `sequence` was not returned by this writer's `append`.
+    pub fn wait_durable(&self, sequence: Sequence) -> Result<(), EventsError> {
+        loop {
+            {
+                let state = self.shared.lock_state();
+                assert!(
+                    sequence.0 < state.next,
+                    "sequence {} was never appended",
+                    sequence.0
+                );
+                if state.durable > sequence.0 {
+                    return Ok(());
+                }
+                if let Some(failure) = &state.failure {
+                    return Err(self.shared.failed(failure));
+                }
+            }
+            self.shared.flush()?;
+        }
+    }
+
+    /// Appends `event` and returns only once it is durable: for events a
+    /// later decision depends on (a snapshot, a sink commit).
+    ///
+    /// # Errors
+    /// As [`append`](Self::append) and [`wait_durable`](Self::wait_durable).
+    pub fn append_durable(&self, event: &JobEvent) -> Result<Sequence, EventsError> {
+        let sequence = self.append(event)?;
+        self.wait_durable(sequence)?;
+        Ok(sequence)
+    }
+
+    /// Records `[0, n)` are durable; returns `n`.
+    #[must_use]
+    pub fn durable_count(&self) -> u64 {
+        self.shared.lock_state().durable
+    }
+
+    /// Flushes what is buffered, stops the background flush and closes the
+    /// segment (the lock is released when the storage is dropped).
+    ///
+    /// # Errors
+    /// [`EventsError::WriteFailed`] if the final flush or any earlier write failed.
+    pub fn close(mut self) -> Result<(), EventsError> {
+        self.stop_flusher();
+        self.shared.flush()
+    }
+
+    fn stop_flusher(&mut self) {
+        self.shared.lock_state().closing = true;
+        self.shared.changed.notify_all();
+        if let Some(handle) = self.flusher.take()
+            && handle.join().is_err()
+        {
+            tracing::error!(segment = %self.shared.segment.display(), "event log flush thread panicked");
+        }
+    }
+}
+
+impl Drop for EventLogWriter {
+    fn drop(&mut self) {
+        self.stop_flusher();
+        if let Err(e) = self.shared.flush() {
+            tracing::error!(error = %e, "event log writer dropped with records that could not be written");
+        }
+    }
+}
+
+impl Shared {
+    fn failed(&self, failure: &Failure) -> EventsError {
+        EventsError::WriteFailed {
+            segment: self.segment.clone(),
+            offset: failure.offset,
+            source: Arc::clone(&failure.source),
+        }
+    }
+
+    fn lock_state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// One group commit: take the buffer under the I/O lock, write it, sync.
+    fn flush(&self) -> Result<(), EventsError> {
+        let mut io = self.io.lock().unwrap_or_else(PoisonError::into_inner);
+        let (batch, upto, offset) = {
+            let mut state = self.lock_state();
+            if let Some(failure) = &state.failure {
+                return Err(self.failed(failure));
+            }
+            if state.buffer.is_empty() {
+                return Ok(());
+            }
+            (
+                std::mem::take(&mut state.buffer),
+                state.next,
+                state.written_len,
+            )
+        };
+        let result = io.append(&batch).and_then(|()| match self.fsync {
+            FsyncPolicy::EveryFlush => io.sync(),
+            FsyncPolicy::Never => Ok(()),
+        });
+        drop(io);
+        let mut state = self.lock_state();
+        let outcome = match result {
+            Ok(()) => {
+                state.durable = upto;
+                state.written_len += batch.len() as u64;
+                Ok(())
+            }
+            Err(source) => {
+                let failure = Failure {
+                    offset,
+                    source: Arc::new(source),
+                };
+                let error = self.failed(&failure);
+                tracing::error!(error = %error, "event log write failed; the writer refuses further events");
+                state.failure = Some(failure);
+                Err(error)
+            }
+        };
+        drop(state);
+        self.changed.notify_all();
+        outcome
+    }
+}
+
+fn flush_loop(shared: &Shared, interval: Duration) {
+    loop {
+        {
+            let state = shared.lock_state();
+            let (state, _) = shared
+                .changed
+                .wait_timeout_while(state, interval, |s| !s.closing)
+                .unwrap_or_else(PoisonError::into_inner);
+            if state.closing || state.failure.is_some() {
+                return;
+            }
+        }
+        // A failure is recorded in the state and reported to the next caller.
+        let _failure_is_sticky = shared.flush();
+    }
+}
