@@ -266,7 +266,10 @@ impl MemoryStorage {
             .segments
             .iter()
             .map(|(&attempt, s)| {
-                let keep = (s.durable + extra_unsynced).min(s.written.len());
+                let keep = s
+                    .durable
+                    .saturating_add(extra_unsynced)
+                    .min(s.written.len());
                 let written = s.written[..keep].to_vec();
                 (
                     attempt,
