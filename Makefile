@@ -1,0 +1,36 @@
+# coordhost build helpers. Each part below is self-contained under its own
+# heading; add new parts the same way.
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help:
+	@echo "targets:"
+	@echo "  plugins   build the sample Rust plugins into $(PLUGINS_OUT)/NAME.wasm"
+
+# ---------------------------------------------------------------------------
+# plugins: the sample Rust plugins (plugins/Cargo.toml, a workspace of its own)
+# built as WebAssembly components for wasm32-wasip2, copied to
+# build/plugins/<crate-name>.wasm. Works from a fresh clone: it adds the
+# target to the toolchain first (idempotent; rustup is not set to do it
+# automatically here).
+# ---------------------------------------------------------------------------
+
+CARGO ?= cargo
+RUSTUP ?= rustup
+PLUGIN_TARGET := wasm32-wasip2
+PLUGINS_SRC := $(CURDIR)/plugins
+PLUGINS_OUT := $(CURDIR)/build/plugins
+PLUGINS_RELEASE := $(PLUGINS_SRC)/target/$(PLUGIN_TARGET)/release
+# Component crates (folder name = crate name = component name). The library
+# crate plugins/plugin-support is not a component and is not listed.
+PLUGIN_NAMES := file-enumerator static-enumerator faulty-enumerator \
+	local-shuffle memory-shuffle wrong-world not-a-plugin
+
+.PHONY: plugins
+plugins:
+	$(RUSTUP) --quiet target add $(PLUGIN_TARGET)
+	$(CARGO) build --locked --release --target $(PLUGIN_TARGET) \
+		--manifest-path $(PLUGINS_SRC)/Cargo.toml
+	mkdir -p $(PLUGINS_OUT)
+	$(foreach name,$(PLUGIN_NAMES),cp $(PLUGINS_RELEASE)/$(subst -,_,$(name)).wasm $(PLUGINS_OUT)/$(name).wasm &&) true

@@ -1,0 +1,454 @@
+//! `faulty-enumerator`: a tiny coordhost split enumerator (world
+//! `split-enumerator-plugin`) that misbehaves on purpose, so the host's
+//! sandbox can be tested: deadlines (epoch interruption), memory caps, trap
+//! isolation and the absence of file-system access that was not granted.
+//!
+//! # Config
+//!
+//! | key | meaning |
+//! |---|---|
+//! | `splits` | number N of splits, default 4; split `i` has id `split-<i>` and payload `inline("line-<i>")` |
+//! | `fault` | `none` (default), `loop` (spin forever), `grow-memory` (allocate and touch 1 MiB blocks forever), `trap` (panic with "faulty-enumerator: trap on <call>"), `read-file` (read the file at `path`) |
+//! | `on` | the call where the fault strikes: `create`, `start`, `handle-split-request` (default), `add-reader`, `snapshot-state`, `add-splits-back` |
+//! | `trap-after` | number of calls of kind `on` that succeed before the fault strikes, default 0; counted per component instance (a store rebuilt by the host counts from 0 again) and applied to every fault kind |
+//! | `path` | for `read-file`: the file to read |
+//!
+//! `read-file` returns `error::io` with the OS error when the read fails
+//! (e.g. the directory was not granted); when it succeeds, a call that names
+//! a subtask (`handle-split-request`, `add-reader`, `add-splits-back`)
+//! assigns that subtask the split `read-file` with the file's first line as
+//! inline payload, and the other calls log the line and go on.
+//!
+//! # Snapshot format
+//!
+//! Batch snapshots are supported. Little-endian `u32`s: the index of the next
+//! new split, then the count of splits given back and not yet reassigned,
+//! then their indexes, front first.
+
+mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "split-enumerator-plugin",
+    });
+}
+
+use bindings::coordhost::plugin::types::{Error, LogLevel, Split, SplitPayload};
+use bindings::coordhost::plugin::{enumerator_context, host_log};
+use bindings::exports::coordhost::plugin::split_enumerator::{Enumerator, Guest, GuestEnumerator};
+use plugin_support::config;
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Number of splits when the config has no `splits`.
+const DEFAULT_SPLITS: u32 = 4;
+
+/// Id of the split that `read-file` assigns.
+const READ_FILE_SPLIT_ID: &str = "read-file";
+
+/// The component: the type the generated `export!` binds to.
+struct Component;
+
+impl Guest for Component {
+    type Enumerator = FaultyEnumerator;
+}
+
+/// A call where a fault can strike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Call {
+    Create,
+    Start,
+    HandleSplitRequest,
+    AddReader,
+    SnapshotState,
+    AddSplitsBack,
+}
+
+impl Call {
+    const ALL: [Self; 6] = [
+        Self::Create,
+        Self::Start,
+        Self::HandleSplitRequest,
+        Self::AddReader,
+        Self::SnapshotState,
+        Self::AddSplitsBack,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Create => "create",
+            Self::Start => "start",
+            Self::HandleSplitRequest => "handle-split-request",
+            Self::AddReader => "add-reader",
+            Self::SnapshotState => "snapshot-state",
+            Self::AddSplitsBack => "add-splits-back",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.name() == name)
+    }
+}
+
+/// Calls of each kind made so far in this component instance, by `Call as usize`.
+static CALLS: [AtomicU32; Call::ALL.len()] = [const { AtomicU32::new(0) }; Call::ALL.len()];
+
+/// The misbehaviour to show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Fault {
+    None,
+    Loop,
+    GrowMemory,
+    Trap,
+    ReadFile(String),
+}
+
+/// What the config says.
+#[derive(Debug, Clone)]
+struct Settings {
+    splits: u32,
+    fault: Fault,
+    on: Call,
+    trap_after: u32,
+}
+
+impl Settings {
+    fn from_config(config: &[(String, String)]) -> Result<Self, Error> {
+        let splits =
+            config::parsed_or(config, "splits", DEFAULT_SPLITS).map_err(Error::InvalidConfig)?;
+        let fault = match config::value(config, "fault").unwrap_or("none") {
+            "none" => Fault::None,
+            "loop" => Fault::Loop,
+            "grow-memory" => Fault::GrowMemory,
+            "trap" => Fault::Trap,
+            "read-file" => Fault::ReadFile(
+                config::required(config, "path")
+                    .map_err(|e| {
+                        Error::InvalidConfig(format!("{e} (needed by fault `read-file`)"))
+                    })?
+                    .to_owned(),
+            ),
+            other => {
+                return Err(Error::InvalidConfig(format!(
+                    "config key `fault`: unknown fault `{other}` (expected none, loop, grow-memory, trap or read-file)"
+                )));
+            }
+        };
+        let on_name = config::value(config, "on").unwrap_or(Call::HandleSplitRequest.name());
+        let on = Call::parse(on_name).ok_or_else(|| {
+            let names: Vec<_> = Call::ALL.iter().map(|c| c.name()).collect();
+            Error::InvalidConfig(format!(
+                "config key `on`: unknown call `{on_name}` (expected one of {})",
+                names.join(", ")
+            ))
+        })?;
+        let trap_after =
+            config::parsed_or(config, "trap-after", 0u32).map_err(Error::InvalidConfig)?;
+        Ok(Self {
+            splits,
+            fault,
+            on,
+            trap_after,
+        })
+    }
+
+    /// Strikes the configured fault if `call` is the one configured and
+    /// enough calls of its kind succeeded. Returns whether a split was
+    /// assigned to `subtask` (by `read-file`).
+    fn maybe_fault(&self, call: Call, subtask: Option<u32>) -> Result<bool, Error> {
+        if call != self.on || self.fault == Fault::None {
+            return Ok(false);
+        }
+        let done = CALLS[call as usize].fetch_add(1, Ordering::Relaxed);
+        if done < self.trap_after {
+            return Ok(false);
+        }
+        match &self.fault {
+            Fault::None => Ok(false),
+            Fault::Loop => spin_forever(),
+            Fault::GrowMemory => grow_memory_forever(),
+            Fault::Trap => panic!("faulty-enumerator: trap on {}", call.name()),
+            Fault::ReadFile(path) => read_file(path, subtask),
+        }
+    }
+}
+
+/// Burns CPU until the host's deadline interrupts the call.
+fn spin_forever() -> ! {
+    let mut turns: u64 = 0;
+    loop {
+        turns = black_box(turns.wrapping_add(1));
+    }
+}
+
+/// Allocates 1 MiB blocks and writes into every page of each, forever, until
+/// the host's memory cap stops it.
+fn grow_memory_forever() -> ! {
+    const BLOCK: usize = 1 << 20;
+    let mut hoard: Vec<Vec<u8>> = Vec::new();
+    loop {
+        let mut block = vec![0u8; BLOCK];
+        for byte in block.iter_mut().step_by(4096) {
+            *byte = black_box(1);
+        }
+        hoard.push(black_box(block));
+    }
+}
+
+/// Reads `path`; assigns its first line to `subtask` if there is one.
+fn read_file(path: &str, subtask: Option<u32>) -> Result<bool, Error> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| Error::Io(format!("cannot read {path}: {e}")))?;
+    let first_line = text.lines().next().unwrap_or_default().to_owned();
+    match subtask {
+        Some(subtask) => {
+            let split = Split {
+                id: READ_FILE_SPLIT_ID.to_owned(),
+                payload: SplitPayload::Inline(first_line),
+            };
+            enumerator_context::assign_splits(&[(subtask, vec![split])]);
+            Ok(true)
+        }
+        None => {
+            host_log::log(
+                LogLevel::Info,
+                &format!("first line of {path}: {first_line}"),
+            );
+            Ok(false)
+        }
+    }
+}
+
+/// The state a batch snapshot holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct State {
+    /// Index of the next split never handed out.
+    next: u32,
+    /// Indexes of splits given back, to be handed out again first.
+    returned: VecDeque<u32>,
+}
+
+impl State {
+    fn encode(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(8 + 4 * self.returned.len());
+        bytes.extend_from_slice(&self.next.to_le_bytes());
+        bytes.extend_from_slice(&(self.returned.len() as u32).to_le_bytes());
+        for index in &self.returned {
+            bytes.extend_from_slice(&index.to_le_bytes());
+        }
+        bytes
+    }
+
+    /// Decodes bytes that [`State::encode`] wrote for an enumerator of `splits` splits.
+    fn decode(bytes: &[u8], splits: u32) -> Result<Self, String> {
+        let words: Vec<u32> = bytes
+            .chunks(4)
+            .map(|c| <[u8; 4]>::try_from(c).map(u32::from_le_bytes))
+            .collect::<Result<_, _>>()
+            .map_err(|_| format!("snapshot length {} is not a multiple of 4", bytes.len()))?;
+        let [next, count, returned @ ..] = words.as_slice() else {
+            return Err(format!(
+                "snapshot has {} bytes, expected at least 8",
+                bytes.len()
+            ));
+        };
+        if *count as usize != returned.len() {
+            return Err(format!(
+                "snapshot says {count} returned splits but holds {}",
+                returned.len()
+            ));
+        }
+        if *next > splits {
+            return Err(format!(
+                "snapshot's next split {next} is beyond {splits} splits"
+            ));
+        }
+        if let Some(bad) = returned.iter().find(|&&i| i >= *next) {
+            return Err(format!(
+                "snapshot returns split {bad}, which was never handed out"
+            ));
+        }
+        Ok(Self {
+            next: *next,
+            returned: returned.iter().copied().collect(),
+        })
+    }
+}
+
+/// One enumerator instance.
+pub struct FaultyEnumerator {
+    settings: Settings,
+    parallelism: u32,
+    state: RefCell<State>,
+}
+
+impl FaultyEnumerator {
+    fn check_subtask(&self, subtask: u32) -> Result<(), Error> {
+        if subtask >= self.parallelism {
+            return Err(Error::InvalidState(format!(
+                "subtask {subtask} is beyond the parallelism {}",
+                self.parallelism
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl GuestEnumerator for FaultyEnumerator {
+    fn create(config: Vec<(String, String)>, parallelism: u32) -> Result<Enumerator, Error> {
+        let settings = Settings::from_config(&config)?;
+        settings.maybe_fault(Call::Create, None)?;
+        Ok(Enumerator::new(Self {
+            settings,
+            parallelism,
+            state: RefCell::new(State::default()),
+        }))
+    }
+
+    fn restore(
+        config: Vec<(String, String)>,
+        parallelism: u32,
+        snapshot: Vec<u8>,
+    ) -> Result<Enumerator, Error> {
+        let settings = Settings::from_config(&config)?;
+        let state = State::decode(&snapshot, settings.splits).map_err(Error::CorruptSnapshot)?;
+        Ok(Enumerator::new(Self {
+            settings,
+            parallelism,
+            state: RefCell::new(state),
+        }))
+    }
+
+    fn start(&self) -> Result<(), Error> {
+        self.settings.maybe_fault(Call::Start, None)?;
+        Ok(())
+    }
+
+    fn handle_split_request(&self, subtask: u32, _hostname: Option<String>) -> Result<(), Error> {
+        self.check_subtask(subtask)?;
+        if self
+            .settings
+            .maybe_fault(Call::HandleSplitRequest, Some(subtask))?
+        {
+            return Ok(());
+        }
+        let index = {
+            let mut state = self.state.borrow_mut();
+            match state.returned.pop_front() {
+                Some(index) => Some(index),
+                None if state.next < self.settings.splits => {
+                    state.next += 1;
+                    Some(state.next - 1)
+                }
+                None => None,
+            }
+        };
+        match index {
+            Some(i) => {
+                let split = Split {
+                    id: format!("split-{i}"),
+                    payload: SplitPayload::Inline(format!("line-{i}")),
+                };
+                enumerator_context::assign_splits(&[(subtask, vec![split])]);
+            }
+            None => enumerator_context::signal_no_more_splits(subtask),
+        }
+        Ok(())
+    }
+
+    fn add_splits_back(&self, splits: Vec<Split>, subtask: u32) -> Result<(), Error> {
+        if self
+            .settings
+            .maybe_fault(Call::AddSplitsBack, Some(subtask))?
+        {
+            return Ok(());
+        }
+        let mut indexes = Vec::with_capacity(splits.len());
+        for split in splits {
+            if split.id == READ_FILE_SPLIT_ID {
+                continue; // a probe, not data: never handed out again
+            }
+            let index = split
+                .id
+                .strip_prefix("split-")
+                .and_then(|i| i.parse::<u32>().ok())
+                .filter(|&i| i < self.settings.splits)
+                .ok_or_else(|| {
+                    Error::InvalidState(format!("unknown split `{}` given back", split.id))
+                })?;
+            indexes.push(index);
+        }
+        let mut state = self.state.borrow_mut();
+        for index in indexes.into_iter().rev() {
+            state.returned.push_front(index);
+        }
+        Ok(())
+    }
+
+    fn add_reader(&self, subtask: u32) -> Result<(), Error> {
+        self.check_subtask(subtask)?;
+        self.settings.maybe_fault(Call::AddReader, Some(subtask))?;
+        Ok(())
+    }
+
+    fn supports_batch_snapshot() -> bool {
+        true
+    }
+
+    fn snapshot_state(&self, _checkpoint_id: i64) -> Result<Vec<u8>, Error> {
+        self.settings.maybe_fault(Call::SnapshotState, None)?;
+        Ok(self.state.borrow().encode())
+    }
+
+    fn unassigned_splits(&self) -> u64 {
+        let state = self.state.borrow();
+        u64::from(self.settings.splits - state.next) + state.returned.len() as u64
+    }
+}
+
+bindings::export!(Component with_types_in bindings);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn settings_default_to_a_harmless_enumerator() {
+        let settings = Settings::from_config(&cfg(&[])).unwrap();
+        assert_eq!(settings.splits, DEFAULT_SPLITS);
+        assert_eq!(settings.fault, Fault::None);
+        assert_eq!(settings.on, Call::HandleSplitRequest);
+        assert_eq!(settings.trap_after, 0);
+    }
+
+    #[test]
+    fn bad_fault_settings_are_refused() {
+        assert!(Settings::from_config(&cfg(&[("fault", "explode")])).is_err());
+        assert!(Settings::from_config(&cfg(&[("on", "restore")])).is_err());
+        assert!(Settings::from_config(&cfg(&[("fault", "read-file")])).is_err());
+        assert!(Settings::from_config(&cfg(&[("trap-after", "-1")])).is_err());
+    }
+
+    #[test]
+    fn snapshots_round_trip_and_bad_bytes_are_refused() {
+        let state = State {
+            next: 3,
+            returned: [1, 0].into(),
+        };
+        assert_eq!(State::decode(&state.encode(), 4).unwrap(), state);
+        assert!(State::decode(&state.encode(), 2).is_err());
+        assert!(State::decode(&[1, 2, 3], 4).is_err());
+        assert!(State::decode(&[], 4).is_err());
+        let mut bytes = state.encode();
+        bytes.truncate(12);
+        assert!(State::decode(&bytes, 4).is_err());
+    }
+}

@@ -1,0 +1,321 @@
+//! `file-enumerator`: a coordhost split enumerator (Flink's `SplitEnumerator`
+//! of a `FileSource`, world `split-enumerator-plugin`) that cuts the files of
+//! one directory into byte-range splits and hands them to readers one at a
+//! time, with batch snapshots (FLIP-383 `SupportsBatchSnapshot`).
+//!
+//! # Config
+//!
+//! | key | meaning |
+//! |---|---|
+//! | `dir` | absolute path of the directory; the host grants it at the same path |
+//! | `split-bytes` | split size in bytes, default 1048576 (1 MiB), at least 1 |
+//! | `pattern` | optional file-name suffix filter, e.g. `.txt` |
+//!
+//! On `start` the enumerator lists `dir` (non-recursive, sorted by name,
+//! hidden files and non-files skipped) and cuts each file into `file-range`
+//! splits of `split-bytes` bytes with ids `"<file name>:<index>"`.
+//!
+//! # Snapshot format
+//!
+//! Byte 0 is the format version, [`SNAPSHOT_VERSION`] (1). The rest is the
+//! `postcard` encoding of [`EnumeratorState`]: the flag `started` (whether the
+//! directory was listed) followed by the queue of unassigned splits, front
+//! first. Assigned splits are the host's to remember; it gives them back with
+//! `add-splits-back` when their subtask is reset. An enumerator restored from
+//! a started snapshot does not list the directory again.
+
+mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "split-enumerator-plugin",
+    });
+}
+
+use bindings::coordhost::plugin::types::{Error, LogLevel, Split};
+use bindings::coordhost::plugin::{enumerator_context, host_log};
+use bindings::exports::coordhost::plugin::split_enumerator::{Enumerator, Guest, GuestEnumerator};
+use plugin_support::config;
+use plugin_support::splits::{PendingSplit, SplitQueue, file_range_splits};
+use serde::{Deserialize, Serialize};
+use std::cell::{Cell, RefCell};
+
+/// Version byte that opens every snapshot this enumerator writes.
+pub const SNAPSHOT_VERSION: u8 = 1;
+
+/// Split size when the config has no `split-bytes`: 1 MiB.
+pub const DEFAULT_SPLIT_BYTES: u64 = 1_048_576;
+
+/// The component: the type the generated `export!` binds to.
+struct Component;
+
+impl Guest for Component {
+    type Enumerator = FileEnumerator;
+}
+
+/// What the config says.
+#[derive(Debug, Clone)]
+struct Settings {
+    dir: String,
+    split_bytes: u64,
+    pattern: Option<String>,
+}
+
+impl Settings {
+    fn from_config(config: &[(String, String)]) -> Result<Self, Error> {
+        let dir = config::absolute_path(config, "dir").map_err(Error::InvalidConfig)?;
+        let split_bytes = config::parsed_or(config, "split-bytes", DEFAULT_SPLIT_BYTES)
+            .map_err(Error::InvalidConfig)?;
+        if split_bytes == 0 {
+            return Err(Error::InvalidConfig(
+                "config key `split-bytes` must be at least 1".to_owned(),
+            ));
+        }
+        let pattern = config::value(config, "pattern").map(str::to_owned);
+        Ok(Self {
+            dir,
+            split_bytes,
+            pattern,
+        })
+    }
+}
+
+/// The state a batch snapshot holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnumeratorState {
+    /// Whether the directory was listed; a restored enumerator that was
+    /// started does not list it again.
+    pub started: bool,
+    /// Splits not yet assigned, front first.
+    pub unassigned: SplitQueue,
+}
+
+impl EnumeratorState {
+    /// Encodes the state in the snapshot format described in the crate docs.
+    pub fn encode(&self) -> Result<Vec<u8>, String> {
+        let mut bytes = vec![SNAPSHOT_VERSION];
+        let body = postcard::to_allocvec(self).map_err(|e| format!("cannot encode state: {e}"))?;
+        bytes.extend_from_slice(&body);
+        Ok(bytes)
+    }
+
+    /// Decodes bytes that [`EnumeratorState::encode`] wrote.
+    ///
+    /// # Errors
+    ///
+    /// A message for `error::corrupt-snapshot`: empty input, an unknown
+    /// version, a bad body, or trailing bytes.
+    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        let (&version, body) = bytes
+            .split_first()
+            .ok_or_else(|| "snapshot is empty".to_owned())?;
+        if version != SNAPSHOT_VERSION {
+            return Err(format!(
+                "snapshot format version {version} is not supported (expected {SNAPSHOT_VERSION})"
+            ));
+        }
+        let (state, rest) = postcard::take_from_bytes::<Self>(body)
+            .map_err(|e| format!("snapshot body does not decode: {e}"))?;
+        if !rest.is_empty() {
+            return Err(format!("snapshot has {} trailing bytes", rest.len()));
+        }
+        Ok(state)
+    }
+}
+
+/// One enumerator instance (one per source job vertex).
+pub struct FileEnumerator {
+    settings: Settings,
+    parallelism: u32,
+    state: RefCell<EnumeratorState>,
+    /// Whether `start` was called on this instance (not part of snapshots).
+    start_called: Cell<bool>,
+}
+
+impl FileEnumerator {
+    fn new(settings: Settings, parallelism: u32, state: EnumeratorState) -> Self {
+        Self {
+            settings,
+            parallelism,
+            state: RefCell::new(state),
+            start_called: Cell::new(false),
+        }
+    }
+
+    fn check_subtask(&self, subtask: u32) -> Result<(), Error> {
+        if subtask >= self.parallelism {
+            return Err(Error::InvalidState(format!(
+                "subtask {subtask} is beyond the parallelism {}",
+                self.parallelism
+            )));
+        }
+        Ok(())
+    }
+
+    /// Lists the directory and cuts its files into splits.
+    fn discover_splits(&self) -> Result<Vec<PendingSplit>, Error> {
+        let dir = &self.settings.dir;
+        let entries = std::fs::read_dir(dir)
+            .map_err(|e| Error::Io(format!("cannot list directory {dir}: {e}")))?;
+        let mut files = Vec::new();
+        for entry in entries {
+            let entry =
+                entry.map_err(|e| Error::Io(format!("cannot list directory {dir}: {e}")))?;
+            let Ok(name) = entry.file_name().into_string() else {
+                log(
+                    LogLevel::Warn,
+                    &format!("skipping a file in {dir} whose name is not UTF-8"),
+                );
+                continue;
+            };
+            if name.starts_with('.') {
+                continue;
+            }
+            if let Some(pattern) = &self.settings.pattern
+                && !name.ends_with(pattern.as_str())
+            {
+                continue;
+            }
+            let path = format!("{}/{name}", dir.trim_end_matches('/'));
+            let metadata = std::fs::metadata(&path)
+                .map_err(|e| Error::Io(format!("cannot read metadata of {path}: {e}")))?;
+            if metadata.is_file() {
+                files.push((name, path, metadata.len()));
+            }
+        }
+        files.sort();
+        let splits: Vec<_> = files
+            .iter()
+            .flat_map(|(name, path, len)| {
+                file_range_splits(path, name, *len, self.settings.split_bytes)
+            })
+            .collect();
+        log(
+            LogLevel::Info,
+            &format!(
+                "listed {} files in {dir}: {} splits",
+                files.len(),
+                splits.len()
+            ),
+        );
+        Ok(splits)
+    }
+}
+
+impl GuestEnumerator for FileEnumerator {
+    fn create(config: Vec<(String, String)>, parallelism: u32) -> Result<Enumerator, Error> {
+        let settings = Settings::from_config(&config)?;
+        Ok(Enumerator::new(Self::new(
+            settings,
+            parallelism,
+            EnumeratorState::default(),
+        )))
+    }
+
+    fn restore(
+        config: Vec<(String, String)>,
+        parallelism: u32,
+        snapshot: Vec<u8>,
+    ) -> Result<Enumerator, Error> {
+        let settings = Settings::from_config(&config)?;
+        let state = EnumeratorState::decode(&snapshot).map_err(Error::CorruptSnapshot)?;
+        log(
+            LogLevel::Info,
+            &format!(
+                "restored: {} unassigned splits, started = {}",
+                state.unassigned.len(),
+                state.started
+            ),
+        );
+        Ok(Enumerator::new(Self::new(settings, parallelism, state)))
+    }
+
+    fn start(&self) -> Result<(), Error> {
+        if self.start_called.replace(true) {
+            return Err(Error::InvalidState("start was already called".to_owned()));
+        }
+        if self.state.borrow().started {
+            // Restored from a snapshot taken after the listing: the queue is
+            // authoritative; listing again would hand out splits twice.
+            return Ok(());
+        }
+        let splits = self.discover_splits()?;
+        let mut state = self.state.borrow_mut();
+        state.unassigned.extend(splits);
+        state.started = true;
+        Ok(())
+    }
+
+    fn handle_split_request(&self, subtask: u32, _hostname: Option<String>) -> Result<(), Error> {
+        self.check_subtask(subtask)?;
+        if !self.start_called.get() {
+            return Err(Error::InvalidState(
+                "split requested before start".to_owned(),
+            ));
+        }
+        let next = self.state.borrow_mut().unassigned.next_split();
+        match next {
+            Some(split) => enumerator_context::assign_splits(&[(subtask, vec![to_wit(split)])]),
+            None => enumerator_context::signal_no_more_splits(subtask),
+        }
+        Ok(())
+    }
+
+    fn add_splits_back(&self, splits: Vec<Split>, subtask: u32) -> Result<(), Error> {
+        log(
+            LogLevel::Debug,
+            &format!("{} splits of subtask {subtask} came back", splits.len()),
+        );
+        let splits = splits.into_iter().map(from_wit).collect();
+        self.state.borrow_mut().unassigned.add_back(splits);
+        Ok(())
+    }
+
+    fn add_reader(&self, subtask: u32) -> Result<(), Error> {
+        self.check_subtask(subtask)
+    }
+
+    fn supports_batch_snapshot() -> bool {
+        true
+    }
+
+    fn snapshot_state(&self, _checkpoint_id: i64) -> Result<Vec<u8>, Error> {
+        self.state.borrow().encode().map_err(Error::Other)
+    }
+
+    fn unassigned_splits(&self) -> u64 {
+        self.state.borrow().unassigned.len() as u64
+    }
+}
+
+fn log(level: LogLevel, message: &str) {
+    host_log::log(level, message);
+}
+
+plugin_support::wit_split_conversions!(bindings::coordhost::plugin::types);
+
+bindings::export!(Component with_types_in bindings);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshots_round_trip_and_bad_bytes_are_refused() {
+        let mut state = EnumeratorState {
+            started: true,
+            unassigned: SplitQueue::new(),
+        };
+        state
+            .unassigned
+            .extend(file_range_splits("/d/a.txt", "a.txt", 10, 4));
+        let bytes = state.encode().unwrap();
+        assert_eq!(bytes[0], SNAPSHOT_VERSION);
+        assert_eq!(EnumeratorState::decode(&bytes).unwrap(), state);
+        assert!(EnumeratorState::decode(&[]).is_err());
+        assert!(EnumeratorState::decode(&[9, 1, 0]).is_err());
+        assert!(EnumeratorState::decode(&bytes[..bytes.len() - 1]).is_err());
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(EnumeratorState::decode(&longer).is_err());
+    }
+}

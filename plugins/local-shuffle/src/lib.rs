@@ -1,0 +1,268 @@
+//! `local-shuffle`: a coordhost shuffle master (Flink's `ShuffleMaster`, world
+//! `shuffle-master-plugin`) that places result partitions in directories under
+//! one local root and can tell, after a coordinator crash, which of them still
+//! exist (FLIP-383's `getPartitionWithMetrics`), with batch snapshots of its
+//! descriptors (FLIP-383's `ShuffleMasterSnapshot`).
+//!
+//! # Config
+//!
+//! | key | meaning |
+//! |---|---|
+//! | `root` | absolute directory, granted read-write at the same path on host and guest |
+//!
+//! A partition lives in `<root>/<job-id>/<intermediate-data-set>/<job-vertex>-<subtask>-<attempt>`
+//! (see `plugin_support::partition_files`); the host writes its data there and
+//! then creates the `COMPLETE` marker.
+//!
+//! # Snapshots
+//!
+//! The first `snapshot-state` of a job (and the first after a restore) is
+//! full: every descriptor of the job. Later ones are incremental: the
+//! descriptors registered since the snapshot before. `restore-state` takes the
+//! list from the last full snapshot on and rebuilds the descriptors.
+//!
+//! The `data` of a snapshot is byte 0 = format version [`SNAPSHOT_VERSION`]
+//! (1), then the `postcard` encoding of [`SnapshotBody`]: the job id and the
+//! descriptors (data set, job vertex, subtask, attempt, location, number of
+//! subpartitions).
+
+mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "shuffle-master-plugin",
+    });
+}
+
+use bindings::coordhost::plugin::host_log;
+use bindings::coordhost::plugin::types::{
+    Error, LogLevel, PartitionDescriptor, PartitionWithMetrics, ProducerDescriptor,
+    ResultPartitionId, ShuffleDescriptor, ShuffleMasterSnapshot,
+};
+use bindings::exports::coordhost::plugin::shuffle_master::{
+    Guest, GuestShuffleMaster, ShuffleMaster,
+};
+use plugin_support::registry::{RegistrySnapshot, StoredDescriptor};
+use plugin_support::shuffle::PartitionPlacer;
+use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
+
+/// Version byte that opens the `data` of every snapshot this plugin writes.
+pub const SNAPSHOT_VERSION: u8 = 1;
+
+/// The component: the type the generated `export!` binds to.
+struct Component;
+
+impl Guest for Component {
+    type ShuffleMaster = LocalShuffleMaster;
+}
+
+/// What the `data` of one snapshot holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotBody {
+    /// The job the descriptors belong to.
+    pub job_id: String,
+    /// The descriptors (all of the job's for a full snapshot).
+    pub descriptors: Vec<StoredDescriptor>,
+}
+
+impl SnapshotBody {
+    /// Encodes the body as described in the crate docs.
+    pub fn encode(&self) -> Result<Vec<u8>, String> {
+        let mut bytes = vec![SNAPSHOT_VERSION];
+        bytes.extend(
+            postcard::to_allocvec(self).map_err(|e| format!("cannot encode snapshot: {e}"))?,
+        );
+        Ok(bytes)
+    }
+
+    /// Decodes bytes that [`SnapshotBody::encode`] wrote.
+    ///
+    /// # Errors
+    ///
+    /// A message for `error::corrupt-snapshot`.
+    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        let (&version, body) = bytes
+            .split_first()
+            .ok_or_else(|| "snapshot data is empty".to_owned())?;
+        if version != SNAPSHOT_VERSION {
+            return Err(format!(
+                "snapshot format version {version} is not supported (expected {SNAPSHOT_VERSION})"
+            ));
+        }
+        let (decoded, rest) = postcard::take_from_bytes::<Self>(body)
+            .map_err(|e| format!("snapshot data does not decode: {e}"))?;
+        if !rest.is_empty() {
+            return Err(format!("snapshot data has {} trailing bytes", rest.len()));
+        }
+        Ok(decoded)
+    }
+}
+
+/// One shuffle master instance (one per job).
+pub struct LocalShuffleMaster {
+    placer: RefCell<PartitionPlacer>,
+}
+
+impl GuestShuffleMaster for LocalShuffleMaster {
+    fn create(config: Vec<(String, String)>) -> Result<ShuffleMaster, Error> {
+        let root =
+            plugin_support::config::absolute_path(&config, "root").map_err(Error::InvalidConfig)?;
+        let placer = PartitionPlacer::new(root).map_err(failure_to_wit)?;
+        Ok(ShuffleMaster::new(Self {
+            placer: RefCell::new(placer),
+        }))
+    }
+
+    fn register_job(&self, job_id: String) -> Result<(), Error> {
+        self.placer.borrow_mut().registry().register_job(&job_id);
+        Ok(())
+    }
+
+    fn register_partition_with_producer(
+        &self,
+        job_id: String,
+        partition: PartitionDescriptor,
+        _producer: ProducerDescriptor,
+    ) -> Result<ShuffleDescriptor, Error> {
+        let descriptor = self
+            .placer
+            .borrow_mut()
+            .place(&job_id, key_of(&partition.id), partition.num_subpartitions)
+            .map_err(failure_to_wit)?;
+        Ok(descriptor_to_wit(&descriptor))
+    }
+
+    fn release_partition_externally(&self, descriptor: ShuffleDescriptor) -> Result<(), Error> {
+        self.placer
+            .borrow_mut()
+            .release(&key_of(&descriptor.id), &descriptor.location)
+            .map_err(failure_to_wit)
+    }
+
+    fn supports_batch_snapshot() -> bool {
+        true
+    }
+
+    fn snapshot_state(&self, job_id: String) -> Result<ShuffleMasterSnapshot, Error> {
+        let snapshot = self
+            .placer
+            .borrow_mut()
+            .registry()
+            .snapshot(&job_id)
+            .map_err(Error::InvalidState)?;
+        let body = SnapshotBody {
+            job_id,
+            descriptors: snapshot.descriptors,
+        };
+        Ok(ShuffleMasterSnapshot {
+            incremental: snapshot.incremental,
+            data: body.encode().map_err(Error::Other)?,
+        })
+    }
+
+    fn restore_state(&self, snapshots: Vec<ShuffleMasterSnapshot>) -> Result<(), Error> {
+        if snapshots.first().is_some_and(|s| s.incremental) {
+            return Err(Error::CorruptSnapshot(
+                "the first snapshot to restore is incremental; a restore starts at a full one"
+                    .to_owned(),
+            ));
+        }
+        // Decode everything before changing anything: a bad snapshot leaves
+        // the shuffle master as it was.
+        let decoded = snapshots
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                SnapshotBody::decode(&s.data)
+                    .map(|body| (s.incremental, body))
+                    .map_err(|e| Error::CorruptSnapshot(format!("snapshot {i}: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut placer = self.placer.borrow_mut();
+        let mut restored = 0;
+        for (incremental, body) in decoded {
+            restored += body.descriptors.len();
+            placer.registry().restore(
+                &body.job_id,
+                RegistrySnapshot {
+                    incremental,
+                    descriptors: body.descriptors,
+                },
+            );
+        }
+        host_log::log(
+            LogLevel::Info,
+            &format!(
+                "restored {restored} descriptors from {} snapshots",
+                snapshots.len()
+            ),
+        );
+        Ok(())
+    }
+
+    fn notify_partition_recovery_started(&self, job_id: String) {
+        host_log::log(
+            LogLevel::Info,
+            &format!("partition recovery of job {job_id} started"),
+        );
+    }
+
+    fn get_partitions_with_metrics(
+        &self,
+        job_id: String,
+        expected: Vec<ResultPartitionId>,
+        _remaining_ms: u64,
+    ) -> Result<Vec<PartitionWithMetrics>, Error> {
+        let keys: Vec<_> = expected.iter().map(key_of).collect();
+        let (reported, warnings) = self.placer.borrow().report(&job_id, &keys);
+        for warning in warnings {
+            host_log::log(LogLevel::Warn, &warning);
+        }
+        Ok(reported
+            .iter()
+            .map(|(descriptor, sizes)| PartitionWithMetrics {
+                descriptor: descriptor_to_wit(descriptor),
+                bytes_per_subpartition: sizes.clone(),
+            })
+            .collect())
+    }
+
+    fn unregister_job(&self, job_id: String) {
+        self.placer.borrow_mut().registry().unregister_job(&job_id);
+    }
+}
+
+plugin_support::wit_partition_conversions!(bindings::coordhost::plugin::types);
+
+bindings::export!(Component with_types_in bindings);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plugin_support::registry::PartitionKey;
+
+    #[test]
+    fn snapshot_data_round_trips_and_bad_bytes_are_refused() {
+        let body = SnapshotBody {
+            job_id: "j".into(),
+            descriptors: vec![StoredDescriptor {
+                key: PartitionKey {
+                    intermediate_data_set: "ds".into(),
+                    job_vertex: "map".into(),
+                    subtask: 1,
+                    attempt: 2,
+                },
+                location: "/r/j/ds/map-1-2".into(),
+                num_subpartitions: 3,
+            }],
+        };
+        let bytes = body.encode().unwrap();
+        assert_eq!(SnapshotBody::decode(&bytes).unwrap(), body);
+        assert!(SnapshotBody::decode(&[]).is_err());
+        assert!(SnapshotBody::decode(&[2]).is_err());
+        assert!(SnapshotBody::decode(&bytes[..bytes.len() - 1]).is_err());
+        let mut longer = bytes;
+        longer.push(7);
+        assert!(SnapshotBody::decode(&longer).is_err());
+    }
+}

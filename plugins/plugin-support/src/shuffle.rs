@@ -1,0 +1,237 @@
+//! The part of a shuffle master (Flink's `ShuffleMaster`) that the sample
+//! shuffle plugins share: placing partitions in directories under one root,
+//! remembering their descriptors, reporting the ones that exist with their
+//! sizes (FLIP-383's `getPartitionWithMetrics`), and releasing them. The
+//! plugins add the WIT glue and, for `local-shuffle`, batch snapshots.
+
+use crate::partition_files::{
+    completed_sizes, create_location, is_strictly_inside, partition_location, release_location,
+};
+use crate::registry::{PartitionKey, PartitionRegistry, StoredDescriptor};
+
+/// Why a shuffle operation failed; each plugin maps it to the WIT `error`
+/// case of the same name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShuffleFailure {
+    /// The call does not fit the current state (e.g. an unregistered job).
+    InvalidState(String),
+    /// A file-system operation failed.
+    Io(String),
+}
+
+/// A partition that exists, with the bytes of each subpartition.
+pub type ReportedPartition = (StoredDescriptor, Vec<u64>);
+
+/// Partitions placed under `root`, with their descriptors.
+#[derive(Debug)]
+pub struct PartitionPlacer {
+    root: String,
+    registry: PartitionRegistry,
+}
+
+impl PartitionPlacer {
+    /// A placer for partitions under the absolute directory `root`, which is
+    /// created if missing.
+    ///
+    /// # Errors
+    ///
+    /// [`ShuffleFailure::Io`] when `root` cannot be created (e.g. it was not
+    /// granted to the plugin).
+    pub fn new(root: String) -> Result<Self, ShuffleFailure> {
+        std::fs::create_dir_all(&root)
+            .map_err(|e| ShuffleFailure::Io(format!("cannot create shuffle root {root}: {e}")))?;
+        Ok(Self {
+            root,
+            registry: PartitionRegistry::new(),
+        })
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &str {
+        &self.root
+    }
+
+    /// The descriptors, for registering jobs, snapshots and restores.
+    pub fn registry(&mut self) -> &mut PartitionRegistry {
+        &mut self.registry
+    }
+
+    /// Decides where partition `key` of `job_id` lives, creates that
+    /// directory, and remembers the descriptor.
+    ///
+    /// # Errors
+    ///
+    /// [`ShuffleFailure::InvalidState`] for an unregistered job,
+    /// [`ShuffleFailure::Io`] when the directory cannot be created.
+    pub fn place(
+        &mut self,
+        job_id: &str,
+        key: PartitionKey,
+        num_subpartitions: u32,
+    ) -> Result<StoredDescriptor, ShuffleFailure> {
+        if !self.registry.is_registered(job_id) {
+            return Err(ShuffleFailure::InvalidState(format!(
+                "job {job_id} is not registered"
+            )));
+        }
+        let location = partition_location(
+            &self.root,
+            job_id,
+            &key.intermediate_data_set,
+            &key.job_vertex,
+            key.subtask,
+            key.attempt,
+        );
+        create_location(&location).map_err(ShuffleFailure::Io)?;
+        let descriptor = StoredDescriptor {
+            key,
+            location,
+            num_subpartitions,
+        };
+        self.registry
+            .record(job_id, descriptor.clone())
+            .map_err(ShuffleFailure::InvalidState)?;
+        Ok(descriptor)
+    }
+
+    /// Of the `expected` partitions of `job_id`, those with a known
+    /// descriptor whose `COMPLETE` marker exists, with their sizes, in the
+    /// order asked. Returns at once. The second list holds a warning for each
+    /// partition that is marked complete but damaged (left out of the report,
+    /// so its producer runs again).
+    pub fn report<'a>(
+        &self,
+        job_id: &str,
+        expected: impl IntoIterator<Item = &'a PartitionKey>,
+    ) -> (Vec<ReportedPartition>, Vec<String>) {
+        let mut reported = Vec::new();
+        let mut warnings = Vec::new();
+        for key in expected {
+            let Some(descriptor) = self.registry.get(job_id, key) else {
+                continue;
+            };
+            match completed_sizes(&descriptor.location, descriptor.num_subpartitions) {
+                Ok(Some(sizes)) => reported.push((descriptor.clone(), sizes)),
+                Ok(None) => {}
+                Err(warning) => warnings.push(warning),
+            }
+        }
+        (reported, warnings)
+    }
+
+    /// Deletes the directory of a partition and forgets its descriptor.
+    ///
+    /// # Errors
+    ///
+    /// [`ShuffleFailure::InvalidState`] when `location` is not a directory
+    /// under the root, [`ShuffleFailure::Io`] when the deletion fails.
+    pub fn release(&mut self, key: &PartitionKey, location: &str) -> Result<(), ShuffleFailure> {
+        if !is_strictly_inside(&self.root, location) {
+            return Err(ShuffleFailure::InvalidState(format!(
+                "refusing to delete {location}: it is not a partition directory under {}",
+                self.root
+            )));
+        }
+        release_location(&self.root, location).map_err(ShuffleFailure::Io)?;
+        self.registry.forget(key, location);
+        Ok(())
+    }
+}
+
+/// Defines, in the calling module, conversions between the WIT types that the
+/// caller's `wit-bindgen` generated in module `$types` and this crate's
+/// binding-free ones: `key_of(&ResultPartitionId) -> PartitionKey`,
+/// `id_of(&PartitionKey) -> ResultPartitionId`,
+/// `descriptor_to_wit(&StoredDescriptor) -> ShuffleDescriptor`, and
+/// `failure_to_wit(ShuffleFailure) -> Error`.
+#[macro_export]
+macro_rules! wit_partition_conversions {
+    ($types:path) => {
+        /// The registry key of a WIT partition id.
+        fn key_of(id: &ResultPartitionId) -> $crate::registry::PartitionKey {
+            $crate::registry::PartitionKey {
+                intermediate_data_set: id.intermediate_data_set.clone(),
+                job_vertex: id.producer.job_vertex.clone(),
+                subtask: id.producer.subtask,
+                attempt: id.producer.attempt,
+            }
+        }
+
+        /// The WIT partition id of a registry key.
+        fn id_of(key: &$crate::registry::PartitionKey) -> ResultPartitionId {
+            use $types as types;
+            types::ResultPartitionId {
+                intermediate_data_set: key.intermediate_data_set.clone(),
+                producer: types::ExecutionAttemptId {
+                    job_vertex: key.job_vertex.clone(),
+                    subtask: key.subtask,
+                    attempt: key.attempt,
+                },
+            }
+        }
+
+        /// The WIT shuffle descriptor of a remembered one.
+        fn descriptor_to_wit(descriptor: &$crate::registry::StoredDescriptor) -> ShuffleDescriptor {
+            use $types as types;
+            types::ShuffleDescriptor {
+                id: id_of(&descriptor.key),
+                location: descriptor.location.clone(),
+                num_subpartitions: descriptor.num_subpartitions,
+            }
+        }
+
+        /// The WIT error for a shared shuffle failure.
+        fn failure_to_wit(failure: $crate::shuffle::ShuffleFailure) -> Error {
+            match failure {
+                $crate::shuffle::ShuffleFailure::InvalidState(m) => Error::InvalidState(m),
+                $crate::shuffle::ShuffleFailure::Io(m) => Error::Io(m),
+            }
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::partition_files::{COMPLETE_MARKER, subpartition_path};
+
+    fn key(subtask: u32) -> PartitionKey {
+        PartitionKey {
+            intermediate_data_set: "ds".into(),
+            job_vertex: "map".into(),
+            subtask,
+            attempt: 0,
+        }
+    }
+
+    #[test]
+    fn placed_partitions_are_reported_once_complete_and_gone_once_released() {
+        let root =
+            std::env::temp_dir().join(format!("plugin-support-shuffle-{}", std::process::id()));
+        let root = root.to_str().unwrap().to_owned();
+        let mut placer = PartitionPlacer::new(root.clone()).unwrap();
+        assert!(matches!(
+            placer.place("j", key(0), 2),
+            Err(ShuffleFailure::InvalidState(_))
+        ));
+        placer.registry().register_job("j");
+        let placed = placer.place("j", key(0), 2).unwrap();
+        assert_eq!(placed.location, format!("{root}/j/ds/map-0-0"));
+        let (reported, _) = placer.report("j", [&key(0), &key(1)]);
+        assert!(reported.is_empty());
+        std::fs::write(subpartition_path(&placed.location, 0), b"12345").unwrap();
+        std::fs::write(subpartition_path(&placed.location, 1), b"1").unwrap();
+        std::fs::write(format!("{}/{COMPLETE_MARKER}", placed.location), b"").unwrap();
+        let (reported, warnings) = placer.report("j", [&key(0), &key(1)]);
+        assert_eq!(reported, [(placed.clone(), vec![5, 1])]);
+        assert!(warnings.is_empty());
+        assert!(matches!(
+            placer.release(&key(0), "/etc"),
+            Err(ShuffleFailure::InvalidState(_))
+        ));
+        placer.release(&key(0), &placed.location).unwrap();
+        assert!(!std::path::Path::new(&placed.location).exists());
+        assert!(placer.report("j", [&key(0)]).0.is_empty());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}
