@@ -7,6 +7,8 @@
 help:
 	@echo "targets:"
 	@echo "  plugins   build the sample Rust plugins into $(PLUGINS_OUT)/NAME.wasm"
+	@echo "  plugins-py  build the Python sample plugins (py-enumerator, py-shuffle); part of plugins"
+	@echo "  plugins-js  build the JavaScript sample plugin (js-enumerator); part of plugins"
 
 # ---------------------------------------------------------------------------
 # plugins: the sample Rust plugins (plugins/Cargo.toml, a workspace of its own)
@@ -34,3 +36,14 @@ plugins:
 		--manifest-path $(PLUGINS_SRC)/Cargo.toml
 	mkdir -p $(PLUGINS_OUT)
 	$(foreach name,$(PLUGIN_NAMES),cp $(PLUGINS_RELEASE)/$(subst -,_,$(name)).wasm $(PLUGINS_OUT)/$(name).wasm &&) true
+
+# ---------------------------------------------------------------------------
+# plugins-py, plugins-js: the Python (componentize-py) and JavaScript
+# (componentize-js) sample plugins, defined in plugins/languages.mk, which
+# installs its pinned tools into .venv/ and plugins/js-enumerator/node_modules.
+# `make plugins` builds them too.
+# ---------------------------------------------------------------------------
+
+include plugins/languages.mk
+
+plugins: plugins-py plugins-js

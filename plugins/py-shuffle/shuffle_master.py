@@ -1,0 +1,348 @@
+"""The `shuffle-master` resource of `coordhost:plugin/shuffle-master@0.1.0`, in Python.
+
+A shuffle master that keeps partitions as directories under one local root, with the same
+behaviour as the Rust `local-shuffle` sample (Flink's `ShuffleMaster` with FLIP-383's
+`getPartitionWithMetrics` and batch snapshots):
+
+* config key `root`: an absolute directory, granted read-write to the guest at the same path;
+  `create` makes it if missing (an `io` error if it was not granted);
+* a job must be registered (`register-job`, or restored) before its partitions are;
+* a partition lives at `<root>/<job-id>/<intermediate-data-set>/<job-vertex>-<subtask>-<attempt>`,
+  every path component reduced to `[A-Za-z0-9._-]` (any other character becomes `_`; a
+  component that is empty or only dots has each character, or the empty name, made `_`);
+  `register-partition-with-producer` creates that directory; the host writes
+  `<location>/sub-<i>.data` and finally `<location>/COMPLETE`;
+* `get-partitions-with-metrics` answers at once, never sleeping: an expected partition is
+  reported when its descriptor is known and its `COMPLETE` marker exists, with the size of
+  every `sub-<i>.data`; one marked complete but missing a data file is left out, with a warning;
+* `release-partition-externally` deletes the directory, only if it lies strictly under the root;
+* snapshots are per job: the first one (and the first after a restore) is full, later ones
+  are incremental and hold only the descriptors registered since the previous snapshot;
+  `restore-state` needs a full snapshot first.
+
+Snapshot data (UTF-8 JSON object):
+
+    {"format": "coordhost-local-shuffle", "version": 1, "job-id": "j1",
+     "partitions": [{"intermediate-data-set": "ds", "job-vertex": "map", "subtask": 0,
+                     "attempt": 0, "location": "/root/j1/ds/map-0-0", "num-subpartitions": 2}]}
+
+Expected failures are raised as `componentize_py_types.Err(<error variant>)`.
+"""
+
+import json
+import os
+import re
+from typing import Dict, List, Optional, Tuple
+
+import wit_world.exports.shuffle_master
+from componentize_py_types import Err
+from wit_world.imports import host_log
+from wit_world.imports.types import (
+    Error_CorruptSnapshot,
+    Error_InvalidConfig,
+    Error_InvalidState,
+    Error_Io,
+    ExecutionAttemptId,
+    LogLevel,
+    PartitionDescriptor,
+    PartitionWithMetrics,
+    ProducerDescriptor,
+    ResultPartitionId,
+    ShuffleDescriptor,
+    ShuffleMasterSnapshot,
+)
+
+#: Value of the snapshot's `format` field.
+SNAPSHOT_FORMAT = "coordhost-local-shuffle"
+#: Version of the snapshot layout this code writes and reads.
+SNAPSHOT_VERSION = 1
+#: Name of the marker the host creates once every subpartition of a partition is written.
+COMPLETE_MARKER = "COMPLETE"
+
+#: Key of a partition inside one job: (intermediate data set, job vertex, subtask, attempt).
+PartitionKey = Tuple[str, str, int, int]
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def sanitize(component: str) -> str:
+    """Reduces one path component to `[A-Za-z0-9._-]` so it can neither escape nor nest."""
+    if component == "":
+        return "_"
+    if component.strip(".") == "":
+        return "_" * len(component)
+    return _UNSAFE.sub("_", component)
+
+
+def partition_key(partition: ResultPartitionId) -> PartitionKey:
+    """The dictionary key of a partition within its job."""
+    producer = partition.producer
+    return (partition.intermediate_data_set, producer.job_vertex, producer.subtask, producer.attempt)
+
+
+def descriptor_to_json(descriptor: ShuffleDescriptor) -> dict:
+    """Encodes one shuffle descriptor (see the module doc)."""
+    partition = descriptor.id
+    return {
+        "intermediate-data-set": partition.intermediate_data_set,
+        "job-vertex": partition.producer.job_vertex,
+        "subtask": partition.producer.subtask,
+        "attempt": partition.producer.attempt,
+        "location": descriptor.location,
+        "num-subpartitions": descriptor.num_subpartitions,
+    }
+
+
+def _is_u32(value: object) -> bool:
+    """Whether `value` is a JSON integer that fits a WIT `u32` (bools excluded)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**32
+
+
+def descriptor_from_json(obj: object) -> ShuffleDescriptor:
+    """Decodes one shuffle descriptor; raises `ValueError` on a bad shape."""
+    if not isinstance(obj, dict):
+        raise ValueError("a partition must be an object")
+    for key in ("intermediate-data-set", "job-vertex", "location"):
+        if not isinstance(obj.get(key), str):
+            raise ValueError(f"partition field `{key}` must be a string")
+    for key in ("subtask", "attempt", "num-subpartitions"):
+        if not _is_u32(obj.get(key)):
+            raise ValueError(f"partition field `{key}` must be a u32")
+    attempt = ExecutionAttemptId(obj["job-vertex"], obj["subtask"], obj["attempt"])
+    partition = ResultPartitionId(obj["intermediate-data-set"], attempt)
+    return ShuffleDescriptor(partition, obj["location"], obj["num-subpartitions"])
+
+
+def decode_snapshot(snapshot: ShuffleMasterSnapshot) -> Tuple[str, List[ShuffleDescriptor]]:
+    """Decodes the data of one snapshot into its job id and descriptors; `ValueError` if bad."""
+    try:
+        state = json.loads(bytes(snapshot.data).decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"not UTF-8: {error}")
+    if not isinstance(state, dict) or state.get("format") != SNAPSHOT_FORMAT:
+        raise ValueError(f"not a {SNAPSHOT_FORMAT} snapshot")
+    if state.get("version") != SNAPSHOT_VERSION:
+        raise ValueError(f"version {state.get('version')!r} is not {SNAPSHOT_VERSION}")
+    if not isinstance(state.get("job-id"), str) or not isinstance(state.get("partitions"), list):
+        raise ValueError("needs a string `job-id` and a list `partitions`")
+    return state["job-id"], [descriptor_from_json(item) for item in state["partitions"]]
+
+
+def make_dirs(path: str) -> None:
+    """Creates directory `path` and any missing parents, like `mkdir -p`.
+
+    Unlike `os.makedirs` it starts at `path` itself and climbs only while a parent is
+    missing: under WASI the ancestors of a granted directory are not visible at all, so
+    `os.makedirs` (which first looks at the parents) would try to create `/tmp` and fail.
+    """
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+    except FileNotFoundError:
+        parent = os.path.dirname(path)
+        if parent == path:
+            raise
+        make_dirs(parent)
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            pass
+
+
+def remove_tree(path: str) -> None:
+    """Deletes `path` and everything below it, without following symbolic links."""
+    if os.path.islink(path) or not os.path.isdir(path):
+        os.remove(path)
+        return
+    with os.scandir(path) as entries:
+        children = [entry.path for entry in entries]
+    for child in children:
+        remove_tree(child)
+    os.rmdir(path)
+
+
+class JobState:
+    """What the shuffle master knows of one job."""
+
+    def __init__(self) -> None:
+        """An empty job: no partitions, never snapshotted."""
+        #: Every known partition of the job, by key, in registration order.
+        self.partitions: Dict[PartitionKey, ShuffleDescriptor] = {}
+        #: Keys registered since the last snapshot (what the next incremental one holds).
+        self.pending: List[PartitionKey] = []
+        #: Whether a snapshot was taken (or restored), so that the next one may be incremental.
+        self.snapshotted = False
+
+
+class ShuffleMaster(wit_world.exports.shuffle_master.ShuffleMaster):
+    """One shuffle master: the root directory and the known partitions of each job."""
+
+    def __init__(self, root: str) -> None:
+        """A shuffle master over `root` (absolute, without a trailing slash)."""
+        self.root = root
+        self.jobs: Dict[str, JobState] = {}
+
+    @classmethod
+    def create(cls, config: List[Tuple[str, str]]) -> "ShuffleMaster":
+        """Parses `root`; raises `Err(Error_InvalidConfig)` if it is missing or relative."""
+        root = dict(config).get("root")
+        if root is None or root == "":
+            raise Err(Error_InvalidConfig("root: missing; set it to an absolute directory path"))
+        if not root.startswith("/"):
+            raise Err(Error_InvalidConfig(f"root: {root!r} is not an absolute path"))
+        root = root.rstrip("/") or "/"
+        try:
+            make_dirs(root)
+        except OSError as error:
+            raise Err(Error_Io(f"cannot create shuffle root {root}: {error.strerror or error}"))
+        return cls(root)
+
+    def _job(self, job_id: str) -> JobState:
+        """The state of a registered job; raises `Err(Error_InvalidState)` for an unknown one."""
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise Err(Error_InvalidState(f"job {job_id} is not registered"))
+        return job
+
+    def register_job(self, job_id: str) -> None:
+        """Starts tracking `job_id`; registering a known job again keeps its partitions."""
+        self.jobs.setdefault(job_id, JobState())
+
+    def register_partition_with_producer(
+        self, job_id: str, partition: PartitionDescriptor, producer: ProducerDescriptor
+    ) -> ShuffleDescriptor:
+        """Names the partition's directory under the root, creates it and remembers it."""
+        job = self._job(job_id)
+        attempt = partition.id.producer
+        leaf = f"{sanitize(attempt.job_vertex)}-{attempt.subtask}-{attempt.attempt}"
+        parts = [self.root.rstrip("/"), sanitize(job_id), sanitize(partition.id.intermediate_data_set), leaf]
+        location = "/".join(parts)
+        try:
+            make_dirs(location)
+        except OSError as error:
+            raise Err(Error_Io(f"cannot create partition directory {location}: {error.strerror or error}"))
+        descriptor = ShuffleDescriptor(partition.id, location, partition.num_subpartitions)
+        key = partition_key(partition.id)
+        job.partitions[key] = descriptor
+        job.pending.append(key)
+        return descriptor
+
+    def _inside_root(self, location: str) -> bool:
+        """Whether `location` names something strictly below the root, never climbing out
+        (no empty, `.` or `..` component after the root)."""
+        prefix = self.root.rstrip("/") + "/"
+        if not location.startswith(prefix):
+            return False
+        rest = location[len(prefix):]
+        return rest != "" and all(part not in ("", ".", "..") for part in rest.split("/"))
+
+    def release_partition_externally(self, descriptor: ShuffleDescriptor) -> None:
+        """Deletes the partition's directory (if present) and forgets the partition."""
+        location = descriptor.location
+        if not self._inside_root(location):
+            raise Err(Error_InvalidState(f"refusing to delete {location}: it is not a partition directory under {self.root}"))
+        try:
+            if os.path.lexists(location):
+                remove_tree(location)
+        except OSError as error:
+            raise Err(Error_Io(f"cannot delete partition directory {location}: {error.strerror or error}"))
+        key = partition_key(descriptor.id)
+        for job in self.jobs.values():
+            if key in job.partitions and job.partitions[key].location == location:
+                del job.partitions[key]
+
+    @classmethod
+    def supports_batch_snapshot(cls) -> bool:
+        """Snapshots are supported: the descriptors are the whole state."""
+        return True
+
+    def snapshot_state(self, job_id: str) -> ShuffleMasterSnapshot:
+        """The first snapshot of a job (and the first after a restore) is full; later ones hold
+        only what was registered since. An unknown job raises `Err(Error_InvalidState)`."""
+        job = self._job(job_id)
+        incremental = job.snapshotted
+        keys = job.pending if incremental else list(job.partitions)
+        descriptors = [job.partitions[key] for key in keys if key in job.partitions]
+        state = {
+            "format": SNAPSHOT_FORMAT,
+            "version": SNAPSHOT_VERSION,
+            "job-id": job_id,
+            "partitions": [descriptor_to_json(d) for d in descriptors],
+        }
+        job.pending = []
+        job.snapshotted = True
+        return ShuffleMasterSnapshot(incremental, json.dumps(state, separators=(",", ":")).encode("utf-8"))
+
+    def restore_state(self, snapshots: List[ShuffleMasterSnapshot]) -> None:
+        """Rebuilds the known partitions: a full snapshot replaces its job's, an incremental adds.
+
+        The list must start with a full snapshot. Every snapshot is decoded before anything
+        changes, so a bad list (`Err(Error_CorruptSnapshot)`) leaves the state untouched.
+        The restored jobs count as registered; their next snapshot is full.
+        """
+        if snapshots and snapshots[0].incremental:
+            raise Err(Error_CorruptSnapshot("the first snapshot to restore is incremental; a restore starts at a full one"))
+        decoded = []
+        for index, snapshot in enumerate(snapshots):
+            try:
+                decoded.append((snapshot.incremental, *decode_snapshot(snapshot)))
+            except ValueError as error:
+                raise Err(Error_CorruptSnapshot(f"shuffle snapshot {index}: {error}"))
+        restored = 0
+        for incremental, job_id, descriptors in decoded:
+            job = self.jobs.setdefault(job_id, JobState())
+            if not incremental:
+                job.partitions = {}
+            for descriptor in descriptors:
+                job.partitions[partition_key(descriptor.id)] = descriptor
+            job.pending = []
+            job.snapshotted = False
+            restored += len(descriptors)
+        host_log.log(LogLevel.INFO, f"restored {restored} descriptors from {len(snapshots)} snapshots")
+
+    def notify_partition_recovery_started(self, job_id: str) -> None:
+        """Nothing to prepare: partitions are found by looking at the files."""
+        host_log.log(LogLevel.INFO, f"partition recovery started for job {job_id}")
+
+    def _metrics(self, descriptor: ShuffleDescriptor) -> Optional[List[int]]:
+        """Bytes in each `sub-<i>.data` file, or `None` when there is no `COMPLETE` marker.
+
+        Raises `OSError` when the marker exists but a data file cannot be read (damaged).
+        """
+        location = descriptor.location
+        try:
+            os.stat(f"{location}/{COMPLETE_MARKER}")
+        except FileNotFoundError:
+            return None
+        return [os.stat(f"{location}/sub-{i}.data").st_size for i in range(descriptor.num_subpartitions)]
+
+    def get_partitions_with_metrics(
+        self, job_id: str, expected: List[ResultPartitionId], remaining_ms: int
+    ) -> List[PartitionWithMetrics]:
+        """Reports, at once, each expected partition that is known and complete on disk."""
+        job = self.jobs.get(job_id)
+        if job is None:
+            return []
+        found = []
+        for partition in expected:
+            descriptor = job.partitions.get(partition_key(partition))
+            if descriptor is None:
+                continue
+            try:
+                sizes = self._metrics(descriptor)
+            except OSError as error:
+                host_log.log(
+                    LogLevel.WARN,
+                    f"partition {descriptor.location} is marked complete but damaged: {error}",
+                )
+                continue
+            if sizes is None:
+                continue
+            found.append(PartitionWithMetrics(descriptor, sizes))
+        return found
+
+    def unregister_job(self, job_id: str) -> None:
+        """Forgets the job and its partitions (their files stay until released)."""
+        self.jobs.pop(job_id, None)
