@@ -9,6 +9,10 @@
 //    in its default mode (its AOT mode downloads a tool at build time and is not used), with
 //    the `http` and `fetch-event` features disabled: otherwise the component would import
 //    `wasi:http`, which the coordhost host does not provide, and fail to link.
+//
+// package.json also pins `@bytecodealliance/preview2-shim`: componentize-js 0.23.0 imports it
+// at build time but lists it only among its own devDependencies, so `npm ci` would leave it
+// out and the build would stop with ERR_MODULE_NOT_FOUND.
 import { componentize } from '@bytecodealliance/componentize-js';
 import { cp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
