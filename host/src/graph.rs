@@ -1,1 +1,525 @@
-//! (graph: being written; see DESIGN.md)
+//! The job graph (the job as configured) and the execution graph (its
+//! parallel instances and their attempts), in Flink's terms.
+//!
+//! A [`JobGraph`] holds [`JobVertex`]es joined by [`JobEdge`]s; each edge is
+//! one *intermediate data set*. The [`ExecutionGraph`] expands every job
+//! vertex into *execution vertices* (one per subtask) once its parallelism
+//! is known, and each execution vertex into numbered *execution attempts*.
+//! Every finished attempt owns one *result partition* per outgoing edge,
+//! cut into subpartitions, one per consumer subtask (or, for a consumer with
+//! `auto` parallelism, one per possible consumer subtask up to its
+//! max-parallelism, handed out later as contiguous ranges, as Flink's
+//! adaptive batch scheduler does).
+//!
+//! The execution graph is plain data, mutated only by the scheduler's loop;
+//! a recovery step can build one in a pre-restored state and hand it over.
+
+use std::fmt;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::runtime::Decimal;
+
+/// A vertex's parallelism as configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parallelism {
+    /// A fixed number of subtasks.
+    Fixed(u32),
+    /// Decided at run time from the produced bytes of its inputs.
+    Auto,
+}
+
+impl fmt::Display for Parallelism {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Parallelism::Fixed(n) => write!(f, "{n}"),
+            Parallelism::Auto => write!(f, "auto"),
+        }
+    }
+}
+
+/// How records of an edge travel from producer to consumer subtasks
+/// (Flink's `DistributionPattern` plus the partitioner).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DistributionPattern {
+    /// Pointwise: producer subtask `i` feeds consumer subtask `i`.
+    Forward,
+    /// All-to-all: each record goes to subpartition `hash(key) % n`.
+    Hash,
+}
+
+/// Comparison of a [`Operator::Filter`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmpOp {
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+}
+
+impl CmpOp {
+    /// Parses `==`, `!=`, `<`, `<=`, `>`, `>=`.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "==" => CmpOp::Eq,
+            "!=" => CmpOp::Ne,
+            "<" => CmpOp::Lt,
+            "<=" => CmpOp::Le,
+            ">" => CmpOp::Gt,
+            ">=" => CmpOp::Ge,
+            _ => return None,
+        })
+    }
+
+    /// Whether `ordering` (of the row's value against the constant) passes.
+    pub fn holds(self, ordering: std::cmp::Ordering) -> bool {
+        use std::cmp::Ordering::*;
+        match self {
+            CmpOp::Eq => ordering == Equal,
+            CmpOp::Ne => ordering != Equal,
+            CmpOp::Lt => ordering == Less,
+            CmpOp::Le => ordering != Greater,
+            CmpOp::Gt => ordering == Greater,
+            CmpOp::Ge => ordering != Less,
+        }
+    }
+}
+
+/// An aggregate function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AggFunction {
+    /// Number of rows.
+    Count,
+    /// Sum of a numeric column.
+    Sum,
+    /// Minimum of a numeric column.
+    Min,
+    /// Maximum of a numeric column.
+    Max,
+    /// Average of a numeric column.
+    Avg,
+}
+
+/// Where an aggregation sits in a two-phase plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AggMode {
+    /// Rows in, final values out.
+    Complete,
+    /// Rows in, mergeable state columns out (a combiner).
+    Partial,
+    /// State columns of a partial aggregation in, final values out.
+    Final,
+}
+
+/// One aggregate of an [`Operator::Aggregate`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Aggregate {
+    /// The function.
+    pub function: AggFunction,
+    /// Input column indices: none for `count` (complete/partial), one value
+    /// column otherwise; in final mode the state columns.
+    pub inputs: Vec<usize>,
+    /// Output column name.
+    pub output: String,
+}
+
+impl Aggregate {
+    /// Names of the state columns a partial aggregate named `output` emits:
+    /// `output` itself, or `output.sum` and `output.count` for `avg`.
+    pub fn state_columns(function: AggFunction, output: &str) -> Vec<String> {
+        match function {
+            AggFunction::Avg => vec![format!("{output}.sum"), format!("{output}.count")],
+            _ => vec![output.to_string()],
+        }
+    }
+}
+
+/// A built-in operator with its columns resolved to indices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Operator {
+    /// Source: one row `[line]` per line of the split.
+    ReadLines,
+    /// Source: one row per CSV line of the split.
+    ReadCsv {
+        /// Number of columns each line must have.
+        columns: usize,
+        /// Field delimiter.
+        delimiter: u8,
+        /// Skip the first line of each file (the line at byte 0).
+        skip_header: bool,
+    },
+    /// One row `[word]` per word (maximal run of letters and digits).
+    Tokenize {
+        /// Column to split.
+        column: usize,
+        /// Lower-case the words.
+        lowercase: bool,
+    },
+    /// Keeps rows whose column compares true against a constant.
+    Filter {
+        /// Column compared.
+        column: usize,
+        /// Comparison.
+        cmp: CmpOp,
+        /// Constant, compared as a string unless `number` is set.
+        value: String,
+        /// Constant as a number: compare numerically.
+        number: Option<Decimal>,
+    },
+    /// Keeps the listed columns, in that order.
+    Project {
+        /// Column indices.
+        columns: Vec<usize>,
+    },
+    /// Groups by key and aggregates (blocking: emits when its input ends).
+    Aggregate {
+        /// Key column indices.
+        key: Vec<usize>,
+        /// Aggregates.
+        aggregates: Vec<Aggregate>,
+        /// Phase.
+        mode: AggMode,
+        /// Digits after the point of non-count outputs (complete/final).
+        decimals: u32,
+    },
+}
+
+/// Output format of a sink.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SinkFormat {
+    /// CSV, quoting fields that need it.
+    Csv {
+        /// Write the column names first.
+        header: bool,
+        /// Field delimiter.
+        delimiter: u8,
+    },
+    /// Fields joined by `separator`, one row per line.
+    Text {
+        /// Field separator.
+        separator: String,
+    },
+}
+
+/// Where and how a sink vertex writes (its `write-csv` / `write-text`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SinkSpec {
+    /// Output folder (absolute).
+    pub dir: PathBuf,
+    /// Format.
+    pub format: SinkFormat,
+    /// Column names of the rows written.
+    pub columns: Vec<String>,
+}
+
+/// One step of the job.
+#[derive(Debug, Clone)]
+pub struct JobVertex {
+    /// Id from the job file.
+    pub id: String,
+    /// Configured parallelism.
+    pub parallelism: Parallelism,
+    /// Upper bound of `auto` parallelism.
+    pub max_parallelism: u32,
+    /// Target input bytes per subtask for `auto` parallelism.
+    pub bytes_per_task: u64,
+    /// The split-enumerator plugin feeding a source vertex.
+    pub source: Option<String>,
+    /// The operator chain (without the write operator).
+    pub operators: Vec<Operator>,
+    /// The sink, for a vertex without outgoing edges.
+    pub sink: Option<SinkSpec>,
+    /// Test knob: sleep this long per record read.
+    pub record_delay: Duration,
+    /// Names of the columns this vertex emits.
+    pub output_columns: Vec<String>,
+}
+
+/// One edge: an intermediate data set from `from` to `to`.
+#[derive(Debug, Clone)]
+pub struct JobEdge {
+    /// Producer vertex index.
+    pub from: usize,
+    /// Consumer vertex index.
+    pub to: usize,
+    /// Distribution pattern.
+    pub pattern: DistributionPattern,
+    /// Key column names (hash edges).
+    pub key_names: Vec<String>,
+    /// Key column indices into the producer's output.
+    pub key: Vec<usize>,
+}
+
+/// The job as configured.
+#[derive(Debug, Clone)]
+pub struct JobGraph {
+    /// Vertices in file order.
+    pub vertices: Vec<JobVertex>,
+    /// Edges in file order.
+    pub edges: Vec<JobEdge>,
+    /// Vertex indices in a topological order.
+    pub order: Vec<usize>,
+}
+
+impl JobGraph {
+    /// Id of the intermediate data set of edge `e`: `<from>-<to>`.
+    pub fn data_set_id(&self, e: usize) -> String {
+        let edge = &self.edges[e];
+        format!(
+            "{}-{}",
+            self.vertices[edge.from].id, self.vertices[edge.to].id
+        )
+    }
+
+    /// Indices of the edges entering vertex `v`.
+    pub fn inputs(&self, v: usize) -> Vec<usize> {
+        (0..self.edges.len())
+            .filter(|&e| self.edges[e].to == v)
+            .collect()
+    }
+
+    /// Indices of the edges leaving vertex `v`.
+    pub fn outputs(&self, v: usize) -> Vec<usize> {
+        (0..self.edges.len())
+            .filter(|&e| self.edges[e].from == v)
+            .collect()
+    }
+
+    /// Number of subpartitions each producer partition of edge `e` has: 1
+    /// for forward, the consumer's parallelism for hash, or its
+    /// max-parallelism when that is `auto`.
+    pub fn num_subpartitions(&self, e: usize) -> u32 {
+        let edge = &self.edges[e];
+        match (edge.pattern, self.vertices[edge.to].parallelism) {
+            (DistributionPattern::Forward, _) => 1,
+            (DistributionPattern::Hash, Parallelism::Fixed(n)) => n,
+            (DistributionPattern::Hash, Parallelism::Auto) => {
+                self.vertices[edge.to].max_parallelism
+            }
+        }
+    }
+}
+
+/// Flink's execution states (`ExecutionState`), in lifecycle order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ExecutionState {
+    /// Not yet scheduled.
+    Created,
+    /// Waiting for a worker.
+    Scheduled,
+    /// Handed to a worker.
+    Deploying,
+    /// Running on a worker.
+    Running,
+    /// Done; its partitions are complete.
+    Finished,
+    /// Stopped on purpose.
+    Canceled,
+    /// Failed.
+    Failed,
+}
+
+/// Identifies one execution attempt (Flink's `ExecutionAttemptID`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct AttemptId {
+    /// Job vertex index.
+    pub vertex: usize,
+    /// Subtask index.
+    pub subtask: u32,
+    /// Attempt number, from 0.
+    pub attempt: u32,
+}
+
+/// A finished result partition: where it lives and how big each
+/// subpartition is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProducedPartition {
+    /// Edge index (the intermediate data set).
+    pub edge: usize,
+    /// Directory named by the shuffle descriptor.
+    pub location: PathBuf,
+    /// Bytes written per subpartition.
+    pub bytes_per_subpartition: Vec<u64>,
+}
+
+/// One parallel subtask of a job vertex.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutionVertex {
+    /// Current (latest) attempt number.
+    pub attempt: u32,
+    /// State of the current attempt.
+    pub state: ExecutionState,
+    /// Partitions of the current attempt (once finished, or registered).
+    pub partitions: Vec<ProducedPartition>,
+    /// Attempts started so far.
+    pub attempts_started: u32,
+}
+
+/// A vertex's run-time initialization: the decision a recovery replays.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VertexInit {
+    /// Number of subtasks.
+    pub parallelism: u32,
+    /// For each subtask, the range of producer subpartitions it reads on
+    /// each hash input (empty for sources; `[i, i+1)` for forward inputs
+    /// is implied).
+    pub input_ranges: Vec<Range<u32>>,
+}
+
+/// The execution side of one job vertex.
+#[derive(Debug, Clone, Default)]
+pub struct ExecutionJobVertex {
+    /// Set once the parallelism is decided.
+    pub init: Option<VertexInit>,
+    /// One per subtask, after `init`.
+    pub executions: Vec<ExecutionVertex>,
+}
+
+impl ExecutionJobVertex {
+    /// Whether every subtask has finished (false before initialization).
+    pub fn is_finished(&self) -> bool {
+        self.init.is_some()
+            && self
+                .executions
+                .iter()
+                .all(|e| e.state == ExecutionState::Finished)
+    }
+}
+
+/// The execution graph: the job graph plus every execution vertex's state.
+#[derive(Debug, Clone)]
+pub struct ExecutionGraph {
+    /// The job graph.
+    pub job: JobGraph,
+    /// One entry per job vertex (same index).
+    pub vertices: Vec<ExecutionJobVertex>,
+}
+
+impl ExecutionGraph {
+    /// A graph where nothing has run.
+    pub fn new(job: JobGraph) -> Self {
+        let vertices = vec![ExecutionJobVertex::default(); job.vertices.len()];
+        Self { job, vertices }
+    }
+
+    /// Initializes vertex `v` with a decided parallelism and input ranges;
+    /// every subtask starts in [`ExecutionState::Created`] at attempt 0.
+    pub fn initialize(&mut self, v: usize, init: VertexInit) {
+        let n = init.parallelism as usize;
+        self.vertices[v].executions = vec![
+            ExecutionVertex {
+                attempt: 0,
+                state: ExecutionState::Created,
+                partitions: Vec::new(),
+                attempts_started: 0,
+            };
+            n
+        ];
+        self.vertices[v].init = Some(init);
+    }
+
+    /// Whether all inputs of vertex `v` are finished (true for sources).
+    pub fn inputs_finished(&self, v: usize) -> bool {
+        self.job
+            .inputs(v)
+            .iter()
+            .all(|&e| self.vertices[self.job.edges[e].from].is_finished())
+    }
+
+    /// Whether every vertex is finished.
+    pub fn is_finished(&self) -> bool {
+        self.vertices.iter().all(ExecutionJobVertex::is_finished)
+    }
+
+    /// The current attempt id of subtask `subtask` of vertex `v`.
+    pub fn attempt_id(&self, v: usize, subtask: u32) -> AttemptId {
+        AttemptId {
+            vertex: v,
+            subtask,
+            attempt: self.vertices[v].executions[subtask as usize].attempt,
+        }
+    }
+
+    /// Total number of execution vertices initialized so far.
+    pub fn execution_count(&self) -> usize {
+        self.vertices.iter().map(|v| v.executions.len()).sum()
+    }
+}
+
+/// Decides an `auto` parallelism from the bytes each subpartition index
+/// holds summed over all producers (Flink's adaptive batch scheduler):
+/// `ceil(total / bytes_per_task)` clamped to `[1, max]` (and to the number of
+/// subpartitions), then contiguous subpartition ranges of about equal bytes.
+///
+/// Returns the [`VertexInit`]; every subpartition belongs to exactly one range.
+pub fn decide_parallelism(
+    bytes_per_subpartition: &[u64],
+    bytes_per_task: u64,
+    max: u32,
+) -> VertexInit {
+    let n = bytes_per_subpartition.len() as u32;
+    let total: u64 = bytes_per_subpartition.iter().sum();
+    let wanted = total.div_ceil(bytes_per_task.max(1)).max(1);
+    let p = wanted.min(u64::from(max)).min(u64::from(n.max(1))) as u32;
+    let mut ranges = Vec::with_capacity(p as usize);
+    let mut start = 0u32;
+    let mut acc = 0u64;
+    for k in 0..p {
+        let remaining_ranges = p - k;
+        if remaining_ranges == 1 {
+            ranges.push(start..n);
+            break;
+        }
+        // Cut when this range reaches its share, leaving one subpartition per later range.
+        let target = total.saturating_mul(u64::from(k + 1)) / u64::from(p);
+        let mut end = start + 1;
+        acc += bytes_per_subpartition[start as usize];
+        while end < n - (remaining_ranges - 1) && acc < target {
+            acc += bytes_per_subpartition[end as usize];
+            end += 1;
+        }
+        ranges.push(start..end);
+        start = end;
+    }
+    VertexInit {
+        parallelism: p,
+        input_ranges: ranges,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_parallelism_covers_every_subpartition_once() {
+        let bytes = [10, 0, 0, 90, 5, 5, 0, 40];
+        let init = decide_parallelism(&bytes, 50, 32);
+        assert_eq!(init.parallelism, 3);
+        assert_eq!(init.input_ranges.first().map(|r| r.start), Some(0));
+        assert_eq!(init.input_ranges.last().map(|r| r.end), Some(8));
+        for w in init.input_ranges.windows(2) {
+            assert_eq!(w[0].end, w[1].start);
+            assert!(!w[0].is_empty());
+        }
+    }
+
+    #[test]
+    fn auto_parallelism_is_clamped_to_max_and_at_least_one() {
+        assert_eq!(decide_parallelism(&[100; 8], 1, 4).parallelism, 4);
+        let empty = decide_parallelism(&[0; 8], 10, 4);
+        assert_eq!(empty.parallelism, 1);
+        assert_eq!(empty.input_ranges, vec![0..8]);
+    }
+}

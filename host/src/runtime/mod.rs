@@ -1,0 +1,295 @@
+//! Workers and built-in operators: what runs a task.
+//!
+//! A task is one execution attempt. [`run_task`] reads its input (splits
+//! pulled one at a time from the source coordinator, or the subpartitions
+//! of its producers' result partitions), pushes every row through the
+//! vertex's operator chain ([`operators`]), and writes the result either to
+//! its own result partitions ([`crate::shuffle::PartitionWriter`], one per
+//! outgoing edge, routed by a stable key hash on `hash` edges) or, for a
+//! sink, to a staging file that the coordinator later publishes ([`sink`]).
+//! Tasks run on a [`WorkerPool`] of plain threads and report back by message.
+//!
+//! Rows are vectors of UTF-8 fields; numbers are exact fixed-point
+//! [`Decimal`]s so that sums do not depend on the order rows arrive in.
+
+mod decimal;
+pub mod operators;
+mod pool;
+pub mod sink;
+mod source;
+
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use decimal::Decimal;
+pub use pool::WorkerPool;
+pub use source::{SplitData, SplitPayloadData, VecSplitSource};
+
+use crate::graph::{AttemptId, DistributionPattern, Operator, SinkSpec};
+use crate::shuffle::{PartitionWriter, ShuffleError, SubpartitionReader};
+
+/// Why a task failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TaskError {
+    /// An input partition does not exist (Flink's `PartitionNotFoundException`):
+    /// the scheduler re-runs `producer` before this consumer.
+    #[error("input partition of {producer:?} not found at {location}")]
+    PartitionNotFound {
+        /// The attempt that should have produced it.
+        producer: AttemptId,
+        /// Where it should be.
+        location: PathBuf,
+    },
+    /// Partition I/O failed.
+    #[error(transparent)]
+    Shuffle(#[from] ShuffleError),
+    /// Reading a split or writing output failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A row does not fit the operator chain (wrong column count, not a number).
+    #[error("vertex `{vertex}`: {detail}")]
+    Data {
+        /// The job vertex id.
+        vertex: String,
+        /// What is wrong, with the split or file and the line.
+        detail: String,
+    },
+    /// The source coordinator could not hand out a split (its plugin failed
+    /// or the job is ending).
+    #[error("split request failed: {reason}")]
+    SplitRequest {
+        /// Why.
+        reason: String,
+    },
+    /// A fault injected by a test ([`InjectedFault`]).
+    #[error("injected failure of {attempt:?} after {after_records} records")]
+    Injected {
+        /// The failing attempt.
+        attempt: AttemptId,
+        /// Records read before failing.
+        after_records: u64,
+    },
+}
+
+/// Where a source task gets its splits: the pull model of Flink's source
+/// readers (`handle-split-request` → assignment or "no more splits").
+pub trait SplitSource: Send {
+    /// Blocks until the next split assigned to this subtask arrives;
+    /// `None` once the enumerator signalled "no more splits".
+    ///
+    /// # Errors
+    ///
+    /// [`TaskError::SplitRequest`] if no answer can come.
+    fn next_split(&mut self) -> Result<Option<SplitData>, TaskError>;
+}
+
+/// One input partition a non-source task reads.
+#[derive(Debug, Clone)]
+pub struct InputPartition {
+    /// Producer attempt (for PartitionNotFound).
+    pub producer: AttemptId,
+    /// The partition's directory.
+    pub location: PathBuf,
+    /// Subpartitions to read.
+    pub subpartitions: Range<u32>,
+}
+
+/// A task's input.
+pub enum TaskInput {
+    /// A source: splits pulled from the source coordinator.
+    Splits(Box<dyn SplitSource>),
+    /// Result partitions of producers, read in order.
+    Partitions(Vec<InputPartition>),
+}
+
+/// One result partition a task writes.
+#[derive(Debug, Clone)]
+pub struct TaskOutput {
+    /// Edge index.
+    pub edge: usize,
+    /// Directory from the shuffle descriptor.
+    pub location: PathBuf,
+    /// Number of subpartitions.
+    pub num_subpartitions: u32,
+    /// Routing.
+    pub pattern: DistributionPattern,
+    /// Key column indices for hash routing.
+    pub key: Vec<usize>,
+}
+
+/// A test knob: make an attempt fail on purpose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InjectedFault {
+    /// Job vertex id.
+    pub vertex: String,
+    /// Subtask.
+    pub subtask: u32,
+    /// Attempt number that fails.
+    pub attempt: u32,
+    /// Fail after this many input records.
+    pub after_records: u64,
+}
+
+/// Everything a worker needs to run one execution attempt.
+pub struct TaskSpec {
+    /// The attempt.
+    pub attempt: AttemptId,
+    /// The job vertex id (for messages).
+    pub vertex_id: String,
+    /// The operator chain.
+    pub operators: Arc<Vec<Operator>>,
+    /// The input.
+    pub input: TaskInput,
+    /// Result partitions to write (none for a sink).
+    pub outputs: Vec<TaskOutput>,
+    /// For a sink: where to stage the output.
+    pub sink: Option<Arc<SinkSpec>>,
+    /// Sleep per input record (test knob).
+    pub record_delay: Duration,
+    /// Fail after this many records (test knob).
+    pub fail_after: Option<u64>,
+}
+
+/// What a finished task reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskReport {
+    /// Input records (lines read or partition records).
+    pub records_in: u64,
+    /// Rows written to partitions or the sink.
+    pub records_out: u64,
+    /// Per output: edge index and bytes per subpartition.
+    pub partitions: Vec<(usize, Vec<u64>)>,
+    /// Splits read (sources).
+    pub splits: u64,
+}
+
+/// Runs one task to the end on the calling thread.
+///
+/// # Errors
+///
+/// [`TaskError`]: a missing input partition, I/O, bad data, a failed split
+/// request, or an injected fault. Partial output is left behind without its
+/// `COMPLETE` marker or in a staging file that is never published.
+pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
+    let TaskSpec {
+        attempt,
+        vertex_id,
+        operators,
+        input,
+        outputs,
+        sink,
+        record_delay,
+        fail_after,
+    } = spec;
+    let out: Box<dyn operators::RowSink> = match &sink {
+        Some(s) => Box::new(sink::SinkWriter::create(
+            s,
+            attempt.subtask,
+            attempt.attempt,
+        )?),
+        None => Box::new(PartitionOutputs::create(&outputs)?),
+    };
+    let mut chain = operators::Chain::new(&vertex_id, &operators, out);
+    let mut report = TaskReport::default();
+    let tick = |report: &mut TaskReport| -> Result<(), TaskError> {
+        report.records_in += 1;
+        if let Some(n) = fail_after
+            && report.records_in > n
+        {
+            return Err(TaskError::Injected {
+                attempt,
+                after_records: n,
+            });
+        }
+        if !record_delay.is_zero() {
+            std::thread::sleep(record_delay);
+        }
+        Ok(())
+    };
+    match input {
+        TaskInput::Splits(mut splits) => {
+            while let Some(split) = splits.next_split()? {
+                report.splits += 1;
+                source::read_split(&split, &operators, &vertex_id, |row| {
+                    tick(&mut report)?;
+                    chain.push(row)
+                })?;
+            }
+        }
+        TaskInput::Partitions(parts) => {
+            for p in parts {
+                for sub in p.subpartitions.clone() {
+                    let mut r =
+                        SubpartitionReader::open(&p.location, sub).map_err(|e| match e {
+                            ShuffleError::PartitionNotFound { location } => {
+                                TaskError::PartitionNotFound {
+                                    producer: p.producer,
+                                    location,
+                                }
+                            }
+                            other => TaskError::Shuffle(other),
+                        })?;
+                    while let Some(row) = r.next_record()? {
+                        tick(&mut report)?;
+                        chain.push(row)?;
+                    }
+                }
+            }
+        }
+    }
+    let (records_out, partitions) = chain.finish()?;
+    report.records_out = records_out;
+    report.partitions = partitions;
+    Ok(report)
+}
+
+/// The result partitions of one task, one writer per outgoing edge.
+struct PartitionOutputs {
+    writers: Vec<(TaskOutput, PartitionWriter)>,
+    rows: u64,
+}
+
+impl PartitionOutputs {
+    fn create(outputs: &[TaskOutput]) -> Result<Self, TaskError> {
+        let mut writers = Vec::new();
+        for o in outputs {
+            writers.push((
+                o.clone(),
+                PartitionWriter::create(&o.location, o.num_subpartitions)?,
+            ));
+        }
+        Ok(Self { writers, rows: 0 })
+    }
+}
+
+impl operators::RowSink for PartitionOutputs {
+    fn write(&mut self, row: Vec<String>) -> Result<(), TaskError> {
+        self.rows += 1;
+        for (o, w) in &mut self.writers {
+            let sub = match o.pattern {
+                DistributionPattern::Forward => 0,
+                DistributionPattern::Hash => {
+                    (crate::shuffle::key_hash(&row, &o.key) % u64::from(o.num_subpartitions)) as u32
+                }
+            };
+            w.write(sub, &row)?;
+        }
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>) -> Result<(u64, Vec<(usize, Vec<u64>)>), TaskError> {
+        let mut parts = Vec::new();
+        for (o, w) in self.writers {
+            parts.push((o.edge, w.finish()?));
+        }
+        Ok((self.rows, parts))
+    }
+}

@@ -1,0 +1,231 @@
+//! Exactly-once sink output: a staging file per (subtask, attempt), published
+//! by an atomic rename to a name that depends only on the subtask, and the
+//! job's `_SUCCESS` marker written last.
+//!
+//! Layout of a sink folder:
+//!
+//! | path | written by |
+//! |---|---|
+//! | `_staging/part-<subtask>-attempt-<attempt>.<ext>` | the sink task, fsynced before it reports finished |
+//! | `part-<subtask>.<ext>` | the coordinator's [`publish`]: `rename` of the finished attempt's staging file |
+//! | `_SUCCESS` | the coordinator, after every sink subtask is published |
+//!
+//! A re-run writes a new staging file and its publish replaces the part file
+//! whole, so no row is duplicated or dropped; publishing the same attempt
+//! twice is a no-op (idempotent), which recovery relies on.
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use super::TaskError;
+use super::operators::{RowSink, write_csv_field};
+use crate::graph::{SinkFormat, SinkSpec};
+use crate::shuffle::sync_dir;
+
+/// Name of the marker written when every sink subtask is published.
+pub const SUCCESS_MARKER: &str = "_SUCCESS";
+/// Folder of the staging files inside a sink folder.
+pub const STAGING_DIR: &str = "_staging";
+
+fn extension(spec: &SinkSpec) -> &'static str {
+    match spec.format {
+        SinkFormat::Csv { .. } => "csv",
+        SinkFormat::Text { .. } => "txt",
+    }
+}
+
+/// Staging file of `(subtask, attempt)`.
+pub fn staging_path(spec: &SinkSpec, subtask: u32, attempt: u32) -> PathBuf {
+    spec.dir.join(STAGING_DIR).join(format!(
+        "part-{subtask:05}-attempt-{attempt}.{}",
+        extension(spec)
+    ))
+}
+
+/// Published file of `subtask`.
+pub fn part_path(spec: &SinkSpec, subtask: u32) -> PathBuf {
+    spec.dir
+        .join(format!("part-{subtask:05}.{}", extension(spec)))
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TaskError + '_ {
+    move |source| TaskError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Prepares a sink folder for a fresh run: creates it and removes what an
+/// earlier run of the job left (its `_SUCCESS`, `part-*` files and staging
+/// folder). Other files are left alone.
+///
+/// # Errors
+///
+/// [`TaskError::Io`] if the folder cannot be created or cleaned.
+pub fn prepare_fresh(spec: &SinkSpec) -> Result<(), TaskError> {
+    fs::create_dir_all(&spec.dir).map_err(io(&spec.dir))?;
+    let staging = spec.dir.join(STAGING_DIR);
+    if staging.exists() {
+        fs::remove_dir_all(&staging).map_err(io(&staging))?;
+    }
+    for entry in fs::read_dir(&spec.dir).map_err(io(&spec.dir))? {
+        let entry = entry.map_err(io(&spec.dir))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == SUCCESS_MARKER || (name.starts_with("part-") && entry.path().is_file()) {
+            fs::remove_file(entry.path()).map_err(io(&entry.path()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Publishes the staging file of `(subtask, attempt)` as the subtask's part
+/// file (atomic rename, then fsync of the folder). Idempotent: if the staging
+/// file is gone and the part file exists, it was published already.
+///
+/// # Errors
+///
+/// [`TaskError::Io`] if neither file exists or the rename fails.
+pub fn publish(spec: &SinkSpec, subtask: u32, attempt: u32) -> Result<(), TaskError> {
+    let staging = staging_path(spec, subtask, attempt);
+    let part = part_path(spec, subtask);
+    match fs::rename(&staging, &part) {
+        Ok(()) => {
+            sync_dir(&spec.dir);
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && part.is_file() => Ok(()),
+        Err(e) => Err(TaskError::Io {
+            path: staging,
+            source: e,
+        }),
+    }
+}
+
+/// Writes `_SUCCESS` (after every part is published) and removes the
+/// staging folder.
+///
+/// # Errors
+///
+/// [`TaskError::Io`] if the marker cannot be written.
+pub fn write_success(spec: &SinkSpec) -> Result<(), TaskError> {
+    let marker = spec.dir.join(SUCCESS_MARKER);
+    File::create(&marker)
+        .and_then(|f| f.sync_all())
+        .map_err(io(&marker))?;
+    sync_dir(&spec.dir);
+    let staging = spec.dir.join(STAGING_DIR);
+    let _ignored = fs::remove_dir_all(staging);
+    Ok(())
+}
+
+/// The [`RowSink`] of a sink task: writes its staging file.
+pub struct SinkWriter {
+    path: PathBuf,
+    out: BufWriter<File>,
+    format: SinkFormat,
+    line: String,
+    rows: u64,
+}
+
+impl SinkWriter {
+    /// Creates the staging file of `(subtask, attempt)` (and writes the CSV
+    /// header if configured).
+    ///
+    /// # Errors
+    ///
+    /// [`TaskError::Io`] if the file cannot be created.
+    pub fn create(spec: &SinkSpec, subtask: u32, attempt: u32) -> Result<Self, TaskError> {
+        let path = staging_path(spec, subtask, attempt);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        let f = File::create(&path).map_err(io(&path))?;
+        let mut w = Self {
+            path,
+            out: BufWriter::with_capacity(64 * 1024, f),
+            format: spec.format.clone(),
+            line: String::new(),
+            rows: 0,
+        };
+        if let SinkFormat::Csv { header: true, .. } = spec.format {
+            w.put(spec.columns.clone())?;
+        }
+        Ok(w)
+    }
+
+    fn put(&mut self, row: Vec<String>) -> Result<(), TaskError> {
+        self.line.clear();
+        for (i, field) in row.iter().enumerate() {
+            match &self.format {
+                SinkFormat::Csv { delimiter, .. } => {
+                    if i > 0 {
+                        self.line.push(*delimiter as char);
+                    }
+                    write_csv_field(&mut self.line, field, *delimiter);
+                }
+                SinkFormat::Text { separator } => {
+                    if i > 0 {
+                        self.line.push_str(separator);
+                    }
+                    self.line.push_str(field);
+                }
+            }
+        }
+        self.line.push('\n');
+        self.out
+            .write_all(self.line.as_bytes())
+            .map_err(io(&self.path))
+    }
+}
+
+impl RowSink for SinkWriter {
+    fn write(&mut self, row: Vec<String>) -> Result<(), TaskError> {
+        self.rows += 1;
+        self.put(row)
+    }
+
+    fn finish(self: Box<Self>) -> Result<(u64, Vec<(usize, Vec<u64>)>), TaskError> {
+        let path = self.path;
+        let f = self.out.into_inner().map_err(|e| TaskError::Io {
+            path: path.clone(),
+            source: e.into_error(),
+        })?;
+        f.sync_all().map_err(io(&path))?;
+        Ok((self.rows, Vec::new()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn publish_replaces_the_part_and_is_idempotent() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let spec = SinkSpec {
+            dir: dir.path().join("out"),
+            format: SinkFormat::Csv {
+                header: true,
+                delimiter: b',',
+            },
+            columns: vec!["w".into(), "n".into()],
+        };
+        prepare_fresh(&spec).expect("prepare");
+        for attempt in 0..2 {
+            let mut w = Box::new(SinkWriter::create(&spec, 0, attempt).expect("create"));
+            w.write(vec!["a,b".into(), attempt.to_string()])
+                .expect("write");
+            w.finish().expect("finish");
+        }
+        publish(&spec, 0, 1).expect("publish");
+        publish(&spec, 0, 1).expect("publish again");
+        assert_eq!(
+            fs::read_to_string(part_path(&spec, 0)).expect("read"),
+            "w,n\n\"a,b\",1\n"
+        );
+        write_success(&spec).expect("success");
+        assert!(spec.dir.join(SUCCESS_MARKER).is_file());
+        assert!(!spec.dir.join(STAGING_DIR).exists());
+    }
+}
