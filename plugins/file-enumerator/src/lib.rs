@@ -125,30 +125,18 @@ impl EnumeratorState {
 /// One enumerator instance (one per source job vertex).
 pub struct FileEnumerator {
     settings: Settings,
-    parallelism: u32,
     state: RefCell<EnumeratorState>,
     /// Whether `start` was called on this instance (not part of snapshots).
     start_called: Cell<bool>,
 }
 
 impl FileEnumerator {
-    fn new(settings: Settings, parallelism: u32, state: EnumeratorState) -> Self {
+    fn new(settings: Settings, state: EnumeratorState) -> Self {
         Self {
             settings,
-            parallelism,
             state: RefCell::new(state),
             start_called: Cell::new(false),
         }
-    }
-
-    fn check_subtask(&self, subtask: u32) -> Result<(), Error> {
-        if subtask >= self.parallelism {
-            return Err(Error::InvalidState(format!(
-                "subtask {subtask} is beyond the parallelism {}",
-                self.parallelism
-            )));
-        }
-        Ok(())
     }
 
     /// Lists the directory and cuts its files into splits.
@@ -202,18 +190,17 @@ impl FileEnumerator {
 }
 
 impl GuestEnumerator for FileEnumerator {
-    fn create(config: Vec<(String, String)>, parallelism: u32) -> Result<Enumerator, Error> {
+    fn create(config: Vec<(String, String)>, _parallelism: u32) -> Result<Enumerator, Error> {
         let settings = Settings::from_config(&config)?;
         Ok(Enumerator::new(Self::new(
             settings,
-            parallelism,
             EnumeratorState::default(),
         )))
     }
 
     fn restore(
         config: Vec<(String, String)>,
-        parallelism: u32,
+        _parallelism: u32,
         snapshot: Vec<u8>,
     ) -> Result<Enumerator, Error> {
         let settings = Settings::from_config(&config)?;
@@ -226,7 +213,7 @@ impl GuestEnumerator for FileEnumerator {
                 state.started
             ),
         );
-        Ok(Enumerator::new(Self::new(settings, parallelism, state)))
+        Ok(Enumerator::new(Self::new(settings, state)))
     }
 
     fn start(&self) -> Result<(), Error> {
@@ -246,7 +233,6 @@ impl GuestEnumerator for FileEnumerator {
     }
 
     fn handle_split_request(&self, subtask: u32, _hostname: Option<String>) -> Result<(), Error> {
-        self.check_subtask(subtask)?;
         if !self.start_called.get() {
             return Err(Error::InvalidState(
                 "split requested before start".to_owned(),
@@ -270,8 +256,10 @@ impl GuestEnumerator for FileEnumerator {
         Ok(())
     }
 
-    fn add_reader(&self, subtask: u32) -> Result<(), Error> {
-        self.check_subtask(subtask)
+    fn add_reader(&self, _subtask: u32) -> Result<(), Error> {
+        // Nothing to do: splits are handed out on request, and the host
+        // checks that every assignment names a registered reader.
+        Ok(())
     }
 
     fn supports_batch_snapshot() -> bool {

@@ -138,29 +138,17 @@ fn parse_file_list(list: &str) -> Result<Vec<String>, Error> {
 /// One enumerator instance (one per source job vertex).
 pub struct StaticEnumerator {
     configured: ConfiguredSplits,
-    parallelism: u32,
     unassigned: RefCell<SplitQueue>,
     started: Cell<bool>,
 }
 
-impl StaticEnumerator {
-    fn check_subtask(&self, subtask: u32) -> Result<(), Error> {
-        if subtask >= self.parallelism {
-            return Err(Error::InvalidState(format!(
-                "subtask {subtask} is beyond the parallelism {}",
-                self.parallelism
-            )));
-        }
-        Ok(())
-    }
-}
+impl StaticEnumerator {}
 
 impl GuestEnumerator for StaticEnumerator {
-    fn create(config: Vec<(String, String)>, parallelism: u32) -> Result<Enumerator, Error> {
+    fn create(config: Vec<(String, String)>, _parallelism: u32) -> Result<Enumerator, Error> {
         let configured = ConfiguredSplits::from_config(&config)?;
         Ok(Enumerator::new(Self {
             configured,
-            parallelism,
             unassigned: RefCell::new(SplitQueue::new()),
             started: Cell::new(false),
         }))
@@ -188,7 +176,6 @@ impl GuestEnumerator for StaticEnumerator {
     }
 
     fn handle_split_request(&self, subtask: u32, _hostname: Option<String>) -> Result<(), Error> {
-        self.check_subtask(subtask)?;
         if !self.started.get() {
             return Err(Error::InvalidState(
                 "split requested before start".to_owned(),
@@ -208,8 +195,10 @@ impl GuestEnumerator for StaticEnumerator {
         Ok(())
     }
 
-    fn add_reader(&self, subtask: u32) -> Result<(), Error> {
-        self.check_subtask(subtask)
+    fn add_reader(&self, _subtask: u32) -> Result<(), Error> {
+        // Nothing to do: splits are handed out on request, and the host
+        // checks that every assignment names a registered reader.
+        Ok(())
     }
 
     fn supports_batch_snapshot() -> bool {
