@@ -1,4 +1,159 @@
 //! The `coordhost` command line: `run`, `plugin check`, `log inspect`.
 //!
-//! Exit codes: 0 success; 1 the job failed or a check found a problem;
-//! 2 bad input (command line, job file, component, log).
+//! Exit codes (also in the README):
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | success: the job finished, the component is a valid plugin, the log was printed |
+//! | 1 | the job failed (a task exhausted its attempts, a plugin failed, recovery refused to run) |
+//! | 2 | bad input: command line, job file, component file, or log directory |
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::plugin::{HostOptions, PluginError, PluginHost, PluginInfo};
+
+/// Exit code for success.
+pub const EXIT_OK: u8 = 0;
+/// Exit code when the job (or the check) failed.
+pub const EXIT_FAILED: u8 = 1;
+/// Exit code for bad input.
+pub const EXIT_BAD_INPUT: u8 = 2;
+
+/// A batch-job coordinator with WebAssembly plugins that recovers a job's
+/// progress after a crash (FLIP-383).
+#[derive(Debug, Parser)]
+#[command(name = "coordhost", version, about)]
+pub struct Cli {
+    /// Directory of the compiled-component cache (default: $COORDHOST_CACHE_DIR,
+    /// else $XDG_CACHE_HOME/coordhost, else ~/.cache/coordhost).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Work with plugin components.
+    Plugin {
+        /// What to do with the plugin.
+        #[command(subcommand)]
+        command: PluginCommand,
+    },
+}
+
+/// `coordhost plugin ...`
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// Name the world, WIT version and batch-snapshot support of a component,
+    /// or say exactly what is wrong with it.
+    Check {
+        /// The component file (`.wasm`).
+        file: PathBuf,
+        /// Print JSON instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs the command line; returns the process exit code.
+pub fn main() -> ExitCode {
+    init_tracing();
+    let cli = Cli::parse();
+    let cache_dir = cli.cache_dir.clone().or_else(default_cache_dir);
+    match cli.command {
+        Command::Plugin {
+            command: PluginCommand::Check { file, json },
+        } => plugin_check(&file, json, cache_dir),
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("COORDHOST_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// The default compiled-component cache directory.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("COORDHOST_CACHE_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
+        return Some(PathBuf::from(dir).join("coordhost"));
+    }
+    std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache").join("coordhost"))
+}
+
+/// Creates the process's plugin host.
+///
+/// # Errors
+/// [`PluginError::Engine`] when wasmtime cannot start.
+pub fn plugin_host(cache_dir: Option<PathBuf>) -> Result<PluginHost, PluginError> {
+    PluginHost::new(HostOptions { cache_dir })
+}
+
+fn plugin_check(file: &Path, json: bool, cache_dir: Option<PathBuf>) -> ExitCode {
+    let result = plugin_host(cache_dir).and_then(|host| host.check(file));
+    match result {
+        Ok(info) => {
+            let mut out = std::io::stdout().lock();
+            let written = if json {
+                serde_json::to_writer_pretty(&mut out, &info)
+                    .map_err(std::io::Error::from)
+                    .and_then(|()| writeln!(out))
+            } else {
+                write_info(&mut out, file, &info)
+            };
+            if written.is_err() {
+                return ExitCode::from(EXIT_FAILED);
+            }
+            ExitCode::from(EXIT_OK)
+        }
+        Err(error) => {
+            eprintln!("coordhost: {error}");
+            ExitCode::from(match error {
+                PluginError::Engine { .. } => EXIT_FAILED,
+                _ => EXIT_BAD_INPUT,
+            })
+        }
+    }
+}
+
+fn write_info(
+    out: &mut impl std::io::Write,
+    file: &Path,
+    info: &PluginInfo,
+) -> std::io::Result<()> {
+    writeln!(out, "{}: {} plugin", file.display(), info.kind)?;
+    writeln!(
+        out,
+        "  world:                   {}/{}@{}",
+        info.package,
+        info.kind.world(),
+        info.version
+    )?;
+    writeln!(
+        out,
+        "  supports batch snapshot: {}",
+        if info.supports_batch_snapshot {
+            "yes"
+        } else {
+            "no"
+        }
+    )?;
+    writeln!(
+        out,
+        "  exports:                 {}",
+        info.exports.join(", ")
+    )
+}

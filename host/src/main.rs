@@ -1,2 +1,5 @@
 //! The `coordhost` binary; all logic lives in the library's [`coordhost::cli`].
-fn main() {}
+
+fn main() -> std::process::ExitCode {
+    coordhost::cli::main()
+}

@@ -1,1 +1,542 @@
-//! plugin
+//! The plugin host: runs split enumerators and shuffle masters that are
+//! WebAssembly components implementing the WIT package
+//! `coordhost:plugin@0.1.0` (see `wit/types.wit`).
+//!
+//! One [`PluginHost`] per process owns the wasmtime `Engine`, one `Linker`
+//! per plugin kind, an epoch ticker thread (deadlines) and the on-disk
+//! compiled-component cache. [`PluginHost::load`] turns a [`PluginSpec`]
+//! (one `[plugins.NAME]` entry of a job file) into a [`LoadedPlugin`]: the
+//! component compiled, checked against the world its kind requires, and
+//! pre-instantiated once. Each instance ([`SplitEnumerator`],
+//! [`ShuffleMaster`]) gets its own `Store` with a memory cap, a deadline on
+//! every call, and no WASI capability beyond the directories the spec grants.
+//!
+//! A trap (or a deadline or the memory cap) poisons only that instance's
+//! store: the wrapper drops it and, when the spec's [`TrapPolicy`] is
+//! [`TrapPolicy::Rebuild`] and a batch snapshot was taken, rebuilds the
+//! store from the pre-instantiated component and restores the snapshot.
+//! Expected failures are WIT `error` values and come back as
+//! [`PluginError::Returned`].
+//!
+//! Flink's counterparts: `SplitEnumerator` + `SupportsBatchSnapshot`, and
+//! `ShuffleMaster` with FLIP-383's snapshot and partition-report methods.
+
+pub mod bindings;
+mod cache;
+mod enumerator;
+mod error;
+mod instance;
+mod shuffle;
+mod store;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine};
+
+pub use bindings::enumerator::coordhost::plugin::types::{
+    Error as PluginFailure, ExecutionAttemptId, FileRange, PartitionDescriptor,
+    PartitionWithMetrics, ProducerDescriptor, ResultPartitionId, ShuffleDescriptor,
+    ShuffleMasterSnapshot, Split, SplitPayload,
+};
+pub use bindings::{WIT_PACKAGE, WIT_VERSION};
+pub use cache::CacheOutcome;
+pub use enumerator::{EnumeratorAction, SplitEnumerator};
+pub use error::PluginError;
+pub use shuffle::ShuffleMaster;
+
+use bindings::enumerator::{SplitEnumeratorPlugin, SplitEnumeratorPluginPre};
+use bindings::shuffle::{ShuffleMasterPlugin, ShuffleMasterPluginPre};
+use store::PluginState;
+
+/// How often the engine's epoch advances; deadlines are counted in these ticks.
+const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// The two kinds of plugin, one WIT world each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PluginKind {
+    /// World `split-enumerator-plugin`: discovers and assigns source splits.
+    SplitEnumerator,
+    /// World `shuffle-master-plugin`: places result partitions and reports them.
+    ShuffleMaster,
+}
+
+impl PluginKind {
+    /// The WIT world name.
+    pub fn world(self) -> &'static str {
+        match self {
+            Self::SplitEnumerator => "split-enumerator-plugin",
+            Self::ShuffleMaster => "shuffle-master-plugin",
+        }
+    }
+}
+
+impl fmt::Display for PluginKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::SplitEnumerator => "split-enumerator",
+            Self::ShuffleMaster => "shuffle-master",
+        })
+    }
+}
+
+/// What to do with a plugin instance after it traps, overruns its deadline
+/// or hits its memory cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TrapPolicy {
+    /// Rebuild the store from the pre-instantiated component and restore the
+    /// last batch snapshot taken through the wrapper; without a snapshot the
+    /// instance stays unusable.
+    #[default]
+    Rebuild,
+    /// Keep the instance unusable: every later call fails with
+    /// [`PluginError::Poisoned`], so the job fails naming the plugin.
+    Fail,
+}
+
+/// Per-plugin sandbox limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Deadline of each call into the plugin (including instantiation).
+    /// Default 5 s.
+    pub call_timeout: Duration,
+    /// Cap of the plugin's linear memories, in bytes. Default 256 MiB.
+    pub memory_bytes: u64,
+    /// What happens after a trap. Default [`TrapPolicy::Rebuild`].
+    pub on_trap: TrapPolicy,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            call_timeout: Duration::from_secs(5),
+            memory_bytes: 256 << 20,
+            on_trap: TrapPolicy::Rebuild,
+        }
+    }
+}
+
+/// A directory granted to a plugin. The guest sees it at the same absolute
+/// path as the host, so paths in splits and shuffle descriptors mean the
+/// same thing on both sides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirGrant {
+    /// The directory (absolute).
+    pub host: PathBuf,
+    /// Whether the plugin may create, write and delete in it.
+    pub writable: bool,
+}
+
+/// One plugin instance as configured: a `[plugins.NAME]` entry of the job file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginSpec {
+    /// The plugin's name in the job file; tags its log lines and errors.
+    pub name: String,
+    /// The component file.
+    pub path: PathBuf,
+    /// The kind the job file expects.
+    pub kind: PluginKind,
+    /// The plugin's configuration, passed to `create`.
+    pub config: Vec<(String, String)>,
+    /// Directories granted; nothing else of the file system is visible.
+    pub dirs: Vec<DirGrant>,
+    /// Sandbox limits.
+    pub limits: Limits,
+}
+
+impl PluginSpec {
+    /// A spec with no configuration, no grants and default limits, named
+    /// after the file.
+    pub fn bare(path: &Path, kind: PluginKind) -> Self {
+        let name = path
+            .file_stem()
+            .map_or_else(|| "plugin".into(), |s| s.to_string_lossy().into_owned());
+        Self {
+            name,
+            path: path.to_path_buf(),
+            kind,
+            config: Vec::new(),
+            dirs: Vec::new(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Options of the process-wide plugin host.
+#[derive(Debug, Clone, Default)]
+pub struct HostOptions {
+    /// Directory of the compiled-component cache; `None` disables caching.
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// What `coordhost plugin check` reports about a component.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PluginInfo {
+    /// The plugin kind (world).
+    pub kind: PluginKind,
+    /// The WIT package, e.g. `coordhost:plugin`.
+    pub package: String,
+    /// The WIT package version the component targets.
+    pub version: String,
+    /// Whether the plugin supports batch snapshots (FLIP-383).
+    pub supports_batch_snapshot: bool,
+    /// The component's exports.
+    pub exports: Vec<String>,
+    /// Whether machine code came from the cache.
+    #[serde(skip)]
+    pub cache: CacheOutcome,
+}
+
+/// The process-wide plugin host. Cheap to clone.
+#[derive(Clone)]
+pub struct PluginHost {
+    inner: Arc<HostInner>,
+}
+
+struct HostInner {
+    engine: Engine,
+    enumerator_linker: Linker<PluginState>,
+    shuffle_linker: Linker<PluginState>,
+    cache: cache::ComponentCache,
+    ticker_stop: Arc<AtomicBool>,
+}
+
+impl Drop for HostInner {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl PluginHost {
+    /// Creates the engine, the linkers and the epoch ticker.
+    ///
+    /// # Errors
+    /// [`PluginError::Engine`] when wasmtime cannot be configured.
+    pub fn new(options: HostOptions) -> Result<Self, PluginError> {
+        let engine_error = |e: wasmtime::Error| PluginError::Engine {
+            reason: format!("{e:#}"),
+        };
+        let mut config = Config::new();
+        config.wasm_component_model(true);
+        config.epoch_interruption(true);
+        config.concurrency_support(false);
+        config.cranelift_opt_level(wasmtime::OptLevel::Speed);
+        let engine = Engine::new(&config).map_err(engine_error)?;
+
+        let mut enumerator_linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut enumerator_linker).map_err(engine_error)?;
+        SplitEnumeratorPlugin::add_to_linker::<_, HasSelf<PluginState>>(
+            &mut enumerator_linker,
+            |s| s,
+        )
+        .map_err(engine_error)?;
+        let mut shuffle_linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut shuffle_linker).map_err(engine_error)?;
+        ShuffleMasterPlugin::add_to_linker::<_, HasSelf<PluginState>>(&mut shuffle_linker, |s| s)
+            .map_err(engine_error)?;
+
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        let (stop, ticking) = (ticker_stop.clone(), engine.clone());
+        std::thread::Builder::new()
+            .name("coordhost-epoch".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    ticking.increment_epoch();
+                }
+            })
+            .map_err(|e| PluginError::Engine {
+                reason: format!("cannot start the epoch thread: {e}"),
+            })?;
+
+        let cache = cache::ComponentCache::new(&engine, options.cache_dir);
+        Ok(Self {
+            inner: Arc::new(HostInner {
+                engine,
+                enumerator_linker,
+                shuffle_linker,
+                cache,
+                ticker_stop,
+            }),
+        })
+    }
+
+    /// The wasmtime engine (for benchmarks and tests).
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// Loads `spec`'s component: reads it, compiles it (or takes it from the
+    /// cache), checks that it implements the world of `spec.kind` at this
+    /// host's WIT version, links it and pre-instantiates it.
+    ///
+    /// # Errors
+    /// [`PluginError::Read`], [`PluginError::Empty`],
+    /// [`PluginError::NotAComponent`], [`PluginError::Compile`],
+    /// [`PluginError::WrongWorld`], [`PluginError::IncompatibleVersion`],
+    /// [`PluginError::KindMismatch`], [`PluginError::Link`], or a fault while
+    /// asking the plugin whether it supports batch snapshots.
+    pub fn load(&self, spec: &PluginSpec) -> Result<LoadedPlugin, PluginError> {
+        let (component, cache) = self.compile(&spec.path)?;
+        let (kind, _exports) = detect_kind(&self.inner.engine, &spec.path, &component)?;
+        if kind != spec.kind {
+            return Err(PluginError::KindMismatch {
+                plugin: spec.name.clone(),
+                path: spec.path.clone(),
+                configured: spec.kind,
+                found: kind,
+            });
+        }
+        let link_error = |e: wasmtime::Error| PluginError::Link {
+            plugin: spec.name.clone(),
+            path: spec.path.clone(),
+            reason: format!("{e:#}"),
+        };
+        let world_error = |e: wasmtime::Error| PluginError::WrongWorld {
+            path: spec.path.clone(),
+            missing: format!("{e:#}"),
+        };
+        let pre = match kind {
+            PluginKind::SplitEnumerator => {
+                let pre = self
+                    .inner
+                    .enumerator_linker
+                    .instantiate_pre(&component)
+                    .map_err(link_error)?;
+                KindPre::Enumerator(SplitEnumeratorPluginPre::new(pre).map_err(world_error)?)
+            }
+            PluginKind::ShuffleMaster => {
+                let pre = self
+                    .inner
+                    .shuffle_linker
+                    .instantiate_pre(&component)
+                    .map_err(link_error)?;
+                KindPre::Shuffle(ShuffleMasterPluginPre::new(pre).map_err(world_error)?)
+            }
+        };
+        let mut loaded = LoadedInner {
+            spec: spec.clone(),
+            engine: self.inner.engine.clone(),
+            pre,
+            supports_batch_snapshot: false,
+            cache,
+        };
+        loaded.supports_batch_snapshot = instance::query_supports_batch_snapshot(&loaded)?;
+        Ok(LoadedPlugin {
+            inner: Arc::new(loaded),
+        })
+    }
+
+    /// Checks a component file without a job: which world and version it
+    /// implements and whether it supports batch snapshots.
+    ///
+    /// # Errors
+    /// As [`PluginHost::load`], without [`PluginError::KindMismatch`].
+    pub fn check(&self, path: &Path) -> Result<PluginInfo, PluginError> {
+        let (component, _) = self.compile(path)?;
+        let (kind, exports) = detect_kind(&self.inner.engine, path, &component)?;
+        let loaded = self.load(&PluginSpec::bare(path, kind))?;
+        Ok(PluginInfo {
+            kind,
+            package: WIT_PACKAGE.to_string(),
+            version: WIT_VERSION.to_string(),
+            supports_batch_snapshot: loaded.supports_batch_snapshot(),
+            exports,
+            cache: loaded.cache_outcome(),
+        })
+    }
+
+    fn compile(&self, path: &Path) -> Result<(Component, CacheOutcome), PluginError> {
+        let bytes = std::fs::read(path).map_err(|source| PluginError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        check_magic(path, &bytes)?;
+        self.inner.cache.load(&self.inner.engine, path, &bytes)
+    }
+}
+
+/// The 8-byte preamble of a WebAssembly component (magic, version 0x0d, layer 1).
+const COMPONENT_PREAMBLE: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
+/// The 8-byte preamble of a core WebAssembly module (magic, version 1).
+const CORE_MODULE_PREAMBLE: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
+
+fn check_magic(path: &Path, bytes: &[u8]) -> Result<(), PluginError> {
+    let not_component = |reason: &str| PluginError::NotAComponent {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    };
+    if bytes.is_empty() {
+        return Err(PluginError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    if bytes.starts_with(&COMPONENT_PREAMBLE) {
+        return Ok(());
+    }
+    if bytes.starts_with(&CORE_MODULE_PREAMBLE) {
+        return Err(not_component(
+            "it is a core WebAssembly module; build for wasm32-wasip2 (or wrap it with `wasm-tools component new`)",
+        ));
+    }
+    if bytes.starts_with(&COMPONENT_PREAMBLE[..4]) {
+        return Err(not_component(
+            "unsupported WebAssembly binary version or layer",
+        ));
+    }
+    Err(not_component(
+        "it does not start with the WebAssembly magic bytes `\\0asm`",
+    ))
+}
+
+/// Finds which plugin interface the component exports, at which version.
+fn detect_kind(
+    engine: &Engine,
+    path: &Path,
+    component: &Component,
+) -> Result<(PluginKind, Vec<String>), PluginError> {
+    let exports: Vec<String> = component
+        .component_type()
+        .exports(engine)
+        .map(|(name, _)| name.to_string())
+        .collect();
+    for (interface, kind) in [
+        (
+            bindings::SPLIT_ENUMERATOR_INTERFACE,
+            PluginKind::SplitEnumerator,
+        ),
+        (
+            bindings::SHUFFLE_MASTER_INTERFACE,
+            PluginKind::ShuffleMaster,
+        ),
+    ] {
+        for name in &exports {
+            let Some(rest) = name.strip_prefix(interface) else {
+                continue;
+            };
+            let found = match rest.strip_prefix('@') {
+                Some(version) if version == WIT_VERSION => return Ok((kind, exports)),
+                Some(version) => version.to_string(),
+                None if rest.is_empty() => "(unversioned)".to_string(),
+                None => continue,
+            };
+            return Err(PluginError::IncompatibleVersion {
+                path: path.to_path_buf(),
+                interface: interface.to_string(),
+                found,
+                expected: WIT_VERSION.to_string(),
+            });
+        }
+    }
+    Err(PluginError::WrongWorld {
+        path: path.to_path_buf(),
+        missing: format!(
+            "it exports neither `{}@{v}` nor `{}@{v}` (its exports: {})",
+            bindings::SPLIT_ENUMERATOR_INTERFACE,
+            bindings::SHUFFLE_MASTER_INTERFACE,
+            if exports.is_empty() {
+                "none".to_string()
+            } else {
+                exports.join(", ")
+            },
+            v = WIT_VERSION,
+        ),
+    })
+}
+
+/// A compiled, checked and pre-instantiated plugin. Cheap to clone; makes
+/// instances.
+#[derive(Clone)]
+pub struct LoadedPlugin {
+    inner: Arc<LoadedInner>,
+}
+
+pub(crate) struct LoadedInner {
+    pub(crate) spec: PluginSpec,
+    pub(crate) engine: Engine,
+    pub(crate) pre: KindPre,
+    pub(crate) supports_batch_snapshot: bool,
+    pub(crate) cache: CacheOutcome,
+}
+
+pub(crate) enum KindPre {
+    Enumerator(SplitEnumeratorPluginPre<PluginState>),
+    Shuffle(ShuffleMasterPluginPre<PluginState>),
+}
+
+impl LoadedPlugin {
+    /// The spec it was loaded from.
+    pub fn spec(&self) -> &PluginSpec {
+        &self.inner.spec
+    }
+
+    /// The plugin's name in the job file.
+    pub fn name(&self) -> &str {
+        &self.inner.spec.name
+    }
+
+    /// Whether the plugin supports batch snapshots (FLIP-383
+    /// `SupportsBatchSnapshot`), as it answered at load.
+    pub fn supports_batch_snapshot(&self) -> bool {
+        self.inner.supports_batch_snapshot
+    }
+
+    /// Whether the load compiled the component or found it cached.
+    pub fn cache_outcome(&self) -> CacheOutcome {
+        self.inner.cache
+    }
+
+    /// Creates a fresh split enumerator for a source of `parallelism` subtasks.
+    ///
+    /// # Errors
+    /// [`PluginError::KindMismatch`] for a shuffle-master plugin; the
+    /// plugin's own `create` error; a fault during instantiation.
+    pub fn split_enumerator(&self, parallelism: u32) -> Result<SplitEnumerator, PluginError> {
+        SplitEnumerator::create(self.clone(), parallelism, None)
+    }
+
+    /// Re-creates a split enumerator from a batch snapshot.
+    ///
+    /// # Errors
+    /// As [`LoadedPlugin::split_enumerator`]; the plugin's `restore` error
+    /// (e.g. `corrupt-snapshot`).
+    pub fn restore_split_enumerator(
+        &self,
+        parallelism: u32,
+        snapshot: &[u8],
+    ) -> Result<SplitEnumerator, PluginError> {
+        SplitEnumerator::create(self.clone(), parallelism, Some(snapshot.to_vec()))
+    }
+
+    /// Creates a shuffle master.
+    ///
+    /// # Errors
+    /// [`PluginError::KindMismatch`] for an enumerator plugin; the plugin's
+    /// own `create` error; a fault during instantiation.
+    pub fn shuffle_master(&self) -> Result<ShuffleMaster, PluginError> {
+        ShuffleMaster::create(self.clone())
+    }
+
+    pub(crate) fn inner(&self) -> &LoadedInner {
+        &self.inner
+    }
+}
+
+impl fmt::Debug for LoadedPlugin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LoadedPlugin")
+            .field("name", &self.inner.spec.name)
+            .field("kind", &self.inner.spec.kind)
+            .field(
+                "supports_batch_snapshot",
+                &self.inner.supports_batch_snapshot,
+            )
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,151 @@
+//! Machinery shared by the typed wrappers: making a store, arming the
+//! deadline, and telling a deadline, a memory cap and a plugin trap apart.
+
+use wasmtime::{Store, Trap};
+
+use super::bindings::enumerator::SplitEnumeratorPlugin;
+use super::bindings::shuffle::ShuffleMasterPlugin;
+use super::store::PluginState;
+use super::{EPOCH_TICK, KindPre, LoadedInner, LoadedPlugin, PluginError, PluginKind};
+
+/// A fresh store for `loaded`'s plugin with its memory cap and deadline armed.
+pub(crate) fn new_store(loaded: &LoadedInner) -> Result<Store<PluginState>, PluginError> {
+    let mut store = Store::new(&loaded.engine, PluginState::new(&loaded.spec)?);
+    store.limiter(|state| &mut state.limiter);
+    arm_deadline(&mut store, loaded);
+    Ok(store)
+}
+
+/// Sets the store's deadline to the spec's call timeout from now.
+pub(crate) fn arm_deadline(store: &mut Store<PluginState>, loaded: &LoadedInner) {
+    let tick = EPOCH_TICK.as_nanos().max(1);
+    let ticks = loaded.spec.limits.call_timeout.as_nanos().div_ceil(tick);
+    // One tick more: the epoch may advance right after arming.
+    store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX).saturating_add(1));
+    store.data().stderr_tail.clear();
+}
+
+/// Why a call into a plugin did not return normally.
+#[derive(Debug)]
+pub(crate) enum Fault {
+    Deadline,
+    MemoryCap,
+    Trap(String),
+}
+
+impl Fault {
+    /// Classifies the error of a failed call on `store`.
+    pub(crate) fn classify(store: &Store<PluginState>, error: &wasmtime::Error) -> Self {
+        if store.data().limiter.hit {
+            Self::MemoryCap
+        } else if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+            Self::Deadline
+        } else {
+            tracing::debug!(plugin = &*store.data().plugin, "trap: {error:?}");
+            let what = error
+                .downcast_ref::<Trap>()
+                .map_or_else(|| format!("{error:#}"), ToString::to_string);
+            let stderr = store.data().stderr_tail.joined();
+            Self::Trap(if stderr.is_empty() {
+                what
+            } else {
+                format!("{what} (plugin stderr: {stderr})")
+            })
+        }
+    }
+
+    /// The error for the caller.
+    pub(crate) fn into_error(
+        self,
+        loaded: &LoadedInner,
+        call: &'static str,
+        rebuilt: bool,
+    ) -> PluginError {
+        let plugin = loaded.spec.name.clone();
+        match self {
+            Self::Deadline => PluginError::Deadline {
+                plugin,
+                call,
+                timeout_ms: u64::try_from(loaded.spec.limits.call_timeout.as_millis())
+                    .unwrap_or(u64::MAX),
+                rebuilt,
+            },
+            Self::MemoryCap => PluginError::MemoryCap {
+                plugin,
+                call,
+                cap_bytes: loaded.spec.limits.memory_bytes,
+                rebuilt,
+            },
+            Self::Trap(message) => PluginError::Trap {
+                plugin,
+                call,
+                message,
+                rebuilt,
+            },
+        }
+    }
+}
+
+/// Turns the outcome of a call on a store into the wrapper's result; a
+/// fault is reported as `Err(Fault)` for the wrapper to handle.
+pub(crate) fn settle<R, E>(
+    store: &Store<PluginState>,
+    loaded: &LoadedInner,
+    call: &'static str,
+    outcome: wasmtime::Result<Result<R, E>>,
+) -> Result<Result<R, PluginError>, Fault>
+where
+    E: Into<super::PluginFailure>,
+{
+    match outcome {
+        Ok(Ok(value)) => Ok(Ok(value)),
+        Ok(Err(error)) => Ok(Err(PluginError::Returned {
+            plugin: loaded.spec.name.clone(),
+            call,
+            error: error.into(),
+        })),
+        Err(error) => Err(Fault::classify(store, &error)),
+    }
+}
+
+/// Asks the plugin's static `supports-batch-snapshot` in a throwaway store.
+pub(crate) fn query_supports_batch_snapshot(loaded: &LoadedInner) -> Result<bool, PluginError> {
+    const CALL: &str = "supports-batch-snapshot";
+    let mut store = new_store(loaded)?;
+    let answer = match &loaded.pre {
+        KindPre::Enumerator(pre) => {
+            pre.instantiate(&mut store)
+                .and_then(|world: SplitEnumeratorPlugin| {
+                    world
+                        .coordhost_plugin_split_enumerator()
+                        .enumerator()
+                        .call_supports_batch_snapshot(&mut store)
+                })
+        }
+        KindPre::Shuffle(pre) => {
+            pre.instantiate(&mut store)
+                .and_then(|world: ShuffleMasterPlugin| {
+                    world
+                        .coordhost_plugin_shuffle_master()
+                        .shuffle_master()
+                        .call_supports_batch_snapshot(&mut store)
+                })
+        }
+    };
+    answer.map_err(|e| Fault::classify(&store, &e).into_error(loaded, CALL, false))
+}
+
+/// Checks that `loaded` is of `kind`.
+pub(crate) fn expect_kind(loaded: &LoadedPlugin, kind: PluginKind) -> Result<(), PluginError> {
+    let spec = &loaded.inner().spec;
+    if spec.kind == kind {
+        Ok(())
+    } else {
+        Err(PluginError::KindMismatch {
+            plugin: spec.name.clone(),
+            path: spec.path.clone(),
+            configured: kind,
+            found: spec.kind,
+        })
+    }
+}

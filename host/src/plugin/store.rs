@@ -1,0 +1,293 @@
+//! What one plugin's wasmtime `Store` holds: its WASI context (nothing
+//! granted unless configured), its memory cap, and the host side of the
+//! imported interfaces (`host-log`, `enumerator-context`).
+
+use std::collections::BTreeSet;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use super::bindings::enumerator::coordhost::plugin::{enumerator_context, host_log, types};
+use super::{EnumeratorAction, PluginError, PluginSpec};
+
+/// Longest plugin output line forwarded to `tracing`, in bytes; longer lines are cut.
+const MAX_LINE_BYTES: usize = 4096;
+
+/// The data of one plugin store.
+pub(crate) struct PluginState {
+    /// The plugin's name in the job file, used to tag its log lines.
+    pub(crate) plugin: Arc<str>,
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) limiter: MemoryCap,
+    /// The plugin's most recent stderr lines (a panic message ends up here
+    /// before the trap), cleared before each call.
+    pub(crate) stderr_tail: StderrTail,
+    /// State of `enumerator-context` (unused by shuffle masters).
+    pub(crate) context: EnumeratorContextState,
+}
+
+/// The host side of `enumerator-context` for one enumerator instance.
+#[derive(Debug, Default)]
+pub(crate) struct EnumeratorContextState {
+    /// Source parallelism.
+    pub(crate) parallelism: u32,
+    /// Subtasks with a registered reader.
+    pub(crate) readers: BTreeSet<u32>,
+    /// Context calls made during the current plugin call, in order.
+    pub(crate) actions: Vec<EnumeratorAction>,
+}
+
+impl PluginState {
+    /// Builds the state for a new store of `spec`'s plugin.
+    ///
+    /// # Errors
+    /// [`PluginError::Grant`] when a granted directory cannot be opened.
+    pub(crate) fn new(spec: &PluginSpec) -> Result<Self, PluginError> {
+        let plugin: Arc<str> = Arc::from(spec.name.as_str());
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.allow_blocking_current_thread(true);
+        wasi.stdout(TracingOutput::new(plugin.clone(), "stdout"));
+        let stderr_tail = StderrTail::default();
+        let mut stderr = TracingOutput::new(plugin.clone(), "stderr");
+        stderr.tail = Some(stderr_tail.clone());
+        wasi.stderr(stderr);
+        for grant in &spec.dirs {
+            let perms = if grant.writable {
+                FsPerms::ReadWrite
+            } else {
+                FsPerms::ReadOnly
+            };
+            let guest = grant.host.to_string_lossy().into_owned();
+            wasi.preopened_dir(&grant.host, guest, perms)
+                .map_err(|e| PluginError::Grant {
+                    plugin: spec.name.clone(),
+                    dir: grant.host.clone(),
+                    reason: e.to_string(),
+                })?;
+        }
+        Ok(Self {
+            plugin,
+            wasi: wasi.build(),
+            table: ResourceTable::new(),
+            limiter: MemoryCap::new(spec.limits.memory_bytes),
+            stderr_tail,
+            context: EnumeratorContextState::default(),
+        })
+    }
+}
+
+impl WasiView for PluginState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// A per-store memory cap. Growing a memory past it traps the call and
+/// sets `hit`, so the host can tell a memory-cap trap from a plugin bug.
+pub(crate) struct MemoryCap {
+    cap_bytes: usize,
+    pub(crate) hit: bool,
+}
+
+impl MemoryCap {
+    fn new(cap_bytes: u64) -> Self {
+        Self {
+            cap_bytes: usize::try_from(cap_bytes).unwrap_or(usize::MAX),
+            hit: false,
+        }
+    }
+}
+
+/// Most table elements a plugin may have: far beyond any real plugin.
+const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.cap_bytes {
+            self.hit = true;
+            wasmtime::bail!(
+                "memory cap of {} bytes reached (wanted {desired})",
+                self.cap_bytes
+            );
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}
+
+impl types::Host for PluginState {}
+
+impl host_log::Host for PluginState {
+    fn log(&mut self, level: types::LogLevel, message: String) {
+        let plugin = &*self.plugin;
+        match level {
+            types::LogLevel::Trace => tracing::trace!(plugin, "{message}"),
+            types::LogLevel::Debug => tracing::debug!(plugin, "{message}"),
+            types::LogLevel::Info => tracing::info!(plugin, "{message}"),
+            types::LogLevel::Warn => tracing::warn!(plugin, "{message}"),
+            types::LogLevel::Error => tracing::error!(plugin, "{message}"),
+        }
+    }
+}
+
+impl enumerator_context::Host for PluginState {
+    fn assign_splits(&mut self, assignment: Vec<(u32, Vec<types::Split>)>) {
+        for (subtask, splits) in assignment {
+            self.context
+                .actions
+                .push(EnumeratorAction::Assign { subtask, splits });
+        }
+    }
+
+    fn signal_no_more_splits(&mut self, subtask: u32) {
+        self.context
+            .actions
+            .push(EnumeratorAction::NoMoreSplits { subtask });
+    }
+
+    fn registered_readers(&mut self) -> Vec<u32> {
+        self.context.readers.iter().copied().collect()
+    }
+
+    fn current_parallelism(&mut self) -> u32 {
+        self.context.parallelism
+    }
+}
+
+/// A plugin's stdout or stderr: whole lines go to `tracing` at `info`,
+/// tagged with the plugin's name and the stream.
+#[derive(Clone)]
+struct TracingOutput {
+    plugin: Arc<str>,
+    stream: &'static str,
+    partial: Arc<Mutex<Vec<u8>>>,
+    tail: Option<StderrTail>,
+}
+
+/// Most stderr lines kept for a trap message.
+const TAIL_LINES: usize = 8;
+
+/// The last lines a plugin wrote to stderr, shared with its stderr stream.
+#[derive(Clone, Default)]
+pub(crate) struct StderrTail(Arc<Mutex<std::collections::VecDeque<String>>>);
+
+impl StderrTail {
+    fn push(&self, line: String) {
+        let mut lines = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if lines.len() == TAIL_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    /// Forgets the lines written so far.
+    pub(crate) fn clear(&self) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
+    }
+
+    /// The lines written since the last clear, joined by `; `.
+    pub(crate) fn joined(&self) -> String {
+        let lines = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        lines
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+impl TracingOutput {
+    fn new(plugin: Arc<str>, stream: &'static str) -> Self {
+        Self {
+            plugin,
+            stream,
+            partial: Arc::default(),
+            tail: None,
+        }
+    }
+
+    fn write_bytes(&self, bytes: &[u8]) {
+        let mut partial = self
+            .partial
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for &b in bytes {
+            if b == b'\n' {
+                self.emit(&partial);
+                partial.clear();
+            } else if partial.len() < MAX_LINE_BYTES {
+                partial.push(b);
+            }
+        }
+    }
+
+    fn emit(&self, line: &[u8]) {
+        let text = String::from_utf8_lossy(line);
+        tracing::info!(plugin = &*self.plugin, stream = self.stream, "{text}");
+        if let Some(tail) = &self.tail {
+            tail.push(text.into_owned());
+        }
+    }
+}
+
+impl IsTerminal for TracingOutput {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for TracingOutput {
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+impl tokio::io::AsyncWrite for TracingOutput {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.write_bytes(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
