@@ -36,7 +36,7 @@ fn event(i: usize) -> JobEvent {
             bytes_per_subpartition: (0..16).map(|s| (i * 31 + s * 1024) as u64).collect(),
         }],
         enumerator_snapshots: vec![],
-        shuffle_snapshot: (i % 10 == 0).then(|| ShuffleSnapshot {
+        shuffle_snapshot: i.is_multiple_of(10).then(|| ShuffleSnapshot {
             incremental: true,
             data: vec![7; 64],
         }),
@@ -54,7 +54,7 @@ fn ours_append(dir: &Path, events: &[JobEvent], group: usize) -> Duration {
     let start = Instant::now();
     for (i, e) in events.iter().enumerate() {
         writer.append(e).expect("append");
-        if (i + 1) % group == 0 {
+        if (i + 1).is_multiple_of(group) {
             writer.flush().expect("flush");
         }
     }

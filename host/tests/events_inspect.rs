@@ -1,6 +1,6 @@
 //! `log inspect`: human lines and JSON over a real log directory.
 
-mod events_common;
+pub mod events_common;
 
 use coordhost::events::{EventsError, inspect, open_job_log};
 use events_common::{manual, one_of_each};

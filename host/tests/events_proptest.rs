@@ -2,7 +2,7 @@
 //! never invents an event. It either refuses with a typed error or returns
 //! a prefix of what was written.
 
-mod events_common;
+pub mod events_common;
 
 use coordhost::events::{EventsError, JobEvent, MemoryStorage, replay};
 use events_common::{events_of, one_of_each, write_attempt};

@@ -2,7 +2,7 @@
 //! torn tails at every offset, flipped bytes in every position, sealing,
 //! version refusals, write failures and the lock.
 
-mod events_common;
+pub mod events_common;
 
 use std::sync::Arc;
 

@@ -1,11 +1,6 @@
 //! Shared helpers for the event log integration tests: one sample of every
 //! event kind, and small log-building helpers over `MemoryStorage`.
 
-#![allow(
-    dead_code,
-    reason = "each test file uses a different part of these helpers"
-)]
-
 use std::sync::Arc;
 
 use coordhost::events::{
