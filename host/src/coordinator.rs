@@ -1,1 +1,334 @@
-//! (coordinator: being written; see DESIGN.md)
+//! The source coordinator: the host-side owner of one split enumerator
+//! plugin instance (Flink's `SourceCoordinator` with its
+//! `SplitAssignmentTracker`).
+//!
+//! It drives the enumerator (`start`, `add-reader`, `handle-split-request`,
+//! `add-splits-back`), applies the assignments and "no more splits" signals
+//! the plugin makes through its context, and keeps, per reader subtask,
+//! the splits assigned since the subtask's last reset (the assignment
+//! history), the splits not yet handed to the reader, and the "no more
+//! splits" flag. When a subtask is reset (failover, PartitionNotFound of a
+//! finished source, FLIP-383 recovery) its whole history goes back to the
+//! enumerator and its flag is cleared, so every split is read exactly once
+//! by a finished attempt. Readers pull: a request is answered at once when
+//! a split or the end is known, and otherwise waits for a later assignment.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::plugin::{
+    EnumeratorAction, FileRange, LoadedPlugin, PluginError, Split, SplitEnumerator, SplitPayload,
+};
+use crate::runtime::{SplitData, SplitPayloadData};
+
+/// Errors of a source coordinator: its enumerator plugin failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CoordinatorError {
+    /// A call into the enumerator failed.
+    #[error("source coordinator of vertex `{vertex}`: {source}")]
+    Plugin {
+        /// The source job vertex id.
+        vertex: String,
+        /// The plugin error (names the plugin and the call).
+        source: PluginError,
+    },
+    /// The enumerator's snapshot could not be taken or read.
+    #[error("source coordinator of vertex `{vertex}`: snapshot: {reason}")]
+    Snapshot {
+        /// The source job vertex id.
+        vertex: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// The answer to one reader's split request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SplitAnswer {
+    /// Read this split next.
+    Split(SplitData),
+    /// Nothing more will come.
+    NoMoreSplits,
+}
+
+/// Per-subtask state, serializable for batch snapshots (FLIP-383 stores the
+/// assignment history with the enumerator's state).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReaderState {
+    /// Splits assigned since the subtask's last reset, in order.
+    pub assigned: Vec<SplitData>,
+    /// How many of `assigned` were handed to the reader.
+    pub delivered: usize,
+    /// The enumerator signalled "no more splits" for this subtask.
+    pub no_more_splits: bool,
+}
+
+/// A batch snapshot of a source coordinator: the enumerator's bytes plus
+/// the host's per-subtask history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoordinatorSnapshot {
+    /// What `snapshot-state(-1)` returned.
+    pub enumerator: Vec<u8>,
+    /// One entry per subtask.
+    pub readers: Vec<ReaderState>,
+}
+
+/// The host side of one source job vertex.
+pub struct SourceCoordinator {
+    vertex: String,
+    enumerator: SplitEnumerator,
+    readers: Vec<ReaderState>,
+    waiting: BTreeSet<u32>,
+}
+
+impl SourceCoordinator {
+    /// Creates a fresh enumerator for `parallelism` readers and starts it.
+    ///
+    /// # Errors
+    ///
+    /// [`CoordinatorError::Plugin`] if creating or starting fails.
+    pub fn start(
+        vertex: &str,
+        plugin: &LoadedPlugin,
+        parallelism: u32,
+    ) -> Result<Self, CoordinatorError> {
+        let err = |source| CoordinatorError::Plugin {
+            vertex: vertex.to_string(),
+            source,
+        };
+        let enumerator = plugin.split_enumerator(parallelism).map_err(err)?;
+        let mut c = Self {
+            vertex: vertex.to_string(),
+            enumerator,
+            readers: vec![ReaderState::default(); parallelism as usize],
+            waiting: BTreeSet::new(),
+        };
+        let actions = c.enumerator.start().map_err(err)?;
+        c.apply(actions);
+        Ok(c)
+    }
+
+    /// Restores the enumerator from a [`CoordinatorSnapshot`] and starts it
+    /// (FLIP-383 recovery step 4). The history comes back as it was; reset
+    /// the unfinished subtasks afterwards so their splits return.
+    ///
+    /// # Errors
+    ///
+    /// [`CoordinatorError::Plugin`] if restoring or starting fails;
+    /// [`CoordinatorError::Snapshot`] if the history does not fit the parallelism.
+    pub fn restore(
+        vertex: &str,
+        plugin: &LoadedPlugin,
+        parallelism: u32,
+        snapshot: &CoordinatorSnapshot,
+    ) -> Result<Self, CoordinatorError> {
+        let err = |source| CoordinatorError::Plugin {
+            vertex: vertex.to_string(),
+            source,
+        };
+        if snapshot.readers.len() != parallelism as usize {
+            return Err(CoordinatorError::Snapshot {
+                vertex: vertex.to_string(),
+                reason: format!(
+                    "{} readers in the snapshot, parallelism {parallelism}",
+                    snapshot.readers.len()
+                ),
+            });
+        }
+        let enumerator = plugin
+            .restore_split_enumerator(parallelism, &snapshot.enumerator)
+            .map_err(err)?;
+        let mut c = Self {
+            vertex: vertex.to_string(),
+            enumerator,
+            readers: snapshot.readers.clone(),
+            waiting: BTreeSet::new(),
+        };
+        let actions = c.enumerator.start().map_err(err)?;
+        c.apply(actions);
+        Ok(c)
+    }
+
+    fn err(&self, source: PluginError) -> CoordinatorError {
+        CoordinatorError::Plugin {
+            vertex: self.vertex.clone(),
+            source,
+        }
+    }
+
+    fn apply(&mut self, actions: Vec<EnumeratorAction>) {
+        for a in actions {
+            match a {
+                EnumeratorAction::Assign { subtask, splits } => {
+                    if let Some(r) = self.readers.get_mut(subtask as usize) {
+                        r.assigned.extend(splits.into_iter().map(from_plugin));
+                    }
+                }
+                EnumeratorAction::NoMoreSplits { subtask } => {
+                    if let Some(r) = self.readers.get_mut(subtask as usize) {
+                        r.no_more_splits = true;
+                    }
+                }
+            }
+        }
+    }
+
+    fn answer(&mut self, subtask: u32) -> Option<SplitAnswer> {
+        let r = &mut self.readers[subtask as usize];
+        if r.delivered < r.assigned.len() {
+            r.delivered += 1;
+            Some(SplitAnswer::Split(r.assigned[r.delivered - 1].clone()))
+        } else if r.no_more_splits {
+            Some(SplitAnswer::NoMoreSplits)
+        } else {
+            None
+        }
+    }
+
+    /// A reader for `subtask` starts (a new attempt): `add-reader`.
+    ///
+    /// # Errors
+    ///
+    /// [`CoordinatorError::Plugin`] if the call fails.
+    pub fn register_reader(&mut self, subtask: u32) -> Result<(), CoordinatorError> {
+        let actions = self
+            .enumerator
+            .add_reader(subtask)
+            .map_err(|e| self.err(e))?;
+        self.apply(actions);
+        Ok(())
+    }
+
+    /// Reader `subtask` asks for its next split. Splits already assigned
+    /// but not handed out come first; otherwise the enumerator is asked
+    /// (`handle-split-request`). `None` means "wait": the answer comes later
+    /// from [`SourceCoordinator::take_ready`].
+    ///
+    /// # Errors
+    ///
+    /// [`CoordinatorError::Plugin`] if the enumerator fails.
+    pub fn request_split(&mut self, subtask: u32) -> Result<Option<SplitAnswer>, CoordinatorError> {
+        if let Some(a) = self.answer(subtask) {
+            return Ok(Some(a));
+        }
+        let actions = self
+            .enumerator
+            .handle_split_request(subtask, None)
+            .map_err(|e| self.err(e))?;
+        self.apply(actions);
+        match self.answer(subtask) {
+            Some(a) => Ok(Some(a)),
+            None => {
+                self.waiting.insert(subtask);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Answers for waiting readers that can now be answered (after another
+    /// call assigned them splits).
+    pub fn take_ready(&mut self) -> Vec<(u32, SplitAnswer)> {
+        let waiting: Vec<u32> = self.waiting.iter().copied().collect();
+        let mut out = Vec::new();
+        for s in waiting {
+            if let Some(a) = self.answer(s) {
+                self.waiting.remove(&s);
+                out.push((s, a));
+            }
+        }
+        out
+    }
+
+    /// Resets `subtask`: its assignment history goes back to the enumerator
+    /// (`add-splits-back`), its "no more splits" flag is cleared and a
+    /// waiting request is dropped. Returns how many splits went back.
+    ///
+    /// # Errors
+    ///
+    /// [`CoordinatorError::Plugin`] if the enumerator fails.
+    pub fn reset_subtask(&mut self, subtask: u32) -> Result<usize, CoordinatorError> {
+        let r = std::mem::take(&mut self.readers[subtask as usize]);
+        self.waiting.remove(&subtask);
+        let n = r.assigned.len();
+        if n > 0 {
+            let splits = r.assigned.into_iter().map(to_plugin).collect();
+            let actions = self
+                .enumerator
+                .add_splits_back(splits, subtask)
+                .map_err(|e| self.err(e))?;
+            self.apply(actions);
+        }
+        Ok(n)
+    }
+
+    /// The assignment history of every subtask.
+    pub fn readers(&self) -> &[ReaderState] {
+        &self.readers
+    }
+
+    /// Whether the enumerator supports batch snapshots.
+    pub fn supports_batch_snapshot(&self) -> bool {
+        self.enumerator.supports_batch_snapshot()
+    }
+
+    /// Takes a batch snapshot (checkpoint id -1) with the history.
+    ///
+    /// # Errors
+    ///
+    /// [`CoordinatorError::Plugin`] if the enumerator fails.
+    pub fn snapshot(&mut self) -> Result<CoordinatorSnapshot, CoordinatorError> {
+        let enumerator = self
+            .enumerator
+            .snapshot_state(-1)
+            .map_err(|e| self.err(e))?;
+        Ok(CoordinatorSnapshot {
+            enumerator,
+            readers: self.readers.clone(),
+        })
+    }
+
+    /// Splits the enumerator has not assigned yet (diagnostics, tests).
+    ///
+    /// # Errors
+    ///
+    /// [`CoordinatorError::Plugin`] if the enumerator fails.
+    pub fn unassigned_splits(&mut self) -> Result<u64, CoordinatorError> {
+        self.enumerator.unassigned_splits().map_err(|e| self.err(e))
+    }
+}
+
+/// Converts a plugin split into the runtime's form.
+pub fn from_plugin(s: Split) -> SplitData {
+    SplitData {
+        id: s.id,
+        payload: match s.payload {
+            SplitPayload::FileRange(r) => SplitPayloadData::FileRange {
+                path: r.path.into(),
+                start: r.start,
+                length: r.length,
+            },
+            SplitPayload::Inline(t) => SplitPayloadData::Inline(t),
+        },
+    }
+}
+
+/// Converts a runtime split back into the plugin's form.
+pub fn to_plugin(s: SplitData) -> Split {
+    Split {
+        id: s.id,
+        payload: match s.payload {
+            SplitPayloadData::FileRange {
+                path,
+                start,
+                length,
+            } => SplitPayload::FileRange(FileRange {
+                path: path.to_string_lossy().into_owned(),
+                start,
+                length,
+            }),
+            SplitPayloadData::Inline(t) => SplitPayload::Inline(t),
+        },
+    }
+}

@@ -21,6 +21,7 @@ mod source;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use decimal::Decimal;
@@ -68,6 +69,12 @@ pub enum TaskError {
     SplitRequest {
         /// Why.
         reason: String,
+    },
+    /// The job ended while the task ran.
+    #[error("{attempt:?} canceled")]
+    Canceled {
+        /// The canceled attempt.
+        attempt: AttemptId,
     },
     /// A fault injected by a test ([`InjectedFault`]).
     #[error("injected failure of {attempt:?} after {after_records} records")]
@@ -156,6 +163,9 @@ pub struct TaskSpec {
     pub record_delay: Duration,
     /// Fail after this many records (test knob).
     pub fail_after: Option<u64>,
+    /// Set by the scheduler when the job ends early: the task stops at its
+    /// next record with [`TaskError::Canceled`].
+    pub cancel: Arc<AtomicBool>,
 }
 
 /// What a finished task reports.
@@ -188,6 +198,7 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
         sink,
         record_delay,
         fail_after,
+        cancel,
     } = spec;
     let out: Box<dyn operators::RowSink> = match &sink {
         Some(s) => Box::new(sink::SinkWriter::create(
@@ -201,6 +212,9 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
     let mut report = TaskReport::default();
     let tick = |report: &mut TaskReport| -> Result<(), TaskError> {
         report.records_in += 1;
+        if cancel.load(Ordering::Relaxed) {
+            return Err(TaskError::Canceled { attempt });
+        }
         if let Some(n) = fail_after
             && report.records_in > n
         {

@@ -15,7 +15,7 @@ use crate::graph::Operator;
 
 /// What a split holds, as the host's readers see it (mirrors the WIT
 /// `split-payload`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum SplitPayloadData {
     /// Bytes `[start, start+length)` of a file.
     FileRange {
@@ -31,7 +31,7 @@ pub enum SplitPayloadData {
 }
 
 /// A split handed to a source task.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SplitData {
     /// Id unique within its enumerator.
     pub id: String,

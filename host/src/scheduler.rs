@@ -1,1 +1,0 @@
-//! (scheduler: being written; see DESIGN.md)

@@ -1,0 +1,715 @@
+//! The JobMaster loop: the single owner of the execution graph.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::time::Instant;
+
+use super::{JobError, JobEventSink, JobStatus, RunOptions, Summary, VertexSummary};
+use crate::config::JobConfig;
+use crate::coordinator::{SourceCoordinator, SplitAnswer};
+use crate::graph::{
+    AttemptId, DistributionPattern, ExecutionGraph, ExecutionState, Parallelism, ProducedPartition,
+    VertexInit, decide_parallelism,
+};
+use crate::plugin::{
+    ExecutionAttemptId, LoadedPlugin, PartitionDescriptor, ProducerDescriptor, ResultPartitionId,
+    ShuffleDescriptor, ShuffleMaster,
+};
+use crate::runtime::{
+    InputPartition, SplitData, SplitSource, TaskError, TaskInput, TaskOutput, TaskReport, TaskSpec,
+    WorkerPool, run_task, sink,
+};
+
+/// What the loop receives.
+enum Message {
+    /// A source task asks for its next split; answer on `reply`.
+    SplitRequest {
+        attempt: AttemptId,
+        reply: Sender<Result<Option<SplitData>, String>>,
+    },
+    /// A task finished.
+    Finished {
+        attempt: AttemptId,
+        report: TaskReport,
+    },
+    /// A task failed.
+    Failed {
+        attempt: AttemptId,
+        error: TaskError,
+    },
+}
+
+/// A source task's view of its source coordinator: a request message and a
+/// blocking wait for the reply (Flink's pull-based split requests).
+struct CoordinatorSplits {
+    attempt: AttemptId,
+    tx: Sender<Message>,
+}
+
+impl SplitSource for CoordinatorSplits {
+    fn next_split(&mut self) -> Result<Option<SplitData>, TaskError> {
+        let (reply, rx) = channel();
+        let failed = |reason: String| TaskError::SplitRequest { reason };
+        self.tx
+            .send(Message::SplitRequest {
+                attempt: self.attempt,
+                reply,
+            })
+            .map_err(|_| failed("the scheduler is gone".into()))?;
+        rx.recv()
+            .map_err(|_| failed("the scheduler dropped the request".into()))?
+            .map_err(failed)
+    }
+}
+
+/// Per-vertex run figures.
+#[derive(Default, Clone)]
+struct Figures {
+    records_in: u64,
+    records_out: u64,
+    bytes_out: u64,
+}
+
+/// The JobMaster: owns the execution graph, the source coordinators and the
+/// shuffle master; runs the loop.
+pub struct JobMaster {
+    job: String,
+    graph: ExecutionGraph,
+    max_attempts: u32,
+    plugins: BTreeMap<String, LoadedPlugin>,
+    shuffle: ShuffleMaster,
+    shuffle_plugin: String,
+    coordinators: HashMap<usize, SourceCoordinator>,
+    /// Split requests waiting for an answer, by attempt.
+    waiting: HashMap<AttemptId, Sender<Result<Option<SplitData>, String>>>,
+    /// Shuffle descriptors of the current attempts, by (vertex, subtask).
+    descriptors: HashMap<(usize, u32), Vec<ShuffleDescriptor>>,
+    figures: Vec<Vec<Figures>>,
+    opts: RunOptions,
+    pool: WorkerPool,
+    tx: Sender<Message>,
+    rx: Receiver<Message>,
+    cancel: Arc<AtomicBool>,
+    running: usize,
+    tasks_run: u64,
+    tasks_reset: u64,
+    busy: std::time::Duration,
+}
+
+impl JobMaster {
+    /// Prepares a run: creates the shuffle master instance, registers the
+    /// job with it, prepares the sink folders and starts `workers` threads.
+    ///
+    /// # Errors
+    ///
+    /// [`JobError::Plugin`] if the shuffle master fails; [`JobError::Io`]
+    /// or [`JobError::Commit`] for sink folders; [`JobError::Workers`].
+    pub fn new(
+        config: &JobConfig,
+        graph: ExecutionGraph,
+        plugins: BTreeMap<String, LoadedPlugin>,
+        opts: &RunOptions,
+        workers: usize,
+    ) -> Result<Self, JobError> {
+        let shuffle_plugin = config.shuffle_plugin.clone();
+        let plugin_err = |source| JobError::Plugin {
+            plugin: shuffle_plugin.clone(),
+            source,
+        };
+        let mut shuffle = plugins
+            .get(&shuffle_plugin)
+            .ok_or_else(|| JobError::Recording {
+                reason: format!("shuffle plugin `{shuffle_plugin}` not loaded"),
+            })?
+            .shuffle_master()
+            .map_err(plugin_err)?;
+        shuffle.register_job(&config.name).map_err(plugin_err)?;
+        for v in &graph.job.vertices {
+            if let Some(s) = &v.sink {
+                sink::prepare_fresh(s).map_err(|source| JobError::Commit {
+                    vertex: v.id.clone(),
+                    source,
+                })?;
+            }
+        }
+        let (tx, rx) = channel();
+        let pool = WorkerPool::new(workers).map_err(|source| JobError::Workers { source })?;
+        let figures = vec![Vec::new(); graph.job.vertices.len()];
+        Ok(Self {
+            job: config.name.clone(),
+            graph,
+            max_attempts: config.max_attempts,
+            plugins,
+            shuffle,
+            shuffle_plugin,
+            coordinators: HashMap::new(),
+            waiting: HashMap::new(),
+            descriptors: HashMap::new(),
+            figures,
+            opts: opts.clone(),
+            pool,
+            tx,
+            rx,
+            cancel: Arc::new(AtomicBool::new(false)),
+            running: 0,
+            tasks_run: 0,
+            tasks_reset: 0,
+            busy: std::time::Duration::ZERO,
+        })
+    }
+
+    /// Runs the loop until every vertex finished (then publishes `_SUCCESS`)
+    /// or the job fails; running tasks are canceled before this returns. The
+    /// summary's `status` and `error` say how it ended (a [`JobError`] in words).
+    pub fn run(mut self, events: &mut dyn JobEventSink) -> Summary {
+        let started = Instant::now();
+        let result = self.drive(events);
+        self.cancel.store(true, Ordering::Relaxed);
+        self.waiting.clear();
+        // Let running tasks see the cancel flag or a dropped reply, then stop.
+        while self.running > 0 {
+            match self.rx.recv() {
+                Ok(Message::SplitRequest { reply, .. }) => {
+                    let _ignored = reply.send(Err("the job is ending".into()));
+                }
+                Ok(_) => self.running -= 1,
+                Err(_) => break,
+            }
+        }
+        let _ignored = self.shuffle.unregister_job(&self.job);
+        let mut summary = self.summary(started);
+        if let Err(e) = result {
+            summary.status = JobStatus::Failed;
+            summary.error = Some(e.to_string());
+            tracing::error!(job = %self.job, "job failed: {e}");
+        }
+        summary
+    }
+
+    fn drive(&mut self, events: &mut dyn JobEventSink) -> Result<(), JobError> {
+        let t = Instant::now();
+        self.schedule(events)?;
+        self.busy += t.elapsed();
+        while !self.graph.is_finished() {
+            let msg = self.rx.recv().map_err(|_| JobError::Recording {
+                reason: "the task channel closed".into(),
+            })?;
+            let t = Instant::now();
+            self.handle(msg, events)?;
+            self.busy += t.elapsed();
+        }
+        for v in &self.graph.job.vertices {
+            if let Some(s) = &v.sink {
+                sink::write_success(s).map_err(|source| JobError::Commit {
+                    vertex: v.id.clone(),
+                    source,
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn handle(&mut self, msg: Message, events: &mut dyn JobEventSink) -> Result<(), JobError> {
+        match msg {
+            Message::SplitRequest { attempt, reply } => self.on_split_request(attempt, reply),
+            Message::Finished { attempt, report } => {
+                self.running -= 1;
+                self.on_finished(attempt, report, events)?;
+                self.schedule(events)
+            }
+            Message::Failed { attempt, error } => {
+                self.running -= 1;
+                self.on_failed(attempt, error, events)?;
+                self.schedule(events)
+            }
+        }
+    }
+
+    fn is_current(&self, a: AttemptId) -> bool {
+        self.graph.vertices[a.vertex]
+            .executions
+            .get(a.subtask as usize)
+            .is_some_and(|e| e.attempt == a.attempt && e.state == ExecutionState::Running)
+    }
+
+    fn on_split_request(
+        &mut self,
+        attempt: AttemptId,
+        reply: Sender<Result<Option<SplitData>, String>>,
+    ) -> Result<(), JobError> {
+        if !self.is_current(attempt) {
+            let _ignored = reply.send(Err("the attempt is no longer current".into()));
+            return Ok(());
+        }
+        let Some(c) = self.coordinators.get_mut(&attempt.vertex) else {
+            let _ignored = reply.send(Err("not a source".into()));
+            return Ok(());
+        };
+        match c.request_split(attempt.subtask)? {
+            Some(a) => {
+                let _ignored = reply.send(Ok(answer(a)));
+            }
+            None => {
+                self.waiting.insert(attempt, reply);
+            }
+        }
+        self.answer_waiting(attempt.vertex);
+        Ok(())
+    }
+
+    /// Answers waiting readers of vertex `v` that got splits meanwhile.
+    fn answer_waiting(&mut self, v: usize) {
+        let Some(c) = self.coordinators.get_mut(&v) else {
+            return;
+        };
+        for (subtask, a) in c.take_ready() {
+            let id = self.graph.attempt_id(v, subtask);
+            if let Some(reply) = self.waiting.remove(&id) {
+                let _ignored = reply.send(Ok(answer(a)));
+            }
+        }
+    }
+
+    fn on_finished(
+        &mut self,
+        attempt: AttemptId,
+        report: TaskReport,
+        events: &mut dyn JobEventSink,
+    ) -> Result<(), JobError> {
+        if !self.is_current(attempt) {
+            return Ok(());
+        }
+        let v = attempt.vertex;
+        let vertex = self.graph.job.vertices[v].clone();
+        let descriptors = self
+            .descriptors
+            .get(&(v, attempt.subtask))
+            .cloned()
+            .unwrap_or_default();
+        let outputs = self.graph.job.outputs(v);
+        let mut partitions = Vec::new();
+        for (edge, bytes) in &report.partitions {
+            let slot = outputs.iter().position(|e| e == edge).unwrap_or(0);
+            let location = descriptors
+                .get(slot)
+                .map(|d| PathBuf::from(&d.location))
+                .unwrap_or_default();
+            partitions.push(ProducedPartition {
+                edge: *edge,
+                location,
+                bytes_per_subpartition: bytes.clone(),
+            });
+        }
+        if let Some(s) = &vertex.sink {
+            sink::publish(s, attempt.subtask, attempt.attempt).map_err(|source| {
+                JobError::Commit {
+                    vertex: vertex.id.clone(),
+                    source,
+                }
+            })?;
+        }
+        let fig = &mut self.figures[v][attempt.subtask as usize];
+        *fig = Figures {
+            records_in: report.records_in,
+            records_out: report.records_out,
+            bytes_out: partitions
+                .iter()
+                .flat_map(|p| &p.bytes_per_subpartition)
+                .sum(),
+        };
+        events
+            .execution_finished(&vertex.id, attempt, &partitions)
+            .map_err(|reason| JobError::Recording { reason })?;
+        let ev = &mut self.graph.vertices[v].executions[attempt.subtask as usize];
+        ev.state = ExecutionState::Finished;
+        ev.partitions = partitions;
+        let done = self.graph.vertices[v]
+            .executions
+            .iter()
+            .filter(|e| e.state == ExecutionState::Finished)
+            .count() as u32;
+        let total = self.graph.vertices[v].executions.len() as u32;
+        tracing::debug!(vertex = %vertex.id, subtask = attempt.subtask, attempt = attempt.attempt, "finished");
+        if let Some(p) = &self.opts.progress {
+            p.task_finished(&vertex.id, done, total);
+        }
+        Ok(())
+    }
+
+    fn on_failed(
+        &mut self,
+        attempt: AttemptId,
+        error: TaskError,
+        events: &mut dyn JobEventSink,
+    ) -> Result<(), JobError> {
+        if !self.is_current(attempt) {
+            return Ok(());
+        }
+        let vertex_id = self.graph.job.vertices[attempt.vertex].id.clone();
+        tracing::warn!(vertex = %vertex_id, subtask = attempt.subtask, attempt = attempt.attempt, "attempt failed: {error}");
+        if let Some(p) = &self.opts.progress {
+            p.task_failed(
+                &vertex_id,
+                attempt.subtask,
+                attempt.attempt,
+                &error.to_string(),
+            );
+        }
+        if attempt.attempt + 1 >= self.max_attempts {
+            return Err(JobError::TaskFailed {
+                vertex: vertex_id,
+                subtask: attempt.subtask,
+                attempt: attempt.attempt,
+                max_attempts: self.max_attempts,
+                source: error,
+            });
+        }
+        self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize].state =
+            ExecutionState::Failed;
+        if let TaskError::PartitionNotFound { producer, .. } = &error {
+            // Re-run the producer first, if the lost partition is still its current one.
+            let p = self.graph.vertices[producer.vertex]
+                .executions
+                .get(producer.subtask as usize);
+            if p.is_some_and(|p| {
+                p.attempt == producer.attempt && p.state == ExecutionState::Finished
+            }) {
+                if producer.attempt + 1 >= self.max_attempts {
+                    return Err(JobError::TaskFailed {
+                        vertex: self.graph.job.vertices[producer.vertex].id.clone(),
+                        subtask: producer.subtask,
+                        attempt: producer.attempt,
+                        max_attempts: self.max_attempts,
+                        source: error,
+                    });
+                }
+                self.reset(*producer, events)?;
+            }
+        }
+        self.reset(attempt, events)
+    }
+
+    /// Resets one execution vertex: releases its partitions, gives a
+    /// source's splits back, and makes a new attempt in `Created`.
+    fn reset(&mut self, attempt: AttemptId, events: &mut dyn JobEventSink) -> Result<(), JobError> {
+        let v = attempt.vertex;
+        let vertex_id = self.graph.job.vertices[v].id.clone();
+        events
+            .executions_reset(&vertex_id, &[attempt])
+            .map_err(|reason| JobError::Recording { reason })?;
+        for d in self
+            .descriptors
+            .remove(&(v, attempt.subtask))
+            .unwrap_or_default()
+        {
+            if let Err(e) = self.shuffle.release_partition_externally(&d) {
+                tracing::warn!(plugin = %self.shuffle_plugin, "releasing {}: {e}", d.location);
+            }
+            let _ignored = std::fs::remove_dir_all(&d.location);
+        }
+        if let Some(c) = self.coordinators.get_mut(&v) {
+            let n = c.reset_subtask(attempt.subtask)?;
+            tracing::debug!(vertex = %vertex_id, subtask = attempt.subtask, splits = n, "splits back to the enumerator");
+        }
+        self.waiting.remove(&attempt);
+        if let Some(s) = &self.graph.job.vertices[v].sink {
+            let _ignored =
+                std::fs::remove_file(sink::staging_path(s, attempt.subtask, attempt.attempt));
+        }
+        let ev = &mut self.graph.vertices[v].executions[attempt.subtask as usize];
+        ev.attempt += 1;
+        ev.state = ExecutionState::Created;
+        ev.partitions.clear();
+        self.tasks_reset += 1;
+        self.answer_waiting(v);
+        Ok(())
+    }
+
+    /// Initializes every vertex whose inputs are finished and deploys every
+    /// created execution whose inputs are finished.
+    fn schedule(&mut self, events: &mut dyn JobEventSink) -> Result<(), JobError> {
+        let order = self.graph.job.order.clone();
+        for v in order {
+            if !self.graph.inputs_finished(v) {
+                continue;
+            }
+            if self.graph.vertices[v].init.is_none() {
+                self.initialize(v, events)?;
+            }
+            if self.graph.job.vertices[v].source.is_some() && !self.coordinators.contains_key(&v) {
+                self.start_coordinator(v)?;
+            }
+            let n = self.graph.vertices[v].executions.len() as u32;
+            for s in 0..n {
+                if self.graph.vertices[v].executions[s as usize].state == ExecutionState::Created {
+                    self.deploy(v, s)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn start_coordinator(&mut self, v: usize) -> Result<(), JobError> {
+        let vertex = &self.graph.job.vertices[v];
+        let name = vertex.source.clone().unwrap_or_default();
+        let plugin = self.plugins.get(&name).ok_or_else(|| JobError::Recording {
+            reason: format!("source plugin `{name}` not loaded"),
+        })?;
+        let parallelism = self.graph.vertices[v].executions.len() as u32;
+        let c = SourceCoordinator::start(&vertex.id, plugin, parallelism)?;
+        self.coordinators.insert(v, c);
+        Ok(())
+    }
+
+    /// Decides the parallelism of vertex `v` (fixed, or `auto` from the
+    /// bytes its inputs produced) and records it.
+    fn initialize(&mut self, v: usize, events: &mut dyn JobEventSink) -> Result<(), JobError> {
+        let jv = &self.graph.job.vertices[v];
+        let init = match jv.parallelism {
+            Parallelism::Fixed(p) => VertexInit {
+                parallelism: p,
+                input_ranges: if self.graph.job.inputs(v).is_empty() {
+                    Vec::new()
+                } else {
+                    (0..p).map(|i| i..i + 1).collect()
+                },
+            },
+            Parallelism::Auto => {
+                let mut bytes = vec![0u64; jv.max_parallelism as usize];
+                for e in self.graph.job.inputs(v) {
+                    let from = self.graph.job.edges[e].from;
+                    for ex in &self.graph.vertices[from].executions {
+                        for p in ex.partitions.iter().filter(|p| p.edge == e) {
+                            for (i, b) in p.bytes_per_subpartition.iter().enumerate() {
+                                if let Some(slot) = bytes.get_mut(i) {
+                                    *slot += b;
+                                }
+                            }
+                        }
+                    }
+                }
+                decide_parallelism(&bytes, jv.bytes_per_task, jv.max_parallelism)
+            }
+        };
+        let id = jv.id.clone();
+        tracing::info!(vertex = %id, parallelism = init.parallelism, "vertex initialized");
+        events
+            .vertex_initialized(&id, &init)
+            .map_err(|reason| JobError::Recording { reason })?;
+        self.figures[v] = vec![Figures::default(); init.parallelism as usize];
+        if let Some(p) = &self.opts.progress {
+            p.vertex_initialized(&id, init.parallelism);
+        }
+        self.graph.initialize(v, init);
+        Ok(())
+    }
+
+    fn deploy(&mut self, v: usize, s: u32) -> Result<(), JobError> {
+        let attempt = self.graph.attempt_id(v, s);
+        let jv = self.graph.job.vertices[v].clone();
+        // Register one result partition per outgoing edge with the shuffle master.
+        let mut outputs = Vec::new();
+        let mut descriptors = Vec::new();
+        for e in self.graph.job.outputs(v) {
+            let n = self.graph.job.num_subpartitions(e);
+            let id = ResultPartitionId {
+                intermediate_data_set: self.graph.job.data_set_id(e),
+                producer: ExecutionAttemptId {
+                    job_vertex: jv.id.clone(),
+                    subtask: s,
+                    attempt: attempt.attempt,
+                },
+            };
+            let d = self
+                .shuffle
+                .register_partition_with_producer(
+                    &self.job,
+                    &PartitionDescriptor {
+                        id,
+                        num_subpartitions: n,
+                    },
+                    &ProducerDescriptor {
+                        worker_id: "local".into(),
+                        hostname: None,
+                    },
+                )
+                .map_err(|source| JobError::Plugin {
+                    plugin: self.shuffle_plugin.clone(),
+                    source,
+                })?;
+            let edge = &self.graph.job.edges[e];
+            outputs.push(TaskOutput {
+                edge: e,
+                location: PathBuf::from(&d.location),
+                num_subpartitions: n,
+                pattern: edge.pattern,
+                key: edge.key.clone(),
+            });
+            descriptors.push(d);
+        }
+        self.descriptors.insert((v, s), descriptors);
+        let input = if jv.source.is_some() {
+            if let Some(c) = self.coordinators.get_mut(&v) {
+                c.register_reader(s)?;
+            }
+            TaskInput::Splits(Box::new(CoordinatorSplits {
+                attempt,
+                tx: self.tx.clone(),
+            }))
+        } else {
+            TaskInput::Partitions(self.inputs_of(v, s))
+        };
+        self.inject_loss(&jv.id, attempt);
+        let fail_after = self
+            .opts
+            .faults
+            .iter()
+            .find(|f| f.vertex == jv.id && f.subtask == s && f.attempt == attempt.attempt)
+            .map(|f| f.after_records);
+        let spec = TaskSpec {
+            attempt,
+            vertex_id: jv.id.clone(),
+            operators: Arc::new(jv.operators.clone()),
+            input,
+            outputs,
+            sink: jv.sink.clone().map(Arc::new),
+            record_delay: jv.record_delay,
+            fail_after,
+            cancel: self.cancel.clone(),
+        };
+        let ev = &mut self.graph.vertices[v].executions[s as usize];
+        ev.state = ExecutionState::Running;
+        ev.attempts_started += 1;
+        self.running += 1;
+        self.tasks_run += 1;
+        tracing::debug!(vertex = %jv.id, subtask = s, attempt = attempt.attempt, "deploying");
+        let tx = self.tx.clone();
+        self.pool.submit(move || {
+            let msg = match run_task(spec) {
+                Ok(report) => Message::Finished { attempt, report },
+                Err(error) => Message::Failed { attempt, error },
+            };
+            let _ignored = tx.send(msg);
+        });
+        self.answer_waiting(v);
+        Ok(())
+    }
+
+    /// The partitions subtask `s` of vertex `v` reads.
+    fn inputs_of(&self, v: usize, s: u32) -> Vec<InputPartition> {
+        let range = self.graph.vertices[v]
+            .init
+            .as_ref()
+            .and_then(|i| i.input_ranges.get(s as usize).cloned())
+            .unwrap_or(s..s + 1);
+        let mut inputs = Vec::new();
+        for e in self.graph.job.inputs(v) {
+            let edge = &self.graph.job.edges[e];
+            let producers = &self.graph.vertices[edge.from].executions;
+            let (subtasks, subpartitions) = match edge.pattern {
+                DistributionPattern::Forward => (s..s + 1, 0..1),
+                DistributionPattern::Hash => (0..producers.len() as u32, range.clone()),
+            };
+            for p in subtasks {
+                let ex = &producers[p as usize];
+                let location = ex
+                    .partitions
+                    .iter()
+                    .find(|pp| pp.edge == e)
+                    .map(|pp| pp.location.clone())
+                    .unwrap_or_default();
+                inputs.push(InputPartition {
+                    producer: AttemptId {
+                        vertex: edge.from,
+                        subtask: p,
+                        attempt: ex.attempt,
+                    },
+                    location,
+                    subpartitions: subpartitions.clone(),
+                });
+            }
+        }
+        inputs
+    }
+
+    /// Test knob: deletes the partition a consumer attempt is about to read.
+    fn inject_loss(&self, vertex: &str, attempt: AttemptId) {
+        for lost in &self.opts.lost_partitions {
+            if lost.consumer != vertex
+                || lost.consumer_subtask != attempt.subtask
+                || lost.consumer_attempt != attempt.attempt
+            {
+                continue;
+            }
+            let Some(pv) = self
+                .graph
+                .job
+                .vertices
+                .iter()
+                .position(|x| x.id == lost.producer)
+            else {
+                continue;
+            };
+            if let Some(ex) = self.graph.vertices[pv]
+                .executions
+                .get(lost.producer_subtask as usize)
+            {
+                for p in &ex.partitions {
+                    tracing::info!("test knob: deleting partition {}", p.location.display());
+                    let _ignored = std::fs::remove_dir_all(&p.location);
+                }
+            }
+        }
+    }
+
+    fn summary(&self, started: Instant) -> Summary {
+        let vertices = self
+            .graph
+            .job
+            .vertices
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let f = &self.figures[i];
+                VertexSummary {
+                    id: v.id.clone(),
+                    parallelism: self.graph.vertices[i].executions.len() as u32,
+                    records_in: f.iter().map(|x| x.records_in).sum(),
+                    records_out: f.iter().map(|x| x.records_out).sum(),
+                    bytes_out: f.iter().map(|x| x.bytes_out).sum(),
+                }
+            })
+            .collect();
+        Summary {
+            job: self.job.clone(),
+            status: JobStatus::Finished,
+            recovered: false,
+            tasks_total: self.graph.execution_count() as u64,
+            tasks_run: self.tasks_run,
+            tasks_skipped: 0,
+            tasks_reset: self.tasks_reset,
+            wall_ms: started.elapsed().as_millis() as u64,
+            workers: self.pool.size() as u64,
+            coordinator_busy_us: self.busy.as_micros() as u64,
+            vertices,
+            outputs: self
+                .graph
+                .job
+                .vertices
+                .iter()
+                .filter_map(|v| v.sink.as_ref().map(|s| s.dir.clone()))
+                .collect(),
+            error: None,
+        }
+    }
+}
+
+fn answer(a: SplitAnswer) -> Option<SplitData> {
+    match a {
+        SplitAnswer::Split(s) => Some(s),
+        SplitAnswer::NoMoreSplits => None,
+    }
+}

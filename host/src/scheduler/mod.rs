@@ -1,0 +1,391 @@
+//! The scheduler: runs a batch job from its job file to its `_SUCCESS`
+//! marker, as Flink's JobMaster does for a batch job with blocking shuffles.
+//!
+//! One thread owns the scheduling state ([`crate::graph::ExecutionGraph`],
+//! the source coordinators, the shuffle master plugin): a single loop that
+//! receives messages (task finished, task failed, split requested) and
+//! changes the graph. Tasks run on a [`crate::runtime::WorkerPool`] and
+//! report back over a channel. A job vertex is initialized (its `auto`
+//! parallelism decided from its inputs' produced bytes) and its subtasks
+//! deployed once all its inputs are finished; every result partition is
+//! registered with the shuffle master plugin before its producer runs. A
+//! failed attempt is re-run (up to `max-attempts` attempts per execution
+//! vertex); a consumer that finds an input partition missing
+//! (PartitionNotFound) resets that producer first (Flink's region
+//! failover, reduced to blocking edges).
+//!
+//! Scheduling facts go to a [`JobEventSink`] (vertex initialized, execution
+//! finished, executions reset), so the durable event log and FLIP-383
+//! recovery can hook in; [`run_graph`] starts from a given execution graph so
+//! recovery can hand over a pre-restored state.
+
+mod master;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::config::{ConfigError, JobConfig, LoadOptions, OnTrap, PluginConfig, PluginKindConfig};
+use crate::coordinator::CoordinatorError;
+use crate::graph::{AttemptId, ExecutionGraph, ProducedPartition, VertexInit};
+use crate::plugin::{
+    DirGrant, HostOptions, Limits, PluginError, PluginHost, PluginKind, PluginSpec, TrapPolicy,
+};
+use crate::runtime::{InjectedFault, TaskError};
+
+pub use master::JobMaster;
+
+/// Everything that can stop a job.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JobError {
+    /// The job file is wrong.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A plugin could not be loaded, or a call into it failed.
+    #[error("plugin `{plugin}`: {source}")]
+    Plugin {
+        /// The plugin's name in the job file.
+        plugin: String,
+        /// What went wrong.
+        source: PluginError,
+    },
+    /// A source coordinator's enumerator failed.
+    #[error(transparent)]
+    Coordinator(#[from] CoordinatorError),
+    /// A file or folder of the data directory or the output could not be used.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Publishing sink output failed.
+    #[error("sink of vertex `{vertex}`: {source}")]
+    Commit {
+        /// The sink vertex id.
+        vertex: String,
+        /// The error.
+        source: TaskError,
+    },
+    /// An execution vertex failed on its last allowed attempt.
+    #[error(
+        "vertex `{vertex}` subtask {subtask} failed on attempt {attempt} (of at most {max_attempts}): {source}"
+    )]
+    TaskFailed {
+        /// The job vertex id.
+        vertex: String,
+        /// The subtask.
+        subtask: u32,
+        /// The last attempt number.
+        attempt: u32,
+        /// The limit from `job.max-attempts`.
+        max_attempts: u32,
+        /// Why it failed.
+        source: TaskError,
+    },
+    /// The event sink refused an event.
+    #[error("recording a job event failed: {reason}")]
+    Recording {
+        /// What the sink said.
+        reason: String,
+    },
+    /// The worker pool could not start.
+    #[error("cannot start the worker pool: {source}")]
+    Workers {
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// Receives scheduling facts as they happen: the hook for the durable job
+/// event log (FLIP-383 "recording"). Every method is called on the
+/// scheduler's thread, after the graph changed and before the change is
+/// acted on (e.g. a vertex is initialized before its subtasks deploy).
+pub trait JobEventSink {
+    /// Vertex `vertex` got its parallelism and input ranges
+    /// (`JobVertexInitialized`).
+    ///
+    /// # Errors
+    ///
+    /// A reason string; the job fails with [`JobError::Recording`].
+    fn vertex_initialized(&mut self, vertex: &str, init: &VertexInit) -> Result<(), String>;
+
+    /// An execution attempt finished with these partitions
+    /// (`ExecutionFinished`).
+    ///
+    /// # Errors
+    ///
+    /// As [`JobEventSink::vertex_initialized`].
+    fn execution_finished(
+        &mut self,
+        vertex: &str,
+        attempt: AttemptId,
+        partitions: &[ProducedPartition],
+    ) -> Result<(), String>;
+
+    /// These attempts were reset and will run again (`ExecutionsReset`).
+    ///
+    /// # Errors
+    ///
+    /// As [`JobEventSink::vertex_initialized`].
+    fn executions_reset(&mut self, vertex: &str, attempts: &[AttemptId]) -> Result<(), String>;
+}
+
+/// A [`JobEventSink`] that records nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoEvents;
+
+impl JobEventSink for NoEvents {
+    fn vertex_initialized(&mut self, _: &str, _: &VertexInit) -> Result<(), String> {
+        Ok(())
+    }
+    fn execution_finished(
+        &mut self,
+        _: &str,
+        _: AttemptId,
+        _: &[ProducedPartition],
+    ) -> Result<(), String> {
+        Ok(())
+    }
+    fn executions_reset(&mut self, _: &str, _: &[AttemptId]) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Receives progress for display (a progress bar per vertex, or lines).
+/// Called on the scheduler's thread; keep it quick.
+pub trait ProgressListener: Send + Sync {
+    /// Vertex `vertex` will run `parallelism` subtasks.
+    fn vertex_initialized(&self, vertex: &str, parallelism: u32);
+    /// A subtask of `vertex` finished; `finished` of `total` are done.
+    fn task_finished(&self, vertex: &str, finished: u32, total: u32);
+    /// An attempt failed and will be retried (or the job fails).
+    fn task_failed(&self, vertex: &str, subtask: u32, attempt: u32, reason: &str);
+}
+
+/// A test knob: before `consumer`'s attempt runs, delete the partition it
+/// would read from subtask `producer_subtask` of `producer`, so the
+/// consumer meets a real PartitionNotFound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostPartition {
+    /// Consumer job vertex id.
+    pub consumer: String,
+    /// Consumer subtask.
+    pub consumer_subtask: u32,
+    /// Consumer attempt at which the loss happens.
+    pub consumer_attempt: u32,
+    /// Producer job vertex id.
+    pub producer: String,
+    /// Producer subtask whose partition disappears.
+    pub producer_subtask: u32,
+}
+
+/// How to run a job.
+#[derive(Clone)]
+pub struct RunOptions {
+    /// The job file.
+    pub job_file: PathBuf,
+    /// The data directory (`--data-dir`; default `./coordhost-data`).
+    pub data_dir: PathBuf,
+    /// Worker threads; overrides `job.workers`; default one per core.
+    pub workers: Option<usize>,
+    /// Test knob: attempts that fail on purpose.
+    pub faults: Vec<InjectedFault>,
+    /// Test knob: partitions that disappear before a consumer reads them.
+    pub lost_partitions: Vec<LostPartition>,
+    /// Progress display.
+    pub progress: Option<Arc<dyn ProgressListener>>,
+}
+
+impl RunOptions {
+    /// Options for `job_file` with data in `data_dir`, no knobs.
+    pub fn new(job_file: impl Into<PathBuf>, data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            job_file: job_file.into(),
+            data_dir: data_dir.into(),
+            workers: None,
+            faults: Vec::new(),
+            lost_partitions: Vec::new(),
+            progress: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for RunOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOptions")
+            .field("job_file", &self.job_file)
+            .field("data_dir", &self.data_dir)
+            .field("workers", &self.workers)
+            .field("faults", &self.faults)
+            .field("lost_partitions", &self.lost_partitions)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How the job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JobStatus {
+    /// Every vertex finished and the output is published.
+    Finished,
+    /// The job failed; `error` says why.
+    Failed,
+}
+
+/// Per-vertex figures of a run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct VertexSummary {
+    /// Job vertex id.
+    pub id: String,
+    /// Parallelism used (decided at run time for `auto`).
+    pub parallelism: u32,
+    /// Input records of the finished attempts.
+    pub records_in: u64,
+    /// Output rows of the finished attempts.
+    pub records_out: u64,
+    /// Bytes written to result partitions by the finished attempts.
+    pub bytes_out: u64,
+}
+
+/// The final summary of a run; serializes to the JSON of `--summary-json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    /// Job name.
+    pub job: String,
+    /// How it ended.
+    pub status: JobStatus,
+    /// Whether progress was recovered from an earlier coordinator attempt.
+    pub recovered: bool,
+    /// Execution vertices of the job (after `auto` decisions).
+    pub tasks_total: u64,
+    /// Execution attempts started in this run.
+    pub tasks_run: u64,
+    /// Execution vertices skipped because recovery kept their work.
+    pub tasks_skipped: u64,
+    /// Execution attempts reset (failover, PartitionNotFound, recovery).
+    pub tasks_reset: u64,
+    /// Wall-clock time of the run, milliseconds.
+    pub wall_ms: u64,
+    /// Worker threads.
+    pub workers: u64,
+    /// Time the scheduler loop spent handling messages (excluding waiting),
+    /// microseconds: the coordinator's own overhead, plugin calls included.
+    pub coordinator_busy_us: u64,
+    /// Per vertex, in file order.
+    pub vertices: Vec<VertexSummary>,
+    /// Sink output folders.
+    pub outputs: Vec<PathBuf>,
+    /// Why the job failed.
+    pub error: Option<String>,
+}
+
+/// Loads the job file, its plugins and runs it from scratch.
+///
+/// Returns the summary of a run that started: its `status` is
+/// [`JobStatus::Failed`] (with `error` in words) when the job failed while
+/// running, e.g. an execution vertex ran out of attempts
+/// ([`JobError::TaskFailed`]) or a plugin call failed.
+///
+/// # Errors
+///
+/// Problems found before anything runs: [`JobError::Config`] for a bad job
+/// file, [`JobError::Plugin`] when a plugin cannot be loaded or the shuffle
+/// master cannot be created, [`JobError::Io`] for the data directory or the
+/// output folders, [`JobError::Workers`].
+pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
+    let config = crate::config::load_job(
+        &opts.job_file,
+        &LoadOptions {
+            data_dir: opts.data_dir.clone(),
+        },
+    )?;
+    let graph = ExecutionGraph::new(config.graph.clone());
+    run_graph(&config, graph, opts, &mut NoEvents)
+}
+
+/// Runs `config` starting from `graph` (fresh, or pre-restored by recovery),
+/// reporting scheduling facts to `events`.
+///
+/// # Errors
+///
+/// As [`run_job`].
+pub fn run_graph(
+    config: &JobConfig,
+    graph: ExecutionGraph,
+    opts: &RunOptions,
+    events: &mut dyn JobEventSink,
+) -> Result<Summary, JobError> {
+    let data_dir = std::path::absolute(&opts.data_dir).unwrap_or_else(|_| opts.data_dir.clone());
+    std::fs::create_dir_all(&data_dir).map_err(|source| JobError::Io {
+        path: data_dir.clone(),
+        source,
+    })?;
+    let host = PluginHost::new(HostOptions {
+        cache_dir: Some(data_dir.join("cache")),
+    })
+    .map_err(|source| JobError::Plugin {
+        plugin: "(engine)".into(),
+        source,
+    })?;
+    let mut plugins = std::collections::BTreeMap::new();
+    for (name, p) in &config.plugins {
+        let spec = plugin_spec(p)?;
+        let loaded = host.load(&spec).map_err(|source| JobError::Plugin {
+            plugin: name.clone(),
+            source,
+        })?;
+        plugins.insert(name.clone(), loaded);
+    }
+    let workers = opts
+        .workers
+        .or(config.workers)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    let master = JobMaster::new(config, graph, plugins, opts, workers)?;
+    Ok(master.run(events))
+}
+
+/// Maps a job file's plugin entry onto the plugin host's spec; creates
+/// writable granted directories that do not exist yet.
+fn plugin_spec(p: &PluginConfig) -> Result<PluginSpec, JobError> {
+    for d in &p.dirs {
+        if d.writable {
+            create_dir(&d.path)?;
+        }
+    }
+    Ok(PluginSpec {
+        name: p.name.clone(),
+        path: p.component.clone(),
+        kind: match p.kind {
+            PluginKindConfig::SplitEnumerator => PluginKind::SplitEnumerator,
+            PluginKindConfig::ShuffleMaster => PluginKind::ShuffleMaster,
+        },
+        config: p.config.clone(),
+        dirs: p
+            .dirs
+            .iter()
+            .map(|d| DirGrant {
+                host: d.path.clone(),
+                writable: d.writable,
+            })
+            .collect(),
+        limits: Limits {
+            call_timeout: p.limits.call_timeout,
+            memory_bytes: p.limits.memory_bytes,
+            on_trap: match p.limits.on_trap {
+                OnTrap::Rebuild => TrapPolicy::Rebuild,
+                OnTrap::Fail => TrapPolicy::Fail,
+            },
+        },
+    })
+}
+
+fn create_dir(path: &Path) -> Result<(), JobError> {
+    std::fs::create_dir_all(path).map_err(|source| JobError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
