@@ -270,7 +270,7 @@ struct RawEdge {
 #[derive(Deserialize)]
 #[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
 enum RawOperator {
-    ReadLines,
+    ReadLines {},
     #[serde(rename_all = "kebab-case")]
     ReadCsv {
         columns: Vec<String>,
@@ -397,7 +397,25 @@ fn absolute(p: &Path) -> PathBuf {
     } else {
         p
     };
-    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+    normalize(&std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()))
+}
+
+/// Removes `.` and resolves `..` lexically (without touching the file system).
+fn normalize(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
 }
 
 struct Validator {
@@ -433,9 +451,21 @@ impl Validator {
     fn resolve_path(&self, s: &str) -> PathBuf {
         let p = PathBuf::from(self.substitute(s));
         if p.is_absolute() {
-            p
+            normalize(&p)
         } else {
-            absolute(&self.job_dir.join(p))
+            normalize(&self.job_dir.join(p))
+        }
+    }
+
+    /// A plugin config value: substituted; a value that starts with
+    /// `${data_dir}` or `${job_dir}` is a path and is normalized (no `..`),
+    /// so the plugin sees the same path the host grants.
+    fn config_value(&self, s: &str) -> String {
+        let v = self.substitute(s);
+        if s.starts_with("${data_dir}") || s.starts_with("${job_dir}") {
+            normalize(Path::new(&v)).to_string_lossy().into_owned()
+        } else {
+            v
         }
     }
 
@@ -542,7 +572,7 @@ impl Validator {
         let mut config = Vec::with_capacity(raw.config.len());
         for (k, v) in raw.config {
             let s = match v {
-                toml::Value::String(s) => self.substitute(&s),
+                toml::Value::String(s) => self.config_value(&s),
                 toml::Value::Integer(i) => i.to_string(),
                 toml::Value::Float(f) => f.to_string(),
                 toml::Value::Boolean(b) => b.to_string(),
@@ -869,7 +899,7 @@ impl Validator {
         for (j, value) in raw.into_iter().enumerate() {
             let field = format!("vertices[{vi}].operators[{j}]");
             let rop: RawOperator = self.typed(&field, value)?;
-            let is_read = matches!(rop, RawOperator::ReadLines | RawOperator::ReadCsv { .. });
+            let is_read = matches!(rop, RawOperator::ReadLines {} | RawOperator::ReadCsv { .. });
             if is_read != (is_source && j == 0) {
                 return Err(self.invalid(
                     format!("{field}.op"),
@@ -903,7 +933,7 @@ impl Validator {
                 })
             };
             match rop {
-                RawOperator::ReadLines => {
+                RawOperator::ReadLines {} => {
                     ops.push(Operator::ReadLines);
                     cols = Some(vec!["line".to_string()]);
                 }

@@ -192,6 +192,8 @@ pub struct RunOptions {
     pub data_dir: PathBuf,
     /// Worker threads; overrides `job.workers`; default one per core.
     pub workers: Option<usize>,
+    /// Compiled-component cache; default `<data-dir>/cache`.
+    pub cache_dir: Option<PathBuf>,
     /// Test knob: attempts that fail on purpose.
     pub faults: Vec<InjectedFault>,
     /// Test knob: partitions that disappear before a consumer reads them.
@@ -207,6 +209,7 @@ impl RunOptions {
             job_file: job_file.into(),
             data_dir: data_dir.into(),
             workers: None,
+            cache_dir: None,
             faults: Vec::new(),
             lost_partitions: Vec::new(),
             progress: None,
@@ -220,6 +223,7 @@ impl std::fmt::Debug for RunOptions {
             .field("job_file", &self.job_file)
             .field("data_dir", &self.data_dir)
             .field("workers", &self.workers)
+            .field("cache_dir", &self.cache_dir)
             .field("faults", &self.faults)
             .field("lost_partitions", &self.lost_partitions)
             .finish_non_exhaustive()
@@ -325,7 +329,7 @@ pub fn run_graph(
         source,
     })?;
     let host = PluginHost::new(HostOptions {
-        cache_dir: Some(data_dir.join("cache")),
+        cache_dir: Some(opts.cache_dir.clone().unwrap_or_else(|| data_dir.join("cache"))),
     })
     .map_err(|source| JobError::Plugin {
         plugin: "(engine)".into(),

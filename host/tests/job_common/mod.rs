@@ -1,0 +1,89 @@
+//! Helpers of the `job_*` tests: example job files rewritten to point at a
+//! test's own data and the built sample plugins, a run with the shared
+//! component cache, and reading a sink's published output.
+
+#![allow(dead_code, reason = "each test binary uses a different subset of the helpers")]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use coordhost::scheduler::{JobStatus, RunOptions, Summary, run_job};
+
+#[path = "../common/mod.rs"]
+mod common;
+
+pub use common::{cache_dir, plugin_path, workspace};
+
+/// Writes `examples/<example>` into `dir` with its input folder replaced by
+/// `data` and its plugin paths by the built plugins; returns the job file.
+pub fn example_job(example: &str, input_rel: &str, data: &Path, dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(workspace().join("examples").join(example)).expect("example exists");
+    let plugins = plugin_path("file-enumerator").parent().expect("plugin dir").to_path_buf();
+    let text = text
+        .replace(&format!("${{job_dir}}/../{input_rel}"), &data.display().to_string())
+        .replace(&format!("../{input_rel}"), &data.display().to_string())
+        .replace("../build/plugins", &plugins.display().to_string());
+    assert!(!text.contains("../build"), "every build path was replaced:\n{text}");
+    let job = dir.join(example);
+    std::fs::write(&job, text).expect("write job");
+    job
+}
+
+/// Options for `job` with data under `data_dir`, `workers` threads, the shared cache.
+pub fn options(job: &Path, data_dir: &Path, workers: usize) -> RunOptions {
+    let mut o = RunOptions::new(job, data_dir);
+    o.workers = Some(workers);
+    o.cache_dir = Some(cache_dir());
+    o
+}
+
+/// Runs and asserts the job finished.
+pub fn run_ok(opts: &RunOptions) -> Summary {
+    let summary = run_job(opts).expect("the job starts");
+    assert_eq!(summary.status, JobStatus::Finished, "job failed: {:?}", summary.error);
+    summary
+}
+
+/// The published part files of a sink folder, checked complete: `_SUCCESS`
+/// present, no staging left, parts numbered 0..n without gaps.
+pub fn published_lines(out: &Path) -> Vec<String> {
+    assert!(out.join("_SUCCESS").is_file(), "{} has no _SUCCESS", out.display());
+    assert!(!out.join("_staging").exists(), "staging folder left behind");
+    let mut parts: Vec<PathBuf> = std::fs::read_dir(out)
+        .expect("output folder")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("part-")))
+        .collect();
+    parts.sort();
+    assert!(!parts.is_empty(), "no part files in {}", out.display());
+    let mut lines = Vec::new();
+    for p in parts {
+        let text = std::fs::read_to_string(&p).expect("part file");
+        lines.extend(text.lines().map(str::to_string));
+    }
+    lines
+}
+
+/// Word counts as the test computes them itself: lower-cased maximal runs
+/// of alphanumeric characters over every file of `dir`.
+pub fn expected_word_counts(dir: &Path) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).expect("data dir") {
+        let text = std::fs::read_to_string(entry.expect("entry").path()).expect("text file");
+        for w in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+            *counts.entry(w.to_lowercase()).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+/// Parses `word count` lines of the word-count output; a word seen twice fails.
+pub fn word_count_output(out: &Path) -> BTreeMap<String, u64> {
+    let mut got = BTreeMap::new();
+    for line in published_lines(out) {
+        let (w, n) = line.split_once(' ').expect("`word count` line");
+        let prev = got.insert(w.to_string(), n.parse::<u64>().expect("count"));
+        assert!(prev.is_none(), "word `{w}` appears twice in the output");
+    }
+    got
+}

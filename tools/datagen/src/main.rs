@@ -1,0 +1,66 @@
+//! `coordhost-datagen`: writes the example data sets.
+//!
+//! ```text
+//! coordhost-datagen tpch  --scale 0.1 --parts 4 --out build/data/tpch-sf0.1
+//! coordhost-datagen words --files 16 --lines 20000 --out build/data/words
+//! ```
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "coordhost-datagen", about = "Writes coordhost's example data sets")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The TPC-H lineitem table as CSV (tpchgen, dbgen's rules).
+    Tpch {
+        /// Scale factor (0.1 = 600 572 rows, about 75 MB).
+        #[arg(long, default_value_t = 0.1)]
+        scale: f64,
+        /// Number of files.
+        #[arg(long, default_value_t = 4)]
+        parts: u32,
+        /// Output folder.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// A folder of text files for word count.
+    Words {
+        /// Number of files.
+        #[arg(long, default_value_t = 16)]
+        files: u32,
+        /// Lines per file.
+        #[arg(long, default_value_t = 20_000)]
+        lines: u32,
+        /// Seed of the word generator.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Output folder.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Tpch { scale, parts, out } => coordhost_datagen::write_lineitem(&out, scale, parts)
+            .map(|(files, rows)| println!("lineitem: {rows} rows in {} files under {}", files.len(), out.display())),
+        Command::Words { files, lines, seed, out } => coordhost_datagen::write_words(&out, files, lines, seed)
+            .map(|(f, words)| println!("words: {words} words in {} files under {}", f.len(), out.display())),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("coordhost-datagen: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
