@@ -46,6 +46,25 @@ pub enum Command {
         #[command(subcommand)]
         command: PluginCommand,
     },
+    /// Read a job's event log.
+    Log {
+        /// What to do with the log.
+        #[command(subcommand)]
+        command: LogCommand,
+    },
+}
+
+/// `coordhost log ...`
+#[derive(Debug, Subcommand)]
+pub enum LogCommand {
+    /// Print every event of a job's log, with torn tail and segments.
+    Inspect {
+        /// The job's log folder, or the job's data folder that holds `log/`.
+        dir: PathBuf,
+        /// Print one JSON document instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `coordhost plugin ...`
@@ -71,6 +90,9 @@ pub fn main() -> ExitCode {
         Command::Plugin {
             command: PluginCommand::Check { file, json },
         } => plugin_check(&file, json, cache_dir),
+        Command::Log {
+            command: LogCommand::Inspect { dir, json },
+        } => log_inspect(&dir, json),
     }
 }
 
@@ -156,4 +178,16 @@ fn write_info(
         "  exports:                 {}",
         info.exports.join(", ")
     )
+}
+
+fn log_inspect(dir: &Path, json: bool) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    match crate::events::inspect(dir, json, &mut out) {
+        Ok(()) => ExitCode::from(EXIT_OK),
+        Err(error) => {
+            let _ = out.flush();
+            eprintln!("coordhost: {error}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
 }
