@@ -6,6 +6,7 @@
 .PHONY: help
 help:
 	@echo "targets:"
+	@echo "  test      the README's test command: build the plugins, then every test of the workspace"
 	@echo "  plugins   build the sample Rust plugins into $(PLUGINS_OUT)/NAME.wasm"
 	@echo "  plugins-py  build the Python sample plugins (py-enumerator, py-shuffle); part of plugins"
 	@echo "  plugins-js  build the JavaScript sample plugin (js-enumerator); part of plugins"
@@ -23,7 +24,10 @@ RUSTUP ?= rustup
 PLUGIN_TARGET := wasm32-wasip2
 PLUGINS_SRC := $(CURDIR)/plugins
 PLUGINS_OUT := $(CURDIR)/build/plugins
-PLUGINS_RELEASE := $(PLUGINS_SRC)/target/$(PLUGIN_TARGET)/release
+# The plugins build in their own target folder, whatever CARGO_TARGET_DIR says
+# (CI points that at a shared folder for the host build).
+PLUGINS_TARGET_DIR ?= $(PLUGINS_SRC)/target
+PLUGINS_RELEASE := $(PLUGINS_TARGET_DIR)/$(PLUGIN_TARGET)/release
 # Component crates (folder name = crate name = component name). The library
 # crate plugins/plugin-support is not a component and is not listed.
 PLUGIN_NAMES := file-enumerator static-enumerator faulty-enumerator \
@@ -33,7 +37,7 @@ PLUGIN_NAMES := file-enumerator static-enumerator faulty-enumerator \
 plugins:
 	$(RUSTUP) --quiet target add $(PLUGIN_TARGET)
 	$(CARGO) build --locked --release --target $(PLUGIN_TARGET) \
-		--manifest-path $(PLUGINS_SRC)/Cargo.toml
+		--manifest-path $(PLUGINS_SRC)/Cargo.toml --target-dir $(PLUGINS_TARGET_DIR)
 	mkdir -p $(PLUGINS_OUT)
 	$(foreach name,$(PLUGIN_NAMES),cp $(PLUGINS_RELEASE)/$(subst -,_,$(name)).wasm $(PLUGINS_OUT)/$(name).wasm &&) true
 
@@ -47,3 +51,15 @@ plugins:
 include plugins/languages.mk
 
 plugins: plugins-py plugins-js
+
+# ---------------------------------------------------------------------------
+# test: the README's test command (and what .ci/run calls). Builds every
+# sample plugin from source (installing the wasm32-wasip2 target and the
+# pinned Python/JavaScript tools into the project's folders), then runs every
+# test of the workspace. The compiled-component cache is shared by all tests
+# (build/cache), so each component is compiled once per run.
+# ---------------------------------------------------------------------------
+
+.PHONY: test
+test: plugins
+	$(CARGO) test --workspace --locked
