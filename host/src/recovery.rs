@@ -1,1 +1,952 @@
-//! (recovery: being written; see DESIGN.md)
+//! Job recovery after a coordinator crash (FLIP-383, "job recovery for
+//! batch jobs"): from the replayed job event log, decide for every
+//! execution vertex whether its work survived (skip: keep the attempt id
+//! and its result partitions) or must run again (reset), and what each
+//! plugin is restored from.
+//!
+//! [`plan`] is the algorithm of DESIGN.md "Recovery", steps 1–6, as a pure
+//! function of the log, the job graph, which enumerators support batch
+//! snapshots, and a [`PartitionOracle`] that says which result partitions
+//! still exist (in a run, the shuffle master's `get-partitions-with-metrics`
+//! polled until every needed partition is reported or the previous-worker
+//! timeout passes). The scheduler applies the resulting [`RecoveryPlan`]
+//! before it schedules anything (step 7).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use crate::coordinator::{CoordinatorSnapshot, ReaderState};
+use crate::events::{
+    EnumeratorSnapshot, JobEvent, JobVertexInitialized, ResetReason, ShuffleSnapshot,
+};
+use crate::graph::{DistributionPattern, JobGraph, ProducedPartition, VertexInit};
+use crate::runtime::SplitData;
+
+/// An execution vertex: (job vertex index in the job graph, subtask index).
+pub type ExecutionKey = (usize, u32);
+
+/// Why recovery cannot use the log; the job then restarts from scratch (or
+/// stops, when committed sink output would be duplicated).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecoveryError {
+    /// The log names a job vertex the job graph does not have.
+    #[error("the event log names job vertex `{vertex}`, which the job file does not have")]
+    UnknownVertex {
+        /// The vertex id in the log.
+        vertex: String,
+    },
+    /// The log names an intermediate data set the job graph does not have.
+    #[error(
+        "the event log names data set `{data_set}` of job vertex `{vertex}`, which the job graph does not have"
+    )]
+    UnknownDataSet {
+        /// The producing vertex.
+        vertex: String,
+        /// The data set id in the log.
+        data_set: String,
+    },
+    /// A record does not fit the graph (a subtask beyond the parallelism, a
+    /// parallelism that contradicts the job file).
+    #[error("the event log does not fit the job graph: {reason}")]
+    Inconsistent {
+        /// What does not fit.
+        reason: String,
+    },
+    /// A split in an enumerator snapshot cannot be decoded.
+    #[error(
+        "job vertex `{vertex}`: a split in the enumerator snapshot cannot be decoded: {reason}"
+    )]
+    Split {
+        /// The source vertex.
+        vertex: String,
+        /// The decoder's message.
+        reason: String,
+    },
+    /// Asking which partitions still exist failed.
+    #[error("asking the shuffle master which partitions exist failed: {reason}")]
+    Partitions {
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// A finished execution that recovery keeps: its attempt and partitions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveredExecution {
+    /// The attempt number, unchanged.
+    pub attempt: u32,
+    /// Its result partitions, one per outgoing edge.
+    pub partitions: Vec<ProducedPartition>,
+}
+
+/// One result partition a kept producer made: what the partition oracle
+/// is asked about.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PartitionRef {
+    /// Producer job vertex index.
+    pub vertex: usize,
+    /// Producer subtask.
+    pub subtask: u32,
+    /// Producer attempt.
+    pub attempt: u32,
+    /// Edge index of the data set.
+    pub edge: usize,
+    /// Where its data is.
+    pub location: PathBuf,
+}
+
+/// Says which of the needed partitions still exist (step 6).
+pub trait PartitionOracle {
+    /// Returns the subset of `needed` that exists now. Called once per
+    /// round, with the partitions that became needed in that round.
+    ///
+    /// # Errors
+    /// A reason, turned into [`RecoveryError::Partitions`].
+    fn available(&mut self, needed: &[PartitionRef]) -> Result<BTreeSet<PartitionRef>, String>;
+}
+
+/// The decision of a recovery.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryPlan {
+    /// Vertices whose parallelism was decided, in log order, with their
+    /// recorded decision (never recomputed).
+    pub initialized: Vec<(usize, VertexInit)>,
+    /// Finished executions that are skipped.
+    pub kept: BTreeMap<ExecutionKey, RecoveredExecution>,
+    /// Executions that run again and why (one entry each).
+    pub reset: BTreeMap<ExecutionKey, ResetReason>,
+    /// Per source vertex, what its source coordinator is restored from
+    /// (`None`: a fresh enumerator).
+    pub coordinators: BTreeMap<usize, Option<CoordinatorSnapshot>>,
+    /// Shuffle-master snapshots to restore, oldest first, from the last full one.
+    pub shuffle_snapshots: Vec<ShuffleSnapshot>,
+    /// Finished source vertices whose enumerator cannot snapshot: the first
+    /// later restart of any of their subtasks restarts all of them, once.
+    pub restart_all_once: BTreeSet<usize>,
+    /// Partitions of finished attempts that run again: to release.
+    pub release: Vec<PartitionRef>,
+    /// For every execution vertex seen in the log, the highest attempt
+    /// number recorded; a re-run uses a higher one.
+    pub highest_attempt: BTreeMap<ExecutionKey, u32>,
+    /// Events replayed.
+    pub replayed: usize,
+}
+
+impl RecoveryPlan {
+    /// The attempt number a re-run of `key` uses: above every recorded one.
+    pub fn next_attempt(&self, key: ExecutionKey) -> u32 {
+        self.highest_attempt.get(&key).map_or(0, |a| a + 1)
+    }
+}
+
+struct Finished {
+    attempt: u32,
+    partitions: Vec<ProducedPartition>,
+    index: usize,
+}
+
+/// What steps 1–3 leave: the log replayed into maps.
+struct Replayed {
+    plan: RecoveryPlan,
+    finished: BTreeMap<ExecutionKey, Finished>,
+    enumerators: BTreeMap<usize, EnumeratorSnapshot>,
+}
+
+/// Plans the recovery of `graph`'s job from its replayed `events` (DESIGN.md
+/// "Recovery", steps 1–6).
+///
+/// `supports_snapshot(v)` says whether source vertex `v`'s enumerator
+/// supports batch snapshots.
+///
+/// # Errors
+/// [`RecoveryError`] when the log does not fit the graph or the oracle fails.
+pub fn plan(
+    graph: &JobGraph,
+    events: &[JobEvent],
+    supports_snapshot: &dyn Fn(usize) -> bool,
+    oracle: &mut dyn PartitionOracle,
+) -> Result<RecoveryPlan, RecoveryError> {
+    let Replayed {
+        mut plan,
+        mut finished,
+        enumerators,
+    } = replay(graph, events)?;
+    let sources: Vec<usize> = (0..graph.vertices.len())
+        .filter(|&v| graph.vertices[v].source.is_some())
+        .collect();
+    for v in sources {
+        reset_or_skip_source(
+            graph,
+            &mut plan,
+            &mut finished,
+            &enumerators,
+            v,
+            supports_snapshot(v),
+        )?;
+    }
+    for (&(v, s), f) in &finished {
+        plan.kept.insert(
+            (v, s),
+            RecoveredExecution {
+                attempt: f.attempt,
+                partitions: f.partitions.clone(),
+            },
+        );
+    }
+    reconcile_partitions(graph, &mut plan, oracle)?;
+    mark_unfinished(&mut plan);
+    Ok(plan)
+}
+
+/// Steps 1–3: replay the log; drop trailing finishes that no snapshot reflects.
+fn replay(graph: &JobGraph, events: &[JobEvent]) -> Result<Replayed, RecoveryError> {
+    let mut plan = RecoveryPlan {
+        replayed: events.len(),
+        ..RecoveryPlan::default()
+    };
+    let mut finished: BTreeMap<ExecutionKey, Finished> = BTreeMap::new();
+    let mut enumerators: BTreeMap<usize, (EnumeratorSnapshot, usize)> = BTreeMap::new();
+    let mut last_snapshot: Option<usize> = None;
+    let mut inits: BTreeMap<usize, VertexInit> = BTreeMap::new();
+    for (index, event) in events.iter().enumerate() {
+        match event {
+            JobEvent::JobVertexInitialized(init) => {
+                let v = vertex_index(graph, &init.job_vertex)?;
+                let decided = vertex_init(graph, v, init)?;
+                if inits.insert(v, decided.clone()).is_none() {
+                    plan.initialized.push((v, decided));
+                }
+            }
+            JobEvent::ExecutionFinished(done) => {
+                let v = vertex_index(graph, &done.attempt.job_vertex)?;
+                let s = done.attempt.subtask;
+                check_subtask(graph, &inits, v, s)?;
+                let partitions = done
+                    .produced
+                    .iter()
+                    .map(|p| {
+                        let edge = edge_index(graph, v, &p.data_set)?;
+                        Ok(ProducedPartition {
+                            edge,
+                            location: PathBuf::from(&p.location),
+                            bytes_per_subpartition: p.bytes_per_subpartition.clone(),
+                        })
+                    })
+                    .collect::<Result<Vec<_>, RecoveryError>>()?;
+                raise(&mut plan.highest_attempt, (v, s), done.attempt.attempt);
+                finished.insert(
+                    (v, s),
+                    Finished {
+                        attempt: done.attempt.attempt,
+                        partitions,
+                        index,
+                    },
+                );
+                for snap in &done.enumerator_snapshots {
+                    let sv = vertex_index(graph, &snap.job_vertex)?;
+                    enumerators.insert(sv, (snap.clone(), index));
+                }
+                if let Some(shuffle) = &done.shuffle_snapshot {
+                    if !shuffle.incremental {
+                        plan.shuffle_snapshots.clear();
+                    }
+                    plan.shuffle_snapshots.push(shuffle.clone());
+                }
+                if !done.enumerator_snapshots.is_empty() || done.shuffle_snapshot.is_some() {
+                    last_snapshot = Some(index);
+                }
+            }
+            JobEvent::ExecutionsReset(reset) => {
+                for ev in &reset.executions {
+                    let v = vertex_index(graph, &ev.job_vertex)?;
+                    finished.remove(&(v, ev.subtask));
+                }
+            }
+            JobEvent::JobStarted(_)
+            | JobEvent::SinkCommitted(_)
+            | JobEvent::RecoveryStarted(_)
+            | JobEvent::RecoveryFinished(_) => {}
+        }
+    }
+    // Step 3: finishes after the last snapshot are not reflected in plugin state.
+    let trailing: Vec<ExecutionKey> = finished
+        .iter()
+        .filter(|(_, f)| last_snapshot.is_none_or(|last| f.index > last))
+        .map(|(k, _)| *k)
+        .collect();
+    for key in trailing {
+        if let Some(f) = finished.remove(&key) {
+            plan.release
+                .extend(partition_refs(key, &f.attempt, &f.partitions));
+        }
+        plan.reset.insert(key, ResetReason::RecoveryNotInSnapshot);
+    }
+    let enumerators = enumerators
+        .into_iter()
+        .map(|(v, (snap, _))| (v, snap))
+        .collect();
+    Ok(Replayed {
+        plan,
+        finished,
+        enumerators,
+    })
+}
+
+fn raise(highest: &mut BTreeMap<ExecutionKey, u32>, key: ExecutionKey, attempt: u32) {
+    let entry = highest.entry(key).or_insert(attempt);
+    *entry = (*entry).max(attempt);
+}
+
+fn vertex_index(graph: &JobGraph, id: &str) -> Result<usize, RecoveryError> {
+    graph
+        .vertices
+        .iter()
+        .position(|v| v.id == id)
+        .ok_or_else(|| RecoveryError::UnknownVertex {
+            vertex: id.to_string(),
+        })
+}
+
+fn edge_index(graph: &JobGraph, v: usize, data_set: &str) -> Result<usize, RecoveryError> {
+    graph
+        .outputs(v)
+        .into_iter()
+        .find(|&e| graph.data_set_id(e) == data_set)
+        .ok_or_else(|| RecoveryError::UnknownDataSet {
+            vertex: graph.vertices[v].id.clone(),
+            data_set: data_set.to_string(),
+        })
+}
+
+fn check_subtask(
+    graph: &JobGraph,
+    inits: &BTreeMap<usize, VertexInit>,
+    v: usize,
+    s: u32,
+) -> Result<(), RecoveryError> {
+    match inits.get(&v) {
+        Some(init) if s < init.parallelism => Ok(()),
+        Some(init) => Err(RecoveryError::Inconsistent {
+            reason: format!(
+                "subtask {s} of `{}` finished, but its parallelism is {}",
+                graph.vertices[v].id, init.parallelism
+            ),
+        }),
+        None => Err(RecoveryError::Inconsistent {
+            reason: format!(
+                "subtask {s} of `{}` finished before the vertex was initialized",
+                graph.vertices[v].id
+            ),
+        }),
+    }
+}
+
+/// Turns a `JobVertexInitialized` record back into the scheduler's decision.
+fn vertex_init(
+    graph: &JobGraph,
+    v: usize,
+    init: &JobVertexInitialized,
+) -> Result<VertexInit, RecoveryError> {
+    if let crate::graph::Parallelism::Fixed(n) = graph.vertices[v].parallelism {
+        if n != init.parallelism {
+            return Err(RecoveryError::Inconsistent {
+                reason: format!(
+                    "`{}` has parallelism {n} in the job file but {} in the log",
+                    graph.vertices[v].id, init.parallelism
+                ),
+            });
+        }
+    }
+    let input_ranges = init
+        .subtask_inputs
+        .iter()
+        .map(|inputs| {
+            inputs
+                .first()
+                .map_or(0..0, |r| r.subpartition_start..r.subpartition_end)
+        })
+        .collect();
+    Ok(VertexInit {
+        parallelism: init.parallelism,
+        input_ranges,
+    })
+}
+
+/// Step 5 for one source vertex: the reset-or-skip table.
+fn reset_or_skip_source(
+    graph: &JobGraph,
+    plan: &mut RecoveryPlan,
+    finished: &mut BTreeMap<ExecutionKey, Finished>,
+    enumerators: &BTreeMap<usize, EnumeratorSnapshot>,
+    v: usize,
+    supports_snapshot: bool,
+) -> Result<(), RecoveryError> {
+    let Some(parallelism) = plan
+        .initialized
+        .iter()
+        .find(|(iv, _)| *iv == v)
+        .map(|(_, i)| i.parallelism)
+    else {
+        plan.coordinators.insert(v, None);
+        return Ok(());
+    };
+    let all_finished = (0..parallelism).all(|s| finished.contains_key(&(v, s)));
+    if supports_snapshot {
+        let restored = enumerators
+            .get(&v)
+            .map(|snap| coordinator_snapshot(graph, v, parallelism, snap))
+            .transpose()?;
+        plan.coordinators.insert(v, restored);
+        // Unfinished subtasks are reset explicitly by the scheduler (their
+        // splits go back); `mark_unfinished` records why.
+    } else if all_finished {
+        plan.coordinators.insert(v, None);
+        plan.restart_all_once.insert(v);
+    } else {
+        plan.coordinators.insert(v, None);
+        for s in 0..parallelism {
+            if let Some(f) = finished.remove(&(v, s)) {
+                plan.release
+                    .extend(partition_refs((v, s), &f.attempt, &f.partitions));
+            }
+            plan.reset
+                .insert((v, s), ResetReason::RecoveryEnumeratorWithoutSnapshot);
+        }
+    }
+    Ok(())
+}
+
+/// Rebuilds the host's coordinator snapshot from the log's form.
+fn coordinator_snapshot(
+    graph: &JobGraph,
+    v: usize,
+    parallelism: u32,
+    snap: &EnumeratorSnapshot,
+) -> Result<CoordinatorSnapshot, RecoveryError> {
+    let mut readers = vec![ReaderState::default(); parallelism as usize];
+    for assignment in &snap.assignments {
+        let reader = readers
+            .get_mut(assignment.subtask as usize)
+            .ok_or_else(|| RecoveryError::Inconsistent {
+                reason: format!(
+                    "the enumerator snapshot of `{}` names subtask {}",
+                    graph.vertices[v].id, assignment.subtask
+                ),
+            })?;
+        for split in &assignment.splits {
+            let data: SplitData =
+                postcard::from_bytes(&split.bytes).map_err(|e| RecoveryError::Split {
+                    vertex: graph.vertices[v].id.clone(),
+                    reason: e.to_string(),
+                })?;
+            reader.assigned.push(data);
+        }
+        reader.delivered = reader.assigned.len();
+    }
+    for &s in &snap.no_more_splits {
+        if let Some(reader) = readers.get_mut(s as usize) {
+            reader.no_more_splits = true;
+        }
+    }
+    Ok(CoordinatorSnapshot {
+        enumerator: snap.state.clone(),
+        readers,
+    })
+}
+
+fn partition_refs(
+    key: ExecutionKey,
+    attempt: &u32,
+    partitions: &[ProducedPartition],
+) -> Vec<PartitionRef> {
+    partitions
+        .iter()
+        .map(|p| PartitionRef {
+            vertex: key.0,
+            subtask: key.1,
+            attempt: *attempt,
+            edge: p.edge,
+            location: p.location.clone(),
+        })
+        .collect()
+}
+
+/// Whether consumer subtask work on edge `e` from producer subtask `s` will
+/// run: the consumer is not initialized yet, or one of the subtasks that
+/// read this partition is not kept.
+fn consumed_again(graph: &JobGraph, plan: &RecoveryPlan, e: usize, s: u32) -> bool {
+    let consumer = graph.edges[e].to;
+    let Some(parallelism) = plan
+        .initialized
+        .iter()
+        .find(|(v, _)| *v == consumer)
+        .map(|(_, i)| i.parallelism)
+    else {
+        return true;
+    };
+    match graph.edges[e].pattern {
+        DistributionPattern::Forward => !plan.kept.contains_key(&(consumer, s)),
+        DistributionPattern::Hash => {
+            (0..parallelism).any(|c| !plan.kept.contains_key(&(consumer, c)))
+        }
+    }
+}
+
+/// Step 6: keep a producer only if every partition a re-running consumer
+/// needs is still there; reset what lost one, and follow the resets upstream.
+fn reconcile_partitions(
+    graph: &JobGraph,
+    plan: &mut RecoveryPlan,
+    oracle: &mut dyn PartitionOracle,
+) -> Result<(), RecoveryError> {
+    let mut confirmed: BTreeSet<PartitionRef> = BTreeSet::new();
+    loop {
+        let needed: Vec<PartitionRef> = plan
+            .kept
+            .iter()
+            .flat_map(|(&key, exec)| partition_refs(key, &exec.attempt, &exec.partitions))
+            .filter(|p| !confirmed.contains(p) && consumed_again(graph, plan, p.edge, p.subtask))
+            .collect();
+        if needed.is_empty() {
+            return Ok(());
+        }
+        let available = oracle
+            .available(&needed)
+            .map_err(|reason| RecoveryError::Partitions { reason })?;
+        let mut lost: Vec<(ExecutionKey, String)> = Vec::new();
+        for p in needed {
+            if available.contains(&p) {
+                confirmed.insert(p);
+            } else {
+                lost.push(((p.vertex, p.subtask), graph.data_set_id(p.edge)));
+            }
+        }
+        for (key, data_set) in lost {
+            reset_kept(
+                plan,
+                key,
+                ResetReason::RecoveryPartitionMissing { data_set },
+            );
+        }
+    }
+}
+
+/// Resets a kept execution; a finished source whose enumerator cannot
+/// snapshot restarts in full (its one-shot restart is used up).
+fn reset_kept(plan: &mut RecoveryPlan, key: ExecutionKey, reason: ResetReason) {
+    let (v, _) = key;
+    let keys: Vec<ExecutionKey> = if plan.restart_all_once.remove(&v) {
+        plan.kept
+            .keys()
+            .filter(|(kv, _)| *kv == v)
+            .copied()
+            .collect()
+    } else {
+        vec![key]
+    };
+    for k in keys {
+        if let Some(exec) = plan.kept.remove(&k) {
+            plan.release
+                .extend(partition_refs(k, &exec.attempt, &exec.partitions));
+            // The others of a one-shot full restart: their enumerator cannot
+            // give their splits back one by one.
+            let why = if k == key {
+                reason.clone()
+            } else {
+                ResetReason::RecoveryEnumeratorWithoutSnapshot
+            };
+            plan.reset.insert(k, why);
+        }
+    }
+}
+
+/// Records "unfinished" for every initialized subtask neither kept nor
+/// already reset for another reason.
+fn mark_unfinished(plan: &mut RecoveryPlan) {
+    let inits: Vec<(usize, u32)> = plan
+        .initialized
+        .iter()
+        .map(|(v, i)| (*v, i.parallelism))
+        .collect();
+    for (v, parallelism) in inits {
+        for s in 0..parallelism {
+            if !plan.kept.contains_key(&(v, s)) {
+                plan.reset
+                    .entry((v, s))
+                    .or_insert(ResetReason::RecoveryUnfinished);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The planner's decisions for topology T1 of SCENARIOS.md, from
+    //! hand-written logs: `source` (5, split enumerator) → forward →
+    //! `middle` (5) → hash → `sink` (auto).
+
+    use super::*;
+    use crate::config::{LoadOptions, parse_job};
+    use crate::events::{
+        AttemptId, EncodedSplit, ExecutionFinished, ExecutionsReset, SplitAssignment,
+    };
+
+    const T1: &str = r#"
+        [job]
+        name = "t1"
+        [shuffle]
+        plugin = "shuffle"
+        [plugins.splits]
+        component = "splits.wasm"
+        kind = "split-enumerator"
+        [plugins.shuffle]
+        component = "shuffle.wasm"
+        kind = "shuffle-master"
+        [[vertices]]
+        id = "source"
+        source = "splits"
+        parallelism = 5
+        operators = [{ op = "read-lines" }]
+        [[vertices]]
+        id = "middle"
+        parallelism = 5
+        operators = [{ op = "tokenize", column = "line", as = "word" }]
+        [[vertices]]
+        id = "sink"
+        parallelism = "auto"
+        max-parallelism = 4
+        operators = [{ op = "write-text", path = "/tmp/out" }]
+        [[edges]]
+        from = "source"
+        to = "middle"
+        kind = "forward"
+        [[edges]]
+        from = "middle"
+        to = "sink"
+        kind = "hash"
+        key = ["word"]
+    "#;
+
+    fn t1() -> JobGraph {
+        let dir = tempfile::tempdir().unwrap();
+        for f in ["splits.wasm", "shuffle.wasm"] {
+            std::fs::write(dir.path().join(f), b"\0asm\x0d\0\x01\0").unwrap();
+        }
+        let opts = LoadOptions {
+            data_dir: dir.path().join("data"),
+        };
+        parse_job(&dir.path().join("t1.toml"), T1, &opts)
+            .expect("T1 parses")
+            .graph
+    }
+
+    fn init(vertex: &str, parallelism: u32) -> JobEvent {
+        JobEvent::JobVertexInitialized(JobVertexInitialized {
+            job_vertex: vertex.into(),
+            parallelism,
+            subtask_inputs: vec![Vec::new(); parallelism as usize],
+            decided_at_runtime: vertex == "sink",
+        })
+    }
+
+    fn data_set(vertex: &str) -> Option<&'static str> {
+        match vertex {
+            "source" => Some("source-middle"),
+            "middle" => Some("middle-sink"),
+            _ => None,
+        }
+    }
+
+    fn finished(vertex: &str, subtask: u32, attempt: u32, snapshot: bool) -> JobEvent {
+        let produced = data_set(vertex)
+            .map(|ds| crate::events::ProducedPartition {
+                data_set: ds.into(),
+                location: format!("/shuffle/{vertex}-{subtask}-{attempt}"),
+                bytes_per_subpartition: vec![100],
+            })
+            .into_iter()
+            .collect();
+        let split = |id: String| EncodedSplit {
+            id: id.clone(),
+            bytes: postcard::to_allocvec(&SplitData {
+                id,
+                payload: crate::runtime::SplitPayloadData::Inline("x".into()),
+            })
+            .unwrap(),
+        };
+        let enumerator_snapshots = if snapshot {
+            vec![EnumeratorSnapshot {
+                job_vertex: "source".into(),
+                checkpoint_id: -1,
+                state: vec![1, 2, 3],
+                assignments: (0..5)
+                    .map(|s| SplitAssignment {
+                        subtask: s,
+                        splits: vec![split(format!("s{s}a")), split(format!("s{s}b"))],
+                    })
+                    .collect(),
+                no_more_splits: Vec::new(),
+            }]
+        } else {
+            Vec::new()
+        };
+        JobEvent::ExecutionFinished(ExecutionFinished {
+            attempt: AttemptId {
+                job_vertex: vertex.into(),
+                subtask,
+                attempt,
+            },
+            coordinator_epoch: 1,
+            produced,
+            enumerator_snapshots,
+            shuffle_snapshot: snapshot.then(|| ShuffleSnapshot {
+                incremental: false,
+                data: vec![9],
+            }),
+        })
+    }
+
+    /// Reports every partition present except those at the given locations.
+    struct Shuffle {
+        missing: Vec<String>,
+        asked: Vec<Vec<PartitionRef>>,
+    }
+
+    impl PartitionOracle for Shuffle {
+        fn available(&mut self, needed: &[PartitionRef]) -> Result<BTreeSet<PartitionRef>, String> {
+            self.asked.push(needed.to_vec());
+            Ok(needed
+                .iter()
+                .filter(|p| !self.missing.iter().any(|m| p.location.ends_with(m)))
+                .cloned()
+                .collect())
+        }
+    }
+
+    fn shuffle(missing: &[&str]) -> Shuffle {
+        Shuffle {
+            missing: missing.iter().map(|m| m.to_string()).collect(),
+            asked: Vec::new(),
+        }
+    }
+
+    /// Scenario 1's log: every source finished, the last with snapshots; middles initialized.
+    fn sources_finished() -> Vec<JobEvent> {
+        let mut events = vec![init("source", 5), init("middle", 5)];
+        events.extend((0..5).map(|s| finished("source", s, 0, s == 4)));
+        events
+    }
+
+    fn reasons(plan: &RecoveryPlan, vertex: usize) -> Vec<Option<ResetReason>> {
+        (0..5)
+            .map(|s| plan.reset.get(&(vertex, s)).cloned())
+            .collect()
+    }
+
+    #[test]
+    fn finished_sources_are_kept_and_running_middles_reset() {
+        let g = t1();
+        let mut oracle = shuffle(&[]);
+        let plan = plan(&g, &sources_finished(), &|_| true, &mut oracle).unwrap();
+        assert_eq!(
+            plan.kept.keys().copied().collect::<Vec<_>>(),
+            (0..5).map(|s| (0, s)).collect::<Vec<_>>()
+        );
+        assert!(
+            reasons(&plan, 1)
+                .iter()
+                .all(|r| *r == Some(ResetReason::RecoveryUnfinished))
+        );
+        assert_eq!(oracle.asked.len(), 1, "one question while nothing is lost");
+        assert_eq!(
+            oracle.asked[0].len(),
+            5,
+            "the five source partitions are needed"
+        );
+        let restored = plan.coordinators[&0]
+            .as_ref()
+            .expect("restored from the snapshot");
+        assert_eq!(restored.enumerator, vec![1, 2, 3]);
+        assert_eq!(restored.readers[3].assigned.len(), 2);
+        assert_eq!(plan.shuffle_snapshots.len(), 1);
+    }
+
+    #[test]
+    fn a_lost_partition_resets_only_its_producer() {
+        let plan = plan(
+            &t1(),
+            &sources_finished(),
+            &|_| true,
+            &mut shuffle(&["source-0-0"]),
+        )
+        .unwrap();
+        assert_eq!(
+            plan.reset.get(&(0, 0)),
+            Some(&ResetReason::RecoveryPartitionMissing {
+                data_set: "source-middle".into()
+            })
+        );
+        assert!((1..5).all(|s| plan.kept.contains_key(&(0, s))));
+        assert_eq!(
+            plan.release.len(),
+            1,
+            "the lost partition's producer releases it"
+        );
+        assert_eq!(plan.next_attempt((0, 0)), 1);
+    }
+
+    #[test]
+    fn all_partitions_lost_resets_all_sources() {
+        let missing = [
+            "source-0-0",
+            "source-1-0",
+            "source-2-0",
+            "source-3-0",
+            "source-4-0",
+        ];
+        let plan = plan(
+            &t1(),
+            &sources_finished(),
+            &|_| true,
+            &mut shuffle(&missing),
+        )
+        .unwrap();
+        assert!(plan.kept.is_empty());
+    }
+
+    #[test]
+    fn an_unfinished_vertex_whose_enumerator_cannot_snapshot_resets_every_subtask() {
+        let mut events = vec![init("source", 5), init("middle", 5)];
+        events.push(finished("source", 0, 0, false));
+        let plan = plan(&t1(), &events, &|_| false, &mut shuffle(&[])).unwrap();
+        assert!(plan.kept.is_empty());
+        // Source 0 is dropped as a trailing finish, the rest never finished;
+        // with no snapshot support every subtask starts over.
+        assert!(plan.coordinators[&0].is_none(), "a fresh enumerator");
+        assert!(reasons(&plan, 0).iter().all(Option::is_some));
+    }
+
+    #[test]
+    fn a_finished_vertex_whose_enumerator_cannot_snapshot_is_kept_and_restarts_in_full_once() {
+        let mut events = vec![init("source", 5), init("middle", 5)];
+        // The shuffle master still snapshots; the enumerator cannot.
+        events.extend((0..5).map(|s| {
+            let mut e = finished("source", s, 0, s == 4);
+            if let JobEvent::ExecutionFinished(f) = &mut e {
+                f.enumerator_snapshots.clear();
+            }
+            e
+        }));
+        let kept = plan(&t1(), &events, &|_| false, &mut shuffle(&[])).unwrap();
+        assert_eq!(kept.kept.len(), 5);
+        assert!(kept.restart_all_once.contains(&0));
+
+        let lost = plan(&t1(), &events, &|_| false, &mut shuffle(&["source-2-0"])).unwrap();
+        assert!(
+            lost.kept.is_empty(),
+            "one lost partition restarts every source subtask"
+        );
+        assert!(
+            lost.restart_all_once.is_empty(),
+            "the one-shot restart is used up"
+        );
+        assert_eq!(
+            lost.reset[&(0, 2)],
+            ResetReason::RecoveryPartitionMissing {
+                data_set: "source-middle".into()
+            }
+        );
+        assert_eq!(
+            lost.reset[&(0, 0)],
+            ResetReason::RecoveryEnumeratorWithoutSnapshot
+        );
+    }
+
+    #[test]
+    fn the_run_time_parallelism_is_replayed_and_a_finished_sink_subtask_kept() {
+        let mut events = sources_finished();
+        events.extend((0..5).map(|s| finished("middle", s, 0, s == 4)));
+        let mut sink = init("sink", 2);
+        if let JobEvent::JobVertexInitialized(i) = &mut sink {
+            i.subtask_inputs = vec![
+                vec![crate::events::SubtaskInputRange {
+                    data_set: "middle-sink".into(),
+                    partition_start: 0,
+                    partition_end: 5,
+                    subpartition_start: 0,
+                    subpartition_end: 3,
+                }],
+                vec![crate::events::SubtaskInputRange {
+                    data_set: "middle-sink".into(),
+                    partition_start: 0,
+                    partition_end: 5,
+                    subpartition_start: 3,
+                    subpartition_end: 4,
+                }],
+            ];
+        }
+        events.push(sink);
+        events.push(finished("sink", 0, 0, true));
+        let plan = plan(&t1(), &events, &|_| true, &mut shuffle(&[])).unwrap();
+        let (_, decided) = plan.initialized.iter().find(|(v, _)| *v == 2).unwrap();
+        assert_eq!(decided.parallelism, 2);
+        assert_eq!(decided.input_ranges, vec![0..3, 3..4]);
+        assert!(plan.kept.contains_key(&(2, 0)));
+        assert_eq!(
+            plan.reset.get(&(2, 1)),
+            Some(&ResetReason::RecoveryUnfinished)
+        );
+        assert!(
+            plan.kept.contains_key(&(1, 3)),
+            "middles are kept: sink 1 still reads them"
+        );
+    }
+
+    #[test]
+    fn finishes_after_the_last_snapshot_are_not_trusted() {
+        let mut events = sources_finished();
+        events.push(finished("middle", 0, 0, false));
+        let plan = plan(&t1(), &events, &|_| true, &mut shuffle(&[])).unwrap();
+        assert_eq!(
+            plan.reset.get(&(1, 0)),
+            Some(&ResetReason::RecoveryNotInSnapshot)
+        );
+        assert_eq!(plan.release.len(), 1, "its partition is released");
+    }
+
+    #[test]
+    fn a_source_reset_before_the_crash_is_not_skipped() {
+        let mut events = sources_finished();
+        events.push(JobEvent::ExecutionsReset(ExecutionsReset {
+            executions: vec![crate::events::ExecutionVertexId {
+                job_vertex: "source".into(),
+                subtask: 1,
+            }],
+            reason: ResetReason::PartitionNotFound {
+                data_set: "source-middle".into(),
+                consumer: crate::events::ExecutionVertexId {
+                    job_vertex: "middle".into(),
+                    subtask: 1,
+                },
+            },
+        }));
+        let plan = plan(&t1(), &events, &|_| true, &mut shuffle(&[])).unwrap();
+        assert!(!plan.kept.contains_key(&(0, 1)));
+        assert_eq!(
+            plan.reset.get(&(0, 1)),
+            Some(&ResetReason::RecoveryUnfinished)
+        );
+        assert_eq!(
+            plan.next_attempt((0, 1)),
+            1,
+            "the re-run takes a new attempt number"
+        );
+    }
+
+    #[test]
+    fn a_log_naming_an_unknown_vertex_is_refused() {
+        let err = plan(&t1(), &[init("renamed", 5)], &|_| true, &mut shuffle(&[])).unwrap_err();
+        assert!(err.to_string().contains("`renamed`"), "{err}");
+    }
+}
