@@ -10,6 +10,8 @@ help:
 	@echo "  plugins   build the sample Rust plugins into $(PLUGINS_OUT)/NAME.wasm"
 	@echo "  plugins-py  build the Python sample plugins (py-enumerator, py-shuffle); part of plugins"
 	@echo "  plugins-js  build the JavaScript sample plugin (js-enumerator); part of plugins"
+	@echo "  data      write the example data: TPC-H lineitem SF 0.1 and text files, under $(DATA_DIR)"
+	@echo "  demo      the README's run command: data, plugins, then the TPC-H Q1 example; prints the result"
 
 # ---------------------------------------------------------------------------
 # plugins: the sample Rust plugins (plugins/Cargo.toml, a workspace of its own)
@@ -63,3 +65,35 @@ plugins: plugins-py plugins-js
 .PHONY: test
 test: plugins
 	$(CARGO) test --workspace --locked
+
+# ---------------------------------------------------------------------------
+# data, demo: the example data written by coordhost-datagen (tools/datagen;
+# TPC-H's lineitem through the tpchgen library, and a folder of text files),
+# and the README's run command: the TPC-H Q1-style example job
+# (examples/tpch-q1.toml) with the sample plugins, its result printed.
+# A marker file beside each data folder keeps `make data` from redoing it.
+# ---------------------------------------------------------------------------
+
+DATA_DIR := $(CURDIR)/build/data
+DEMO_DIR := $(CURDIR)/build/demo
+DATAGEN := $(CARGO) run --quiet --release --locked -p coordhost-datagen --
+
+.PHONY: data demo
+data: $(DATA_DIR)/tpch-sf0.1.done $(DATA_DIR)/words.done
+
+$(DATA_DIR)/tpch-sf0.1.done:
+	$(DATAGEN) tpch --scale 0.1 --parts 4 --out $(DATA_DIR)/tpch-sf0.1
+	touch $@
+
+$(DATA_DIR)/words.done:
+	$(DATAGEN) words --files 16 --lines 20000 --out $(DATA_DIR)/words
+	touch $@
+
+demo: data
+	test -f $(PLUGINS_OUT)/file-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins
+	$(CARGO) build --quiet --release --locked -p coordhost --bin coordhost
+	rm -rf $(DEMO_DIR)
+	$(CURDIR)/target/release/coordhost run examples/tpch-q1.toml --data-dir $(DEMO_DIR) \
+		--summary-json $(DEMO_DIR)/summary.json
+	@echo "--- result ($(DEMO_DIR)/output/tpch-q1) ---"
+	@cat $(DEMO_DIR)/output/tpch-q1/part-*.csv

@@ -40,6 +40,8 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a batch job from its job file (exit 0 finished, 1 failed, 2 bad input).
+    Run(crate::scheduler::RunArgs),
     /// Work with plugin components.
     Plugin {
         /// What to do with the plugin.
@@ -87,6 +89,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let cache_dir = cli.cache_dir.clone().or_else(default_cache_dir);
     match cli.command {
+        Command::Run(args) => crate::scheduler::run_command(&args, cache_dir),
         Command::Plugin {
             command: PluginCommand::Check { file, json },
         } => plugin_check(&file, json, cache_dir),

@@ -62,8 +62,17 @@ fn fixture() -> Fixture {
 impl Fixture {
     fn load(&self, text: &str) -> Result<coordhost::config::JobConfig, ConfigError> {
         let job = self.dir.path().join("job.toml");
-        std::fs::write(&job, text.replace("{component}", &self.component.display().to_string())).expect("write");
-        load_job(&job, &LoadOptions { data_dir: self.dir.path().join("data") })
+        std::fs::write(
+            &job,
+            text.replace("{component}", &self.component.display().to_string()),
+        )
+        .expect("write");
+        load_job(
+            &job,
+            &LoadOptions {
+                data_dir: self.dir.path().join("data"),
+            },
+        )
     }
 
     fn job_file(&self) -> PathBuf {
@@ -76,7 +85,10 @@ fn expect_error(text: &str, field: &str) -> ConfigError {
     let f = fixture();
     let err = f.load(text).expect_err("the job file is wrong");
     let msg = err.to_string();
-    assert!(msg.contains(&f.job_file().display().to_string()), "no file in: {msg}");
+    assert!(
+        msg.contains(&f.job_file().display().to_string()),
+        "no file in: {msg}"
+    );
     assert!(msg.contains(field), "no `{field}` in: {msg}");
     assert_eq!(msg.lines().count(), 1, "one line: {msg}");
     err
@@ -94,23 +106,42 @@ fn the_valid_fixture_loads_with_paths_resolved_and_columns_checked() {
     assert_eq!(job.name, "wc");
     let data = std::path::absolute(f.dir.path().join("data")).expect("abs");
     let files = &job.plugins["files"];
-    assert_eq!(files.config, vec![
-        ("dir".to_string(), data.join("in").display().to_string()),
-        ("split-bytes".to_string(), "1024".to_string()),
-    ]);
+    assert_eq!(
+        files.config,
+        vec![
+            ("dir".to_string(), data.join("in").display().to_string()),
+            ("split-bytes".to_string(), "1024".to_string()),
+        ]
+    );
     assert_eq!(job.plugins["shuffle"].dirs[0].path, data.join("shuffle"));
     assert!(job.plugins["shuffle"].dirs[0].writable);
     assert_eq!(job.graph.vertices[1].output_columns, ["word", "n"]);
-    assert_eq!(job.graph.vertices[1].sink.as_ref().map(|s| s.dir.clone()), Some(data.join("out")));
+    assert_eq!(
+        job.graph.vertices[1].sink.as_ref().map(|s| s.dir.clone()),
+        Some(data.join("out"))
+    );
     assert_eq!(job.graph.order, [0, 1]);
 }
 
 #[test]
 fn an_unknown_field_is_named() {
-    let err = expect_error(&replace_once(VALID, "parallelism = 2", "paralelism = 2"), "paralelism");
+    let err = expect_error(
+        &replace_once(VALID, "parallelism = 2", "paralelism = 2"),
+        "paralelism",
+    );
     assert!(err.to_string().contains("vertices[0]"), "{err}");
-    expect_error(&replace_once(VALID, "name = \"wc\"", "name = \"wc\"\ncolour = 1"), "colour");
-    expect_error(&replace_once(VALID, "{ op = \"read-lines\" }", "{ op = \"read-lines\", fast = true }"), "fast");
+    expect_error(
+        &replace_once(VALID, "name = \"wc\"", "name = \"wc\"\ncolour = 1"),
+        "colour",
+    );
+    expect_error(
+        &replace_once(
+            VALID,
+            "{ op = \"read-lines\" }",
+            "{ op = \"read-lines\", fast = true }",
+        ),
+        "fast",
+    );
 }
 
 #[test]
@@ -121,15 +152,26 @@ fn a_missing_field_is_named() {
 
 #[test]
 fn a_missing_plugin_is_named() {
-    expect_error(&replace_once(VALID, "source = \"files\"", "source = \"nofiles\""), "vertices[0].source");
-    expect_error(&replace_once(VALID, "plugin = \"shuffle\"", "plugin = \"noshuffle\""), "shuffle.plugin");
+    expect_error(
+        &replace_once(VALID, "source = \"files\"", "source = \"nofiles\""),
+        "vertices[0].source",
+    );
+    expect_error(
+        &replace_once(VALID, "plugin = \"shuffle\"", "plugin = \"noshuffle\""),
+        "shuffle.plugin",
+    );
     // A plugin of the wrong kind is as wrong as a missing one.
-    expect_error(&replace_once(VALID, "plugin = \"shuffle\"", "plugin = \"files\""), "shuffle.plugin");
+    expect_error(
+        &replace_once(VALID, "plugin = \"shuffle\"", "plugin = \"files\""),
+        "shuffle.plugin",
+    );
 }
 
 #[test]
 fn a_cycle_is_named() {
-    let text = format!("{VALID}\n[[edges]]\nfrom = \"count\"\nto = \"src\"\nkind = \"hash\"\nkey = [\"word\"]\n");
+    let text = format!(
+        "{VALID}\n[[edges]]\nfrom = \"count\"\nto = \"src\"\nkind = \"hash\"\nkey = [\"word\"]\n"
+    );
     // src has an enumerator, so break that first: a cycle among non-sources.
     let text = text.replace(
         "[[edges]]\nfrom = \"src\"",
@@ -141,45 +183,109 @@ fn a_cycle_is_named() {
 
 #[test]
 fn a_bad_parallelism_is_named() {
-    expect_error(&replace_once(VALID, "parallelism = 2", "parallelism = 0"), "vertices[0].parallelism");
-    expect_error(&replace_once(VALID, "parallelism = 2", "parallelism = \"many\""), "vertices[0].parallelism");
-    expect_error(&replace_once(VALID, "parallelism = 2", "parallelism = \"auto\""), "vertices[0].parallelism");
+    expect_error(
+        &replace_once(VALID, "parallelism = 2", "parallelism = 0"),
+        "vertices[0].parallelism",
+    );
+    expect_error(
+        &replace_once(VALID, "parallelism = 2", "parallelism = \"many\""),
+        "vertices[0].parallelism",
+    );
+    expect_error(
+        &replace_once(VALID, "parallelism = 2", "parallelism = \"auto\""),
+        "vertices[0].parallelism",
+    );
     // A forward edge needs equal fixed parallelism on both ends.
-    let text = replace_once(VALID, "kind = \"hash\"\nkey = [\"word\"]", "kind = \"forward\"");
+    let text = replace_once(
+        VALID,
+        "kind = \"hash\"\nkey = [\"word\"]",
+        "kind = \"forward\"",
+    );
     expect_error(&text, "edges[0].kind");
 }
 
 #[test]
 fn an_unreadable_component_is_named() {
     let f = fixture();
-    let text = replace_once(VALID, "component = \"{component}\"\nkind = \"split-enumerator\"", "component = \"missing.wasm\"\nkind = \"split-enumerator\"");
+    let text = replace_once(
+        VALID,
+        "component = \"{component}\"\nkind = \"split-enumerator\"",
+        "component = \"missing.wasm\"\nkind = \"split-enumerator\"",
+    );
     let err = f.load(&text).expect_err("missing component");
     let msg = err.to_string();
     assert!(matches!(err, ConfigError::Component { .. }), "{msg}");
-    assert!(msg.contains("plugins.files.component") && msg.contains("missing.wasm"), "{msg}");
+    assert!(
+        msg.contains("plugins.files.component") && msg.contains("missing.wasm"),
+        "{msg}"
+    );
     assert!(msg.contains(&f.job_file().display().to_string()), "{msg}");
 }
 
 #[test]
 fn an_unknown_column_or_operator_is_named() {
-    expect_error(&replace_once(VALID, "key = [\"word\"], aggregates", "key = [\"wrd\"], aggregates"), "vertices[1].operators[0].key");
-    expect_error(&replace_once(VALID, "column = \"line\"", "column = \"text\""), "vertices[0].operators[1].column");
-    expect_error(&replace_once(VALID, "op = \"tokenize\"", "op = \"stem\""), "vertices[0].operators[1]");
-    expect_error(&replace_once(VALID, "kind = \"hash\"\nkey = [\"word\"]", "kind = \"hash\"\nkey = [\"n\"]"), "edges[0].key");
-    expect_error(&replace_once(VALID, "{ op = \"tokenize\", column = \"line\", as = \"word\" }", "{ op = \"tokenize\", column = \"line\", as = \"word\", colum = \"x\" }"), "colum");
+    expect_error(
+        &replace_once(
+            VALID,
+            "key = [\"word\"], aggregates",
+            "key = [\"wrd\"], aggregates",
+        ),
+        "vertices[1].operators[0].key",
+    );
+    expect_error(
+        &replace_once(VALID, "column = \"line\"", "column = \"text\""),
+        "vertices[0].operators[1].column",
+    );
+    expect_error(
+        &replace_once(VALID, "op = \"tokenize\"", "op = \"stem\""),
+        "vertices[0].operators[1]",
+    );
+    expect_error(
+        &replace_once(
+            VALID,
+            "kind = \"hash\"\nkey = [\"word\"]",
+            "kind = \"hash\"\nkey = [\"n\"]",
+        ),
+        "edges[0].key",
+    );
+    expect_error(
+        &replace_once(
+            VALID,
+            "{ op = \"tokenize\", column = \"line\", as = \"word\" }",
+            "{ op = \"tokenize\", column = \"line\", as = \"word\", colum = \"x\" }",
+        ),
+        "colum",
+    );
 }
 
 #[test]
 fn a_sink_without_a_writer_and_a_source_without_a_reader_are_named() {
-    expect_error(&replace_once(VALID, "  { op = \"write-csv\", path = \"${data_dir}/out\" },\n", ""), "vertices[1].operators");
-    expect_error(&replace_once(VALID, "  { op = \"read-lines\" },\n", ""), "vertices[0].operators[0]");
+    expect_error(
+        &replace_once(
+            VALID,
+            "  { op = \"write-csv\", path = \"${data_dir}/out\" },\n",
+            "",
+        ),
+        "vertices[1].operators",
+    );
+    expect_error(
+        &replace_once(VALID, "  { op = \"read-lines\" },\n", ""),
+        "vertices[0].operators[0]",
+    );
 }
 
 #[test]
 fn bad_limits_and_a_bad_kind_are_named() {
-    let text = replace_once(VALID, "config = { root", "limits = { on-trap = \"explode\" }\nconfig = { root");
+    let text = replace_once(
+        VALID,
+        "config = { root",
+        "limits = { on-trap = \"explode\" }\nconfig = { root",
+    );
     expect_error(&text, "plugins.shuffle.limits.on-trap");
-    expect_error(&replace_once(VALID, "kind = \"shuffle-master\"", "kind = \"shuffler\""), "plugins.shuffle.kind");
+    expect_error(
+        &replace_once(VALID, "kind = \"shuffle-master\"", "kind = \"shuffler\""),
+        "plugins.shuffle.kind",
+    );
 }
 
 #[test]
@@ -189,6 +295,15 @@ fn a_file_that_is_not_toml_or_missing_is_named() {
     assert!(matches!(err, ConfigError::Parse { .. }));
     assert!(err.to_string().contains("line 1"), "{err}");
     let missing = Path::new("/nonexistent/job.toml");
-    let err = load_job(missing, &LoadOptions { data_dir: f.dir.path().into() }).expect_err("missing");
-    assert!(err.to_string().starts_with("/nonexistent/job.toml: "), "{err}");
+    let err = load_job(
+        missing,
+        &LoadOptions {
+            data_dir: f.dir.path().into(),
+        },
+    )
+    .expect_err("missing");
+    assert!(
+        err.to_string().starts_with("/nonexistent/job.toml: "),
+        "{err}"
+    );
 }

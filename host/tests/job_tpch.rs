@@ -35,7 +35,9 @@ fn expected(scale: f64, parts: i32) -> Vec<String> {
             if li.l_shipdate.to_string().as_str() > "1998-09-02" {
                 continue;
             }
-            let g = groups.entry((li.l_returnflag.to_string(), li.l_linestatus.to_string())).or_default();
+            let g = groups
+                .entry((li.l_returnflag.to_string(), li.l_linestatus.to_string()))
+                .or_default();
             g.count += 1;
             g.qty += i128::from(li.l_quantity);
             g.price_cents += i128::from(li.l_extendedprice.0);
@@ -68,15 +70,22 @@ fn tpch_q1_example_matches_an_independent_computation() {
     assert_eq!(rows, 60_175, "tpchgen's row count for scale 0.01");
     let job = example_job("tpch-q1.toml", "build/data/tpch-sf0.1", &data, tmp.path());
     // Smaller splits than the example's so that several readers share files.
-    let text = std::fs::read_to_string(&job).expect("job").replace("split-bytes = 4194304", "split-bytes = 500000");
+    let text = std::fs::read_to_string(&job)
+        .expect("job")
+        .replace("split-bytes = 4194304", "split-bytes = 500000");
     std::fs::write(&job, text).expect("job");
     let data_dir = tmp.path().join("state");
     let summary = run_ok(&options(&job, &data_dir, 2));
 
     let mut lines = published_lines(&data_dir.join("output/tpch-q1"));
-    let header = "l_returnflag,l_linestatus,count_order,sum_qty,sum_base_price,avg_qty,avg_price,avg_disc";
+    let header =
+        "l_returnflag,l_linestatus,count_order,sum_qty,sum_base_price,avg_qty,avg_price,avg_disc";
     let headers = lines.iter().filter(|l| *l == header).count();
-    assert_eq!(headers, usize::from(summary.vertices[1].parallelism as u8), "one header per part file");
+    assert_eq!(
+        headers,
+        usize::from(summary.vertices[1].parallelism as u8),
+        "one header per part file"
+    );
     lines.retain(|l| l != header);
     lines.sort();
     assert_eq!(lines, expected(0.01, 3));

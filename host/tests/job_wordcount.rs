@@ -22,12 +22,30 @@ fn word_count_example_counts_every_word_of_the_folder() {
     // Four sources, an `auto` sink decided from the shuffled bytes.
     assert_eq!(summary.vertices[0].parallelism, 4);
     assert!(summary.vertices[1].parallelism >= 1 && summary.vertices[1].parallelism <= 16);
-    assert_eq!(summary.tasks_total, u64::from(4 + summary.vertices[1].parallelism));
+    assert_eq!(
+        summary.tasks_total,
+        u64::from(4 + summary.vertices[1].parallelism)
+    );
     assert_eq!(summary.tasks_run, summary.tasks_total);
-    assert_eq!((summary.tasks_reset, summary.tasks_skipped, summary.recovered), (0, 0, false));
+    assert_eq!(
+        (
+            summary.tasks_reset,
+            summary.tasks_skipped,
+            summary.recovered
+        ),
+        (0, 0, false)
+    );
     assert_eq!(summary.vertices[1].records_out, expected.len() as u64);
     let json = serde_json::to_value(&summary).expect("json");
-    for key in ["status", "recovered", "tasks_total", "tasks_run", "tasks_skipped", "tasks_reset", "wall_ms"] {
+    for key in [
+        "status",
+        "recovered",
+        "tasks_total",
+        "tasks_run",
+        "tasks_skipped",
+        "tasks_reset",
+        "wall_ms",
+    ] {
         assert!(json.get(key).is_some(), "summary JSON lacks {key}: {json}");
     }
     assert_eq!(json["status"], "finished");
@@ -40,7 +58,9 @@ fn the_auto_sink_splits_into_several_subtasks_when_bytes_say_so() {
     coordhost_datagen::write_words(&data, 3, 2000, 11).expect("data");
     let job = example_job("wordcount.toml", "build/data/words", &data, tmp.path());
     // 4 KiB per task: far more bytes than that, so the sink runs at its max of 16.
-    let text = std::fs::read_to_string(&job).expect("job").replace("bytes-per-task = 262144", "bytes-per-task = 4096");
+    let text = std::fs::read_to_string(&job)
+        .expect("job")
+        .replace("bytes-per-task = 262144", "bytes-per-task = 4096");
     std::fs::write(&job, text).expect("job");
     let data_dir = tmp.path().join("state");
     let summary = run_ok(&options(&job, &data_dir, 2));

@@ -19,6 +19,7 @@
 //! recovery can hook in; [`run_graph`] starts from a given execution graph so
 //! recovery can hand over a pre-restored state.
 
+mod command;
 mod master;
 
 use std::path::{Path, PathBuf};
@@ -34,6 +35,7 @@ use crate::plugin::{
 };
 use crate::runtime::{InjectedFault, TaskError};
 
+pub use command::{EXIT_BAD_INPUT, EXIT_FINISHED, EXIT_JOB_FAILED, RunArgs, run_command};
 pub use master::JobMaster;
 
 /// Everything that can stop a job.
@@ -329,7 +331,11 @@ pub fn run_graph(
         source,
     })?;
     let host = PluginHost::new(HostOptions {
-        cache_dir: Some(opts.cache_dir.clone().unwrap_or_else(|| data_dir.join("cache"))),
+        cache_dir: Some(
+            opts.cache_dir
+                .clone()
+                .unwrap_or_else(|| data_dir.join("cache")),
+        ),
     })
     .map_err(|source| JobError::Plugin {
         plugin: "(engine)".into(),

@@ -2,7 +2,10 @@
 //! test's own data and the built sample plugins, a run with the shared
 //! component cache, and reading a sink's published output.
 
-#![allow(dead_code, reason = "each test binary uses a different subset of the helpers")]
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different subset of the helpers"
+)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,13 +20,23 @@ pub use common::{cache_dir, plugin_path, workspace};
 /// Writes `examples/<example>` into `dir` with its input folder replaced by
 /// `data` and its plugin paths by the built plugins; returns the job file.
 pub fn example_job(example: &str, input_rel: &str, data: &Path, dir: &Path) -> PathBuf {
-    let text = std::fs::read_to_string(workspace().join("examples").join(example)).expect("example exists");
-    let plugins = plugin_path("file-enumerator").parent().expect("plugin dir").to_path_buf();
+    let text = std::fs::read_to_string(workspace().join("examples").join(example))
+        .expect("example exists");
+    let plugins = plugin_path("file-enumerator")
+        .parent()
+        .expect("plugin dir")
+        .to_path_buf();
     let text = text
-        .replace(&format!("${{job_dir}}/../{input_rel}"), &data.display().to_string())
+        .replace(
+            &format!("${{job_dir}}/../{input_rel}"),
+            &data.display().to_string(),
+        )
         .replace(&format!("../{input_rel}"), &data.display().to_string())
         .replace("../build/plugins", &plugins.display().to_string());
-    assert!(!text.contains("../build"), "every build path was replaced:\n{text}");
+    assert!(
+        !text.contains("../build"),
+        "every build path was replaced:\n{text}"
+    );
     let job = dir.join(example);
     std::fs::write(&job, text).expect("write job");
     job
@@ -40,19 +53,31 @@ pub fn options(job: &Path, data_dir: &Path, workers: usize) -> RunOptions {
 /// Runs and asserts the job finished.
 pub fn run_ok(opts: &RunOptions) -> Summary {
     let summary = run_job(opts).expect("the job starts");
-    assert_eq!(summary.status, JobStatus::Finished, "job failed: {:?}", summary.error);
+    assert_eq!(
+        summary.status,
+        JobStatus::Finished,
+        "job failed: {:?}",
+        summary.error
+    );
     summary
 }
 
 /// The published part files of a sink folder, checked complete: `_SUCCESS`
 /// present, no staging left, parts numbered 0..n without gaps.
 pub fn published_lines(out: &Path) -> Vec<String> {
-    assert!(out.join("_SUCCESS").is_file(), "{} has no _SUCCESS", out.display());
+    assert!(
+        out.join("_SUCCESS").is_file(),
+        "{} has no _SUCCESS",
+        out.display()
+    );
     assert!(!out.join("_staging").exists(), "staging folder left behind");
     let mut parts: Vec<PathBuf> = std::fs::read_dir(out)
         .expect("output folder")
         .map(|e| e.expect("entry").path())
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("part-")))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("part-"))
+        })
         .collect();
     parts.sort();
     assert!(!parts.is_empty(), "no part files in {}", out.display());
@@ -70,7 +95,10 @@ pub fn expected_word_counts(dir: &Path) -> BTreeMap<String, u64> {
     let mut counts = BTreeMap::new();
     for entry in std::fs::read_dir(dir).expect("data dir") {
         let text = std::fs::read_to_string(entry.expect("entry").path()).expect("text file");
-        for w in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        for w in text
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+        {
             *counts.entry(w.to_lowercase()).or_insert(0) += 1;
         }
     }

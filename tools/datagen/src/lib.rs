@@ -35,7 +35,9 @@ pub fn write_lineitem(dir: &Path, scale: f64, parts: u32) -> io::Result<(Vec<Pat
             writeln!(out, "{}", LineItemCsv::new(item))?;
             rows += 1;
         }
-        out.into_inner().map_err(io::IntoInnerError::into_error)?.sync_all()?;
+        out.into_inner()
+            .map_err(io::IntoInnerError::into_error)?
+            .sync_all()?;
         fs::rename(&tmp, &path)?;
         files.push(path);
     }
@@ -49,7 +51,12 @@ pub fn write_lineitem(dir: &Path, scale: f64, parts: u32) -> io::Result<(Vec<Pat
 /// # Errors
 ///
 /// The I/O error of creating the folder or writing a file.
-pub fn write_words(dir: &Path, files: u32, lines_per_file: u32, seed: u64) -> io::Result<(Vec<PathBuf>, u64)> {
+pub fn write_words(
+    dir: &Path,
+    files: u32,
+    lines_per_file: u32,
+    seed: u64,
+) -> io::Result<(Vec<PathBuf>, u64)> {
     fs::create_dir_all(dir)?;
     let vocabulary = vocabulary(2000);
     let mut rng = XorShift(seed.max(1));
@@ -63,7 +70,8 @@ pub fn write_words(dir: &Path, files: u32, lines_per_file: u32, seed: u64) -> io
             let mut line = String::new();
             for i in 0..n {
                 // Skewed pick: the minimum of two uniform draws favours low ranks.
-                let r = (rng.next() % vocabulary.len() as u64).min(rng.next() % vocabulary.len() as u64);
+                let r = (rng.next() % vocabulary.len() as u64)
+                    .min(rng.next() % vocabulary.len() as u64);
                 let mut w = vocabulary[r as usize].clone();
                 if rng.next() % 10 == 0 {
                     w[..1].make_ascii_uppercase();
@@ -79,7 +87,9 @@ pub fn write_words(dir: &Path, files: u32, lines_per_file: u32, seed: u64) -> io
             }
             writeln!(out, "{line}")?;
         }
-        out.into_inner().map_err(io::IntoInnerError::into_error)?.sync_all()?;
+        out.into_inner()
+            .map_err(io::IntoInnerError::into_error)?
+            .sync_all()?;
         paths.push(path);
     }
     Ok((paths, words))
@@ -88,8 +98,8 @@ pub fn write_words(dir: &Path, files: u32, lines_per_file: u32, seed: u64) -> io
 /// `n` distinct lower-case words made of syllables.
 fn vocabulary(n: usize) -> Vec<String> {
     const SYLLABLES: [&str; 24] = [
-        "ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "bra", "cle", "dri", "fo", "gu", "ha", "jo", "pe",
-        "qui", "sto", "tra", "un", "wy", "xe", "yo",
+        "ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "bra", "cle", "dri", "fo", "gu",
+        "ha", "jo", "pe", "qui", "sto", "tra", "un", "wy", "xe", "yo",
     ];
     let mut out = Vec::with_capacity(n);
     let mut i = 0usize;

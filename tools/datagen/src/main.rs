@@ -11,7 +11,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "coordhost-datagen", about = "Writes coordhost's example data sets")]
+#[command(
+    name = "coordhost-datagen",
+    about = "Writes coordhost's example data sets"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -51,10 +54,27 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Tpch { scale, parts, out } => coordhost_datagen::write_lineitem(&out, scale, parts)
-            .map(|(files, rows)| println!("lineitem: {rows} rows in {} files under {}", files.len(), out.display())),
-        Command::Words { files, lines, seed, out } => coordhost_datagen::write_words(&out, files, lines, seed)
-            .map(|(f, words)| println!("words: {words} words in {} files under {}", f.len(), out.display())),
+        Command::Tpch { scale, parts, out } => {
+            coordhost_datagen::write_lineitem(&out, scale, parts).map(|(files, rows)| {
+                println!(
+                    "lineitem: {rows} rows in {} files under {}",
+                    files.len(),
+                    out.display()
+                )
+            })
+        }
+        Command::Words {
+            files,
+            lines,
+            seed,
+            out,
+        } => coordhost_datagen::write_words(&out, files, lines, seed).map(|(f, words)| {
+            println!(
+                "words: {words} words in {} files under {}",
+                f.len(),
+                out.display()
+            )
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,167 @@
+//! `coordhost run`: the command-line face of [`super::run_job`] with a
+//! progress bar per job vertex on a terminal (plain lines otherwise), a
+//! final summary, and the JSON summary file.
+//!
+//! Exit codes: 0 the job finished; 1 the job failed while running (a task
+//! ran out of attempts, a plugin call failed, output could not be
+//! published); 2 bad input (the job file, a component, the data directory).
+
+use std::collections::HashMap;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+
+use super::{JobError, JobStatus, ProgressListener, RunOptions, Summary, run_job};
+
+/// Exit code: the job finished.
+pub const EXIT_FINISHED: u8 = 0;
+/// Exit code: the job failed while running.
+pub const EXIT_JOB_FAILED: u8 = 1;
+/// Exit code: bad input (job file, component, data directory).
+pub const EXIT_BAD_INPUT: u8 = 2;
+
+/// Arguments of `coordhost run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// The job file (TOML; see docs/job-file.md).
+    pub job: PathBuf,
+    /// Directory for the job's state: partitions, output, compiled plugins.
+    #[arg(long, value_name = "DIR", default_value = "coordhost-data")]
+    pub data_dir: PathBuf,
+    /// Also write the final summary as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub summary_json: Option<PathBuf>,
+    /// Worker threads (default: `job.workers`, else one per core).
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
+}
+
+/// Runs `coordhost run`; returns the exit code.
+pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
+    let mut opts = RunOptions::new(&args.job, &args.data_dir);
+    opts.workers = args.workers;
+    opts.cache_dir = cache_dir;
+    let progress: Arc<dyn ProgressListener> = if std::io::stderr().is_terminal() {
+        Arc::new(Bars::default())
+    } else {
+        Arc::new(Lines)
+    };
+    opts.progress = Some(progress);
+    match run_job(&opts) {
+        Ok(summary) => {
+            print_summary(&summary);
+            if let Some(path) = &args.summary_json {
+                let written = serde_json::to_vec_pretty(&summary)
+                    .map_err(std::io::Error::from)
+                    .and_then(|bytes| std::fs::write(path, bytes));
+                if let Err(e) = written {
+                    eprintln!(
+                        "coordhost: {}: cannot write the summary: {e}",
+                        path.display()
+                    );
+                    return ExitCode::from(EXIT_JOB_FAILED);
+                }
+            }
+            match summary.status {
+                JobStatus::Finished => ExitCode::from(EXIT_FINISHED),
+                JobStatus::Failed => {
+                    eprintln!(
+                        "coordhost: {}",
+                        summary.error.as_deref().unwrap_or("the job failed")
+                    );
+                    ExitCode::from(EXIT_JOB_FAILED)
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("coordhost: {e}");
+            ExitCode::from(match e {
+                JobError::Workers { .. } => EXIT_JOB_FAILED,
+                _ => EXIT_BAD_INPUT,
+            })
+        }
+    }
+}
+
+fn print_summary(s: &Summary) {
+    let mut out = std::io::stdout().lock();
+    let _ignored = (|| -> std::io::Result<()> {
+        writeln!(
+            out,
+            "job {}: {:?} in {} ms on {} workers",
+            s.job, s.status, s.wall_ms, s.workers
+        )?;
+        for v in &s.vertices {
+            writeln!(
+                out,
+                "  {:<16} parallelism {:>3}  records in {:>10}  out {:>10}  partition bytes {:>12}",
+                v.id, v.parallelism, v.records_in, v.records_out, v.bytes_out
+            )?;
+        }
+        writeln!(
+            out,
+            "  tasks: {} total, {} run, {} skipped, {} reset{}",
+            s.tasks_total,
+            s.tasks_run,
+            s.tasks_skipped,
+            s.tasks_reset,
+            if s.recovered { " (recovered)" } else { "" }
+        )?;
+        for o in &s.outputs {
+            writeln!(out, "  output: {}", o.display())?;
+        }
+        Ok(())
+    })();
+}
+
+/// Plain progress lines on stderr (not a terminal).
+struct Lines;
+
+impl ProgressListener for Lines {
+    fn vertex_initialized(&self, vertex: &str, parallelism: u32) {
+        eprintln!("{vertex}: parallelism {parallelism}");
+    }
+    fn task_finished(&self, vertex: &str, finished: u32, total: u32) {
+        eprintln!("{vertex}: {finished}/{total} finished");
+    }
+    fn task_failed(&self, vertex: &str, subtask: u32, attempt: u32, reason: &str) {
+        eprintln!("{vertex}: subtask {subtask} attempt {attempt} failed: {reason}");
+    }
+}
+
+/// One progress bar per job vertex on stderr.
+#[derive(Default)]
+struct Bars {
+    multi: MultiProgress,
+    bars: Mutex<HashMap<String, ProgressBar>>,
+}
+
+impl ProgressListener for Bars {
+    fn vertex_initialized(&self, vertex: &str, parallelism: u32) {
+        let bar = self.multi.add(ProgressBar::new(u64::from(parallelism)));
+        let style = ProgressStyle::with_template("{prefix:>16} [{bar:30}] {pos}/{len} tasks {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
+        bar.set_style(style.progress_chars("=> "));
+        bar.set_prefix(vertex.to_string());
+        if let Ok(mut bars) = self.bars.lock() {
+            bars.insert(vertex.to_string(), bar);
+        }
+    }
+    fn task_finished(&self, vertex: &str, finished: u32, total: u32) {
+        if let Some(bar) = self.bars.lock().ok().and_then(|b| b.get(vertex).cloned()) {
+            bar.set_length(u64::from(total));
+            bar.set_position(u64::from(finished));
+            if finished == total {
+                bar.finish();
+            }
+        }
+    }
+    fn task_failed(&self, vertex: &str, subtask: u32, attempt: u32, reason: &str) {
+        let _ignored = self.multi.println(format!(
+            "{vertex}: subtask {subtask} attempt {attempt} failed: {reason}"
+        ));
+    }
+}
