@@ -1,15 +1,18 @@
 //! The JobMaster loop: the single owner of the execution graph.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use super::{JobError, JobEventSink, JobStatus, RunOptions, Summary, VertexSummary};
+use super::{
+    BatchSnapshots, JobError, JobEventSink, JobStatus, RunOptions, Summary, VertexSummary,
+};
 use crate::config::JobConfig;
 use crate::coordinator::{SourceCoordinator, SplitAnswer};
+use crate::events::{ExecutionVertexId, JobEvent, ResetReason};
 use crate::graph::{
     AttemptId, DistributionPattern, ExecutionGraph, ExecutionState, Parallelism, ProducedPartition,
     VertexInit, decide_parallelism,
@@ -18,6 +21,7 @@ use crate::plugin::{
     ExecutionAttemptId, LoadedPlugin, PartitionDescriptor, ProducerDescriptor, ResultPartitionId,
     ShuffleDescriptor, ShuffleMaster,
 };
+use crate::recovery::{self, RecoveryPlan, ShuffleOracle};
 use crate::runtime::{
     InputPartition, SplitData, SplitSource, TaskError, TaskInput, TaskOutput, TaskReport, TaskSpec,
     WorkerPool, run_task, sink,
@@ -97,6 +101,24 @@ pub struct JobMaster {
     tasks_run: u64,
     tasks_reset: u64,
     busy: std::time::Duration,
+    /// Source vertices whose coordinator changed since the last batch snapshot.
+    touched: BTreeSet<usize>,
+    /// When the last batch snapshot was taken.
+    last_snapshot: Option<Instant>,
+    /// Whether batch snapshots are taken: recovery is enabled and the
+    /// shuffle master supports them (FLIP-383 disables recovery otherwise).
+    snapshots_enabled: bool,
+    /// Minimum pause between batch snapshots taken before a vertex completes.
+    snapshot_min_pause: Duration,
+    /// Finished sources whose enumerator cannot snapshot, kept by recovery:
+    /// the first later reset of one of their subtasks resets all of them.
+    restart_all_once: BTreeSet<usize>,
+    /// Executions recovery skipped.
+    tasks_skipped: u64,
+    /// Whether this run recovered from a log.
+    recovered: bool,
+    /// Resets by reason (kebab-case kind), for the summary.
+    reset_reasons: BTreeMap<String, u64>,
 }
 
 impl JobMaster {
@@ -127,14 +149,7 @@ impl JobMaster {
             .shuffle_master()
             .map_err(plugin_err)?;
         shuffle.register_job(&config.name).map_err(plugin_err)?;
-        for v in &graph.job.vertices {
-            if let Some(s) = &v.sink {
-                sink::prepare_fresh(s).map_err(|source| JobError::Commit {
-                    vertex: v.id.clone(),
-                    source,
-                })?;
-            }
-        }
+        let snapshots_enabled = config.recovery.enabled && shuffle.supports_batch_snapshot();
         let (tx, rx) = channel();
         let pool = WorkerPool::new(workers).map_err(|source| JobError::Workers { source })?;
         let figures = vec![Vec::new(); graph.job.vertices.len()];
@@ -158,7 +173,233 @@ impl JobMaster {
             tasks_run: 0,
             tasks_reset: 0,
             busy: std::time::Duration::ZERO,
+            touched: BTreeSet::new(),
+            last_snapshot: None,
+            snapshots_enabled,
+            snapshot_min_pause: config.recovery.snapshot_min_pause,
+            restart_all_once: BTreeSet::new(),
+            tasks_skipped: 0,
+            recovered: false,
+            reset_reasons: BTreeMap::new(),
         })
+    }
+
+    /// Whether this run takes batch snapshots (recovery enabled and the
+    /// shuffle master supports them).
+    pub fn snapshots_enabled(&self) -> bool {
+        self.snapshots_enabled
+    }
+
+    /// Removes what an earlier run left in the sink folders; a fresh run
+    /// calls this before [`JobMaster::run`], a recovered one does not.
+    ///
+    /// # Errors
+    ///
+    /// [`JobError::Commit`] if a folder cannot be cleaned.
+    pub fn prepare_fresh_sinks(&self) -> Result<(), JobError> {
+        for v in &self.graph.job.vertices {
+            if let Some(s) = &v.sink {
+                sink::prepare_fresh(s).map_err(|source| JobError::Commit {
+                    vertex: v.id.clone(),
+                    source,
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// FLIP-383 recovery, steps 2–6: restores the shuffle master from the
+    /// log's snapshots, plans reset-or-skip ([`recovery::plan`]) while
+    /// waiting at most `previous_worker_timeout` for partition reports, and
+    /// applies the plan: recorded parallelism and input ranges, kept
+    /// executions with their attempt ids and partitions, restored source
+    /// coordinators with the unfinished subtasks' splits given back, and
+    /// partitions of re-run producers released. Resets are recorded.
+    ///
+    /// # Errors
+    ///
+    /// [`JobError::Recovery`] when the log does not fit the job or the
+    /// shuffle master cannot answer; [`JobError::Plugin`] when a plugin
+    /// cannot be restored. The master must then not be run.
+    pub fn recover(
+        &mut self,
+        log: &[JobEvent],
+        previous_worker_timeout: Duration,
+        events: &mut dyn JobEventSink,
+    ) -> Result<RecoveryPlan, JobError> {
+        let shuffle_err = |source| JobError::Plugin {
+            plugin: self.shuffle_plugin.clone(),
+            source,
+        };
+        let snapshots = recovery::shuffle_snapshots(log);
+        if !snapshots.is_empty() {
+            self.shuffle.restore_state(snapshots).map_err(shuffle_err)?;
+        }
+        self.shuffle
+            .notify_partition_recovery_started(&self.job)
+            .map_err(shuffle_err)?;
+        let supports: Vec<bool> = self
+            .graph
+            .job
+            .vertices
+            .iter()
+            .map(|v| {
+                v.source
+                    .as_ref()
+                    .and_then(|p| self.plugins.get(p))
+                    .is_some_and(LoadedPlugin::supports_batch_snapshot)
+            })
+            .collect();
+        let job_graph = self.graph.job.clone();
+        let mut oracle = ShuffleOracle::new(
+            &mut self.shuffle,
+            &self.job,
+            &job_graph,
+            previous_worker_timeout,
+        );
+        let plan = recovery::plan(&job_graph, log, &|v| supports[v], &mut oracle)
+            .map_err(|source| JobError::Recovery { source })?;
+        self.apply(&plan, events)?;
+        Ok(plan)
+    }
+
+    fn apply(
+        &mut self,
+        plan: &RecoveryPlan,
+        events: &mut dyn JobEventSink,
+    ) -> Result<(), JobError> {
+        for (v, init) in &plan.initialized {
+            self.figures[*v] = vec![Figures::default(); init.parallelism as usize];
+            if let Some(p) = &self.opts.progress {
+                p.vertex_initialized(&self.graph.job.vertices[*v].id, init.parallelism);
+            }
+            self.graph.initialize(*v, init.clone());
+        }
+        for (&(v, s), exec) in &plan.kept {
+            let descriptors = exec
+                .partitions
+                .iter()
+                .map(|p| self.descriptor(v, s, exec.attempt, p))
+                .collect();
+            self.descriptors.insert((v, s), descriptors);
+            let ev = &mut self.graph.vertices[v].executions[s as usize];
+            ev.attempt = exec.attempt;
+            ev.state = ExecutionState::Finished;
+            ev.partitions = exec.partitions.clone();
+        }
+        for (&(v, s), reason) in &plan.reset {
+            let Some(ev) = self.graph.vertices[v].executions.get_mut(s as usize) else {
+                continue;
+            };
+            ev.attempt = plan.next_attempt((v, s));
+            let id = self.graph.attempt_id(v, s);
+            let vertex = self.graph.job.vertices[v].id.clone();
+            events
+                .executions_reset(&vertex, &[id], reason)
+                .map_err(|reason| JobError::Recording { reason })?;
+            *self
+                .reset_reasons
+                .entry(reason_kind(reason).into())
+                .or_default() += 1;
+        }
+        for (&v, snapshot) in &plan.coordinators {
+            let Some(snapshot) = snapshot else { continue };
+            let vertex = self.graph.job.vertices[v].clone();
+            let plugin = vertex
+                .source
+                .as_ref()
+                .and_then(|p| self.plugins.get(p))
+                .ok_or_else(|| JobError::Recording {
+                    reason: format!("source plugin of `{}` not loaded", vertex.id),
+                })?;
+            let parallelism = self.graph.vertices[v].executions.len() as u32;
+            let mut c = SourceCoordinator::restore(&vertex.id, plugin, parallelism, snapshot)?;
+            // Unfinished subtasks are reset explicitly: their splits go back
+            // to the restored enumerator and "no more splits" is cleared.
+            for s in 0..parallelism {
+                if !plan.kept.contains_key(&(v, s)) {
+                    c.reset_subtask(s)?;
+                }
+            }
+            self.coordinators.insert(v, c);
+        }
+        for p in &plan.release {
+            let d = self.descriptor(
+                p.vertex,
+                p.subtask,
+                p.attempt,
+                &ProducedPartition {
+                    edge: p.edge,
+                    location: p.location.clone(),
+                    bytes_per_subpartition: Vec::new(),
+                },
+            );
+            if let Err(e) = self.shuffle.release_partition_externally(&d) {
+                tracing::warn!(plugin = %self.shuffle_plugin, "releasing {}: {e}", d.location);
+            }
+            let _ignored = std::fs::remove_dir_all(&p.location);
+        }
+        self.restart_all_once = plan.restart_all_once.clone();
+        self.tasks_skipped = plan.kept.len() as u64;
+        self.tasks_reset += plan.reset.len() as u64;
+        self.recovered = true;
+        Ok(())
+    }
+
+    /// The shuffle descriptor of a partition recorded in the log.
+    fn descriptor(
+        &self,
+        v: usize,
+        s: u32,
+        attempt: u32,
+        p: &ProducedPartition,
+    ) -> ShuffleDescriptor {
+        ShuffleDescriptor {
+            id: ResultPartitionId {
+                intermediate_data_set: self.graph.job.data_set_id(p.edge),
+                producer: ExecutionAttemptId {
+                    job_vertex: self.graph.job.vertices[v].id.clone(),
+                    subtask: s,
+                    attempt,
+                },
+            },
+            location: p.location.to_string_lossy().into_owned(),
+            num_subpartitions: self.graph.job.num_subpartitions(p.edge),
+        }
+    }
+
+    /// Takes batch snapshots if recording is on and `vertex_complete` or the
+    /// minimum pause passed (FLIP-383 "recording").
+    fn take_snapshots(&mut self, vertex_complete: bool) -> Result<BatchSnapshots, JobError> {
+        let due = vertex_complete
+            || self
+                .last_snapshot
+                .is_none_or(|t| t.elapsed() >= self.snapshot_min_pause);
+        if !self.snapshots_enabled || !due {
+            return Ok(BatchSnapshots::default());
+        }
+        let mut taken = BatchSnapshots::default();
+        for v in std::mem::take(&mut self.touched) {
+            let Some(c) = self.coordinators.get_mut(&v) else {
+                continue;
+            };
+            if c.supports_batch_snapshot() {
+                taken
+                    .coordinators
+                    .push((self.graph.job.vertices[v].id.clone(), c.snapshot()?));
+            }
+        }
+        taken.shuffle =
+            Some(
+                self.shuffle
+                    .snapshot_state(&self.job)
+                    .map_err(|source| JobError::Plugin {
+                        plugin: self.shuffle_plugin.clone(),
+                        source,
+                    })?,
+            );
+        self.last_snapshot = Some(Instant::now());
+        Ok(taken)
     }
 
     /// Runs the loop until every vertex finished (then publishes `_SUCCESS`)
@@ -201,6 +442,9 @@ impl JobMaster {
             self.handle(msg, events)?;
             self.busy += t.elapsed();
         }
+        events
+            .job_finished()
+            .map_err(|reason| JobError::Recording { reason })?;
         for v in &self.graph.job.vertices {
             if let Some(s) = &v.sink {
                 sink::write_success(s).map_err(|source| JobError::Commit {
@@ -248,6 +492,7 @@ impl JobMaster {
             let _ignored = reply.send(Err("not a source".into()));
             return Ok(());
         };
+        self.touched.insert(attempt.vertex);
         match c.request_split(attempt.subtask)? {
             Some(a) => {
                 let _ignored = reply.send(Ok(answer(a)));
@@ -320,8 +565,14 @@ impl JobMaster {
                 .flat_map(|p| &p.bytes_per_subpartition)
                 .sum(),
         };
+        let completes = self.graph.vertices[v]
+            .executions
+            .iter()
+            .enumerate()
+            .all(|(i, e)| i == attempt.subtask as usize || e.state == ExecutionState::Finished);
+        let snapshots = self.take_snapshots(completes)?;
         events
-            .execution_finished(&vertex.id, attempt, &partitions)
+            .execution_finished(&vertex.id, attempt, &partitions, &snapshots)
             .map_err(|reason| JobError::Recording { reason })?;
         let ev = &mut self.graph.vertices[v].executions[attempt.subtask as usize];
         ev.state = ExecutionState::Finished;
@@ -358,7 +609,11 @@ impl JobMaster {
                 &error.to_string(),
             );
         }
-        if attempt.attempt + 1 >= self.max_attempts {
+        // Attempts this coordinator started count, not attempt numbers: a
+        // recovered job numbers its re-runs above every recorded attempt.
+        let started = self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize]
+            .attempts_started;
+        if started >= self.max_attempts {
             return Err(JobError::TaskFailed {
                 vertex: vertex_id,
                 subtask: attempt.subtask,
@@ -374,10 +629,10 @@ impl JobMaster {
             let p = self.graph.vertices[producer.vertex]
                 .executions
                 .get(producer.subtask as usize);
-            if p.is_some_and(|p| {
-                p.attempt == producer.attempt && p.state == ExecutionState::Finished
-            }) {
-                if producer.attempt + 1 >= self.max_attempts {
+            if let Some(p) =
+                p.filter(|p| p.attempt == producer.attempt && p.state == ExecutionState::Finished)
+            {
+                if p.attempts_started >= self.max_attempts {
                     return Err(JobError::TaskFailed {
                         vertex: self.graph.job.vertices[producer.vertex].id.clone(),
                         subtask: producer.subtask,
@@ -386,20 +641,78 @@ impl JobMaster {
                         source: error,
                     });
                 }
-                self.reset(*producer, events)?;
+                let consumer = ExecutionVertexId {
+                    job_vertex: vertex_id.clone(),
+                    subtask: attempt.subtask,
+                };
+                let data_set = self
+                    .graph
+                    .job
+                    .inputs(attempt.vertex)
+                    .into_iter()
+                    .find(|&e| self.graph.job.edges[e].from == producer.vertex)
+                    .map(|e| self.graph.job.data_set_id(e))
+                    .unwrap_or_default();
+                self.reset(
+                    *producer,
+                    ResetReason::PartitionNotFound { data_set, consumer },
+                    events,
+                )?;
             }
         }
-        self.reset(attempt, events)
+        self.reset(
+            attempt,
+            ResetReason::Failover {
+                message: error.to_string(),
+            },
+            events,
+        )
     }
 
     /// Resets one execution vertex: releases its partitions, gives a
-    /// source's splits back, and makes a new attempt in `Created`.
-    fn reset(&mut self, attempt: AttemptId, events: &mut dyn JobEventSink) -> Result<(), JobError> {
+    /// source's splits back, and makes a new attempt in `Created`. The first
+    /// reset of a subtask of a source that recovery kept although its
+    /// enumerator cannot snapshot resets every subtask of it, with a fresh
+    /// enumerator (FLIP-383, "restart all, once").
+    fn reset(
+        &mut self,
+        attempt: AttemptId,
+        reason: ResetReason,
+        events: &mut dyn JobEventSink,
+    ) -> Result<(), JobError> {
+        let v = attempt.vertex;
+        if self.restart_all_once.remove(&v) {
+            self.coordinators.remove(&v);
+            let n = self.graph.vertices[v].executions.len() as u32;
+            for s in (0..n).filter(|&s| s != attempt.subtask) {
+                let other = self.graph.attempt_id(v, s);
+                if self.graph.vertices[v].executions[s as usize].state == ExecutionState::Finished {
+                    self.reset_one(
+                        other,
+                        ResetReason::RecoveryEnumeratorWithoutSnapshot,
+                        events,
+                    )?;
+                }
+            }
+        }
+        self.reset_one(attempt, reason, events)
+    }
+
+    fn reset_one(
+        &mut self,
+        attempt: AttemptId,
+        reason: ResetReason,
+        events: &mut dyn JobEventSink,
+    ) -> Result<(), JobError> {
         let v = attempt.vertex;
         let vertex_id = self.graph.job.vertices[v].id.clone();
         events
-            .executions_reset(&vertex_id, &[attempt])
+            .executions_reset(&vertex_id, &[attempt], &reason)
             .map_err(|reason| JobError::Recording { reason })?;
+        *self
+            .reset_reasons
+            .entry(reason_kind(&reason).into())
+            .or_default() += 1;
         for d in self
             .descriptors
             .remove(&(v, attempt.subtask))
@@ -411,6 +724,7 @@ impl JobMaster {
             let _ignored = std::fs::remove_dir_all(&d.location);
         }
         if let Some(c) = self.coordinators.get_mut(&v) {
+            self.touched.insert(v);
             let n = c.reset_subtask(attempt.subtask)?;
             tracing::debug!(vertex = %vertex_id, subtask = attempt.subtask, splits = n, "splits back to the enumerator");
         }
@@ -554,6 +868,7 @@ impl JobMaster {
         let input = if jv.source.is_some() {
             if let Some(c) = self.coordinators.get_mut(&v) {
                 c.register_reader(s)?;
+                self.touched.insert(v);
             }
             TaskInput::Splits(Box::new(CoordinatorSplits {
                 attempt,
@@ -686,10 +1001,11 @@ impl JobMaster {
         Summary {
             job: self.job.clone(),
             status: JobStatus::Finished,
-            recovered: false,
+            recovered: self.recovered,
             tasks_total: self.graph.execution_count() as u64,
             tasks_run: self.tasks_run,
-            tasks_skipped: 0,
+            tasks_skipped: self.tasks_skipped,
+            reset_reasons: self.reset_reasons.clone(),
             tasks_reset: self.tasks_reset,
             wall_ms: started.elapsed().as_millis() as u64,
             workers: self.pool.size() as u64,
@@ -711,5 +1027,18 @@ fn answer(a: SplitAnswer) -> Option<SplitData> {
     match a {
         SplitAnswer::Split(s) => Some(s),
         SplitAnswer::NoMoreSplits => None,
+    }
+}
+
+/// The summary's name of a reset reason.
+fn reason_kind(reason: &ResetReason) -> &'static str {
+    match reason {
+        ResetReason::Failover { .. } => "failover",
+        ResetReason::PartitionNotFound { .. } => "partition-not-found",
+        ResetReason::RecoveryUnfinished => "unfinished",
+        ResetReason::RecoveryNotInSnapshot => "no-snapshot",
+        ResetReason::RecoveryEnumeratorWithoutSnapshot => "enumerator-cannot-snapshot",
+        ResetReason::RecoveryPartitionMissing { .. } => "partition-missing",
+        ResetReason::RecoveryUpstreamReset { .. } => "upstream-reset",
     }
 }

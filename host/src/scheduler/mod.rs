@@ -88,6 +88,37 @@ pub enum JobError {
         /// Why it failed.
         source: TaskError,
     },
+    /// The job event log cannot be opened (another coordinator holds it, or
+    /// an I/O error).
+    #[error("job event log: {source}")]
+    Log {
+        /// The log's error.
+        #[from]
+        source: crate::events::EventsError,
+    },
+    /// The data directory holds a log of this job written for a different
+    /// job graph: replaying it would be wrong.
+    #[error("{}: the job's event log was written for a different job graph (the job file changed since); use another --data-dir, or delete this one to start over", data_dir.display())]
+    JobFileChanged {
+        /// The data directory.
+        data_dir: PathBuf,
+    },
+    /// Progress cannot be recovered and a full re-run would duplicate sink
+    /// output that was already committed (FLIP-383 step 8).
+    #[error("{reason}; a full re-run would duplicate the sink output already committed in {}: remove it (or the data directory) to run the job again from scratch", output.display())]
+    WouldDuplicate {
+        /// Why recovery is impossible.
+        reason: String,
+        /// A sink folder holding committed output.
+        output: PathBuf,
+    },
+    /// Recovery could not use the log (FLIP-383 step 8).
+    #[error("recovery failed: {source}")]
+    Recovery {
+        /// Why.
+        #[from]
+        source: crate::recovery::RecoveryError,
+    },
     /// The event sink refused an event.
     #[error("recording a job event failed: {reason}")]
     Recording {
@@ -116,7 +147,9 @@ pub trait JobEventSink {
     fn vertex_initialized(&mut self, vertex: &str, init: &VertexInit) -> Result<(), String>;
 
     /// An execution attempt finished with these partitions
-    /// (`ExecutionFinished`).
+    /// (`ExecutionFinished`), with the batch snapshots taken at this moment
+    /// (FLIP-383 "recording": when its job vertex completed or the snapshot
+    /// minimum pause passed; empty otherwise).
     ///
     /// # Errors
     ///
@@ -126,6 +159,7 @@ pub trait JobEventSink {
         vertex: &str,
         attempt: AttemptId,
         partitions: &[ProducedPartition],
+        snapshots: &BatchSnapshots,
     ) -> Result<(), String>;
 
     /// These attempts were reset and will run again (`ExecutionsReset`).
@@ -133,7 +167,39 @@ pub trait JobEventSink {
     /// # Errors
     ///
     /// As [`JobEventSink::vertex_initialized`].
-    fn executions_reset(&mut self, vertex: &str, attempts: &[AttemptId]) -> Result<(), String>;
+    fn executions_reset(
+        &mut self,
+        vertex: &str,
+        attempts: &[AttemptId],
+        reason: &crate::events::ResetReason,
+    ) -> Result<(), String>;
+
+    /// Every vertex finished; the sinks' `_SUCCESS` markers come next. The
+    /// log must be durable before they are written.
+    ///
+    /// # Errors
+    ///
+    /// As [`JobEventSink::vertex_initialized`].
+    fn job_finished(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Batch snapshots taken when an execution finished (FLIP-383 recording).
+#[derive(Debug, Default, Clone)]
+pub struct BatchSnapshots {
+    /// Source coordinators touched since the last snapshot, by job vertex id:
+    /// the enumerator's state plus the host's split-assignment history.
+    pub coordinators: Vec<(String, crate::coordinator::CoordinatorSnapshot)>,
+    /// The shuffle master's snapshot.
+    pub shuffle: Option<crate::plugin::ShuffleMasterSnapshot>,
+}
+
+impl BatchSnapshots {
+    /// Whether nothing was taken.
+    pub fn is_empty(&self) -> bool {
+        self.coordinators.is_empty() && self.shuffle.is_none()
+    }
 }
 
 /// A [`JobEventSink`] that records nothing.
@@ -149,10 +215,16 @@ impl JobEventSink for NoEvents {
         _: &str,
         _: AttemptId,
         _: &[ProducedPartition],
+        _: &BatchSnapshots,
     ) -> Result<(), String> {
         Ok(())
     }
-    fn executions_reset(&mut self, _: &str, _: &[AttemptId]) -> Result<(), String> {
+    fn executions_reset(
+        &mut self,
+        _: &str,
+        _: &[AttemptId],
+        _: &crate::events::ResetReason,
+    ) -> Result<(), String> {
         Ok(())
     }
 }
@@ -274,6 +346,10 @@ pub struct Summary {
     pub tasks_skipped: u64,
     /// Execution attempts reset (failover, PartitionNotFound, recovery).
     pub tasks_reset: u64,
+    /// Resets by reason: `unfinished`, `no-snapshot`, `partition-missing`,
+    /// `enumerator-cannot-snapshot`, `upstream-reset` (recovery) and
+    /// `failover`, `partition-not-found` (during the run).
+    pub reset_reasons: std::collections::BTreeMap<String, u64>,
     /// Wall-clock time of the run, milliseconds.
     pub wall_ms: u64,
     /// Worker threads.
@@ -309,8 +385,7 @@ pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
             data_dir: opts.data_dir.clone(),
         },
     )?;
-    let graph = ExecutionGraph::new(config.graph.clone());
-    run_graph(&config, graph, opts, &mut NoEvents)
+    crate::recovery::run_recoverable(&config, opts)
 }
 
 /// Runs `config` starting from `graph` (fresh, or pre-restored by recovery),
@@ -325,6 +400,29 @@ pub fn run_graph(
     opts: &RunOptions,
     events: &mut dyn JobEventSink,
 ) -> Result<Summary, JobError> {
+    let (plugins, workers) = load_plugins(config, opts)?;
+    let master = JobMaster::new(config, graph, plugins, opts, workers)?;
+    master.prepare_fresh_sinks()?;
+    Ok(master.run(events))
+}
+
+/// Creates the data directory and the plugin host, loads every plugin of
+/// the job file, and decides the number of workers.
+///
+/// # Errors
+///
+/// [`JobError::Io`] for the data directory, [`JobError::Plugin`] for a
+/// plugin that does not load.
+pub fn load_plugins(
+    config: &JobConfig,
+    opts: &RunOptions,
+) -> Result<
+    (
+        std::collections::BTreeMap<String, crate::plugin::LoadedPlugin>,
+        usize,
+    ),
+    JobError,
+> {
     let data_dir = std::path::absolute(&opts.data_dir).unwrap_or_else(|_| opts.data_dir.clone());
     std::fs::create_dir_all(&data_dir).map_err(|source| JobError::Io {
         path: data_dir.clone(),
@@ -354,8 +452,7 @@ pub fn run_graph(
         .workers
         .or(config.workers)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
-    let master = JobMaster::new(config, graph, plugins, opts, workers)?;
-    Ok(master.run(events))
+    Ok((plugins, workers))
 }
 
 /// Maps a job file's plugin entry onto the plugin host's spec; creates

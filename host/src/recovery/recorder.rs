@@ -1,0 +1,259 @@
+//! Recording (FLIP-383, "recording during a normal run"): the
+//! [`JobEventSink`] that turns the scheduler's facts into durable job events
+//! in the event log, and the job-graph fingerprint that stops a replay
+//! against an edited job file.
+
+use std::collections::HashMap;
+
+use sha2::{Digest, Sha256};
+
+use crate::coordinator::CoordinatorSnapshot;
+use crate::events::{
+    AttemptId as LoggedAttempt, EncodedSplit, EnumeratorSnapshot, EventLogWriter,
+    ExecutionFinished, ExecutionVertexId, ExecutionsReset, JobEvent, JobVertexInitialized,
+    ProducedPartition as LoggedPartition, ResetReason, ShuffleSnapshot, SplitAssignment,
+    SubtaskInputRange,
+};
+use crate::graph::{
+    AttemptId, DistributionPattern, JobGraph, Parallelism, ProducedPartition, VertexInit,
+};
+use crate::scheduler::{BatchSnapshots, JobEventSink};
+
+/// Lowercase hex SHA-256 of what recovery depends on in the job graph:
+/// vertex ids, operators, sources, sinks, fixed parallelism and edges —
+/// not tuning knobs such as `bytes-per-task`, `max-parallelism` or the
+/// per-record delay, whose change must not invalidate a replay (an `auto`
+/// decision is replayed, never recomputed).
+pub fn graph_fingerprint(graph: &JobGraph) -> String {
+    let mut h = Sha256::new();
+    for v in &graph.vertices {
+        let parallelism = match v.parallelism {
+            Parallelism::Fixed(n) => format!("fixed {n}"),
+            Parallelism::Auto => "auto".to_string(),
+        };
+        h.update(
+            format!(
+                "vertex {:?} {parallelism} {:?} {:?} {:?}\n",
+                v.id, v.source, v.operators, v.sink
+            )
+            .as_bytes(),
+        );
+    }
+    for e in &graph.edges {
+        h.update(format!("edge {} {} {:?} {:?}\n", e.from, e.to, e.pattern, e.key).as_bytes());
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Writes scheduling facts to the job's event log. Events carrying batch
+/// snapshots, and the end of the job, are made durable before the scheduler
+/// acts on them.
+pub struct EventRecorder {
+    writer: EventLogWriter,
+    graph: JobGraph,
+    /// Parallelism of every vertex initialized so far, by id.
+    parallelism: HashMap<String, u32>,
+}
+
+impl EventRecorder {
+    /// A recorder appending to `writer` for the job of `graph`.
+    pub fn new(writer: EventLogWriter, graph: JobGraph) -> Self {
+        Self {
+            writer,
+            graph,
+            parallelism: HashMap::new(),
+        }
+    }
+
+    /// Appends one event.
+    ///
+    /// # Errors
+    /// The writer's error in words (a write or fsync failure is sticky).
+    pub fn append(&mut self, event: &JobEvent) -> Result<(), String> {
+        self.writer
+            .append(event)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    /// Appends one event and waits until it is durable.
+    ///
+    /// # Errors
+    /// As [`EventRecorder::append`].
+    pub fn append_durable(&mut self, event: &JobEvent) -> Result<(), String> {
+        self.writer
+            .append_durable(event)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    /// The coordinator attempt (epoch) of this run's segment.
+    pub fn epoch(&self) -> u32 {
+        self.writer.coordinator_attempt()
+    }
+
+    /// Flushes and closes the log.
+    ///
+    /// # Errors
+    /// The writer's error in words.
+    pub fn close(self) -> Result<(), String> {
+        self.writer.close().map_err(|e| e.to_string())
+    }
+
+    fn vertex(&self, id: &str) -> Option<usize> {
+        self.graph.vertices.iter().position(|v| v.id == id)
+    }
+
+    fn logged_attempt(&self, a: AttemptId) -> LoggedAttempt {
+        LoggedAttempt {
+            job_vertex: self.graph.vertices[a.vertex].id.clone(),
+            subtask: a.subtask,
+            attempt: a.attempt,
+        }
+    }
+}
+
+fn enumerator_snapshot(
+    vertex: &str,
+    snap: &CoordinatorSnapshot,
+) -> Result<EnumeratorSnapshot, String> {
+    let mut assignments = Vec::new();
+    let mut no_more_splits = Vec::new();
+    for (subtask, reader) in snap.readers.iter().enumerate() {
+        let subtask = u32::try_from(subtask).map_err(|e| e.to_string())?;
+        if !reader.assigned.is_empty() {
+            let splits = reader
+                .assigned
+                .iter()
+                .map(|s| {
+                    Ok(EncodedSplit {
+                        id: s.id.clone(),
+                        bytes: postcard::to_allocvec(s).map_err(|e| e.to_string())?,
+                    })
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            assignments.push(SplitAssignment { subtask, splits });
+        }
+        if reader.no_more_splits {
+            no_more_splits.push(subtask);
+        }
+    }
+    Ok(EnumeratorSnapshot {
+        job_vertex: vertex.to_string(),
+        checkpoint_id: -1,
+        state: snap.enumerator.clone(),
+        assignments,
+        no_more_splits,
+    })
+}
+
+impl JobEventSink for EventRecorder {
+    fn vertex_initialized(&mut self, vertex: &str, init: &VertexInit) -> Result<(), String> {
+        let v = self
+            .vertex(vertex)
+            .ok_or_else(|| format!("unknown job vertex `{vertex}`"))?;
+        let inputs = self.graph.inputs(v);
+        let subtask_inputs = (0..init.parallelism)
+            .map(|s| {
+                let range = init
+                    .input_ranges
+                    .get(s as usize)
+                    .cloned()
+                    .unwrap_or(s..s + 1);
+                inputs
+                    .iter()
+                    .map(|&e| {
+                        let edge = &self.graph.edges[e];
+                        let producers = self
+                            .parallelism
+                            .get(&self.graph.vertices[edge.from].id)
+                            .copied()
+                            .unwrap_or(0);
+                        let (partitions, subpartitions) = match edge.pattern {
+                            DistributionPattern::Forward => (s..s + 1, 0..1),
+                            DistributionPattern::Hash => (0..producers, range.clone()),
+                        };
+                        SubtaskInputRange {
+                            data_set: self.graph.data_set_id(e),
+                            partition_start: partitions.start,
+                            partition_end: partitions.end,
+                            subpartition_start: subpartitions.start,
+                            subpartition_end: subpartitions.end,
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        self.parallelism
+            .insert(vertex.to_string(), init.parallelism);
+        let event = JobEvent::JobVertexInitialized(JobVertexInitialized {
+            job_vertex: vertex.to_string(),
+            parallelism: init.parallelism,
+            subtask_inputs,
+            decided_at_runtime: self.graph.vertices[v].parallelism == Parallelism::Auto,
+        });
+        // The decision is replayed, never recomputed: durable before subtasks deploy.
+        self.append_durable(&event)
+    }
+
+    fn execution_finished(
+        &mut self,
+        _vertex: &str,
+        attempt: AttemptId,
+        partitions: &[ProducedPartition],
+        snapshots: &BatchSnapshots,
+    ) -> Result<(), String> {
+        let enumerator_snapshots = snapshots
+            .coordinators
+            .iter()
+            .map(|(v, s)| enumerator_snapshot(v, s))
+            .collect::<Result<Vec<_>, _>>()?;
+        let event = JobEvent::ExecutionFinished(ExecutionFinished {
+            attempt: self.logged_attempt(attempt),
+            coordinator_epoch: self.epoch(),
+            produced: partitions
+                .iter()
+                .map(|p| LoggedPartition {
+                    data_set: self.graph.data_set_id(p.edge),
+                    location: p.location.to_string_lossy().into_owned(),
+                    bytes_per_subpartition: p.bytes_per_subpartition.clone(),
+                })
+                .collect(),
+            enumerator_snapshots,
+            shuffle_snapshot: snapshots.shuffle.as_ref().map(|s| ShuffleSnapshot {
+                incremental: s.incremental,
+                data: s.data.clone(),
+            }),
+        });
+        if snapshots.is_empty() {
+            self.append(&event)
+        } else {
+            // A snapshot is what recovery restores plugins from (and taken at
+            // every job vertex completion): durable before the job moves on.
+            self.append_durable(&event)
+        }
+    }
+
+    fn executions_reset(
+        &mut self,
+        vertex: &str,
+        attempts: &[AttemptId],
+        reason: &ResetReason,
+    ) -> Result<(), String> {
+        let event = JobEvent::ExecutionsReset(ExecutionsReset {
+            executions: attempts
+                .iter()
+                .map(|a| ExecutionVertexId {
+                    job_vertex: vertex.to_string(),
+                    subtask: a.subtask,
+                })
+                .collect(),
+            reason: reason.clone(),
+        });
+        self.append(&event)
+    }
+
+    fn job_finished(&mut self) -> Result<(), String> {
+        self.writer.flush().map_err(|e| e.to_string())
+    }
+}

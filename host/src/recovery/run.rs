@@ -1,0 +1,231 @@
+//! `coordhost run` with a durable log: a fresh job records as it goes; a
+//! job whose log is in the data directory is recovered (FLIP-383), or, when
+//! that is impossible, restarted from scratch — unless committed sink output
+//! would be duplicated, in which case the run stops with an error.
+
+use std::path::{Path, PathBuf};
+
+use super::{EventRecorder, graph_fingerprint};
+use crate::config::JobConfig;
+use crate::events::{
+    AttemptId as LoggedAttempt, EventsError, ExecutionVertexId, JobEvent, JobStarted,
+    RecoveryFinished, RecoveryReset, RecoveryStarted, Replay, WriterOptions, job_log_dir,
+    open_job_log,
+};
+use crate::graph::ExecutionGraph;
+use crate::scheduler::{JobError, JobMaster, RunOptions, Summary, load_plugins};
+
+/// Runs `config`'s job with its event log under the data directory:
+/// records a fresh run, recovers an interrupted one.
+///
+/// # Errors
+/// As [`crate::scheduler::run_job`], plus [`JobError::Log`] (the log is
+/// locked by another coordinator or cannot be written),
+/// [`JobError::JobFileChanged`] and [`JobError::WouldDuplicate`].
+pub fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, JobError> {
+    let (plugins, workers) = load_plugins(config, opts)?;
+    let data_dir = std::path::absolute(&opts.data_dir).unwrap_or_else(|_| opts.data_dir.clone());
+    let fresh_master = || {
+        JobMaster::new(
+            config,
+            ExecutionGraph::new(config.graph.clone()),
+            plugins.clone(),
+            opts,
+            workers,
+        )
+    };
+    let (writer, replay) = open_log(config, &data_dir)?;
+    let mut recorder = EventRecorder::new(writer, config.graph.clone());
+    let fingerprint = graph_fingerprint(&config.graph);
+    let mut master = fresh_master()?;
+    let history = current_run(&replay);
+    let mut recovered = false;
+    if !history.is_empty() {
+        if let Some(started) = last_job_started(&replay) {
+            if started.graph_fingerprint != fingerprint {
+                return Err(JobError::JobFileChanged { data_dir });
+            }
+        }
+        let impossible = if !config.recovery.enabled {
+            Some("recovery is disabled in the job file ([recovery] enabled = false)".to_string())
+        } else if !master.snapshots_enabled() {
+            Some(format!(
+                "the shuffle master `{}` cannot take batch snapshots",
+                config.shuffle_plugin
+            ))
+        } else {
+            None
+        };
+        match impossible {
+            Some(reason) => {
+                refuse_if_committed(config, &reason)?;
+                tracing::warn!("no progress recovery: {reason}; the job runs again from scratch");
+                eprintln!(
+                    "coordhost: no progress recovery: {reason}; the job runs again from scratch"
+                );
+            }
+            None => match recover(&mut master, config, &replay, &mut recorder) {
+                Ok(()) => recovered = true,
+                Err(e) => {
+                    let reason = format!("recovery failed: {e}");
+                    refuse_if_committed(config, &reason)?;
+                    tracing::error!("{reason}; the job runs again from scratch");
+                    eprintln!("coordhost: {reason}; the job runs again from scratch");
+                    master = fresh_master()?;
+                }
+            },
+        }
+    }
+    if !recovered {
+        recorder
+            .append_durable(&JobEvent::JobStarted(JobStarted {
+                job_id: config.name.clone(),
+                graph_fingerprint: fingerprint,
+                recovery_enabled: config.recovery.enabled,
+            }))
+            .map_err(|reason| JobError::Recording { reason })?;
+        master.prepare_fresh_sinks()?;
+    }
+    let summary = master.run(&mut recorder);
+    recorder
+        .close()
+        .map_err(|reason| JobError::Recording { reason })?;
+    Ok(summary)
+}
+
+/// Opens the log; a damaged one is set aside (never deleted) and a new one
+/// started, unless committed sink output would be duplicated.
+fn open_log(
+    config: &JobConfig,
+    data_dir: &Path,
+) -> Result<(crate::events::EventLogWriter, Replay), JobError> {
+    match open_job_log(data_dir, &config.name, WriterOptions::default()) {
+        Ok(opened) => Ok(opened),
+        Err(
+            e @ (EventsError::Corrupt { .. }
+            | EventsError::UnsupportedVersion { .. }
+            | EventsError::UnknownKind { .. }),
+        ) => {
+            let reason = format!("the job event log cannot be replayed: {e}");
+            refuse_if_committed(config, &reason)?;
+            let log_dir = job_log_dir(data_dir, &config.name)?;
+            let aside = set_aside(&log_dir)?;
+            tracing::error!(
+                "{reason}; it is kept at {} and the job runs again from scratch",
+                aside.display()
+            );
+            eprintln!(
+                "coordhost: {reason}; it is kept at {} and the job runs again from scratch",
+                aside.display()
+            );
+            Ok(open_job_log(
+                data_dir,
+                &config.name,
+                WriterOptions::default(),
+            )?)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn set_aside(log_dir: &Path) -> Result<PathBuf, JobError> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let aside = log_dir.with_file_name(format!("log.damaged-{stamp}"));
+    std::fs::rename(log_dir, &aside).map_err(|source| JobError::Io {
+        path: log_dir.to_path_buf(),
+        source,
+    })?;
+    Ok(aside)
+}
+
+/// Recovers into `master` and records `RecoveryStarted` / `RecoveryFinished`.
+fn recover(
+    master: &mut JobMaster,
+    config: &JobConfig,
+    replay: &Replay,
+    recorder: &mut EventRecorder,
+) -> Result<(), JobError> {
+    let events: Vec<JobEvent> = current_run(replay).to_vec();
+    let started = JobEvent::RecoveryStarted(RecoveryStarted {
+        coordinator_epoch: recorder.epoch(),
+        replayed_records: replay.events.len() as u64,
+        torn_tail_bytes: replay.torn_tail.as_ref().map_or(0, |t| t.bytes_dropped),
+    });
+    recorder
+        .append(&started)
+        .map_err(|reason| JobError::Recording { reason })?;
+    let plan = master.recover(&events, config.recovery.previous_worker_timeout, recorder)?;
+    let id = |v: usize| config.graph.vertices[v].id.clone();
+    let finished = JobEvent::RecoveryFinished(RecoveryFinished {
+        skipped: plan
+            .kept
+            .iter()
+            .map(|(&(v, s), e)| LoggedAttempt {
+                job_vertex: id(v),
+                subtask: s,
+                attempt: e.attempt,
+            })
+            .collect(),
+        reset: plan
+            .reset
+            .iter()
+            .map(|(&(v, s), reason)| RecoveryReset {
+                execution: ExecutionVertexId {
+                    job_vertex: id(v),
+                    subtask: s,
+                },
+                reason: reason.clone(),
+            })
+            .collect(),
+    });
+    recorder
+        .append_durable(&finished)
+        .map_err(|reason| JobError::Recording { reason })?;
+    tracing::info!(
+        skipped = plan.kept.len(),
+        reset = plan.reset.len(),
+        "recovered from the job event log"
+    );
+    Ok(())
+}
+
+/// The events of the current run: from the last `JobStarted` on.
+fn current_run(replay: &Replay) -> Vec<JobEvent> {
+    let events: Vec<&JobEvent> = replay.events.iter().map(|e| &e.event).collect();
+    let start = events
+        .iter()
+        .rposition(|e| matches!(e, JobEvent::JobStarted(_)))
+        .unwrap_or(0);
+    events[start..].iter().map(|e| (*e).clone()).collect()
+}
+
+fn last_job_started(replay: &Replay) -> Option<&JobStarted> {
+    replay.events.iter().rev().find_map(|e| match &e.event {
+        JobEvent::JobStarted(s) => Some(s),
+        _ => None,
+    })
+}
+
+/// FLIP-383 step 8: a full re-run is refused when committed sink output
+/// exists that it would duplicate.
+fn refuse_if_committed(config: &JobConfig, reason: &str) -> Result<(), JobError> {
+    for v in &config.graph.vertices {
+        let Some(sink) = &v.sink else { continue };
+        let committed = std::fs::read_dir(&sink.dir)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .any(|e| e.file_name().to_string_lossy().starts_with("part-"))
+            })
+            .unwrap_or(false);
+        if committed {
+            return Err(JobError::WouldDuplicate {
+                reason: reason.to_string(),
+                output: sink.dir.clone(),
+            });
+        }
+    }
+    Ok(())
+}

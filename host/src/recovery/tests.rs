@@ -1,0 +1,365 @@
+//! The planner's decisions for topology T1 of SCENARIOS.md, from
+//! hand-written logs: `source` (5, split enumerator) → forward →
+//! `middle` (5) → hash → `sink` (auto).
+
+use super::*;
+use crate::config::{LoadOptions, parse_job};
+use crate::events::{AttemptId, EncodedSplit, ExecutionFinished, ExecutionsReset, SplitAssignment};
+
+const T1: &str = r#"
+    [job]
+    name = "t1"
+    [shuffle]
+    plugin = "shuffle"
+    [plugins.splits]
+    component = "splits.wasm"
+    kind = "split-enumerator"
+    [plugins.shuffle]
+    component = "shuffle.wasm"
+    kind = "shuffle-master"
+    [[vertices]]
+    id = "source"
+    source = "splits"
+    parallelism = 5
+    operators = [{ op = "read-lines" }]
+    [[vertices]]
+    id = "middle"
+    parallelism = 5
+    operators = [{ op = "tokenize", column = "line", as = "word" }]
+    [[vertices]]
+    id = "sink"
+    parallelism = "auto"
+    max-parallelism = 4
+    operators = [{ op = "write-text", path = "/tmp/out" }]
+    [[edges]]
+    from = "source"
+    to = "middle"
+    kind = "forward"
+    [[edges]]
+    from = "middle"
+    to = "sink"
+    kind = "hash"
+    key = ["word"]
+"#;
+
+fn t1() -> JobGraph {
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["splits.wasm", "shuffle.wasm"] {
+        std::fs::write(dir.path().join(f), b"\0asm\x0d\0\x01\0").unwrap();
+    }
+    let opts = LoadOptions {
+        data_dir: dir.path().join("data"),
+    };
+    parse_job(&dir.path().join("t1.toml"), T1, &opts)
+        .expect("T1 parses")
+        .graph
+}
+
+fn init(vertex: &str, parallelism: u32) -> JobEvent {
+    JobEvent::JobVertexInitialized(JobVertexInitialized {
+        job_vertex: vertex.into(),
+        parallelism,
+        subtask_inputs: vec![Vec::new(); parallelism as usize],
+        decided_at_runtime: vertex == "sink",
+    })
+}
+
+fn data_set(vertex: &str) -> Option<&'static str> {
+    match vertex {
+        "source" => Some("source-middle"),
+        "middle" => Some("middle-sink"),
+        _ => None,
+    }
+}
+
+fn finished(vertex: &str, subtask: u32, attempt: u32, snapshot: bool) -> JobEvent {
+    let produced = data_set(vertex)
+        .map(|ds| crate::events::ProducedPartition {
+            data_set: ds.into(),
+            location: format!("/shuffle/{vertex}-{subtask}-{attempt}"),
+            bytes_per_subpartition: vec![100],
+        })
+        .into_iter()
+        .collect();
+    let split = |id: String| EncodedSplit {
+        id: id.clone(),
+        bytes: postcard::to_allocvec(&SplitData {
+            id,
+            payload: crate::runtime::SplitPayloadData::Inline("x".into()),
+        })
+        .unwrap(),
+    };
+    let enumerator_snapshots = if snapshot {
+        vec![EnumeratorSnapshot {
+            job_vertex: "source".into(),
+            checkpoint_id: -1,
+            state: vec![1, 2, 3],
+            assignments: (0..5)
+                .map(|s| SplitAssignment {
+                    subtask: s,
+                    splits: vec![split(format!("s{s}a")), split(format!("s{s}b"))],
+                })
+                .collect(),
+            no_more_splits: Vec::new(),
+        }]
+    } else {
+        Vec::new()
+    };
+    JobEvent::ExecutionFinished(ExecutionFinished {
+        attempt: AttemptId {
+            job_vertex: vertex.into(),
+            subtask,
+            attempt,
+        },
+        coordinator_epoch: 1,
+        produced,
+        enumerator_snapshots,
+        shuffle_snapshot: snapshot.then(|| ShuffleSnapshot {
+            incremental: false,
+            data: vec![9],
+        }),
+    })
+}
+
+/// Reports every partition present except those at the given locations.
+struct Shuffle {
+    missing: Vec<String>,
+    asked: Vec<Vec<PartitionRef>>,
+}
+
+impl PartitionOracle for Shuffle {
+    fn available(&mut self, needed: &[PartitionRef]) -> Result<BTreeSet<PartitionRef>, String> {
+        self.asked.push(needed.to_vec());
+        Ok(needed
+            .iter()
+            .filter(|p| !self.missing.iter().any(|m| p.location.ends_with(m)))
+            .cloned()
+            .collect())
+    }
+}
+
+fn shuffle(missing: &[&str]) -> Shuffle {
+    Shuffle {
+        missing: missing.iter().map(|m| m.to_string()).collect(),
+        asked: Vec::new(),
+    }
+}
+
+/// Scenario 1's log: every source finished, the last with snapshots; middles initialized.
+fn sources_finished() -> Vec<JobEvent> {
+    let mut events = vec![init("source", 5), init("middle", 5)];
+    events.extend((0..5).map(|s| finished("source", s, 0, s == 4)));
+    events
+}
+
+fn reasons(plan: &RecoveryPlan, vertex: usize) -> Vec<Option<ResetReason>> {
+    (0..5)
+        .map(|s| plan.reset.get(&(vertex, s)).cloned())
+        .collect()
+}
+
+#[test]
+fn finished_sources_are_kept_and_running_middles_reset() {
+    let g = t1();
+    let mut oracle = shuffle(&[]);
+    let plan = plan(&g, &sources_finished(), &|_| true, &mut oracle).unwrap();
+    assert_eq!(
+        plan.kept.keys().copied().collect::<Vec<_>>(),
+        (0..5).map(|s| (0, s)).collect::<Vec<_>>()
+    );
+    assert!(
+        reasons(&plan, 1)
+            .iter()
+            .all(|r| *r == Some(ResetReason::RecoveryUnfinished))
+    );
+    assert_eq!(oracle.asked.len(), 1, "one question while nothing is lost");
+    assert_eq!(
+        oracle.asked[0].len(),
+        5,
+        "the five source partitions are needed"
+    );
+    let restored = plan.coordinators[&0]
+        .as_ref()
+        .expect("restored from the snapshot");
+    assert_eq!(restored.enumerator, vec![1, 2, 3]);
+    assert_eq!(restored.readers[3].assigned.len(), 2);
+    assert_eq!(plan.shuffle_snapshots.len(), 1);
+}
+
+#[test]
+fn a_lost_partition_resets_only_its_producer() {
+    let plan = plan(
+        &t1(),
+        &sources_finished(),
+        &|_| true,
+        &mut shuffle(&["source-0-0"]),
+    )
+    .unwrap();
+    assert_eq!(
+        plan.reset.get(&(0, 0)),
+        Some(&ResetReason::RecoveryPartitionMissing {
+            data_set: "source-middle".into()
+        })
+    );
+    assert!((1..5).all(|s| plan.kept.contains_key(&(0, s))));
+    assert_eq!(
+        plan.release.len(),
+        1,
+        "the lost partition's producer releases it"
+    );
+    assert_eq!(plan.next_attempt((0, 0)), 1);
+}
+
+#[test]
+fn all_partitions_lost_resets_all_sources() {
+    let missing = [
+        "source-0-0",
+        "source-1-0",
+        "source-2-0",
+        "source-3-0",
+        "source-4-0",
+    ];
+    let plan = plan(
+        &t1(),
+        &sources_finished(),
+        &|_| true,
+        &mut shuffle(&missing),
+    )
+    .unwrap();
+    assert!(plan.kept.is_empty());
+}
+
+#[test]
+fn an_unfinished_vertex_whose_enumerator_cannot_snapshot_resets_every_subtask() {
+    let mut events = vec![init("source", 5), init("middle", 5)];
+    events.push(finished("source", 0, 0, false));
+    let plan = plan(&t1(), &events, &|_| false, &mut shuffle(&[])).unwrap();
+    assert!(plan.kept.is_empty());
+    // Source 0 is dropped as a trailing finish, the rest never finished;
+    // with no snapshot support every subtask starts over.
+    assert!(plan.coordinators[&0].is_none(), "a fresh enumerator");
+    assert!(reasons(&plan, 0).iter().all(Option::is_some));
+}
+
+#[test]
+fn a_finished_vertex_whose_enumerator_cannot_snapshot_is_kept_and_restarts_in_full_once() {
+    let mut events = vec![init("source", 5), init("middle", 5)];
+    // The shuffle master still snapshots; the enumerator cannot.
+    events.extend((0..5).map(|s| {
+        let mut e = finished("source", s, 0, s == 4);
+        if let JobEvent::ExecutionFinished(f) = &mut e {
+            f.enumerator_snapshots.clear();
+        }
+        e
+    }));
+    let kept = plan(&t1(), &events, &|_| false, &mut shuffle(&[])).unwrap();
+    assert_eq!(kept.kept.len(), 5);
+    assert!(kept.restart_all_once.contains(&0));
+
+    let lost = plan(&t1(), &events, &|_| false, &mut shuffle(&["source-2-0"])).unwrap();
+    assert!(
+        lost.kept.is_empty(),
+        "one lost partition restarts every source subtask"
+    );
+    assert!(
+        lost.restart_all_once.is_empty(),
+        "the one-shot restart is used up"
+    );
+    assert_eq!(
+        lost.reset[&(0, 2)],
+        ResetReason::RecoveryPartitionMissing {
+            data_set: "source-middle".into()
+        }
+    );
+    assert_eq!(
+        lost.reset[&(0, 0)],
+        ResetReason::RecoveryEnumeratorWithoutSnapshot
+    );
+}
+
+#[test]
+fn the_run_time_parallelism_is_replayed_and_a_finished_sink_subtask_kept() {
+    let mut events = sources_finished();
+    events.extend((0..5).map(|s| finished("middle", s, 0, s == 4)));
+    let mut sink = init("sink", 2);
+    if let JobEvent::JobVertexInitialized(i) = &mut sink {
+        i.subtask_inputs = vec![
+            vec![crate::events::SubtaskInputRange {
+                data_set: "middle-sink".into(),
+                partition_start: 0,
+                partition_end: 5,
+                subpartition_start: 0,
+                subpartition_end: 3,
+            }],
+            vec![crate::events::SubtaskInputRange {
+                data_set: "middle-sink".into(),
+                partition_start: 0,
+                partition_end: 5,
+                subpartition_start: 3,
+                subpartition_end: 4,
+            }],
+        ];
+    }
+    events.push(sink);
+    events.push(finished("sink", 0, 0, true));
+    let plan = plan(&t1(), &events, &|_| true, &mut shuffle(&[])).unwrap();
+    let (_, decided) = plan.initialized.iter().find(|(v, _)| *v == 2).unwrap();
+    assert_eq!(decided.parallelism, 2);
+    assert_eq!(decided.input_ranges, vec![0..3, 3..4]);
+    assert!(plan.kept.contains_key(&(2, 0)));
+    assert_eq!(
+        plan.reset.get(&(2, 1)),
+        Some(&ResetReason::RecoveryUnfinished)
+    );
+    assert!(
+        plan.kept.contains_key(&(1, 3)),
+        "middles are kept: sink 1 still reads them"
+    );
+}
+
+#[test]
+fn finishes_after_the_last_snapshot_are_not_trusted() {
+    let mut events = sources_finished();
+    events.push(finished("middle", 0, 0, false));
+    let plan = plan(&t1(), &events, &|_| true, &mut shuffle(&[])).unwrap();
+    assert_eq!(
+        plan.reset.get(&(1, 0)),
+        Some(&ResetReason::RecoveryNotInSnapshot)
+    );
+    assert_eq!(plan.release.len(), 1, "its partition is released");
+}
+
+#[test]
+fn a_source_reset_before_the_crash_is_not_skipped() {
+    let mut events = sources_finished();
+    events.push(JobEvent::ExecutionsReset(ExecutionsReset {
+        executions: vec![crate::events::ExecutionVertexId {
+            job_vertex: "source".into(),
+            subtask: 1,
+        }],
+        reason: ResetReason::PartitionNotFound {
+            data_set: "source-middle".into(),
+            consumer: crate::events::ExecutionVertexId {
+                job_vertex: "middle".into(),
+                subtask: 1,
+            },
+        },
+    }));
+    let plan = plan(&t1(), &events, &|_| true, &mut shuffle(&[])).unwrap();
+    assert!(!plan.kept.contains_key(&(0, 1)));
+    assert_eq!(
+        plan.reset.get(&(0, 1)),
+        Some(&ResetReason::RecoveryUnfinished)
+    );
+    assert_eq!(
+        plan.next_attempt((0, 1)),
+        1,
+        "the re-run takes a new attempt number"
+    );
+}
+
+#[test]
+fn a_log_naming_an_unknown_vertex_is_refused() {
+    let err = plan(&t1(), &[init("renamed", 5)], &|_| true, &mut shuffle(&[])).unwrap_err();
+    assert!(err.to_string().contains("`renamed`"), "{err}");
+}
