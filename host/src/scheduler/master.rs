@@ -8,7 +8,8 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, Instant};
 
 use super::{
-    BatchSnapshots, JobError, JobEventSink, JobStatus, RunOptions, Summary, VertexSummary,
+    BatchSnapshots, CrashPoint, JobError, JobEventSink, JobStatus, RunOptions, Summary,
+    VertexSummary,
 };
 use crate::config::JobConfig;
 use crate::coordinator::{SourceCoordinator, SplitAnswer};
@@ -119,6 +120,10 @@ pub struct JobMaster {
     recovered: bool,
     /// Resets by reason (kebab-case kind), for the summary.
     reset_reasons: BTreeMap<String, u64>,
+    /// Per source vertex: splits handed to readers, splits given back.
+    split_counts: HashMap<usize, (u64, u64)>,
+    /// Executions finished in this run, per vertex (for the crash knob).
+    finished_here: HashMap<usize, u32>,
 }
 
 impl JobMaster {
@@ -181,6 +186,8 @@ impl JobMaster {
             tasks_skipped: 0,
             recovered: false,
             reset_reasons: BTreeMap::new(),
+            split_counts: HashMap::new(),
+            finished_here: HashMap::new(),
         })
     }
 
@@ -318,7 +325,8 @@ impl JobMaster {
             // to the restored enumerator and "no more splits" is cleared.
             for s in 0..parallelism {
                 if !plan.kept.contains_key(&(v, s)) {
-                    c.reset_subtask(s)?;
+                    let n = c.reset_subtask(s)?;
+                    self.split_counts.entry(v).or_default().1 += n as u64;
                 }
             }
             self.coordinators.insert(v, c);
@@ -420,7 +428,10 @@ impl JobMaster {
                 Err(_) => break,
             }
         }
-        let _ignored = self.shuffle.unregister_job(&self.job);
+        // A simulated crash leaves everything as a dead process would.
+        if !matches!(result, Err(JobError::SimulatedCrash { .. })) {
+            let _ignored = self.shuffle.unregister_job(&self.job);
+        }
         let mut summary = self.summary(started);
         if let Err(e) = result {
             summary.status = JobStatus::Failed;
@@ -495,6 +506,9 @@ impl JobMaster {
         self.touched.insert(attempt.vertex);
         match c.request_split(attempt.subtask)? {
             Some(a) => {
+                if matches!(a, SplitAnswer::Split(_)) {
+                    self.split_counts.entry(attempt.vertex).or_default().0 += 1;
+                }
                 let _ignored = reply.send(Ok(answer(a)));
             }
             None => {
@@ -513,6 +527,9 @@ impl JobMaster {
         for (subtask, a) in c.take_ready() {
             let id = self.graph.attempt_id(v, subtask);
             if let Some(reply) = self.waiting.remove(&id) {
+                if matches!(a, SplitAnswer::Split(_)) {
+                    self.split_counts.entry(v).or_default().0 += 1;
+                }
                 let _ignored = reply.send(Ok(answer(a)));
             }
         }
@@ -574,6 +591,22 @@ impl JobMaster {
         events
             .execution_finished(&vertex.id, attempt, &partitions, &snapshots)
             .map_err(|reason| JobError::Recording { reason })?;
+        let here = self.finished_here.entry(v).or_default();
+        *here += 1;
+        if let Some(CrashPoint::AfterFinished {
+            vertex: crash_vertex,
+            count,
+        }) = &self.opts.crash_at
+        {
+            if *crash_vertex == vertex.id && *count == *here {
+                events
+                    .job_finished()
+                    .map_err(|reason| JobError::Recording { reason })?;
+                return Err(JobError::SimulatedCrash {
+                    point: format!("after {count} finished executions of `{}`", vertex.id),
+                });
+            }
+        }
         let ev = &mut self.graph.vertices[v].executions[attempt.subtask as usize];
         ev.state = ExecutionState::Finished;
         ev.partitions = partitions;
@@ -726,6 +759,7 @@ impl JobMaster {
         if let Some(c) = self.coordinators.get_mut(&v) {
             self.touched.insert(v);
             let n = c.reset_subtask(attempt.subtask)?;
+            self.split_counts.entry(v).or_default().1 += n as u64;
             tracing::debug!(vertex = %vertex_id, subtask = attempt.subtask, splits = n, "splits back to the enumerator");
         }
         self.waiting.remove(&attempt);
@@ -995,6 +1029,8 @@ impl JobMaster {
                     records_in: f.iter().map(|x| x.records_in).sum(),
                     records_out: f.iter().map(|x| x.records_out).sum(),
                     bytes_out: f.iter().map(|x| x.bytes_out).sum(),
+                    splits_assigned: self.split_counts.get(&i).map_or(0, |c| c.0),
+                    splits_returned: self.split_counts.get(&i).map_or(0, |c| c.1),
                 }
             })
             .collect();

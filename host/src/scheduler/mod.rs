@@ -119,6 +119,12 @@ pub enum JobError {
         #[from]
         source: crate::recovery::RecoveryError,
     },
+    /// The run stopped at a simulated crash point (test knob).
+    #[error("simulated coordinator crash {point}")]
+    SimulatedCrash {
+        /// Where.
+        point: String,
+    },
     /// The event sink refused an event.
     #[error("recording a job event failed: {reason}")]
     Recording {
@@ -257,6 +263,23 @@ pub struct LostPartition {
     pub producer_subtask: u32,
 }
 
+/// Where a simulated coordinator crash happens (test knob; SCENARIOS.md
+/// "unit level": the scheduler and its plugins are dropped after the named
+/// events are durable).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// Right after the `count`-th execution of `vertex` finished in this run
+    /// and its `ExecutionFinished` event is durable.
+    AfterFinished {
+        /// Job vertex id.
+        vertex: String,
+        /// Executions of it finished in this run.
+        count: u32,
+    },
+    /// Right after recovery recorded `RecoveryFinished`, before anything runs.
+    AfterRecovery,
+}
+
 /// How to run a job.
 #[derive(Clone)]
 pub struct RunOptions {
@@ -272,6 +295,9 @@ pub struct RunOptions {
     pub faults: Vec<InjectedFault>,
     /// Test knob: partitions that disappear before a consumer reads them.
     pub lost_partitions: Vec<LostPartition>,
+    /// Test knob: simulate a coordinator crash at this point (the run stops
+    /// as if the process died there, once the events so far are durable).
+    pub crash_at: Option<CrashPoint>,
     /// Progress display.
     pub progress: Option<Arc<dyn ProgressListener>>,
 }
@@ -286,6 +312,7 @@ impl RunOptions {
             cache_dir: None,
             faults: Vec::new(),
             lost_partitions: Vec::new(),
+            crash_at: None,
             progress: None,
         }
     }
@@ -327,6 +354,11 @@ pub struct VertexSummary {
     pub records_out: u64,
     /// Bytes written to result partitions by the finished attempts.
     pub bytes_out: u64,
+    /// Splits the source coordinator handed to readers in this run.
+    pub splits_assigned: u64,
+    /// Splits given back to the enumerator by resets in this run
+    /// (failover or recovery).
+    pub splits_returned: u64,
 }
 
 /// The final summary of a run; serializes to the JSON of `--summary-json`.
