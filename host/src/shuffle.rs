@@ -4,8 +4,8 @@
 //!
 //! A partition lives in the directory its shuffle descriptor names (Flink's
 //! `ShuffleDescriptor`; the shuffle master plugin decides it). The producer
-//! writes subpartition `i` to `<location>/sub-<i>.data`, fsyncs every file,
-//! then creates `<location>/COMPLETE` and fsyncs the directory. A partition
+//! writes subpartition `i` to `<location>/sub-<i>.data`, fsyncs every
+//! non-empty file, then creates `<location>/COMPLETE` and fsyncs the directory. A partition
 //! without `COMPLETE` does not exist: a consumer that finds it missing fails
 //! with [`ShuffleError::PartitionNotFound`], and the scheduler re-runs the
 //! producer first (Flink's `PartitionNotFoundException` failover).
@@ -182,8 +182,12 @@ impl PartitionWriter {
                 path: path.clone(),
                 source: e.into_error(),
             })?;
-            f.sync_all()
-                .map_err(|source| ShuffleError::Io { path, source })?;
+            // An empty file has no data to sync: the directory fsync below
+            // makes its entry durable, and its length is 0 from creation.
+            if self.bytes[i] > 0 {
+                f.sync_data()
+                    .map_err(|source| ShuffleError::Io { path, source })?;
+            }
         }
         let marker = self.location.join(COMPLETE_MARKER);
         File::create(&marker)
