@@ -33,7 +33,12 @@ fn run_finishes_with_exit_0_and_writes_the_json_summary() {
         .output()
         .expect("coordhost runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("job wordcount: Finished"), "{stdout}");
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&summary_file).expect("summary file")).expect("JSON");
@@ -41,7 +46,10 @@ fn run_finishes_with_exit_0_and_writes_the_json_summary() {
     assert_eq!(json["recovered"], false);
     assert_eq!(json["tasks_run"], json["tasks_total"]);
     assert!(json["wall_ms"].as_u64().is_some());
-    assert_eq!(word_count_output(&state.join("output/wordcount")), expected_word_counts(&data));
+    assert_eq!(
+        word_count_output(&state.join("output/wordcount")),
+        expected_word_counts(&data)
+    );
 }
 
 #[test]
@@ -50,7 +58,9 @@ fn a_bad_job_file_exits_2_with_one_line_naming_file_and_field() {
     let data = tmp.path().join("words");
     std::fs::create_dir_all(&data).expect("dir");
     let job = example_job("wordcount.toml", "build/data/words", &data, tmp.path());
-    let text = std::fs::read_to_string(&job).expect("job").replace("parallelism = 4", "parallelism = 0");
+    let text = std::fs::read_to_string(&job)
+        .expect("job")
+        .replace("parallelism = 4", "parallelism = 0");
     std::fs::write(&job, text).expect("job");
     let out = coordhost()
         .arg("run")
@@ -63,7 +73,11 @@ fn a_bad_job_file_exits_2_with_one_line_naming_file_and_field() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 1, "{stderr}");
-    assert!(lines[0].contains(&job.display().to_string()) && lines[0].contains("vertices[0].parallelism"), "{stderr}");
+    assert!(
+        lines[0].contains(&job.display().to_string())
+            && lines[0].contains("vertices[0].parallelism"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -77,7 +91,10 @@ fn a_job_that_fails_while_running_exits_1() {
     let text = std::fs::read_to_string(&job)
         .expect("job")
         .replace("pattern = \".txt\"", "pattern = \".csv\"")
-        .replace("{ op = \"read-lines\" }", "{ op = \"read-csv\", columns = [\"line\", \"other\"] }");
+        .replace(
+            "{ op = \"read-lines\" }",
+            "{ op = \"read-csv\", columns = [\"line\", \"other\"] }",
+        );
     std::fs::write(&job, text).expect("job");
     let out = coordhost()
         .arg("run")
@@ -88,5 +105,8 @@ fn a_job_that_fails_while_running_exits_1() {
         .expect("coordhost runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("3 fields, the read-csv operator expects 2"), "{stderr}");
+    assert!(
+        stderr.contains("3 fields, the read-csv operator expects 2"),
+        "{stderr}"
+    );
 }

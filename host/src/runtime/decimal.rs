@@ -53,11 +53,6 @@ impl Decimal {
         Decimal(i128::from(i) * SCALE)
     }
 
-    /// Sum.
-    pub fn add(self, other: Self) -> Self {
-        Decimal(self.0 + other.0)
-    }
-
     /// This value divided by `n`, rounded half away from zero to millionths.
     ///
     /// # Panics
@@ -115,6 +110,15 @@ impl Decimal {
     }
 }
 
+impl std::ops::Add for Decimal {
+    type Output = Decimal;
+
+    /// Exact sum.
+    fn add(self, other: Self) -> Self {
+        Decimal(self.0 + other.0)
+    }
+}
+
 impl fmt::Display for Decimal {
     /// Full precision: 6 digits after the point (the partial-aggregate state form).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -134,7 +138,7 @@ mod tests {
         assert_eq!(d("0.004").format(2), "0.00");
         assert_eq!(d("17").format(0), "17");
         assert_eq!(d("1.5").to_string(), "1.500000");
-        assert_eq!(d("1").add(d("2.25")), d("3.25"));
+        assert_eq!(d("1") + d("2.25"), d("3.25"));
         assert_eq!(d("10").div_int(3).format(6), "3.333333");
         assert_eq!(d("-2").div_int(3).format(6), "-0.666667");
         assert_eq!(d("0.004999").format(2), "0.00");

@@ -299,7 +299,7 @@ impl operators::RowSink for PartitionOutputs {
         Ok(())
     }
 
-    fn finish(self: Box<Self>) -> Result<(u64, Vec<(usize, Vec<u64>)>), TaskError> {
+    fn finish(self: Box<Self>) -> Result<operators::ChainOutput, TaskError> {
         let mut parts = Vec::new();
         for (o, w) in self.writers {
             parts.push((o.edge, w.finish()?));

@@ -11,6 +11,10 @@ use std::collections::HashMap;
 use super::{Decimal, TaskError};
 use crate::graph::{AggFunction, AggMode, Aggregate, Operator};
 
+/// What a finished chain reports: rows written and, for result partitions,
+/// each outgoing edge's index with the bytes of each of its subpartitions.
+pub type ChainOutput = (u64, Vec<(usize, Vec<u64>)>);
+
 /// Where the chain's output rows go.
 pub trait RowSink: Send {
     /// Takes one output row.
@@ -26,7 +30,7 @@ pub trait RowSink: Send {
     /// # Errors
     ///
     /// [`TaskError`] if flushing fails.
-    fn finish(self: Box<Self>) -> Result<(u64, Vec<(usize, Vec<u64>)>), TaskError>;
+    fn finish(self: Box<Self>) -> Result<ChainOutput, TaskError>;
 }
 
 /// Accumulated state of one aggregate for one group.
@@ -202,7 +206,7 @@ impl Chain {
     /// # Errors
     ///
     /// As [`Chain::push`], and errors of finishing the sink.
-    pub fn finish(mut self) -> Result<(u64, Vec<(usize, Vec<u64>)>), TaskError> {
+    pub fn finish(mut self) -> Result<ChainOutput, TaskError> {
         for i in 0..self.stages.len() {
             let rows = match &mut self.stages[i] {
                 Stage::Aggregate(state) => state.drain(),
@@ -244,11 +248,11 @@ impl AggState {
             let fin = self.mode == AggMode::Final;
             match acc {
                 Acc::Count(c) => *c += if fin { int(a.inputs[0])? } else { 1 },
-                Acc::Sum(s) => *s = s.add(num(a.inputs[0])?),
+                Acc::Sum(s) => *s = *s + num(a.inputs[0])?,
                 Acc::Min(m) => *m = (*m).min(num(a.inputs[0])?),
                 Acc::Max(m) => *m = (*m).max(num(a.inputs[0])?),
                 Acc::Avg(s, c) => {
-                    *s = s.add(num(a.inputs[0])?);
+                    *s = *s + num(a.inputs[0])?;
                     *c += if fin { int(a.inputs[1])? } else { 1 };
                 }
             }
@@ -403,7 +407,7 @@ mod tests {
             self.0.lock().expect("lock").push(row);
             Ok(())
         }
-        fn finish(self: Box<Self>) -> Result<(u64, Vec<(usize, Vec<u64>)>), TaskError> {
+        fn finish(self: Box<Self>) -> Result<ChainOutput, TaskError> {
             Ok((0, Vec::new()))
         }
     }

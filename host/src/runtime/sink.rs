@@ -185,7 +185,7 @@ impl RowSink for SinkWriter {
         self.put(row)
     }
 
-    fn finish(self: Box<Self>) -> Result<(u64, Vec<(usize, Vec<u64>)>), TaskError> {
+    fn finish(self: Box<Self>) -> Result<super::operators::ChainOutput, TaskError> {
         let path = self.path;
         let f = self.out.into_inner().map_err(|e| TaskError::Io {
             path: path.clone(),

@@ -73,14 +73,14 @@ pub fn write_words(
                 let r = (rng.next() % vocabulary.len() as u64)
                     .min(rng.next() % vocabulary.len() as u64);
                 let mut w = vocabulary[r as usize].clone();
-                if rng.next() % 10 == 0 {
+                if rng.next().is_multiple_of(10) {
                     w[..1].make_ascii_uppercase();
                 }
                 if i > 0 {
                     line.push(' ');
                 }
                 line.push_str(&w);
-                if rng.next() % 8 == 0 {
+                if rng.next().is_multiple_of(8) {
                     line.push_str([",", ".", ";", "!", "?"][(rng.next() % 5) as usize]);
                 }
                 words += 1;
