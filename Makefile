@@ -70,13 +70,16 @@ test: plugins
 # data, demo: the example data written by coordhost-datagen (tools/datagen;
 # TPC-H's lineitem through the tpchgen library, and a folder of text files),
 # and the README's run command: the TPC-H Q1-style example job
-# (examples/tpch-q1.toml) with the sample plugins, its result printed.
+# (examples/tpch-q1.toml) with the sample plugins, killed with SIGKILL once its
+# scan finished and run again (scripts/demo-recovery.sh), its result printed.
 # A marker file beside each data folder keeps `make data` from redoing it.
 # ---------------------------------------------------------------------------
 
 DATA_DIR := $(CURDIR)/build/data
 DEMO_DIR := $(CURDIR)/build/demo
 DATAGEN := $(CARGO) run --quiet --release --locked -p coordhost-datagen --
+# The release binary, wherever CARGO_TARGET_DIR puts it.
+COORDHOST_RELEASE := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/release/coordhost
 
 .PHONY: data demo
 data: $(DATA_DIR)/tpch-sf0.1.done $(DATA_DIR)/words.done
@@ -93,7 +96,6 @@ demo: data
 	test -f $(PLUGINS_OUT)/file-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins
 	$(CARGO) build --quiet --release --locked -p coordhost --bin coordhost
 	rm -rf $(DEMO_DIR)
-	$(CURDIR)/target/release/coordhost run examples/tpch-q1.toml --data-dir $(DEMO_DIR) \
-		--summary-json $(DEMO_DIR)/summary.json
+	scripts/demo-recovery.sh $(COORDHOST_RELEASE) examples/tpch-q1.toml $(DEMO_DIR)
 	@echo "--- result ($(DEMO_DIR)/output/tpch-q1) ---"
 	@cat $(DEMO_DIR)/output/tpch-q1/part-*.csv
