@@ -15,7 +15,7 @@ use coordhost::scheduler::{JobStatus, RunOptions, Summary, run_job};
 #[path = "../common/mod.rs"]
 mod common;
 
-pub use common::{cache_dir, plugin_path, workspace};
+pub use common::{cache_dir, grant, host, plugin_path, spec, workspace};
 
 /// Writes `examples/<example>` into `dir` with its input folder replaced by
 /// `data` and its plugin paths by the built plugins; returns the job file.
