@@ -66,6 +66,13 @@ pub fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary,
             }
             None => match recover(&mut master, config, &replay, &mut recorder) {
                 Ok(()) => recovered = true,
+                // A simulated crash inside recovery is a crash, not a failed recovery.
+                Err(crash @ JobError::SimulatedCrash { .. }) => {
+                    recorder
+                        .close()
+                        .map_err(|reason| JobError::Recording { reason })?;
+                    return Err(crash);
+                }
                 Err(e) => {
                     let reason = format!("recovery failed: {e}");
                     refuse_if_committed(config, &reason)?;
@@ -156,6 +163,7 @@ fn recover(
     recorder
         .append(&started)
         .map_err(|reason| JobError::Recording { reason })?;
+    master.crash_point("recovery-started", recorder)?;
     let plan = master.recover(&events, config.recovery.previous_worker_timeout, recorder)?;
     let id = |v: usize| config.graph.vertices[v].id.clone();
     let finished = JobEvent::RecoveryFinished(RecoveryFinished {
@@ -183,6 +191,7 @@ fn recover(
     recorder
         .append_durable(&finished)
         .map_err(|reason| JobError::Recording { reason })?;
+    master.crash_point("recovery-finished", recorder)?;
     tracing::info!(
         skipped = plan.kept.len(),
         reset = plan.reset.len(),

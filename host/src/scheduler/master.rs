@@ -124,6 +124,8 @@ pub struct JobMaster {
     split_counts: HashMap<usize, (u64, u64)>,
     /// Executions finished in this run, per vertex (for the crash knob).
     finished_here: HashMap<usize, u32>,
+    /// Passes through each named crash point in this run.
+    crash_passes: HashMap<&'static str, u32>,
 }
 
 impl JobMaster {
@@ -188,6 +190,7 @@ impl JobMaster {
             reset_reasons: BTreeMap::new(),
             split_counts: HashMap::new(),
             finished_here: HashMap::new(),
+            crash_passes: HashMap::new(),
         })
     }
 
@@ -195,6 +198,34 @@ impl JobMaster {
     /// shuffle master supports them).
     pub fn snapshots_enabled(&self) -> bool {
         self.snapshots_enabled
+    }
+
+    /// Passes the named crash point `point` (test knob, see
+    /// [`super::CRASH_POINTS`]): on the configured pass, makes what was
+    /// recorded durable and stops the run as a crash would.
+    ///
+    /// # Errors
+    ///
+    /// [`JobError::SimulatedCrash`] at the configured pass.
+    pub fn crash_point(
+        &mut self,
+        point: &'static str,
+        events: &mut dyn JobEventSink,
+    ) -> Result<(), JobError> {
+        let Some(crash) = &self.opts.crash_at else {
+            return Ok(());
+        };
+        let pass = self.crash_passes.entry(point).or_default();
+        *pass += 1;
+        if crash.is(point, *pass) {
+            events
+                .job_finished()
+                .map_err(|reason| JobError::Recording { reason })?;
+            return Err(JobError::SimulatedCrash {
+                point: format!("at `{point}` (pass {pass})"),
+            });
+        }
+        Ok(())
     }
 
     /// Removes what an earlier run left in the sink folders; a fresh run
@@ -267,6 +298,7 @@ impl JobMaster {
         let plan = recovery::plan(&job_graph, log, &|v| supports[v], &mut oracle)
             .map_err(|source| JobError::Recovery { source })?;
         self.apply(&plan, events)?;
+        self.crash_point("recovery-applied", events)?;
         Ok(plan)
     }
 
@@ -572,6 +604,7 @@ impl JobMaster {
                     source,
                 }
             })?;
+            self.crash_point("sink-published", events)?;
         }
         let fig = &mut self.figures[v][attempt.subtask as usize];
         *fig = Figures {
@@ -588,9 +621,13 @@ impl JobMaster {
             .enumerate()
             .all(|(i, e)| i == attempt.subtask as usize || e.state == ExecutionState::Finished);
         let snapshots = self.take_snapshots(completes)?;
+        if !snapshots.is_empty() {
+            self.crash_point("snapshot-taken", events)?;
+        }
         events
             .execution_finished(&vertex.id, attempt, &partitions, &snapshots)
             .map_err(|reason| JobError::Recording { reason })?;
+        self.crash_point("execution-finished", events)?;
         let here = self.finished_here.entry(v).or_default();
         *here += 1;
         if let Some(CrashPoint::AfterFinished {
@@ -728,7 +765,8 @@ impl JobMaster {
                 }
             }
         }
-        self.reset_one(attempt, reason, events)
+        self.reset_one(attempt, reason, events)?;
+        self.crash_point("executions-reset", events)
     }
 
     fn reset_one(
@@ -852,7 +890,7 @@ impl JobMaster {
             p.vertex_initialized(&id, init.parallelism);
         }
         self.graph.initialize(v, init);
-        Ok(())
+        self.crash_point("vertex-initialized", events)
     }
 
     fn deploy(&mut self, v: usize, s: u32) -> Result<(), JobError> {

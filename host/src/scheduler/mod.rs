@@ -276,8 +276,55 @@ pub enum CrashPoint {
         /// Executions of it finished in this run.
         count: u32,
     },
-    /// Right after recovery recorded `RecoveryFinished`, before anything runs.
+    /// Right after recovery recorded `RecoveryFinished`, before anything
+    /// runs (the same as the named point `recovery-finished`).
     AfterRecovery,
+    /// The `occurrence`-th pass (from 1) in this run through the named
+    /// point `point`, one of [`CRASH_POINTS`].
+    Named {
+        /// One of [`CRASH_POINTS`].
+        point: String,
+        /// Which pass crashes, from 1.
+        occurrence: u32,
+    },
+}
+
+/// The named crash points of the recording and recovery code, in the order
+/// a run passes them:
+///
+/// | point | where |
+/// |---|---|
+/// | `vertex-initialized` | a `JobVertexInitialized` is durable, no subtask deployed yet |
+/// | `sink-published` | a sink subtask published its part file; its `ExecutionFinished` not yet written |
+/// | `snapshot-taken` | batch snapshots taken; the `ExecutionFinished` carrying them not yet written |
+/// | `execution-finished` | an `ExecutionFinished` is durable, the scheduler has not acted on it |
+/// | `executions-reset` | an `ExecutionsReset` (failover) is written, the new attempt not yet deployed |
+/// | `recovery-started` | `RecoveryStarted` written, nothing restored |
+/// | `recovery-applied` | the recovery plan applied and its resets written; `RecoveryFinished` not yet written |
+/// | `recovery-finished` | `RecoveryFinished` durable, nothing scheduled |
+pub const CRASH_POINTS: &[&str] = &[
+    "vertex-initialized",
+    "sink-published",
+    "snapshot-taken",
+    "execution-finished",
+    "executions-reset",
+    "recovery-started",
+    "recovery-applied",
+    "recovery-finished",
+];
+
+impl CrashPoint {
+    /// Whether this is the named point `point` at pass `pass`.
+    pub fn is(&self, point: &str, pass: u32) -> bool {
+        match self {
+            Self::Named {
+                point: p,
+                occurrence,
+            } => p == point && *occurrence == pass,
+            Self::AfterRecovery => point == "recovery-finished",
+            Self::AfterFinished { .. } => false,
+        }
+    }
 }
 
 /// How to run a job.
