@@ -317,16 +317,16 @@ fn current_run_start(events: &[JobEvent]) -> usize {
 pub fn shuffle_snapshots(events: &[JobEvent]) -> Vec<crate::plugin::ShuffleMasterSnapshot> {
     let mut out: Vec<crate::plugin::ShuffleMasterSnapshot> = Vec::new();
     for event in &events[current_run_start(events)..] {
-        if let JobEvent::ExecutionFinished(done) = event {
-            if let Some(s) = &done.shuffle_snapshot {
-                if !s.incremental {
-                    out.clear();
-                }
-                out.push(crate::plugin::ShuffleMasterSnapshot {
-                    incremental: s.incremental,
-                    data: s.data.clone(),
-                });
+        if let JobEvent::ExecutionFinished(done) = event
+            && let Some(s) = &done.shuffle_snapshot
+        {
+            if !s.incremental {
+                out.clear();
             }
+            out.push(crate::plugin::ShuffleMasterSnapshot {
+                incremental: s.incremental,
+                data: s.data.clone(),
+            });
         }
     }
     out
@@ -387,15 +387,15 @@ fn vertex_init(
     v: usize,
     init: &JobVertexInitialized,
 ) -> Result<VertexInit, RecoveryError> {
-    if let crate::graph::Parallelism::Fixed(n) = graph.vertices[v].parallelism {
-        if n != init.parallelism {
-            return Err(RecoveryError::Inconsistent {
-                reason: format!(
-                    "`{}` has parallelism {n} in the job file but {} in the log",
-                    graph.vertices[v].id, init.parallelism
-                ),
-            });
-        }
+    if let crate::graph::Parallelism::Fixed(n) = graph.vertices[v].parallelism
+        && n != init.parallelism
+    {
+        return Err(RecoveryError::Inconsistent {
+            reason: format!(
+                "`{}` has parallelism {n} in the job file but {} in the log",
+                graph.vertices[v].id, init.parallelism
+            ),
+        });
     }
     let input_ranges = init
         .subtask_inputs

@@ -41,10 +41,10 @@ pub fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary,
     let history = current_run(&replay);
     let mut recovered = false;
     if !history.is_empty() {
-        if let Some(started) = last_job_started(&replay) {
-            if started.graph_fingerprint != fingerprint {
-                return Err(JobError::JobFileChanged { data_dir });
-            }
+        if let Some(started) = last_job_started(&replay)
+            && started.graph_fingerprint != fingerprint
+        {
+            return Err(JobError::JobFileChanged { data_dir });
         }
         let impossible = if !config.recovery.enabled {
             Some("recovery is disabled in the job file ([recovery] enabled = false)".to_string())

@@ -634,15 +634,15 @@ impl JobMaster {
             vertex: crash_vertex,
             count,
         }) = &self.opts.crash_at
+            && *crash_vertex == vertex.id
+            && *count == *here
         {
-            if *crash_vertex == vertex.id && *count == *here {
-                events
-                    .job_finished()
-                    .map_err(|reason| JobError::Recording { reason })?;
-                return Err(JobError::SimulatedCrash {
-                    point: format!("after {count} finished executions of `{}`", vertex.id),
-                });
-            }
+            events
+                .job_finished()
+                .map_err(|reason| JobError::Recording { reason })?;
+            return Err(JobError::SimulatedCrash {
+                point: format!("after {count} finished executions of `{}`", vertex.id),
+            });
         }
         let ev = &mut self.graph.vertices[v].executions[attempt.subtask as usize];
         ev.state = ExecutionState::Finished;
