@@ -1,0 +1,256 @@
+//! The job file: a TOML document naming the plugin instances, the job graph
+//! (job vertices with built-in operator chains, edges with a distribution
+//! pattern), the recovery settings and the shuffle plugin.
+//!
+//! [`load_job`] reads and validates a file in one pass and returns a
+//! [`JobConfig`] whose [`JobGraph`] has every column reference resolved, so
+//! nothing later can fail on a typo. Every mistake is one [`ConfigError`]
+//! naming the file and the field (`vertices[1].parallelism`,
+//! `plugins.files.component`, ...). The format is specified, with a complete
+//! example, in `docs/job-file.md`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::graph::JobGraph;
+
+/// Default `bytes-per-task` for `auto` parallelism: 64 MiB, as Flink's
+/// `execution.batch.adaptive.auto-parallelism.avg-data-volume-per-task`.
+pub const DEFAULT_BYTES_PER_TASK: u64 = 64 * 1024 * 1024;
+/// Default upper bound of `auto` parallelism (and the number of
+/// subpartitions a producer writes for an `auto` consumer).
+pub const DEFAULT_MAX_PARALLELISM: u32 = 32;
+/// Default number of attempts an execution vertex gets before the job fails.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+
+/// Everything that can be wrong with a job file.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The job file could not be read.
+    #[error("{file}: cannot read the job file: {source}")]
+    Read {
+        /// The job file.
+        file: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or does not have the job file's shape
+    /// (an unknown field, a missing field, a value of the wrong type).
+    #[error("{file}: {message}")]
+    Parse {
+        /// The job file.
+        file: PathBuf,
+        /// The parser's message; it names the field and the line.
+        message: String,
+    },
+    /// A field has a value that is not allowed.
+    #[error("{file}: field `{field}`: {reason}")]
+    Invalid {
+        /// The job file.
+        file: PathBuf,
+        /// Path of the field, e.g. `vertices[1].parallelism`.
+        field: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A plugin's component file cannot be read.
+    #[error("{file}: field `{field}`: cannot read component {path}: {source}")]
+    Component {
+        /// The job file.
+        file: PathBuf,
+        /// Path of the field, e.g. `plugins.files.component`.
+        field: String,
+        /// The component path, resolved against the job file's folder.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// How a job file is loaded.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// The data directory: replaces `${data_dir}` in plugin configs, granted
+    /// directories and sink paths.
+    pub data_dir: PathBuf,
+}
+
+/// What a plugin instance is: a split enumerator or a shuffle master.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PluginKindConfig {
+    /// Feeds a source job vertex (world `split-enumerator-plugin`).
+    SplitEnumerator,
+    /// Decides where partitions live (world `shuffle-master-plugin`).
+    ShuffleMaster,
+}
+
+/// What happens when a plugin traps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnTrap {
+    /// Rebuild the store and restore the last snapshot.
+    Rebuild,
+    /// Fail the job.
+    Fail,
+}
+
+/// Resource limits of one plugin instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginLimits {
+    /// Deadline of one plugin call (default 5 s).
+    pub call_timeout: Duration,
+    /// Cap of the plugin's linear memory, bytes (default 256 MiB).
+    pub memory_bytes: u64,
+    /// What a trap does (default [`OnTrap::Fail`]).
+    pub on_trap: OnTrap,
+}
+
+/// One directory granted to a plugin, at the same absolute path inside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantedDir {
+    /// Absolute host path.
+    pub path: PathBuf,
+    /// Whether the plugin may write.
+    pub writable: bool,
+}
+
+/// One named plugin instance, paths resolved.
+#[derive(Debug, Clone)]
+pub struct PluginConfig {
+    /// Name (the key under `[plugins]`).
+    pub name: String,
+    /// Absolute path of the component file (checked readable).
+    pub component: PathBuf,
+    /// Kind.
+    pub kind: PluginKindConfig,
+    /// Config map in file order, `${data_dir}`/`${job_dir}` substituted.
+    pub config: Vec<(String, String)>,
+    /// Granted directories.
+    pub dirs: Vec<GrantedDir>,
+    /// Limits.
+    pub limits: PluginLimits,
+}
+
+/// The `[recovery]` table (FLIP-383's settings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoverySettings {
+    /// Whether progress is recovered after a crash
+    /// (`execution.batch.job-recovery.enabled`).
+    pub enabled: bool,
+    /// How long recovery waits for previous workers to report partitions
+    /// (`execution.batch.job-recovery.previous-worker.recovery.timeout`).
+    pub previous_worker_timeout: Duration,
+    /// Minimum pause between two batch snapshots of the plugins
+    /// (`execution.batch.job-recovery.snapshot.min-pause`).
+    pub snapshot_min_pause: Duration,
+}
+
+/// A validated job file.
+#[derive(Debug, Clone)]
+pub struct JobConfig {
+    /// The job file.
+    pub file: PathBuf,
+    /// Job name (also the job id given to the shuffle master).
+    pub name: String,
+    /// Worker threads; `None` means one per core.
+    pub workers: Option<usize>,
+    /// Attempts per execution vertex before the job fails.
+    pub max_attempts: u32,
+    /// Plugin instances by name.
+    pub plugins: BTreeMap<String, PluginConfig>,
+    /// The shuffle master plugin's name.
+    pub shuffle_plugin: String,
+    /// Recovery settings.
+    pub recovery: RecoverySettings,
+    /// The job graph, columns resolved.
+    pub graph: JobGraph,
+}
+
+mod operators;
+mod raw;
+mod validate;
+
+use raw::RawJobFile;
+use validate::Validator;
+
+/// Reads and validates the job file at `path`.
+///
+/// Relative paths in the file (components, granted directories, sink paths)
+/// are resolved against the file's folder; `${data_dir}` is replaced by
+/// `opts.data_dir` (made absolute) and `${job_dir}` by the file's folder.
+///
+/// # Errors
+///
+/// [`ConfigError`] naming the file and the field: the file cannot be read,
+/// is not TOML, has an unknown or missing field, names a plugin that does not
+/// exist or has the wrong kind, has a cycle, a bad parallelism, a forward
+/// edge between vertices of different parallelism, an unknown column, or a
+/// component that cannot be read.
+pub fn load_job(path: &Path, opts: &LoadOptions) -> Result<JobConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        file: path.to_path_buf(),
+        source,
+    })?;
+    parse_job(path, &text, opts)
+}
+
+/// Parses and validates job-file text as if it had been read from `path`
+/// (which is used for relative paths and in messages).
+///
+/// # Errors
+///
+/// As [`load_job`], except [`ConfigError::Read`].
+pub fn parse_job(path: &Path, text: &str, opts: &LoadOptions) -> Result<JobConfig, ConfigError> {
+    let file = path.to_path_buf();
+    let raw: RawJobFile = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        file: file.clone(),
+        message: parse_message(&e, text),
+    })?;
+    let job_dir = absolute(path.parent().unwrap_or(Path::new(".")));
+    let data_dir = absolute(&opts.data_dir);
+    let v = Validator {
+        file,
+        job_dir,
+        data_dir,
+    };
+    v.validate(raw)
+}
+
+fn parse_message(e: &toml::de::Error, text: &str) -> String {
+    let msg = e.message().trim().to_string();
+    match e.span() {
+        Some(span) => {
+            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+            format!("line {line}: {msg}")
+        }
+        None => msg,
+    }
+}
+
+pub(super) fn absolute(p: &Path) -> PathBuf {
+    let p = if p.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        p
+    };
+    normalize(&std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()))
+}
+
+/// Removes `.` and resolves `..` lexically (without touching the file system).
+pub(super) fn normalize(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}

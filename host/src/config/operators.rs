@@ -1,0 +1,329 @@
+//! Validation of operator chains: each operator's columns resolved against
+//! the columns before it.
+
+use super::ConfigError;
+use super::raw::*;
+use super::validate::Validator;
+use crate::graph::{AggFunction, AggMode, Aggregate, CmpOp, Operator, SinkFormat, SinkSpec};
+
+impl Validator {
+    #[expect(
+        clippy::type_complexity,
+        reason = "private helper returning the three parts of a chain"
+    )]
+    pub(super) fn operators(
+        &self,
+        vi: usize,
+        raw: Vec<toml::Value>,
+        input: Option<Vec<String>>,
+        is_sink: bool,
+    ) -> Result<(Vec<Operator>, Option<SinkSpec>, Vec<String>), ConfigError> {
+        let is_source = input.is_none();
+        let mut cols: Option<Vec<String>> = input;
+        let mut ops = Vec::new();
+        let mut sink = None;
+        let n = raw.len();
+        for (j, value) in raw.into_iter().enumerate() {
+            let field = format!("vertices[{vi}].operators[{j}]");
+            let rop: RawOperator = self.typed(&field, value)?;
+            let is_read = matches!(rop, RawOperator::ReadLines {} | RawOperator::ReadCsv { .. });
+            if is_read != (is_source && j == 0) {
+                return Err(self.invalid(
+                    format!("{field}.op"),
+                    if is_read {
+                        "a read operator must be the first operator of a source vertex"
+                    } else {
+                        "a source vertex must start with `read-lines` or `read-csv`"
+                    },
+                ));
+            }
+            let is_write = matches!(
+                rop,
+                RawOperator::WriteCsv { .. } | RawOperator::WriteText { .. }
+            );
+            if is_write && !(is_sink && j + 1 == n) {
+                return Err(self.invalid(
+                    format!("{field}.op"),
+                    "a write operator must be the last operator of a vertex without outgoing edges",
+                ));
+            }
+            let current = cols.clone().unwrap_or_default();
+            let col = |name: &str, sub: &str| -> Result<usize, ConfigError> {
+                current.iter().position(|c| c == name).ok_or_else(|| {
+                    self.invalid(
+                        format!("{field}.{sub}"),
+                        format!(
+                            "`{name}` is not a column here (columns: {})",
+                            current.join(", ")
+                        ),
+                    )
+                })
+            };
+            match rop {
+                RawOperator::ReadLines {} => {
+                    ops.push(Operator::ReadLines);
+                    cols = Some(vec!["line".to_string()]);
+                }
+                RawOperator::ReadCsv {
+                    columns,
+                    delimiter,
+                    skip_header,
+                } => {
+                    let delimiter = self.delimiter(&format!("{field}.delimiter"), delimiter)?;
+                    if columns.is_empty() {
+                        return Err(
+                            self.invalid(format!("{field}.columns"), "needs at least one column")
+                        );
+                    }
+                    ops.push(Operator::ReadCsv {
+                        columns: columns.len(),
+                        delimiter,
+                        skip_header,
+                    });
+                    cols = Some(columns);
+                }
+                RawOperator::Tokenize {
+                    column,
+                    output,
+                    lowercase,
+                } => {
+                    let c = col(&column, "column")?;
+                    ops.push(Operator::Tokenize {
+                        column: c,
+                        lowercase,
+                    });
+                    cols = Some(vec![output]);
+                }
+                RawOperator::Filter {
+                    column,
+                    cmp,
+                    value,
+                    value_type,
+                } => {
+                    let c = col(&column, "column")?;
+                    let op = CmpOp::parse(&cmp).ok_or_else(|| {
+                        self.invalid(
+                            format!("{field}.cmp"),
+                            format!("`{cmp}` is not one of == != < <= > >="),
+                        )
+                    })?;
+                    let numeric = match value_type.as_deref() {
+                        None | Some("string") => false,
+                        Some("number") => true,
+                        Some(other) => {
+                            return Err(self.invalid(
+                                format!("{field}.type"),
+                                format!("`{other}` is not `string` or `number`"),
+                            ));
+                        }
+                    };
+                    let text = match value {
+                        toml::Value::String(s) => s,
+                        toml::Value::Integer(i) => i.to_string(),
+                        toml::Value::Float(f) => f.to_string(),
+                        _ => {
+                            return Err(self.invalid(
+                                format!("{field}.value"),
+                                "must be a string or a number",
+                            ));
+                        }
+                    };
+                    let number = if numeric {
+                        Some(crate::runtime::Decimal::parse(&text).ok_or_else(|| {
+                            self.invalid(
+                                format!("{field}.value"),
+                                format!("`{text}` is not a number"),
+                            )
+                        })?)
+                    } else {
+                        None
+                    };
+                    ops.push(Operator::Filter {
+                        column: c,
+                        cmp: op,
+                        value: text,
+                        number,
+                    });
+                }
+                RawOperator::Project { columns } => {
+                    let mut idx = Vec::new();
+                    for name in &columns {
+                        idx.push(col(name, "columns")?);
+                    }
+                    ops.push(Operator::Project { columns: idx });
+                    cols = Some(columns);
+                }
+                RawOperator::Aggregate {
+                    key,
+                    aggregates,
+                    mode,
+                    decimals,
+                } => {
+                    let (op, out) =
+                        self.aggregate(&field, &current, key, aggregates, mode, decimals)?;
+                    ops.push(op);
+                    cols = Some(out);
+                }
+                RawOperator::WriteCsv {
+                    path,
+                    header,
+                    delimiter,
+                } => {
+                    let delimiter = self.delimiter(&format!("{field}.delimiter"), delimiter)?;
+                    sink = Some(SinkSpec {
+                        dir: self.resolve_path(&path),
+                        format: SinkFormat::Csv { header, delimiter },
+                        columns: current.clone(),
+                    });
+                }
+                RawOperator::WriteText { path, separator } => {
+                    sink = Some(SinkSpec {
+                        dir: self.resolve_path(&path),
+                        format: SinkFormat::Text {
+                            separator: separator.unwrap_or_else(|| " ".to_string()),
+                        },
+                        columns: current.clone(),
+                    });
+                }
+            }
+        }
+        if is_source && ops.is_empty() {
+            return Err(self.invalid(
+                format!("vertices[{vi}].operators"),
+                "a source vertex must start with `read-lines` or `read-csv`",
+            ));
+        }
+        if is_sink && sink.is_none() {
+            return Err(self.invalid(
+                format!("vertices[{vi}].operators"),
+                "a vertex without outgoing edges must end with `write-csv` or `write-text`",
+            ));
+        }
+        Ok((ops, sink, cols.unwrap_or_default()))
+    }
+
+    pub(super) fn delimiter(&self, field: &str, d: Option<String>) -> Result<u8, ConfigError> {
+        match d.as_deref() {
+            None => Ok(b','),
+            Some(s) if s.len() == 1 && s.as_bytes()[0] != b'"' && s.as_bytes()[0] != b'\n' => {
+                Ok(s.as_bytes()[0])
+            }
+            Some(s) => Err(self.invalid(
+                field,
+                format!("`{s}` is not a single ASCII character other than a quote or newline"),
+            )),
+        }
+    }
+
+    pub(super) fn aggregate(
+        &self,
+        field: &str,
+        current: &[String],
+        key: Vec<String>,
+        aggregates: Vec<RawAggregate>,
+        mode: Option<String>,
+        decimals: Option<u32>,
+    ) -> Result<(Operator, Vec<String>), ConfigError> {
+        let mode = match mode.as_deref() {
+            None | Some("complete") => AggMode::Complete,
+            Some("partial") => AggMode::Partial,
+            Some("final") => AggMode::Final,
+            Some(other) => {
+                return Err(self.invalid(
+                    format!("{field}.mode"),
+                    format!("`{other}` is not `complete`, `partial` or `final`"),
+                ));
+            }
+        };
+        let decimals = decimals.unwrap_or(2);
+        if decimals > 6 {
+            return Err(self.invalid(format!("{field}.decimals"), "at most 6"));
+        }
+        if aggregates.is_empty() {
+            return Err(self.invalid(
+                format!("{field}.aggregates"),
+                "needs at least one aggregate",
+            ));
+        }
+        let find = |name: &str, sub: String| -> Result<usize, ConfigError> {
+            current.iter().position(|c| c == name).ok_or_else(|| {
+                self.invalid(
+                    sub,
+                    format!(
+                        "`{name}` is not a column here (columns: {})",
+                        current.join(", ")
+                    ),
+                )
+            })
+        };
+        let mut key_idx = Vec::new();
+        for k in &key {
+            key_idx.push(find(k, format!("{field}.key"))?);
+        }
+        let mut out = key.clone();
+        let mut aggs = Vec::new();
+        for (a, ra) in aggregates.into_iter().enumerate() {
+            let afield = format!("{field}.aggregates[{a}]");
+            let function = match ra.function.as_str() {
+                "count" => AggFunction::Count,
+                "sum" => AggFunction::Sum,
+                "min" => AggFunction::Min,
+                "max" => AggFunction::Max,
+                "avg" => AggFunction::Avg,
+                other => {
+                    return Err(self.invalid(
+                        format!("{afield}.fn"),
+                        format!("`{other}` is not count, sum, min, max or avg"),
+                    ));
+                }
+            };
+            // Input columns: in final mode the partial state columns, named after the output.
+            let inputs = if mode == AggMode::Final {
+                let names = Aggregate::state_columns(function, &ra.output);
+                let mut v = Vec::new();
+                for n in names {
+                    v.push(find(&n, format!("{afield}.as"))?);
+                }
+                v
+            } else if function == AggFunction::Count {
+                if ra.column.is_some() {
+                    return Err(self.invalid(format!("{afield}.column"), "count takes no column"));
+                }
+                Vec::new()
+            } else {
+                let c = ra.column.as_deref().ok_or_else(|| {
+                    self.invalid(
+                        format!("{afield}.column"),
+                        format!("{} needs a column", ra.function),
+                    )
+                })?;
+                vec![find(c, format!("{afield}.column"))?]
+            };
+            if out.contains(&ra.output) {
+                return Err(self.invalid(
+                    format!("{afield}.as"),
+                    format!("duplicate output column `{}`", ra.output),
+                ));
+            }
+            if mode == AggMode::Partial {
+                out.extend(Aggregate::state_columns(function, &ra.output));
+            } else {
+                out.push(ra.output.clone());
+            }
+            aggs.push(Aggregate {
+                function,
+                inputs,
+                output: ra.output,
+            });
+        }
+        Ok((
+            Operator::Aggregate {
+                key: key_idx,
+                aggregates: aggs,
+                mode,
+                decimals,
+            },
+            out,
+        ))
+    }
+}

@@ -1,0 +1,165 @@
+//! The job file's shapes as serde reads them, before validation: every
+//! table denies unknown fields, so a typo is an error naming the field.
+
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawJobFile {
+    pub(super) job: RawJob,
+    #[serde(default)]
+    pub(super) recovery: Option<RawRecovery>,
+    pub(super) shuffle: RawShuffle,
+    #[serde(default)]
+    pub(super) plugins: toml::Table,
+    #[serde(default)]
+    pub(super) vertices: Vec<toml::Value>,
+    #[serde(default)]
+    pub(super) edges: Vec<toml::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawJob {
+    pub(super) name: String,
+    pub(super) workers: Option<i64>,
+    pub(super) max_attempts: Option<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawRecovery {
+    pub(super) enabled: Option<bool>,
+    pub(super) previous_worker_timeout_ms: Option<u64>,
+    pub(super) snapshot_min_pause_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawShuffle {
+    pub(super) plugin: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawPlugin {
+    pub(super) component: String,
+    pub(super) kind: String,
+    #[serde(default)]
+    pub(super) config: toml::Table,
+    #[serde(default)]
+    pub(super) dirs: Vec<RawDir>,
+    #[serde(default)]
+    pub(super) limits: Option<RawLimits>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawDir {
+    pub(super) path: String,
+    #[serde(default)]
+    pub(super) writable: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawLimits {
+    pub(super) call_timeout_ms: Option<u64>,
+    pub(super) memory_mib: Option<u64>,
+    pub(super) on_trap: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawVertex {
+    pub(super) id: String,
+    pub(super) parallelism: toml::Value,
+    #[serde(default)]
+    pub(super) source: Option<String>,
+    #[serde(default)]
+    pub(super) operators: Vec<toml::Value>,
+    #[serde(default)]
+    pub(super) max_parallelism: Option<i64>,
+    #[serde(default)]
+    pub(super) bytes_per_task: Option<i64>,
+    #[serde(default)]
+    pub(super) record_delay_us: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawEdge {
+    pub(super) from: String,
+    pub(super) to: String,
+    pub(super) kind: String,
+    #[serde(default)]
+    pub(super) key: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
+pub(super) enum RawOperator {
+    ReadLines {},
+    #[serde(rename_all = "kebab-case")]
+    ReadCsv {
+        columns: Vec<String>,
+        #[serde(default)]
+        delimiter: Option<String>,
+        #[serde(default)]
+        skip_header: bool,
+    },
+    #[serde(rename_all = "kebab-case")]
+    Tokenize {
+        column: String,
+        #[serde(rename = "as")]
+        output: String,
+        #[serde(default)]
+        lowercase: bool,
+    },
+    #[serde(rename_all = "kebab-case")]
+    Filter {
+        column: String,
+        cmp: String,
+        value: toml::Value,
+        #[serde(default, rename = "type")]
+        value_type: Option<String>,
+    },
+    #[serde(rename_all = "kebab-case")]
+    Project {
+        columns: Vec<String>,
+    },
+    #[serde(rename_all = "kebab-case")]
+    Aggregate {
+        key: Vec<String>,
+        aggregates: Vec<RawAggregate>,
+        #[serde(default)]
+        mode: Option<String>,
+        #[serde(default)]
+        decimals: Option<u32>,
+    },
+    #[serde(rename_all = "kebab-case")]
+    WriteCsv {
+        path: String,
+        #[serde(default)]
+        header: bool,
+        #[serde(default)]
+        delimiter: Option<String>,
+    },
+    #[serde(rename_all = "kebab-case")]
+    WriteText {
+        path: String,
+        #[serde(default)]
+        separator: Option<String>,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawAggregate {
+    #[serde(rename = "fn")]
+    pub(super) function: String,
+    #[serde(default)]
+    pub(super) column: Option<String>,
+    #[serde(rename = "as")]
+    pub(super) output: String,
+}

@@ -1,0 +1,522 @@
+//! Validation of a parsed job file: plugins, vertices, edges, the order of
+//! the graph, each error naming its field.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::raw::*;
+use super::{
+    ConfigError, DEFAULT_BYTES_PER_TASK, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PARALLELISM, GrantedDir,
+    JobConfig, OnTrap, PluginConfig, PluginKindConfig, PluginLimits, RecoverySettings, normalize,
+};
+use crate::graph::{DistributionPattern, JobEdge, JobGraph, JobVertex, Parallelism};
+
+pub(super) struct Validator {
+    pub(super) file: PathBuf,
+    pub(super) job_dir: PathBuf,
+    pub(super) data_dir: PathBuf,
+}
+
+impl Validator {
+    pub(super) fn invalid(
+        &self,
+        field: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> ConfigError {
+        ConfigError::Invalid {
+            file: self.file.clone(),
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+
+    pub(super) fn typed<T: serde::de::DeserializeOwned>(
+        &self,
+        field: &str,
+        value: toml::Value,
+    ) -> Result<T, ConfigError> {
+        value
+            .try_into()
+            .map_err(|e: toml::de::Error| self.invalid(field, e.message().trim().to_string()))
+    }
+
+    pub(super) fn substitute(&self, s: &str) -> String {
+        s.replace("${data_dir}", &self.data_dir.to_string_lossy())
+            .replace("${job_dir}", &self.job_dir.to_string_lossy())
+    }
+
+    pub(super) fn resolve_path(&self, s: &str) -> PathBuf {
+        let p = PathBuf::from(self.substitute(s));
+        if p.is_absolute() {
+            normalize(&p)
+        } else {
+            normalize(&self.job_dir.join(p))
+        }
+    }
+
+    /// A plugin config value: substituted; a value that starts with
+    /// `${data_dir}` or `${job_dir}` is a path and is normalized (no `..`),
+    /// so the plugin sees the same path the host grants.
+    pub(super) fn config_value(&self, s: &str) -> String {
+        let v = self.substitute(s);
+        if s.starts_with("${data_dir}") || s.starts_with("${job_dir}") {
+            normalize(Path::new(&v)).to_string_lossy().into_owned()
+        } else {
+            v
+        }
+    }
+
+    pub(super) fn validate(&self, raw: RawJobFile) -> Result<JobConfig, ConfigError> {
+        if raw.job.name.is_empty()
+            || !raw
+                .job
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(self.invalid(
+                "job.name",
+                "must be non-empty and use only letters, digits, `-` and `_`",
+            ));
+        }
+        let workers = match raw.job.workers {
+            None => None,
+            Some(n) if (1..=1024).contains(&n) => Some(n as usize),
+            Some(n) => return Err(self.invalid("job.workers", format!("{n} is not in 1..=1024"))),
+        };
+        let max_attempts = match raw.job.max_attempts {
+            None => DEFAULT_MAX_ATTEMPTS,
+            Some(n) if (1..=100).contains(&n) => n as u32,
+            Some(n) => {
+                return Err(self.invalid("job.max-attempts", format!("{n} is not in 1..=100")));
+            }
+        };
+        let recovery = raw.recovery.map_or(
+            RecoverySettings {
+                enabled: true,
+                previous_worker_timeout: Duration::from_secs(10),
+                snapshot_min_pause: Duration::from_secs(1),
+            },
+            |r| RecoverySettings {
+                enabled: r.enabled.unwrap_or(true),
+                previous_worker_timeout: Duration::from_millis(
+                    r.previous_worker_timeout_ms.unwrap_or(10_000),
+                ),
+                snapshot_min_pause: Duration::from_millis(r.snapshot_min_pause_ms.unwrap_or(1000)),
+            },
+        );
+        let mut plugins = BTreeMap::new();
+        for (name, value) in raw.plugins {
+            let p = self.plugin(&name, value)?;
+            plugins.insert(name, p);
+        }
+        match plugins.get(&raw.shuffle.plugin) {
+            None => {
+                return Err(self.invalid(
+                    "shuffle.plugin",
+                    format!("no plugin named `{}` under [plugins]", raw.shuffle.plugin),
+                ));
+            }
+            Some(p) if p.kind != PluginKindConfig::ShuffleMaster => {
+                return Err(self.invalid(
+                    "shuffle.plugin",
+                    format!("plugin `{}` is not a shuffle-master", raw.shuffle.plugin),
+                ));
+            }
+            Some(_) => {}
+        }
+        let graph = self.graph(raw.vertices, raw.edges, &plugins)?;
+        Ok(JobConfig {
+            file: self.file.clone(),
+            name: raw.job.name,
+            workers,
+            max_attempts,
+            plugins,
+            shuffle_plugin: raw.shuffle.plugin,
+            recovery,
+            graph,
+        })
+    }
+
+    pub(super) fn plugin(
+        &self,
+        name: &str,
+        value: toml::Value,
+    ) -> Result<PluginConfig, ConfigError> {
+        let field = format!("plugins.{name}");
+        let raw: RawPlugin = self.typed(&field, value)?;
+        let kind = match raw.kind.as_str() {
+            "split-enumerator" => PluginKindConfig::SplitEnumerator,
+            "shuffle-master" => PluginKindConfig::ShuffleMaster,
+            other => {
+                return Err(self.invalid(
+                    format!("{field}.kind"),
+                    format!("`{other}` is not `split-enumerator` or `shuffle-master`"),
+                ));
+            }
+        };
+        let component = self.resolve_path(&raw.component);
+        if let Err(source) = std::fs::File::open(&component).and_then(|f| {
+            if f.metadata()?.is_dir() {
+                Err(std::io::Error::other("is a directory"))
+            } else {
+                Ok(())
+            }
+        }) {
+            return Err(ConfigError::Component {
+                file: self.file.clone(),
+                field: format!("{field}.component"),
+                path: component,
+                source,
+            });
+        }
+        let mut config = Vec::with_capacity(raw.config.len());
+        for (k, v) in raw.config {
+            let s = match v {
+                toml::Value::String(s) => self.config_value(&s),
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                _ => {
+                    return Err(self.invalid(
+                        format!("{field}.config.{k}"),
+                        "must be a string, number or boolean",
+                    ));
+                }
+            };
+            config.push((k, s));
+        }
+        let dirs = raw
+            .dirs
+            .iter()
+            .map(|d| GrantedDir {
+                path: self.resolve_path(&d.path),
+                writable: d.writable,
+            })
+            .collect();
+        let mut limits = PluginLimits {
+            call_timeout: Duration::from_secs(5),
+            memory_bytes: 256 * 1024 * 1024,
+            on_trap: OnTrap::Fail,
+        };
+        if let Some(l) = raw.limits {
+            if let Some(ms) = l.call_timeout_ms {
+                if ms == 0 {
+                    return Err(self.invalid(
+                        format!("{field}.limits.call-timeout-ms"),
+                        "must be at least 1",
+                    ));
+                }
+                limits.call_timeout = Duration::from_millis(ms);
+            }
+            if let Some(mib) = l.memory_mib {
+                if mib == 0 || mib > 4096 {
+                    return Err(self.invalid(
+                        format!("{field}.limits.memory-mib"),
+                        format!("{mib} is not in 1..=4096"),
+                    ));
+                }
+                limits.memory_bytes = mib * 1024 * 1024;
+            }
+            if let Some(t) = l.on_trap {
+                limits.on_trap = match t.as_str() {
+                    "rebuild" => OnTrap::Rebuild,
+                    "fail" => OnTrap::Fail,
+                    other => {
+                        return Err(self.invalid(
+                            format!("{field}.limits.on-trap"),
+                            format!("`{other}` is not `rebuild` or `fail`"),
+                        ));
+                    }
+                };
+            }
+        }
+        Ok(PluginConfig {
+            name: name.to_string(),
+            component,
+            kind,
+            config,
+            dirs,
+            limits,
+        })
+    }
+
+    pub(super) fn graph(
+        &self,
+        raw_vertices: Vec<toml::Value>,
+        raw_edges: Vec<toml::Value>,
+        plugins: &BTreeMap<String, PluginConfig>,
+    ) -> Result<JobGraph, ConfigError> {
+        if raw_vertices.is_empty() {
+            return Err(self.invalid("vertices", "the job has no vertices"));
+        }
+        let mut vertices = Vec::new();
+        let mut index: HashMap<String, usize> = HashMap::new();
+        let mut raw_ops = Vec::new();
+        for (i, value) in raw_vertices.into_iter().enumerate() {
+            let field = format!("vertices[{i}]");
+            let rv: RawVertex = self.typed(&field, value)?;
+            if rv.id.is_empty()
+                || !rv
+                    .id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(self.invalid(
+                    format!("{field}.id"),
+                    "must be non-empty and use only letters, digits, `-` and `_`",
+                ));
+            }
+            if index.insert(rv.id.clone(), i).is_some() {
+                return Err(self.invalid(
+                    format!("{field}.id"),
+                    format!("duplicate vertex id `{}`", rv.id),
+                ));
+            }
+            let parallelism = match &rv.parallelism {
+                toml::Value::String(s) if s == "auto" => Parallelism::Auto,
+                toml::Value::Integer(n) if (1..=4096).contains(n) => Parallelism::Fixed(*n as u32),
+                other => {
+                    return Err(self.invalid(
+                        format!("{field}.parallelism"),
+                        format!("{other} is neither an integer in 1..=4096 nor \"auto\""),
+                    ));
+                }
+            };
+            let max_parallelism = match rv.max_parallelism {
+                None => DEFAULT_MAX_PARALLELISM,
+                Some(n) if (1..=4096).contains(&n) => n as u32,
+                Some(n) => {
+                    return Err(self.invalid(
+                        format!("{field}.max-parallelism"),
+                        format!("{n} is not in 1..=4096"),
+                    ));
+                }
+            };
+            let bytes_per_task = match rv.bytes_per_task {
+                None => DEFAULT_BYTES_PER_TASK,
+                Some(n) if n >= 1 => n as u64,
+                Some(n) => {
+                    return Err(self.invalid(
+                        format!("{field}.bytes-per-task"),
+                        format!("{n} is not positive"),
+                    ));
+                }
+            };
+            if let Some(src) = &rv.source {
+                match plugins.get(src) {
+                    None => {
+                        return Err(self.invalid(
+                            format!("{field}.source"),
+                            format!("no plugin named `{src}` under [plugins]"),
+                        ));
+                    }
+                    Some(p) if p.kind != PluginKindConfig::SplitEnumerator => {
+                        return Err(self.invalid(
+                            format!("{field}.source"),
+                            format!("plugin `{src}` is not a split-enumerator"),
+                        ));
+                    }
+                    Some(_) => {}
+                }
+                if parallelism == Parallelism::Auto {
+                    return Err(self.invalid(
+                        format!("{field}.parallelism"),
+                        "a source vertex needs a fixed parallelism",
+                    ));
+                }
+            }
+            raw_ops.push(rv.operators);
+            vertices.push(JobVertex {
+                id: rv.id,
+                parallelism,
+                max_parallelism,
+                bytes_per_task,
+                source: rv.source,
+                operators: Vec::new(),
+                sink: None,
+                record_delay: Duration::from_micros(rv.record_delay_us.unwrap_or(0)),
+                output_columns: Vec::new(),
+            });
+        }
+        let mut edges = Vec::new();
+        for (i, value) in raw_edges.into_iter().enumerate() {
+            let field = format!("edges[{i}]");
+            let re: RawEdge = self.typed(&field, value)?;
+            let from = *index.get(&re.from).ok_or_else(|| {
+                self.invalid(format!("{field}.from"), format!("no vertex `{}`", re.from))
+            })?;
+            let to = *index.get(&re.to).ok_or_else(|| {
+                self.invalid(format!("{field}.to"), format!("no vertex `{}`", re.to))
+            })?;
+            let pattern = match re.kind.as_str() {
+                "forward" => DistributionPattern::Forward,
+                "hash" => DistributionPattern::Hash,
+                other => {
+                    return Err(self.invalid(
+                        format!("{field}.kind"),
+                        format!("`{other}` is not `forward` or `hash`"),
+                    ));
+                }
+            };
+            match pattern {
+                DistributionPattern::Hash if re.key.is_empty() => {
+                    return Err(self.invalid(
+                        format!("{field}.key"),
+                        "a hash edge needs at least one key column",
+                    ));
+                }
+                DistributionPattern::Forward if !re.key.is_empty() => {
+                    return Err(self.invalid(format!("{field}.key"), "a forward edge takes no key"));
+                }
+                DistributionPattern::Forward => {
+                    let (pf, pt) = (vertices[from].parallelism, vertices[to].parallelism);
+                    if pf == Parallelism::Auto || pt == Parallelism::Auto || pf != pt {
+                        return Err(self.invalid(
+                            format!("{field}.kind"),
+                            format!(
+                                "a forward edge needs equal fixed parallelism on both ends; `{}` has {pf}, `{}` has {pt}",
+                                re.from, re.to
+                            ),
+                        ));
+                    }
+                }
+                DistributionPattern::Hash => {}
+            }
+            if edges.iter().any(|e: &JobEdge| e.from == from && e.to == to) {
+                return Err(self.invalid(field, format!("duplicate edge {} -> {}", re.from, re.to)));
+            }
+            edges.push(JobEdge {
+                from,
+                to,
+                pattern,
+                key_names: re.key,
+                key: Vec::new(),
+            });
+        }
+        let order = topological_order(vertices.len(), &edges).map_err(|cycle| {
+            let names: Vec<&str> = cycle.iter().map(|&v| vertices[v].id.as_str()).collect();
+            self.invalid(
+                "edges",
+                format!("the edges form a cycle through {}", names.join(" -> ")),
+            )
+        })?;
+        for (i, v) in vertices.iter().enumerate() {
+            let has_in = edges.iter().any(|e| e.to == i);
+            if v.source.is_some() && has_in {
+                return Err(self.invalid(
+                    format!("vertices[{i}].source"),
+                    "a source vertex cannot have incoming edges",
+                ));
+            }
+            if v.source.is_none() && !has_in {
+                return Err(self.invalid(
+                    format!("vertices[{i}].source"),
+                    "a vertex without incoming edges must name its source plugin",
+                ));
+            }
+            let ins: Vec<&JobEdge> = edges.iter().filter(|e| e.to == i).collect();
+            if ins.len() > 1
+                && ins
+                    .iter()
+                    .any(|e| e.pattern == DistributionPattern::Forward)
+            {
+                return Err(self.invalid(
+                    format!("vertices[{i}]"),
+                    "a vertex fed by a forward edge takes no other input",
+                ));
+            }
+        }
+        // Resolve operators in topological order, so each vertex knows its input columns.
+        for &vi in &order {
+            let input: Option<Vec<String>> = {
+                let ins: Vec<&JobEdge> = edges.iter().filter(|e| e.to == vi).collect();
+                match ins.first() {
+                    None => None,
+                    Some(first) => {
+                        let cols = vertices[first.from].output_columns.clone();
+                        for e in &ins[1..] {
+                            if vertices[e.from].output_columns != cols {
+                                return Err(self.invalid(
+                                    format!("vertices[{vi}]"),
+                                    format!(
+                                        "inputs `{}` and `{}` produce different columns",
+                                        vertices[first.from].id, vertices[e.from].id
+                                    ),
+                                ));
+                            }
+                        }
+                        Some(cols)
+                    }
+                }
+            };
+            let is_sink = !edges.iter().any(|e| e.from == vi);
+            let ops = std::mem::take(&mut raw_ops[vi]);
+            let (operators, sink, out) = self.operators(vi, ops, input, is_sink)?;
+            let v = &mut vertices[vi];
+            v.operators = operators;
+            v.sink = sink;
+            v.output_columns = out;
+        }
+        for (i, e) in edges.iter_mut().enumerate() {
+            let cols = &vertices[e.from].output_columns;
+            for k in &e.key_names {
+                let idx = cols.iter().position(|c| c == k).ok_or_else(|| {
+                    self.invalid(
+                        format!("edges[{i}].key"),
+                        format!(
+                            "`{k}` is not a column of `{}` (it has {})",
+                            vertices[e.from].id,
+                            cols.join(", ")
+                        ),
+                    )
+                })?;
+                e.key.push(idx);
+            }
+        }
+        Ok(JobGraph {
+            vertices,
+            edges,
+            order,
+        })
+    }
+}
+
+/// Kahn's algorithm; on a cycle returns the vertices of one cycle.
+fn topological_order(n: usize, edges: &[JobEdge]) -> Result<Vec<usize>, Vec<usize>> {
+    let mut indeg = vec![0usize; n];
+    for e in edges {
+        indeg[e.to] += 1;
+    }
+    let mut ready: Vec<usize> = (0..n).filter(|&v| indeg[v] == 0).rev().collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(v) = ready.pop() {
+        order.push(v);
+        for e in edges.iter().filter(|e| e.from == v) {
+            indeg[e.to] -= 1;
+            if indeg[e.to] == 0 {
+                ready.push(e.to);
+            }
+        }
+    }
+    if order.len() == n {
+        return Ok(order);
+    }
+    // Walk predecessors among the remaining vertices until one repeats.
+    let mut v = (0..n).find(|&v| indeg[v] > 0).unwrap_or(0);
+    let mut seen = vec![usize::MAX; n];
+    let mut path = Vec::new();
+    while seen[v] == usize::MAX {
+        seen[v] = path.len();
+        path.push(v);
+        v = edges
+            .iter()
+            .find(|e| e.to == v && indeg[e.from] > 0)
+            .map_or(v, |e| e.from);
+    }
+    let mut cycle: Vec<usize> = path[seen[v]..].to_vec();
+    cycle.reverse();
+    cycle.push(cycle[0]);
+    Err(cycle)
+}
