@@ -511,25 +511,27 @@ fn partition_refs(
         .collect()
 }
 
-/// Whether consumer subtask work on edge `e` from producer subtask `s` will
-/// run: the consumer is not initialized yet, or one of the subtasks that
-/// read this partition is not kept.
-fn consumed_again(graph: &JobGraph, plan: &RecoveryPlan, e: usize, s: u32) -> bool {
+/// Whether the partition of producer subtask `s` on edge `e` will be read
+/// again: the consumer is not initialized yet, or one of the subtasks that
+/// read this partition is not kept. `open` holds, per consumer vertex,
+/// whether any of its subtasks is not kept (computed once per round).
+fn consumed_again(graph: &JobGraph, plan: &RecoveryPlan, open: &BTreeMap<usize, bool>, e: usize, s: u32) -> bool {
     let consumer = graph.edges[e].to;
-    let Some(parallelism) = plan
-        .initialized
-        .iter()
-        .find(|(v, _)| *v == consumer)
-        .map(|(_, i)| i.parallelism)
-    else {
+    let Some(&any_open) = open.get(&consumer) else {
         return true;
     };
     match graph.edges[e].pattern {
         DistributionPattern::Forward => !plan.kept.contains_key(&(consumer, s)),
-        DistributionPattern::Hash => {
-            (0..parallelism).any(|c| !plan.kept.contains_key(&(consumer, c)))
-        }
+        DistributionPattern::Hash => any_open,
     }
+}
+
+/// Per initialized vertex: whether any of its subtasks is not kept.
+fn open_vertices(plan: &RecoveryPlan) -> BTreeMap<usize, bool> {
+    plan.initialized
+        .iter()
+        .map(|(v, init)| (*v, (0..init.parallelism).any(|s| !plan.kept.contains_key(&(*v, s)))))
+        .collect()
 }
 
 /// Step 6: keep a producer only if every partition a re-running consumer
@@ -541,11 +543,12 @@ fn reconcile_partitions(
 ) -> Result<(), RecoveryError> {
     let mut confirmed: BTreeSet<PartitionRef> = BTreeSet::new();
     loop {
+        let open = open_vertices(plan);
         let needed: Vec<PartitionRef> = plan
             .kept
             .iter()
             .flat_map(|(&key, exec)| partition_refs(key, &exec.attempt, &exec.partitions))
-            .filter(|p| !confirmed.contains(p) && consumed_again(graph, plan, p.edge, p.subtask))
+            .filter(|p| !confirmed.contains(p) && consumed_again(graph, plan, &open, p.edge, p.subtask))
             .collect();
         if needed.is_empty() {
             return Ok(());
