@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use coordhost::coordinator::{SourceCoordinator, SplitAnswer};
 use coordhost::plugin::PluginKind;
-use job_common::{grant, host, spec};
+use job_common::common::{grant, host, spec};
 
 /// Pulls every split `subtask` gets until "no more splits"; returns the ids.
 fn drain(c: &mut SourceCoordinator, subtask: u32) -> Vec<String> {

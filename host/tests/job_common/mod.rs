@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use coordhost::scheduler::{JobStatus, RunOptions, Summary, run_job};
 
 #[path = "../common/mod.rs"]
-mod common;
+pub mod common;
 
-pub use common::{cache_dir, grant, host, plugin_path, spec, workspace};
+pub use common::{cache_dir, plugin_path, workspace};
 
 /// Writes `examples/<example>` into `dir` with its input folder replaced by
 /// `data` and its plugin paths by the built plugins; returns the job file.

@@ -1,0 +1,261 @@
+//! Deployment: initializing job vertices (fixed or `auto` parallelism),
+//! starting source coordinators, registering result partitions with the
+//! shuffle master, and handing execution attempts to the worker pool.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::{CoordinatorSplits, Figures, JobMaster, Message};
+use crate::coordinator::SourceCoordinator;
+use crate::graph::{
+    AttemptId, DistributionPattern, ExecutionState, Parallelism, VertexInit, decide_parallelism,
+};
+use crate::plugin::{
+    ExecutionAttemptId, PartitionDescriptor, ProducerDescriptor, ResultPartitionId,
+};
+use crate::runtime::{InputPartition, TaskInput, TaskOutput, TaskSpec, run_task};
+use crate::scheduler::{JobError, JobEventSink};
+
+impl JobMaster {
+    /// Initializes every vertex whose inputs are finished and deploys every
+    /// created execution whose inputs are finished.
+    pub(super) fn schedule(&mut self, events: &mut dyn JobEventSink) -> Result<(), JobError> {
+        let order = self.graph.job.order.clone();
+        for v in order {
+            if !self.graph.inputs_finished(v) {
+                continue;
+            }
+            if self.graph.vertices[v].init.is_none() {
+                self.initialize(v, events)?;
+            }
+            if self.graph.job.vertices[v].source.is_some() && !self.coordinators.contains_key(&v) {
+                self.start_coordinator(v)?;
+            }
+            let n = self.graph.vertices[v].executions.len() as u32;
+            for s in 0..n {
+                if self.graph.vertices[v].executions[s as usize].state == ExecutionState::Created {
+                    self.deploy(v, s)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn start_coordinator(&mut self, v: usize) -> Result<(), JobError> {
+        let vertex = &self.graph.job.vertices[v];
+        let name = vertex.source.clone().unwrap_or_default();
+        let plugin = self.plugins.get(&name).ok_or_else(|| JobError::Recording {
+            reason: format!("source plugin `{name}` not loaded"),
+        })?;
+        let parallelism = self.graph.vertices[v].executions.len() as u32;
+        let c = SourceCoordinator::start(&vertex.id, plugin, parallelism)?;
+        self.coordinators.insert(v, c);
+        Ok(())
+    }
+
+    /// Decides the parallelism of vertex `v` (fixed, or `auto` from the
+    /// bytes its inputs produced) and records it.
+    pub(super) fn initialize(
+        &mut self,
+        v: usize,
+        events: &mut dyn JobEventSink,
+    ) -> Result<(), JobError> {
+        let jv = &self.graph.job.vertices[v];
+        let init = match jv.parallelism {
+            Parallelism::Fixed(p) => VertexInit {
+                parallelism: p,
+                input_ranges: if self.graph.job.inputs(v).is_empty() {
+                    Vec::new()
+                } else {
+                    (0..p).map(|i| i..i + 1).collect()
+                },
+            },
+            Parallelism::Auto => {
+                let mut bytes = vec![0u64; jv.max_parallelism as usize];
+                for e in self.graph.job.inputs(v) {
+                    let from = self.graph.job.edges[e].from;
+                    for ex in &self.graph.vertices[from].executions {
+                        for p in ex.partitions.iter().filter(|p| p.edge == e) {
+                            for (i, b) in p.bytes_per_subpartition.iter().enumerate() {
+                                if let Some(slot) = bytes.get_mut(i) {
+                                    *slot += b;
+                                }
+                            }
+                        }
+                    }
+                }
+                decide_parallelism(&bytes, jv.bytes_per_task, jv.max_parallelism)
+            }
+        };
+        let id = jv.id.clone();
+        tracing::info!(vertex = %id, parallelism = init.parallelism, "vertex initialized");
+        events
+            .vertex_initialized(&id, &init)
+            .map_err(|reason| JobError::Recording { reason })?;
+        self.figures[v] = vec![Figures::default(); init.parallelism as usize];
+        if let Some(p) = &self.opts.progress {
+            p.vertex_initialized(&id, init.parallelism);
+        }
+        self.graph.initialize(v, init);
+        self.crash_point("vertex-initialized", events)
+    }
+
+    pub(super) fn deploy(&mut self, v: usize, s: u32) -> Result<(), JobError> {
+        let attempt = self.graph.attempt_id(v, s);
+        let jv = self.graph.job.vertices[v].clone();
+        // Register one result partition per outgoing edge with the shuffle master.
+        let mut outputs = Vec::new();
+        let mut descriptors = Vec::new();
+        for e in self.graph.job.outputs(v) {
+            let n = self.graph.job.num_subpartitions(e);
+            let id = ResultPartitionId {
+                intermediate_data_set: self.graph.job.data_set_id(e),
+                producer: ExecutionAttemptId {
+                    job_vertex: jv.id.clone(),
+                    subtask: s,
+                    attempt: attempt.attempt,
+                },
+            };
+            let d = self
+                .shuffle
+                .register_partition_with_producer(
+                    &self.job,
+                    &PartitionDescriptor {
+                        id,
+                        num_subpartitions: n,
+                    },
+                    &ProducerDescriptor {
+                        worker_id: "local".into(),
+                        hostname: None,
+                    },
+                )
+                .map_err(|source| JobError::Plugin {
+                    plugin: self.shuffle_plugin.clone(),
+                    source,
+                })?;
+            let edge = &self.graph.job.edges[e];
+            outputs.push(TaskOutput {
+                edge: e,
+                location: PathBuf::from(&d.location),
+                num_subpartitions: n,
+                pattern: edge.pattern,
+                key: edge.key.clone(),
+            });
+            descriptors.push(d);
+        }
+        self.descriptors.insert((v, s), descriptors);
+        let input = if jv.source.is_some() {
+            if let Some(c) = self.coordinators.get_mut(&v) {
+                c.register_reader(s)?;
+                self.touched.insert(v);
+            }
+            TaskInput::Splits(Box::new(CoordinatorSplits {
+                attempt,
+                tx: self.tx.clone(),
+            }))
+        } else {
+            TaskInput::Partitions(self.inputs_of(v, s))
+        };
+        self.inject_loss(&jv.id, attempt);
+        let fail_after = self
+            .opts
+            .faults
+            .iter()
+            .find(|f| f.vertex == jv.id && f.subtask == s && f.attempt == attempt.attempt)
+            .map(|f| f.after_records);
+        let spec = TaskSpec {
+            attempt,
+            vertex_id: jv.id.clone(),
+            operators: Arc::new(jv.operators.clone()),
+            input,
+            outputs,
+            sink: jv.sink.clone().map(Arc::new),
+            record_delay: jv.record_delay,
+            fail_after,
+            cancel: self.cancel.clone(),
+        };
+        let ev = &mut self.graph.vertices[v].executions[s as usize];
+        ev.state = ExecutionState::Running;
+        ev.attempts_started += 1;
+        self.running += 1;
+        self.tasks_run += 1;
+        tracing::debug!(vertex = %jv.id, subtask = s, attempt = attempt.attempt, "deploying");
+        let tx = self.tx.clone();
+        self.pool.submit(move || {
+            let msg = match run_task(spec) {
+                Ok(report) => Message::Finished { attempt, report },
+                Err(error) => Message::Failed { attempt, error },
+            };
+            let _ignored = tx.send(msg);
+        });
+        self.answer_waiting(v);
+        Ok(())
+    }
+
+    /// The partitions subtask `s` of vertex `v` reads.
+    pub(super) fn inputs_of(&self, v: usize, s: u32) -> Vec<InputPartition> {
+        let range = self.graph.vertices[v]
+            .init
+            .as_ref()
+            .and_then(|i| i.input_ranges.get(s as usize).cloned())
+            .unwrap_or(s..s + 1);
+        let mut inputs = Vec::new();
+        for e in self.graph.job.inputs(v) {
+            let edge = &self.graph.job.edges[e];
+            let producers = &self.graph.vertices[edge.from].executions;
+            let (subtasks, subpartitions) = match edge.pattern {
+                DistributionPattern::Forward => (s..s + 1, 0..1),
+                DistributionPattern::Hash => (0..producers.len() as u32, range.clone()),
+            };
+            for p in subtasks {
+                let ex = &producers[p as usize];
+                let location = ex
+                    .partitions
+                    .iter()
+                    .find(|pp| pp.edge == e)
+                    .map(|pp| pp.location.clone())
+                    .unwrap_or_default();
+                inputs.push(InputPartition {
+                    producer: AttemptId {
+                        vertex: edge.from,
+                        subtask: p,
+                        attempt: ex.attempt,
+                    },
+                    location,
+                    subpartitions: subpartitions.clone(),
+                });
+            }
+        }
+        inputs
+    }
+
+    /// Test knob: deletes the partition a consumer attempt is about to read.
+    pub(super) fn inject_loss(&self, vertex: &str, attempt: AttemptId) {
+        for lost in &self.opts.lost_partitions {
+            if lost.consumer != vertex
+                || lost.consumer_subtask != attempt.subtask
+                || lost.consumer_attempt != attempt.attempt
+            {
+                continue;
+            }
+            let Some(pv) = self
+                .graph
+                .job
+                .vertices
+                .iter()
+                .position(|x| x.id == lost.producer)
+            else {
+                continue;
+            };
+            if let Some(ex) = self.graph.vertices[pv]
+                .executions
+                .get(lost.producer_subtask as usize)
+            {
+                for p in &ex.partitions {
+                    tracing::info!("test knob: deleting partition {}", p.location.display());
+                    let _ignored = std::fs::remove_dir_all(&p.location);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! In-run failover: a failed attempt is reset and runs again (up to
+//! `max-attempts`); a PartitionNotFound resets the lost partition's producer
+//! first (Flink's region failover on blocking edges), giving a source's
+//! splits back to its enumerator.
+
+use super::{JobMaster, reason_kind};
+use crate::events::{ExecutionVertexId, ResetReason};
+use crate::graph::{AttemptId, ExecutionState};
+use crate::runtime::{TaskError, sink};
+use crate::scheduler::{JobError, JobEventSink};
+
+impl JobMaster {
+    pub(super) fn on_failed(
+        &mut self,
+        attempt: AttemptId,
+        error: TaskError,
+        events: &mut dyn JobEventSink,
+    ) -> Result<(), JobError> {
+        if !self.is_current(attempt) {
+            return Ok(());
+        }
+        let vertex_id = self.graph.job.vertices[attempt.vertex].id.clone();
+        tracing::warn!(vertex = %vertex_id, subtask = attempt.subtask, attempt = attempt.attempt, "attempt failed: {error}");
+        if let Some(p) = &self.opts.progress {
+            p.task_failed(
+                &vertex_id,
+                attempt.subtask,
+                attempt.attempt,
+                &error.to_string(),
+            );
+        }
+        // Attempts this coordinator started count, not attempt numbers: a
+        // recovered job numbers its re-runs above every recorded attempt.
+        let started = self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize]
+            .attempts_started;
+        if started >= self.max_attempts {
+            return Err(JobError::TaskFailed {
+                vertex: vertex_id,
+                subtask: attempt.subtask,
+                attempt: attempt.attempt,
+                max_attempts: self.max_attempts,
+                source: error,
+            });
+        }
+        self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize].state =
+            ExecutionState::Failed;
+        if let TaskError::PartitionNotFound { producer, .. } = &error {
+            // Re-run the producer first, if the lost partition is still its current one.
+            let p = self.graph.vertices[producer.vertex]
+                .executions
+                .get(producer.subtask as usize);
+            if let Some(p) =
+                p.filter(|p| p.attempt == producer.attempt && p.state == ExecutionState::Finished)
+            {
+                if p.attempts_started >= self.max_attempts {
+                    return Err(JobError::TaskFailed {
+                        vertex: self.graph.job.vertices[producer.vertex].id.clone(),
+                        subtask: producer.subtask,
+                        attempt: producer.attempt,
+                        max_attempts: self.max_attempts,
+                        source: error,
+                    });
+                }
+                let consumer = ExecutionVertexId {
+                    job_vertex: vertex_id.clone(),
+                    subtask: attempt.subtask,
+                };
+                let data_set = self
+                    .graph
+                    .job
+                    .inputs(attempt.vertex)
+                    .into_iter()
+                    .find(|&e| self.graph.job.edges[e].from == producer.vertex)
+                    .map(|e| self.graph.job.data_set_id(e))
+                    .unwrap_or_default();
+                self.reset(
+                    *producer,
+                    ResetReason::PartitionNotFound { data_set, consumer },
+                    events,
+                )?;
+            }
+        }
+        self.reset(
+            attempt,
+            ResetReason::Failover {
+                message: error.to_string(),
+            },
+            events,
+        )
+    }
+
+    /// Resets one execution vertex: releases its partitions, gives a
+    /// source's splits back, and makes a new attempt in `Created`. The first
+    /// reset of a subtask of a source that recovery kept although its
+    /// enumerator cannot snapshot resets every subtask of it, with a fresh
+    /// enumerator (FLIP-383, "restart all, once").
+    pub(super) fn reset(
+        &mut self,
+        attempt: AttemptId,
+        reason: ResetReason,
+        events: &mut dyn JobEventSink,
+    ) -> Result<(), JobError> {
+        let v = attempt.vertex;
+        if self.restart_all_once.remove(&v) {
+            self.coordinators.remove(&v);
+            let n = self.graph.vertices[v].executions.len() as u32;
+            for s in (0..n).filter(|&s| s != attempt.subtask) {
+                let other = self.graph.attempt_id(v, s);
+                if self.graph.vertices[v].executions[s as usize].state == ExecutionState::Finished {
+                    self.reset_one(
+                        other,
+                        ResetReason::RecoveryEnumeratorWithoutSnapshot,
+                        events,
+                    )?;
+                }
+            }
+        }
+        self.reset_one(attempt, reason, events)?;
+        self.crash_point("executions-reset", events)
+    }
+
+    pub(super) fn reset_one(
+        &mut self,
+        attempt: AttemptId,
+        reason: ResetReason,
+        events: &mut dyn JobEventSink,
+    ) -> Result<(), JobError> {
+        let v = attempt.vertex;
+        let vertex_id = self.graph.job.vertices[v].id.clone();
+        events
+            .executions_reset(&vertex_id, &[attempt], &reason)
+            .map_err(|reason| JobError::Recording { reason })?;
+        *self
+            .reset_reasons
+            .entry(reason_kind(&reason).into())
+            .or_default() += 1;
+        for d in self
+            .descriptors
+            .remove(&(v, attempt.subtask))
+            .unwrap_or_default()
+        {
+            if let Err(e) = self.shuffle.release_partition_externally(&d) {
+                tracing::warn!(plugin = %self.shuffle_plugin, "releasing {}: {e}", d.location);
+            }
+            let _ignored = std::fs::remove_dir_all(&d.location);
+        }
+        if let Some(c) = self.coordinators.get_mut(&v) {
+            self.touched.insert(v);
+            let n = c.reset_subtask(attempt.subtask)?;
+            self.split_counts.entry(v).or_default().1 += n as u64;
+            tracing::debug!(vertex = %vertex_id, subtask = attempt.subtask, splits = n, "splits back to the enumerator");
+        }
+        self.waiting.remove(&attempt);
+        if let Some(s) = &self.graph.job.vertices[v].sink {
+            let _ignored =
+                std::fs::remove_file(sink::staging_path(s, attempt.subtask, attempt.attempt));
+        }
+        let ev = &mut self.graph.vertices[v].executions[attempt.subtask as usize];
+        ev.attempt += 1;
+        ev.state = ExecutionState::Created;
+        ev.partitions.clear();
+        self.tasks_reset += 1;
+        self.answer_waiting(v);
+        Ok(())
+    }
+}

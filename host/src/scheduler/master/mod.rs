@@ -1,0 +1,722 @@
+//! The JobMaster loop: the single owner of the execution graph.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::time::{Duration, Instant};
+
+use super::{
+    BatchSnapshots, CrashPoint, JobError, JobEventSink, JobStatus, RunOptions, Summary,
+    VertexSummary,
+};
+use crate::config::JobConfig;
+use crate::coordinator::{SourceCoordinator, SplitAnswer};
+use crate::events::{JobEvent, ResetReason};
+use crate::graph::{AttemptId, ExecutionGraph, ExecutionState, ProducedPartition};
+use crate::plugin::{
+    ExecutionAttemptId, LoadedPlugin, ResultPartitionId, ShuffleDescriptor, ShuffleMaster,
+};
+use crate::recovery::{self, RecoveryPlan, ShuffleOracle};
+mod deploy;
+mod failover;
+
+use crate::runtime::{SplitData, SplitSource, TaskError, TaskReport, WorkerPool, sink};
+
+/// What the loop receives.
+enum Message {
+    /// A source task asks for its next split; answer on `reply`.
+    SplitRequest {
+        attempt: AttemptId,
+        reply: Sender<Result<Option<SplitData>, String>>,
+    },
+    /// A task finished.
+    Finished {
+        attempt: AttemptId,
+        report: TaskReport,
+    },
+    /// A task failed.
+    Failed {
+        attempt: AttemptId,
+        error: TaskError,
+    },
+}
+
+/// A source task's view of its source coordinator: a request message and a
+/// blocking wait for the reply (Flink's pull-based split requests).
+struct CoordinatorSplits {
+    attempt: AttemptId,
+    tx: Sender<Message>,
+}
+
+impl SplitSource for CoordinatorSplits {
+    fn next_split(&mut self) -> Result<Option<SplitData>, TaskError> {
+        let (reply, rx) = channel();
+        let failed = |reason: String| TaskError::SplitRequest { reason };
+        self.tx
+            .send(Message::SplitRequest {
+                attempt: self.attempt,
+                reply,
+            })
+            .map_err(|_| failed("the scheduler is gone".into()))?;
+        rx.recv()
+            .map_err(|_| failed("the scheduler dropped the request".into()))?
+            .map_err(failed)
+    }
+}
+
+/// Per-vertex run figures.
+#[derive(Default, Clone)]
+struct Figures {
+    records_in: u64,
+    records_out: u64,
+    bytes_out: u64,
+}
+
+/// The JobMaster: owns the execution graph, the source coordinators and the
+/// shuffle master; runs the loop.
+pub struct JobMaster {
+    job: String,
+    graph: ExecutionGraph,
+    max_attempts: u32,
+    plugins: BTreeMap<String, LoadedPlugin>,
+    shuffle: ShuffleMaster,
+    shuffle_plugin: String,
+    coordinators: HashMap<usize, SourceCoordinator>,
+    /// Split requests waiting for an answer, by attempt.
+    waiting: HashMap<AttemptId, Sender<Result<Option<SplitData>, String>>>,
+    /// Shuffle descriptors of the current attempts, by (vertex, subtask).
+    descriptors: HashMap<(usize, u32), Vec<ShuffleDescriptor>>,
+    figures: Vec<Vec<Figures>>,
+    opts: RunOptions,
+    pool: WorkerPool,
+    tx: Sender<Message>,
+    rx: Receiver<Message>,
+    cancel: Arc<AtomicBool>,
+    running: usize,
+    tasks_run: u64,
+    tasks_reset: u64,
+    busy: std::time::Duration,
+    /// Source vertices whose coordinator changed since the last batch snapshot.
+    touched: BTreeSet<usize>,
+    /// When the last batch snapshot was taken.
+    last_snapshot: Option<Instant>,
+    /// Whether batch snapshots are taken: recovery is enabled and the
+    /// shuffle master supports them (FLIP-383 disables recovery otherwise).
+    snapshots_enabled: bool,
+    /// Minimum pause between batch snapshots taken before a vertex completes.
+    snapshot_min_pause: Duration,
+    /// Finished sources whose enumerator cannot snapshot, kept by recovery:
+    /// the first later reset of one of their subtasks resets all of them.
+    restart_all_once: BTreeSet<usize>,
+    /// Executions recovery skipped.
+    tasks_skipped: u64,
+    /// Whether this run recovered from a log.
+    recovered: bool,
+    /// Resets by reason (kebab-case kind), for the summary.
+    reset_reasons: BTreeMap<String, u64>,
+    /// Per source vertex: splits handed to readers, splits given back.
+    split_counts: HashMap<usize, (u64, u64)>,
+    /// Executions finished in this run, per vertex (for the crash knob).
+    finished_here: HashMap<usize, u32>,
+    /// Passes through each named crash point in this run.
+    crash_passes: HashMap<&'static str, u32>,
+}
+
+impl JobMaster {
+    /// Prepares a run: creates the shuffle master instance, registers the
+    /// job with it, prepares the sink folders and starts `workers` threads.
+    ///
+    /// # Errors
+    ///
+    /// [`JobError::Plugin`] if the shuffle master fails; [`JobError::Io`]
+    /// or [`JobError::Commit`] for sink folders; [`JobError::Workers`].
+    pub fn new(
+        config: &JobConfig,
+        graph: ExecutionGraph,
+        plugins: BTreeMap<String, LoadedPlugin>,
+        opts: &RunOptions,
+        workers: usize,
+    ) -> Result<Self, JobError> {
+        let shuffle_plugin = config.shuffle_plugin.clone();
+        let plugin_err = |source| JobError::Plugin {
+            plugin: shuffle_plugin.clone(),
+            source,
+        };
+        let mut shuffle = plugins
+            .get(&shuffle_plugin)
+            .ok_or_else(|| JobError::Recording {
+                reason: format!("shuffle plugin `{shuffle_plugin}` not loaded"),
+            })?
+            .shuffle_master()
+            .map_err(plugin_err)?;
+        shuffle.register_job(&config.name).map_err(plugin_err)?;
+        let snapshots_enabled = config.recovery.enabled && shuffle.supports_batch_snapshot();
+        let (tx, rx) = channel();
+        let pool = WorkerPool::new(workers).map_err(|source| JobError::Workers { source })?;
+        let figures = vec![Vec::new(); graph.job.vertices.len()];
+        Ok(Self {
+            job: config.name.clone(),
+            graph,
+            max_attempts: config.max_attempts,
+            plugins,
+            shuffle,
+            shuffle_plugin,
+            coordinators: HashMap::new(),
+            waiting: HashMap::new(),
+            descriptors: HashMap::new(),
+            figures,
+            opts: opts.clone(),
+            pool,
+            tx,
+            rx,
+            cancel: Arc::new(AtomicBool::new(false)),
+            running: 0,
+            tasks_run: 0,
+            tasks_reset: 0,
+            busy: std::time::Duration::ZERO,
+            touched: BTreeSet::new(),
+            last_snapshot: None,
+            snapshots_enabled,
+            snapshot_min_pause: config.recovery.snapshot_min_pause,
+            restart_all_once: BTreeSet::new(),
+            tasks_skipped: 0,
+            recovered: false,
+            reset_reasons: BTreeMap::new(),
+            split_counts: HashMap::new(),
+            finished_here: HashMap::new(),
+            crash_passes: HashMap::new(),
+        })
+    }
+
+    /// Whether this run takes batch snapshots (recovery enabled and the
+    /// shuffle master supports them).
+    pub fn snapshots_enabled(&self) -> bool {
+        self.snapshots_enabled
+    }
+
+    /// Passes the named crash point `point` (test knob, see
+    /// [`super::CRASH_POINTS`]): on the configured pass, makes what was
+    /// recorded durable and stops the run as a crash would.
+    ///
+    /// # Errors
+    ///
+    /// [`JobError::SimulatedCrash`] at the configured pass.
+    pub fn crash_point(
+        &mut self,
+        point: &'static str,
+        events: &mut dyn JobEventSink,
+    ) -> Result<(), JobError> {
+        let Some(crash) = &self.opts.crash_at else {
+            return Ok(());
+        };
+        let pass = self.crash_passes.entry(point).or_default();
+        *pass += 1;
+        if crash.is(point, *pass) {
+            events
+                .job_finished()
+                .map_err(|reason| JobError::Recording { reason })?;
+            return Err(JobError::SimulatedCrash {
+                point: format!("at `{point}` (pass {pass})"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Removes what an earlier run left in the sink folders; a fresh run
+    /// calls this before [`JobMaster::run`], a recovered one does not.
+    ///
+    /// # Errors
+    ///
+    /// [`JobError::Commit`] if a folder cannot be cleaned.
+    pub fn prepare_fresh_sinks(&self) -> Result<(), JobError> {
+        for v in &self.graph.job.vertices {
+            if let Some(s) = &v.sink {
+                sink::prepare_fresh(s).map_err(|source| JobError::Commit {
+                    vertex: v.id.clone(),
+                    source,
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// FLIP-383 recovery, steps 2–6: restores the shuffle master from the
+    /// log's snapshots, plans reset-or-skip ([`recovery::plan`]) while
+    /// waiting at most `previous_worker_timeout` for partition reports, and
+    /// applies the plan: recorded parallelism and input ranges, kept
+    /// executions with their attempt ids and partitions, restored source
+    /// coordinators with the unfinished subtasks' splits given back, and
+    /// partitions of re-run producers released. Resets are recorded.
+    ///
+    /// # Errors
+    ///
+    /// [`JobError::Recovery`] when the log does not fit the job or the
+    /// shuffle master cannot answer; [`JobError::Plugin`] when a plugin
+    /// cannot be restored. The master must then not be run.
+    pub fn recover(
+        &mut self,
+        log: &[JobEvent],
+        previous_worker_timeout: Duration,
+        events: &mut dyn JobEventSink,
+    ) -> Result<RecoveryPlan, JobError> {
+        let shuffle_err = |source| JobError::Plugin {
+            plugin: self.shuffle_plugin.clone(),
+            source,
+        };
+        let snapshots = recovery::shuffle_snapshots(log);
+        if !snapshots.is_empty() {
+            self.shuffle.restore_state(snapshots).map_err(shuffle_err)?;
+        }
+        self.shuffle
+            .notify_partition_recovery_started(&self.job)
+            .map_err(shuffle_err)?;
+        let supports: Vec<bool> = self
+            .graph
+            .job
+            .vertices
+            .iter()
+            .map(|v| {
+                v.source
+                    .as_ref()
+                    .and_then(|p| self.plugins.get(p))
+                    .is_some_and(LoadedPlugin::supports_batch_snapshot)
+            })
+            .collect();
+        let job_graph = self.graph.job.clone();
+        let mut oracle = ShuffleOracle::new(
+            &mut self.shuffle,
+            &self.job,
+            &job_graph,
+            previous_worker_timeout,
+        );
+        let plan = recovery::plan(&job_graph, log, &|v| supports[v], &mut oracle)
+            .map_err(|source| JobError::Recovery { source })?;
+        self.apply(&plan, events)?;
+        self.crash_point("recovery-applied", events)?;
+        Ok(plan)
+    }
+
+    fn apply(
+        &mut self,
+        plan: &RecoveryPlan,
+        events: &mut dyn JobEventSink,
+    ) -> Result<(), JobError> {
+        for (v, init) in &plan.initialized {
+            self.figures[*v] = vec![Figures::default(); init.parallelism as usize];
+            if let Some(p) = &self.opts.progress {
+                p.vertex_initialized(&self.graph.job.vertices[*v].id, init.parallelism);
+            }
+            self.graph.initialize(*v, init.clone());
+        }
+        for (&(v, s), exec) in &plan.kept {
+            let descriptors = exec
+                .partitions
+                .iter()
+                .map(|p| self.descriptor(v, s, exec.attempt, p))
+                .collect();
+            self.descriptors.insert((v, s), descriptors);
+            let ev = &mut self.graph.vertices[v].executions[s as usize];
+            ev.attempt = exec.attempt;
+            ev.state = ExecutionState::Finished;
+            ev.partitions = exec.partitions.clone();
+        }
+        for (&(v, s), reason) in &plan.reset {
+            let Some(ev) = self.graph.vertices[v].executions.get_mut(s as usize) else {
+                continue;
+            };
+            ev.attempt = plan.next_attempt((v, s));
+            let id = self.graph.attempt_id(v, s);
+            let vertex = self.graph.job.vertices[v].id.clone();
+            events
+                .executions_reset(&vertex, &[id], reason)
+                .map_err(|reason| JobError::Recording { reason })?;
+            *self
+                .reset_reasons
+                .entry(reason_kind(reason).into())
+                .or_default() += 1;
+        }
+        for (&v, snapshot) in &plan.coordinators {
+            let Some(snapshot) = snapshot else { continue };
+            let vertex = self.graph.job.vertices[v].clone();
+            let plugin = vertex
+                .source
+                .as_ref()
+                .and_then(|p| self.plugins.get(p))
+                .ok_or_else(|| JobError::Recording {
+                    reason: format!("source plugin of `{}` not loaded", vertex.id),
+                })?;
+            let parallelism = self.graph.vertices[v].executions.len() as u32;
+            let mut c = SourceCoordinator::restore(&vertex.id, plugin, parallelism, snapshot)?;
+            // Unfinished subtasks are reset explicitly: their splits go back
+            // to the restored enumerator and "no more splits" is cleared.
+            for s in 0..parallelism {
+                if !plan.kept.contains_key(&(v, s)) {
+                    let n = c.reset_subtask(s)?;
+                    self.split_counts.entry(v).or_default().1 += n as u64;
+                }
+            }
+            self.coordinators.insert(v, c);
+        }
+        for p in &plan.release {
+            let d = self.descriptor(
+                p.vertex,
+                p.subtask,
+                p.attempt,
+                &ProducedPartition {
+                    edge: p.edge,
+                    location: p.location.clone(),
+                    bytes_per_subpartition: Vec::new(),
+                },
+            );
+            if let Err(e) = self.shuffle.release_partition_externally(&d) {
+                tracing::warn!(plugin = %self.shuffle_plugin, "releasing {}: {e}", d.location);
+            }
+            let _ignored = std::fs::remove_dir_all(&p.location);
+        }
+        self.restart_all_once = plan.restart_all_once.clone();
+        self.tasks_skipped = plan.kept.len() as u64;
+        self.tasks_reset += plan.reset.len() as u64;
+        self.recovered = true;
+        Ok(())
+    }
+
+    /// The shuffle descriptor of a partition recorded in the log.
+    fn descriptor(
+        &self,
+        v: usize,
+        s: u32,
+        attempt: u32,
+        p: &ProducedPartition,
+    ) -> ShuffleDescriptor {
+        ShuffleDescriptor {
+            id: ResultPartitionId {
+                intermediate_data_set: self.graph.job.data_set_id(p.edge),
+                producer: ExecutionAttemptId {
+                    job_vertex: self.graph.job.vertices[v].id.clone(),
+                    subtask: s,
+                    attempt,
+                },
+            },
+            location: p.location.to_string_lossy().into_owned(),
+            num_subpartitions: self.graph.job.num_subpartitions(p.edge),
+        }
+    }
+
+    /// Takes batch snapshots if recording is on and `vertex_complete` or the
+    /// minimum pause passed (FLIP-383 "recording").
+    fn take_snapshots(&mut self, vertex_complete: bool) -> Result<BatchSnapshots, JobError> {
+        let due = vertex_complete
+            || self
+                .last_snapshot
+                .is_none_or(|t| t.elapsed() >= self.snapshot_min_pause);
+        if !self.snapshots_enabled || !due {
+            return Ok(BatchSnapshots::default());
+        }
+        let mut taken = BatchSnapshots::default();
+        for v in std::mem::take(&mut self.touched) {
+            let Some(c) = self.coordinators.get_mut(&v) else {
+                continue;
+            };
+            if c.supports_batch_snapshot() {
+                taken
+                    .coordinators
+                    .push((self.graph.job.vertices[v].id.clone(), c.snapshot()?));
+            }
+        }
+        taken.shuffle =
+            Some(
+                self.shuffle
+                    .snapshot_state(&self.job)
+                    .map_err(|source| JobError::Plugin {
+                        plugin: self.shuffle_plugin.clone(),
+                        source,
+                    })?,
+            );
+        self.last_snapshot = Some(Instant::now());
+        Ok(taken)
+    }
+
+    /// Runs the loop until every vertex finished (then publishes `_SUCCESS`)
+    /// or the job fails; running tasks are canceled before this returns. The
+    /// summary's `status` and `error` say how it ended (a [`JobError`] in words).
+    pub fn run(mut self, events: &mut dyn JobEventSink) -> Summary {
+        let started = Instant::now();
+        let result = self.drive(events);
+        self.cancel.store(true, Ordering::Relaxed);
+        self.waiting.clear();
+        // Let running tasks see the cancel flag or a dropped reply, then stop.
+        while self.running > 0 {
+            match self.rx.recv() {
+                Ok(Message::SplitRequest { reply, .. }) => {
+                    let _ignored = reply.send(Err("the job is ending".into()));
+                }
+                Ok(_) => self.running -= 1,
+                Err(_) => break,
+            }
+        }
+        // A simulated crash leaves everything as a dead process would.
+        if !matches!(result, Err(JobError::SimulatedCrash { .. })) {
+            let _ignored = self.shuffle.unregister_job(&self.job);
+        }
+        let mut summary = self.summary(started);
+        if let Err(e) = result {
+            summary.status = JobStatus::Failed;
+            summary.error = Some(e.to_string());
+            tracing::error!(job = %self.job, "job failed: {e}");
+        }
+        summary
+    }
+
+    fn drive(&mut self, events: &mut dyn JobEventSink) -> Result<(), JobError> {
+        let t = Instant::now();
+        self.schedule(events)?;
+        self.busy += t.elapsed();
+        while !self.graph.is_finished() {
+            let msg = self.rx.recv().map_err(|_| JobError::Recording {
+                reason: "the task channel closed".into(),
+            })?;
+            let t = Instant::now();
+            self.handle(msg, events)?;
+            self.busy += t.elapsed();
+        }
+        events
+            .job_finished()
+            .map_err(|reason| JobError::Recording { reason })?;
+        for v in &self.graph.job.vertices {
+            if let Some(s) = &v.sink {
+                sink::write_success(s).map_err(|source| JobError::Commit {
+                    vertex: v.id.clone(),
+                    source,
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn handle(&mut self, msg: Message, events: &mut dyn JobEventSink) -> Result<(), JobError> {
+        match msg {
+            Message::SplitRequest { attempt, reply } => self.on_split_request(attempt, reply),
+            Message::Finished { attempt, report } => {
+                self.running -= 1;
+                self.on_finished(attempt, report, events)?;
+                self.schedule(events)
+            }
+            Message::Failed { attempt, error } => {
+                self.running -= 1;
+                self.on_failed(attempt, error, events)?;
+                self.schedule(events)
+            }
+        }
+    }
+
+    fn is_current(&self, a: AttemptId) -> bool {
+        self.graph.vertices[a.vertex]
+            .executions
+            .get(a.subtask as usize)
+            .is_some_and(|e| e.attempt == a.attempt && e.state == ExecutionState::Running)
+    }
+
+    fn on_split_request(
+        &mut self,
+        attempt: AttemptId,
+        reply: Sender<Result<Option<SplitData>, String>>,
+    ) -> Result<(), JobError> {
+        if !self.is_current(attempt) {
+            let _ignored = reply.send(Err("the attempt is no longer current".into()));
+            return Ok(());
+        }
+        let Some(c) = self.coordinators.get_mut(&attempt.vertex) else {
+            let _ignored = reply.send(Err("not a source".into()));
+            return Ok(());
+        };
+        self.touched.insert(attempt.vertex);
+        match c.request_split(attempt.subtask)? {
+            Some(a) => {
+                if matches!(a, SplitAnswer::Split(_)) {
+                    self.split_counts.entry(attempt.vertex).or_default().0 += 1;
+                }
+                let _ignored = reply.send(Ok(answer(a)));
+            }
+            None => {
+                self.waiting.insert(attempt, reply);
+            }
+        }
+        self.answer_waiting(attempt.vertex);
+        Ok(())
+    }
+
+    /// Answers waiting readers of vertex `v` that got splits meanwhile.
+    fn answer_waiting(&mut self, v: usize) {
+        let Some(c) = self.coordinators.get_mut(&v) else {
+            return;
+        };
+        for (subtask, a) in c.take_ready() {
+            let id = self.graph.attempt_id(v, subtask);
+            if let Some(reply) = self.waiting.remove(&id) {
+                if matches!(a, SplitAnswer::Split(_)) {
+                    self.split_counts.entry(v).or_default().0 += 1;
+                }
+                let _ignored = reply.send(Ok(answer(a)));
+            }
+        }
+    }
+
+    fn on_finished(
+        &mut self,
+        attempt: AttemptId,
+        report: TaskReport,
+        events: &mut dyn JobEventSink,
+    ) -> Result<(), JobError> {
+        if !self.is_current(attempt) {
+            return Ok(());
+        }
+        let v = attempt.vertex;
+        let vertex = self.graph.job.vertices[v].clone();
+        let descriptors = self
+            .descriptors
+            .get(&(v, attempt.subtask))
+            .cloned()
+            .unwrap_or_default();
+        let outputs = self.graph.job.outputs(v);
+        let mut partitions = Vec::new();
+        for (edge, bytes) in &report.partitions {
+            let slot = outputs.iter().position(|e| e == edge).unwrap_or(0);
+            let location = descriptors
+                .get(slot)
+                .map(|d| PathBuf::from(&d.location))
+                .unwrap_or_default();
+            partitions.push(ProducedPartition {
+                edge: *edge,
+                location,
+                bytes_per_subpartition: bytes.clone(),
+            });
+        }
+        if let Some(s) = &vertex.sink {
+            sink::publish(s, attempt.subtask, attempt.attempt).map_err(|source| {
+                JobError::Commit {
+                    vertex: vertex.id.clone(),
+                    source,
+                }
+            })?;
+            self.crash_point("sink-published", events)?;
+        }
+        let fig = &mut self.figures[v][attempt.subtask as usize];
+        *fig = Figures {
+            records_in: report.records_in,
+            records_out: report.records_out,
+            bytes_out: partitions
+                .iter()
+                .flat_map(|p| &p.bytes_per_subpartition)
+                .sum(),
+        };
+        let completes = self.graph.vertices[v]
+            .executions
+            .iter()
+            .enumerate()
+            .all(|(i, e)| i == attempt.subtask as usize || e.state == ExecutionState::Finished);
+        let snapshots = self.take_snapshots(completes)?;
+        if !snapshots.is_empty() {
+            self.crash_point("snapshot-taken", events)?;
+        }
+        events
+            .execution_finished(&vertex.id, attempt, &partitions, &snapshots)
+            .map_err(|reason| JobError::Recording { reason })?;
+        self.crash_point("execution-finished", events)?;
+        let here = self.finished_here.entry(v).or_default();
+        *here += 1;
+        if let Some(CrashPoint::AfterFinished {
+            vertex: crash_vertex,
+            count,
+        }) = &self.opts.crash_at
+            && *crash_vertex == vertex.id
+            && *count == *here
+        {
+            events
+                .job_finished()
+                .map_err(|reason| JobError::Recording { reason })?;
+            return Err(JobError::SimulatedCrash {
+                point: format!("after {count} finished executions of `{}`", vertex.id),
+            });
+        }
+        let ev = &mut self.graph.vertices[v].executions[attempt.subtask as usize];
+        ev.state = ExecutionState::Finished;
+        ev.partitions = partitions;
+        let done = self.graph.vertices[v]
+            .executions
+            .iter()
+            .filter(|e| e.state == ExecutionState::Finished)
+            .count() as u32;
+        let total = self.graph.vertices[v].executions.len() as u32;
+        tracing::debug!(vertex = %vertex.id, subtask = attempt.subtask, attempt = attempt.attempt, "finished");
+        if let Some(p) = &self.opts.progress {
+            p.task_finished(&vertex.id, done, total);
+        }
+        Ok(())
+    }
+
+    fn summary(&self, started: Instant) -> Summary {
+        let vertices = self
+            .graph
+            .job
+            .vertices
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let f = &self.figures[i];
+                VertexSummary {
+                    id: v.id.clone(),
+                    parallelism: self.graph.vertices[i].executions.len() as u32,
+                    records_in: f.iter().map(|x| x.records_in).sum(),
+                    records_out: f.iter().map(|x| x.records_out).sum(),
+                    bytes_out: f.iter().map(|x| x.bytes_out).sum(),
+                    splits_assigned: self.split_counts.get(&i).map_or(0, |c| c.0),
+                    splits_returned: self.split_counts.get(&i).map_or(0, |c| c.1),
+                }
+            })
+            .collect();
+        Summary {
+            job: self.job.clone(),
+            status: JobStatus::Finished,
+            recovered: self.recovered,
+            tasks_total: self.graph.execution_count() as u64,
+            tasks_run: self.tasks_run,
+            tasks_skipped: self.tasks_skipped,
+            reset_reasons: self.reset_reasons.clone(),
+            tasks_reset: self.tasks_reset,
+            wall_ms: started.elapsed().as_millis() as u64,
+            workers: self.pool.size() as u64,
+            coordinator_busy_us: self.busy.as_micros() as u64,
+            vertices,
+            outputs: self
+                .graph
+                .job
+                .vertices
+                .iter()
+                .filter_map(|v| v.sink.as_ref().map(|s| s.dir.clone()))
+                .collect(),
+            error: None,
+        }
+    }
+}
+
+fn answer(a: SplitAnswer) -> Option<SplitData> {
+    match a {
+        SplitAnswer::Split(s) => Some(s),
+        SplitAnswer::NoMoreSplits => None,
+    }
+}
+
+/// The summary's name of a reset reason.
+fn reason_kind(reason: &ResetReason) -> &'static str {
+    match reason {
+        ResetReason::Failover { .. } => "failover",
+        ResetReason::PartitionNotFound { .. } => "partition-not-found",
+        ResetReason::RecoveryUnfinished => "unfinished",
+        ResetReason::RecoveryNotInSnapshot => "no-snapshot",
+        ResetReason::RecoveryEnumeratorWithoutSnapshot => "enumerator-cannot-snapshot",
+        ResetReason::RecoveryPartitionMissing { .. } => "partition-missing",
+        ResetReason::RecoveryUpstreamReset { .. } => "upstream-reset",
+    }
+}
