@@ -282,6 +282,23 @@ impl JobGraph {
         )
     }
 
+    /// Every vertex downstream of `v` (its consumers, their consumers, …),
+    /// in topological order.
+    pub fn downstream(&self, v: usize) -> Vec<usize> {
+        let mut reached = vec![false; self.vertices.len()];
+        let mut stack = vec![v];
+        while let Some(x) = stack.pop() {
+            for e in self.outputs(x) {
+                let to = self.edges[e].to;
+                if !reached[to] {
+                    reached[to] = true;
+                    stack.push(to);
+                }
+            }
+        }
+        self.order.iter().copied().filter(|&x| reached[x]).collect()
+    }
+
     /// Indices of the edges entering vertex `v`.
     pub fn inputs(&self, v: usize) -> Vec<usize> {
         (0..self.edges.len())

@@ -515,7 +515,13 @@ fn partition_refs(
 /// again: the consumer is not initialized yet, or one of the subtasks that
 /// read this partition is not kept. `open` holds, per consumer vertex,
 /// whether any of its subtasks is not kept (computed once per round).
-fn consumed_again(graph: &JobGraph, plan: &RecoveryPlan, open: &BTreeMap<usize, bool>, e: usize, s: u32) -> bool {
+fn consumed_again(
+    graph: &JobGraph,
+    plan: &RecoveryPlan,
+    open: &BTreeMap<usize, bool>,
+    e: usize,
+    s: u32,
+) -> bool {
     let consumer = graph.edges[e].to;
     let Some(&any_open) = open.get(&consumer) else {
         return true;
@@ -530,7 +536,12 @@ fn consumed_again(graph: &JobGraph, plan: &RecoveryPlan, open: &BTreeMap<usize, 
 fn open_vertices(plan: &RecoveryPlan) -> BTreeMap<usize, bool> {
     plan.initialized
         .iter()
-        .map(|(v, init)| (*v, (0..init.parallelism).any(|s| !plan.kept.contains_key(&(*v, s)))))
+        .map(|(v, init)| {
+            (
+                *v,
+                (0..init.parallelism).any(|s| !plan.kept.contains_key(&(*v, s))),
+            )
+        })
         .collect()
 }
 
@@ -548,7 +559,9 @@ fn reconcile_partitions(
             .kept
             .iter()
             .flat_map(|(&key, exec)| partition_refs(key, &exec.attempt, &exec.partitions))
-            .filter(|p| !confirmed.contains(p) && consumed_again(graph, plan, &open, p.edge, p.subtask))
+            .filter(|p| {
+                !confirmed.contains(p) && consumed_again(graph, plan, &open, p.edge, p.subtask)
+            })
             .collect();
         if needed.is_empty() {
             return Ok(());
@@ -566,6 +579,7 @@ fn reconcile_partitions(
         }
         for (key, data_set) in lost {
             reset_kept(
+                graph,
                 plan,
                 key,
                 ResetReason::RecoveryPartitionMissing { data_set },
@@ -575,29 +589,39 @@ fn reconcile_partitions(
 }
 
 /// Resets a kept execution; a finished source whose enumerator cannot
-/// snapshot restarts in full (its one-shot restart is used up).
-fn reset_kept(plan: &mut RecoveryPlan, key: ExecutionKey, reason: ResetReason) {
-    let (v, _) = key;
-    let keys: Vec<ExecutionKey> = if plan.restart_all_once.remove(&v) {
-        plan.kept
-            .keys()
-            .filter(|(kv, _)| *kv == v)
-            .copied()
-            .collect()
-    } else {
-        vec![key]
-    };
-    for k in keys {
+/// snapshot restarts in full (its one-shot restart is used up), and then
+/// everything downstream of it that was kept runs again too: a fresh
+/// enumerator may hand the splits to other subtasks than before.
+fn reset_kept(graph: &JobGraph, plan: &mut RecoveryPlan, key: ExecutionKey, reason: ResetReason) {
+    let (v, subtask) = key;
+    let full = plan.restart_all_once.remove(&v);
+    let mut keys: Vec<(ExecutionKey, ResetReason)> = vec![(key, reason)];
+    if full {
+        let upstream = crate::events::ExecutionVertexId {
+            job_vertex: graph.vertices[v].id.clone(),
+            subtask,
+        };
+        for &k in plan.kept.keys() {
+            if k.0 == v && k != key {
+                keys.push((k, ResetReason::RecoveryEnumeratorWithoutSnapshot));
+            }
+        }
+        let downstream = graph.downstream(v);
+        for &k in plan.kept.keys() {
+            if downstream.contains(&k.0) {
+                keys.push((
+                    k,
+                    ResetReason::RecoveryUpstreamReset {
+                        upstream: upstream.clone(),
+                    },
+                ));
+            }
+        }
+    }
+    for (k, why) in keys {
         if let Some(exec) = plan.kept.remove(&k) {
             plan.release
                 .extend(partition_refs(k, &exec.attempt, &exec.partitions));
-            // The others of a one-shot full restart: their enumerator cannot
-            // give their splits back one by one.
-            let why = if k == key {
-                reason.clone()
-            } else {
-                ResetReason::RecoveryEnumeratorWithoutSnapshot
-            };
             plan.reset.insert(k, why);
         }
     }

@@ -363,3 +363,40 @@ fn a_log_naming_an_unknown_vertex_is_refused() {
     let err = plan(&t1(), &[init("renamed", 5)], &|_| true, &mut shuffle(&[])).unwrap_err();
     assert!(err.to_string().contains("`renamed`"), "{err}");
 }
+
+#[test]
+fn a_full_restart_of_a_source_that_cannot_snapshot_also_resets_what_read_its_old_partitions() {
+    let mut events = vec![init("source", 5), init("middle", 5)];
+    events.extend((0..5).map(|s| {
+        let mut e = finished("source", s, 0, s == 4);
+        if let JobEvent::ExecutionFinished(f) = &mut e {
+            f.enumerator_snapshots.clear();
+        }
+        e
+    }));
+    // Middles 0 and 1 finished (recorded with a snapshot); the rest did not.
+    events.push(finished("middle", 0, 0, false));
+    events.push(finished("middle", 1, 0, true));
+    if let Some(JobEvent::ExecutionFinished(f)) = events.last_mut() {
+        f.enumerator_snapshots.clear();
+    }
+    let plan = plan(&t1(), &events, &|_| false, &mut shuffle(&["source-3-0"])).unwrap();
+    assert!(
+        plan.kept.is_empty(),
+        "sources restart in full and the middles that read them run again"
+    );
+    let upstream = crate::events::ExecutionVertexId {
+        job_vertex: "source".into(),
+        subtask: 3,
+    };
+    assert_eq!(
+        plan.reset[&(1, 0)],
+        ResetReason::RecoveryUpstreamReset {
+            upstream: upstream.clone()
+        }
+    );
+    assert_eq!(
+        plan.reset[&(1, 1)],
+        ResetReason::RecoveryUpstreamReset { upstream }
+    );
+}

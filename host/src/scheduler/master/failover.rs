@@ -114,6 +114,26 @@ impl JobMaster {
                     )?;
                 }
             }
+            // A fresh enumerator may hand the splits to other subtasks than
+            // before: everything downstream that read (or is reading) the old
+            // partitions runs again too, as Flink restarts a whole region.
+            let upstream = ExecutionVertexId {
+                job_vertex: self.graph.job.vertices[v].id.clone(),
+                subtask: attempt.subtask,
+            };
+            for d in self.graph.job.downstream(v) {
+                let n = self.graph.vertices[d].executions.len() as u32;
+                for s in 0..n {
+                    let state = self.graph.vertices[d].executions[s as usize].state;
+                    if matches!(state, ExecutionState::Finished | ExecutionState::Running) {
+                        let consumer = self.graph.attempt_id(d, s);
+                        let why = ResetReason::RecoveryUpstreamReset {
+                            upstream: upstream.clone(),
+                        };
+                        self.reset_one(consumer, why, events)?;
+                    }
+                }
+            }
         }
         self.reset_one(attempt, reason, events)?;
         self.crash_point("executions-reset", events)
