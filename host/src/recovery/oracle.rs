@@ -14,7 +14,12 @@ use crate::plugin::{ExecutionAttemptId, ResultPartitionId, ShuffleMaster};
 type PartitionKey<'a> = (&'a str, &'a str, u32, u32);
 
 fn key(id: &ResultPartitionId) -> PartitionKey<'_> {
-    (&id.intermediate_data_set, &id.producer.job_vertex, id.producer.subtask, id.producer.attempt)
+    (
+        &id.intermediate_data_set,
+        &id.producer.job_vertex,
+        id.producer.subtask,
+        id.producer.attempt,
+    )
 }
 
 /// Pause between two questions to the shuffle master while waiting.
@@ -72,12 +77,18 @@ impl PartitionOracle for ShuffleOracle<'_> {
                 .map_err(|e| e.to_string())?;
             // A report counts only for the exact attempt and location recorded:
             // reports of other attempts are never taken for this one.
-            let reported: HashMap<PartitionKey<'_>, &str> =
-                reported.iter().map(|r| (key(&r.descriptor.id), r.descriptor.location.as_str())).collect();
+            let reported: HashMap<PartitionKey<'_>, &str> = reported
+                .iter()
+                .map(|r| (key(&r.descriptor.id), r.descriptor.location.as_str()))
+                .collect();
             let found: BTreeSet<PartitionRef> = needed
                 .iter()
                 .zip(&ids)
-                .filter(|(p, id)| reported.get(&key(id)).is_some_and(|loc| std::path::Path::new(loc) == p.location))
+                .filter(|(p, id)| {
+                    reported
+                        .get(&key(id))
+                        .is_some_and(|loc| std::path::Path::new(loc) == p.location)
+                })
                 .map(|(p, _)| p.clone())
                 .collect();
             if found.len() == needed.len() || remaining.is_zero() {
