@@ -39,6 +39,15 @@ pub fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary,
     let fingerprint = graph_fingerprint(&config.graph);
     let mut master = fresh_master()?;
     let history = current_run(&replay);
+    if history.is_empty() && config.recovery.enabled && !master.snapshots_enabled() {
+        // FLIP-383: without shuffle-master snapshots there is no progress recovery.
+        let line = format!(
+            "the shuffle master `{}` cannot take batch snapshots: if this run is interrupted, the job will run again from scratch",
+            config.shuffle_plugin
+        );
+        tracing::warn!("{line}");
+        eprintln!("coordhost: {line}");
+    }
     let mut recovered = false;
     if !history.is_empty() {
         if let Some(started) = last_job_started(&replay)
