@@ -46,7 +46,6 @@ pub fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary,
             config.shuffle_plugin
         );
         tracing::warn!("{line}");
-        eprintln!("coordhost: {line}");
     }
     let mut recovered = false;
     if !history.is_empty() {
@@ -69,9 +68,6 @@ pub fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary,
             Some(reason) => {
                 refuse_if_committed(config, &reason)?;
                 tracing::warn!("no progress recovery: {reason}; the job runs again from scratch");
-                eprintln!(
-                    "coordhost: no progress recovery: {reason}; the job runs again from scratch"
-                );
             }
             None => match recover(&mut master, config, &replay, &mut recorder) {
                 Ok(()) => recovered = true,
@@ -86,7 +82,6 @@ pub fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary,
                     let reason = format!("recovery failed: {e}");
                     refuse_if_committed(config, &reason)?;
                     tracing::error!("{reason}; the job runs again from scratch");
-                    eprintln!("coordhost: {reason}; the job runs again from scratch");
                     master = fresh_master()?;
                 }
             },
@@ -128,10 +123,6 @@ fn open_log(
             let aside = set_aside(&log_dir)?;
             tracing::error!(
                 "{reason}; it is kept at {} and the job runs again from scratch",
-                aside.display()
-            );
-            eprintln!(
-                "coordhost: {reason}; it is kept at {} and the job runs again from scratch",
                 aside.display()
             );
             Ok(open_job_log(
