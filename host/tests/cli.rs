@@ -59,6 +59,7 @@ fn plugin_check_names_kind_version_and_snapshot_support_of_every_sample_plugin()
         let value: serde_json::Value = serde_json::from_slice(&json.stdout).expect("valid JSON");
         assert_eq!(value["kind"], kind);
         assert_eq!(value["version"], "0.1.0");
+        assert_eq!(value["world"], format!("{kind}-plugin"));
         assert_eq!(value["supports_batch_snapshot"], snapshot == "yes");
     }
 }

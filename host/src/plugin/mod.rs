@@ -180,6 +180,8 @@ pub struct HostOptions {
 pub struct PluginInfo {
     /// The plugin kind (world).
     pub kind: PluginKind,
+    /// The WIT world, e.g. `split-enumerator-plugin`.
+    pub world: String,
     /// The WIT package, e.g. `coordhost:plugin`.
     pub package: String,
     /// The WIT package version the component targets.
@@ -344,6 +346,7 @@ impl PluginHost {
         let loaded = self.load(&PluginSpec::bare(path, kind))?;
         Ok(PluginInfo {
             kind,
+            world: kind.world().to_string(),
             package: WIT_PACKAGE.to_string(),
             version: WIT_VERSION.to_string(),
             supports_batch_snapshot: loaded.supports_batch_snapshot(),

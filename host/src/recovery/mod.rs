@@ -27,7 +27,7 @@ mod recorder;
 mod run;
 
 pub use oracle::ShuffleOracle;
-pub use recorder::{EventRecorder, graph_fingerprint};
+pub use recorder::{EventRecorder, graph_fingerprint, job_fingerprint};
 pub use run::run_recoverable;
 
 /// An execution vertex: (job vertex index in the job graph, subtask index).

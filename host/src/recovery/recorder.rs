@@ -45,6 +45,34 @@ pub fn graph_fingerprint(graph: &JobGraph) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Lowercase hex SHA-256 of everything a replay depends on in a job file:
+/// the job graph ([`graph_fingerprint`]), the shuffle plugin, and each
+/// plugin's component path, kind, configuration and granted directories (a
+/// source pointed at other input must not reuse the old run's output).
+/// Limits and tuning knobs are left out.
+pub fn job_fingerprint(config: &crate::config::JobConfig) -> String {
+    let mut h = Sha256::new();
+    h.update(graph_fingerprint(&config.graph).as_bytes());
+    h.update(format!("shuffle {:?}\n", config.shuffle_plugin).as_bytes());
+    for (name, p) in &config.plugins {
+        let dirs: Vec<(String, bool)> = p
+            .dirs
+            .iter()
+            .map(|d| (d.path.display().to_string(), d.writable))
+            .collect();
+        h.update(
+            format!(
+                "plugin {name:?} {:?} {:?} {:?} {dirs:?}\n",
+                p.component.display().to_string(),
+                p.kind,
+                p.config
+            )
+            .as_bytes(),
+        );
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Writes scheduling facts to the job's event log. Events carrying batch
 /// snapshots, and the end of the job, are made durable before the scheduler
 /// acts on them.

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{EventRecorder, graph_fingerprint};
+use super::{EventRecorder, job_fingerprint};
 use crate::config::JobConfig;
 use crate::events::{
     AttemptId as LoggedAttempt, EventsError, ExecutionVertexId, JobEvent, JobStarted,
@@ -36,7 +36,7 @@ pub fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary,
     };
     let (writer, replay) = open_log(config, &data_dir)?;
     let mut recorder = EventRecorder::new(writer, config.graph.clone());
-    let fingerprint = graph_fingerprint(&config.graph);
+    let fingerprint = job_fingerprint(config);
     let mut master = fresh_master()?;
     let history = current_run(&replay);
     if history.is_empty() && config.recovery.enabled && !master.snapshots_enabled() {

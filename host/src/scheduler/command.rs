@@ -28,7 +28,7 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 pub struct RunArgs {
     /// The job file (TOML; see docs/job-file.md).
     pub job: PathBuf,
-    /// Directory for the job's state: partitions, output, compiled plugins.
+    /// Directory for the job's state: event log, partitions, output.
     #[arg(long, value_name = "DIR", default_value = "coordhost-data")]
     pub data_dir: PathBuf,
     /// Also write the final summary as JSON to FILE.

@@ -53,6 +53,18 @@ pub enum JobError {
         /// What went wrong.
         source: PluginError,
     },
+    /// A plugin of the job file could not be loaded.
+    #[error("{}: field `plugins.{plugin}.{field}`: {source}", file.display())]
+    PluginLoad {
+        /// The job file.
+        file: PathBuf,
+        /// The plugin's name in the job file.
+        plugin: String,
+        /// The field at fault: `component`, `kind` or `dirs`.
+        field: &'static str,
+        /// What went wrong.
+        source: PluginError,
+    },
     /// A source coordinator's enumerator failed.
     #[error(transparent)]
     Coordinator(#[from] CoordinatorError),
@@ -521,8 +533,14 @@ pub fn load_plugins(
     let mut plugins = std::collections::BTreeMap::new();
     for (name, p) in &config.plugins {
         let spec = plugin_spec(p)?;
-        let loaded = host.load(&spec).map_err(|source| JobError::Plugin {
+        let loaded = host.load(&spec).map_err(|source| JobError::PluginLoad {
+            file: config.file.clone(),
             plugin: name.clone(),
+            field: match source {
+                PluginError::Grant { .. } => "dirs",
+                PluginError::KindMismatch { .. } => "kind",
+                _ => "component",
+            },
             source,
         })?;
         plugins.insert(name.clone(), loaded);
