@@ -646,8 +646,8 @@ fn overhead_table(runs: usize) {
     println!();
     println!("recording overhead: tpch-q1 SF 0.1 through run_job, best of {runs}");
     println!(
-        "{:<22} {:>10} {:>10} {:>8} {:>10} {:>10}   {}",
-        "recovery", "wall ms", "run ms", "events", "snapshots", "log KiB", "all wall ms"
+        "{:<22} {:>10} {:>10} {:>8} {:>10} {:>10}   all wall ms",
+        "recovery", "wall ms", "run ms", "events", "snapshots", "log KiB"
     );
     for (name, wall, ms, ev, sn, b, all) in [
         ("enabled (snapshots)", w, wm, we, ws, wb, &with),

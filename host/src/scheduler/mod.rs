@@ -62,8 +62,8 @@ pub enum JobError {
         plugin: String,
         /// The field at fault: `component`, `kind` or `dirs`.
         field: &'static str,
-        /// What went wrong.
-        source: PluginError,
+        /// What went wrong (boxed: it is large and rare).
+        source: Box<PluginError>,
     },
     /// A source coordinator's enumerator failed.
     #[error(transparent)]
@@ -541,7 +541,7 @@ pub fn load_plugins(
                 PluginError::KindMismatch { .. } => "kind",
                 _ => "component",
             },
-            source,
+            source: Box::new(source),
         })?;
         plugins.insert(name.clone(), loaded);
     }
