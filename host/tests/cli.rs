@@ -115,6 +115,25 @@ fn log_inspect_prints_the_golden_log_and_refuses_a_folder_without_one() {
     let value: serde_json::Value = serde_json::from_slice(&json.stdout).expect("valid JSON");
     assert!(value["events"].as_array().is_some_and(|e| !e.is_empty()));
 
+    // A data directory holding one job's folder is accepted too.
+    let data = tempfile::tempdir().unwrap();
+    let job = data.path().join("some-job");
+    std::fs::create_dir_all(&job).unwrap();
+    std::fs::write(data.path().join("summary.json"), "{}").unwrap();
+    std::fs::create_dir_all(job.join("log")).unwrap();
+    for entry in std::fs::read_dir(golden.join("log")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), job.join("log").join(entry.file_name())).unwrap();
+    }
+    let out = coordhost(&["log", "inspect", data.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let events = |s: &str| s.lines().skip(1).map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(
+        events(&text(&out.stdout)),
+        events(&stdout),
+        "same events as naming the log folder"
+    );
+
     let empty = tempfile::tempdir().unwrap();
     let out = coordhost(&["log", "inspect", empty.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));

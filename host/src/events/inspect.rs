@@ -14,7 +14,8 @@ use super::reader::{self, Replay};
 use super::storage::FileStorage;
 
 /// The log directory for `dir`: `dir` itself if it holds segment files,
-/// else `dir/log` (when `dir` is a job's data directory).
+/// else `dir/log` (when `dir` is a job's data directory), else
+/// `dir/<job>/log` when `dir` is a data directory holding exactly one job.
 ///
 /// # Errors
 /// [`EventsError::NoLog`] if none of these holds a segment;
@@ -44,6 +45,19 @@ pub fn locate_log_dir(dir: &Path) -> Result<PathBuf, EventsError> {
         if holds_segments(&candidate)? {
             return Ok(candidate);
         }
+    }
+    // `dir` may be the whole data directory (`--data-dir`): one job in it.
+    let mut jobs = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.filter_map(Result::ok).filter(|e| e.path().is_dir()) {
+            let candidate = entry.path().join(LOG_DIR);
+            if holds_segments(&candidate)? {
+                jobs.push(candidate);
+            }
+        }
+    }
+    if jobs.len() == 1 {
+        return Ok(jobs.remove(0));
     }
     Err(EventsError::NoLog {
         path: dir.to_path_buf(),
