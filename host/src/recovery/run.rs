@@ -34,9 +34,10 @@ pub fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary,
             workers,
         )
     };
+    let fingerprint = job_fingerprint(config);
+    refuse_if_edited(config, &data_dir, &fingerprint)?;
     let (writer, replay) = open_log(config, &data_dir)?;
     let mut recorder = EventRecorder::new(writer, config.graph.clone());
-    let fingerprint = job_fingerprint(config);
     let mut master = fresh_master()?;
     let history = current_run(&replay);
     if history.is_empty() && config.recovery.enabled && !master.snapshots_enabled() {
@@ -49,11 +50,6 @@ pub fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary,
     }
     let mut recovered = false;
     if !history.is_empty() {
-        if let Some(started) = last_job_started(&replay)
-            && started.graph_fingerprint != fingerprint
-        {
-            return Err(JobError::JobFileChanged { data_dir });
-        }
         let impossible = if !config.recovery.enabled {
             Some("recovery is disabled in the job file ([recovery] enabled = false)".to_string())
         } else if !master.snapshots_enabled() {
@@ -102,6 +98,33 @@ pub fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary,
         .close()
         .map_err(|reason| JobError::Recording { reason })?;
     Ok(summary)
+}
+
+/// Refuses a data directory whose log was written for another job file,
+/// before anything there changes (opening the log for writing would seal
+/// its segments and start a new one). A log that cannot be replayed is left
+/// to [`open_log`].
+fn refuse_if_edited(
+    config: &JobConfig,
+    data_dir: &Path,
+    fingerprint: &str,
+) -> Result<(), JobError> {
+    let log_dir = job_log_dir(data_dir, &config.name)?;
+    if !log_dir.is_dir() {
+        return Ok(());
+    }
+    let Ok(replay) = crate::events::replay(&crate::events::FileStorage::open_read_only(&log_dir))
+    else {
+        return Ok(());
+    };
+    match last_job_started(&replay) {
+        Some(started) if started.graph_fingerprint != fingerprint => {
+            Err(JobError::JobFileChanged {
+                data_dir: data_dir.to_path_buf(),
+            })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Opens the log; a damaged one is set aside (never deleted) and a new one
