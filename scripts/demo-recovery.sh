@@ -101,7 +101,15 @@ if decisions:
     kept = ["%s#%d (attempt %d)" % (a["job_vertex"], a["subtask"], a["attempt"]) for a in last["skipped"]]
     say("kept from before the crash: " + (", ".join(kept) or "nothing"))
     for r in last["reset"]:
-        why = r["reason"] if isinstance(r["reason"], str) else next(iter(r["reason"]))
+        kind = r["reason"] if isinstance(r["reason"], str) else next(iter(r["reason"]))
+        # The summary's names for the reasons (README, `reset_reasons`).
+        why = {
+            "RecoveryUnfinished": "unfinished",
+            "RecoveryNotInSnapshot": "no-snapshot",
+            "RecoveryEnumeratorWithoutSnapshot": "enumerator-cannot-snapshot",
+            "RecoveryPartitionMissing": "partition-missing",
+            "RecoveryUpstreamReset": "upstream-reset",
+        }.get(kind, kind)
         say("runs again: %s#%d (%s)" % (r["execution"]["job_vertex"], r["execution"]["subtask"], why))
 EOF
 )

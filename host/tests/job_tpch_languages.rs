@@ -71,6 +71,15 @@ fn tpch_q1_gives_the_same_result_with_the_rust_python_and_javascript_enumerators
             second.tasks_skipped, 4,
             "{name}: the four scan subtasks are skipped"
         );
+        let scan = second
+            .vertices
+            .iter()
+            .find(|v| v.id == "scan")
+            .expect("scan vertex");
+        assert_eq!(
+            scan.skipped, 4,
+            "{name}: the summary says per vertex what was skipped"
+        );
         assert_eq!(
             sorted(published_lines(&crashed.join("output/tpch-q1"))),
             lines,

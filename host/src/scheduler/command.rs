@@ -97,8 +97,20 @@ fn print_summary(s: &Summary) {
         for v in &s.vertices {
             writeln!(
                 out,
-                "  {:<16} parallelism {:>3}  records in {:>10}  out {:>10}  partition bytes {:>12}",
-                v.id, v.parallelism, v.records_in, v.records_out, v.bytes_out
+                "  {:<16} parallelism {:>3}  records in {:>10}  out {:>10}  partition bytes {:>12}{}",
+                v.id,
+                v.parallelism,
+                v.records_in,
+                v.records_out,
+                v.bytes_out,
+                if v.skipped > 0 {
+                    format!(
+                        "  ({} skipped by recovery; figures count this run only)",
+                        v.skipped
+                    )
+                } else {
+                    String::new()
+                }
             )?;
         }
         writeln!(

@@ -418,6 +418,8 @@ pub struct VertexSummary {
     /// Splits given back to the enumerator by resets in this run
     /// (failover or recovery).
     pub splits_returned: u64,
+    /// Subtasks that recovery skipped (their output survived the crash).
+    pub skipped: u64,
 }
 
 /// The final summary of a run; serializes to the JSON of `--summary-json`.

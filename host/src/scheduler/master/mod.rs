@@ -120,6 +120,8 @@ pub struct JobMaster {
     split_counts: HashMap<usize, (u64, u64)>,
     /// Executions finished in this run, per vertex (for the crash knob).
     finished_here: HashMap<usize, u32>,
+    /// Subtasks recovery skipped, per vertex.
+    skipped_here: HashMap<usize, u64>,
     /// Passes through each named crash point in this run.
     crash_passes: HashMap<&'static str, u32>,
 }
@@ -186,6 +188,7 @@ impl JobMaster {
             reset_reasons: BTreeMap::new(),
             split_counts: HashMap::new(),
             finished_here: HashMap::new(),
+            skipped_here: HashMap::new(),
             crash_passes: HashMap::new(),
         })
     }
@@ -377,6 +380,9 @@ impl JobMaster {
         }
         self.restart_all_once = plan.restart_all_once.clone();
         self.tasks_skipped = plan.kept.len() as u64;
+        for &(v, _) in plan.kept.keys() {
+            *self.skipped_here.entry(v).or_default() += 1;
+        }
         self.tasks_reset += plan.reset.len() as u64;
         self.recovered = true;
         Ok(())
@@ -673,6 +679,7 @@ impl JobMaster {
                     bytes_out: f.iter().map(|x| x.bytes_out).sum(),
                     splits_assigned: self.split_counts.get(&i).map_or(0, |c| c.0),
                     splits_returned: self.split_counts.get(&i).map_or(0, |c| c.1),
+                    skipped: self.skipped_here.get(&i).copied().unwrap_or(0),
                 }
             })
             .collect();
