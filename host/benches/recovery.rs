@@ -33,10 +33,9 @@ use std::time::{Duration, Instant};
 use coordhost::config::{JobConfig, LoadOptions, load_job};
 use coordhost::coordinator::{CoordinatorSnapshot, SourceCoordinator, SplitAnswer};
 use coordhost::events::{
-    AttemptId, EncodedSplit, EnumeratorSnapshot, ExecutionFinished, ExecutionVertexId, FileStorage,
-    JobEvent, JobStarted, JobVertexInitialized, ProducedPartition, RecoveryFinished, RecoveryReset,
-    RecoveryStarted, ShuffleSnapshot, SplitAssignment, SubtaskInputRange, WriterOptions,
-    job_log_dir, open_job_log, replay,
+    AttemptId, EncodedSplit, EnumeratorSnapshot, ExecutionFinished, FileStorage, JobEvent,
+    JobStarted, JobVertexInitialized, ProducedPartition, RecoveryStarted, ShuffleSnapshot,
+    SplitAssignment, SubtaskInputRange, WriterOptions, job_log_dir, open_job_log, replay,
 };
 use coordhost::graph::{ExecutionGraph, Parallelism};
 use coordhost::plugin::{
@@ -428,30 +427,10 @@ fn restart(config: &JobConfig, opts: &RunOptions, data_dir: &Path, n: u32) -> Re
     let recover = t.elapsed();
 
     let t = Instant::now();
-    let id = |v: usize| config.graph.vertices[v].id.clone();
     recorder
-        .append_durable(&JobEvent::RecoveryFinished(RecoveryFinished {
-            skipped: plan
-                .kept
-                .iter()
-                .map(|(&(v, s), e)| AttemptId {
-                    job_vertex: id(v),
-                    subtask: s,
-                    attempt: e.attempt,
-                })
-                .collect(),
-            reset: plan
-                .reset
-                .iter()
-                .map(|(&(v, s), reason)| RecoveryReset {
-                    execution: ExecutionVertexId {
-                        job_vertex: id(v),
-                        subtask: s,
-                    },
-                    reason: reason.clone(),
-                })
-                .collect(),
-        }))
+        .append_durable(&JobEvent::RecoveryFinished(
+            plan.finished_event(&config.graph),
+        ))
         .expect("append");
     let decision = t.elapsed();
 

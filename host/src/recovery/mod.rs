@@ -146,6 +146,33 @@ impl RecoveryPlan {
     pub fn next_attempt(&self, key: ExecutionKey) -> u32 {
         self.highest_attempt.get(&key).map_or(0, |a| a + 1)
     }
+
+    /// The decision as the `RecoveryFinished` event records it (step 7).
+    pub fn finished_event(&self, graph: &JobGraph) -> crate::events::RecoveryFinished {
+        let id = |v: usize| graph.vertices[v].id.clone();
+        crate::events::RecoveryFinished {
+            skipped: self
+                .kept
+                .iter()
+                .map(|(&(v, s), e)| crate::events::AttemptId {
+                    job_vertex: id(v),
+                    subtask: s,
+                    attempt: e.attempt,
+                })
+                .collect(),
+            reset: self
+                .reset
+                .iter()
+                .map(|(&(v, s), reason)| crate::events::RecoveryReset {
+                    execution: crate::events::ExecutionVertexId {
+                        job_vertex: id(v),
+                        subtask: s,
+                    },
+                    reason: reason.clone(),
+                })
+                .collect(),
+        }
+    }
 }
 
 struct Finished {

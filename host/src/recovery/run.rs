@@ -8,8 +8,7 @@ use std::path::{Path, PathBuf};
 use super::{EventRecorder, job_fingerprint};
 use crate::config::JobConfig;
 use crate::events::{
-    AttemptId as LoggedAttempt, EventsError, ExecutionVertexId, JobEvent, JobStarted,
-    RecoveryFinished, RecoveryReset, RecoveryStarted, Replay, WriterOptions, job_log_dir,
+    EventsError, JobEvent, JobStarted, RecoveryStarted, Replay, WriterOptions, job_log_dir,
     open_job_log,
 };
 use crate::graph::ExecutionGraph;
@@ -188,29 +187,7 @@ fn recover(
         .map_err(|reason| JobError::Recording { reason })?;
     master.crash_point("recovery-started", recorder)?;
     let plan = master.recover(&events, config.recovery.previous_worker_timeout, recorder)?;
-    let id = |v: usize| config.graph.vertices[v].id.clone();
-    let finished = JobEvent::RecoveryFinished(RecoveryFinished {
-        skipped: plan
-            .kept
-            .iter()
-            .map(|(&(v, s), e)| LoggedAttempt {
-                job_vertex: id(v),
-                subtask: s,
-                attempt: e.attempt,
-            })
-            .collect(),
-        reset: plan
-            .reset
-            .iter()
-            .map(|(&(v, s), reason)| RecoveryReset {
-                execution: ExecutionVertexId {
-                    job_vertex: id(v),
-                    subtask: s,
-                },
-                reason: reason.clone(),
-            })
-            .collect(),
-    });
+    let finished = JobEvent::RecoveryFinished(plan.finished_event(&config.graph));
     recorder
         .append_durable(&finished)
         .map_err(|reason| JobError::Recording { reason })?;
