@@ -146,11 +146,23 @@ fn plugin_check(file: &Path, json: bool, cache_dir: Option<PathBuf>) -> ExitCode
             ExitCode::from(EXIT_OK)
         }
         Err(error) => {
-            eprintln!("coordhost: {error}");
-            ExitCode::from(match error {
+            let message = crate::config::one_line(&error.to_string());
+            let code = match error {
                 PluginError::Engine { .. } => EXIT_FAILED,
                 _ => EXIT_BAD_INPUT,
-            })
+            };
+            if json {
+                // `--json` always prints a JSON document on stdout; on
+                // failure `{"file", "valid": false, "error"}`.
+                let doc = serde_json::json!({
+                    "file": file.display().to_string(),
+                    "valid": false,
+                    "error": message,
+                });
+                println!("{doc}");
+            }
+            eprintln!("coordhost: {message}");
+            ExitCode::from(code)
         }
     }
 }

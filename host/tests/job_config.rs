@@ -55,7 +55,8 @@ struct Fixture {
 fn fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
     let component = dir.path().join("plugin.wasm");
-    std::fs::write(&component, b"\0asm").expect("component");
+    // A component's 8-byte preamble: the loader reads no more than that.
+    std::fs::write(&component, b"\0asm\x0d\0\x01\0").expect("component");
     Fixture { dir, component }
 }
 

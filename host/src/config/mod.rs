@@ -67,6 +67,43 @@ pub enum ConfigError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A command-line argument of `coordhost run` is not allowed (checked
+    /// with the job file, before anything is created).
+    #[error("{arg}: {reason}")]
+    Argument {
+        /// The option, e.g. `--workers`.
+        arg: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Longest job name and job vertex id, characters: both become file names
+/// (the job's folder in the data directory, partition folders).
+pub const MAX_NAME_CHARS: usize = 128;
+/// Largest `record-delay-us` (10 s per record).
+pub const MAX_RECORD_DELAY_US: u64 = 10_000_000;
+/// Most subpartition files one edge may make: producers (their parallelism,
+/// or `max-parallelism` when `auto`) times subpartitions (1 on a forward
+/// edge; the consumer's parallelism, or its `max-parallelism` when `auto`,
+/// on a hash edge). Every subpartition is a file (docs/job-file.md).
+pub const MAX_SUBPARTITIONS_PER_EDGE: u64 = 16_384;
+
+/// Makes `s` one line: line breaks and other control characters are
+/// escaped, so every refusal is exactly one line whatever the input held.
+pub fn one_line(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_string();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// How a job file is loaded.
@@ -167,9 +204,13 @@ pub struct JobConfig {
     pub graph: JobGraph,
 }
 
+pub mod files;
 mod operators;
+mod paths;
 mod raw;
 mod validate;
+
+pub use paths::{NewFolders, check_arguments, check_cache_dir};
 
 use raw::RawJobFile;
 use validate::Validator;
@@ -188,7 +229,7 @@ use validate::Validator;
 /// edge between vertices of different parallelism, an unknown column, or a
 /// component that cannot be read.
 pub fn load_job(path: &Path, opts: &LoadOptions) -> Result<JobConfig, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    let text = files::read_job_text(path).map_err(|source| ConfigError::Read {
         file: path.to_path_buf(),
         source,
     })?;
@@ -205,7 +246,7 @@ pub fn parse_job(path: &Path, text: &str, opts: &LoadOptions) -> Result<JobConfi
     let file = path.to_path_buf();
     let raw: RawJobFile = toml::from_str(text).map_err(|e| ConfigError::Parse {
         file: file.clone(),
-        message: parse_message(&e, text),
+        message: one_line(&parse_message(&e, text)),
     })?;
     let job_dir = absolute(path.parent().unwrap_or(Path::new(".")));
     let data_dir = absolute(&opts.data_dir);
@@ -213,8 +254,12 @@ pub fn parse_job(path: &Path, text: &str, opts: &LoadOptions) -> Result<JobConfi
         file,
         job_dir,
         data_dir,
+        sinks: std::cell::RefCell::new(Vec::new()),
     };
-    v.validate(raw)
+    v.check_data_dir()?;
+    let config = v.validate(raw)?;
+    v.check_paths(&config)?;
+    Ok(config)
 }
 
 fn parse_message(e: &toml::de::Error, text: &str) -> String {

@@ -168,17 +168,24 @@ impl Validator {
                     path,
                     header,
                     delimiter,
+                    overwrite,
                 } => {
                     let delimiter = self.delimiter(&format!("{field}.delimiter"), delimiter)?;
+                    self.note_sink(vi, &field, overwrite);
                     sink = Some(SinkSpec {
-                        dir: self.resolve_path(&path),
+                        dir: self.resolve_path(&format!("{field}.path"), &path)?,
                         format: SinkFormat::Csv { header, delimiter },
                         columns: current.clone(),
                     });
                 }
-                RawOperator::WriteText { path, separator } => {
+                RawOperator::WriteText {
+                    path,
+                    separator,
+                    overwrite,
+                } => {
+                    self.note_sink(vi, &field, overwrite);
                     sink = Some(SinkSpec {
-                        dir: self.resolve_path(&path),
+                        dir: self.resolve_path(&format!("{field}.path"), &path)?,
                         format: SinkFormat::Text {
                             separator: separator.unwrap_or_else(|| " ".to_string()),
                         },
@@ -200,6 +207,14 @@ impl Validator {
             ));
         }
         Ok((ops, sink, cols.unwrap_or_default()))
+    }
+
+    fn note_sink(&self, vertex: usize, field: &str, overwrite: bool) {
+        self.sinks.borrow_mut().push(super::validate::SinkField {
+            vertex,
+            field: field.to_string(),
+            overwrite,
+        });
     }
 
     pub(super) fn delimiter(&self, field: &str, d: Option<String>) -> Result<u8, ConfigError> {

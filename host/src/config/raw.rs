@@ -144,12 +144,16 @@ pub(super) enum RawOperator {
         header: bool,
         #[serde(default)]
         delimiter: Option<String>,
+        #[serde(default)]
+        overwrite: bool,
     },
     #[serde(rename_all = "kebab-case")]
     WriteText {
         path: String,
         #[serde(default)]
         separator: Option<String>,
+        #[serde(default)]
+        overwrite: bool,
     },
 }
 

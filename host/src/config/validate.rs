@@ -1,6 +1,7 @@
 //! Validation of a parsed job file: plugins, vertices, edges, the order of
 //! the graph, each error naming its field.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -8,7 +9,8 @@ use std::time::Duration;
 use super::raw::*;
 use super::{
     ConfigError, DEFAULT_BYTES_PER_TASK, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PARALLELISM, GrantedDir,
-    JobConfig, OnTrap, PluginConfig, PluginKindConfig, PluginLimits, RecoverySettings, normalize,
+    JobConfig, MAX_NAME_CHARS, MAX_RECORD_DELAY_US, MAX_SUBPARTITIONS_PER_EDGE, OnTrap,
+    PluginConfig, PluginKindConfig, PluginLimits, RecoverySettings, files, normalize, one_line,
 };
 use crate::graph::{DistributionPattern, JobEdge, JobGraph, JobVertex, Parallelism};
 
@@ -16,6 +18,19 @@ pub(super) struct Validator {
     pub(super) file: PathBuf,
     pub(super) job_dir: PathBuf,
     pub(super) data_dir: PathBuf,
+    /// Where each sink's `path` field is, filled while operators are read,
+    /// for the path checks that run once the whole file is known.
+    pub(super) sinks: RefCell<Vec<SinkField>>,
+}
+
+/// A sink's place in the job file.
+pub(super) struct SinkField {
+    /// Index of the job vertex.
+    pub(super) vertex: usize,
+    /// The write operator's field, e.g. `vertices[1].operators[1]`.
+    pub(super) field: String,
+    /// The operator's `overwrite`: the folder may hold files of others.
+    pub(super) overwrite: bool,
 }
 
 impl Validator {
@@ -26,8 +41,8 @@ impl Validator {
     ) -> ConfigError {
         ConfigError::Invalid {
             file: self.file.clone(),
-            field: field.into(),
-            reason: reason.into(),
+            field: one_line(&field.into()),
+            reason: one_line(&reason.into()),
         }
     }
 
@@ -41,30 +56,72 @@ impl Validator {
             .map_err(|e: toml::de::Error| self.invalid(field, e.message().trim().to_string()))
     }
 
-    pub(super) fn substitute(&self, s: &str) -> String {
-        s.replace("${data_dir}", &self.data_dir.to_string_lossy())
-            .replace("${job_dir}", &self.job_dir.to_string_lossy())
+    /// Replaces `${data_dir}` and `${job_dir}` in one pass over `s`, the
+    /// job file's text: a replaced value is never scanned again (a data
+    /// directory named `${job_dir}` stays as it is). Any other `${...}`, or
+    /// a `${` without `}`, is an error naming `field`.
+    pub(super) fn substitute(&self, field: &str, s: &str) -> Result<String, ConfigError> {
+        let mut out = String::with_capacity(s.len());
+        let mut rest = s;
+        while let Some(start) = rest.find("${") {
+            out.push_str(&rest[..start]);
+            let after = &rest[start + 2..];
+            let Some(end) = after.find('}') else {
+                return Err(self.invalid(
+                    field,
+                    format!("`{s}` has a `${{` without a closing `}}`; only `${{data_dir}}` and `${{job_dir}}` are replaced"),
+                ));
+            };
+            match &after[..end] {
+                "data_dir" => out.push_str(&self.data_dir.to_string_lossy()),
+                "job_dir" => out.push_str(&self.job_dir.to_string_lossy()),
+                name if !name.is_empty()
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+                {
+                    return Err(self.invalid(
+                        field,
+                        format!("unknown substitution `${{{name}}}`; only `${{data_dir}}` and `${{job_dir}}` are replaced"),
+                    ));
+                }
+                name => {
+                    return Err(self.invalid(
+                        field,
+                        format!("`${{{name}}}` is not a substitution; only `${{data_dir}}` and `${{job_dir}}` are replaced"),
+                    ));
+                }
+            }
+            rest = &after[end + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
     }
 
-    pub(super) fn resolve_path(&self, s: &str) -> PathBuf {
-        let p = PathBuf::from(self.substitute(s));
-        if p.is_absolute() {
+    /// A path field: substituted, resolved against the job file's folder,
+    /// normalized. An empty path is an error naming `field`.
+    pub(super) fn resolve_path(&self, field: &str, s: &str) -> Result<PathBuf, ConfigError> {
+        if s.trim().is_empty() {
+            return Err(self.invalid(field, "the path is empty"));
+        }
+        let p = PathBuf::from(self.substitute(field, s)?);
+        Ok(if p.is_absolute() {
             normalize(&p)
         } else {
             normalize(&self.job_dir.join(p))
-        }
+        })
     }
 
     /// A plugin config value: substituted; a value that starts with
     /// `${data_dir}` or `${job_dir}` is a path and is normalized (no `..`),
     /// so the plugin sees the same path the host grants.
-    pub(super) fn config_value(&self, s: &str) -> String {
-        let v = self.substitute(s);
-        if s.starts_with("${data_dir}") || s.starts_with("${job_dir}") {
-            normalize(Path::new(&v)).to_string_lossy().into_owned()
-        } else {
-            v
-        }
+    pub(super) fn config_value(&self, field: &str, s: &str) -> Result<String, ConfigError> {
+        let v = self.substitute(field, s)?;
+        Ok(
+            if s.starts_with("${data_dir}") || s.starts_with("${job_dir}") {
+                normalize(Path::new(&v)).to_string_lossy().into_owned()
+            } else {
+                v
+            },
+        )
     }
 
     pub(super) fn validate(&self, raw: RawJobFile) -> Result<JobConfig, ConfigError> {
@@ -78,6 +135,15 @@ impl Validator {
             return Err(self.invalid(
                 "job.name",
                 "must be non-empty and use only letters, digits, `-` and `_`",
+            ));
+        }
+        if raw.job.name.len() > MAX_NAME_CHARS {
+            return Err(self.invalid(
+                "job.name",
+                format!(
+                    "has {} characters, more than {MAX_NAME_CHARS} (it names a folder)",
+                    raw.job.name.len()
+                ),
             ));
         }
         let workers = match raw.job.workers {
@@ -156,25 +222,12 @@ impl Validator {
                 ));
             }
         };
-        let component = self.resolve_path(&raw.component);
-        if let Err(source) = std::fs::File::open(&component).and_then(|f| {
-            if f.metadata()?.is_dir() {
-                Err(std::io::Error::other("is a directory"))
-            } else {
-                Ok(())
-            }
-        }) {
-            return Err(ConfigError::Component {
-                file: self.file.clone(),
-                field: format!("{field}.component"),
-                path: component,
-                source,
-            });
-        }
+        let component = self.resolve_path(&format!("{field}.component"), &raw.component)?;
+        self.check_component(&format!("{field}.component"), &component)?;
         let mut config = Vec::with_capacity(raw.config.len());
         for (k, v) in raw.config {
             let s = match v {
-                toml::Value::String(s) => self.config_value(&s),
+                toml::Value::String(s) => self.config_value(&format!("{field}.config.{k}"), &s)?,
                 toml::Value::Integer(i) => i.to_string(),
                 toml::Value::Float(f) => f.to_string(),
                 toml::Value::Boolean(b) => b.to_string(),
@@ -187,14 +240,13 @@ impl Validator {
             };
             config.push((k, s));
         }
-        let dirs = raw
-            .dirs
-            .iter()
-            .map(|d| GrantedDir {
-                path: self.resolve_path(&d.path),
+        let mut dirs = Vec::with_capacity(raw.dirs.len());
+        for (k, d) in raw.dirs.iter().enumerate() {
+            dirs.push(GrantedDir {
+                path: self.resolve_path(&format!("{field}.dirs[{k}].path"), &d.path)?,
                 writable: d.writable,
-            })
-            .collect();
+            });
+        }
         let mut limits = PluginLimits {
             call_timeout: Duration::from_secs(5),
             memory_bytes: 256 * 1024 * 1024,
@@ -268,6 +320,22 @@ impl Validator {
                     "must be non-empty and use only letters, digits, `-` and `_`",
                 ));
             }
+            if rv.id.len() > MAX_NAME_CHARS {
+                return Err(self.invalid(
+                    format!("{field}.id"),
+                    format!(
+                        "has {} characters, more than {MAX_NAME_CHARS} (it names files)",
+                        rv.id.len()
+                    ),
+                ));
+            }
+            let record_delay_us = rv.record_delay_us.unwrap_or(0);
+            if record_delay_us > MAX_RECORD_DELAY_US {
+                return Err(self.invalid(
+                    format!("{field}.record-delay-us"),
+                    format!("{record_delay_us} is not in 0..={MAX_RECORD_DELAY_US}"),
+                ));
+            }
             if index.insert(rv.id.clone(), i).is_some() {
                 return Err(self.invalid(
                     format!("{field}.id"),
@@ -336,7 +404,7 @@ impl Validator {
                 source: rv.source,
                 operators: Vec::new(),
                 sink: None,
-                record_delay: Duration::from_micros(rv.record_delay_us.unwrap_or(0)),
+                record_delay: Duration::from_micros(record_delay_us),
                 output_columns: Vec::new(),
             });
         }
@@ -387,6 +455,7 @@ impl Validator {
             if edges.iter().any(|e: &JobEdge| e.from == from && e.to == to) {
                 return Err(self.invalid(field, format!("duplicate edge {} -> {}", re.from, re.to)));
             }
+            self.check_subpartitions(&field, &vertices[from], &vertices[to], pattern)?;
             edges.push(JobEdge {
                 from,
                 to,
@@ -480,6 +549,55 @@ impl Validator {
             edges,
             order,
         })
+    }
+}
+
+impl Validator {
+    /// A component must be a regular file within [`files::MAX_COMPONENT_BYTES`]
+    /// that starts with a component's preamble; nothing more is read here.
+    fn check_component(&self, field: &str, component: &Path) -> Result<(), ConfigError> {
+        let io_error = |source| ConfigError::Component {
+            file: self.file.clone(),
+            field: field.to_string(),
+            path: component.to_path_buf(),
+            source,
+        };
+        let (mut f, _) = files::open_regular_file(component, files::MAX_COMPONENT_BYTES)
+            .map_err(io_error)?;
+        let head = files::read_head(&mut f, files::PREAMBLE_BYTES).map_err(io_error)?;
+        crate::plugin::check_magic(component, &head)
+            .map_err(|e| self.invalid(field, e.to_string()))
+    }
+
+    /// Bounds the subpartition files one edge can make
+    /// ([`MAX_SUBPARTITIONS_PER_EDGE`]).
+    fn check_subpartitions(
+        &self,
+        field: &str,
+        from: &JobVertex,
+        to: &JobVertex,
+        pattern: DistributionPattern,
+    ) -> Result<(), ConfigError> {
+        let most = |v: &JobVertex| match v.parallelism {
+            Parallelism::Fixed(n) => u64::from(n),
+            Parallelism::Auto => u64::from(v.max_parallelism),
+        };
+        let producers = most(from);
+        let subpartitions = match pattern {
+            DistributionPattern::Forward => 1,
+            DistributionPattern::Hash => most(to),
+        };
+        let files = producers * subpartitions;
+        if files > MAX_SUBPARTITIONS_PER_EDGE {
+            return Err(self.invalid(
+                field,
+                format!(
+                    "`{}` ({producers} subtasks at most) writes {subpartitions} subpartitions each for `{}`: {files} subpartition files, more than {MAX_SUBPARTITIONS_PER_EDGE} per edge; lower a parallelism or `max-parallelism`",
+                    from.id, to.id
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 

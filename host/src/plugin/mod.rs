@@ -356,11 +356,18 @@ impl PluginHost {
     }
 
     fn compile(&self, path: &Path) -> Result<(Component, CacheOutcome), PluginError> {
-        let bytes = std::fs::read(path).map_err(|source| PluginError::Read {
+        // Only a regular file, its size bounded and its preamble checked
+        // before the rest is read (docs/job-file.md, "Rules and their messages").
+        use crate::config::files::{self, MAX_COMPONENT_BYTES, PREAMBLE_BYTES};
+        let read_error = |source| PluginError::Read {
             path: path.to_path_buf(),
             source,
-        })?;
-        check_magic(path, &bytes)?;
+        };
+        let (mut file, _) =
+            files::open_regular_file(path, MAX_COMPONENT_BYTES).map_err(read_error)?;
+        let head = files::read_head(&mut file, PREAMBLE_BYTES).map_err(read_error)?;
+        check_magic(path, &head)?;
+        let bytes = files::read_rest(&mut file, head, MAX_COMPONENT_BYTES).map_err(read_error)?;
         self.inner.cache.load(&self.inner.engine, path, &bytes)
     }
 }
@@ -370,7 +377,7 @@ const COMPONENT_PREAMBLE: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0
 /// The 8-byte preamble of a core WebAssembly module (magic, version 1).
 const CORE_MODULE_PREAMBLE: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
 
-fn check_magic(path: &Path, bytes: &[u8]) -> Result<(), PluginError> {
+pub(crate) fn check_magic(path: &Path, bytes: &[u8]) -> Result<(), PluginError> {
     let not_component = |reason: &str| PluginError::NotAComponent {
         path: path.to_path_buf(),
         reason: reason.into(),

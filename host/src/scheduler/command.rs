@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
-use super::{JobError, JobStatus, ProgressListener, RunOptions, Summary, run_job};
+use super::{JobStatus, ProgressListener, RunOptions, Summary, run_job};
 
 /// Exit code: the job finished.
 pub const EXIT_FINISHED: u8 = 0;
@@ -41,6 +41,10 @@ pub struct RunArgs {
 
 /// Runs `coordhost run`; returns the exit code.
 pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
+    if let Err(e) = crate::config::check_arguments(args.workers, args.summary_json.as_deref()) {
+        eprintln!("coordhost: {e}");
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
     let mut opts = RunOptions::new(&args.job, &args.data_dir);
     opts.workers = args.workers;
     opts.cache_dir = cache_dir;
@@ -77,10 +81,11 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
             }
         }
         Err(e) => {
-            eprintln!("coordhost: {e}");
-            ExitCode::from(match e {
-                JobError::Workers { .. } => EXIT_JOB_FAILED,
-                _ => EXIT_BAD_INPUT,
+            eprintln!("coordhost: {}", crate::config::one_line(&e.to_string()));
+            ExitCode::from(if e.is_bad_input() {
+                EXIT_BAD_INPUT
+            } else {
+                EXIT_JOB_FAILED
             })
         }
     }

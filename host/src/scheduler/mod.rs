@@ -45,8 +45,9 @@ pub enum JobError {
     /// The job file is wrong.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// A plugin could not be loaded, or a call into it failed.
-    #[error("plugin `{plugin}`: {source}")]
+    /// A plugin could not be loaded, or a call into it failed. The message
+    /// names the plugin once (most plugin errors name it themselves).
+    #[error("{}", plugin_message(plugin, source))]
     Plugin {
         /// The plugin's name in the job file.
         plugin: String,
@@ -149,6 +150,47 @@ pub enum JobError {
         /// The OS error.
         source: std::io::Error,
     },
+}
+
+/// `plugin `NAME`: ERROR`, unless the error names the plugin itself.
+fn plugin_message(plugin: &str, source: &PluginError) -> String {
+    let text = source.to_string();
+    if text.starts_with(&format!("plugin `{plugin}`")) {
+        text
+    } else {
+        format!("plugin `{plugin}`: {text}")
+    }
+}
+
+impl JobError {
+    /// Whether this error is bad input (exit 2: the job file, a component,
+    /// the command line, the data directory) rather than a failure while the
+    /// job started or ran (exit 1). A plugin that traps, misses a deadline,
+    /// breaks the contract or returns an error other than
+    /// `invalid-config` failed; a component that cannot be loaded is bad
+    /// input.
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            Self::Workers { .. } => false,
+            Self::Plugin { source, .. } => matches!(
+                source,
+                PluginError::Read { .. }
+                    | PluginError::Empty { .. }
+                    | PluginError::NotAComponent { .. }
+                    | PluginError::Compile { .. }
+                    | PluginError::WrongWorld { .. }
+                    | PluginError::IncompatibleVersion { .. }
+                    | PluginError::KindMismatch { .. }
+                    | PluginError::Link { .. }
+                    | PluginError::Grant { .. }
+                    | PluginError::Returned {
+                        error: crate::plugin::PluginFailure::InvalidConfig(_),
+                        ..
+                    }
+            ),
+            _ => true,
+        }
+    }
 }
 
 /// Receives scheduling facts as they happen: the hook for the durable job
@@ -472,13 +514,31 @@ pub struct Summary {
 /// master cannot be created, [`JobError::Io`] for the data directory or the
 /// output folders, [`JobError::Workers`].
 pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
+    // One validation pass before anything is created (docs/job-file.md,
+    // "Rules and their messages").
+    crate::config::check_arguments(opts.workers, None)?;
     let config = crate::config::load_job(
         &opts.job_file,
         &LoadOptions {
             data_dir: opts.data_dir.clone(),
         },
     )?;
-    crate::recovery::run_recoverable(&config, opts)
+    let data_dir = std::path::absolute(&opts.data_dir).unwrap_or_else(|_| opts.data_dir.clone());
+    let cache_dir = opts
+        .cache_dir
+        .clone()
+        .unwrap_or_else(|| data_dir.join("cache"));
+    crate::config::check_cache_dir(&config, &cache_dir)?;
+    let new_folders = crate::config::NewFolders::note(&config, &data_dir);
+    let result = crate::recovery::run_recoverable(&config, opts);
+    if let Err(e @ (JobError::PluginLoad { .. } | JobError::Plugin { .. })) = &result
+        && e.is_bad_input()
+    {
+        // A component that passed the checks but does not load: the run
+        // is refused as if it had never started.
+        new_folders.remove();
+    }
+    result
 }
 
 /// Runs `config` starting from `graph` (fresh, or pre-restored by recovery),

@@ -10,6 +10,7 @@
 //! | key | meaning |
 //! |---|---|
 //! | `root` | absolute directory, granted read-write at the same path on host and guest |
+//! | `fault` | `none` (default) or `trap-register-job`: `register-job` panics (a plugin bug, for the host's tests) |
 //!
 //! `get-partitions-with-metrics` reports only partitions registered in this
 //! instance whose `COMPLETE` marker exists; `snapshot-state` and
@@ -46,19 +47,35 @@ impl Guest for Component {
 /// One shuffle master instance (one per job).
 pub struct MemoryShuffleMaster {
     placer: RefCell<PartitionPlacer>,
+    /// Whether `register-job` panics (config `fault = "trap-register-job"`).
+    trap_register_job: bool,
 }
 
 impl GuestShuffleMaster for MemoryShuffleMaster {
     fn create(config: Vec<(String, String)>) -> Result<ShuffleMaster, Error> {
         let root =
             plugin_support::config::absolute_path(&config, "root").map_err(Error::InvalidConfig)?;
+        let trap_register_job = match plugin_support::config::value(&config, "fault") {
+            None | Some("none") => false,
+            Some("trap-register-job") => true,
+            Some(other) => {
+                return Err(Error::InvalidConfig(format!(
+                    "fault `{other}` is not `none` or `trap-register-job`"
+                )));
+            }
+        };
         let placer = PartitionPlacer::new(root).map_err(failure_to_wit)?;
         Ok(ShuffleMaster::new(Self {
             placer: RefCell::new(placer),
+            trap_register_job,
         }))
     }
 
     fn register_job(&self, job_id: String) -> Result<(), Error> {
+        assert!(
+            !self.trap_register_job,
+            "memory-shuffle: trap on register-job (fault = \"trap-register-job\")"
+        );
         self.placer.borrow_mut().registry().register_job(&job_id);
         Ok(())
     }
