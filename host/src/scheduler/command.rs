@@ -4,7 +4,8 @@
 //!
 //! Exit codes: 0 the job finished; 1 the job failed while running (a task
 //! ran out of attempts, a plugin call failed, output could not be
-//! published); 2 bad input (the job file, a component, the data directory).
+//! published, its own storage failed: see [`exit_code`]); 2 bad input (the
+//! job file, a component, the data directory).
 
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
@@ -78,11 +79,35 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
         }
         Err(e) => {
             eprintln!("coordhost: {e}");
-            ExitCode::from(match e {
-                JobError::Workers { .. } => EXIT_JOB_FAILED,
-                _ => EXIT_BAD_INPUT,
-            })
+            ExitCode::from(exit_code(&e))
         }
+    }
+}
+
+/// The exit code of a run that ended with `error` before a summary existed.
+///
+/// One rule for storage: a run that fails on its own storage (the event
+/// log cannot be written or synced, a record does not fit, a file of the
+/// data directory cannot be used) exits [`EXIT_JOB_FAILED`], as a failure
+/// while the job runs does; [`EXIT_BAD_INPUT`] is for what the user gave:
+/// the command line, the job file, a component, a log that is damaged or
+/// written by a newer coordhost, a data directory in use or of another job.
+#[must_use]
+pub fn exit_code(error: &JobError) -> u8 {
+    use crate::events::EventsError;
+    match error {
+        JobError::Workers { .. }
+        | JobError::Io { .. }
+        | JobError::Recording { .. }
+        | JobError::Log {
+            source:
+                EventsError::Io { .. }
+                | EventsError::WriteFailed { .. }
+                | EventsError::RecordTooLarge { .. }
+                | EventsError::Encode { .. }
+                | EventsError::SnapshotFile { .. },
+        } => EXIT_JOB_FAILED,
+        _ => EXIT_BAD_INPUT,
     }
 }
 

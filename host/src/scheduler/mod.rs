@@ -359,6 +359,12 @@ pub struct RunOptions {
     pub crash_at: Option<CrashPoint>,
     /// Progress display.
     pub progress: Option<Arc<dyn ProgressListener>>,
+    /// Largest enumerator batch snapshot state recorded, in bytes: a larger
+    /// one is refused when taken (the job goes on; a recovery restores the
+    /// previous snapshot). Default and maximum
+    /// [`MAX_SNAPSHOT_LEN`](crate::events::format::MAX_SNAPSHOT_LEN); the
+    /// library lowers it to test the refusal without a 1 GiB snapshot.
+    pub max_snapshot_bytes: u64,
 }
 
 impl RunOptions {
@@ -373,6 +379,7 @@ impl RunOptions {
             lost_partitions: Vec::new(),
             crash_at: None,
             progress: None,
+            max_snapshot_bytes: crate::events::format::MAX_SNAPSHOT_LEN,
         }
     }
 }
@@ -386,6 +393,7 @@ impl std::fmt::Debug for RunOptions {
             .field("cache_dir", &self.cache_dir)
             .field("faults", &self.faults)
             .field("lost_partitions", &self.lost_partitions)
+            .field("max_snapshot_bytes", &self.max_snapshot_bytes)
             .finish_non_exhaustive()
     }
 }
