@@ -502,3 +502,61 @@ pub fn kind_name(kind_id: u16) -> Option<&'static str> {
         _ => return None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finished(state_file: Option<SnapshotFile>) -> JobEvent {
+        JobEvent::ExecutionFinished(ExecutionFinished {
+            attempt: AttemptId {
+                job_vertex: "source".into(),
+                subtask: 0,
+                attempt: 0,
+            },
+            coordinator_epoch: 1,
+            produced: Vec::new(),
+            enumerator_snapshots: vec![EnumeratorSnapshot {
+                job_vertex: "source".into(),
+                checkpoint_id: -1,
+                state: if state_file.is_some() {
+                    Vec::new()
+                } else {
+                    b"inline".to_vec()
+                },
+                assignments: Vec::new(),
+                no_more_splits: vec![0],
+                state_file,
+            }],
+            shuffle_snapshot: None,
+        })
+    }
+
+    #[test]
+    fn execution_finished_is_version_1_inline_and_version_2_with_a_side_file() {
+        let inline = finished(None);
+        assert_eq!(inline.schema_version(), 1);
+        let bytes = inline.encode_payload().expect("encode");
+        assert_eq!(
+            JobEvent::decode(kind::EXECUTION_FINISHED, 1, &bytes).expect("v1"),
+            inline
+        );
+
+        let side = finished(Some(SnapshotFile {
+            file: "snapshot-00000001-00000000.state".into(),
+            len: 73_400_320,
+            crc32c: 0xdead_beef,
+        }));
+        assert_eq!(side.schema_version(), 2);
+        let bytes = side.encode_payload().expect("encode");
+        assert_eq!(
+            JobEvent::decode(kind::EXECUTION_FINISHED, 2, &bytes).expect("v2"),
+            side
+        );
+        assert!(JobEvent::decode(kind::EXECUTION_FINISHED, 1, &bytes).is_err());
+        assert!(matches!(
+            JobEvent::decode(kind::EXECUTION_FINISHED, 3, &bytes),
+            Err(DecodeProblem::NewerVersion { max_known: 2 })
+        ));
+    }
+}

@@ -378,3 +378,25 @@ impl JobEventSink for EventRecorder {
         self.writer.flush().map_err(|e| e.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::data_dir_neutral;
+    use std::path::Path;
+
+    #[test]
+    fn paths_under_the_data_directory_are_hashed_relative_to_it() {
+        let text = r#"dirs [("/srv/a/data/shuffle", true)] config {"root": "/srv/a/data"} other "/srv/a/database""#;
+        assert_eq!(
+            data_dir_neutral(text, Path::new("/srv/a/./x/../data")),
+            r#"dirs [("${data_dir}/shuffle", true)] config {"root": "${data_dir}"} other "/srv/a/database""#
+        );
+        let moved = text.replace("/srv/a/data", "/srv/b/moved");
+        assert_eq!(
+            data_dir_neutral(&moved, Path::new("/srv/b/moved")),
+            data_dir_neutral(text, Path::new("/srv/a/data"))
+                .replace("/srv/a/database", "/srv/b/movedbase"),
+            "only the path beside the data directory differs"
+        );
+    }
+}

@@ -202,3 +202,73 @@ impl ProgressListener for Bars {
         ));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::EventsError;
+
+    fn log(source: EventsError) -> JobError {
+        JobError::Log { source }
+    }
+
+    #[test]
+    fn a_run_that_fails_on_its_own_storage_exits_1_and_bad_input_exits_2() {
+        let io = || std::io::Error::other("No space left on device");
+        let storage = [
+            log(EventsError::RecordTooLarge {
+                kind_name: "ExecutionFinished",
+                len: 73_400_412,
+                max: crate::events::format::MAX_PAYLOAD_LEN,
+            }),
+            log(EventsError::Io {
+                path: "log/segment-00000001.log".into(),
+                source: io(),
+            }),
+            log(EventsError::WriteFailed {
+                segment: "log/segment-00000001.log".into(),
+                offset: 24,
+                source: std::sync::Arc::new(io()),
+            }),
+            log(EventsError::SnapshotFile {
+                path: "log/snapshot-00000001-00000000.state".into(),
+                problem: "cannot be written: No space left on device".into(),
+            }),
+            JobError::Recording {
+                reason: "event log write failed".into(),
+            },
+            JobError::Io {
+                path: "data/output".into(),
+                source: io(),
+            },
+        ];
+        for e in &storage {
+            assert_eq!(exit_code(e), EXIT_JOB_FAILED, "{e}");
+        }
+        let input = [
+            log(EventsError::UnsupportedVersion {
+                kind: 5,
+                kind_name: "SinkCommitted",
+                version: 9,
+                max_known: 1,
+                segment: "log/segment-00000000.log".into(),
+                offset: 24,
+            }),
+            log(EventsError::UnknownKind {
+                kind: 99,
+                max_known: crate::events::format::kind::NEWEST,
+                segment: "log/segment-00000000.log".into(),
+                offset: 24,
+            }),
+            log(EventsError::Locked {
+                path: "log/LOCK".into(),
+            }),
+            JobError::JobFileChanged {
+                data_dir: "data".into(),
+            },
+        ];
+        for e in &input {
+            assert_eq!(exit_code(e), EXIT_BAD_INPUT, "{e}");
+        }
+    }
+}
