@@ -188,6 +188,7 @@ fn logged_enumerator_snapshot(vertex: &str, snap: &CoordinatorSnapshot) -> Enume
         state: snap.enumerator.clone(),
         assignments,
         no_more_splits,
+        state_file: None,
     }
 }
 

@@ -95,7 +95,7 @@ pub enum EventsError {
     },
     /// A segment's format version is newer than this binary knows.
     #[error(
-        "event log segment {segment} has format version {found}; this binary reads up to {max_known}"
+        "event log segment {segment} has format version {found}; this binary reads up to version {max_known} (a newer coordhost wrote this log; the log is left as it is)"
     )]
     UnsupportedFormat {
         /// The segment file.
@@ -107,7 +107,7 @@ pub enum EventsError {
     },
     /// A record's schema version is newer than this binary knows.
     #[error(
-        "event log segment {segment} at byte {offset}: {kind_name} (kind {kind}) schema version {version}; this binary reads up to {max_known}"
+        "event log segment {segment} at byte {offset}: {kind_name} (kind {kind}) record of schema version {version}; this binary reads up to version {max_known} (a newer coordhost wrote this log; the log is left as it is)"
     )]
     UnsupportedVersion {
         /// Kind id.
@@ -124,10 +124,14 @@ pub enum EventsError {
         offset: u64,
     },
     /// A checksum-valid record of a kind this binary does not know.
-    #[error("event log segment {segment} at byte {offset}: unknown event kind {kind}")]
+    #[error(
+        "event log segment {segment} at byte {offset}: record of event kind {kind}, which this binary does not know (it reads kinds up to {max_known}; a newer coordhost wrote this log; the log is left as it is)"
+    )]
     UnknownKind {
         /// Kind id.
         kind: u16,
+        /// The newest kind id this binary knows.
+        max_known: u16,
         /// The segment file.
         segment: PathBuf,
         /// Byte offset of the record frame.
@@ -160,6 +164,15 @@ pub enum EventsError {
         len: usize,
         /// The limit.
         max: u32,
+    },
+    /// A batch snapshot side file cannot be written, or, when recovery
+    /// loads it, is missing or does not match its record (size, CRC32C).
+    #[error("batch snapshot side file {path} {problem}")]
+    SnapshotFile {
+        /// The side file.
+        path: PathBuf,
+        /// What is wrong, e.g. "is 10 bytes; its record says 3000".
+        problem: String,
     },
     /// An event could not be encoded.
     #[error("{kind_name} event does not encode: {source}")]

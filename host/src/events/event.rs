@@ -134,6 +134,101 @@ pub struct EnumeratorSnapshot {
     pub assignments: Vec<SplitAssignment>,
     /// Subtasks that were told there are no more splits.
     pub no_more_splits: Vec<u32>,
+    /// Set when the state is larger than
+    /// [`INLINE_SNAPSHOT_MAX`](super::format::INLINE_SNAPSHOT_MAX): the
+    /// state bytes are in this side file of the log directory and `state`
+    /// is empty as recorded. Recovery fills `state` from the file, verified,
+    /// with [`load_snapshot_files`](super::load_snapshot_files) (schema
+    /// version 2 of `ExecutionFinished`; see `docs/log-format.md`).
+    pub state_file: Option<SnapshotFile>,
+}
+
+/// A batch snapshot's state kept in a side file of the log directory
+/// instead of inside its record (`docs/log-format.md`, "Snapshot side
+/// files"). The file holds exactly the state bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotFile {
+    /// File name inside the log directory:
+    /// `snapshot-<coordinator attempt:08>-<number:08>.state`.
+    pub file: String,
+    /// Length of the state in bytes (the file's exact size).
+    pub len: u64,
+    /// CRC32C (Castagnoli) of the state bytes.
+    pub crc32c: u32,
+}
+
+/// Schema version 1 of [`EnumeratorSnapshot`]: the state always inline.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct EnumeratorSnapshotV1 {
+    job_vertex: String,
+    checkpoint_id: i64,
+    state: Vec<u8>,
+    assignments: Vec<SplitAssignment>,
+    no_more_splits: Vec<u32>,
+}
+
+/// Schema version 1 of [`ExecutionFinished`]: no snapshot side files.
+/// Still written when every state is inline, so that such logs stay
+/// readable by binaries that know only version 1.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct ExecutionFinishedV1 {
+    attempt: AttemptId,
+    coordinator_epoch: u32,
+    produced: Vec<ProducedPartition>,
+    enumerator_snapshots: Vec<EnumeratorSnapshotV1>,
+    shuffle_snapshot: Option<ShuffleSnapshot>,
+}
+
+impl From<ExecutionFinishedV1> for ExecutionFinished {
+    fn from(v1: ExecutionFinishedV1) -> Self {
+        Self {
+            attempt: v1.attempt,
+            coordinator_epoch: v1.coordinator_epoch,
+            produced: v1.produced,
+            enumerator_snapshots: v1
+                .enumerator_snapshots
+                .into_iter()
+                .map(|s| EnumeratorSnapshot {
+                    job_vertex: s.job_vertex,
+                    checkpoint_id: s.checkpoint_id,
+                    state: s.state,
+                    assignments: s.assignments,
+                    no_more_splits: s.no_more_splits,
+                    state_file: None,
+                })
+                .collect(),
+            shuffle_snapshot: v1.shuffle_snapshot,
+        }
+    }
+}
+
+impl ExecutionFinished {
+    /// True if a state lives in a side file (schema version 2 is needed).
+    fn uses_side_files(&self) -> bool {
+        self.enumerator_snapshots
+            .iter()
+            .any(|s| s.state_file.is_some())
+    }
+
+    fn to_v1(&self) -> ExecutionFinishedV1 {
+        ExecutionFinishedV1 {
+            attempt: self.attempt.clone(),
+            coordinator_epoch: self.coordinator_epoch,
+            produced: self.produced.clone(),
+            enumerator_snapshots: self
+                .enumerator_snapshots
+                .iter()
+                .map(|s| EnumeratorSnapshotV1 {
+                    job_vertex: s.job_vertex.clone(),
+                    checkpoint_id: s.checkpoint_id,
+                    state: s.state.clone(),
+                    assignments: s.assignments.clone(),
+                    no_more_splits: s.no_more_splits.clone(),
+                })
+                .collect(),
+            shuffle_snapshot: self.shuffle_snapshot.clone(),
+        }
+    }
 }
 
 /// A batch snapshot of the shuffle master.
@@ -299,10 +394,15 @@ impl JobEvent {
         }
     }
 
-    /// Schema version this binary writes for the event's kind.
+    /// Schema version this binary writes for the event: the newest of its
+    /// kind, except that an `ExecutionFinished` without snapshot side files
+    /// is written as version 1 (readable by older binaries).
     #[must_use]
     pub fn schema_version(&self) -> u16 {
-        max_known_version(self.kind_id()).unwrap_or(0)
+        match self {
+            Self::ExecutionFinished(e) if !e.uses_side_files() => 1,
+            _ => max_known_version(self.kind_id()).unwrap_or(0),
+        }
     }
 
     /// The event's kind name, e.g. `"ExecutionFinished"`.
@@ -320,6 +420,7 @@ impl JobEvent {
         match self {
             Self::JobStarted(e) => postcard::to_stdvec(e),
             Self::JobVertexInitialized(e) => postcard::to_stdvec(e),
+            Self::ExecutionFinished(e) if !e.uses_side_files() => postcard::to_stdvec(&e.to_v1()),
             Self::ExecutionFinished(e) => postcard::to_stdvec(e),
             Self::ExecutionsReset(e) => postcard::to_stdvec(e),
             Self::SinkCommitted(e) => postcard::to_stdvec(e),
@@ -341,10 +442,13 @@ impl JobEvent {
         if version == 0 {
             return Err(DecodeProblem::Malformed("schema version 0".to_owned()));
         }
-        // Every kind is at version 1; an older version would be upgraded here.
+        // Older versions are upgraded here; only `ExecutionFinished` has one.
         match kind_id {
             kind::JOB_STARTED => exact(payload).map(Self::JobStarted),
             kind::JOB_VERTEX_INITIALIZED => exact(payload).map(Self::JobVertexInitialized),
+            kind::EXECUTION_FINISHED if version == 1 => {
+                exact::<ExecutionFinishedV1>(payload).map(|v1| Self::ExecutionFinished(v1.into()))
+            }
             kind::EXECUTION_FINISHED => exact(payload).map(Self::ExecutionFinished),
             kind::EXECUTIONS_RESET => exact(payload).map(Self::ExecutionsReset),
             kind::SINK_COMMITTED => exact(payload).map(Self::SinkCommitted),
@@ -397,4 +501,62 @@ pub fn kind_name(kind_id: u16) -> Option<&'static str> {
         kind::RECOVERY_FINISHED => "RecoveryFinished",
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finished(state_file: Option<SnapshotFile>) -> JobEvent {
+        JobEvent::ExecutionFinished(ExecutionFinished {
+            attempt: AttemptId {
+                job_vertex: "source".into(),
+                subtask: 0,
+                attempt: 0,
+            },
+            coordinator_epoch: 1,
+            produced: Vec::new(),
+            enumerator_snapshots: vec![EnumeratorSnapshot {
+                job_vertex: "source".into(),
+                checkpoint_id: -1,
+                state: if state_file.is_some() {
+                    Vec::new()
+                } else {
+                    b"inline".to_vec()
+                },
+                assignments: Vec::new(),
+                no_more_splits: vec![0],
+                state_file,
+            }],
+            shuffle_snapshot: None,
+        })
+    }
+
+    #[test]
+    fn execution_finished_is_version_1_inline_and_version_2_with_a_side_file() {
+        let inline = finished(None);
+        assert_eq!(inline.schema_version(), 1);
+        let bytes = inline.encode_payload().expect("encode");
+        assert_eq!(
+            JobEvent::decode(kind::EXECUTION_FINISHED, 1, &bytes).expect("v1"),
+            inline
+        );
+
+        let side = finished(Some(SnapshotFile {
+            file: "snapshot-00000001-00000000.state".into(),
+            len: 73_400_320,
+            crc32c: 0xdead_beef,
+        }));
+        assert_eq!(side.schema_version(), 2);
+        let bytes = side.encode_payload().expect("encode");
+        assert_eq!(
+            JobEvent::decode(kind::EXECUTION_FINISHED, 2, &bytes).expect("v2"),
+            side
+        );
+        assert!(JobEvent::decode(kind::EXECUTION_FINISHED, 1, &bytes).is_err());
+        assert!(matches!(
+            JobEvent::decode(kind::EXECUTION_FINISHED, 3, &bytes),
+            Err(DecodeProblem::NewerVersion { max_known: 2 })
+        ));
+    }
 }

@@ -57,6 +57,19 @@ pub const FRAME_OVERHEAD: usize = FRAME_HEAD_LEN + FRAME_CRC_LEN;
 /// Largest payload a frame may carry (64 MiB); a larger length is damage.
 pub const MAX_PAYLOAD_LEN: u32 = 64 << 20;
 
+/// File name prefix of a snapshot side file:
+/// `snapshot-<coordinator attempt:08>-<number:08>.state`.
+pub const SNAPSHOT_FILE_PREFIX: &str = "snapshot-";
+/// File name suffix of a snapshot side file.
+pub const SNAPSHOT_FILE_SUFFIX: &str = ".state";
+/// Largest enumerator snapshot state kept inside its record (1 MiB); a
+/// larger one is written to a side file that the record names.
+pub const INLINE_SNAPSHOT_MAX: usize = 1 << 20;
+/// Largest batch snapshot the host records (1 GiB). A larger one is refused
+/// when it is taken, naming the plugin and both sizes; the job goes on and a
+/// recovery restores the previous snapshot.
+pub const MAX_SNAPSHOT_LEN: u64 = 1 << 30;
+
 /// Stable kind ids of the events. Never reuse or renumber one; 0 is invalid.
 pub mod kind {
     /// [`JobStarted`](crate::events::JobStarted).
@@ -73,6 +86,9 @@ pub mod kind {
     pub const RECOVERY_STARTED: u16 = 6;
     /// [`RecoveryFinished`](crate::events::RecoveryFinished).
     pub const RECOVERY_FINISHED: u16 = 7;
+    /// The largest kind id this binary knows; a record of a larger one was
+    /// written by a newer coordhost.
+    pub const NEWEST: u16 = RECOVERY_FINISHED;
 }
 
 /// Newest schema version of each kind's payload that this binary knows.
@@ -82,8 +98,10 @@ pub mod schema {
     pub const JOB_STARTED: u16 = 1;
     /// Schema version of `JobVertexInitialized` payloads.
     pub const JOB_VERTEX_INITIALIZED: u16 = 1;
-    /// Schema version of `ExecutionFinished` payloads.
-    pub const EXECUTION_FINISHED: u16 = 1;
+    /// Schema version of `ExecutionFinished` payloads: 2 adds a side file
+    /// per enumerator snapshot (`EnumeratorSnapshot::state_file`); version
+    /// 1 is still written when no snapshot needs one.
+    pub const EXECUTION_FINISHED: u16 = 2;
     /// Schema version of `ExecutionsReset` payloads.
     pub const EXECUTIONS_RESET: u16 = 1;
     /// Schema version of `SinkCommitted` payloads.
@@ -111,6 +129,32 @@ pub fn parse_segment_file_name(name: &str) -> Option<u32> {
         return None;
     }
     digits.parse().ok()
+}
+
+/// File name of the `number`-th snapshot side file written by coordinator
+/// attempt `attempt`.
+#[must_use]
+pub fn snapshot_file_name(attempt: u32, number: u32) -> String {
+    format!("{SNAPSHOT_FILE_PREFIX}{attempt:08}-{number:08}{SNAPSHOT_FILE_SUFFIX}")
+}
+
+/// True if `name` is exactly `snapshot-<8 digits>-<8 digits>.state` (so a
+/// name read from a record can never leave the log directory).
+#[must_use]
+pub fn is_snapshot_file_name(name: &str) -> bool {
+    let Some(middle) = name
+        .strip_prefix(SNAPSHOT_FILE_PREFIX)
+        .and_then(|n| n.strip_suffix(SNAPSHOT_FILE_SUFFIX))
+    else {
+        return false;
+    };
+    let bytes = middle.as_bytes();
+    bytes.len() == 17
+        && bytes[8] == b'-'
+        && bytes
+            .iter()
+            .enumerate()
+            .all(|(i, b)| i == 8 || b.is_ascii_digit())
 }
 
 /// An older segment as sealed by a newer segment's header: replay reads it
@@ -389,5 +433,16 @@ mod tests {
         assert_eq!(parse_segment_file_name("segment-42.log"), None);
         assert_eq!(parse_segment_file_name("segment-00000042.log.tmp"), None);
         assert_eq!(parse_segment_file_name("segment-0000004x.log"), None);
+    }
+
+    #[test]
+    fn snapshot_file_names_are_recognized_only_in_their_exact_shape() {
+        let name = snapshot_file_name(3, 12);
+        assert_eq!(name, "snapshot-00000003-00000012.state");
+        assert!(is_snapshot_file_name(&name));
+        assert!(!is_snapshot_file_name("snapshot-00000003-00000012.state.tmp"));
+        assert!(!is_snapshot_file_name("snapshot-3-12.state"));
+        assert!(!is_snapshot_file_name("../snapshot-00000003-0000001.state"));
+        assert!(!is_snapshot_file_name("snapshot-0000000/-00000012.state"));
     }
 }

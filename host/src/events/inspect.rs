@@ -192,9 +192,13 @@ pub fn describe(event: &JobEvent) -> String {
             e.enumerator_snapshots
                 .iter()
                 .map(|s| format!(
-                    "{}: {} state bytes, {} splits assigned",
+                    "{}: {} state bytes{}, {} splits assigned",
                     s.job_vertex,
-                    s.state.len(),
+                    s.state_file.as_ref().map_or(s.state.len() as u64, |f| f.len),
+                    s.state_file
+                        .as_ref()
+                        .map(|f| format!(" in side file {}", f.file))
+                        .unwrap_or_default(),
                     s.assignments.iter().map(|a| a.splits.len()).sum::<usize>()
                 ))
                 .collect::<Vec<_>>()

@@ -17,7 +17,8 @@
 //!
 //! Parts: [`format`] (every on-disk constant), the event types, the
 //! [`Storage`] trait with [`FileStorage`] and [`MemoryStorage`], the writer,
-//! the reader, the lock, and `inspect`.
+//! the reader, the lock, `inspect`, and snapshot side files (a large batch
+//! snapshot state kept beside the log, named by its record).
 
 mod error;
 mod event;
@@ -25,6 +26,7 @@ pub mod format;
 mod inspect;
 mod lock;
 mod reader;
+mod snapshot_file;
 mod storage;
 mod writer;
 
@@ -33,10 +35,13 @@ pub use event::{
     AttemptId, EncodedSplit, EnumeratorSnapshot, ExecutionFinished, ExecutionVertexId,
     ExecutionsReset, JobEvent, JobStarted, JobVertexInitialized, ProducedPartition,
     RecoveryFinished, RecoveryReset, RecoveryStarted, ResetReason, ShuffleSnapshot, SinkCommitted,
-    SplitAssignment, SubtaskInputRange, kind_name, max_known_version,
+    SnapshotFile, SplitAssignment, SubtaskInputRange, kind_name, max_known_version,
 };
 pub use inspect::{describe, inspect, locate_log_dir};
 pub use lock::LogLock;
 pub use reader::{Position, Replay, ReplayedEvent, SegmentSummary, TornTail, replay};
+pub use snapshot_file::{
+    load_snapshot_files, newest_snapshot_files, remove_snapshot_files_except,
+};
 pub use storage::{FaultPoint, FileStorage, MemoryStorage, SegmentAppender, Storage};
 pub use writer::{EventLogWriter, FsyncPolicy, Sequence, WriterOptions, job_log_dir, open_job_log};

@@ -126,8 +126,9 @@ impl Replay {
 /// Replays every segment in `storage`.
 ///
 /// A fresh log (no segment) gives an empty [`Replay`]. A torn tail of the
-/// newest segment is cut, reported in [`Replay::torn_tail`] and logged as a
-/// warning.
+/// newest segment is cut and reported in [`Replay::torn_tail`]; replay does
+/// not log it ([`EventLogWriter::open`](super::EventLogWriter::open), which
+/// seals it away, warns once).
 ///
 /// # Errors
 /// [`EventsError::Corrupt`] for damage anywhere else (naming segment and
@@ -343,12 +344,8 @@ fn scan_newest(
                     offset: offset as u64,
                     bytes_dropped: (bytes.len() - offset) as u64,
                 };
-                tracing::warn!(
-                    segment = %torn.segment.display(),
-                    offset = torn.offset,
-                    bytes_dropped = torn.bytes_dropped,
-                    "cut a torn tail from the newest event log segment (a crash interrupted a write)"
-                );
+                // Reported by the caller that acts on it (the writer, once per
+                // run), not here: a run replays the log more than once.
                 replay.torn_tail = Some(torn);
                 break;
             }
@@ -393,6 +390,7 @@ fn push(
             |problem| match problem {
                 DecodeProblem::UnknownKind => EventsError::UnknownKind {
                     kind: frame.kind,
+                    max_known: format::kind::NEWEST,
                     segment: segment(),
                     offset: offset as u64,
                 },

@@ -102,6 +102,8 @@ pub struct EventLogWriter {
     flusher: Option<JoinHandle<()>>,
     attempt: u32,
     buffer_limit: usize,
+    /// Snapshot side files written so far by this attempt (names them).
+    snapshot_files: std::sync::atomic::AtomicU32,
     // Dropped after the segment is closed: keeps the lock (for file storage).
     _storage: Arc<dyn Storage>,
 }
@@ -153,6 +155,15 @@ impl EventLogWriter {
     ) -> Result<(Self, Replay), EventsError> {
         let replay = reader::replay(&*storage)?;
         let writer = Self::start_segment(storage, &replay, options)?;
+        if let Some(torn) = &replay.torn_tail {
+            // Once per coordinator attempt: the new segment seals the cut.
+            tracing::warn!(
+                segment = %torn.segment.display(),
+                offset = torn.offset,
+                bytes_dropped = torn.bytes_dropped,
+                "cut a torn tail from the newest event log segment (a crash interrupted a write)"
+            );
+        }
         Ok((writer, replay))
     }
 
@@ -210,6 +221,7 @@ impl EventLogWriter {
             flusher,
             attempt,
             buffer_limit: options.buffer_limit,
+            snapshot_files: std::sync::atomic::AtomicU32::new(0),
             _storage: storage,
         })
     }
@@ -224,6 +236,38 @@ impl EventLogWriter {
     #[must_use]
     pub fn segment(&self) -> &Path {
         &self.shared.segment
+    }
+
+    /// The log directory (the segment's folder): where snapshot side files live.
+    #[must_use]
+    pub fn log_dir(&self) -> &Path {
+        self.shared.segment.parent().unwrap_or_else(|| Path::new("."))
+    }
+
+    /// Writes a batch snapshot `state` as a new side file of the log
+    /// directory, durably (file and directory fsynced), and returns what
+    /// the record that uses it must name. Call it before appending that
+    /// record (`docs/log-format.md`, "Snapshot side files").
+    ///
+    /// # Errors
+    /// [`EventsError::SnapshotFile`] if the file cannot be written.
+    pub fn write_snapshot_file(
+        &self,
+        state: &[u8],
+    ) -> Result<super::event::SnapshotFile, EventsError> {
+        let number = self
+            .snapshot_files
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format::snapshot_file_name(self.attempt, number);
+        super::snapshot_file::write(self.log_dir(), &name, state)
+    }
+
+    /// Removes a side file that a durable later snapshot superseded; a
+    /// failure is logged (the file is then unused).
+    pub fn remove_snapshot_file(&self, name: &str) {
+        if format::is_snapshot_file_name(name) {
+            super::snapshot_file::remove(self.log_dir(), name);
+        }
     }
 
     /// Buffers `event` and returns its sequence; it becomes durable at a

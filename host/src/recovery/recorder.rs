@@ -4,6 +4,7 @@
 //! against an edited job file.
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
@@ -25,24 +26,61 @@ use crate::scheduler::{BatchSnapshots, JobEventSink};
 /// per-record delay, whose change must not invalidate a replay (an `auto`
 /// decision is replayed, never recomputed).
 pub fn graph_fingerprint(graph: &JobGraph) -> String {
-    let mut h = Sha256::new();
+    hex_sha256(&graph_text(graph))
+}
+
+/// The text [`graph_fingerprint`] hashes.
+fn graph_text(graph: &JobGraph) -> String {
+    let mut h = String::new();
     for v in &graph.vertices {
         let parallelism = match v.parallelism {
             Parallelism::Fixed(n) => format!("fixed {n}"),
             Parallelism::Auto => "auto".to_string(),
         };
-        h.update(
-            format!(
-                "vertex {:?} {parallelism} {:?} {:?} {:?}\n",
-                v.id, v.source, v.operators, v.sink
-            )
-            .as_bytes(),
-        );
+        h.push_str(&format!(
+            "vertex {:?} {parallelism} {:?} {:?} {:?}\n",
+            v.id, v.source, v.operators, v.sink
+        ));
     }
     for e in &graph.edges {
-        h.update(format!("edge {} {} {:?} {:?}\n", e.from, e.to, e.pattern, e.key).as_bytes());
+        h.push_str(&format!(
+            "edge {} {} {:?} {:?}\n",
+            e.from, e.to, e.pattern, e.key
+        ));
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    h
+}
+
+fn hex_sha256(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `text` with every path under `data_dir` (as `Debug` prints it, followed
+/// by `/` or a closing quote) written as `${data_dir}`: the data directory
+/// itself may move (`mv`, then `--data-dir NEW`) without the job counting
+/// as edited, while every other path still counts.
+fn data_dir_neutral(text: &str, data_dir: &Path) -> String {
+    // As the job file loader resolves `${data_dir}`: `.` and `..` lexically.
+    let mut resolved = std::path::PathBuf::new();
+    for c in data_dir.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                resolved.pop();
+            }
+            other => resolved.push(other),
+        }
+    }
+    let quoted = format!("{:?}", resolved.to_string_lossy());
+    let escaped = &quoted[1..quoted.len() - 1];
+    if escaped.is_empty() || escaped == "/" {
+        return text.to_owned();
+    }
+    text.replace(&format!("{escaped}/"), "${data_dir}/")
+        .replace(&format!("{escaped}\""), "${data_dir}\"")
 }
 
 /// Lowercase hex SHA-256 of everything a replay depends on in a job file:
@@ -50,27 +88,30 @@ pub fn graph_fingerprint(graph: &JobGraph) -> String {
 /// plugin's component path, kind, configuration and granted directories (a
 /// source pointed at other input must not reuse the old run's output).
 /// Limits and tuning knobs are left out.
-pub fn job_fingerprint(config: &crate::config::JobConfig) -> String {
-    let mut h = Sha256::new();
-    h.update(graph_fingerprint(&config.graph).as_bytes());
-    h.update(format!("shuffle {:?}\n", config.shuffle_plugin).as_bytes());
+///
+/// `data_dir` is the run's data directory (absolute): paths under it are
+/// hashed relative to it, so a moved data directory is the same job.
+pub fn job_fingerprint(config: &crate::config::JobConfig, data_dir: &Path) -> String {
+    let mut h = String::new();
+    h.push_str(&hex_sha256(&data_dir_neutral(
+        &graph_text(&config.graph),
+        data_dir,
+    )));
+    h.push_str(&format!("shuffle {:?}\n", config.shuffle_plugin));
     for (name, p) in &config.plugins {
         let dirs: Vec<(String, bool)> = p
             .dirs
             .iter()
             .map(|d| (d.path.display().to_string(), d.writable))
             .collect();
-        h.update(
-            format!(
-                "plugin {name:?} {:?} {:?} {:?} {dirs:?}\n",
-                p.component.display().to_string(),
-                p.kind,
-                p.config
-            )
-            .as_bytes(),
-        );
+        h.push_str(&format!(
+            "plugin {name:?} {:?} {:?} {:?} {dirs:?}\n",
+            p.component.display().to_string(),
+            p.kind,
+            p.config
+        ));
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    hex_sha256(&data_dir_neutral(&h, data_dir))
 }
 
 /// Writes scheduling facts to the job's event log. Events carrying batch
@@ -81,6 +122,9 @@ pub struct EventRecorder {
     graph: JobGraph,
     /// Parallelism of every vertex initialized so far, by id.
     parallelism: HashMap<String, u32>,
+    /// The snapshot side file of each source job vertex's newest durable
+    /// enumerator snapshot, by job vertex: removed once superseded.
+    snapshot_files: HashMap<String, String>,
 }
 
 impl EventRecorder {
@@ -90,6 +134,48 @@ impl EventRecorder {
             writer,
             graph,
             parallelism: HashMap::new(),
+            snapshot_files: HashMap::new(),
+        }
+    }
+
+    /// Remembers the side files of the newest snapshots in the replayed log
+    /// (by job vertex), so that this run removes each once it records a
+    /// newer snapshot of that vertex.
+    pub fn adopt_snapshot_files(&mut self, files: impl IntoIterator<Item = (String, String)>) {
+        self.snapshot_files.extend(files);
+    }
+
+    /// Moves every enumerator state larger than
+    /// [`INLINE_SNAPSHOT_MAX`](crate::events::format::INLINE_SNAPSHOT_MAX)
+    /// into a durable side file that the record names.
+    fn move_large_states_to_side_files(
+        &self,
+        snapshots: &mut [EnumeratorSnapshot],
+    ) -> Result<(), String> {
+        for snap in snapshots {
+            if snap.state.len() > crate::events::format::INLINE_SNAPSHOT_MAX {
+                let file = self
+                    .writer
+                    .write_snapshot_file(&snap.state)
+                    .map_err(|e| e.to_string())?;
+                snap.state = Vec::new();
+                snap.state_file = Some(file);
+            }
+        }
+        Ok(())
+    }
+
+    /// After `snapshots` are durable: removes the side files they supersede.
+    fn supersede_side_files(&mut self, snapshots: &[EnumeratorSnapshot]) {
+        for snap in snapshots {
+            let newer = snap.state_file.as_ref().map(|f| f.file.clone());
+            let older = match newer {
+                Some(file) => self.snapshot_files.insert(snap.job_vertex.clone(), file),
+                None => self.snapshot_files.remove(&snap.job_vertex),
+            };
+            if let Some(older) = older {
+                self.writer.remove_snapshot_file(&older);
+            }
         }
     }
 
@@ -172,6 +258,7 @@ fn enumerator_snapshot(
         state: snap.enumerator.clone(),
         assignments,
         no_more_splits,
+        state_file: None,
     })
 }
 
@@ -231,11 +318,13 @@ impl JobEventSink for EventRecorder {
         partitions: &[ProducedPartition],
         snapshots: &BatchSnapshots,
     ) -> Result<(), String> {
-        let enumerator_snapshots = snapshots
+        let mut enumerator_snapshots = snapshots
             .coordinators
             .iter()
             .map(|(v, s)| enumerator_snapshot(v, s))
             .collect::<Result<Vec<_>, _>>()?;
+        // Side files are durable before the record that names them.
+        self.move_large_states_to_side_files(&mut enumerator_snapshots)?;
         let event = JobEvent::ExecutionFinished(ExecutionFinished {
             attempt: self.logged_attempt(attempt),
             coordinator_epoch: self.epoch(),
@@ -258,7 +347,11 @@ impl JobEventSink for EventRecorder {
         } else {
             // A snapshot is what recovery restores plugins from (and taken at
             // every job vertex completion): durable before the job moves on.
-            self.append_durable(&event)
+            self.append_durable(&event)?;
+            if let JobEvent::ExecutionFinished(done) = &event {
+                self.supersede_side_files(&done.enumerator_snapshots);
+            }
+            Ok(())
         }
     }
 
@@ -283,5 +376,27 @@ impl JobEventSink for EventRecorder {
 
     fn job_finished(&mut self) -> Result<(), String> {
         self.writer.flush().map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::data_dir_neutral;
+    use std::path::Path;
+
+    #[test]
+    fn paths_under_the_data_directory_are_hashed_relative_to_it() {
+        let text = r#"dirs [("/srv/a/data/shuffle", true)] config {"root": "/srv/a/data"} other "/srv/a/database""#;
+        assert_eq!(
+            data_dir_neutral(text, Path::new("/srv/a/./x/../data")),
+            r#"dirs [("${data_dir}/shuffle", true)] config {"root": "${data_dir}"} other "/srv/a/database""#
+        );
+        let moved = text.replace("/srv/a/data", "/srv/b/moved");
+        assert_eq!(
+            data_dir_neutral(&moved, Path::new("/srv/b/moved")),
+            data_dir_neutral(text, Path::new("/srv/a/data"))
+                .replace("/srv/a/database", "/srv/b/movedbase"),
+            "only the path beside the data directory differs"
+        );
     }
 }

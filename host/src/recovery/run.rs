@@ -33,10 +33,20 @@ pub fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary,
             workers,
         )
     };
-    let fingerprint = job_fingerprint(config);
+    let fingerprint = job_fingerprint(config, &data_dir);
     refuse_if_edited(config, &data_dir, &fingerprint)?;
     let (writer, replay) = open_log(config, &data_dir)?;
+    let log_dir = writer.log_dir().to_path_buf();
+    // Snapshot side files: keep those of the newest snapshots (all that
+    // recovery can need), remove leftovers and superseded ones
+    // (docs/log-format.md, "Snapshot side files").
+    let newest_files = crate::events::newest_snapshot_files(&current_run(&replay));
+    crate::events::remove_snapshot_files_except(
+        &log_dir,
+        &newest_files.values().cloned().collect(),
+    )?;
     let mut recorder = EventRecorder::new(writer, config.graph.clone());
+    recorder.adopt_snapshot_files(newest_files);
     let mut master = fresh_master()?;
     let history = current_run(&replay);
     if history.is_empty() && config.recovery.enabled && !master.snapshots_enabled() {
@@ -64,7 +74,7 @@ pub fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary,
                 refuse_if_committed(config, &reason)?;
                 tracing::warn!("no progress recovery: {reason}; the job runs again from scratch");
             }
-            None => match recover(&mut master, config, &replay, &mut recorder) {
+            None => match recover(&mut master, config, &replay, &log_dir, &mut recorder) {
                 Ok(()) => recovered = true,
                 // A simulated crash inside recovery is a crash, not a failed recovery.
                 Err(crash @ JobError::SimulatedCrash { .. }) => {
@@ -112,9 +122,14 @@ fn refuse_if_edited(
     if !log_dir.is_dir() {
         return Ok(());
     }
-    let Ok(replay) = crate::events::replay(&crate::events::FileStorage::open_read_only(&log_dir))
-    else {
-        return Ok(());
+    let replay = match crate::events::replay(&crate::events::FileStorage::open_read_only(&log_dir))
+    {
+        Ok(replay) => replay,
+        // Written by a newer coordhost: refused before the log is opened for
+        // writing, so nothing in it is sealed, set aside or removed
+        // (docs/log-format.md, "Kinds").
+        Err(e) if is_newer_than_this_binary(&e) => return Err(e.into()),
+        Err(_) => return Ok(()),
     };
     match last_job_started(&replay) {
         Some(started) if started.graph_fingerprint != fingerprint => {
@@ -126,6 +141,17 @@ fn refuse_if_edited(
     }
 }
 
+/// True for a log this binary cannot read because a newer coordhost wrote
+/// it: a newer segment format, record schema version or event kind.
+fn is_newer_than_this_binary(e: &EventsError) -> bool {
+    matches!(
+        e,
+        EventsError::UnsupportedFormat { .. }
+            | EventsError::UnsupportedVersion { .. }
+            | EventsError::UnknownKind { .. }
+    )
+}
+
 /// Opens the log; a damaged one is set aside (never deleted) and a new one
 /// started, unless committed sink output would be duplicated.
 fn open_log(
@@ -134,11 +160,9 @@ fn open_log(
 ) -> Result<(crate::events::EventLogWriter, Replay), JobError> {
     match open_job_log(data_dir, &config.name, WriterOptions::default()) {
         Ok(opened) => Ok(opened),
-        Err(
-            e @ (EventsError::Corrupt { .. }
-            | EventsError::UnsupportedVersion { .. }
-            | EventsError::UnknownKind { .. }),
-        ) => {
+        // Only damage is set aside: a log written by a newer coordhost is
+        // intact and refused (`refuse_if_edited` already did, before this).
+        Err(e @ EventsError::Corrupt { .. }) => {
             let reason = format!("the job event log cannot be replayed: {e}");
             refuse_if_committed(config, &reason)?;
             let log_dir = job_log_dir(data_dir, &config.name)?;
@@ -174,9 +198,12 @@ fn recover(
     master: &mut JobMaster,
     config: &JobConfig,
     replay: &Replay,
+    log_dir: &Path,
     recorder: &mut EventRecorder,
 ) -> Result<(), JobError> {
-    let events: Vec<JobEvent> = current_run(replay).to_vec();
+    let mut events: Vec<JobEvent> = current_run(replay);
+    // The newest snapshots' side files, verified (size, CRC32C).
+    crate::events::load_snapshot_files(log_dir, &mut events)?;
     let started = JobEvent::RecoveryStarted(RecoveryStarted {
         coordinator_epoch: recorder.epoch(),
         replayed_records: replay.events.len() as u64,

@@ -4,7 +4,8 @@
 //!
 //! Exit codes: 0 the job finished; 1 the job failed while running (a task
 //! ran out of attempts, a plugin call failed, output could not be
-//! published); 2 bad input (the job file, a component, the data directory).
+//! published, its own storage failed: see [`exit_code`]); 2 bad input (the
+//! job file, a component, the data directory).
 
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
@@ -82,12 +83,25 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
         }
         Err(e) => {
             eprintln!("coordhost: {}", crate::config::one_line(&e.to_string()));
-            ExitCode::from(if e.is_bad_input() {
-                EXIT_BAD_INPUT
-            } else {
-                EXIT_JOB_FAILED
-            })
+            ExitCode::from(exit_code(&e))
         }
+    }
+}
+
+/// The exit code of a run that ended with `error` before a summary existed.
+///
+/// One rule for storage: a run that fails on its own storage (the event
+/// log cannot be written or synced, a record does not fit, a file of the
+/// data directory cannot be used) exits [`EXIT_JOB_FAILED`], as a failure
+/// while the job runs does; [`EXIT_BAD_INPUT`] is for what the user gave:
+/// the command line, the job file, a component, a log that is damaged or
+/// written by a newer coordhost, a data directory in use or of another job.
+#[must_use]
+pub fn exit_code(error: &JobError) -> u8 {
+    if error.is_bad_input() {
+        EXIT_BAD_INPUT
+    } else {
+        EXIT_JOB_FAILED
     }
 }
 
@@ -180,5 +194,75 @@ impl ProgressListener for Bars {
         let _ignored = self.multi.println(format!(
             "{vertex}: subtask {subtask} attempt {attempt} failed: {reason}"
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::EventsError;
+
+    fn log(source: EventsError) -> JobError {
+        JobError::Log { source }
+    }
+
+    #[test]
+    fn a_run_that_fails_on_its_own_storage_exits_1_and_bad_input_exits_2() {
+        let io = || std::io::Error::other("No space left on device");
+        let storage = [
+            log(EventsError::RecordTooLarge {
+                kind_name: "ExecutionFinished",
+                len: 73_400_412,
+                max: crate::events::format::MAX_PAYLOAD_LEN,
+            }),
+            log(EventsError::Io {
+                path: "log/segment-00000001.log".into(),
+                source: io(),
+            }),
+            log(EventsError::WriteFailed {
+                segment: "log/segment-00000001.log".into(),
+                offset: 24,
+                source: std::sync::Arc::new(io()),
+            }),
+            log(EventsError::SnapshotFile {
+                path: "log/snapshot-00000001-00000000.state".into(),
+                problem: "cannot be written: No space left on device".into(),
+            }),
+            JobError::Recording {
+                reason: "event log write failed".into(),
+            },
+            JobError::Io {
+                path: "data/output".into(),
+                source: io(),
+            },
+        ];
+        for e in &storage {
+            assert_eq!(exit_code(e), EXIT_JOB_FAILED, "{e}");
+        }
+        let input = [
+            log(EventsError::UnsupportedVersion {
+                kind: 5,
+                kind_name: "SinkCommitted",
+                version: 9,
+                max_known: 1,
+                segment: "log/segment-00000000.log".into(),
+                offset: 24,
+            }),
+            log(EventsError::UnknownKind {
+                kind: 99,
+                max_known: crate::events::format::kind::NEWEST,
+                segment: "log/segment-00000000.log".into(),
+                offset: 24,
+            }),
+            log(EventsError::Locked {
+                path: "log/LOCK".into(),
+            }),
+            JobError::JobFileChanged {
+                data_dir: "data".into(),
+            },
+        ];
+        for e in &input {
+            assert_eq!(exit_code(e), EXIT_BAD_INPUT, "{e}");
+        }
     }
 }

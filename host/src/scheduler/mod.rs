@@ -170,8 +170,19 @@ impl JobError {
     /// `invalid-config` failed; a component that cannot be loaded is bad
     /// input.
     pub fn is_bad_input(&self) -> bool {
+        use crate::events::EventsError;
         match self {
-            Self::Workers { .. } => false,
+            // A run that fails on its own storage (the data directory, the
+            // log, an output file) failed; it is not bad input.
+            Self::Workers { .. } | Self::Io { .. } | Self::Recording { .. } => false,
+            Self::Log { source } => !matches!(
+                source,
+                EventsError::Io { .. }
+                    | EventsError::WriteFailed { .. }
+                    | EventsError::RecordTooLarge { .. }
+                    | EventsError::Encode { .. }
+                    | EventsError::SnapshotFile { .. }
+            ),
             Self::Plugin { source, .. } => matches!(
                 source,
                 PluginError::Read { .. }
@@ -401,6 +412,12 @@ pub struct RunOptions {
     pub crash_at: Option<CrashPoint>,
     /// Progress display.
     pub progress: Option<Arc<dyn ProgressListener>>,
+    /// Largest enumerator batch snapshot state recorded, in bytes: a larger
+    /// one is refused when taken (the job goes on; a recovery restores the
+    /// previous snapshot). Default and maximum
+    /// [`MAX_SNAPSHOT_LEN`](crate::events::format::MAX_SNAPSHOT_LEN); the
+    /// library lowers it to test the refusal without a 1 GiB snapshot.
+    pub max_snapshot_bytes: u64,
 }
 
 impl RunOptions {
@@ -415,6 +432,7 @@ impl RunOptions {
             lost_partitions: Vec::new(),
             crash_at: None,
             progress: None,
+            max_snapshot_bytes: crate::events::format::MAX_SNAPSHOT_LEN,
         }
     }
 }
@@ -428,6 +446,7 @@ impl std::fmt::Debug for RunOptions {
             .field("cache_dir", &self.cache_dir)
             .field("faults", &self.faults)
             .field("lost_partitions", &self.lost_partitions)
+            .field("max_snapshot_bytes", &self.max_snapshot_bytes)
             .finish_non_exhaustive()
     }
 }

@@ -72,6 +72,7 @@ pub fn one_of_each() -> Vec<JobEvent> {
                     ],
                 }],
                 no_more_splits: vec![0],
+                state_file: None,
             }],
             shuffle_snapshot: Some(ShuffleSnapshot {
                 incremental: true,

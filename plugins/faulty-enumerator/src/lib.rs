@@ -12,6 +12,7 @@
 //! | `on` | the call where the fault strikes: `create`, `start`, `handle-split-request` (default), `add-reader`, `snapshot-state`, `add-splits-back` |
 //! | `trap-after` | number of calls of kind `on` that succeed before the fault strikes, default 0; counted per component instance (a store rebuilt by the host counts from 0 again) and applied to every fault kind |
 //! | `path` | for `read-file`: the file to read |
+//! | `snapshot-pad-mib` | MiB of padding appended to every batch snapshot, default 0: a large snapshot, to test the host's handling of one (side files, its size limit) |
 //!
 //! `read-file` returns `error::io` with the OS error (and not the path) when the read fails
 //! (e.g. the directory was not granted); when it succeeds, a call that names
@@ -23,7 +24,8 @@
 //!
 //! Batch snapshots are supported. Little-endian `u32`s: the index of the next
 //! new split, then the count of splits given back and not yet reassigned,
-//! then their indexes, front first.
+//! then their indexes, front first; then `snapshot-pad-mib` MiB of padding,
+//! byte `i` of it being `i % 251`, checked on restore.
 
 mod bindings {
     wit_bindgen::generate!({
@@ -111,6 +113,8 @@ struct Settings {
     fault: Fault,
     on: Call,
     trap_after: u32,
+    /// Bytes of padding at the end of every snapshot.
+    snapshot_pad: usize,
 }
 
 impl Settings {
@@ -145,11 +149,14 @@ impl Settings {
         })?;
         let trap_after =
             config::parsed_or(config, "trap-after", 0u32).map_err(Error::InvalidConfig)?;
+        let pad_mib: u32 =
+            config::parsed_or(config, "snapshot-pad-mib", 0u32).map_err(Error::InvalidConfig)?;
         Ok(Self {
             splits,
             fault,
             on,
             trap_after,
+            snapshot_pad: pad_mib as usize * (1 << 20),
         })
     }
 
@@ -278,6 +285,25 @@ impl State {
     }
 }
 
+/// Byte `i` of a snapshot's padding.
+fn pad_byte(i: usize) -> u8 {
+    (i % 251) as u8
+}
+
+/// The snapshot without its `pad` bytes of padding, which must be intact.
+fn strip_padding(bytes: &[u8], pad: usize) -> Result<&[u8], String> {
+    let Some(body) = bytes.len().checked_sub(pad) else {
+        return Err(format!(
+            "snapshot has {} bytes, fewer than its {pad} bytes of padding",
+            bytes.len()
+        ));
+    };
+    if bytes[body..].iter().enumerate().any(|(i, &b)| b != pad_byte(i)) {
+        return Err("snapshot padding is damaged".to_owned());
+    }
+    Ok(&bytes[..body])
+}
+
 /// One enumerator instance.
 pub struct FaultyEnumerator {
     settings: Settings,
@@ -302,7 +328,8 @@ impl GuestEnumerator for FaultyEnumerator {
         snapshot: Vec<u8>,
     ) -> Result<Enumerator, Error> {
         let settings = Settings::from_config(&config)?;
-        let state = State::decode(&snapshot, settings.splits).map_err(Error::CorruptSnapshot)?;
+        let unpadded = strip_padding(&snapshot, settings.snapshot_pad).map_err(Error::CorruptSnapshot)?;
+        let state = State::decode(unpadded, settings.splits).map_err(Error::CorruptSnapshot)?;
         Ok(Enumerator::new(Self {
             settings,
             state: RefCell::new(state),
@@ -385,7 +412,9 @@ impl GuestEnumerator for FaultyEnumerator {
 
     fn snapshot_state(&self, _checkpoint_id: i64) -> Result<Vec<u8>, Error> {
         self.settings.maybe_fault(Call::SnapshotState, None)?;
-        Ok(self.state.borrow().encode())
+        let mut bytes = self.state.borrow().encode();
+        bytes.extend((0..self.settings.snapshot_pad).map(pad_byte));
+        Ok(bytes)
     }
 
     fn unassigned_splits(&self) -> u64 {
@@ -414,6 +443,21 @@ mod tests {
         assert_eq!(settings.fault, Fault::None);
         assert_eq!(settings.on, Call::HandleSplitRequest);
         assert_eq!(settings.trap_after, 0);
+        assert_eq!(settings.snapshot_pad, 0);
+    }
+
+    #[test]
+    fn padding_is_stripped_only_when_intact() {
+        let state = State {
+            next: 2,
+            returned: [1].into(),
+        };
+        let mut bytes = state.encode();
+        bytes.extend((0..1000).map(pad_byte));
+        assert_eq!(strip_padding(&bytes, 1000).unwrap(), &state.encode()[..]);
+        assert!(strip_padding(&bytes[..500], 1000).is_err());
+        bytes[20] ^= 1;
+        assert!(strip_padding(&bytes, 1000).is_err());
     }
 
     #[test]

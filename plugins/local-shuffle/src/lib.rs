@@ -101,6 +101,9 @@ impl SnapshotBody {
 /// One shuffle master instance (one per job).
 pub struct LocalShuffleMaster {
     placer: RefCell<PartitionPlacer>,
+    /// Warnings already logged: the host asks again and again while it
+    /// waits for partitions, and a damaged partition is reported once.
+    warned: RefCell<std::collections::BTreeSet<String>>,
 }
 
 impl GuestShuffleMaster for LocalShuffleMaster {
@@ -110,6 +113,7 @@ impl GuestShuffleMaster for LocalShuffleMaster {
         let placer = PartitionPlacer::new(root).map_err(failure_to_wit)?;
         Ok(ShuffleMaster::new(Self {
             placer: RefCell::new(placer),
+            warned: RefCell::new(std::collections::BTreeSet::new()),
         }))
     }
 
@@ -216,7 +220,9 @@ impl GuestShuffleMaster for LocalShuffleMaster {
         let keys: Vec<_> = expected.iter().map(key_of).collect();
         let (reported, warnings) = self.placer.borrow().report(&job_id, &keys);
         for warning in warnings {
-            host_log::log(LogLevel::Warn, &warning);
+            if self.warned.borrow_mut().insert(warning.clone()) {
+                host_log::log(LogLevel::Warn, &warning);
+            }
         }
         Ok(reported
             .iter()

@@ -12,7 +12,7 @@ use super::{
     VertexSummary,
 };
 use crate::config::JobConfig;
-use crate::coordinator::{SourceCoordinator, SplitAnswer};
+use crate::coordinator::{CoordinatorSnapshot, SourceCoordinator, SplitAnswer};
 use crate::events::{JobEvent, ResetReason};
 use crate::graph::{AttemptId, ExecutionGraph, ExecutionState, ProducedPartition};
 use crate::plugin::{
@@ -100,6 +100,9 @@ pub struct JobMaster {
     busy: std::time::Duration,
     /// Source vertices whose coordinator changed since the last batch snapshot.
     touched: BTreeSet<usize>,
+    /// Source vertices whose oversized batch snapshot was already reported
+    /// (one line per vertex, however often it is refused).
+    oversized_reported: BTreeSet<usize>,
     /// When the last batch snapshot was taken.
     last_snapshot: Option<Instant>,
     /// Whether batch snapshots are taken: recovery is enabled and the
@@ -179,6 +182,7 @@ impl JobMaster {
             tasks_reset: 0,
             busy: std::time::Duration::ZERO,
             touched: BTreeSet::new(),
+            oversized_reported: BTreeSet::new(),
             last_snapshot: None,
             snapshots_enabled,
             snapshot_min_pause: config.recovery.snapshot_min_pause,
@@ -410,6 +414,24 @@ impl JobMaster {
         }
     }
 
+    /// The refusal, in one line, of a source vertex `v`'s enumerator
+    /// snapshot over [`RunOptions::max_snapshot_bytes`]; `None` if it fits.
+    fn oversized_snapshot(&self, v: usize, snapshot: &CoordinatorSnapshot) -> Option<String> {
+        let len = snapshot.enumerator.len() as u64;
+        let max = self
+            .opts
+            .max_snapshot_bytes
+            .min(crate::events::format::MAX_SNAPSHOT_LEN);
+        (len > max).then(|| {
+            let vertex = &self.graph.job.vertices[v];
+            format!(
+                "plugin `{}`: the batch snapshot of job vertex `{}` is {len} bytes, over the limit of {max} bytes; it is not recorded (the job goes on; a recovery restores the previous batch snapshot)",
+                vertex.source.as_deref().unwrap_or("?"),
+                vertex.id
+            )
+        })
+    }
+
     /// Takes batch snapshots if recording is on and `vertex_complete` or the
     /// minimum pause passed (FLIP-383 "recording").
     fn take_snapshots(&mut self, vertex_complete: bool) -> Result<BatchSnapshots, JobError> {
@@ -421,14 +443,28 @@ impl JobMaster {
             return Ok(BatchSnapshots::default());
         }
         let mut taken = BatchSnapshots::default();
-        for v in std::mem::take(&mut self.touched) {
+        let touched = std::mem::take(&mut self.touched);
+        for &v in &touched {
             let Some(c) = self.coordinators.get_mut(&v) else {
                 continue;
             };
             if c.supports_batch_snapshot() {
+                let snapshot = c.snapshot()?;
+                if let Some(refusal) = self.oversized_snapshot(v, &snapshot) {
+                    // Recorded without this state, the batch snapshot would
+                    // pair newer finishes with an older enumerator: none is
+                    // taken, and the touched vertices wait for the next one.
+                    if self.oversized_reported.insert(v) {
+                        tracing::warn!("{refusal}");
+                    } else {
+                        tracing::debug!("{refusal}");
+                    }
+                    self.touched = touched;
+                    return Ok(BatchSnapshots::default());
+                }
                 taken
                     .coordinators
-                    .push((self.graph.job.vertices[v].id.clone(), c.snapshot()?));
+                    .push((self.graph.job.vertices[v].id.clone(), snapshot));
             }
         }
         taken.shuffle =

@@ -1,0 +1,225 @@
+//! Snapshot side files: a batch snapshot state too large to sit inside its
+//! record (more than [`INLINE_SNAPSHOT_MAX`]) is written to a file of the
+//! log directory, made durable (file and directory fsynced) before the
+//! record that names it is appended, verified (size and CRC32C) when
+//! recovery loads it, and removed once a later durable snapshot of the same
+//! job vertex supersedes it. See `docs/log-format.md`, "Snapshot side files".
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, File, OpenOptions};
+use std::io::Write as _;
+use std::path::Path;
+
+use super::error::EventsError;
+use super::event::{JobEvent, SnapshotFile};
+use super::format::{TEMP_SUFFIX, is_snapshot_file_name};
+
+/// Writes `state` as side file `name` of `log_dir`, durably: a temporary
+/// file is written and fsynced, renamed, and the directory fsynced.
+///
+/// # Errors
+/// [`EventsError::SnapshotFile`] naming the file and the I/O error.
+pub(crate) fn write(log_dir: &Path, name: &str, state: &[u8]) -> Result<SnapshotFile, EventsError> {
+    let path = log_dir.join(name);
+    let tmp = log_dir.join(format!("{name}{TEMP_SUFFIX}"));
+    let failed = |e: std::io::Error| EventsError::SnapshotFile {
+        path: path.clone(),
+        problem: format!("cannot be written: {e}"),
+    };
+    {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(failed)?;
+        file.write_all(state).map_err(failed)?;
+        file.sync_all().map_err(failed)?;
+    }
+    fs::rename(&tmp, &path).map_err(failed)?;
+    File::open(log_dir)
+        .and_then(|d| d.sync_all())
+        .map_err(failed)?;
+    Ok(SnapshotFile {
+        file: name.to_owned(),
+        len: state.len() as u64,
+        crc32c: crc32c::crc32c(state),
+    })
+}
+
+/// Reads side file `file` of `log_dir` and checks it against its record.
+///
+/// # Errors
+/// [`EventsError::SnapshotFile`] if the name is not a side file's, or the
+/// file is missing, has another size, or fails its CRC32C.
+pub fn read(log_dir: &Path, file: &SnapshotFile) -> Result<Vec<u8>, EventsError> {
+    let path = log_dir.join(&file.file);
+    let problem = |problem: String| EventsError::SnapshotFile {
+        path: path.clone(),
+        problem,
+    };
+    if !is_snapshot_file_name(&file.file) {
+        return Err(problem(
+            "the record names a file that is not a snapshot side file".to_owned(),
+        ));
+    }
+    let len = fs::metadata(&path)
+        .map_err(|e| problem(format!("cannot be read: {e}")))?
+        .len();
+    if len != file.len {
+        return Err(problem(format!(
+            "is {len} bytes; its record says {}",
+            file.len
+        )));
+    }
+    let bytes = fs::read(&path).map_err(|e| problem(format!("cannot be read: {e}")))?;
+    let crc = crc32c::crc32c(&bytes);
+    if bytes.len() as u64 != file.len || crc != file.crc32c {
+        return Err(problem(format!(
+            "CRC32C is {crc:#010x}; its record says {:#010x} (the file is damaged)",
+            file.crc32c
+        )));
+    }
+    Ok(bytes)
+}
+
+/// Indexes into `events` of the newest enumerator snapshot of each job
+/// vertex: what recovery restores (and all it ever needs of side files).
+fn newest_snapshots(events: &[JobEvent]) -> BTreeMap<String, (usize, usize)> {
+    let mut newest = BTreeMap::new();
+    for (e, event) in events.iter().enumerate() {
+        if let JobEvent::ExecutionFinished(done) = event {
+            for (s, snap) in done.enumerator_snapshots.iter().enumerate() {
+                newest.insert(snap.job_vertex.clone(), (e, s));
+            }
+        }
+    }
+    newest
+}
+
+/// The side file of the newest enumerator snapshot of each job vertex in
+/// `events`, by job vertex (vertices whose newest state is inline are left
+/// out).
+#[must_use]
+pub fn newest_snapshot_files(events: &[JobEvent]) -> BTreeMap<String, String> {
+    newest_snapshots(events)
+        .into_iter()
+        .filter_map(|(vertex, (e, s))| match &events[e] {
+            JobEvent::ExecutionFinished(done) => done.enumerator_snapshots[s]
+                .state_file
+                .as_ref()
+                .map(|f| (vertex, f.file.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Fills in, from its side file, the state of the newest enumerator
+/// snapshot of each job vertex in `events` (the one recovery restores);
+/// older, superseded snapshots keep an empty state (their files may be
+/// gone). `events` are one run's, oldest first.
+///
+/// # Errors
+/// [`EventsError::SnapshotFile`] if a needed side file is missing or does
+/// not match its record.
+pub fn load_snapshot_files(log_dir: &Path, events: &mut [JobEvent]) -> Result<(), EventsError> {
+    for (e, s) in newest_snapshots(events).into_values() {
+        if let JobEvent::ExecutionFinished(done) = &mut events[e] {
+            let snap = &mut done.enumerator_snapshots[s];
+            if let Some(file) = &snap.state_file {
+                snap.state = read(log_dir, file)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Removes every side file of `log_dir` except those named in `keep`
+/// (leftovers of a crash before their record, or superseded ones). Returns
+/// how many were removed; a failure to remove one is logged, not fatal.
+///
+/// # Errors
+/// [`EventsError::Io`] if the directory cannot be listed.
+pub fn remove_snapshot_files_except(
+    log_dir: &Path,
+    keep: &BTreeSet<String>,
+) -> Result<usize, EventsError> {
+    let io = |source| EventsError::Io {
+        path: log_dir.to_path_buf(),
+        source,
+    };
+    let mut removed = 0;
+    for entry in fs::read_dir(log_dir).map_err(io)? {
+        let name = entry.map_err(io)?.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if is_snapshot_file_name(name) && !keep.contains(name) {
+            remove(log_dir, name);
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+/// Removes side file `name` of `log_dir`; a failure is logged (the file is
+/// then only wasted space: no record will need it).
+pub(crate) fn remove(log_dir: &Path, name: &str) {
+    if let Err(e) = fs::remove_file(log_dir.join(name))
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(
+            file = %log_dir.join(name).display(),
+            "could not remove a superseded batch snapshot side file: {e}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::format::snapshot_file_name;
+
+    #[test]
+    fn a_side_file_round_trips_and_damage_or_a_wrong_size_is_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let name = snapshot_file_name(0, 1);
+        let state: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+        let file = write(dir.path(), &name, &state).expect("write");
+        assert_eq!((file.len, file.crc32c), (3000, crc32c::crc32c(&state)));
+        assert_eq!(read(dir.path(), &file).expect("read"), state);
+
+        let mut damaged = state.clone();
+        damaged[1234] ^= 1;
+        fs::write(dir.path().join(&name), &damaged).expect("damage");
+        let error = read(dir.path(), &file).expect_err("damage is caught").to_string();
+        assert!(error.contains("CRC32C") && error.contains(&name), "{error}");
+
+        fs::write(dir.path().join(&name), &state[..10]).expect("truncate");
+        let error = read(dir.path(), &file).expect_err("size is checked").to_string();
+        assert!(error.contains("is 10 bytes; its record says 3000"), "{error}");
+
+        let forged = SnapshotFile {
+            file: "../escape.state".into(),
+            ..file.clone()
+        };
+        assert!(read(dir.path(), &forged).is_err());
+
+        fs::remove_file(dir.path().join(&name)).expect("remove");
+        assert!(read(dir.path(), &file).is_err());
+    }
+
+    #[test]
+    fn only_side_files_not_kept_are_removed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for n in 0..3 {
+            write(dir.path(), &snapshot_file_name(0, n), b"x").expect("write");
+        }
+        fs::write(dir.path().join("segment-00000000.log"), b"seg").expect("segment");
+        let keep: BTreeSet<String> = [snapshot_file_name(0, 1)].into();
+        assert_eq!(remove_snapshot_files_except(dir.path(), &keep).expect("rm"), 2);
+        let mut left: Vec<String> = fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["segment-00000000.log", "snapshot-00000000-00000001.state"]);
+    }
+}
