@@ -124,6 +124,18 @@ pub enum JobError {
         /// A sink folder holding committed output.
         output: PathBuf,
     },
+    /// The sink folder holds published output, but the data directory holds
+    /// no event log of this job (deleted, or only its segments): a run from
+    /// scratch would delete that output without a word (issue 12.3).
+    #[error("{}: published output ({}) but no event log of job `{job}` in the data directory (was it deleted?); a run from scratch would delete it: pass --fresh to discard what this data directory holds", output.display(), files.join(", "))]
+    UnloggedOutput {
+        /// The job id.
+        job: String,
+        /// The sink folder.
+        output: PathBuf,
+        /// The published files in it (names).
+        files: Vec<String>,
+    },
     /// Recovery could not use the log (FLIP-383 step 8).
     #[error("recovery failed: {source}")]
     Recovery {
@@ -359,6 +371,10 @@ pub struct RunOptions {
     pub crash_at: Option<CrashPoint>,
     /// Progress display.
     pub progress: Option<Arc<dyn ProgressListener>>,
+    /// `--fresh`: discard what the data directory holds for this job (its
+    /// log is set aside, never deleted; published output is removed) and
+    /// run from scratch.
+    pub fresh: bool,
 }
 
 impl RunOptions {
@@ -373,6 +389,7 @@ impl RunOptions {
             lost_partitions: Vec::new(),
             crash_at: None,
             progress: None,
+            fresh: false,
         }
     }
 }
@@ -386,6 +403,7 @@ impl std::fmt::Debug for RunOptions {
             .field("cache_dir", &self.cache_dir)
             .field("faults", &self.faults)
             .field("lost_partitions", &self.lost_partitions)
+            .field("fresh", &self.fresh)
             .finish_non_exhaustive()
     }
 }
