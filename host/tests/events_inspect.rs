@@ -28,7 +28,7 @@ fn inspect_prints_one_line_per_segment_and_event() {
         "{text}"
     );
     assert!(
-        lines[2].starts_with("00000000:24       JobStarted"),
+        lines[2].starts_with("00000000:24       epoch 0   JobStarted"),
         "{text}"
     );
     assert!(
@@ -57,6 +57,7 @@ fn inspect_json_is_one_document_with_every_event() {
     let events = doc["events"].as_array().expect("events");
     assert_eq!(events.len(), one_of_each().len());
     assert_eq!(events[0]["position"]["offset"], 24);
+    assert_eq!(events[0]["epoch"], 0, "the coordinator run that wrote it");
     assert_eq!(events[0]["event"]["kind"], "JobStarted");
     assert_eq!(events[0]["event"]["event"]["job_id"], "wordcount");
     assert_eq!(
@@ -106,4 +107,36 @@ fn inspect_refuses_a_directory_without_a_log_and_names_corruption() {
         }
         other => panic!("expected Corrupt, got {other:?}"),
     }
+}
+
+#[test]
+fn inspect_names_the_coordinator_run_that_wrote_each_record() {
+    let dir = written_log();
+    // A second coordinator run (epoch 1) appends one event.
+    let (writer, replay) = open_job_log(dir.path(), "wordcount", manual()).expect("reopen");
+    assert_eq!(replay.events.len(), one_of_each().len());
+    writer.append(&one_of_each()[0]).expect("append");
+    writer.close().expect("close");
+    let mut out = Vec::new();
+    inspect(&dir.path().join("wordcount"), false, &mut out).expect("inspect");
+    let text = String::from_utf8(out).expect("utf-8");
+    let epochs: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("0000"))
+        .map(|l| l.split_whitespace().nth(2).expect("epoch column"))
+        .collect();
+    let mut want = vec!["0"; one_of_each().len()];
+    want.push("1");
+    assert_eq!(epochs, want, "{text}");
+    let mut json = Vec::new();
+    inspect(&dir.path().join("wordcount"), true, &mut json).expect("inspect");
+    let doc: serde_json::Value = serde_json::from_slice(&json).expect("JSON");
+    let epochs: Vec<u64> = doc["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| e["epoch"].as_u64().expect("epoch"))
+        .collect();
+    assert_eq!(epochs.last(), Some(&1));
+    assert_eq!(epochs.iter().filter(|&&e| e == 0).count(), one_of_each().len());
 }

@@ -67,14 +67,43 @@ pub fn locate_log_dir(dir: &Path) -> Result<PathBuf, EventsError> {
 #[derive(Serialize)]
 struct InspectJson<'a> {
     log_dir: &'a Path,
-    #[serde(flatten)]
-    replay: &'a Replay,
+    events: Vec<EventJson<'a>>,
+    torn_tail: &'a Option<super::reader::TornTail>,
+    segments: &'a [super::reader::SegmentSummary],
+}
+
+/// One event in `--json`: where it is, which coordinator run wrote it, what.
+#[derive(Serialize)]
+struct EventJson<'a> {
+    position: super::reader::Position,
+    /// The coordinator run (epoch) that wrote the record: its segment's
+    /// attempt number, 0 for the run that started the log.
+    epoch: u32,
+    event: &'a JobEvent,
+}
+
+fn to_json<'a>(log_dir: &'a Path, replay: &'a Replay) -> InspectJson<'a> {
+    InspectJson {
+        log_dir,
+        events: replay
+            .events
+            .iter()
+            .map(|e| EventJson {
+                position: e.position,
+                epoch: e.position.attempt,
+                event: &e.event,
+            })
+            .collect(),
+        torn_tail: &replay.torn_tail,
+        segments: &replay.segments,
+    }
 }
 
 /// Replays the log in `dir` (see [`locate_log_dir`]) without taking its
-/// lock and writes it to `out`: human lines, or with `json` one JSON
-/// document `{log_dir, events: [{position, event: {kind, event}}],
-/// torn_tail, segments}`.
+/// lock and writes it to `out`: human lines (`SEGMENT:OFFSET epoch N KIND
+/// ...`), or with `json` one JSON document `{log_dir, events: [{position,
+/// epoch, event: {kind, event}}], torn_tail, segments}`; `epoch` is the
+/// coordinator run that wrote the record.
 ///
 /// # Errors
 /// [`EventsError::NoLog`], any replay error (corruption names segment and
@@ -84,13 +113,7 @@ pub fn inspect(dir: &Path, json: bool, out: &mut impl Write) -> Result<(), Event
     let replay = reader::replay(&FileStorage::open_read_only(&log_dir))?;
     let output = |source| EventsError::Output { source };
     if json {
-        serde_json::to_writer_pretty(
-            &mut *out,
-            &InspectJson {
-                log_dir: &log_dir,
-                replay: &replay,
-            },
-        )
+        serde_json::to_writer_pretty(&mut *out, &to_json(&log_dir, &replay))
         .map_err(|e| output(e.into()))?;
         writeln!(out).map_err(output)?;
         return Ok(());
@@ -105,12 +128,15 @@ pub fn inspect(dir: &Path, json: bool, out: &mut impl Write) -> Result<(), Event
         )
         .map_err(output)?;
     }
+    // `SEGMENT:OFFSET epoch N KIND ...`: the epoch is the coordinator run
+    // that wrote the record (its segment's attempt; 0 started the log).
     for e in &replay.events {
         writeln!(
             out,
-            "{:08}:{:<8} {}",
+            "{:08}:{:<8} epoch {:<3} {}",
             e.position.attempt,
             e.position.offset,
+            e.position.attempt,
             describe(&e.event)
         )
         .map_err(output)?;

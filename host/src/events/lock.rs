@@ -4,6 +4,14 @@
 //!
 //! The lock is `flock(2)`-style (through `fs2`): the kernel drops it when the
 //! holding process dies, so a crashed coordinator never leaves a stale lock.
+//!
+//! A lock on a file alone can be stolen: after `rm LOCK` a second
+//! coordinator creates a new `LOCK` (another inode) and locks that, while
+//! the first still holds the old one (issue 12.4). So the log directory
+//! itself is locked too — a directory cannot be unlinked while it holds
+//! segments, and a new one under the same name is a new log. Both locks are
+//! taken; either one held elsewhere refuses the second coordinator, whatever
+//! happened to the `LOCK` file's name.
 
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
@@ -18,6 +26,8 @@ use super::format::LOCK_FILE;
 #[derive(Debug)]
 pub struct LogLock {
     file: File,
+    /// The log directory, opened and locked (see the module docs).
+    dir: File,
     path: PathBuf,
 }
 
@@ -36,6 +46,8 @@ impl LogLock {
         };
         std::fs::create_dir_all(log_dir).map_err(io(log_dir))?;
         let path = log_dir.join(LOCK_FILE);
+        let dir = File::open(log_dir).map_err(io(log_dir))?;
+        exclusive(&dir, &path)?;
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -43,16 +55,8 @@ impl LogLock {
             .write(true)
             .open(&path)
             .map_err(io(&path))?;
-        match file.try_lock_exclusive() {
-            Ok(()) => Ok(Self { file, path }),
-            Err(e)
-                if e.kind() == ErrorKind::WouldBlock
-                    || e.raw_os_error() == fs2::lock_contended_error().raw_os_error() =>
-            {
-                Err(EventsError::Locked { path })
-            }
-            Err(source) => Err(EventsError::Io { path, source }),
-        }
+        exclusive(&file, &path)?;
+        Ok(Self { file, dir, path })
     }
 
     /// The lock file.
@@ -62,12 +66,34 @@ impl LogLock {
     }
 }
 
+/// Takes `file`'s exclusive lock without waiting; `path` names the log's
+/// lock in the error.
+fn exclusive(file: &File, path: &Path) -> Result<(), EventsError> {
+    match file.try_lock_exclusive() {
+        Ok(()) => Ok(()),
+        Err(e)
+            if e.kind() == ErrorKind::WouldBlock
+                || e.raw_os_error() == fs2::lock_contended_error().raw_os_error() =>
+        {
+            Err(EventsError::Locked {
+                path: path.to_path_buf(),
+            })
+        }
+        Err(source) => Err(EventsError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
 impl Drop for LogLock {
     fn drop(&mut self) {
         // Closing the file releases the lock too; unlocking first makes the
         // release independent of when the descriptor is closed.
-        if let Err(e) = FileExt::unlock(&self.file) {
-            tracing::warn!(path = %self.path.display(), error = %e, "could not unlock the event log");
+        for f in [&self.file, &self.dir] {
+            if let Err(e) = FileExt::unlock(f) {
+                tracing::warn!(path = %self.path.display(), error = %e, "could not unlock the event log");
+            }
         }
     }
 }
@@ -84,6 +110,25 @@ mod tests {
             Err(EventsError::Locked { path }) => assert_eq!(path, dir.path().join(LOCK_FILE)),
             other => panic!("expected Locked, got {other:?}"),
         }
+        drop(first);
+        LogLock::acquire(dir.path()).expect("lock after release");
+    }
+
+    #[test]
+    fn a_deleted_or_replaced_lock_file_does_not_let_a_second_holder_in() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = LogLock::acquire(dir.path()).expect("first lock");
+        std::fs::remove_file(dir.path().join(LOCK_FILE)).expect("rm LOCK");
+        assert!(matches!(
+            LogLock::acquire(dir.path()),
+            Err(EventsError::Locked { .. })
+        ));
+        // `acquire` created a new LOCK file: a replacement, unlocked by anyone.
+        assert!(dir.path().join(LOCK_FILE).is_file());
+        assert!(matches!(
+            LogLock::acquire(dir.path()),
+            Err(EventsError::Locked { .. })
+        ));
         drop(first);
         LogLock::acquire(dir.path()).expect("lock after release");
     }

@@ -135,7 +135,11 @@ pub struct RecoveryPlan {
     /// Partitions of finished attempts that run again: to release.
     pub release: Vec<PartitionRef>,
     /// For every execution vertex seen in the log, the highest attempt
-    /// number recorded; a re-run uses a higher one.
+    /// number any coordinator run may have deployed (issue 12.2): 0 once its
+    /// vertex is initialized, each recorded finish, and one more per
+    /// recorded reset (a reset makes the next attempt, which may have run
+    /// and written partitions before a crash). A re-run uses a higher one,
+    /// so an attempt number is never used twice for one execution vertex.
     pub highest_attempt: BTreeMap<ExecutionKey, u32>,
     /// Events replayed.
     pub replayed: usize,
@@ -252,6 +256,10 @@ fn replay(graph: &JobGraph, events: &[JobEvent]) -> Result<Replayed, RecoveryErr
             JobEvent::JobVertexInitialized(init) => {
                 let v = vertex_index(graph, &init.job_vertex)?;
                 let decided = vertex_init(graph, v, init)?;
+                // Durable before any subtask deploys: attempt 0 may have run.
+                for s in 0..decided.parallelism {
+                    raise(&mut plan.highest_attempt, (v, s), 0);
+                }
                 if inits.insert(v, decided.clone()).is_none() {
                     plan.initialized.push((v, decided));
                 }
@@ -299,6 +307,12 @@ fn replay(graph: &JobGraph, events: &[JobEvent]) -> Result<Replayed, RecoveryErr
                 for ev in &reset.executions {
                     let v = vertex_index(graph, &ev.job_vertex)?;
                     finished.remove(&(v, ev.subtask));
+                    // The reset made a new attempt, one above the current
+                    // one (which is at most the highest so far). A failover
+                    // reset is durable before that attempt deploys; a
+                    // recovery's resets before `RecoveryFinished` is.
+                    let highest = plan.highest_attempt.entry((v, ev.subtask)).or_insert(0);
+                    *highest = highest.saturating_add(1);
                 }
             }
             JobEvent::JobStarted(_)
@@ -424,12 +438,18 @@ fn vertex_init(
             ),
         });
     }
+    // The recorded range of a hash input (all hash inputs of one consumer
+    // read the same subpartitions); a forward input's `0..1` says nothing.
+    let hash_slot = graph
+        .inputs(v)
+        .iter()
+        .position(|&e| graph.edges[e].pattern == DistributionPattern::Hash);
     let input_ranges = init
         .subtask_inputs
         .iter()
         .map(|inputs| {
-            inputs
-                .first()
+            hash_slot
+                .and_then(|slot| inputs.get(slot))
                 .map_or(0..0, |r| r.subpartition_start..r.subpartition_end)
         })
         .collect();

@@ -16,15 +16,24 @@ use crate::events::{
     SubtaskInputRange,
 };
 use crate::graph::{
-    AttemptId, DistributionPattern, JobGraph, Parallelism, ProducedPartition, VertexInit,
+    AttemptId, DistributionPattern, JobEdge, JobGraph, JobVertex, Parallelism, ProducedPartition,
+    VertexInit,
 };
 use crate::scheduler::{BatchSnapshots, JobEventSink};
 
-/// Lowercase hex SHA-256 of what recovery depends on in the job graph:
-/// vertex ids, operators, sources, sinks, fixed parallelism and edges —
-/// not tuning knobs such as `bytes-per-task`, `max-parallelism` or the
-/// per-record delay, whose change must not invalidate a replay (an `auto`
-/// decision is replayed, never recomputed).
+/// Lowercase hex SHA-256 of everything in the job graph that decides how
+/// data is laid out or routed, and so whether a kept partition or published
+/// part file is still valid: vertex ids, operator chains (columns by
+/// position), sources, sinks (folder, format, the column names written),
+/// fixed parallelism, the `max-parallelism` of an `auto` vertex (it is the
+/// number of subpartitions every producer feeding it over a hash edge
+/// writes), and edges with their hash-key positions.
+///
+/// Left out: tuning that cannot change a byte of output — `bytes-per-task`
+/// (an `auto` decision is replayed from the log, never recomputed), the
+/// per-record delay, `max-parallelism` of a fixed-parallelism vertex
+/// (unused), and column names no sink writes. `host/tests/job_fingerprint.rs` flips every job-file field and
+/// checks which side it is on.
 pub fn graph_fingerprint(graph: &JobGraph) -> String {
     hex_sha256(&graph_text(graph))
 }
@@ -32,21 +41,42 @@ pub fn graph_fingerprint(graph: &JobGraph) -> String {
 /// The text [`graph_fingerprint`] hashes.
 fn graph_text(graph: &JobGraph) -> String {
     let mut h = String::new();
-    for v in &graph.vertices {
-        let parallelism = match v.parallelism {
+    // Every field is named (no `..`): a new one does not compile until it
+    // is put on a side here and in `host/tests/job_fingerprint.rs`.
+    for JobVertex {
+        id,
+        parallelism,
+        max_parallelism,
+        bytes_per_task: _,
+        source,
+        operators,
+        sink,
+        record_delay: _,
+        output_columns: _,
+    } in &graph.vertices
+    {
+        let parallelism = match parallelism {
             Parallelism::Fixed(n) => format!("fixed {n}"),
-            Parallelism::Auto => "auto".to_string(),
+            // The subpartition count of every hash input (graph.rs
+            // `num_subpartitions`): a changed value would read the kept
+            // producers' partitions with the wrong layout (issue 12.1).
+            Parallelism::Auto => format!("auto max {max_parallelism}"),
         };
+        // Column names reach the output only where a sink writes them
+        // (`sink.columns`); operators refer to columns by position.
         h.push_str(&format!(
-            "vertex {:?} {parallelism} {:?} {:?} {:?}\n",
-            v.id, v.source, v.operators, v.sink
+            "vertex {id:?} {parallelism} {source:?} {operators:?} {sink:?}\n"
         ));
     }
-    for e in &graph.edges {
-        h.push_str(&format!(
-            "edge {} {} {:?} {:?}\n",
-            e.from, e.to, e.pattern, e.key
-        ));
+    for JobEdge {
+        from,
+        to,
+        pattern,
+        key_names: _,
+        key,
+    } in &graph.edges
+    {
+        h.push_str(&format!("edge {from} {to} {pattern:?} {key:?}\n"));
     }
     h
 }
@@ -85,30 +115,47 @@ fn data_dir_neutral(text: &str, data_dir: &Path) -> String {
 
 /// Lowercase hex SHA-256 of everything a replay depends on in a job file:
 /// the job graph ([`graph_fingerprint`]), the shuffle plugin, and each
-/// plugin's component path, kind, configuration and granted directories (a
-/// source pointed at other input must not reuse the old run's output).
-/// Limits and tuning knobs are left out.
+/// plugin's name, component path, kind, configuration (split sizes, input
+/// folders, patterns) and granted directories (a source pointed at other
+/// input must not reuse the old run's output). Left out: the job name (it
+/// names the job's folder, so a renamed job never meets the old log),
+/// worker count, attempt limit, recovery settings and plugin limits.
 ///
 /// `data_dir` is the run's data directory (absolute): paths under it are
 /// hashed relative to it, so a moved data directory is the same job.
 pub fn job_fingerprint(config: &crate::config::JobConfig, data_dir: &Path) -> String {
+    let crate::config::JobConfig {
+        file: _,
+        name: _,
+        workers: _,
+        max_attempts: _,
+        plugins,
+        shuffle_plugin,
+        recovery: _,
+        graph,
+    } = config;
     let mut h = String::new();
-    h.push_str(&hex_sha256(&data_dir_neutral(
-        &graph_text(&config.graph),
-        data_dir,
-    )));
-    h.push_str(&format!("shuffle {:?}\n", config.shuffle_plugin));
-    for (name, p) in &config.plugins {
-        let dirs: Vec<(String, bool)> = p
-            .dirs
+    h.push_str(&hex_sha256(&data_dir_neutral(&graph_text(graph), data_dir)));
+    h.push_str(&format!("shuffle {shuffle_plugin:?}\n"));
+    for (
+        name,
+        crate::config::PluginConfig {
+            name: _,
+            component,
+            kind,
+            config,
+            dirs,
+            limits: _,
+        },
+    ) in plugins
+    {
+        let dirs: Vec<(String, bool)> = dirs
             .iter()
             .map(|d| (d.path.display().to_string(), d.writable))
             .collect();
         h.push_str(&format!(
-            "plugin {name:?} {:?} {:?} {:?} {dirs:?}\n",
-            p.component.display().to_string(),
-            p.kind,
-            p.config
+            "plugin {name:?} {:?} {kind:?} {config:?} {dirs:?}\n",
+            component.display().to_string(),
         ));
     }
     hex_sha256(&data_dir_neutral(&h, data_dir))
@@ -199,6 +246,14 @@ impl EventRecorder {
             .append_durable(event)
             .map(|_| ())
             .map_err(|e| e.to_string())
+    }
+
+    /// Tells the recorder that `vertex` was initialized with `parallelism` by
+    /// an earlier coordinator run (a recovered decision, replayed from the
+    /// log): a consumer initialized later in this run reads partitions
+    /// `0..parallelism` of it, and its `JobVertexInitialized` must say so.
+    pub fn note_initialized(&mut self, vertex: &str, parallelism: u32) {
+        self.parallelism.insert(vertex.to_string(), parallelism);
     }
 
     /// The coordinator attempt (epoch) of this run's segment.
@@ -371,7 +426,23 @@ impl JobEventSink for EventRecorder {
                 .collect(),
             reason: reason.clone(),
         });
-        self.append(&event)
+        // A failover reset makes a new attempt that deploys next: durable
+        // first, so no crash lets a later run reuse its attempt number
+        // (issue 12.2). A recovery's resets are made durable by the
+        // `RecoveryFinished` that follows them before anything deploys.
+        let during_recovery = matches!(
+            reason,
+            ResetReason::RecoveryUnfinished
+                | ResetReason::RecoveryNotInSnapshot
+                | ResetReason::RecoveryEnumeratorWithoutSnapshot
+                | ResetReason::RecoveryPartitionMissing { .. }
+                | ResetReason::RecoveryUpstreamReset { .. }
+        );
+        if during_recovery {
+            self.append(&event)
+        } else {
+            self.append_durable(&event)
+        }
     }
 
     fn job_finished(&mut self) -> Result<(), String> {

@@ -34,7 +34,12 @@ pub fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary,
         )
     };
     let fingerprint = job_fingerprint(config, &data_dir);
-    refuse_if_edited(config, &data_dir, &fingerprint)?;
+    if opts.fresh {
+        discard_log(config, &data_dir)?;
+    } else {
+        refuse_if_edited(config, &data_dir, &fingerprint)?;
+        refuse_if_unlogged_output(config, &data_dir)?;
+    }
     let (writer, replay) = open_log(config, &data_dir)?;
     let log_dir = writer.log_dir().to_path_buf();
     // Snapshot side files: keep those of the newest snapshots (all that
@@ -152,6 +157,75 @@ fn is_newer_than_this_binary(e: &EventsError) -> bool {
     )
 }
 
+/// Refuses a run from scratch over published sink output when the data
+/// directory holds no event log of this job that started it (the log, or
+/// only its segments, were deleted): such a run would delete the output
+/// without a word (issue 12.3). A log that cannot be replayed is left to
+/// [`open_log`], which refuses the same state.
+fn refuse_if_unlogged_output(config: &JobConfig, data_dir: &Path) -> Result<(), JobError> {
+    let log_dir = job_log_dir(data_dir, &config.name)?;
+    if log_dir.is_dir() {
+        match crate::events::replay(&crate::events::FileStorage::open_read_only(&log_dir)) {
+            Ok(replay) if last_job_started(&replay).is_some() => return Ok(()),
+            Ok(_) => {}
+            Err(_) => return Ok(()),
+        }
+    }
+    for v in &config.graph.vertices {
+        let Some(sink) = &v.sink else { continue };
+        let files = published_files(&sink.dir);
+        if !files.is_empty() {
+            return Err(JobError::UnloggedOutput {
+                job: config.name.clone(),
+                output: sink.dir.clone(),
+                files,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Names of the published files (`part-*`, `_SUCCESS`) in a sink folder, sorted.
+fn published_files(dir: &Path) -> Vec<String> {
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("part-") || n == crate::runtime::sink::SUCCESS_MARKER)
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+/// `--fresh`: sets the job's log aside (`log.discarded-<seconds>`, never
+/// deleted) under its lock, so the run starts from scratch; the fresh run
+/// then clears the sink folders. A log another coordinator holds is not
+/// touched ([`JobError::Log`]).
+fn discard_log(config: &JobConfig, data_dir: &Path) -> Result<(), JobError> {
+    let log_dir = job_log_dir(data_dir, &config.name)?;
+    if !log_dir.is_dir() {
+        return Ok(());
+    }
+    let lock = crate::events::LogLock::acquire(&log_dir)?;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let aside = log_dir.with_file_name(format!("log.discarded-{stamp}"));
+    std::fs::rename(&log_dir, &aside).map_err(|source| JobError::Io {
+        path: log_dir.clone(),
+        source,
+    })?;
+    drop(lock);
+    tracing::warn!(
+        "--fresh: the job's event log is set aside at {}; the job runs from scratch",
+        aside.display()
+    );
+    Ok(())
+}
+
 /// Opens the log; a damaged one is set aside (never deleted) and a new one
 /// started, unless committed sink output would be duplicated.
 fn open_log(
@@ -214,6 +288,10 @@ fn recover(
         .map_err(|reason| JobError::Recording { reason })?;
     master.crash_point("recovery-started", recorder)?;
     let plan = master.recover(&events, config.recovery.previous_worker_timeout, recorder)?;
+    // Consumers initialized from now on read these vertices' partitions.
+    for (v, init) in &plan.initialized {
+        recorder.note_initialized(&config.graph.vertices[*v].id, init.parallelism);
+    }
     let finished = JobEvent::RecoveryFinished(plan.finished_event(&config.graph));
     recorder
         .append_durable(&finished)

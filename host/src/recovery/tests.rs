@@ -354,8 +354,8 @@ fn a_source_reset_before_the_crash_is_not_skipped() {
     );
     assert_eq!(
         plan.next_attempt((0, 1)),
-        1,
-        "the re-run takes a new attempt number"
+        2,
+        "the reset made attempt 1, which may have run: the re-run takes 2"
     );
 }
 

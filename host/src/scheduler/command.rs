@@ -38,6 +38,10 @@ pub struct RunArgs {
     /// Worker threads (default: `job.workers`, else one per core).
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
+    /// Discard what the data directory holds for this job (its event log is
+    /// set aside, published output removed) and run it from scratch.
+    #[arg(long)]
+    pub fresh: bool,
 }
 
 /// Runs `coordhost run`; returns the exit code.
@@ -48,6 +52,7 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
     }
     let mut opts = RunOptions::new(&args.job, &args.data_dir);
     opts.workers = args.workers;
+    opts.fresh = args.fresh;
     opts.cache_dir = cache_dir;
     let progress: Arc<dyn ProgressListener> = if std::io::stderr().is_terminal() {
         Arc::new(Bars::default())

@@ -125,6 +125,18 @@ pub enum JobError {
         /// A sink folder holding committed output.
         output: PathBuf,
     },
+    /// The sink folder holds published output, but the data directory holds
+    /// no event log of this job (deleted, or only its segments): a run from
+    /// scratch would delete that output without a word (issue 12.3).
+    #[error("{}: published output ({}) but no event log of job `{job}` in the data directory (was it deleted?); a run from scratch would delete it: pass --fresh to discard what this data directory holds", output.display(), files.join(", "))]
+    UnloggedOutput {
+        /// The job id.
+        job: String,
+        /// The sink folder.
+        output: PathBuf,
+        /// The published files in it (names).
+        files: Vec<String>,
+    },
     /// Recovery could not use the log (FLIP-383 step 8).
     #[error("recovery failed: {source}")]
     Recovery {
@@ -418,6 +430,10 @@ pub struct RunOptions {
     /// [`MAX_SNAPSHOT_LEN`](crate::events::format::MAX_SNAPSHOT_LEN); the
     /// library lowers it to test the refusal without a 1 GiB snapshot.
     pub max_snapshot_bytes: u64,
+    /// `--fresh`: discard what the data directory holds for this job (its
+    /// log is set aside, never deleted; published output is removed) and
+    /// run from scratch.
+    pub fresh: bool,
 }
 
 impl RunOptions {
@@ -433,6 +449,7 @@ impl RunOptions {
             crash_at: None,
             progress: None,
             max_snapshot_bytes: crate::events::format::MAX_SNAPSHOT_LEN,
+            fresh: false,
         }
     }
 }
@@ -447,6 +464,7 @@ impl std::fmt::Debug for RunOptions {
             .field("faults", &self.faults)
             .field("lost_partitions", &self.lost_partitions)
             .field("max_snapshot_bytes", &self.max_snapshot_bytes)
+            .field("fresh", &self.fresh)
             .finish_non_exhaustive()
     }
 }

@@ -19,6 +19,7 @@ use crate::plugin::{
     ExecutionAttemptId, LoadedPlugin, ResultPartitionId, ShuffleDescriptor, ShuffleMaster,
 };
 use crate::recovery::{self, RecoveryPlan, ShuffleOracle};
+mod cleanup;
 mod deploy;
 mod failover;
 
@@ -523,6 +524,7 @@ impl JobMaster {
             self.handle(msg, events)?;
             self.busy += t.elapsed();
         }
+        self.release_superseded();
         events
             .job_finished()
             .map_err(|reason| JobError::Recording { reason })?;
