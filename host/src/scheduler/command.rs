@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
-use super::{JobStatus, ProgressListener, RunOptions, Summary, run_job};
+use super::{JobError, JobStatus, ProgressListener, RunOptions, Summary, run_job};
 
 /// Exit code: the job finished.
 pub const EXIT_FINISHED: u8 = 0;
