@@ -56,7 +56,7 @@ pub enum ConfigError {
         reason: String,
     },
     /// A plugin's component file cannot be read.
-    #[error("{file}: field `{field}`: cannot read component {path}: {source}")]
+    #[error("{file}: field `{field}`: cannot read component {}: {source}", one_line(&path.display().to_string()))]
     Component {
         /// The job file.
         file: PathBuf,

@@ -558,7 +558,7 @@ impl Validator {
     fn check_component(&self, field: &str, component: &Path) -> Result<(), ConfigError> {
         let io_error = |source| ConfigError::Component {
             file: self.file.clone(),
-            field: field.to_string(),
+            field: one_line(field),
             path: component.to_path_buf(),
             source,
         };
