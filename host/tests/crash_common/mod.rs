@@ -260,6 +260,8 @@ pub struct Coordhost {
     pub data_dir: PathBuf,
     /// `--summary-json`.
     pub summary: PathBuf,
+    /// More arguments of `run` (e.g. `--fresh`), for the next starts.
+    pub extra_args: Vec<String>,
     starts: u32,
 }
 
@@ -273,6 +275,7 @@ impl Coordhost {
             job: job.to_path_buf(),
             data_dir: data_dir.to_path_buf(),
             summary: PathBuf::from(summary),
+            extra_args: Vec::new(),
             starts: 0,
         }
     }
@@ -302,6 +305,7 @@ impl Coordhost {
             .arg(&self.data_dir)
             .arg("--summary-json")
             .arg(&self.summary)
+            .args(&self.extra_args)
             .env_remove("COORDHOST_LOG")
             .stdin(Stdio::null())
             .stdout(file(&stdout))
@@ -415,6 +419,39 @@ impl Running {
         self.finish_with(status)
     }
 
+    /// Waits until the process ends (at most [`HANG_GUARD`]) whatever the
+    /// outcome: its exit code (`None` if a signal ended it), its whole
+    /// stderr, and its summary when it wrote one.
+    ///
+    /// # Panics
+    /// If it hangs.
+    pub fn wait_exit(mut self) -> Exited {
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                break status;
+            }
+            if self.started.elapsed() > HANG_GUARD {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "coordhost run on {} did not end within {HANG_GUARD:?}; killed it.\n{}",
+                    self.data_dir.display(),
+                    self.stderr_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let summary = std::fs::read_to_string(&self.summary)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .map(RunSummary);
+        Exited {
+            code: status.code(),
+            stderr: std::fs::read_to_string(&self.stderr).unwrap_or_default(),
+            summary,
+        }
+    }
+
     fn finish_with(&mut self, status: ExitStatus) -> Finished {
         let elapsed = self.started.elapsed();
         assert!(
@@ -470,6 +507,17 @@ impl Running {
             std::thread::sleep(Duration::from_millis(5));
         }
     }
+}
+
+/// How a `coordhost run` ended, whatever the outcome ([`Running::wait_exit`]).
+#[derive(Debug, Clone)]
+pub struct Exited {
+    /// The exit code; `None` if a signal ended the process.
+    pub code: Option<i32>,
+    /// Its whole stderr.
+    pub stderr: String,
+    /// Its `--summary-json`, if it wrote one.
+    pub summary: Option<RunSummary>,
 }
 
 /// The `--summary-json` of a run (see `Summary` in `host/src/scheduler`).
@@ -803,5 +851,75 @@ pub fn describe_log(log: Option<&EventLog>) -> String {
             l.finished(SOURCE),
             l.finished(SINK)
         ),
+    }
+}
+
+/// The result-partition folders of the job under the local-shuffle root,
+/// as `(producer vertex, subtask, attempt)`
+/// (`<data>/shuffle/<job>/<from>-<to>/<vertex>-<subtask>-<attempt>/`).
+pub fn shuffle_partitions(data_dir: &Path) -> BTreeSet<(String, u32, u32)> {
+    let root = data_dir.join("shuffle").join(JOB);
+    let mut out = BTreeSet::new();
+    for ds in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        for p in std::fs::read_dir(ds.path()).into_iter().flatten().flatten() {
+            let name = p.file_name().to_string_lossy().into_owned();
+            let mut parts = name.rsplitn(3, '-');
+            let (Some(a), Some(s), Some(v)) = (parts.next(), parts.next(), parts.next()) else {
+                continue;
+            };
+            if let (Ok(s), Ok(a)) = (s.parse(), a.parse()) {
+                out.insert((v.to_owned(), s, a));
+            }
+        }
+    }
+    out
+}
+
+impl EventLog {
+    /// Per subtask of `vertex`, the attempt whose finish counts at the end
+    /// of the log (replayed as [`EventLog::finished`] does).
+    pub fn final_attempts(&self, vertex: &str) -> BTreeMap<u32, u32> {
+        let mut done = BTreeMap::new();
+        for e in &self.events {
+            let body = &e["event"]["event"];
+            match e["event"]["kind"].as_str() {
+                Some("ExecutionFinished") => {
+                    if let Some(s) = subtask_of(&body["attempt"], vertex) {
+                        let a = body["attempt"]["attempt"].as_u64().unwrap_or(u64::MAX);
+                        done.insert(s, u32::try_from(a).unwrap_or(u32::MAX));
+                    }
+                }
+                Some("ExecutionsReset") => {
+                    for v in body["executions"].as_array().into_iter().flatten() {
+                        if let Some(s) = subtask_of(v, vertex) {
+                            done.remove(&s);
+                        }
+                    }
+                }
+                Some("RecoveryFinished") => {
+                    for r in body["reset"].as_array().into_iter().flatten() {
+                        if let Some(s) = subtask_of(&r["execution"], vertex) {
+                            done.remove(&s);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        done
+    }
+
+    /// Every `(subtask, attempt)` of `vertex` with an `ExecutionFinished`,
+    /// in log order (an attempt number used twice shows up twice).
+    pub fn finished_attempts(&self, vertex: &str) -> Vec<(u32, u32)> {
+        self.events
+            .iter()
+            .filter(|e| e["event"]["kind"] == "ExecutionFinished")
+            .filter_map(|e| {
+                let a = &e["event"]["event"]["attempt"];
+                let s = subtask_of(a, vertex)?;
+                Some((s, u32::try_from(a["attempt"].as_u64()?).ok()?))
+            })
+            .collect()
     }
 }
