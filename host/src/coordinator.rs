@@ -81,6 +81,18 @@ pub struct SourceCoordinator {
     enumerator: SplitEnumerator,
     readers: Vec<ReaderState>,
     waiting: BTreeSet<u32>,
+    /// The history as it was when the enumerator's last batch snapshot was
+    /// taken (or restored; empty for a fresh enumerator): what a store
+    /// rebuilt after a trap knows about.
+    at_snapshot: Vec<ReaderState>,
+    /// Ids in `ghosts` when the last snapshot was taken.
+    ghosts_at_snapshot: BTreeSet<String>,
+    /// Splits the enumerator holds as unassigned although the history says
+    /// a reader has them (after a rebuild); when the enumerator assigns one,
+    /// the host drops that assignment.
+    ghosts: BTreeSet<String>,
+    /// Subtasks that were assigned a ghost during the current call.
+    dropped_for: BTreeSet<u32>,
 }
 
 impl SourceCoordinator {
@@ -104,9 +116,12 @@ impl SourceCoordinator {
             enumerator,
             readers: vec![ReaderState::default(); parallelism as usize],
             waiting: BTreeSet::new(),
+            at_snapshot: vec![ReaderState::default(); parallelism as usize],
+            ghosts_at_snapshot: BTreeSet::new(),
+            ghosts: BTreeSet::new(),
+            dropped_for: BTreeSet::new(),
         };
-        let actions = c.enumerator.start().map_err(err)?;
-        c.apply(actions);
+        c.start_enumerator()?;
         Ok(c)
     }
 
@@ -145,9 +160,12 @@ impl SourceCoordinator {
             enumerator,
             readers: snapshot.readers.clone(),
             waiting: BTreeSet::new(),
+            at_snapshot: snapshot.readers.clone(),
+            ghosts_at_snapshot: BTreeSet::new(),
+            ghosts: BTreeSet::new(),
+            dropped_for: BTreeSet::new(),
         };
-        let actions = c.enumerator.start().map_err(err)?;
-        c.apply(actions);
+        c.start_enumerator()?;
         Ok(c)
     }
 
@@ -158,12 +176,118 @@ impl SourceCoordinator {
         }
     }
 
+    /// `start`; a fault that rebuilt the store already started the new one.
+    fn start_enumerator(&mut self) -> Result<(), CoordinatorError> {
+        match self.enumerator.start() {
+            Ok(actions) => {
+                self.apply(actions);
+                Ok(())
+            }
+            Err(e) if e.was_rebuilt() => self.resync(),
+            Err(e) => Err(self.err(e)),
+        }
+    }
+
+    /// Calls the enumerator; after a fault that rebuilt its store
+    /// (`on-trap = "rebuild"`), reconciles the rebuilt store with the
+    /// history ([`SourceCoordinator::resync`]) and, if `retry`, makes the
+    /// call once more: a plugin bug that strikes once lets the job go on
+    /// (issue 9, item 3); one that strikes again fails it.
+    fn call<R>(
+        &mut self,
+        retry: bool,
+        mut f: impl FnMut(&mut SplitEnumerator) -> Result<R, PluginError>,
+    ) -> Result<Option<R>, CoordinatorError> {
+        match f(&mut self.enumerator) {
+            Ok(r) => Ok(Some(r)),
+            Err(e) if e.was_rebuilt() => {
+                self.resync()?;
+                if !retry {
+                    return Ok(None);
+                }
+                match f(&mut self.enumerator) {
+                    Ok(r) => Ok(Some(r)),
+                    Err(again) => {
+                        if again.was_rebuilt() {
+                            self.resync()?;
+                        }
+                        Err(self.err(again))
+                    }
+                }
+            }
+            Err(e) => Err(self.err(e)),
+        }
+    }
+
+    /// Reconciles a store rebuilt after a fault with the host's
+    /// split-assignment history. The rebuilt enumerator knows the history
+    /// as of its last snapshot (`at_snapshot`; nothing for a fresh
+    /// `create`): splits assigned since then are ghosts (it would hand them
+    /// out again; the host drops such assignments), splits it believes
+    /// assigned that no reader holds any more go back to it
+    /// (`add-splits-back`), and what it did when started is applied.
+    fn resync(&mut self) -> Result<(), CoordinatorError> {
+        let started = self.enumerator.take_rebuild().unwrap_or_default();
+        let current: BTreeSet<String> = self
+            .readers
+            .iter()
+            .flat_map(|r| r.assigned.iter().map(|s| s.id.clone()))
+            .collect();
+        let mut known = BTreeSet::new();
+        let mut missing: Vec<(u32, Vec<SplitData>)> = Vec::new();
+        for (subtask, r) in self.at_snapshot.iter().enumerate() {
+            let mut back = Vec::new();
+            for split in &r.assigned {
+                known.insert(split.id.clone());
+                // A ghost at snapshot time is still held by the enumerator.
+                if !current.contains(&split.id) && !self.ghosts_at_snapshot.contains(&split.id) {
+                    back.push(split.clone());
+                }
+            }
+            if !back.is_empty() {
+                missing.push((subtask as u32, back));
+            }
+        }
+        self.ghosts = current
+            .iter()
+            .filter(|id| !known.contains(*id) || self.ghosts_at_snapshot.contains(*id))
+            .cloned()
+            .collect();
+        tracing::warn!(
+            vertex = %self.vertex,
+            plugin = self.enumerator.name(),
+            "rebuilt split enumerator reconciled with the assignment history: {} splits assigned since its {} are not handed out again, {} go back to it",
+            self.ghosts.len(),
+            if self.enumerator.has_snapshot() { "last snapshot" } else { "creation" },
+            missing.iter().map(|(_, b)| b.len()).sum::<usize>()
+        );
+        self.apply(started);
+        for (subtask, back) in missing {
+            let splits = back.into_iter().map(to_plugin).collect();
+            let actions = self
+                .enumerator
+                .add_splits_back(splits, subtask)
+                .map_err(|e| self.err(e))?;
+            self.apply(actions);
+        }
+        Ok(())
+    }
+
     fn apply(&mut self, actions: Vec<EnumeratorAction>) {
         for a in actions {
             match a {
                 EnumeratorAction::Assign { subtask, splits } => {
+                    let mut kept = Vec::with_capacity(splits.len());
+                    for split in splits {
+                        if self.ghosts.remove(&split.id) {
+                            tracing::debug!(vertex = %self.vertex, "split `{}` is already assigned; not handed out again", split.id);
+                            self.dropped_for.insert(subtask);
+                        } else {
+                            kept.push(split);
+                        }
+                    }
                     if let Some(r) = self.readers.get_mut(subtask as usize) {
-                        r.assigned.extend(splits.into_iter().map(from_plugin));
+                        r.assigned.extend(kept.into_iter().map(from_plugin));
                     }
                 }
                 EnumeratorAction::NoMoreSplits { subtask } => {
@@ -193,11 +317,9 @@ impl SourceCoordinator {
     ///
     /// [`CoordinatorError::Plugin`] if the call fails.
     pub fn register_reader(&mut self, subtask: u32) -> Result<(), CoordinatorError> {
-        let actions = self
-            .enumerator
-            .add_reader(subtask)
-            .map_err(|e| self.err(e))?;
-        self.apply(actions);
+        if let Some(actions) = self.call(true, |e| e.add_reader(subtask))? {
+            self.apply(actions);
+        }
         Ok(())
     }
 
@@ -213,16 +335,19 @@ impl SourceCoordinator {
         if let Some(a) = self.answer(subtask) {
             return Ok(Some(a));
         }
-        let actions = self
-            .enumerator
-            .handle_split_request(subtask, None)
-            .map_err(|e| self.err(e))?;
-        self.apply(actions);
-        match self.answer(subtask) {
-            Some(a) => Ok(Some(a)),
-            None => {
+        // Ask again while the enumerator only hands this reader splits it
+        // already gave (ghosts after a rebuild); each such answer uses one up.
+        loop {
+            self.dropped_for.clear();
+            if let Some(actions) = self.call(true, |e| e.handle_split_request(subtask, None))? {
+                self.apply(actions);
+            }
+            if let Some(a) = self.answer(subtask) {
+                return Ok(Some(a));
+            }
+            if !self.dropped_for.contains(&subtask) {
                 self.waiting.insert(subtask);
-                Ok(None)
+                return Ok(None);
             }
         }
     }
@@ -252,13 +377,19 @@ impl SourceCoordinator {
         let r = std::mem::take(&mut self.readers[subtask as usize]);
         self.waiting.remove(&subtask);
         let n = r.assigned.len();
-        if n > 0 {
-            let splits = r.assigned.into_iter().map(to_plugin).collect();
-            let actions = self
-                .enumerator
-                .add_splits_back(splits, subtask)
-                .map_err(|e| self.err(e))?;
-            self.apply(actions);
+        // A ghost is still held by the enumerator: it goes back by itself.
+        let back: Vec<Split> = r
+            .assigned
+            .into_iter()
+            .filter(|s| !self.ghosts.remove(&s.id))
+            .map(to_plugin)
+            .collect();
+        if !back.is_empty() {
+            // After a rebuild, the resync already gave these back (they are
+            // no longer in the history): no retry.
+            if let Some(actions) = self.call(false, |e| e.add_splits_back(back.clone(), subtask))? {
+                self.apply(actions);
+            }
         }
         Ok(n)
     }
@@ -266,6 +397,13 @@ impl SourceCoordinator {
     /// The assignment history of every subtask.
     pub fn readers(&self) -> &[ReaderState] {
         &self.readers
+    }
+
+    /// Whether a batch snapshot taken now would agree with the history: not
+    /// while an enumerator rebuilt after a trap still holds splits that a
+    /// reader has (they are dropped as it hands them out).
+    pub fn snapshot_consistent(&self) -> bool {
+        self.ghosts.is_empty()
     }
 
     /// Whether the enumerator supports batch snapshots.
@@ -280,9 +418,10 @@ impl SourceCoordinator {
     /// [`CoordinatorError::Plugin`] if the enumerator fails.
     pub fn snapshot(&mut self) -> Result<CoordinatorSnapshot, CoordinatorError> {
         let enumerator = self
-            .enumerator
-            .snapshot_state(-1)
-            .map_err(|e| self.err(e))?;
+            .call(true, |e| e.snapshot_state(-1))?
+            .unwrap_or_default();
+        self.at_snapshot = self.readers.clone();
+        self.ghosts_at_snapshot = self.ghosts.clone();
         Ok(CoordinatorSnapshot {
             enumerator,
             readers: self.readers.clone(),
@@ -295,7 +434,9 @@ impl SourceCoordinator {
     ///
     /// [`CoordinatorError::Plugin`] if the enumerator fails.
     pub fn unassigned_splits(&mut self) -> Result<u64, CoordinatorError> {
-        self.enumerator.unassigned_splits().map_err(|e| self.err(e))
+        Ok(self
+            .call(true, SplitEnumerator::unassigned_splits)?
+            .unwrap_or_default())
     }
 }
 

@@ -141,7 +141,14 @@ pub struct PluginLimits {
     pub memory_bytes: u64,
     /// What a trap does (default [`OnTrap::Fail`]).
     pub on_trap: OnTrap,
+    /// For a split enumerator: how long a source subtask waits for the
+    /// answer to one split request before its attempt fails naming the
+    /// plugin (`split-wait-ms`, default [`DEFAULT_SPLIT_WAIT`]).
+    pub split_wait: Duration,
 }
+
+/// Default of a plugin's `limits.split-wait-ms`: 3 minutes.
+pub const DEFAULT_SPLIT_WAIT: Duration = Duration::from_secs(180);
 
 /// One directory granted to a plugin, at the same absolute path inside.
 #[derive(Debug, Clone, PartialEq, Eq)]

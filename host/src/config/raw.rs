@@ -67,6 +67,7 @@ pub(super) struct RawLimits {
     pub(super) call_timeout_ms: Option<u64>,
     pub(super) memory_mib: Option<u64>,
     pub(super) on_trap: Option<String>,
+    pub(super) split_wait_ms: Option<u64>,
 }
 
 #[derive(Deserialize)]

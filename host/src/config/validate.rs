@@ -251,6 +251,7 @@ impl Validator {
             call_timeout: Duration::from_secs(5),
             memory_bytes: 256 * 1024 * 1024,
             on_trap: OnTrap::Fail,
+            split_wait: super::DEFAULT_SPLIT_WAIT,
         };
         if let Some(l) = raw.limits {
             if let Some(ms) = l.call_timeout_ms {
@@ -261,6 +262,15 @@ impl Validator {
                     ));
                 }
                 limits.call_timeout = Duration::from_millis(ms);
+            }
+            if let Some(ms) = l.split_wait_ms {
+                if ms == 0 {
+                    return Err(self.invalid(
+                        format!("{field}.limits.split-wait-ms"),
+                        "must be at least 1",
+                    ));
+                }
+                limits.split_wait = Duration::from_millis(ms);
             }
             if let Some(mib) = l.memory_mib {
                 if mib == 0 || mib > 4096 {

@@ -45,6 +45,9 @@ pub struct SplitEnumerator {
     last_snapshot: Option<Vec<u8>>,
     /// Why the instance is unusable, when it is.
     poisoned: Option<String>,
+    /// What the store rebuilt after the last fault did when started, until
+    /// the source coordinator takes it.
+    rebuilt: Option<Vec<EnumeratorAction>>,
 }
 
 struct Live {
@@ -68,6 +71,7 @@ impl SplitEnumerator {
             readers: BTreeSet::new(),
             last_snapshot: snapshot,
             poisoned: None,
+            rebuilt: None,
         })
     }
 
@@ -235,57 +239,86 @@ impl SplitEnumerator {
         Ok(())
     }
 
-    /// Drops the poisoned store and, if allowed and possible, rebuilds it
-    /// from the last snapshot.
+    /// Drops the poisoned store and, if allowed, rebuilds it: from the last
+    /// batch snapshot when there is one, otherwise from a fresh `create`
+    /// (issue 9, item 3). The rebuilt enumerator is started; what it did
+    /// then waits in [`SplitEnumerator::take_rebuild`] for the source
+    /// coordinator, which reconciles it with the host's assignment history.
     fn after_fault(&mut self, call: &'static str, fault: Fault) -> PluginError {
         self.live = None;
         let policy = self.plugin.inner().spec.limits.on_trap;
-        let rebuilt = match (self.last_snapshot.clone(), policy) {
-            (Some(snapshot), TrapPolicy::Rebuild) => {
-                match instantiate(
-                    &self.plugin,
-                    self.parallelism,
-                    &self.readers,
-                    Some(&snapshot),
-                ) {
-                    Ok(live) => {
-                        self.live = Some(live);
-                        // A restored enumerator is started again (WIT: `start` after `restore`);
-                        // a restart that hands out splits on its own would lose them, so it
-                        // counts as a failed rebuild.
-                        match self.start() {
-                            Ok(actions) if actions.is_empty() => true,
-                            outcome => {
-                                tracing::error!(
-                                    plugin = self.plugin.name(),
-                                    "restarting after a rebuild failed: {outcome:?}"
-                                );
-                                self.live = None;
-                                false
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        tracing::error!(
-                            plugin = self.plugin.name(),
-                            "rebuilding after a fault failed: {e}"
-                        );
-                        false
-                    }
+        let rebuilt = policy == TrapPolicy::Rebuild
+            && match self.rebuild() {
+                Ok(actions) => {
+                    self.rebuilt = Some(actions);
+                    true
                 }
-            }
-            _ => false,
-        };
+                Err(e) => {
+                    tracing::error!(
+                        plugin = self.plugin.name(),
+                        "rebuilding after a fault failed: {e}"
+                    );
+                    self.live = None;
+                    false
+                }
+            };
         let error = fault.into_error(self.plugin.inner(), call, rebuilt);
         if rebuilt {
-            tracing::warn!(
-                plugin = self.plugin.name(),
-                "{error}; store rebuilt from the last batch snapshot"
-            );
+            let from = if self.last_snapshot.is_some() {
+                "the last batch snapshot"
+            } else {
+                "a fresh `create`"
+            };
+            tracing::warn!(plugin = self.plugin.name(), "{error}; store rebuilt from {from}");
         } else {
             self.poisoned = Some(error.to_string());
         }
         error
+    }
+
+    /// A new store, restored from the last snapshot or freshly created, and
+    /// started (WIT: `start` after `create` or `restore`). Returns what
+    /// `start` did. A fault here is not rebuilt again.
+    fn rebuild(&mut self) -> Result<Vec<EnumeratorAction>, PluginError> {
+        const CALL: &str = "start";
+        let mut live = instantiate(
+            &self.plugin,
+            self.parallelism,
+            &self.readers,
+            self.last_snapshot.as_deref(),
+        )?;
+        let inner = self.plugin.inner();
+        instance::arm_deadline(&mut live.store, inner);
+        live.store.data_mut().context.actions.clear();
+        let outcome = live
+            .world
+            .coordhost_plugin_split_enumerator()
+            .enumerator()
+            .call_start(&mut live.store, live.handle);
+        match instance::settle(&live.store, inner, CALL, outcome) {
+            Ok(Ok(())) => {
+                let actions = std::mem::take(&mut live.store.data_mut().context.actions);
+                self.check_actions(CALL, &actions)?;
+                self.live = Some(live);
+                Ok(actions)
+            }
+            Ok(Err(returned)) => Err(returned),
+            Err(fault) => Err(fault.into_error(inner, CALL, false)),
+        }
+    }
+
+    /// After a call failed with a fault and the store was rebuilt
+    /// ([`PluginError::was_rebuilt`]): the actions the rebuilt enumerator
+    /// took when it was started. `None` when no rebuild happened since the
+    /// last time this was asked.
+    pub fn take_rebuild(&mut self) -> Option<Vec<EnumeratorAction>> {
+        self.rebuilt.take()
+    }
+
+    /// Whether the last batch snapshot (what a rebuild restores) exists;
+    /// without one a rebuild starts from a fresh `create`.
+    pub fn has_snapshot(&self) -> bool {
+        self.last_snapshot.is_some()
     }
 }
 

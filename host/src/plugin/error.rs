@@ -197,6 +197,19 @@ impl PluginError {
     }
 }
 
+impl PluginError {
+    /// Whether this is a fault after which the plugin's store was rebuilt
+    /// (`on-trap = "rebuild"`), so that the plugin can be called again.
+    pub fn was_rebuilt(&self) -> bool {
+        matches!(
+            self,
+            Self::Deadline { rebuilt: true, .. }
+                | Self::MemoryCap { rebuilt: true, .. }
+                | Self::Trap { rebuilt: true, .. }
+        )
+    }
+}
+
 /// Describes a plugin's error value in words.
 pub(crate) fn describe_failure(failure: &PluginFailure) -> String {
     match failure {

@@ -4,6 +4,8 @@
 use wasmtime::{Store, Trap};
 
 use super::bindings::enumerator::SplitEnumeratorPlugin;
+use super::deadline::DeadlineInWasi;
+use super::output::{MAX_MESSAGE_BYTES, one_line};
 use super::bindings::shuffle::ShuffleMasterPlugin;
 use super::store::PluginState;
 use super::{EPOCH_TICK, KindPre, LoadedInner, LoadedPlugin, PluginError, PluginKind};
@@ -22,6 +24,8 @@ pub(crate) fn arm_deadline(store: &mut Store<PluginState>, loaded: &LoadedInner)
     let ticks = loaded.spec.limits.call_timeout.as_nanos().div_ceil(tick);
     // One tick more: the epoch may advance right after arming.
     store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX).saturating_add(1));
+    store.data_mut().call_deadline =
+        std::time::Instant::now().checked_add(loaded.spec.limits.call_timeout);
     store.data().stderr_tail.clear();
 }
 
@@ -38,19 +42,26 @@ impl Fault {
     pub(crate) fn classify(store: &Store<PluginState>, error: &wasmtime::Error) -> Self {
         if store.data().limiter.hit {
             Self::MemoryCap
-        } else if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+        } else if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt)
+            || error.downcast_ref::<DeadlineInWasi>().is_some()
+        {
             Self::Deadline
         } else {
             tracing::debug!(plugin = &*store.data().plugin, "trap: {error:?}");
+            // The reason only: wasmtime's wasm backtrace is a context around
+            // it, kept for the debug line above (issue 9, item 11).
             let what = error
                 .downcast_ref::<Trap>()
-                .map_or_else(|| format!("{error:#}"), ToString::to_string);
+                .map_or_else(|| error.root_cause().to_string(), ToString::to_string);
             let stderr = store.data().stderr_tail.joined();
-            Self::Trap(if stderr.is_empty() {
+            let message = if stderr.is_empty() {
                 what
             } else {
-                format!("{what} (plugin stderr: {stderr})")
-            })
+                // What the plugin said (a panic message) is the reason; the
+                // trap kind follows.
+                format!("{stderr} ({what})")
+            };
+            Self::Trap(one_line(&message, MAX_MESSAGE_BYTES))
         }
     }
 
@@ -102,9 +113,23 @@ where
         Ok(Err(error)) => Ok(Err(PluginError::Returned {
             plugin: loaded.spec.name.clone(),
             call,
-            error: error.into(),
+            error: bounded_failure(error.into()),
         })),
         Err(error) => Err(Fault::classify(store, &error)),
+    }
+}
+
+/// The plugin's error value with its message cut to one line of
+/// [`MAX_MESSAGE_BYTES`].
+fn bounded_failure(failure: super::PluginFailure) -> super::PluginFailure {
+    use super::PluginFailure as F;
+    let cut = |m: String| one_line(&m, MAX_MESSAGE_BYTES);
+    match failure {
+        F::InvalidConfig(m) => F::InvalidConfig(cut(m)),
+        F::InvalidState(m) => F::InvalidState(cut(m)),
+        F::Io(m) => F::Io(cut(m)),
+        F::CorruptSnapshot(m) => F::CorruptSnapshot(cut(m)),
+        F::Other(m) => F::Other(cut(m)),
     }
 }
 

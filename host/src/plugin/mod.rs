@@ -23,9 +23,11 @@
 
 pub mod bindings;
 mod cache;
+mod deadline;
 mod enumerator;
 mod error;
 mod instance;
+mod output;
 mod shuffle;
 mod store;
 
@@ -47,6 +49,7 @@ pub use bindings::{WIT_PACKAGE, WIT_VERSION};
 pub use cache::CacheOutcome;
 pub use enumerator::{EnumeratorAction, SplitEnumerator};
 pub use error::PluginError;
+pub use output::{MAX_MESSAGE_BYTES, one_line};
 pub use shuffle::ShuffleMaster;
 
 use bindings::enumerator::{SplitEnumeratorPlugin, SplitEnumeratorPluginPre};
@@ -206,12 +209,44 @@ struct HostInner {
     enumerator_linker: Linker<PluginState>,
     shuffle_linker: Linker<PluginState>,
     cache: cache::ComponentCache,
-    ticker_stop: Arc<AtomicBool>,
+    ticker: Arc<EpochTicker>,
 }
 
-impl Drop for HostInner {
+/// The thread that advances the engine's epoch every [`EPOCH_TICK`]. Shared
+/// by the [`PluginHost`] and every [`LoadedPlugin`] it made (and so by every
+/// instance): the thread stops only when the last of them is dropped, so
+/// deadlines keep firing after the host that loaded the plugins is gone
+/// (issue 9, item 1: the scheduler drops its `PluginHost` once the plugins
+/// are loaded).
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+}
+
+impl EpochTicker {
+    fn start(engine: &Engine) -> Result<Self, PluginError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (stopping, ticking) = (stop.clone(), engine.weak());
+        std::thread::Builder::new()
+            .name("coordhost-epoch".into())
+            .spawn(move || {
+                while !stopping.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    match ticking.upgrade() {
+                        Some(engine) => engine.increment_epoch(),
+                        None => break,
+                    }
+                }
+            })
+            .map_err(|e| PluginError::Engine {
+                reason: format!("cannot start the epoch thread: {e}"),
+            })?;
+        Ok(Self { stop })
+    }
+}
+
+impl Drop for EpochTicker {
     fn drop(&mut self) {
-        self.ticker_stop.store(true, Ordering::Relaxed);
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
 
@@ -233,6 +268,7 @@ impl PluginHost {
 
         let mut enumerator_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut enumerator_linker).map_err(engine_error)?;
+        deadline::add_to_linker(&mut enumerator_linker).map_err(engine_error)?;
         SplitEnumeratorPlugin::add_to_linker::<_, HasSelf<PluginState>>(
             &mut enumerator_linker,
             |s| s,
@@ -240,22 +276,11 @@ impl PluginHost {
         .map_err(engine_error)?;
         let mut shuffle_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut shuffle_linker).map_err(engine_error)?;
+        deadline::add_to_linker(&mut shuffle_linker).map_err(engine_error)?;
         ShuffleMasterPlugin::add_to_linker::<_, HasSelf<PluginState>>(&mut shuffle_linker, |s| s)
             .map_err(engine_error)?;
 
-        let ticker_stop = Arc::new(AtomicBool::new(false));
-        let (stop, ticking) = (ticker_stop.clone(), engine.clone());
-        std::thread::Builder::new()
-            .name("coordhost-epoch".into())
-            .spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(EPOCH_TICK);
-                    ticking.increment_epoch();
-                }
-            })
-            .map_err(|e| PluginError::Engine {
-                reason: format!("cannot start the epoch thread: {e}"),
-            })?;
+        let ticker = Arc::new(EpochTicker::start(&engine)?);
 
         let cache = cache::ComponentCache::new(&engine, options.cache_dir);
         Ok(Self {
@@ -264,7 +289,7 @@ impl PluginHost {
                 enumerator_linker,
                 shuffle_linker,
                 cache,
-                ticker_stop,
+                ticker,
             }),
         })
     }
@@ -325,6 +350,7 @@ impl PluginHost {
         let mut loaded = LoadedInner {
             spec: spec.clone(),
             engine: self.inner.engine.clone(),
+            _ticker: self.inner.ticker.clone(),
             pre,
             supports_batch_snapshot: false,
             cache,
@@ -470,6 +496,8 @@ pub struct LoadedPlugin {
 pub(crate) struct LoadedInner {
     pub(crate) spec: PluginSpec,
     pub(crate) engine: Engine,
+    /// Keeps the epoch ticking while this plugin (or an instance) lives.
+    _ticker: Arc<EpochTicker>,
     pub(crate) pre: KindPre,
     pub(crate) supports_batch_snapshot: bool,
     pub(crate) cache: CacheOutcome,

@@ -13,10 +13,9 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings::enumerator::coordhost::plugin::{enumerator_context, host_log, types};
+use super::output::{LineBudget, MAX_LINE_BYTES, one_line};
 use super::{EnumeratorAction, PluginError, PluginSpec};
 
-/// Longest plugin output line forwarded to `tracing`, in bytes; longer lines are cut.
-const MAX_LINE_BYTES: usize = 4096;
 
 /// The data of one plugin store.
 pub(crate) struct PluginState {
@@ -30,6 +29,11 @@ pub(crate) struct PluginState {
     pub(crate) stderr_tail: StderrTail,
     /// State of `enumerator-context` (unused by shuffle masters).
     pub(crate) context: EnumeratorContextState,
+    /// Rate limit of the plugin's lines (stdout, stderr, `host-log`).
+    budget: LineBudget,
+    /// When the call in progress must end; WASI waits give up then
+    /// (see `plugin/deadline.rs`).
+    pub(crate) call_deadline: Option<std::time::Instant>,
 }
 
 /// The host side of `enumerator-context` for one enumerator instance.
@@ -52,9 +56,10 @@ impl PluginState {
         let plugin: Arc<str> = Arc::from(spec.name.as_str());
         let mut wasi = WasiCtxBuilder::new();
         wasi.allow_blocking_current_thread(true);
-        wasi.stdout(TracingOutput::new(plugin.clone(), "stdout"));
+        let budget = LineBudget::new(plugin.clone());
+        wasi.stdout(TracingOutput::new(plugin.clone(), "stdout", budget.clone()));
         let stderr_tail = StderrTail::default();
-        let mut stderr = TracingOutput::new(plugin.clone(), "stderr");
+        let mut stderr = TracingOutput::new(plugin.clone(), "stderr", budget.clone());
         stderr.tail = Some(stderr_tail.clone());
         wasi.stderr(stderr);
         for grant in &spec.dirs {
@@ -78,7 +83,14 @@ impl PluginState {
             limiter: MemoryCap::new(spec.limits.memory_bytes),
             stderr_tail,
             context: EnumeratorContextState::default(),
+            budget,
+            call_deadline: None,
         })
+    }
+
+    /// The store's resource table (for the deadline-aware `wasi:io/poll`).
+    pub(crate) fn table_mut(&mut self) -> &mut ResourceTable {
+        &mut self.table
     }
 }
 
@@ -141,7 +153,11 @@ impl types::Host for PluginState {}
 
 impl host_log::Host for PluginState {
     fn log(&mut self, level: types::LogLevel, message: String) {
+        if !self.budget.admit() {
+            return;
+        }
         let plugin = &*self.plugin;
+        let message = one_line(&message, MAX_LINE_BYTES);
         match level {
             types::LogLevel::Trace => tracing::trace!(plugin, "{message}"),
             types::LogLevel::Debug => tracing::debug!(plugin, "{message}"),
@@ -177,13 +193,23 @@ impl enumerator_context::Host for PluginState {
 }
 
 /// A plugin's stdout or stderr: whole lines go to `tracing` at `info`,
-/// tagged with the plugin's name and the stream.
+/// tagged with the plugin's name and the stream, cut to
+/// [`MAX_LINE_BYTES`] and within the plugin's [`LineBudget`].
 #[derive(Clone)]
 struct TracingOutput {
     plugin: Arc<str>,
     stream: &'static str,
-    partial: Arc<Mutex<Vec<u8>>>,
+    partial: Arc<Mutex<Partial>>,
     tail: Option<StderrTail>,
+    budget: LineBudget,
+}
+
+/// The line being written: its first [`MAX_LINE_BYTES`] bytes and how many
+/// more there were.
+#[derive(Default)]
+struct Partial {
+    bytes: Vec<u8>,
+    cut: usize,
 }
 
 /// Most stderr lines kept for a trap message.
@@ -228,12 +254,13 @@ impl StderrTail {
 }
 
 impl TracingOutput {
-    fn new(plugin: Arc<str>, stream: &'static str) -> Self {
+    fn new(plugin: Arc<str>, stream: &'static str, budget: LineBudget) -> Self {
         Self {
             plugin,
             stream,
             partial: Arc::default(),
             tail: None,
+            budget,
         }
     }
 
@@ -242,21 +269,34 @@ impl TracingOutput {
             .partial
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        for &b in bytes {
-            if b == b'\n' {
-                self.emit(&partial);
-                partial.clear();
-            } else if partial.len() < MAX_LINE_BYTES {
-                partial.push(b);
+        for chunk in bytes.split_inclusive(|&b| b == b'\n') {
+            let (body, ends) = match chunk.split_last() {
+                Some((&b'\n', body)) => (body, true),
+                _ => (chunk, false),
+            };
+            let room = MAX_LINE_BYTES.saturating_sub(partial.bytes.len());
+            let kept = body.len().min(room);
+            partial.bytes.extend_from_slice(&body[..kept]);
+            partial.cut += body.len() - kept;
+            if ends {
+                let line = std::mem::take(&mut *partial);
+                self.emit(&line);
             }
         }
     }
 
-    fn emit(&self, line: &[u8]) {
-        let text = String::from_utf8_lossy(line);
-        tracing::info!(plugin = &*self.plugin, stream = self.stream, "{text}");
+    fn emit(&self, line: &Partial) {
+        // The stderr tail keeps a panic message for the trap error even when
+        // printing is over the rate.
+        let mut text = one_line(&String::from_utf8_lossy(&line.bytes), MAX_LINE_BYTES);
+        if line.cut > 0 {
+            text.push_str(&format!("… ({} more bytes)", line.cut));
+        }
+        if self.budget.admit() {
+            tracing::info!(plugin = &*self.plugin, stream = self.stream, "{text}");
+        }
         if let Some(tail) = &self.tail {
-            tail.push(text.into_owned());
+            tail.push(text);
         }
     }
 }

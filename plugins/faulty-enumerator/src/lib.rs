@@ -13,6 +13,23 @@
 //! | `trap-after` | number of calls of kind `on` that succeed before the fault strikes, default 0; counted per component instance (a store rebuilt by the host counts from 0 again) and applied to every fault kind |
 //! | `path` | for `read-file`: the file to read |
 //! | `snapshot-pad-mib` | MiB of padding appended to every batch snapshot, default 0: a large snapshot, to test the host's handling of one (side files, its size limit) |
+//! | `sleep-ms` | for `sleep`: how long to sleep, default 20000 |
+//! | `flood-lines` | for `flood`: lines written to stdout, to stderr and through `host-log` each, default 20000 |
+//! | `flood-line-bytes` | for `flood`: bytes of one extra very long stdout line, `host-log` line and error message, default 8388608 |
+//! | `probe-read` | for `probe`: comma-separated files to read |
+//! | `probe-write` | for `probe`: comma-separated files to create and write |
+//! | `probe-connect` | for `probe`: comma-separated `host:port` addresses to connect to over TCP |
+//!
+//! More faults: `sleep` (`std::thread::sleep` for `sleep-ms`, then go on:
+//! the guest waits inside a WASI call), `silent` (`handle-split-request`
+//! returns `ok` without assigning a split or signalling the end), `flood`
+//! (floods stdout, stderr and `host-log` with many lines and one very long
+//! line, then returns `error::other` with a very long, multi-line message),
+//! and `probe` (tries what the sandbox forbids: reads and writes the files
+//! of `probe-read` and `probe-write`, lists the environment, connects to the
+//! addresses of `probe-connect`; logs one `host-log` line per attempt,
+//! `probe <what> <target>: refused: <error>` or
+//! `probe <what> <target>: ALLOWED ...`, then goes on).
 //!
 //! `read-file` returns `error::io` with the OS error (and not the path) when the read fails
 //! (e.g. the directory was not granted); when it succeeds, a call that names
@@ -104,6 +121,30 @@ enum Fault {
     GrowMemory,
     Trap,
     ReadFile(String),
+    Sleep(u64),
+    Silent,
+    Flood { lines: u32, line_bytes: u32 },
+    Probe(Probes),
+}
+
+/// What `probe` tries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Probes {
+    read: Vec<String>,
+    write: Vec<String>,
+    connect: Vec<String>,
+}
+
+/// The comma-separated list under `key`, empty when absent.
+fn list(config: &[(String, String)], key: &str) -> Vec<String> {
+    config::value(config, key)
+        .map(|v| {
+            v.split(',')
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// What the config says.
@@ -133,9 +174,24 @@ impl Settings {
                     })?
                     .to_owned(),
             ),
+            "sleep" => Fault::Sleep(
+                config::parsed_or(config, "sleep-ms", 20_000u64).map_err(Error::InvalidConfig)?,
+            ),
+            "silent" => Fault::Silent,
+            "flood" => Fault::Flood {
+                lines: config::parsed_or(config, "flood-lines", 20_000u32)
+                    .map_err(Error::InvalidConfig)?,
+                line_bytes: config::parsed_or(config, "flood-line-bytes", 8u32 << 20)
+                    .map_err(Error::InvalidConfig)?,
+            },
+            "probe" => Fault::Probe(Probes {
+                read: list(config, "probe-read"),
+                write: list(config, "probe-write"),
+                connect: list(config, "probe-connect"),
+            }),
             other => {
                 return Err(Error::InvalidConfig(format!(
-                    "config key `fault`: unknown fault `{other}` (expected none, loop, grow-memory, trap or read-file)"
+                    "config key `fault`: unknown fault `{other}` (expected none, loop, grow-memory, trap, read-file, sleep, silent, flood or probe)"
                 )));
             }
         };
@@ -177,7 +233,83 @@ impl Settings {
             Fault::GrowMemory => grow_memory_forever(),
             Fault::Trap => panic!("faulty-enumerator: trap on {}", call.name()),
             Fault::ReadFile(path) => read_file(path, subtask),
+            Fault::Sleep(ms) => {
+                std::thread::sleep(std::time::Duration::from_millis(*ms));
+                Ok(false)
+            }
+            // Swallows the request: nothing assigned, no end signalled.
+            Fault::Silent => Ok(call == Call::HandleSplitRequest),
+            Fault::Flood { lines, line_bytes } => Err(flood(*lines, *line_bytes)),
+            Fault::Probe(probes) => {
+                probe(probes);
+                Ok(false)
+            }
         }
+    }
+}
+
+/// Writes `lines` short lines to stdout, to stderr and through `host-log`,
+/// then one line of `line_bytes` bytes to stdout and `host-log`; returns an
+/// error whose message is `line_bytes` long and spans several lines.
+fn flood(lines: u32, line_bytes: u32) -> Error {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let mut err = std::io::stderr().lock();
+    for i in 0..lines {
+        let _ = writeln!(out, "flood stdout line {i}");
+        let _ = writeln!(err, "flood stderr line {i}");
+        host_log::log(LogLevel::Warn, &format!("flood host-log line {i}"));
+    }
+    let long = "x".repeat(line_bytes as usize);
+    let _ = writeln!(out, "flood long line {long}");
+    let _ = out.flush();
+    host_log::log(
+        LogLevel::Error,
+        &format!("flood long host-log line\nsecond line {long}"),
+    );
+    Error::Other(format!(
+        "flood error: the reason comes first\nsecond line\nthird line {long}"
+    ))
+}
+
+/// Logs one `host-log` line for an attempt of `what` on `target`.
+fn report(what: &str, target: &str, outcome: Result<String, String>) {
+    let line = match outcome {
+        Ok(detail) => format!("probe {what} {target}: ALLOWED {detail}"),
+        Err(error) => format!("probe {what} {target}: refused: {error}"),
+    };
+    host_log::log(LogLevel::Info, &line);
+}
+
+/// Tries what the sandbox forbids and reports each outcome.
+fn probe(probes: &Probes) {
+    for path in &probes.read {
+        let outcome = std::fs::read(path)
+            .map(|bytes| format!("read {} bytes", bytes.len()))
+            .map_err(|e| e.to_string());
+        report("read", path, outcome);
+    }
+    for path in &probes.write {
+        let outcome = std::fs::write(path, b"written by faulty-enumerator\n")
+            .map(|()| "wrote the file".to_owned())
+            .map_err(|e| e.to_string());
+        report("write", path, outcome);
+    }
+    let vars: Vec<String> = std::env::vars().map(|(k, _)| k).collect();
+    report(
+        "env",
+        "variables",
+        if vars.is_empty() {
+            Err("none visible".to_owned())
+        } else {
+            Ok(format!("saw {}", vars.join(",")))
+        },
+    );
+    for address in &probes.connect {
+        let outcome = std::net::TcpStream::connect(address.as_str())
+            .map(|_| "connected".to_owned())
+            .map_err(|e| e.to_string());
+        report("connect", address, outcome);
     }
 }
 
@@ -466,6 +598,30 @@ mod tests {
         assert!(Settings::from_config(&cfg(&[("on", "restore")])).is_err());
         assert!(Settings::from_config(&cfg(&[("fault", "read-file")])).is_err());
         assert!(Settings::from_config(&cfg(&[("trap-after", "-1")])).is_err());
+        assert!(Settings::from_config(&cfg(&[("fault", "sleep"), ("sleep-ms", "x")])).is_err());
+        assert!(Settings::from_config(&cfg(&[("fault", "flood"), ("flood-lines", "-2")])).is_err());
+    }
+
+    #[test]
+    fn new_faults_read_their_settings() {
+        let sleep = Settings::from_config(&cfg(&[("fault", "sleep"), ("sleep-ms", "7")])).unwrap();
+        assert_eq!(sleep.fault, Fault::Sleep(7));
+        let probe = Settings::from_config(&cfg(&[
+            ("fault", "probe"),
+            ("probe-read", "/a,/b"),
+            ("probe-connect", "127.0.0.1:9"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            probe.fault,
+            Fault::Probe(Probes {
+                read: vec!["/a".into(), "/b".into()],
+                write: Vec::new(),
+                connect: vec!["127.0.0.1:9".into()],
+            })
+        );
+        let silent = Settings::from_config(&cfg(&[("fault", "silent")])).unwrap();
+        assert_eq!(silent.fault, Fault::Silent);
     }
 
     #[test]

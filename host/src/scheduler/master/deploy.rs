@@ -149,8 +149,17 @@ impl JobMaster {
                 c.register_reader(s)?;
                 self.touched.insert(v);
             }
+            let plugin = jv.source.clone().unwrap_or_default();
+            let wait = self
+                .split_waits
+                .get(&plugin)
+                .copied()
+                .unwrap_or(crate::config::DEFAULT_SPLIT_WAIT);
             TaskInput::Splits(Box::new(CoordinatorSplits {
                 attempt,
+                vertex: jv.id.clone(),
+                plugin,
+                wait,
                 tx: self.tx.clone(),
             }))
         } else {

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::{Duration, Instant};
 
 use super::{
@@ -45,9 +45,16 @@ enum Message {
 }
 
 /// A source task's view of its source coordinator: a request message and a
-/// blocking wait for the reply (Flink's pull-based split requests).
+/// wait for the reply (Flink's pull-based split requests) of at most the
+/// enumerator plugin's split wait (`limits.split-wait-ms`, issue 9 item 7).
 struct CoordinatorSplits {
     attempt: AttemptId,
+    /// The source job vertex id.
+    vertex: String,
+    /// The split enumerator plugin's name.
+    plugin: String,
+    /// Longest wait for one answer.
+    wait: Duration,
     tx: Sender<Message>,
 }
 
@@ -61,9 +68,19 @@ impl SplitSource for CoordinatorSplits {
                 reply,
             })
             .map_err(|_| failed("the scheduler is gone".into()))?;
-        rx.recv()
-            .map_err(|_| failed("the scheduler dropped the request".into()))?
-            .map_err(failed)
+        match rx.recv_timeout(self.wait) {
+            Ok(answer) => answer.map_err(failed),
+            Err(RecvTimeoutError::Timeout) => Err(failed(format!(
+                "plugin `{}` gave subtask {} of `{}` no split and no end of splits within its split wait of {} ms (limits.split-wait-ms)",
+                self.plugin,
+                self.attempt.subtask,
+                self.vertex,
+                self.wait.as_millis()
+            ))),
+            Err(RecvTimeoutError::Disconnected) => {
+                Err(failed("the scheduler dropped the request".into()))
+            }
+        }
     }
 }
 
@@ -85,6 +102,8 @@ pub struct JobMaster {
     shuffle: ShuffleMaster,
     shuffle_plugin: String,
     coordinators: HashMap<usize, SourceCoordinator>,
+    /// Split wait of each split enumerator plugin, by plugin name.
+    split_waits: BTreeMap<String, Duration>,
     /// Split requests waiting for an answer, by attempt.
     waiting: HashMap<AttemptId, Sender<Result<Option<SplitData>, String>>>,
     /// Shuffle descriptors of the current attempts, by (vertex, subtask).
@@ -170,6 +189,11 @@ impl JobMaster {
             shuffle,
             shuffle_plugin,
             coordinators: HashMap::new(),
+            split_waits: config
+                .plugins
+                .iter()
+                .map(|(name, p)| (name.clone(), p.limits.split_wait))
+                .collect(),
             waiting: HashMap::new(),
             descriptors: HashMap::new(),
             figures,
@@ -445,10 +469,18 @@ impl JobMaster {
         }
         let mut taken = BatchSnapshots::default();
         let touched = std::mem::take(&mut self.touched);
+        let mut deferred = BTreeSet::new();
         for &v in &touched {
             let Some(c) = self.coordinators.get_mut(&v) else {
                 continue;
             };
+            if !c.snapshot_consistent() {
+                // A rebuilt enumerator still holds splits a reader has: its
+                // snapshot would hand them out again after a crash. The
+                // previous snapshot stays the one recovery uses.
+                deferred.insert(v);
+                continue;
+            }
             if c.supports_batch_snapshot() {
                 let snapshot = c.snapshot()?;
                 if let Some(refusal) = self.oversized_snapshot(v, &snapshot) {
@@ -468,6 +500,7 @@ impl JobMaster {
                     .push((self.graph.job.vertices[v].id.clone(), snapshot));
             }
         }
+        self.touched.extend(deferred);
         taken.shuffle =
             Some(
                 self.shuffle
@@ -506,7 +539,12 @@ impl JobMaster {
         let mut summary = self.summary(started);
         if let Err(e) = result {
             summary.status = JobStatus::Failed;
-            summary.error = Some(e.to_string());
+            // Bounded: plugin errors are already cut, but a job error may
+            // quote other plugin answers (issue 9, item 11).
+            summary.error = Some(crate::plugin::one_line(
+                &e.to_string(),
+                4 * crate::plugin::MAX_MESSAGE_BYTES,
+            ));
             tracing::error!(job = %self.job, "job failed: {e}");
         }
         summary
