@@ -1,4 +1,4 @@
-//! Plugin mistakes that only show when the job runs (the component is the
+//! Plugin mistakes found before the job runs (the component is the
 //! wrong kind, not Wasm, or a granted folder is missing) are one error
 //! naming the job file and the field; and a data directory whose log was
 //! written for other plugin settings (another input folder) is refused.
@@ -18,7 +18,9 @@ fn load_error(job_text: &str, tmp: &std::path::Path, name: &str) -> String {
     let job = tmp.join(format!("{name}.toml"));
     std::fs::write(&job, job_text).unwrap();
     match run_job(&options(&job, &tmp.join(format!("data-{name}")), 1)) {
-        Err(e @ JobError::PluginLoad { .. }) => {
+        // Found by the validation pass (before anything is created) or when
+        // the component loads.
+        Err(e @ (JobError::PluginLoad { .. } | JobError::Config(_))) => {
             let text = e.to_string();
             assert!(
                 text.contains(job.to_str().unwrap()),
@@ -69,7 +71,8 @@ fn plugin_mistakes_found_at_load_name_the_job_file_and_the_field() {
     std::fs::remove_dir(&gone).unwrap();
     let e = load_error(&moved, tmp.path(), "missing-dir");
     assert!(
-        e.contains("field `plugins.files.dirs`") && e.contains("cannot grant directory"),
+        e.contains("field `plugins.files.dirs[0].path`")
+            && e.contains("a read-only grant must exist"),
         "{e}"
     );
 }

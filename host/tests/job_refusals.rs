@@ -157,6 +157,9 @@ const SHUFFLE_DIRS: &str = r#"dirs = [{ path = "${data_dir}/shuffle", writable =
 const FILES_DIRS: &str = r#"dirs = [{ path = "{words}", writable = false }]"#;
 const SUBST_ONLY: &str = "only `${data_dir}` and `${job_dir}` are replaced";
 
+/// The command line of a case.
+type Args = Box<dyn Fn(&Env) -> Vec<OsString>>;
+
 /// A refusal: how to break the job (or the command line) and the line
 /// expected on stderr after `coordhost: `, with `{...}` placeholders.
 struct Case {
@@ -164,7 +167,7 @@ struct Case {
     /// Breaks the job or prepares the file system (before the listing).
     setup: Box<dyn Fn(&Env)>,
     /// The command line; `None` is `run JOB --data-dir STATE`.
-    args: Option<Box<dyn Fn(&Env) -> Vec<OsString>>>,
+    args: Option<Args>,
     expected: String,
 }
 
@@ -177,10 +180,7 @@ fn case(name: &'static str, setup: impl Fn(&Env) + 'static, expected: &str) -> C
     }
 }
 
-fn with_args(
-    mut c: Case,
-    args: impl Fn(&Env) -> Vec<OsString> + 'static,
-) -> Case {
+fn with_args(mut c: Case, args: impl Fn(&Env) -> Vec<OsString> + 'static) -> Case {
     c.args = Some(Box::new(args));
     c
 }
@@ -205,12 +205,22 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "two sinks sharing a folder",
-            |e: &Env| e.edit("[[edges]]\nfrom = \"tokenize\"", &second_sink("${data_dir}/output/wordcount")),
+            |e: &Env| {
+                e.edit(
+                    "[[edges]]\nfrom = \"tokenize\"",
+                    &second_sink("${data_dir}/output/wordcount"),
+                )
+            },
             "{job}: field `vertices[2].operators[1].path`: `{state}/output/wordcount` is also the output folder of vertex `count`; every sink needs a folder of its own",
         ),
         case(
             "a sink nested in another sink",
-            |e: &Env| e.edit("[[edges]]\nfrom = \"tokenize\"", &second_sink("${data_dir}/output/wordcount/inner")),
+            |e: &Env| {
+                e.edit(
+                    "[[edges]]\nfrom = \"tokenize\"",
+                    &second_sink("${data_dir}/output/wordcount/inner"),
+                )
+            },
             "{job}: field `vertices[2].operators[1].path`: `{state}/output/wordcount/inner` lies inside `{state}/output/wordcount`, the output folder of vertex `count`; every sink needs a folder of its own",
         ),
         case(
@@ -221,17 +231,23 @@ fn cases() -> Vec<Case> {
         case(
             "a sink inside the shuffle folder",
             edit(SINK, r#"path = "${data_dir}/shuffle/out""#),
-            &sink("`{state}/shuffle/out` lies inside `{state}/shuffle`, a folder granted to plugin `shuffle`"),
+            &sink(
+                "`{state}/shuffle/out` lies inside `{state}/shuffle`, a folder granted to plugin `shuffle`",
+            ),
         ),
         case(
             "a sink inside the job's log",
             edit(SINK, r#"path = "${data_dir}/wordcount/log""#),
-            &sink("`{state}/wordcount/log` lies inside the job's folder `{state}/wordcount` in the data directory (its event log)"),
+            &sink(
+                "`{state}/wordcount/log` lies inside the job's folder `{state}/wordcount` in the data directory (its event log)",
+            ),
         ),
         case(
             "a sink inside the compiled-component cache",
             edit(SINK, r#"path = "{cache}/out""#),
-            &sink("`{cache}/out` lies inside the compiled-component cache `{cache}` (its entries are loaded as native code)"),
+            &sink(
+                "`{cache}/out` lies inside the compiled-component cache `{cache}` (its entries are loaded as native code)",
+            ),
         ),
         case(
             "a sink folder holding a user's part file",
@@ -240,7 +256,9 @@ fn cases() -> Vec<Case> {
                 std::fs::write(e.tmp().join("out/part-00000.txt"), "mine\n").expect("user file");
                 e.edit(SINK, &e.fill(r#"path = "{tmp}/out""#));
             },
-            &sink("`{tmp}/out` already holds `part-00000.txt`, which this job did not write; empty the folder, name another, or set `overwrite = true` to let a fresh run remove `part-*`, `_SUCCESS` and `_staging` there"),
+            &sink(
+                "`{tmp}/out` already holds `part-00000.txt`, which this job did not write; empty the folder, name another, or set `overwrite = true` to let a fresh run remove `part-*`, `_SUCCESS` and `_staging` there",
+            ),
         ),
         case(
             "a sink at /etc/passwd",
@@ -255,32 +273,50 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "a writable grant of the data directory",
-            edit(SHUFFLE_DIRS, r#"dirs = [{ path = "${data_dir}", writable = true }]"#),
+            edit(
+                SHUFFLE_DIRS,
+                r#"dirs = [{ path = "${data_dir}", writable = true }]"#,
+            ),
             "{job}: field `plugins.shuffle.dirs[0].path`: `{state}` contains the job's folder `{state}/wordcount` in the data directory (its event log, which recovery trusts)",
         ),
         case(
             "a writable grant of the job's log",
-            edit(SHUFFLE_DIRS, r#"dirs = [{ path = "${data_dir}/wordcount/log", writable = true }]"#),
+            edit(
+                SHUFFLE_DIRS,
+                r#"dirs = [{ path = "${data_dir}/wordcount/log", writable = true }]"#,
+            ),
             "{job}: field `plugins.shuffle.dirs[0].path`: `{state}/wordcount/log` lies inside the job's folder `{state}/wordcount` in the data directory (its event log, which recovery trusts)",
         ),
         case(
             "a writable grant of the compiled-component cache",
-            edit(SHUFFLE_DIRS, r#"dirs = [{ path = "${data_dir}/shuffle", writable = true }, { path = "{cache}", writable = true }]"#),
+            edit(
+                SHUFFLE_DIRS,
+                r#"dirs = [{ path = "${data_dir}/shuffle", writable = true }, { path = "{cache}", writable = true }]"#,
+            ),
             "{job}: field `plugins.shuffle.dirs[1].path`: `{cache}` is the compiled-component cache `{cache}` (its entries are loaded as native code)",
         ),
         case(
             "a grant inside a sink's output folder",
-            edit(SHUFFLE_DIRS, r#"dirs = [{ path = "${data_dir}/shuffle", writable = true }, { path = "${data_dir}/output/wordcount/x", writable = true }]"#),
+            edit(
+                SHUFFLE_DIRS,
+                r#"dirs = [{ path = "${data_dir}/shuffle", writable = true }, { path = "${data_dir}/output/wordcount/x", writable = true }]"#,
+            ),
             "{job}: field `plugins.shuffle.dirs[1].path`: `{state}/output/wordcount/x` lies inside `{state}/output/wordcount`, the output folder of vertex `count`",
         ),
         case(
             "a grant overlapping another plugin's writable grant",
-            edit(FILES_DIRS, r#"dirs = [{ path = "{words}", writable = false }, { path = "${data_dir}/shuffle/x", writable = true }]"#),
+            edit(
+                FILES_DIRS,
+                r#"dirs = [{ path = "{words}", writable = false }, { path = "${data_dir}/shuffle/x", writable = true }]"#,
+            ),
             "{job}: field `plugins.shuffle.dirs[0].path`: `{state}/shuffle` contains `{state}/shuffle/x`, granted to plugin `files`; a folder one plugin may write is granted to no other",
         ),
         case(
             "a read-only grant that does not exist",
-            edit(FILES_DIRS, r#"dirs = [{ path = "{tmp}/nothing", writable = false }]"#),
+            edit(
+                FILES_DIRS,
+                r#"dirs = [{ path = "{tmp}/nothing", writable = false }]"#,
+            ),
             "{job}: field `plugins.files.dirs[0].path`: `{tmp}/nothing`: No such file or directory (os error 2) (a read-only grant must exist)",
         ),
         // 3. Special and huge files.
@@ -325,7 +361,14 @@ fn cases() -> Vec<Case> {
                 |_: &Env| {},
                 "/dev/zero: cannot read the job file: it is a character device, not a regular file",
             ),
-            |e: &Env| vec!["run".into(), "/dev/zero".into(), "--data-dir".into(), e.state.clone().into()],
+            |e: &Env| {
+                vec![
+                    "run".into(),
+                    "/dev/zero".into(),
+                    "--data-dir".into(),
+                    e.state.clone().into(),
+                ]
+            },
         ),
         with_args(
             case(
@@ -334,24 +377,35 @@ fn cases() -> Vec<Case> {
                 "{tmp}/job.fifo: cannot read the job file: it is a FIFO, not a regular file",
             ),
             |e: &Env| {
-                vec!["run".into(), e.tmp().join("job.fifo").into(), "--data-dir".into(), e.state.clone().into()]
+                vec![
+                    "run".into(),
+                    e.tmp().join("job.fifo").into(),
+                    "--data-dir".into(),
+                    e.state.clone().into(),
+                ]
             },
         ),
         // 4. Substitutions.
         case(
             "an unknown substitution",
             edit(r#"dir = "{words}""#, r#"dir = "${HOME}/words""#),
-            &format!("{{job}}: field `plugins.files.config.dir`: unknown substitution `${{HOME}}`; {SUBST_ONLY}"),
+            &format!(
+                "{{job}}: field `plugins.files.config.dir`: unknown substitution `${{HOME}}`; {SUBST_ONLY}"
+            ),
         ),
         case(
             "an unclosed substitution",
             edit(r#"dir = "{words}""#, r#"dir = "${data_dir""#),
-            &format!("{{job}}: field `plugins.files.config.dir`: `${{data_dir` has a `${{` without a closing `}}`; {SUBST_ONLY}"),
+            &format!(
+                "{{job}}: field `plugins.files.config.dir`: `${{data_dir` has a `${{` without a closing `}}`; {SUBST_ONLY}"
+            ),
         ),
         case(
             "a nested substitution",
             edit(r#"dir = "{words}""#, r#"dir = "${${job_dir}}""#),
-            &format!("{{job}}: field `plugins.files.config.dir`: `${{${{job_dir}}` is not a substitution; {SUBST_ONLY}"),
+            &format!(
+                "{{job}}: field `plugins.files.config.dir`: `${{${{job_dir}}` is not a substitution; {SUBST_ONLY}"
+            ),
         ),
         case(
             "an unknown substitution in a sink path",
@@ -360,7 +414,11 @@ fn cases() -> Vec<Case> {
         ),
         // 5. --workers.
         with_args(
-            case("--workers 0", |_: &Env| {}, "--workers: 0 is not in 1..=1024"),
+            case(
+                "--workers 0",
+                |_: &Env| {},
+                "--workers: 0 is not in 1..=1024",
+            ),
             |e: &Env| {
                 let mut a = e.run_args();
                 a.extend(["--workers".into(), "0".into()]);
@@ -382,7 +440,12 @@ fn cases() -> Vec<Case> {
         // 6. Refusals that used to write first.
         case(
             "a 5000-character job name",
-            |e: &Env| e.edit(r#"name = "wordcount""#, &format!("name = \"{}\"", "j".repeat(5000))),
+            |e: &Env| {
+                e.edit(
+                    r#"name = "wordcount""#,
+                    &format!("name = \"{}\"", "j".repeat(5000)),
+                )
+            },
             "{job}: field `job.name`: has 5000 characters, more than 128 (it names a folder)",
         ),
         case(
@@ -394,7 +457,9 @@ fn cases() -> Vec<Case> {
                     &e.fill(r#"dirs = [{ path = "{words}", writable = false }, { path = "{tmp}/newgrant", writable = true }]"#));
                 e.edit(SINK, &e.fill(r#"path = "{tmp}/out""#));
             },
-            &sink("`{tmp}/out` already holds `notes.txt`, which this job did not write; empty the folder, name another, or set `overwrite = true` to let a fresh run remove `part-*`, `_SUCCESS` and `_staging` there"),
+            &sink(
+                "`{tmp}/out` already holds `notes.txt`, which this job did not write; empty the folder, name another, or set `overwrite = true` to let a fresh run remove `part-*`, `_SUCCESS` and `_staging` there",
+            ),
         ),
         with_args(
             case(
@@ -410,7 +475,10 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "a record delay of 100 s",
-            edit("bytes-per-task = 262144", "bytes-per-task = 262144\nrecord-delay-us = 100000000"),
+            edit(
+                "bytes-per-task = 262144",
+                "bytes-per-task = 262144\nrecord-delay-us = 100000000",
+            ),
             "{job}: field `vertices[1].record-delay-us`: 100000000 is not in 0..=10000000",
         ),
         with_args(
@@ -419,7 +487,14 @@ fn cases() -> Vec<Case> {
                 |_: &Env| {},
                 "--data-dir: `/etc/passwd` exists and is not a folder",
             ),
-            |e: &Env| vec!["run".into(), e.job.clone().into(), "--data-dir".into(), "/etc/passwd".into()],
+            |e: &Env| {
+                vec![
+                    "run".into(),
+                    e.job.clone().into(),
+                    "--data-dir".into(),
+                    "/etc/passwd".into(),
+                ]
+            },
         ),
         case(
             "a component of the other kind (refused when it loads)",
@@ -462,11 +537,18 @@ fn every_refusal_is_exit_2_with_its_one_line_and_writes_nothing() {
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         let expected = format!("coordhost: {}", env.fill(&c.expected));
         if out.status.code() != Some(2) {
-            failures.push(format!("{}: exit {:?}, stderr:\n{stderr}", c.name, out.status.code()));
+            failures.push(format!(
+                "{}: exit {:?}, stderr:\n{stderr}",
+                c.name,
+                out.status.code()
+            ));
             continue;
         }
         if stderr.lines().collect::<Vec<_>>() != [expected.as_str()] {
-            failures.push(format!("{}:\n  expected: {expected}\n  got:      {stderr}", c.name));
+            failures.push(format!(
+                "{}:\n  expected: {expected}\n  got:      {stderr}",
+                c.name
+            ));
             continue;
         }
         if listing(env.tmp()) != before {
@@ -480,7 +562,12 @@ fn every_refusal_is_exit_2_with_its_one_line_and_writes_nothing() {
             failures.push(format!("{}: the refusal changed `/`", c.name));
         }
     }
-    assert!(failures.is_empty(), "{} refusals wrong:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} refusals wrong:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 /// The job with `memory-shuffle` as its shuffle master, with `fault`.
@@ -505,7 +592,10 @@ fn a_trap_in_the_shuffle_masters_register_job_is_a_plugin_failure_exit_1_naming_
         last.starts_with("coordhost: plugin `shuffle`: `register-job` trapped: "),
         "{stderr}"
     );
-    assert!(last.contains("memory-shuffle: trap on register-job"), "{stderr}");
+    assert!(
+        last.contains("memory-shuffle: trap on register-job"),
+        "{stderr}"
+    );
     assert_eq!(last.matches("plugin `shuffle`").count(), 1, "{stderr}");
 }
 
@@ -519,7 +609,9 @@ fn a_shuffle_master_refusing_its_config_is_bad_input_named_once_and_writes_nothi
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert_eq!(
         stderr.lines().collect::<Vec<_>>(),
-        ["coordhost: plugin `shuffle`: `create` failed: invalid configuration: fault `bogus` is not `none` or `trap-register-job`"],
+        [
+            "coordhost: plugin `shuffle`: `create` failed: invalid configuration: fault `bogus` is not `none` or `trap-register-job`"
+        ],
     );
     assert_eq!(listing(env.tmp()), before, "the refused run left files");
 }
@@ -534,11 +626,15 @@ fn plugin_check_refuses_special_and_huge_files_in_one_line_and_prints_json_on_fa
     let cases: [(PathBuf, String); 3] = [
         (
             PathBuf::from("/dev/zero"),
-            "/dev/zero: cannot read the component: it is a character device, not a regular file".into(),
+            "/dev/zero: cannot read the component: it is a character device, not a regular file"
+                .into(),
         ),
         (
             fifo.clone(),
-            format!("{}: cannot read the component: it is a FIFO, not a regular file", fifo.display()),
+            format!(
+                "{}: cannot read the component: it is a FIFO, not a regular file",
+                fifo.display()
+            ),
         ),
         (
             big.clone(),
@@ -549,10 +645,18 @@ fn plugin_check_refuses_special_and_huge_files_in_one_line_and_prints_json_on_fa
         ),
     ];
     for (file, message) in cases {
-        let out = coordhost().arg("plugin").arg("check").arg(&file).output().expect("runs");
+        let out = coordhost()
+            .arg("plugin")
+            .arg("check")
+            .arg(&file)
+            .output()
+            .expect("runs");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{stderr}");
-        assert_eq!(stderr.lines().collect::<Vec<_>>(), [format!("coordhost: {message}")]);
+        assert_eq!(
+            stderr.lines().collect::<Vec<_>>(),
+            [format!("coordhost: {message}")]
+        );
         let out = coordhost()
             .arg("plugin")
             .arg("check")
@@ -582,7 +686,12 @@ fn a_data_dir_named_with_a_substitution_is_used_as_it_is() {
         .arg("2")
         .output()
         .expect("runs");
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(
         word_count_output(&state.join("output/wordcount")),
         expected_word_counts(&env.words)
@@ -604,7 +713,15 @@ fn overwrite_true_lets_a_fresh_run_replace_part_files_and_keeps_other_files() {
         &format!(r#"path = "{}", overwrite = true"#, out_dir.display()),
     );
     let out = env.run(&env.run_args());
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     std::fs::remove_file(out_dir.join("notes.txt")).expect("the user's file is still there");
-    assert_eq!(word_count_output(&out_dir), expected_word_counts(&env.words));
+    assert_eq!(
+        word_count_output(&out_dir),
+        expected_word_counts(&env.words)
+    );
 }

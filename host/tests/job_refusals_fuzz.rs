@@ -16,10 +16,40 @@ use proptest::test_runner::{Config, TestRunner};
 
 /// Pieces a careless or hostile edit puts into a job file.
 const TOKENS: &[&str] = &[
-    "\n", "\"", "[", "]", "{", "}", "=", ",", "/", "..", "${", "${HOME}", "${data_dir",
-    "${${job_dir}}", "${job_dir}", "${data_dir}", "\"/\"", "\"\"", "0", "-1", "4096", "4097",
-    "99999999999999999999", "auto", "[[vertices]]", "[[edges]]", "[plugins.x]", "/dev/zero",
-    "\"/etc/passwd\"", "writable = true", "overwrite = true", "\u{0}", "é", "\\n",
+    "\n",
+    "\"",
+    "[",
+    "]",
+    "{",
+    "}",
+    "=",
+    ",",
+    "/",
+    "..",
+    "${",
+    "${HOME}",
+    "${data_dir",
+    "${${job_dir}}",
+    "${job_dir}",
+    "${data_dir}",
+    "\"/\"",
+    "\"\"",
+    "0",
+    "-1",
+    "4096",
+    "4097",
+    "99999999999999999999",
+    "auto",
+    "[[vertices]]",
+    "[[edges]]",
+    "[plugins.x]",
+    "/dev/zero",
+    "\"/etc/passwd\"",
+    "writable = true",
+    "overwrite = true",
+    "\u{0}",
+    "é",
+    "\\n",
 ];
 
 /// One edit of the text.
@@ -232,7 +262,11 @@ fn thousands_of_mutated_examples_load_or_are_refused_in_one_line_without_panic_o
             .expect("every mutated job file loads or is refused in one line");
     });
     let samples = samples.lock().expect("samples");
-    assert!(samples.len() >= 5, "too few refusals sampled: {}", samples.len());
+    assert!(
+        samples.len() >= 5,
+        "too few refusals sampled: {}",
+        samples.len()
+    );
     for (i, s) in samples.iter().enumerate() {
         // Same folder as the examples, so relative paths resolve alike.
         let job = root.join("wordcount.toml");

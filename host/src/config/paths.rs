@@ -116,7 +116,9 @@ impl Validator {
                 let v = &config.graph.vertices[other.vertex].id;
                 let why = match overlap(&s.dir, &other.dir) {
                     None => continue,
-                    Some(Overlap::Same) => format!("`{shown}` is also the output folder of vertex `{v}`"),
+                    Some(Overlap::Same) => {
+                        format!("`{shown}` is also the output folder of vertex `{v}`")
+                    }
                     Some(o) => format!(
                         "`{shown}` {} `{}`, the output folder of vertex `{v}`",
                         relation(o),
@@ -210,7 +212,9 @@ impl Validator {
         if g.parent().is_none() {
             return Err(self.invalid(
                 field,
-                format!("grants the root folder `{shown}`; grant only the folders the plugin needs"),
+                format!(
+                    "grants the root folder `{shown}`; grant only the folders the plugin needs"
+                ),
             ));
         }
         if d.writable {
@@ -438,13 +442,12 @@ impl NewFolders {
         for (dir, top) in &self.grants {
             remove_empty_up_to(dir, top);
         }
-        if let Some((dir, top)) = &self.data_dir {
-            if std::fs::remove_dir_all(dir).is_ok()
-                && let Some(parent) = dir.parent()
-                && dir != top
-            {
-                remove_empty_up_to(parent, top);
-            }
+        if let Some((dir, top)) = &self.data_dir
+            && std::fs::remove_dir_all(dir).is_ok()
+            && let Some(parent) = dir.parent()
+            && dir != top
+        {
+            remove_empty_up_to(parent, top);
         }
     }
 }

@@ -572,11 +572,10 @@ impl Validator {
             path: component.to_path_buf(),
             source,
         };
-        let (mut f, _) = files::open_regular_file(component, files::MAX_COMPONENT_BYTES)
-            .map_err(io_error)?;
+        let (mut f, _) =
+            files::open_regular_file(component, files::MAX_COMPONENT_BYTES).map_err(io_error)?;
         let head = files::read_head(&mut f, files::PREAMBLE_BYTES).map_err(io_error)?;
-        crate::plugin::check_magic(component, &head)
-            .map_err(|e| self.invalid(field, e.to_string()))
+        crate::plugin::check_magic(component, &head).map_err(|e| self.invalid(field, e.to_string()))
     }
 
     /// Bounds the subpartition files one edge can make
