@@ -380,7 +380,7 @@ fn rename_everywhere(doc: &mut Value, old: &str, new: &str) {
     match doc {
         Value::String(s) if s == old => *s = new.to_owned(),
         Value::Table(t) => {
-            for v in t.values_mut() {
+            for (_, v) in t.iter_mut() {
                 rename_everywhere(v, old, new);
             }
         }
@@ -409,15 +409,17 @@ fn flipped(doc: &Value, leaf: &Leaf, flip: Flip) -> (Value, String) {
         rename_everywhere(&mut doc, old, &new);
         return (doc, old.clone());
     }
-    let value = get_mut(&mut doc, &leaf.at);
-    let old = match value {
+    let current = get_mut(&mut doc, &leaf.at).clone();
+    let old = match &current {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     };
-    match (flip, value.clone()) {
-        (Flip::Rename, Value::String(s)) => {
-            rename_everywhere(&mut doc, &s, &format!("{s}x"));
-        }
+    if let (Flip::Rename, Value::String(s)) = (flip, &current) {
+        rename_everywhere(&mut doc, s, &format!("{s}x"));
+        return (doc, old);
+    }
+    let value = get_mut(&mut doc, &leaf.at);
+    match (flip, current) {
         (Flip::OneOf(options), Value::String(s)) => {
             let other = options
                 .iter()
