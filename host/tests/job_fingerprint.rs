@@ -164,7 +164,11 @@ const RULES: &[(&str, Side, Flip)] = &[
     ("recovery.snapshot-min-pause-ms", Side::Tuning, Flip::Plain),
     ("shuffle.plugin", Side::Layout, Flip::Rename),
     ("plugins.*", Side::Layout, Flip::Rename),
-    ("plugins.*.component", Side::Layout, Flip::OneOf(&["a.wasm", "b.wasm"])),
+    (
+        "plugins.*.component",
+        Side::Layout,
+        Flip::OneOf(&["a.wasm", "b.wasm"]),
+    ),
     (
         "plugins.*.kind",
         Side::LayoutOrInvalid,
@@ -174,7 +178,11 @@ const RULES: &[(&str, Side, Flip)] = &[
     ("plugins.*.config.*", Side::Layout, Flip::Plain),
     ("plugins.*.dirs[].path", Side::Layout, Flip::Plain),
     ("plugins.*.dirs[].writable", Side::Layout, Flip::Plain),
-    ("plugins.*.limits.call-timeout-ms", Side::Tuning, Flip::Plain),
+    (
+        "plugins.*.limits.call-timeout-ms",
+        Side::Tuning,
+        Flip::Plain,
+    ),
     ("plugins.*.limits.memory-mib", Side::Tuning, Flip::Plain),
     (
         "plugins.*.limits.on-trap",
@@ -182,9 +190,17 @@ const RULES: &[(&str, Side, Flip)] = &[
         Flip::OneOf(&["rebuild", "fail"]),
     ),
     ("vertices[].id", Side::Layout, Flip::Rename),
-    ("vertices[].source", Side::Layout, Flip::OneOf(&["files", "lines"])),
+    (
+        "vertices[].source",
+        Side::Layout,
+        Flip::OneOf(&["files", "lines"]),
+    ),
     ("vertices[].parallelism", Side::Layout, Flip::Parallelism),
-    ("vertices[].max-parallelism", Side::LayoutIfAuto, Flip::Plain),
+    (
+        "vertices[].max-parallelism",
+        Side::LayoutIfAuto,
+        Flip::Plain,
+    ),
     ("vertices[].bytes-per-task", Side::Tuning, Flip::Plain),
     ("vertices[].record-delay-us", Side::Tuning, Flip::Plain),
     (
@@ -272,7 +288,11 @@ const RULES: &[(&str, Side, Flip)] = &[
         Side::Layout,
         Flip::Plain,
     ),
-    ("vertices[].operators[op=write-csv].path", Side::Layout, Flip::Plain),
+    (
+        "vertices[].operators[op=write-csv].path",
+        Side::Layout,
+        Flip::Plain,
+    ),
     (
         "vertices[].operators[op=write-csv].header",
         Side::Layout,
@@ -283,7 +303,11 @@ const RULES: &[(&str, Side, Flip)] = &[
         Side::Layout,
         Flip::OneOf(&[",", ";"]),
     ),
-    ("vertices[].operators[op=write-text].path", Side::Layout, Flip::Plain),
+    (
+        "vertices[].operators[op=write-text].path",
+        Side::Layout,
+        Flip::Plain,
+    ),
     (
         "vertices[].operators[op=write-text].separator",
         Side::Layout,
@@ -304,7 +328,11 @@ const RULES: &[(&str, Side, Flip)] = &[
         Side::LayoutOrInvalid,
         Flip::OneOf(&["hash", "forward"]),
     ),
-    ("edges[].key[]", Side::LayoutOrInvalid, Flip::OneOf(&["k", "word"])),
+    (
+        "edges[].key[]",
+        Side::LayoutOrInvalid,
+        Flip::OneOf(&["k", "word"]),
+    ),
 ];
 
 /// One step of a leaf's location in the TOML document.
@@ -509,10 +537,7 @@ fn every_job_file_field_is_either_fingerprinted_or_tuning() {
         let (edited, old) = flipped(&doc, leaf, flip);
         let at = format!("{} ({old:?} flipped)", leaf.pattern);
         let parsed = parse(&s, &edited);
-        let changed = parsed
-            .as_ref()
-            .map(|c| job_fingerprint(c) != base_fp)
-            .ok();
+        let changed = parsed.as_ref().map(|c| job_fingerprint(c) != base_fp).ok();
         let expect_changed = match side {
             Side::Layout => Some(true),
             Side::Tuning => Some(false),
@@ -531,7 +556,9 @@ fn every_job_file_field_is_either_fingerprinted_or_tuning() {
         match (side, parsed.as_ref(), changed, expect_changed) {
             (Side::LayoutOrInvalid, Err(_), _, _) => layout_refused += 1,
             (Side::LayoutOrInvalid, Ok(_), Some(false), _) => {
-                wrong.push(format!("{at}: still valid, but the fingerprint did not change"));
+                wrong.push(format!(
+                    "{at}: still valid, but the fingerprint did not change"
+                ));
             }
             (Side::LayoutOrInvalid, Ok(_), _, _) => {}
             (_, Err(e), _, _) => wrong.push(format!("{at}: the flipped job is invalid: {e}")),
@@ -567,7 +594,10 @@ fn max_parallelism_of_an_auto_vertex_is_its_inputs_subpartition_count() {
     let doc: Value = toml::from_str(FULL).expect("TOML");
     let mut edited = doc.clone();
     edited["vertices"][1]["max-parallelism"] = Value::Integer(4);
-    let (a, b) = (parse(&s, &doc).expect("valid"), parse(&s, &edited).expect("valid"));
+    let (a, b) = (
+        parse(&s, &doc).expect("valid"),
+        parse(&s, &edited).expect("valid"),
+    );
     assert_eq!(a.graph.num_subpartitions(0), 8);
     assert_eq!(b.graph.num_subpartitions(0), 4);
     assert_ne!(job_fingerprint(&a), job_fingerprint(&b));
