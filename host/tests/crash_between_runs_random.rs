@@ -53,7 +53,11 @@ const ACTIONS: [Action; 7] = [
 fn trials() -> u32 {
     std::env::var("COORDHOST_BETWEEN_TRIALS")
         .ok()
-        .map(|s| s.trim().parse().expect("COORDHOST_BETWEEN_TRIALS is a number"))
+        .map(|s| {
+            s.trim()
+                .parse()
+                .expect("COORDHOST_BETWEEN_TRIALS is a number")
+        })
         .unwrap_or(DEFAULT_TRIALS)
 }
 
@@ -64,7 +68,11 @@ fn log_dir(data: &Path) -> std::path::PathBuf {
 /// Edits the fingerprinted field: `max-parallelism` of the `auto` sink,
 /// the number of subpartitions every source partition has (16 <-> 8).
 fn toggle_layout(job: &mut WordJob, file: &Path) {
-    job.max_sink_parallelism = if job.max_sink_parallelism == 16 { 8 } else { 16 };
+    job.max_sink_parallelism = if job.max_sink_parallelism == 16 {
+        8
+    } else {
+        16
+    };
     job.write(file);
 }
 
@@ -94,7 +102,11 @@ fn apply(action: Action, rng: &mut Rng, job: &mut WordJob, file: &Path, data: &P
             "rm -r log".into()
         }
         Action::DeleteSegments => {
-            for e in std::fs::read_dir(log_dir(data)).into_iter().flatten().flatten() {
+            for e in std::fs::read_dir(log_dir(data))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
                 if e.file_name().to_string_lossy().starts_with("segment-") {
                     let _gone = std::fs::remove_file(e.path());
                 }

@@ -138,5 +138,8 @@ fn inspect_names_the_coordinator_run_that_wrote_each_record() {
         .map(|e| e["epoch"].as_u64().expect("epoch"))
         .collect();
     assert_eq!(epochs.last(), Some(&1));
-    assert_eq!(epochs.iter().filter(|&&e| e == 0).count(), one_of_each().len());
+    assert_eq!(
+        epochs.iter().filter(|&&e| e == 0).count(),
+        one_of_each().len()
+    );
 }

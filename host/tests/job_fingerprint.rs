@@ -164,7 +164,11 @@ const RULES: &[(&str, Side, Flip)] = &[
     ("recovery.snapshot-min-pause-ms", Side::Tuning, Flip::Plain),
     ("shuffle.plugin", Side::Layout, Flip::Rename),
     ("plugins.*", Side::Layout, Flip::Rename),
-    ("plugins.*.component", Side::Layout, Flip::OneOf(&["a.wasm", "b.wasm"])),
+    (
+        "plugins.*.component",
+        Side::Layout,
+        Flip::OneOf(&["a.wasm", "b.wasm"]),
+    ),
     (
         "plugins.*.kind",
         Side::LayoutOrInvalid,
@@ -174,7 +178,11 @@ const RULES: &[(&str, Side, Flip)] = &[
     ("plugins.*.config.*", Side::Layout, Flip::Plain),
     ("plugins.*.dirs[].path", Side::Layout, Flip::Plain),
     ("plugins.*.dirs[].writable", Side::Layout, Flip::Plain),
-    ("plugins.*.limits.call-timeout-ms", Side::Tuning, Flip::Plain),
+    (
+        "plugins.*.limits.call-timeout-ms",
+        Side::Tuning,
+        Flip::Plain,
+    ),
     ("plugins.*.limits.memory-mib", Side::Tuning, Flip::Plain),
     (
         "plugins.*.limits.on-trap",
@@ -182,9 +190,17 @@ const RULES: &[(&str, Side, Flip)] = &[
         Flip::OneOf(&["rebuild", "fail"]),
     ),
     ("vertices[].id", Side::Layout, Flip::Rename),
-    ("vertices[].source", Side::Layout, Flip::OneOf(&["files", "lines"])),
+    (
+        "vertices[].source",
+        Side::Layout,
+        Flip::OneOf(&["files", "lines"]),
+    ),
     ("vertices[].parallelism", Side::Layout, Flip::Parallelism),
-    ("vertices[].max-parallelism", Side::LayoutIfAuto, Flip::Plain),
+    (
+        "vertices[].max-parallelism",
+        Side::LayoutIfAuto,
+        Flip::Plain,
+    ),
     ("vertices[].bytes-per-task", Side::Tuning, Flip::Plain),
     ("vertices[].record-delay-us", Side::Tuning, Flip::Plain),
     (
@@ -272,7 +288,11 @@ const RULES: &[(&str, Side, Flip)] = &[
         Side::Layout,
         Flip::Plain,
     ),
-    ("vertices[].operators[op=write-csv].path", Side::Layout, Flip::Plain),
+    (
+        "vertices[].operators[op=write-csv].path",
+        Side::Layout,
+        Flip::Plain,
+    ),
     (
         "vertices[].operators[op=write-csv].header",
         Side::Layout,
@@ -283,7 +303,11 @@ const RULES: &[(&str, Side, Flip)] = &[
         Side::Layout,
         Flip::OneOf(&[",", ";"]),
     ),
-    ("vertices[].operators[op=write-text].path", Side::Layout, Flip::Plain),
+    (
+        "vertices[].operators[op=write-text].path",
+        Side::Layout,
+        Flip::Plain,
+    ),
     (
         "vertices[].operators[op=write-text].separator",
         Side::Layout,
@@ -304,7 +328,11 @@ const RULES: &[(&str, Side, Flip)] = &[
         Side::LayoutOrInvalid,
         Flip::OneOf(&["hash", "forward"]),
     ),
-    ("edges[].key[]", Side::LayoutOrInvalid, Flip::OneOf(&["k", "word"])),
+    (
+        "edges[].key[]",
+        Side::LayoutOrInvalid,
+        Flip::OneOf(&["k", "word"]),
+    ),
 ];
 
 /// One step of a leaf's location in the TOML document.
@@ -380,7 +408,7 @@ fn rename_everywhere(doc: &mut Value, old: &str, new: &str) {
     match doc {
         Value::String(s) if s == old => *s = new.to_owned(),
         Value::Table(t) => {
-            for v in t.values_mut() {
+            for (_, v) in t.iter_mut() {
                 rename_everywhere(v, old, new);
             }
         }
@@ -409,15 +437,17 @@ fn flipped(doc: &Value, leaf: &Leaf, flip: Flip) -> (Value, String) {
         rename_everywhere(&mut doc, old, &new);
         return (doc, old.clone());
     }
-    let value = get_mut(&mut doc, &leaf.at);
-    let old = match value {
+    let current = get_mut(&mut doc, &leaf.at).clone();
+    let old = match &current {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     };
-    match (flip, value.clone()) {
-        (Flip::Rename, Value::String(s)) => {
-            rename_everywhere(&mut doc, &s, &format!("{s}x"));
-        }
+    if let (Flip::Rename, Value::String(s)) = (flip, &current) {
+        rename_everywhere(&mut doc, s, &format!("{s}x"));
+        return (doc, old);
+    }
+    let value = get_mut(&mut doc, &leaf.at);
+    match (flip, current) {
         (Flip::OneOf(options), Value::String(s)) => {
             let other = options
                 .iter()
@@ -529,7 +559,9 @@ fn every_job_file_field_is_either_fingerprinted_or_tuning() {
         match (side, parsed.as_ref(), changed, expect_changed) {
             (Side::LayoutOrInvalid, Err(_), _, _) => layout_refused += 1,
             (Side::LayoutOrInvalid, Ok(_), Some(false), _) => {
-                wrong.push(format!("{at}: still valid, but the fingerprint did not change"));
+                wrong.push(format!(
+                    "{at}: still valid, but the fingerprint did not change"
+                ));
             }
             (Side::LayoutOrInvalid, Ok(_), _, _) => {}
             (_, Err(e), _, _) => wrong.push(format!("{at}: the flipped job is invalid: {e}")),
@@ -565,7 +597,10 @@ fn max_parallelism_of_an_auto_vertex_is_its_inputs_subpartition_count() {
     let doc: Value = toml::from_str(FULL).expect("TOML");
     let mut edited = doc.clone();
     edited["vertices"][1]["max-parallelism"] = Value::Integer(4);
-    let (a, b) = (parse(&s, &doc).expect("valid"), parse(&s, &edited).expect("valid"));
+    let (a, b) = (
+        parse(&s, &doc).expect("valid"),
+        parse(&s, &edited).expect("valid"),
+    );
     assert_eq!(a.graph.num_subpartitions(0), 8);
     assert_eq!(b.graph.num_subpartitions(0), 4);
     assert_ne!(job_fingerprint(&a, &s.opts.data_dir), job_fingerprint(&b, &s.opts.data_dir));

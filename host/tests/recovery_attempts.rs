@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use coordhost::events::{JobEvent, JobVertexInitialized};
 use recovery_common::{
-    Enumerator, Log, T1, after_finished, assert_same_output_as_uninterrupted, lost,
-    partition_dirs, segments,
+    Enumerator, Log, T1, after_finished, assert_same_output_as_uninterrupted, lost, partition_dirs,
+    segments,
 };
 
 /// The last `JobVertexInitialized` of each vertex among `events`.
@@ -177,7 +177,11 @@ fn an_attempt_number_is_never_reused_and_superseded_partitions_are_released() {
         vec![0, 2],
         "the re-run skips attempt 1, which ran before the crash"
     );
-    assert!(!unrecorded.exists(), "{} was released", unrecorded.display());
+    assert!(
+        !unrecorded.exists(),
+        "{} was released",
+        unrecorded.display()
+    );
     for vertex in ["source", "middle"] {
         assert_eq!(
             partition_dirs(&data, vertex),

@@ -114,7 +114,7 @@ pub fn inspect(dir: &Path, json: bool, out: &mut impl Write) -> Result<(), Event
     let output = |source| EventsError::Output { source };
     if json {
         serde_json::to_writer_pretty(&mut *out, &to_json(&log_dir, &replay))
-        .map_err(|e| output(e.into()))?;
+            .map_err(|e| output(e.into()))?;
         writeln!(out).map_err(output)?;
         return Ok(());
     }
