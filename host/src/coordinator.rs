@@ -13,12 +13,14 @@
 //! by a finished attempt. Readers pull: a request is answered at once when
 //! a split or the end is known, and otherwise waits for a later assignment.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::grant::Grants;
 use crate::plugin::{
-    EnumeratorAction, FileRange, LoadedPlugin, PluginError, Split, SplitEnumerator, SplitPayload,
+    EnumeratorAction, FileRange, LoadedPlugin, MAX_SPLIT_BYTES_TOTAL, MAX_SPLITS_TOTAL,
+    PluginError, Split, SplitEnumerator, SplitPayload,
 };
 use crate::runtime::{SplitData, SplitPayloadData};
 
@@ -81,6 +83,11 @@ pub struct SourceCoordinator {
     enumerator: SplitEnumerator,
     readers: Vec<ReaderState>,
     waiting: BTreeSet<u32>,
+    /// Ids of the splits in the assignment history (assigned and not given
+    /// back): the same id again breaks the contract.
+    held: HashSet<String>,
+    /// Bytes of the splits in the history (see `plugin::split_bytes`).
+    held_bytes: u64,
 }
 
 impl SourceCoordinator {
@@ -104,9 +111,11 @@ impl SourceCoordinator {
             enumerator,
             readers: vec![ReaderState::default(); parallelism as usize],
             waiting: BTreeSet::new(),
+            held: HashSet::new(),
+            held_bytes: 0,
         };
         let actions = c.enumerator.start().map_err(err)?;
-        c.apply(actions);
+        c.apply("start", actions)?;
         Ok(c)
     }
 
@@ -140,14 +149,22 @@ impl SourceCoordinator {
         let enumerator = plugin
             .restore_split_enumerator(parallelism, &snapshot.enumerator)
             .map_err(err)?;
+        let mut held = HashSet::new();
+        let mut held_bytes = 0;
+        for s in snapshot.readers.iter().flat_map(|r| &r.assigned) {
+            held.insert(s.id.clone());
+            held_bytes += split_data_bytes(s);
+        }
         let mut c = Self {
             vertex: vertex.to_string(),
             enumerator,
             readers: snapshot.readers.clone(),
             waiting: BTreeSet::new(),
+            held,
+            held_bytes,
         };
         let actions = c.enumerator.start().map_err(err)?;
-        c.apply(actions);
+        c.apply("start", actions)?;
         Ok(c)
     }
 
@@ -158,10 +175,53 @@ impl SourceCoordinator {
         }
     }
 
-    fn apply(&mut self, actions: Vec<EnumeratorAction>) {
+    /// The enumerator's name.
+    pub fn plugin(&self) -> &str {
+        self.enumerator.name()
+    }
+
+    /// The enumerator's granted directories: the only place its
+    /// `file-range` splits are read from.
+    pub fn grants(&self) -> &Grants {
+        self.enumerator.grants()
+    }
+
+    /// Applies what the enumerator did during `call`, checking what the
+    /// wrapper cannot see alone: a split id already in the assignment
+    /// history, and the bounds on what the host keeps for one enumerator.
+    fn apply(
+        &mut self,
+        call: &'static str,
+        actions: Vec<EnumeratorAction>,
+    ) -> Result<(), CoordinatorError> {
         for a in actions {
             match a {
                 EnumeratorAction::Assign { subtask, splits } => {
+                    for s in &splits {
+                        if self.held.contains(&s.id) {
+                            return Err(self.broke(
+                                call,
+                                format!(
+                                    "assigned split id `{}` again while it is still assigned (ids are unique within an enumerator)",
+                                    s.id
+                                ),
+                            ));
+                        }
+                        self.held.insert(s.id.clone());
+                        self.held_bytes += crate::plugin::split_bytes(s);
+                    }
+                    if self.held.len() as u64 > MAX_SPLITS_TOTAL
+                        || self.held_bytes > MAX_SPLIT_BYTES_TOTAL
+                    {
+                        return Err(self.broke(
+                            call,
+                            format!(
+                                "has {} splits ({} bytes) assigned; the host keeps at most {MAX_SPLITS_TOTAL} splits and {MAX_SPLIT_BYTES_TOTAL} bytes for one enumerator",
+                                self.held.len(),
+                                self.held_bytes
+                            ),
+                        ));
+                    }
                     if let Some(r) = self.readers.get_mut(subtask as usize) {
                         r.assigned.extend(splits.into_iter().map(from_plugin));
                     }
@@ -173,6 +233,15 @@ impl SourceCoordinator {
                 }
             }
         }
+        Ok(())
+    }
+
+    fn broke(&self, call: &'static str, reason: String) -> CoordinatorError {
+        self.err(PluginError::Protocol {
+            plugin: self.enumerator.name().to_string(),
+            call,
+            reason,
+        })
     }
 
     fn answer(&mut self, subtask: u32) -> Option<SplitAnswer> {
@@ -197,7 +266,7 @@ impl SourceCoordinator {
             .enumerator
             .add_reader(subtask)
             .map_err(|e| self.err(e))?;
-        self.apply(actions);
+        self.apply("add-reader", actions)?;
         Ok(())
     }
 
@@ -217,7 +286,7 @@ impl SourceCoordinator {
             .enumerator
             .handle_split_request(subtask, None)
             .map_err(|e| self.err(e))?;
-        self.apply(actions);
+        self.apply("handle-split-request", actions)?;
         match self.answer(subtask) {
             Some(a) => Ok(Some(a)),
             None => {
@@ -253,12 +322,16 @@ impl SourceCoordinator {
         self.waiting.remove(&subtask);
         let n = r.assigned.len();
         if n > 0 {
+            for s in &r.assigned {
+                self.held.remove(&s.id);
+                self.held_bytes = self.held_bytes.saturating_sub(split_data_bytes(s));
+            }
             let splits = r.assigned.into_iter().map(to_plugin).collect();
             let actions = self
                 .enumerator
                 .add_splits_back(splits, subtask)
                 .map_err(|e| self.err(e))?;
-            self.apply(actions);
+            self.apply("add-splits-back", actions)?;
         }
         Ok(n)
     }
@@ -297,6 +370,15 @@ impl SourceCoordinator {
     pub fn unassigned_splits(&mut self) -> Result<u64, CoordinatorError> {
         self.enumerator.unassigned_splits().map_err(|e| self.err(e))
     }
+}
+
+/// [`crate::plugin::split_bytes`] of a split in the runtime's form.
+fn split_data_bytes(s: &SplitData) -> u64 {
+    let payload = match &s.payload {
+        SplitPayloadData::FileRange { path, .. } => path.as_os_str().len(),
+        SplitPayloadData::Inline(t) => t.len(),
+    };
+    (s.id.len() + payload) as u64
 }
 
 /// Converts a plugin split into the runtime's form.
