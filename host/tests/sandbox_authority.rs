@@ -131,8 +131,13 @@ key = ["line"]
         let before = self.listing();
         let (out, stderr) = self.run(job);
         assert_eq!(out.status.code(), Some(1), "exit code; stderr:\n{stderr}");
+        // The one line that says why the job failed.
+        let last = stderr
+            .lines()
+            .rfind(|l| l.starts_with("coordhost: "))
+            .unwrap_or_else(|| panic!("no `coordhost:` error line:\n{stderr}"));
         for n in needles {
-            assert!(stderr.contains(n), "stderr lacks `{n}`:\n{stderr}");
+            assert!(last.contains(n), "the error line lacks `{n}`: {last}\n{stderr}");
         }
         assert_eq!(self.listing(), before, "something outside the grants changed");
         for victim in ["victim", "victim2"] {

@@ -17,7 +17,7 @@
 //!
 //! | `fault` | what the plugin does |
 //! |---|---|
-//! | `assign-file` | the first `handle-split-request` of each subtask assigns split `file-<subtask>`, a `file-range` of `path` from byte 0, `length` bytes (default 2^40); later requests go on as without a fault |
+//! | `assign-file` | the first `handle-split-request` of each subtask assigns split `file-<subtask>`, a `file-range` of `path` from byte 0, `length` bytes (default 2^40); later requests go on as without a fault; the split given back is assigned again |
 //! | `duplicate-ids` | every `handle-split-request` assigns a split with the same id `dup` |
 //! | `assign-before-reader` | `start` assigns split `early` to subtask 0, before any reader registered |
 //! | `flood` | one `handle-split-request` calls `assign-splits` `flood-calls` times (default 400) with `flood-splits` inline splits each (default 200 000) |
@@ -446,6 +446,11 @@ impl GuestEnumerator for FaultyEnumerator {
         for split in splits {
             if split.id == READ_FILE_SPLIT_ID {
                 continue; // a probe, not data: never handed out again
+            }
+            if let Some(owner) = split.id.strip_prefix("file-").and_then(|s| s.parse().ok()) {
+                // `assign-file`: handed out again on the next request, like any split.
+                self.given_file.borrow_mut().remove(&owner);
+                continue;
             }
             let index = split
                 .id
