@@ -33,7 +33,7 @@ PLUGINS_RELEASE := $(PLUGINS_TARGET_DIR)/$(PLUGIN_TARGET)/release
 # Component crates (folder name = crate name = component name). The library
 # crate plugins/plugin-support is not a component and is not listed.
 PLUGIN_NAMES := file-enumerator static-enumerator faulty-enumerator \
-	local-shuffle memory-shuffle wrong-world not-a-plugin
+	local-shuffle memory-shuffle hostile-shuffle wrong-world not-a-plugin
 
 .PHONY: plugins
 plugins:

@@ -13,12 +13,14 @@
 //! by a finished attempt. Readers pull: a request is answered at once when
 //! a split or the end is known, and otherwise waits for a later assignment.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::grant::Grants;
 use crate::plugin::{
-    EnumeratorAction, FileRange, LoadedPlugin, PluginError, Split, SplitEnumerator, SplitPayload,
+    EnumeratorAction, FileRange, LoadedPlugin, MAX_SPLIT_BYTES_TOTAL, MAX_SPLITS_TOTAL,
+    PluginError, Split, SplitEnumerator, SplitPayload,
 };
 use crate::runtime::{SplitData, SplitPayloadData};
 
@@ -93,6 +95,11 @@ pub struct SourceCoordinator {
     ghosts: BTreeSet<String>,
     /// Subtasks that were assigned a ghost during the current call.
     dropped_for: BTreeSet<u32>,
+    /// Ids of the splits in the assignment history (assigned and not given
+    /// back): the same id again breaks the contract.
+    held: HashSet<String>,
+    /// Bytes of the splits in the history (see `plugin::split_bytes`).
+    held_bytes: u64,
 }
 
 impl SourceCoordinator {
@@ -120,6 +127,8 @@ impl SourceCoordinator {
             ghosts_at_snapshot: BTreeSet::new(),
             ghosts: BTreeSet::new(),
             dropped_for: BTreeSet::new(),
+            held: HashSet::new(),
+            held_bytes: 0,
         };
         c.start_enumerator()?;
         Ok(c)
@@ -155,6 +164,12 @@ impl SourceCoordinator {
         let enumerator = plugin
             .restore_split_enumerator(parallelism, &snapshot.enumerator)
             .map_err(err)?;
+        let mut held = HashSet::new();
+        let mut held_bytes = 0;
+        for s in snapshot.readers.iter().flat_map(|r| &r.assigned) {
+            held.insert(s.id.clone());
+            held_bytes += split_data_bytes(s);
+        }
         let mut c = Self {
             vertex: vertex.to_string(),
             enumerator,
@@ -164,9 +179,30 @@ impl SourceCoordinator {
             ghosts_at_snapshot: BTreeSet::new(),
             ghosts: BTreeSet::new(),
             dropped_for: BTreeSet::new(),
+            held,
+            held_bytes,
         };
         c.start_enumerator()?;
         Ok(c)
+    }
+
+    /// The enumerator's name.
+    pub fn plugin(&self) -> &str {
+        self.enumerator.name()
+    }
+
+    /// The enumerator's granted directories: the only place its
+    /// `file-range` splits are read from.
+    pub fn grants(&self) -> &Grants {
+        self.enumerator.grants()
+    }
+
+    fn broke(&self, call: &'static str, reason: String) -> CoordinatorError {
+        self.err(PluginError::Protocol {
+            plugin: self.enumerator.name().to_string(),
+            call,
+            reason,
+        })
     }
 
     fn err(&self, source: PluginError) -> CoordinatorError {
@@ -179,10 +215,7 @@ impl SourceCoordinator {
     /// `start`; a fault that rebuilt the store already started the new one.
     fn start_enumerator(&mut self) -> Result<(), CoordinatorError> {
         match self.enumerator.start() {
-            Ok(actions) => {
-                self.apply(actions);
-                Ok(())
-            }
+            Ok(actions) => self.apply("start", actions),
             Err(e) if e.was_rebuilt() => self.resync(),
             Err(e) => Err(self.err(e)),
         }
@@ -261,19 +294,27 @@ impl SourceCoordinator {
             if self.enumerator.has_snapshot() { "last snapshot" } else { "creation" },
             missing.iter().map(|(_, b)| b.len()).sum::<usize>()
         );
-        self.apply(started);
+        self.apply("start", started)?;
         for (subtask, back) in missing {
             let splits = back.into_iter().map(to_plugin).collect();
             let actions = self
                 .enumerator
                 .add_splits_back(splits, subtask)
                 .map_err(|e| self.err(e))?;
-            self.apply(actions);
+            self.apply("add-splits-back", actions)?;
         }
         Ok(())
     }
 
-    fn apply(&mut self, actions: Vec<EnumeratorAction>) {
+    /// Applies what the enumerator did during `call`: drops assignments of
+    /// ghosts (splits a rebuilt store hands out again), and checks what the
+    /// wrapper cannot see alone: a split id already in the assignment
+    /// history, and the bounds on what the host keeps for one enumerator.
+    fn apply(
+        &mut self,
+        call: &'static str,
+        actions: Vec<EnumeratorAction>,
+    ) -> Result<(), CoordinatorError> {
         for a in actions {
             match a {
                 EnumeratorAction::Assign { subtask, splits } => {
@@ -286,6 +327,31 @@ impl SourceCoordinator {
                             kept.push(split);
                         }
                     }
+                    for s in &kept {
+                        if self.held.contains(&s.id) {
+                            return Err(self.broke(
+                                call,
+                                format!(
+                                    "assigned split id `{}` again while it is still assigned (ids are unique within an enumerator)",
+                                    s.id
+                                ),
+                            ));
+                        }
+                        self.held.insert(s.id.clone());
+                        self.held_bytes += crate::plugin::split_bytes(s);
+                    }
+                    if self.held.len() as u64 > MAX_SPLITS_TOTAL
+                        || self.held_bytes > MAX_SPLIT_BYTES_TOTAL
+                    {
+                        return Err(self.broke(
+                            call,
+                            format!(
+                                "has {} splits ({} bytes) assigned; the host keeps at most {MAX_SPLITS_TOTAL} splits and {MAX_SPLIT_BYTES_TOTAL} bytes for one enumerator",
+                                self.held.len(),
+                                self.held_bytes
+                            ),
+                        ));
+                    }
                     if let Some(r) = self.readers.get_mut(subtask as usize) {
                         r.assigned.extend(kept.into_iter().map(from_plugin));
                     }
@@ -297,6 +363,7 @@ impl SourceCoordinator {
                 }
             }
         }
+        Ok(())
     }
 
     fn answer(&mut self, subtask: u32) -> Option<SplitAnswer> {
@@ -318,7 +385,7 @@ impl SourceCoordinator {
     /// [`CoordinatorError::Plugin`] if the call fails.
     pub fn register_reader(&mut self, subtask: u32) -> Result<(), CoordinatorError> {
         if let Some(actions) = self.call(true, |e| e.add_reader(subtask))? {
-            self.apply(actions);
+            self.apply("add-reader", actions)?;
         }
         Ok(())
     }
@@ -340,7 +407,7 @@ impl SourceCoordinator {
         loop {
             self.dropped_for.clear();
             if let Some(actions) = self.call(true, |e| e.handle_split_request(subtask, None))? {
-                self.apply(actions);
+                self.apply("handle-split-request", actions)?;
             }
             if let Some(a) = self.answer(subtask) {
                 return Ok(Some(a));
@@ -377,6 +444,10 @@ impl SourceCoordinator {
         let r = std::mem::take(&mut self.readers[subtask as usize]);
         self.waiting.remove(&subtask);
         let n = r.assigned.len();
+        for s in &r.assigned {
+            self.held.remove(&s.id);
+            self.held_bytes = self.held_bytes.saturating_sub(split_data_bytes(s));
+        }
         // A ghost is still held by the enumerator: it goes back by itself.
         let back: Vec<Split> = r
             .assigned
@@ -388,7 +459,7 @@ impl SourceCoordinator {
             // After a rebuild, the resync already gave these back (they are
             // no longer in the history): no retry.
             if let Some(actions) = self.call(false, |e| e.add_splits_back(back.clone(), subtask))? {
-                self.apply(actions);
+                self.apply("add-splits-back", actions)?;
             }
         }
         Ok(n)
@@ -472,4 +543,13 @@ pub fn to_plugin(s: SplitData) -> Split {
             SplitPayloadData::Inline(t) => SplitPayload::Inline(t),
         },
     }
+}
+
+/// [`crate::plugin::split_bytes`] of a split in the runtime's form.
+fn split_data_bytes(s: &SplitData) -> u64 {
+    let payload = match &s.payload {
+        SplitPayloadData::FileRange { path, .. } => path.as_os_str().len(),
+        SplitPayloadData::Inline(t) => t.len(),
+    };
+    (s.id.len() + payload) as u64
 }

@@ -10,6 +10,11 @@
 //! with [`ShuffleError::PartitionNotFound`], and the scheduler re-runs the
 //! producer first (Flink's `PartitionNotFoundException` failover).
 //!
+//! The location is a plugin's answer, so the writer and reader take a
+//! [`PluginDir`] checked against the shuffle master's writable grants and
+//! do every file operation through the grant's capability, never following
+//! a symlink (`crate::grant`, rule in `docs/write-a-plugin.md`).
+//!
 //! # Subpartition file format
 //!
 //! A sequence of records, nothing before or after. All integers are
@@ -25,9 +30,11 @@
 //! it cannot happen to a partition with `COMPLETE`, which is created only
 //! after every subpartition was fsynced.
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+
+use crate::grant::{self, GrantError, PluginDir};
 
 /// Name of the marker file that makes a partition exist.
 pub const COMPLETE_MARKER: &str = "COMPLETE";
@@ -54,6 +61,11 @@ pub enum ShuffleError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The partition's directory is not one the host may use: outside the
+    /// shuffle master's writable grants, or a symlink on the way
+    /// (`crate::grant`). Names the plugin.
+    #[error(transparent)]
+    Grant(GrantError),
     /// A subpartition file is not in the format above.
     #[error("{path}: corrupt subpartition at byte {offset}: {reason}")]
     Corrupt {
@@ -68,7 +80,19 @@ pub enum ShuffleError {
 
 /// Path of subpartition `i` of the partition at `location`.
 pub fn subpartition_path(location: &Path, i: u32) -> PathBuf {
-    location.join(format!("sub-{i}.data"))
+    location.join(subpartition_name(i))
+}
+
+/// File name of subpartition `i` inside its partition's directory.
+pub fn subpartition_name(i: u32) -> String {
+    format!("sub-{i}.data")
+}
+
+fn grant_error(location: &Path, e: GrantError) -> ShuffleError {
+    ShuffleError::Io {
+        path: location.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()),
+    }
 }
 
 /// Whether the partition at `location` exists (has its `COMPLETE` marker).
@@ -100,34 +124,47 @@ pub fn key_hash<S: AsRef<str>>(row: &[S], key: &[usize]) -> u64 {
 #[derive(Debug)]
 pub struct PartitionWriter {
     location: PathBuf,
+    /// The partition's directory, opened without following symlinks.
+    dir: cap_std::fs::Dir,
     files: Vec<BufWriter<File>>,
     bytes: Vec<u64>,
 }
 
 impl PartitionWriter {
     /// Creates `location` (and parents) afresh, removing what an earlier
-    /// try left there, and opens `num_subpartitions` files.
+    /// try left there, and opens `num_subpartitions` files. For a directory
+    /// the host chose itself; a location a shuffle master returned goes
+    /// through [`PartitionWriter::create_in`].
     ///
     /// # Errors
     ///
     /// [`ShuffleError::Io`] if the directory or a file cannot be created.
     pub fn create(location: &Path, num_subpartitions: u32) -> Result<Self, ShuffleError> {
-        let io = |source| ShuffleError::Io {
-            path: location.to_path_buf(),
-            source,
-        };
-        if location.exists() {
-            fs::remove_dir_all(location).map_err(io)?;
-        }
-        fs::create_dir_all(location).map_err(io)?;
+        let dir = PluginDir::host_chosen(location).map_err(|e| grant_error(location, e))?;
+        Self::create_in(&dir, num_subpartitions)
+    }
+
+    /// As [`PartitionWriter::create`], for a directory inside a shuffle
+    /// master's writable grant: every file operation goes through the
+    /// grant's capability and never follows a symlink (`crate::grant`).
+    ///
+    /// # Errors
+    ///
+    /// [`ShuffleError::Grant`] if the directory cannot be created there
+    /// (e.g. a symlink on the way); [`ShuffleError::Io`] for a file.
+    pub fn create_in(location: &PluginDir, num_subpartitions: u32) -> Result<Self, ShuffleError> {
+        let dir = location.create_fresh().map_err(ShuffleError::Grant)?;
+        let location_path = location.path();
         let mut files = Vec::with_capacity(num_subpartitions as usize);
         for i in 0..num_subpartitions {
-            let path = subpartition_path(location, i);
-            let f = File::create(&path).map_err(|source| ShuffleError::Io { path, source })?;
+            let path = subpartition_path(location_path, i);
+            let f = grant::create_new_file(&dir, &subpartition_name(i))
+                .map_err(|source| ShuffleError::Io { path, source })?;
             files.push(BufWriter::with_capacity(IO_BUFFER, f));
         }
         Ok(Self {
-            location: location.to_path_buf(),
+            location: location_path.to_path_buf(),
+            dir,
             files,
             bytes: vec![0; num_subpartitions as usize],
         })
@@ -190,13 +227,13 @@ impl PartitionWriter {
             }
         }
         let marker = self.location.join(COMPLETE_MARKER);
-        File::create(&marker)
+        grant::create_new_file(&self.dir, COMPLETE_MARKER)
             .and_then(|f| f.sync_all())
             .map_err(|source| ShuffleError::Io {
                 path: marker,
                 source,
             })?;
-        sync_dir(&self.location);
+        grant::sync_opened_dir(&self.dir);
         Ok(self.bytes)
     }
 }
@@ -218,24 +255,44 @@ pub struct SubpartitionReader {
 }
 
 impl SubpartitionReader {
-    /// Opens subpartition `sub` of the partition at `location`.
+    /// Opens subpartition `sub` of the partition at `location`, a directory
+    /// the host chose itself; see [`SubpartitionReader::open_in`].
     ///
     /// # Errors
     ///
-    /// [`ShuffleError::PartitionNotFound`] if the partition has no
-    /// `COMPLETE` marker or the file is missing; [`ShuffleError::Io`] otherwise.
+    /// As [`SubpartitionReader::open_in`].
     pub fn open(location: &Path, sub: u32) -> Result<Self, ShuffleError> {
-        if !partition_exists(location) {
-            return Err(ShuffleError::PartitionNotFound {
-                location: location.to_path_buf(),
-            });
+        let dir = PluginDir::host_chosen(location).map_err(|e| grant_error(location, e))?;
+        Self::open_in(&dir, sub)
+    }
+
+    /// Opens subpartition `sub` of the partition at `location` (inside a
+    /// shuffle master's grant) without following any symlink.
+    ///
+    /// # Errors
+    ///
+    /// [`ShuffleError::PartitionNotFound`] if the directory, its
+    /// `COMPLETE` marker or the file is missing; [`ShuffleError::Grant`]
+    /// for a symlink on the way; [`ShuffleError::Io`] otherwise.
+    pub fn open_in(location: &PluginDir, sub: u32) -> Result<Self, ShuffleError> {
+        let not_found = || ShuffleError::PartitionNotFound {
+            location: location.path().to_path_buf(),
+        };
+        let dir = match location.open() {
+            Ok(dir) => dir,
+            Err(e) if e.is_not_found() => return Err(not_found()),
+            Err(e) => return Err(ShuffleError::Grant(e)),
+        };
+        if !dir
+            .symlink_metadata(COMPLETE_MARKER)
+            .is_ok_and(|m| m.is_file())
+        {
+            return Err(not_found());
         }
-        let path = subpartition_path(location, sub);
-        let f = File::open(&path).map_err(|source| {
+        let path = subpartition_path(location.path(), sub);
+        let f = grant::open_file_nofollow(&dir, &subpartition_name(sub)).map_err(|source| {
             if source.kind() == std::io::ErrorKind::NotFound {
-                ShuffleError::PartitionNotFound {
-                    location: location.to_path_buf(),
-                }
+                not_found()
             } else {
                 ShuffleError::Io {
                     path: path.clone(),
@@ -318,6 +375,7 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn records_round_trip_and_sizes_are_counted() {

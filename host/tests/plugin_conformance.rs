@@ -142,6 +142,8 @@ fn every_file_enumerator_hands_splits_added_back_out_again_first() {
         let back = vec![first[0].1.clone(), second[0].1.clone()];
         e.add_splits_back(back.clone(), 0).unwrap();
         assert_eq!(e.unassigned_splits().unwrap(), 7, "{name}");
+        // Splits go only to registered readers (WIT `assign-splits`).
+        e.add_reader(1).unwrap();
         let again: Vec<_> = (0..2)
             .map(|_| {
                 assigned(&e.handle_split_request(1, None).unwrap())[0]

@@ -136,10 +136,17 @@ fn a_call_that_loops_forever_ends_with_a_deadline_error_and_poisons_the_plugin()
 /// Scenario 16, policy `rebuild`: the store is rebuilt from the snapshot.
 #[test]
 fn after_a_deadline_the_plugin_is_rebuilt_from_its_last_snapshot() {
-    let mut s = faulty(&[("splits", "5"), ("fault", "loop"), ("on", "add-reader")]);
+    // The first `add-reader` succeeds (splits go only to registered readers); the second loops.
+    let mut s = faulty(&[
+        ("splits", "5"),
+        ("fault", "loop"),
+        ("on", "add-reader"),
+        ("trap-after", "1"),
+    ]);
     s.limits.call_timeout = Duration::from_millis(150);
     let mut e = host().load(&s).unwrap().split_enumerator(1).unwrap();
     e.start().unwrap();
+    e.add_reader(0).unwrap();
     e.handle_split_request(0, None).unwrap();
     e.snapshot_state(-1).unwrap();
     let err = e.add_reader(0).unwrap_err();
@@ -205,6 +212,7 @@ fn a_plugin_that_traps_mid_job_is_restored_from_its_last_snapshot_or_fails_namin
     let plugin = host().load(&faulty(&config)).unwrap();
     let mut e = plugin.split_enumerator(1).unwrap();
     e.start().unwrap();
+    e.add_reader(0).unwrap();
     assert_eq!(
         inline_lines(&e.handle_split_request(0, None).unwrap()),
         vec!["line-0"]
@@ -230,6 +238,7 @@ fn a_plugin_that_traps_mid_job_is_restored_from_its_last_snapshot_or_fails_namin
     failing.limits.on_trap = TrapPolicy::Fail;
     let mut e = host().load(&failing).unwrap().split_enumerator(1).unwrap();
     e.start().unwrap();
+    e.add_reader(0).unwrap();
     e.snapshot_state(-1).unwrap();
     e.handle_split_request(0, None).unwrap();
     e.handle_split_request(0, None).unwrap();
@@ -365,6 +374,7 @@ fn a_plugin_with_no_directory_granted_cannot_read_the_hosts_files() {
     granted.dirs.push(grant(dir.path(), false));
     let mut e = host().load(&granted).unwrap().split_enumerator(1).unwrap();
     e.start().unwrap();
+    e.add_reader(0).unwrap();
     assert_eq!(
         inline_lines(&e.handle_split_request(0, None).unwrap()),
         vec!["the host's secret"]

@@ -10,7 +10,30 @@ use super::bindings::enumerator::SplitEnumeratorPlugin;
 use super::bindings::enumerator::exports::coordhost::plugin::split_enumerator::GuestEnumerator;
 use super::instance::{self, Fault};
 use super::store::PluginState;
-use super::{KindPre, LoadedPlugin, PluginError, PluginKind, Split, TrapPolicy};
+use super::{KindPre, LoadedPlugin, PluginError, PluginKind, Split, SplitPayload, TrapPolicy};
+use crate::grant::Grants;
+
+/// Most splits (plus context calls) the host takes from a split enumerator
+/// in one call; past it the call fails naming the plugin.
+pub const MAX_SPLITS_PER_CALL: u64 = 100_000;
+/// Most split bytes (ids, paths and inline text) the host takes from a
+/// split enumerator in one call: 64 MiB.
+pub const MAX_SPLIT_BYTES_PER_CALL: u64 = 64 << 20;
+/// Most splits the host keeps assigned for one split enumerator at once
+/// (its assignment history; splits given back no longer count).
+pub const MAX_SPLITS_TOTAL: u64 = 1_000_000;
+/// Most split bytes the host keeps assigned for one split enumerator at
+/// once: 256 MiB.
+pub const MAX_SPLIT_BYTES_TOTAL: u64 = 256 << 20;
+
+/// The bytes of a split the host keeps: its id and its path or inline text.
+pub fn split_bytes(split: &Split) -> u64 {
+    let payload = match &split.payload {
+        SplitPayload::FileRange(r) => r.path.len(),
+        SplitPayload::Inline(text) => text.len(),
+    };
+    (split.id.len() + payload) as u64
+}
 
 /// A call the enumerator made back into the host (through the imported
 /// `enumerator-context`) during one call, in the order it made them.
@@ -48,6 +71,9 @@ pub struct SplitEnumerator {
     /// What the store rebuilt after the last fault did when started, until
     /// the source coordinator takes it.
     rebuilt: Option<Vec<EnumeratorAction>>,
+    /// The plugin's granted directories: a `file-range` split must name a
+    /// path inside one of them (`crate::grant`).
+    grants: Grants,
 }
 
 struct Live {
@@ -64,7 +90,9 @@ impl SplitEnumerator {
     ) -> Result<Self, PluginError> {
         instance::expect_kind(&plugin, PluginKind::SplitEnumerator)?;
         let live = instantiate(&plugin, parallelism, &BTreeSet::new(), snapshot.as_deref())?;
+        let grants = Grants::new(plugin.name(), &plugin.spec().dirs);
         Ok(Self {
+            grants,
             plugin,
             parallelism,
             live: Some(live),
@@ -78,6 +106,11 @@ impl SplitEnumerator {
     /// The plugin's name in the job file.
     pub fn name(&self) -> &str {
         self.plugin.name()
+    }
+
+    /// The plugin's granted directories.
+    pub fn grants(&self) -> &Grants {
+        &self.grants
     }
 
     /// The source parallelism this enumerator serves.
@@ -200,7 +233,7 @@ impl SplitEnumerator {
             });
         };
         instance::arm_deadline(&mut live.store, self.plugin.inner());
-        live.store.data_mut().context.actions.clear();
+        live.store.data_mut().context.begin_call();
         let outcome = f(
             live.world.coordhost_plugin_split_enumerator().enumerator(),
             &mut live.store,
@@ -208,7 +241,17 @@ impl SplitEnumerator {
         );
         match instance::settle(&live.store, self.plugin.inner(), call, outcome) {
             Ok(Ok(value)) => {
-                let actions = std::mem::take(&mut live.store.data_mut().context.actions);
+                let context = &mut live.store.data_mut().context;
+                let over_bound = context.over_bound;
+                let actions = std::mem::take(&mut context.actions);
+                if over_bound {
+                    return Err(self.broke(
+                        call,
+                        format!(
+                            "assigned more than {MAX_SPLITS_PER_CALL} splits or {MAX_SPLIT_BYTES_PER_CALL} bytes of splits in one call (the host's bound on what it takes from a plugin per call)"
+                        ),
+                    ));
+                }
                 self.check_actions(call, &actions)?;
                 Ok((value, actions))
             }
@@ -217,23 +260,61 @@ impl SplitEnumerator {
         }
     }
 
+    fn broke(&self, call: &'static str, reason: String) -> PluginError {
+        PluginError::Protocol {
+            plugin: self.plugin.name().to_string(),
+            call,
+            reason,
+        }
+    }
+
+    /// The contract of `enumerator-context`: subtasks within the
+    /// parallelism, assignments only to registered readers, `file-range`
+    /// paths inside the plugin's grants, no split id twice in one call.
     fn check_actions(
         &self,
         call: &'static str,
         actions: &[EnumeratorAction],
     ) -> Result<(), PluginError> {
+        let mut ids = std::collections::HashSet::new();
         for action in actions {
             let (EnumeratorAction::Assign { subtask, .. }
             | EnumeratorAction::NoMoreSplits { subtask }) = action;
             if *subtask >= self.parallelism {
-                return Err(PluginError::Protocol {
-                    plugin: self.plugin.name().to_string(),
+                return Err(self.broke(
                     call,
-                    reason: format!(
+                    format!(
                         "named subtask {subtask}, but the source has parallelism {}",
                         self.parallelism
                     ),
-                });
+                ));
+            }
+            let EnumeratorAction::Assign { subtask, splits } = action else {
+                continue;
+            };
+            if !self.readers.contains(subtask) {
+                return Err(self.broke(
+                    call,
+                    format!(
+                        "assigned splits to subtask {subtask}, which has no registered reader (enumerator-context.assign-splits)"
+                    ),
+                ));
+            }
+            for split in splits {
+                if !ids.insert(split.id.as_str()) {
+                    return Err(self.broke(
+                        call,
+                        format!("assigned split id `{}` twice (ids are unique within an enumerator)", split.id),
+                    ));
+                }
+                if let SplitPayload::FileRange(r) = &split.payload
+                    && let Err(e) = self.grants.check_readable(std::path::Path::new(&r.path))
+                {
+                    return Err(self.broke(
+                        call,
+                        format!("split `{}` names {}", split.id, e.detail()),
+                    ));
+                }
             }
         }
         Ok(())

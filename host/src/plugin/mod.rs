@@ -47,7 +47,10 @@ pub use bindings::enumerator::coordhost::plugin::types::{
 };
 pub use bindings::{WIT_PACKAGE, WIT_VERSION};
 pub use cache::CacheOutcome;
-pub use enumerator::{EnumeratorAction, SplitEnumerator};
+pub use enumerator::{
+    EnumeratorAction, MAX_SPLIT_BYTES_PER_CALL, MAX_SPLIT_BYTES_TOTAL, MAX_SPLITS_PER_CALL,
+    MAX_SPLITS_TOTAL, SplitEnumerator, split_bytes,
+};
 pub use error::PluginError;
 pub use output::{MAX_MESSAGE_BYTES, one_line};
 pub use shuffle::ShuffleMaster;

@@ -1,6 +1,8 @@
 //! The typed wrapper of a shuffle-master plugin instance (Flink's
 //! `ShuffleMaster` with FLIP-383's batch snapshot and partition report).
 
+use std::path::Path;
+
 use wasmtime::Store;
 use wasmtime::component::ResourceAny;
 
@@ -13,6 +15,7 @@ use super::{
     PluginKind, ProducerDescriptor, ResultPartitionId, ShuffleDescriptor, ShuffleMasterSnapshot,
     TrapPolicy,
 };
+use crate::grant::{Grants, PluginDir};
 
 /// One live shuffle master. Every method is one call into the plugin under
 /// its deadline and memory cap.
@@ -26,6 +29,9 @@ pub struct ShuffleMaster {
     /// Jobs registered, registered again after a rebuild.
     jobs: Vec<String>,
     poisoned: Option<String>,
+    /// The plugin's granted directories: every location it returns is
+    /// checked against them (`crate::grant`).
+    grants: Grants,
 }
 
 struct Live {
@@ -38,12 +44,14 @@ impl ShuffleMaster {
     pub(crate) fn create(plugin: LoadedPlugin) -> Result<Self, PluginError> {
         instance::expect_kind(&plugin, PluginKind::ShuffleMaster)?;
         let live = instantiate(&plugin)?;
+        let grants = Grants::new(plugin.name(), &plugin.spec().dirs);
         Ok(Self {
             plugin,
             live: Some(live),
             snapshots: Vec::new(),
             jobs: Vec::new(),
             poisoned: None,
+            grants,
         })
     }
 
@@ -74,19 +82,67 @@ impl ShuffleMaster {
         Ok(())
     }
 
+    /// The plugin's granted directories, against which the host checks
+    /// every location before it creates, writes, reads or deletes there.
+    pub fn grants(&self) -> &Grants {
+        &self.grants
+    }
+
     /// `register-partition-with-producer`: where the partition will live.
+    /// The answer is checked against the contract: the descriptor is for
+    /// the partition asked about, with its number of subpartitions, at a
+    /// location inside one of the plugin's writable grants.
     ///
     /// # Errors
-    /// As [`ShuffleMaster::register_job`].
+    /// As [`ShuffleMaster::register_job`]; [`PluginError::Protocol`] when
+    /// the answer breaks the contract.
     pub fn register_partition_with_producer(
         &mut self,
         job_id: &str,
         partition: &PartitionDescriptor,
         producer: &ProducerDescriptor,
     ) -> Result<ShuffleDescriptor, PluginError> {
-        self.call("register-partition-with-producer", |g, store, h| {
+        const CALL: &str = "register-partition-with-producer";
+        let d = self.call(CALL, |g, store, h| {
             g.call_register_partition_with_producer(store, h, job_id, partition, producer)
-        })
+        })?;
+        let broke = |reason: String| PluginError::Protocol {
+            plugin: self.plugin.name().to_string(),
+            call: CALL,
+            reason,
+        };
+        if d.id != partition.id {
+            return Err(broke(format!(
+                "returned a shuffle descriptor for partition {}, but was asked for {}",
+                partition_name(&d.id),
+                partition_name(&partition.id)
+            )));
+        }
+        if d.num_subpartitions != partition.num_subpartitions {
+            return Err(broke(format!(
+                "returned a shuffle descriptor of {} subpartitions for partition {}, which has {}",
+                d.num_subpartitions,
+                partition_name(&partition.id),
+                partition.num_subpartitions
+            )));
+        }
+        self.partition_dir(CALL, &d.location)?;
+        Ok(d)
+    }
+
+    /// The directory of a partition at `location` (as a descriptor names
+    /// it), checked to lie inside one of the plugin's writable grants.
+    ///
+    /// # Errors
+    /// [`PluginError::Protocol`] naming `call` when it does not.
+    pub fn partition_dir(&self, call: &'static str, location: &str) -> Result<PluginDir, PluginError> {
+        self.grants
+            .writable_dir(Path::new(location))
+            .map_err(|e| PluginError::Protocol {
+                plugin: self.plugin.name().to_string(),
+                call,
+                reason: format!("returned location {}", e.detail()),
+            })
     }
 
     /// `release-partition-externally`: the partition's data may go.
@@ -244,6 +300,14 @@ impl ShuffleMaster {
         }
         Ok(())
     }
+}
+
+/// `data-set/vertex-subtask-attempt`, for messages.
+fn partition_name(id: &ResultPartitionId) -> String {
+    format!(
+        "{}/{}-{}-{}",
+        id.intermediate_data_set, id.producer.job_vertex, id.producer.subtask, id.producer.attempt
+    )
 }
 
 fn instantiate(plugin: &LoadedPlugin) -> Result<Live, PluginError> {

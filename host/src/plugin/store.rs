@@ -45,6 +45,40 @@ pub(crate) struct EnumeratorContextState {
     pub(crate) readers: BTreeSet<u32>,
     /// Context calls made during the current plugin call, in order.
     pub(crate) actions: Vec<EnumeratorAction>,
+    /// Splits and split bytes taken during the current call; past the
+    /// bounds of `enumerator::MAX_SPLITS_PER_CALL` and
+    /// `enumerator::MAX_SPLIT_BYTES_PER_CALL` nothing more is kept and
+    /// `over_bound` is set, so a plugin cannot grow host memory.
+    pub(crate) taken: (u64, u64),
+    /// Set when the current call went past a bound.
+    pub(crate) over_bound: bool,
+}
+
+impl EnumeratorContextState {
+    /// Starts a plugin call: no actions, nothing taken.
+    pub(crate) fn begin_call(&mut self) {
+        self.actions.clear();
+        self.taken = (0, 0);
+        self.over_bound = false;
+    }
+
+    /// Counts `items` (splits and context calls) and `bytes` against the
+    /// per-call bounds; whether they may be kept.
+    fn take(&mut self, items: u64, bytes: u64) -> bool {
+        if self.over_bound {
+            return false;
+        }
+        self.taken.0 = self.taken.0.saturating_add(items);
+        self.taken.1 = self.taken.1.saturating_add(bytes);
+        if self.taken.0 > super::enumerator::MAX_SPLITS_PER_CALL
+            || self.taken.1 > super::enumerator::MAX_SPLIT_BYTES_PER_CALL
+        {
+            self.over_bound = true;
+            self.actions = Vec::new();
+            return false;
+        }
+        true
+    }
 }
 
 impl PluginState {
@@ -171,16 +205,21 @@ impl host_log::Host for PluginState {
 impl enumerator_context::Host for PluginState {
     fn assign_splits(&mut self, assignment: Vec<(u32, Vec<types::Split>)>) {
         for (subtask, splits) in assignment {
-            self.context
-                .actions
-                .push(EnumeratorAction::Assign { subtask, splits });
+            let bytes = splits.iter().map(super::enumerator::split_bytes).sum();
+            if self.context.take(1 + splits.len() as u64, bytes) {
+                self.context
+                    .actions
+                    .push(EnumeratorAction::Assign { subtask, splits });
+            }
         }
     }
 
     fn signal_no_more_splits(&mut self, subtask: u32) {
-        self.context
-            .actions
-            .push(EnumeratorAction::NoMoreSplits { subtask });
+        if self.context.take(1, 0) {
+            self.context
+                .actions
+                .push(EnumeratorAction::NoMoreSplits { subtask });
+        }
     }
 
     fn registered_readers(&mut self) -> Vec<u32> {

@@ -26,8 +26,9 @@ use std::time::Duration;
 
 pub use decimal::Decimal;
 pub use pool::WorkerPool;
-pub use source::{SplitData, SplitPayloadData, VecSplitSource};
+pub use source::{MAX_LINE_BYTES, SplitData, SplitPayloadData, VecSplitSource};
 
+use crate::grant::{Grants, PluginDir};
 use crate::graph::{AttemptId, DistributionPattern, Operator, SinkSpec};
 use crate::shuffle::{PartitionWriter, ShuffleError, SubpartitionReader};
 
@@ -54,6 +55,17 @@ pub enum TaskError {
         path: PathBuf,
         /// The I/O error.
         source: std::io::Error,
+    },
+    /// A split names a file the host may not read for its enumerator
+    /// (outside its grants after symlinks are resolved, not a regular
+    /// file) or cannot read safely (a line longer than
+    /// [`MAX_LINE_BYTES`]). The reason names the plugin.
+    #[error("split `{split}`: {reason}")]
+    Split {
+        /// The split's id.
+        split: String,
+        /// What is wrong, naming the plugin and the path.
+        reason: String,
     },
     /// A row does not fit the operator chain (wrong column count, not a number).
     #[error("vertex `{vertex}`: {detail}")]
@@ -103,8 +115,11 @@ pub trait SplitSource: Send {
 pub struct InputPartition {
     /// Producer attempt (for PartitionNotFound).
     pub producer: AttemptId,
-    /// The partition's directory.
+    /// The partition's directory, as the shuffle master named it.
     pub location: PathBuf,
+    /// The shuffle master's grants: the directory is read only inside them,
+    /// without following symlinks (`crate::grant`).
+    pub grants: Grants,
     /// Subpartitions to read.
     pub subpartitions: Range<u32>,
 }
@@ -122,8 +137,9 @@ pub enum TaskInput {
 pub struct TaskOutput {
     /// Edge index.
     pub edge: usize,
-    /// Directory from the shuffle descriptor.
-    pub location: PathBuf,
+    /// Directory from the shuffle descriptor, checked against the shuffle
+    /// master's writable grants.
+    pub location: PluginDir,
     /// Number of subpartitions.
     pub num_subpartitions: u32,
     /// Routing.
@@ -159,6 +175,9 @@ pub struct TaskSpec {
     pub outputs: Vec<TaskOutput>,
     /// For a sink: where to stage the output.
     pub sink: Option<Arc<SinkSpec>>,
+    /// For a source: the split enumerator's grants, the only place a
+    /// `file-range` split is read from (`crate::grant`).
+    pub source_grants: Option<Grants>,
     /// Sleep per input record (test knob).
     pub record_delay: Duration,
     /// Fail after this many records (test knob).
@@ -196,6 +215,7 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
         input,
         outputs,
         sink,
+        source_grants,
         record_delay,
         fail_after,
         cancel,
@@ -232,7 +252,7 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
         TaskInput::Splits(mut splits) => {
             while let Some(split) = splits.next_split()? {
                 report.splits += 1;
-                source::read_split(&split, &operators, &vertex_id, |row| {
+                source::read_split(&split, source_grants.as_ref(), &operators, &vertex_id, |row| {
                     tick(&mut report)?;
                     chain.push(row)
                 })?;
@@ -241,8 +261,11 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
         TaskInput::Partitions(parts) => {
             for p in parts {
                 for sub in p.subpartitions.clone() {
-                    let mut r =
-                        SubpartitionReader::open(&p.location, sub).map_err(|e| match e {
+                    let dir = p
+                        .grants
+                        .writable_dir(&p.location)
+                        .map_err(|e| TaskError::Shuffle(ShuffleError::Grant(e)))?;
+                    let mut r = SubpartitionReader::open_in(&dir, sub).map_err(|e| match e {
                             ShuffleError::PartitionNotFound { location } => {
                                 TaskError::PartitionNotFound {
                                     producer: p.producer,
@@ -277,7 +300,7 @@ impl PartitionOutputs {
         for o in outputs {
             writers.push((
                 o.clone(),
-                PartitionWriter::create(&o.location, o.num_subpartitions)?,
+                PartitionWriter::create_in(&o.location, o.num_subpartitions)?,
             ));
         }
         Ok(Self { writers, rows: 0 })

@@ -6,12 +6,18 @@
 //! can cut lines anywhere and every line is read by exactly one split.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::PathBuf;
 
 use super::operators::parse_csv_line;
 use super::{SplitSource, TaskError};
+use crate::grant::Grants;
 use crate::graph::Operator;
+
+/// Longest line a source reader takes from a `file-range` split, in bytes
+/// (16 MiB, the newline included): a longer line fails the task naming the
+/// split's enumerator, so a file without newlines cannot grow host memory.
+pub const MAX_LINE_BYTES: usize = 16 << 20;
 
 /// What a split holds, as the host's readers see it (mirrors the WIT
 /// `split-payload`).
@@ -55,10 +61,20 @@ impl SplitSource for VecSplitSource {
 ///
 /// # Errors
 ///
-/// [`TaskError::Io`] for a file that cannot be read, [`TaskError::Data`] for
-/// a CSV line with the wrong number of fields, and whatever `emit` returns.
+/// A `file-range` split is read only inside `grants`, the split
+/// enumerator's directories (symlinks resolved, regular files only, lines
+/// up to [`MAX_LINE_BYTES`]); `None` is for splits the host made itself
+/// (tests, tools), read with the host's own authority.
+///
+/// # Errors
+///
+/// [`TaskError::Split`] for a file outside the grants, not a regular file,
+/// or with a line over the bound; [`TaskError::Io`] for a file that cannot
+/// be read, [`TaskError::Data`] for a CSV line with the wrong number of
+/// fields, and whatever `emit` returns.
 pub fn read_split(
     split: &SplitData,
+    grants: Option<&Grants>,
     operators: &[Operator],
     vertex: &str,
     mut emit: impl FnMut(Vec<String>) -> Result<(), TaskError>,
@@ -117,20 +133,43 @@ pub fn read_split(
                 source,
             };
             let name = path.display().to_string();
-            let mut f = BufReader::with_capacity(256 * 1024, File::open(path).map_err(io)?);
+            let file = match grants {
+                Some(g) => g
+                    .open_readable_file(path)
+                    .map_err(|e| TaskError::Split {
+                        split: split.id.clone(),
+                        reason: e.to_string(),
+                    })?,
+                None => File::open(path).map_err(io)?,
+            };
+            let plugin = grants.map_or("(host)", Grants::plugin);
+            let too_long = |at: u64| TaskError::Split {
+                split: split.id.clone(),
+                reason: format!(
+                    "plugin `{plugin}` named {name}, whose line at byte {at} is longer than {MAX_LINE_BYTES} bytes"
+                ),
+            };
+            let mut f = BufReader::with_capacity(256 * 1024, file);
             let end = start.saturating_add(*length);
             let mut pos = *start;
             let mut buf = Vec::new();
             if *start > 0 {
                 // The line that contains byte start-1 belongs to an earlier split.
                 f.seek(SeekFrom::Start(start - 1)).map_err(io)?;
-                pos = start - 1 + f.read_until(b'\n', &mut buf).map_err(io)? as u64;
+                let n = read_line_bounded(&mut f, &mut buf).map_err(io)?;
+                if n > MAX_LINE_BYTES {
+                    return Err(too_long(start - 1));
+                }
+                pos = start - 1 + n as u64;
             }
             while pos < end {
                 buf.clear();
-                let n = f.read_until(b'\n', &mut buf).map_err(io)?;
+                let n = read_line_bounded(&mut f, &mut buf).map_err(io)?;
                 if n == 0 {
                     break;
+                }
+                if n > MAX_LINE_BYTES {
+                    return Err(too_long(pos));
                 }
                 let line = std::str::from_utf8(&buf).map_err(|_| TaskError::Data {
                     vertex: vertex.to_string(),
@@ -142,6 +181,13 @@ pub fn read_split(
             Ok(())
         }
     }
+}
+
+/// Reads one line (with its `\n`) into `buf`, but at most
+/// [`MAX_LINE_BYTES`] + 1 bytes: a result over the bound means the line is
+/// too long.
+fn read_line_bounded(f: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    f.take(MAX_LINE_BYTES as u64 + 1).read_until(b'\n', buf)
 }
 
 #[cfg(test)]
@@ -158,7 +204,7 @@ mod tests {
             },
         };
         let mut out = Vec::new();
-        read_split(&split, &[Operator::ReadLines], "v", |r| {
+        read_split(&split, None, &[Operator::ReadLines], "v", |r| {
             out.push(r[0].clone());
             Ok(())
         })

@@ -11,7 +11,7 @@
 //! | `fault` | `none` (default), `loop` (spin forever), `grow-memory` (allocate and touch 1 MiB blocks forever), `trap` (panic with "faulty-enumerator: trap on <call>"), `read-file` (read the file at `path`) |
 //! | `on` | the call where the fault strikes: `create`, `start`, `handle-split-request` (default), `add-reader`, `snapshot-state`, `add-splits-back` |
 //! | `trap-after` | number of calls of kind `on` that succeed before the fault strikes, default 0; counted per component instance (a store rebuilt by the host counts from 0 again) and applied to every fault kind |
-//! | `path` | for `read-file`: the file to read |
+//! | `path` | for `read-file`: the file to read; for `assign-file`: the file the split names |
 //! | `snapshot-pad-mib` | MiB of padding appended to every batch snapshot, default 0: a large snapshot, to test the host's handling of one (side files, its size limit) |
 //! | `sleep-ms` | for `sleep`: how long to sleep, default 20000 |
 //! | `flood-lines` | for `flood`: lines written to stdout, to stderr and through `host-log` each, default 20000 |
@@ -30,6 +30,15 @@
 //! addresses of `probe-connect`; logs one `host-log` line per attempt,
 //! `probe <what> <target>: refused: <error>` or
 //! `probe <what> <target>: ALLOWED ...`, then goes on).
+//!
+//! Faults that break the host's contract (each strikes on the call it names, whatever `on` says):
+//!
+//! | `fault` | what the plugin does |
+//! |---|---|
+//! | `assign-file` | the first `handle-split-request` of each subtask assigns split `file-<subtask>`, a `file-range` of `path` from byte 0, `length` bytes (default 2^40); later requests go on as without a fault; the split given back is assigned again |
+//! | `duplicate-ids` | every `handle-split-request` assigns a split with the same id `dup` |
+//! | `assign-before-reader` | `start` assigns split `early` to subtask 0, before any reader registered |
+//! | `split-flood` | one `handle-split-request` calls `assign-splits` `flood-calls` times (default 400) with `flood-splits` inline splits each (default 200 000) |
 //!
 //! `read-file` returns `error::io` with the OS error (and not the path) when the read fails
 //! (e.g. the directory was not granted); when it succeeds, a call that names
@@ -55,8 +64,9 @@ use bindings::coordhost::plugin::types::{Error, LogLevel, Split, SplitPayload};
 use bindings::coordhost::plugin::{enumerator_context, host_log};
 use bindings::exports::coordhost::plugin::split_enumerator::{Enumerator, Guest, GuestEnumerator};
 use plugin_support::config;
+use bindings::coordhost::plugin::types::FileRange;
 use std::cell::RefCell;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -125,6 +135,10 @@ enum Fault {
     Silent,
     Flood { lines: u32, line_bytes: u32 },
     Probe(Probes),
+    AssignFile { path: String, length: u64 },
+    DuplicateIds,
+    AssignBeforeReader,
+    SplitFlood { calls: u32, splits: u32 },
 }
 
 /// What `probe` tries.
@@ -189,9 +203,26 @@ impl Settings {
                 write: list(config, "probe-write"),
                 connect: list(config, "probe-connect"),
             }),
+            "assign-file" => Fault::AssignFile {
+                path: config::required(config, "path")
+                    .map_err(|e| {
+                        Error::InvalidConfig(format!("{e} (needed by fault `assign-file`)"))
+                    })?
+                    .to_owned(),
+                length: config::parsed_or(config, "length", 1u64 << 40)
+                    .map_err(Error::InvalidConfig)?,
+            },
+            "duplicate-ids" => Fault::DuplicateIds,
+            "assign-before-reader" => Fault::AssignBeforeReader,
+            "split-flood" => Fault::SplitFlood {
+                calls: config::parsed_or(config, "flood-calls", 400u32)
+                    .map_err(Error::InvalidConfig)?,
+                splits: config::parsed_or(config, "flood-splits", 200_000u32)
+                    .map_err(Error::InvalidConfig)?,
+            },
             other => {
                 return Err(Error::InvalidConfig(format!(
-                    "config key `fault`: unknown fault `{other}` (expected none, loop, grow-memory, trap, read-file, sleep, silent, flood or probe)"
+                    "config key `fault`: unknown fault `{other}` (expected none, loop, grow-memory, trap, read-file, sleep, silent, flood, probe, assign-file, duplicate-ids, assign-before-reader or split-flood)"
                 )));
             }
         };
@@ -228,7 +259,11 @@ impl Settings {
             return Ok(false);
         }
         match &self.fault {
-            Fault::None => Ok(false),
+            Fault::None
+            | Fault::AssignFile { .. }
+            | Fault::DuplicateIds
+            | Fault::AssignBeforeReader
+            | Fault::SplitFlood { .. } => Ok(false),
             Fault::Loop => spin_forever(),
             Fault::GrowMemory => grow_memory_forever(),
             Fault::Trap => panic!("faulty-enumerator: trap on {}", call.name()),
@@ -440,9 +475,54 @@ fn strip_padding(bytes: &[u8], pad: usize) -> Result<&[u8], String> {
 pub struct FaultyEnumerator {
     settings: Settings,
     state: RefCell<State>,
+    /// Subtasks that got their `assign-file` split (not in snapshots).
+    given_file: RefCell<BTreeSet<u32>>,
 }
 
-impl FaultyEnumerator {}
+impl FaultyEnumerator {
+    /// Strikes a contract-breaking fault on `handle-split-request`;
+    /// whether the request was answered.
+    fn contract_fault(&self, subtask: u32) -> bool {
+        match &self.settings.fault {
+            Fault::AssignFile { path, length } => {
+                if !self.given_file.borrow_mut().insert(subtask) {
+                    return false;
+                }
+                let split = Split {
+                    id: format!("file-{subtask}"),
+                    payload: SplitPayload::FileRange(FileRange {
+                        path: path.clone(),
+                        start: 0,
+                        length: *length,
+                    }),
+                };
+                enumerator_context::assign_splits(&[(subtask, vec![split])]);
+                true
+            }
+            Fault::DuplicateIds => {
+                let split = Split {
+                    id: "dup".to_owned(),
+                    payload: SplitPayload::Inline("dup".to_owned()),
+                };
+                enumerator_context::assign_splits(&[(subtask, vec![split])]);
+                true
+            }
+            Fault::SplitFlood { calls, splits } => {
+                for call in 0..*calls {
+                    let batch: Vec<Split> = (0..*splits)
+                        .map(|i| Split {
+                            id: format!("f-{call}-{i}"),
+                            payload: SplitPayload::Inline(String::new()),
+                        })
+                        .collect();
+                    enumerator_context::assign_splits(&[(subtask, batch)]);
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+}
 
 impl GuestEnumerator for FaultyEnumerator {
     fn create(config: Vec<(String, String)>, _parallelism: u32) -> Result<Enumerator, Error> {
@@ -451,6 +531,7 @@ impl GuestEnumerator for FaultyEnumerator {
         Ok(Enumerator::new(Self {
             settings,
             state: RefCell::new(State::default()),
+            given_file: RefCell::new(BTreeSet::new()),
         }))
     }
 
@@ -465,11 +546,19 @@ impl GuestEnumerator for FaultyEnumerator {
         Ok(Enumerator::new(Self {
             settings,
             state: RefCell::new(state),
+            given_file: RefCell::new(BTreeSet::new()),
         }))
     }
 
     fn start(&self) -> Result<(), Error> {
         self.settings.maybe_fault(Call::Start, None)?;
+        if self.settings.fault == Fault::AssignBeforeReader {
+            let split = Split {
+                id: "early".to_owned(),
+                payload: SplitPayload::Inline("early".to_owned()),
+            };
+            enumerator_context::assign_splits(&[(0, vec![split])]);
+        }
         Ok(())
     }
 
@@ -477,6 +566,7 @@ impl GuestEnumerator for FaultyEnumerator {
         if self
             .settings
             .maybe_fault(Call::HandleSplitRequest, Some(subtask))?
+            || self.contract_fault(subtask)
         {
             return Ok(());
         }
@@ -515,6 +605,11 @@ impl GuestEnumerator for FaultyEnumerator {
         for split in splits {
             if split.id == READ_FILE_SPLIT_ID {
                 continue; // a probe, not data: never handed out again
+            }
+            if let Some(owner) = split.id.strip_prefix("file-").and_then(|s| s.parse().ok()) {
+                // `assign-file`: handed out again on the next request, like any split.
+                self.given_file.borrow_mut().remove(&owner);
+                continue;
             }
             let index = split
                 .id

@@ -2,11 +2,11 @@
 //! starting source coordinators, registering result partitions with the
 //! shuffle master, and handing execution attempts to the worker pool.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{CoordinatorSplits, Figures, JobMaster, Message};
 use crate::coordinator::SourceCoordinator;
+use crate::grant::Grants;
 use crate::graph::{
     AttemptId, DistributionPattern, ExecutionState, Parallelism, VertexInit, decide_parallelism,
 };
@@ -133,10 +133,19 @@ impl JobMaster {
                     plugin: self.shuffle_plugin.clone(),
                     source,
                 })?;
+            // Checked against the shuffle master's writable grants (as the
+            // wrapper did already): the host writes only there (`crate::grant`).
+            let location = self
+                .shuffle
+                .partition_dir("register-partition-with-producer", &d.location)
+                .map_err(|source| JobError::Plugin {
+                    plugin: self.shuffle_plugin.clone(),
+                    source,
+                })?;
             let edge = &self.graph.job.edges[e];
             outputs.push(TaskOutput {
                 edge: e,
-                location: PathBuf::from(&d.location),
+                location,
                 num_subpartitions: n,
                 pattern: edge.pattern,
                 key: edge.key.clone(),
@@ -172,6 +181,15 @@ impl JobMaster {
             .iter()
             .find(|f| f.vertex == jv.id && f.subtask == s && f.attempt == attempt.attempt)
             .map(|f| f.after_records);
+        // A source reads `file-range` splits only inside its enumerator's grants.
+        let source_grants = jv.source.as_ref().map(|name| {
+            let dirs = self
+                .plugins
+                .get(name)
+                .map(|p| p.spec().dirs.clone())
+                .unwrap_or_default();
+            Grants::new(name, &dirs)
+        });
         let spec = TaskSpec {
             attempt,
             vertex_id: jv.id.clone(),
@@ -179,6 +197,7 @@ impl JobMaster {
             input,
             outputs,
             sink: jv.sink.clone().map(Arc::new),
+            source_grants,
             record_delay: jv.record_delay,
             fail_after,
             cancel: self.cancel.clone(),
@@ -231,6 +250,7 @@ impl JobMaster {
                         attempt: ex.attempt,
                     },
                     location,
+                    grants: self.shuffle.grants().clone(),
                     subpartitions: subpartitions.clone(),
                 });
             }
@@ -262,7 +282,9 @@ impl JobMaster {
             {
                 for p in &ex.partitions {
                     tracing::info!("test knob: deleting partition {}", p.location.display());
-                    let _ignored = std::fs::remove_dir_all(&p.location);
+                    if let Err(e) = self.shuffle.grants().remove_dir_all(&p.location) {
+                        tracing::warn!("test knob: {e}");
+                    }
                 }
             }
         }

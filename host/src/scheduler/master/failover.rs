@@ -162,7 +162,15 @@ impl JobMaster {
             if let Err(e) = self.shuffle.release_partition_externally(&d) {
                 tracing::warn!(plugin = %self.shuffle_plugin, "releasing {}: {e}", d.location);
             }
-            let _ignored = std::fs::remove_dir_all(&d.location);
+            // Deleted only inside the shuffle master's writable grants,
+            // without following symlinks (`crate::grant`).
+            if let Err(e) = self
+                .shuffle
+                .grants()
+                .remove_dir_all(std::path::Path::new(&d.location))
+            {
+                tracing::warn!(plugin = %self.shuffle_plugin, "not deleted: {e}");
+            }
         }
         if let Some(c) = self.coordinators.get_mut(&v) {
             self.touched.insert(v);

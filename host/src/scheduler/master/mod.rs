@@ -405,7 +405,11 @@ impl JobMaster {
             if let Err(e) = self.shuffle.release_partition_externally(&d) {
                 tracing::warn!(plugin = %self.shuffle_plugin, "releasing {}: {e}", d.location);
             }
-            let _ignored = std::fs::remove_dir_all(&p.location);
+            // Deleted only inside the shuffle master's writable grants,
+            // without following symlinks (`crate::grant`).
+            if let Err(e) = self.shuffle.grants().remove_dir_all(&p.location) {
+                tracing::warn!(plugin = %self.shuffle_plugin, "not deleted: {e}");
+            }
         }
         self.restart_all_once = plan.restart_all_once.clone();
         self.tasks_skipped = plan.kept.len() as u64;
