@@ -79,7 +79,7 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
         Err(e) => {
             eprintln!("coordhost: {e}");
             ExitCode::from(match e {
-                JobError::Workers { .. } => EXIT_JOB_FAILED,
+                JobError::Workers { .. } | JobError::RecoveryRetryLater { .. } => EXIT_JOB_FAILED,
                 _ => EXIT_BAD_INPUT,
             })
         }
