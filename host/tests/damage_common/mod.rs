@@ -56,20 +56,20 @@ pub struct Layout {
     pub len: usize,
 }
 
-fn word(bytes: &[u8], at: usize) -> usize {
-    let b: [u8; 4] = bytes
+fn word(bytes: &[u8], at: usize) -> Result<usize, String> {
+    bytes
         .get(at..at + 4)
-        .and_then(|s| s.try_into().ok())
-        .unwrap_or_else(|| panic!("no u32 at byte {at} of {} bytes", bytes.len()));
-    u32::from_le_bytes(b) as usize
+        .and_then(|s| <[u8; 4]>::try_from(s).ok())
+        .map(|b| u32::from_le_bytes(b) as usize)
+        .ok_or_else(|| format!("no u32 at byte {at} of {} bytes", bytes.len()))
 }
 
 /// Parses an intact subpartition file.
 ///
-/// # Panics
-/// If the bytes are not an intact subpartition (the tool aims only at
-/// files the host wrote).
-pub fn layout(bytes: &[u8]) -> Layout {
+/// # Errors
+/// A message when the bytes are not an intact subpartition (the tool aims
+/// only at files as the host wrote them, not at damage done before).
+pub fn layout(bytes: &[u8]) -> Result<Layout, String> {
     let mut out = Layout {
         len: bytes.len(),
         ..Layout::default()
@@ -77,35 +77,31 @@ pub fn layout(bytes: &[u8]) -> Layout {
     let mut at = 0;
     loop {
         out.block_starts.push(at);
-        let len = word(bytes, at);
+        let len = word(bytes, at)?;
         if len == 0 {
-            assert_eq!(
-                at + 8,
-                bytes.len(),
-                "the end marker is the last 8 bytes of the file"
-            );
-            assert_eq!(
-                word(bytes, at + 4),
-                out.records.len(),
-                "the end marker counts the records"
-            );
-            return out;
+            if at + 8 != bytes.len() || word(bytes, at + 4)? != out.records.len() {
+                return Err(format!("bad end marker at byte {at}"));
+            }
+            return Ok(out);
         }
         let payload = at + 8;
         let end = payload + len;
-        assert_eq!(
-            crc32c::crc32c(&bytes[payload..end]) as usize,
-            word(bytes, at + 4),
-            "block at {at}: CRC32C"
-        );
+        let block = bytes
+            .get(payload..end)
+            .ok_or_else(|| format!("block at {at} is cut"))?;
+        if crc32c::crc32c(block) as usize != word(bytes, at + 4)? {
+            return Err(format!("block at {at}: CRC32C does not match"));
+        }
         let mut r = payload;
         while r < end {
-            let fields = word(bytes, r);
+            let fields = word(bytes, r)?;
             let mut e = r + 4;
             for _ in 0..fields {
-                e += 4 + word(bytes, e);
+                e += 4 + word(bytes, e)?;
             }
-            assert!(e <= end, "record at {r} ends inside its block");
+            if e > end {
+                return Err(format!("record at {r} ends outside its block"));
+            }
             out.records.push((r, e));
             r = e;
         }
@@ -121,13 +117,13 @@ fn choose<T: Copy>(items: &[T], pick: u64) -> Option<T> {
 /// Applies `how` to the subpartition file `file`; `pick` chooses among the
 /// possible places (any number: it is taken modulo their count). Returns a
 /// line saying what was done, or `None` when the file has no such place
-/// (e.g. a record boundary in a file with one record).
+/// (e.g. a record boundary in a file with one record) or is not intact.
 ///
 /// # Panics
-/// If the file cannot be read, parsed or written.
+/// If the file cannot be read or written.
 pub fn damage_file(file: &Path, how: Damage, pick: u64) -> Option<String> {
     let bytes = std::fs::read(file).unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
-    let l = layout(&bytes);
+    let l = layout(&bytes).ok()?;
     let name = file.display();
     let cut = |at: usize, what: &str| {
         std::fs::write(file, &bytes[..at]).expect("cut the file");
@@ -166,16 +162,26 @@ pub fn damage_file(file: &Path, how: Damage, pick: u64) -> Option<String> {
     }
 }
 
-/// The subpartition files of the partition at `location` that hold at
-/// least one record, in subpartition order.
+/// The intact subpartition files of the partition at `location` that hold
+/// at least one record, in subpartition order.
 pub fn non_empty_subpartitions(location: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for i in 0.. {
-        let file = location.join(format!("sub-{i}.data"));
+    let mut numbered: Vec<(u32, PathBuf)> = std::fs::read_dir(location)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let i = name.strip_prefix("sub-")?.strip_suffix(".data")?.parse().ok()?;
+            Some((i, e.path()))
+        })
+        .collect();
+    numbered.sort();
+    for (_, file) in numbered {
         let Ok(bytes) = std::fs::read(&file) else {
-            break;
+            continue;
         };
-        if !layout(&bytes).records.is_empty() {
+        if layout(&bytes).is_ok_and(|l| !l.records.is_empty()) {
             out.push(file);
         }
     }
