@@ -126,10 +126,11 @@ pub enum JobError {
     },
     /// Recovery itself failed (a plugin or the shuffle master could not be
     /// restored or asked) although the log is intact, and committed sink
-    /// output rules out a full re-run: nothing was changed, and the next run
-    /// of the same command tries to recover again (docs/recovery.md, "When
+    /// output rules out a full re-run: the log is kept as it is (a
+    /// `RecoveryStarted` added), and the next run of the same command tries
+    /// to recover again (docs/recovery.md, "When
     /// recovery gives up"). Exit code 1: the run failed, the input is fine.
-    #[error("recovery failed: {reason}; the job event log is kept unchanged and the next `coordhost run` of this job tries to recover again (a full re-run now would duplicate the sink output already committed in {})", output.display())]
+    #[error("recovery failed: {reason}; the job event log is kept and the next `coordhost run` of this job tries to recover again (a full re-run now would duplicate the sink output already committed in {})", output.display())]
     RecoveryRetryLater {
         /// What failed.
         reason: String,
