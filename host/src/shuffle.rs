@@ -357,7 +357,10 @@ impl SubpartitionReader {
         let crc = u32::from_le_bytes(crc.try_into().expect("4 bytes"));
         if len == 0 {
             if crc != self.records {
-                return Err(self.corrupt(start, "the end marker counts other records than the file holds"));
+                return Err(self.corrupt(
+                    start,
+                    "the end marker counts other records than the file holds",
+                ));
             }
             let mut rest = [0u8; 1];
             if read_full(&mut self.input, &mut rest).map_err(|s| self.io(s))? != 0 {

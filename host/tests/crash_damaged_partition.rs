@@ -66,7 +66,10 @@ fn crash_damage_restart(fx: &Fixture, damage: impl Fn(&Path) -> String) -> (Path
     let mut cmd = Coordhost::new(&job, &data_dir);
     let mut run = cmd.start();
     if let Err(why) = run.poll_until(|| sources_done(&data_dir, SOURCES)) {
-        panic!("never saw every source finished: {why}\n{}", run.stderr_tail());
+        panic!(
+            "never saw every source finished: {why}\n{}",
+            run.stderr_tail()
+        );
     }
     match run.kill() {
         Kill::Killed { .. } => {}
@@ -84,7 +87,11 @@ fn crash_damage_restart(fx: &Fixture, damage: impl Fn(&Path) -> String) -> (Path
     eprintln!("damage: {what}");
 
     let (code, stderr) = cmd.start().exit();
-    assert_eq!(code, Some(0), "the restart finishes the job ({what}):\n{stderr}");
+    assert_eq!(
+        code,
+        Some(0),
+        "the restart finishes the job ({what}):\n{stderr}"
+    );
     let got = sorted_output(&data_dir);
     let want = expected_output(&fx.input);
     assert!(
@@ -138,7 +145,9 @@ fn a_partition_cut_at_a_record_boundary_is_missing_and_its_producer_runs_again()
     );
     let reasons = reset_reasons(&data_dir, SOURCE, 0);
     assert!(
-        reasons.iter().any(|r| r.contains("RecoveryPartitionMissing")),
+        reasons
+            .iter()
+            .any(|r| r.contains("RecoveryPartitionMissing")),
         "recovery reset {SOURCE} 0 for a missing partition: {reasons:?}"
     );
 }
@@ -153,7 +162,9 @@ fn a_partition_cut_in_the_middle_of_a_record_is_missing_and_its_producer_runs_ag
     );
     let reasons = reset_reasons(&data_dir, SOURCE, 0);
     assert!(
-        reasons.iter().any(|r| r.contains("RecoveryPartitionMissing")),
+        reasons
+            .iter()
+            .any(|r| r.contains("RecoveryPartitionMissing")),
         "recovery reset {SOURCE} 0 for a missing partition: {reasons:?}"
     );
 }

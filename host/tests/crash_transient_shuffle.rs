@@ -14,8 +14,7 @@ use std::path::{Path, PathBuf};
 
 use crash_common::{
     Coordhost, EventLog, Fixture, Kill, Running, SINK, SOURCE, WordJob, describe_log,
-    expected_output, first_difference, job_succeeded, published_parts, sorted_output,
-    sources_done,
+    expected_output, first_difference, job_succeeded, published_parts, sorted_output, sources_done,
 };
 
 /// Source parallelism of the job.
@@ -47,7 +46,10 @@ fn kill_when(mut run: Running, data_dir: &Path, what: &str, ready: impl Fn() -> 
         ),
         Kill::TooLate(_) => panic!("the job finished before the kill ({what})"),
     }
-    assert!(!job_succeeded(data_dir), "_SUCCESS was written before the kill");
+    assert!(
+        !job_succeeded(data_dir),
+        "_SUCCESS was written before the kill"
+    );
 }
 
 fn all_sources_finished(data_dir: &Path) -> bool {
@@ -62,7 +64,11 @@ fn a_sink_committed(data_dir: &Path) -> bool {
 fn assert_output_right(data_dir: &Path, input: &Path) {
     let got = sorted_output(data_dir);
     let want = expected_output(input);
-    assert!(got == want, "output is wrong: {}", first_difference(&got, &want));
+    assert!(
+        got == want,
+        "output is wrong: {}",
+        first_difference(&got, &want)
+    );
 }
 
 /// The source subtasks that ran in the last coordinator process.
@@ -189,7 +195,11 @@ fn a_failed_restore_with_committed_output_keeps_the_log_and_the_next_run_recover
     let before = EventLog::read(&data_dir).expect("the log");
 
     let (code, stderr) = cmd.start().exit();
-    assert_eq!(code, Some(1), "a failed recovery is a failed run:\n{stderr}");
+    assert_eq!(
+        code,
+        Some(1),
+        "a failed recovery is a failed run:\n{stderr}"
+    );
     let line = stderr
         .lines()
         .find(|l| l.starts_with("coordhost: recovery failed"))

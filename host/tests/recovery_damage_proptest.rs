@@ -170,7 +170,8 @@ fn trial(seed: u64, tally: &mut Tally) {
     let story = story.join("\n  ");
     eprintln!("{story}");
     let o = t1.options(&data_dir);
-    let summary = run_job(&o).unwrap_or_else(|e| panic!("{story}\nthe last run did not start: {e}"));
+    let summary =
+        run_job(&o).unwrap_or_else(|e| panic!("{story}\nthe last run did not start: {e}"));
     assert_eq!(
         summary.status,
         JobStatus::Finished,

@@ -172,7 +172,11 @@ pub fn non_empty_subpartitions(location: &Path) -> Vec<PathBuf> {
         .filter_map(Result::ok)
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
-            let i = name.strip_prefix("sub-")?.strip_suffix(".data")?.parse().ok()?;
+            let i = name
+                .strip_prefix("sub-")?
+                .strip_suffix(".data")?
+                .parse()
+                .ok()?;
             Some((i, e.path()))
         })
         .collect();
