@@ -17,8 +17,22 @@
 //!
 //! # Subpartition file format
 //!
-//! A sequence of records, nothing before or after. All integers are
-//! little-endian `u32`.
+//! A sequence of blocks, then an end marker; nothing before or after. All
+//! integers are little-endian `u32`. Each block carries whole records and
+//! its own CRC32C (Castagnoli), so damage anywhere — a flipped byte, a file
+//! cut at a record or block boundary or in the middle of a record, a block
+//! lost from the middle — is caught when the data is read.
+//!
+//! | bytes | meaning |
+//! |---|---|
+//! | 4 | block payload length `p` in bytes, `p > 0` ([`BLOCK_HEADER_BYTES`] with the next field) |
+//! | 4 | CRC32C of the `p` payload bytes |
+//! | `p` | records, whole (see below) |
+//! | … | more blocks |
+//! | 4 | `0`: the end marker ([`END_MARKER_BYTES`] with the next field) |
+//! | 4 | number of records in the file (modulo 2³²) |
+//!
+//! A record inside a payload:
 //!
 //! | bytes | meaning |
 //! |---|---|
@@ -26,9 +40,18 @@
 //! | then `n` times: 4 | field length `len` in bytes |
 //! | `len` | the field, UTF-8 |
 //!
-//! A file that ends inside a record is corrupt ([`ShuffleError::Corrupt`]);
-//! it cannot happen to a partition with `COMPLETE`, which is created only
-//! after every subpartition was fsynced.
+//! The writer closes a block once its payload reaches [`BLOCK_BYTES`] (a
+//! single larger record makes a larger block). An empty subpartition is
+//! the end marker alone (8 bytes). The byte counts a producer reports (and
+//! the event log records) are the file sizes, framing included.
+//!
+//! A file that does not follow this format — a checksum that does not match,
+//! a block or record that ends early, no end marker, a record count that
+//! differs, bytes after the end marker — is corrupt ([`ShuffleError::Corrupt`]).
+//! This cannot happen to an intact partition with `COMPLETE`, which is
+//! created only after every subpartition was fsynced; a consumer that meets
+//! it treats the partition as lost, like a missing one, and the producer runs
+//! again (docs/recovery.md, "Damaged partitions").
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -40,6 +63,12 @@ use crate::grant::{self, GrantError, PluginDir};
 pub const COMPLETE_MARKER: &str = "COMPLETE";
 /// Size of the length prefixes in a subpartition file, bytes.
 pub const LEN_BYTES: usize = 4;
+/// Size of a block header (payload length, CRC32C), bytes.
+pub const BLOCK_HEADER_BYTES: usize = 8;
+/// Size of the end marker (`0`, record count), bytes.
+pub const END_MARKER_BYTES: usize = 8;
+/// Payload size at which the writer closes a block, bytes.
+pub const BLOCK_BYTES: usize = 32 * 1024;
 /// Buffer size of each subpartition writer and reader, bytes.
 pub const IO_BUFFER: usize = 64 * 1024;
 
@@ -128,6 +157,10 @@ pub struct PartitionWriter {
     dir: cap_std::fs::Dir,
     files: Vec<BufWriter<File>>,
     bytes: Vec<u64>,
+    /// Per subpartition: the payload of the block being filled.
+    blocks: Vec<Vec<u8>>,
+    /// Per subpartition: records written (modulo 2³², as the end marker).
+    records: Vec<u32>,
 }
 
 impl PartitionWriter {
@@ -167,6 +200,8 @@ impl PartitionWriter {
             dir,
             files,
             bytes: vec![0; num_subpartitions as usize],
+            blocks: vec![Vec::new(); num_subpartitions as usize],
+            records: vec![0; num_subpartitions as usize],
         })
     }
 
@@ -175,56 +210,76 @@ impl PartitionWriter {
         self.files.len() as u32
     }
 
-    /// Appends one record to subpartition `sub`.
+    /// Appends one record to subpartition `sub` (written out when its block
+    /// is full, or by [`PartitionWriter::finish`]).
     ///
     /// # Errors
     ///
-    /// [`ShuffleError::Io`] if the write fails.
+    /// [`ShuffleError::Io`] if writing a full block fails.
     ///
     /// # Panics
     ///
     /// If `sub` is out of range or a field is longer than 4 GiB.
     pub fn write<S: AsRef<str>>(&mut self, sub: u32, row: &[S]) -> Result<(), ShuffleError> {
-        let f = &mut self.files[sub as usize];
-        let mut n = LEN_BYTES as u64;
-        let res = (|| {
-            f.write_all(&(row.len() as u32).to_le_bytes())?;
-            for field in row {
-                let b = field.as_ref().as_bytes();
-                let len = u32::try_from(b.len()).expect("field shorter than 4 GiB");
-                f.write_all(&len.to_le_bytes())?;
-                f.write_all(b)?;
-                n += (LEN_BYTES + b.len()) as u64;
-            }
-            Ok(())
-        })();
-        res.map_err(|source| ShuffleError::Io {
-            path: subpartition_path(&self.location, sub),
-            source,
-        })?;
-        self.bytes[sub as usize] += n;
+        let block = &mut self.blocks[sub as usize];
+        encode_record(block, row);
+        self.records[sub as usize] = self.records[sub as usize].wrapping_add(1);
+        if block.len() >= BLOCK_BYTES {
+            self.write_block(sub)?;
+        }
         Ok(())
     }
 
-    /// Flushes and fsyncs every subpartition, then creates `COMPLETE` and
-    /// fsyncs the directory. Returns the bytes of each subpartition.
+    /// Writes the pending block of `sub` (if any) with its header.
+    fn write_block(&mut self, sub: u32) -> Result<(), ShuffleError> {
+        let payload = std::mem::take(&mut self.blocks[sub as usize]);
+        if payload.is_empty() {
+            return Ok(());
+        }
+        let header = block_header(&payload);
+        self.put(sub, &header)?;
+        self.put(sub, &payload)
+    }
+
+    fn put(&mut self, sub: u32, bytes: &[u8]) -> Result<(), ShuffleError> {
+        self.files[sub as usize]
+            .write_all(bytes)
+            .map_err(|source| ShuffleError::Io {
+                path: subpartition_path(&self.location, sub),
+                source,
+            })?;
+        self.bytes[sub as usize] += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Writes every pending block and the end markers.
+    fn write_tails(&mut self) -> Result<(), ShuffleError> {
+        for sub in 0..self.num_subpartitions() {
+            self.write_block(sub)?;
+            let mut end = [0u8; END_MARKER_BYTES];
+            end[LEN_BYTES..].copy_from_slice(&self.records[sub as usize].to_le_bytes());
+            self.put(sub, &end)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the last block and the end marker of every subpartition,
+    /// flushes and fsyncs them, then creates `COMPLETE` and fsyncs the
+    /// directory. Returns the bytes of each subpartition (file sizes).
     ///
     /// # Errors
     ///
     /// [`ShuffleError::Io`] if a flush, sync or the marker fails.
-    pub fn finish(self) -> Result<Vec<u64>, ShuffleError> {
+    pub fn finish(mut self) -> Result<Vec<u64>, ShuffleError> {
+        self.write_tails()?;
         for (i, f) in self.files.into_iter().enumerate() {
             let path = subpartition_path(&self.location, i as u32);
             let f = f.into_inner().map_err(|e| ShuffleError::Io {
                 path: path.clone(),
                 source: e.into_error(),
             })?;
-            // An empty file has no data to sync: the directory fsync below
-            // makes its entry durable, and its length is 0 from creation.
-            if self.bytes[i] > 0 {
-                f.sync_data()
-                    .map_err(|source| ShuffleError::Io { path, source })?;
-            }
+            f.sync_data()
+                .map_err(|source| ShuffleError::Io { path, source })?;
         }
         let marker = self.location.join(COMPLETE_MARKER);
         grant::create_new_file(&self.dir, COMPLETE_MARKER)
@@ -251,7 +306,17 @@ pub fn sync_dir(dir: &Path) {
 pub struct SubpartitionReader {
     path: PathBuf,
     input: BufReader<File>,
+    /// File offset of the next block header.
     offset: u64,
+    /// File offset of the current block's header.
+    block_offset: u64,
+    /// Payload of the current block, and the read position in it.
+    block: Vec<u8>,
+    at: usize,
+    /// Records read so far (modulo 2³²).
+    records: u32,
+    /// The end marker was read and checked.
+    ended: bool,
 }
 
 impl SubpartitionReader {
@@ -304,43 +369,81 @@ impl SubpartitionReader {
             path,
             input: BufReader::with_capacity(IO_BUFFER, f),
             offset: 0,
+            block_offset: 0,
+            block: Vec::new(),
+            at: 0,
+            records: 0,
+            ended: false,
         })
     }
 
-    /// The next record, or `None` at the end of the file.
+    /// The next record, or `None` after the end marker.
     ///
     /// # Errors
     ///
-    /// [`ShuffleError::Corrupt`] for a truncated record or a field that is
-    /// not UTF-8; [`ShuffleError::Io`] for a read error.
+    /// [`ShuffleError::Corrupt`] when the file is not in the format above
+    /// (checksum mismatch, truncated block or record, missing end marker,
+    /// wrong record count, trailing bytes, a field that is not UTF-8);
+    /// [`ShuffleError::Io`] for a read error.
     pub fn next_record(&mut self) -> Result<Option<Vec<String>>, ShuffleError> {
+        loop {
+            if self.ended {
+                return Ok(None);
+            }
+            if self.at < self.block.len() {
+                let row = decode_record(&self.block, &mut self.at)
+                    .map_err(|reason| self.corrupt(self.block_offset, reason))?;
+                self.records = self.records.wrapping_add(1);
+                return Ok(Some(row));
+            }
+            self.next_block()?;
+        }
+    }
+
+    /// Reads the next block (checking its CRC32C) or the end marker.
+    fn next_block(&mut self) -> Result<(), ShuffleError> {
         let start = self.offset;
-        let mut len = [0u8; LEN_BYTES];
-        match read_full(&mut self.input, &mut len) {
-            Ok(0) => return Ok(None),
-            Ok(LEN_BYTES) => {}
-            Ok(_) => return Err(self.corrupt(start, "truncated field count")),
-            Err(source) => return Err(self.io(source)),
+        let mut header = [0u8; BLOCK_HEADER_BYTES];
+        match read_full(&mut self.input, &mut header).map_err(|s| self.io(s))? {
+            BLOCK_HEADER_BYTES => {}
+            0 => return Err(self.corrupt(start, "the file ends without its end marker")),
+            _ => return Err(self.corrupt(start, "truncated block header")),
         }
-        let n = u32::from_le_bytes(len) as usize;
-        let mut row = Vec::with_capacity(n.min(1024));
-        let mut pos = start + LEN_BYTES as u64;
-        for _ in 0..n {
-            if read_full(&mut self.input, &mut len).map_err(|s| self.io(s))? != LEN_BYTES {
-                return Err(self.corrupt(start, "truncated field length"));
+        let (len, crc) = header.split_at(LEN_BYTES);
+        let len = u32::from_le_bytes(len.try_into().expect("4 bytes"));
+        let crc = u32::from_le_bytes(crc.try_into().expect("4 bytes"));
+        if len == 0 {
+            if crc != self.records {
+                return Err(self.corrupt(
+                    start,
+                    "the end marker counts other records than the file holds",
+                ));
             }
-            let l = u32::from_le_bytes(len) as usize;
-            let mut buf = vec![0u8; l];
-            if read_full(&mut self.input, &mut buf).map_err(|s| self.io(s))? != l {
-                return Err(self.corrupt(start, "truncated field"));
+            let mut rest = [0u8; 1];
+            if read_full(&mut self.input, &mut rest).map_err(|s| self.io(s))? != 0 {
+                return Err(self.corrupt(start, "bytes after the end marker"));
             }
-            row.push(
-                String::from_utf8(buf).map_err(|_| self.corrupt(start, "field is not UTF-8"))?,
-            );
-            pos += (LEN_BYTES + l) as u64;
+            self.ended = true;
+            return Ok(());
         }
-        self.offset = pos;
-        Ok(Some(row))
+        // `take` + `read_to_end` grows the buffer only as bytes arrive: a
+        // damaged length cannot make the reader allocate more than the file holds.
+        let mut payload = Vec::new();
+        (&mut self.input)
+            .take(u64::from(len))
+            .read_to_end(&mut payload)
+            .map_err(|s| self.io(s))?;
+        if payload.len() != len as usize {
+            return Err(self.corrupt(start, "truncated block"));
+        }
+        if crc32c::crc32c(&payload) != crc {
+            return Err(self.corrupt(start, "block checksum (CRC32C) does not match"));
+        }
+        self.block_offset = start;
+        self.offset = start + (BLOCK_HEADER_BYTES as u64) + u64::from(len);
+        self.block = payload;
+        self.at = 0;
+        Ok(())
     }
 
     fn io(&self, source: std::io::Error) -> ShuffleError {
@@ -357,6 +460,55 @@ impl SubpartitionReader {
             reason,
         }
     }
+}
+
+/// Appends `row` to a block payload in the record format above.
+///
+/// # Panics
+///
+/// If a field or the field count does not fit in a `u32`.
+fn encode_record<S: AsRef<str>>(out: &mut Vec<u8>, row: &[S]) {
+    let n = u32::try_from(row.len()).expect("fewer than 2^32 fields");
+    out.extend_from_slice(&n.to_le_bytes());
+    for field in row {
+        let b = field.as_ref().as_bytes();
+        let len = u32::try_from(b.len()).expect("field shorter than 4 GiB");
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(b);
+    }
+}
+
+/// The header of a block with `payload`: its length and CRC32C.
+fn block_header(payload: &[u8]) -> [u8; BLOCK_HEADER_BYTES] {
+    let len = u32::try_from(payload.len()).expect("block shorter than 4 GiB");
+    let mut header = [0u8; BLOCK_HEADER_BYTES];
+    header[..LEN_BYTES].copy_from_slice(&len.to_le_bytes());
+    header[LEN_BYTES..].copy_from_slice(&crc32c::crc32c(payload).to_le_bytes());
+    header
+}
+
+/// Decodes the record at `*at` of a block payload and advances `*at`.
+fn decode_record(block: &[u8], at: &mut usize) -> Result<Vec<String>, &'static str> {
+    let mut pos = *at;
+    let mut take = |n: usize| -> Result<&[u8], &'static str> {
+        let end = pos
+            .checked_add(n)
+            .filter(|&e| e <= block.len())
+            .ok_or("a record runs past the end of its block")?;
+        let bytes = &block[pos..end];
+        pos = end;
+        Ok(bytes)
+    };
+    let word = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize;
+    let n = word(take(LEN_BYTES)?);
+    let mut row = Vec::with_capacity(n.min(1024));
+    for _ in 0..n {
+        let len = word(take(LEN_BYTES)?);
+        let field = take(len)?;
+        row.push(String::from_utf8(field.to_vec()).map_err(|_| "field is not UTF-8")?);
+    }
+    *at = pos;
+    Ok(row)
 }
 
 fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
@@ -386,19 +538,38 @@ mod tests {
         w.write(1, &[""]).expect("write");
         w.write(0, &["é"]).expect("write");
         let bytes = w.finish().expect("finish");
-        assert_eq!(bytes, vec![4 + 5 + 6 + 4 + 6, 4 + 4]);
+        // One block each: header, records, end marker.
+        let head_and_end = (BLOCK_HEADER_BYTES + END_MARKER_BYTES) as u64;
         assert_eq!(
-            fs::metadata(subpartition_path(&loc, 0))
-                .expect("meta")
-                .len(),
-            bytes[0]
+            bytes,
+            vec![head_and_end + (4 + 5 + 6) + (4 + 6), head_and_end + 4 + 4]
         );
+        for (i, &b) in bytes.iter().enumerate() {
+            let len = fs::metadata(subpartition_path(&loc, i as u32))
+                .expect("meta")
+                .len();
+            assert_eq!(len, b, "reported bytes are the file size");
+        }
         let mut r = SubpartitionReader::open(&loc, 0).expect("open");
         assert_eq!(
             r.next_record().expect("read"),
             Some(vec!["a".into(), "bc".into()])
         );
         assert_eq!(r.next_record().expect("read"), Some(vec!["é".into()]));
+        assert_eq!(r.next_record().expect("read"), None);
+        assert_eq!(r.next_record().expect("read again"), None);
+    }
+
+    #[test]
+    fn an_empty_subpartition_is_its_end_marker_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let loc = dir.path().join("p");
+        let bytes = PartitionWriter::create(&loc, 1)
+            .expect("create")
+            .finish()
+            .expect("finish");
+        assert_eq!(bytes, vec![END_MARKER_BYTES as u64]);
+        let mut r = SubpartitionReader::open(&loc, 0).expect("open");
         assert_eq!(r.next_record().expect("read"), None);
     }
 
@@ -415,21 +586,123 @@ mod tests {
         ));
     }
 
+    /// Writes `rows` rows of 100 bytes into one subpartition (several
+    /// blocks) and returns the file's path and bytes.
+    fn many_blocks(loc: &Path, rows: usize) -> (PathBuf, Vec<u8>) {
+        let mut w = PartitionWriter::create(loc, 1).expect("create");
+        let field = "x".repeat(92);
+        for _ in 0..rows {
+            w.write(0, &[field.as_str()]).expect("write");
+        }
+        w.finish().expect("finish");
+        let p = subpartition_path(loc, 0);
+        let data = fs::read(&p).expect("read");
+        (p, data)
+    }
+
+    /// Reads every record; the error if the file is corrupt, else the count.
+    fn read_all(loc: &Path) -> Result<usize, ShuffleError> {
+        let mut r = SubpartitionReader::open(loc, 0)?;
+        let mut n = 0;
+        while r.next_record()?.is_some() {
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn corrupt_reason(loc: &Path) -> &'static str {
+        match read_all(loc) {
+            Err(ShuffleError::Corrupt { reason, .. }) => reason,
+            other => panic!("expected corrupt data, got {other:?}"),
+        }
+    }
+
     #[test]
-    fn a_truncated_record_is_corrupt() {
+    fn a_large_subpartition_spans_blocks_and_reads_back_whole() {
         let dir = tempfile::tempdir().expect("tempdir");
         let loc = dir.path().join("p");
-        let mut w = PartitionWriter::create(&loc, 1).expect("create");
-        w.write(0, &["hello"]).expect("write");
-        w.finish().expect("finish");
-        let p = subpartition_path(&loc, 0);
-        let data = fs::read(&p).expect("read");
-        fs::write(&p, &data[..data.len() - 2]).expect("write");
-        let mut r = SubpartitionReader::open(&loc, 0).expect("open");
-        assert!(matches!(
-            r.next_record(),
-            Err(ShuffleError::Corrupt { offset: 0, .. })
-        ));
+        let (_, data) = many_blocks(&loc, 1000);
+        assert!(data.len() > 2 * BLOCK_BYTES, "several blocks were written");
+        assert_eq!(read_all(&loc).expect("intact"), 1000);
+    }
+
+    #[test]
+    fn damage_anywhere_in_a_subpartition_is_corrupt_when_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let loc = dir.path().join("p");
+        let (p, data) = many_blocks(&loc, 1000);
+        let first_block = BLOCK_HEADER_BYTES + BLOCK_BYTES.next_multiple_of(100);
+        let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+            (
+                "cut at a block boundary",
+                data[..first_block].to_vec(),
+                "the file ends without its end marker",
+            ),
+            (
+                "cut at a record boundary inside a block",
+                data[..first_block + BLOCK_HEADER_BYTES + 500].to_vec(),
+                "truncated block",
+            ),
+            (
+                "cut in the middle of a record",
+                data[..BLOCK_HEADER_BYTES + 250].to_vec(),
+                "truncated block",
+            ),
+            (
+                "cut inside the end marker",
+                data[..data.len() - 3].to_vec(),
+                "truncated block header",
+            ),
+            (
+                "a flipped byte in a record",
+                {
+                    let mut d = data.clone();
+                    d[BLOCK_HEADER_BYTES + 150] ^= 0x01;
+                    d
+                },
+                "block checksum (CRC32C) does not match",
+            ),
+            (
+                "the first block gone",
+                data[first_block..].to_vec(),
+                "the end marker counts other records than the file holds",
+            ),
+            (
+                "bytes after the end marker",
+                {
+                    let mut d = data.clone();
+                    d.push(0);
+                    d
+                },
+                "bytes after the end marker",
+            ),
+        ];
+        for (what, bytes, want) in cases {
+            fs::write(&p, &bytes).expect("damage");
+            assert_eq!(corrupt_reason(&loc), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_record_that_does_not_fit_its_block_is_corrupt() {
+        let mut block = Vec::new();
+        encode_record(&mut block, &["abc", "de"]);
+        let mut at = 0;
+        assert_eq!(
+            decode_record(&block, &mut at).expect("whole"),
+            vec!["abc".to_string(), "de".to_string()]
+        );
+        assert_eq!(at, block.len());
+        let mut at = 0;
+        assert_eq!(
+            decode_record(&block[..block.len() - 1], &mut at),
+            Err("a record runs past the end of its block")
+        );
+        let mut bad = Vec::new();
+        encode_record(&mut bad, &["ab"]);
+        let last = bad.len() - 1;
+        bad[last] = 0xff;
+        assert_eq!(decode_record(&bad, &mut 0), Err("field is not UTF-8"));
     }
 
     #[test]

@@ -21,7 +21,7 @@ const SOURCES: u32 = 4;
 /// shuffled partial counts), each slowed so that they publish over a second
 /// or more in two waves on 4 workers. `snapshot-min-pause-ms = 0` attaches
 /// a snapshot to every `ExecutionFinished`, so no recorded sink finish is a
-/// trailing one without a snapshot (DESIGN.md, recovery step 3) and every
+/// trailing one without a snapshot (docs/recovery.md step 3) and every
 /// recorded sink is eligible for skipping.
 fn job(fx: &Fixture) -> std::path::PathBuf {
     WordJob {

@@ -84,7 +84,7 @@ fn an_execution_vertex_out_of_attempts_fails_the_job_naming_it() {
     assert!(!tmp.path().join("state/output/wordcount/_SUCCESS").exists());
 }
 
-/// Topology T1 of SCENARIOS.md: `source` (5, a static enumerator with 10
+/// Topology T1 of docs/recovery.md: `source` (5, a static enumerator with 10
 /// inline splits) → forward → `middle` (5) → hash → `sink` (auto).
 fn t1_job(dir: &Path) -> (std::path::PathBuf, BTreeMap<String, u64>) {
     let mut splits = String::new();

@@ -1,4 +1,4 @@
-//! Scenarios 16–20 of SCENARIOS.md ("plugin sandbox") and the three
+//! Scenarios 16–20 of docs/recovery.md ("plugin sandbox") and the three
 //! outcomes of a plugin call (ok, error value, trap), through the real host
 //! and the real `faulty-enumerator`, `file-enumerator`, `wrong-world` and
 //! `not-a-plugin` components.

@@ -1,4 +1,4 @@
-//! Recovery scenarios 6, 7 and 11 of SCENARIOS.md ("unit level"): failover
+//! Recovery scenarios 6, 7 and 11 of docs/recovery.md ("unit level"): failover
 //! (PartitionNotFound, through the `LostPartition` knob) before or after a
 //! simulated coordinator crash, with the real sample plugins and real files.
 //! Every scenario also compares the final output with an uninterrupted run.

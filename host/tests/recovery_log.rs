@@ -1,4 +1,4 @@
-//! Recovery scenarios 9 and 10 of SCENARIOS.md ("unit level": a torn tail,
+//! Recovery scenarios 9 and 10 of docs/recovery.md ("unit level": a torn tail,
 //! corruption in the middle of the job event log), a second crash right
 //! after recovery, and an edited job file on the same data directory. Real
 //! plugins, real files; the log is damaged on disk between runs.

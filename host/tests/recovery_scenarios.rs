@@ -1,4 +1,4 @@
-//! Recovery scenarios 1–5 and 8 of SCENARIOS.md ("unit level"): topology T1
+//! Recovery scenarios 1–5 and 8 of docs/recovery.md ("unit level"): topology T1
 //! run through the real host with the real sample plugins and real files,
 //! stopped by a simulated coordinator crash, then run again on the same data
 //! directory. Every scenario also compares the final output with an

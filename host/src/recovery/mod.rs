@@ -4,13 +4,13 @@
 //! and its result partitions) or must run again (reset), and what each
 //! plugin is restored from.
 //!
-//! [`plan`] is the algorithm of DESIGN.md "Recovery", steps 1–6, as a pure
+//! [`plan`] is the algorithm of docs/recovery.md, steps 1–6, as a pure
 //! function of the log, the job graph, which enumerators support batch
 //! snapshots, and a [`PartitionOracle`] that says which result partitions
 //! still exist (in a run, the shuffle master's `get-partitions-with-metrics`
 //! polled until every needed partition is reported or the previous-worker
 //! timeout passes). The scheduler applies the resulting [`RecoveryPlan`]
-//! before it schedules anything (step 7).
+//! before it schedules anything (docs/recovery.md step 7).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -102,6 +102,10 @@ pub struct PartitionRef {
     pub edge: usize,
     /// Where its data is.
     pub location: PathBuf,
+    /// The bytes of each subpartition recorded in the log; a report of
+    /// other sizes means the data changed (docs/recovery.md, "What counts
+    /// as a surviving partition").
+    pub bytes_per_subpartition: Vec<u64>,
 }
 
 /// Says which of the needed partitions still exist (step 6).
@@ -192,8 +196,8 @@ struct Replayed {
     enumerators: BTreeMap<usize, EnumeratorSnapshot>,
 }
 
-/// Plans the recovery of `graph`'s job from its replayed `events` (DESIGN.md
-/// "Recovery", steps 1–6).
+/// Plans the recovery of `graph`'s job from its replayed `events`
+/// (docs/recovery.md, steps 1–6).
 ///
 /// `supports_snapshot(v)` says whether source vertex `v`'s enumerator
 /// supports batch snapshots.
@@ -554,6 +558,7 @@ fn partition_refs(
             attempt: *attempt,
             edge: p.edge,
             location: p.location.clone(),
+            bytes_per_subpartition: p.bytes_per_subpartition.clone(),
         })
         .collect()
 }

@@ -89,9 +89,8 @@ pub fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary,
                     return Err(crash);
                 }
                 Err(e) => {
-                    let reason = format!("recovery failed: {e}");
-                    refuse_if_committed(config, &reason)?;
-                    tracing::error!("{reason}; the job runs again from scratch");
+                    refuse_if_committed_after(config, &e)?;
+                    tracing::error!("recovery failed: {e}; the job runs again from scratch");
                     master = fresh_master()?;
                 }
             },
@@ -322,7 +321,37 @@ fn last_job_started(replay: &Replay) -> Option<&JobStarted> {
     })
 }
 
-/// FLIP-383 step 8: a full re-run is refused when committed sink output
+/// After a failed recovery with committed sink output: a log that does not
+/// fit the job is refused for good ([`JobError::WouldDuplicate`]); any other
+/// failure (a plugin that could not be restored or asked) leaves the intact
+/// log as it is and says the next run tries again
+/// ([`JobError::RecoveryRetryLater`], docs/recovery.md "When recovery gives up").
+fn refuse_if_committed_after(config: &JobConfig, e: &JobError) -> Result<(), JobError> {
+    let reason = format!("recovery failed: {e}");
+    let log_does_not_fit = matches!(
+        e,
+        JobError::Recovery {
+            source: crate::recovery::RecoveryError::UnknownVertex { .. }
+                | crate::recovery::RecoveryError::UnknownDataSet { .. }
+                | crate::recovery::RecoveryError::Inconsistent { .. }
+                | crate::recovery::RecoveryError::Split { .. }
+        }
+    );
+    match refuse_if_committed(config, &reason) {
+        Err(JobError::WouldDuplicate { output, .. }) if !log_does_not_fit => {
+            Err(JobError::RecoveryRetryLater {
+                reason: match e {
+                    JobError::Recovery { source } => source.to_string(),
+                    other => other.to_string(),
+                },
+                output,
+            })
+        }
+        other => other,
+    }
+}
+
+/// docs/recovery.md step 8: a full re-run is refused when committed sink output
 /// exists that it would duplicate.
 fn refuse_if_committed(config: &JobConfig, reason: &str) -> Result<(), JobError> {
     for v in &config.graph.vertices {

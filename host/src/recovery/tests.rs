@@ -1,4 +1,4 @@
-//! The planner's decisions for topology T1 of SCENARIOS.md, from
+//! The planner's decisions for topology T1 of docs/recovery.md, from
 //! hand-written logs: `source` (5, split enumerator) → forward →
 //! `middle` (5) → hash → `sink` (auto).
 

@@ -45,6 +45,17 @@ pub enum TaskError {
         /// Where it should be.
         location: PathBuf,
     },
+    /// An input partition exists but its data fails to decode or checksum
+    /// ([`ShuffleError::Corrupt`]): treated like a lost partition, so the
+    /// scheduler re-runs `producer` before this consumer (docs/recovery.md,
+    /// "Damaged partitions").
+    #[error("input partition of {producer:?} is damaged: {source}")]
+    PartitionCorrupt {
+        /// The attempt that produced it.
+        producer: AttemptId,
+        /// What is wrong, with the file and offset.
+        source: ShuffleError,
+    },
     /// Partition I/O failed.
     #[error(transparent)]
     Shuffle(#[from] ShuffleError),
@@ -260,21 +271,24 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
         }
         TaskInput::Partitions(parts) => {
             for p in parts {
+                let classify = |e: ShuffleError| match e {
+                    ShuffleError::PartitionNotFound { location } => TaskError::PartitionNotFound {
+                        producer: p.producer,
+                        location,
+                    },
+                    corrupt @ ShuffleError::Corrupt { .. } => TaskError::PartitionCorrupt {
+                        producer: p.producer,
+                        source: corrupt,
+                    },
+                    other => TaskError::Shuffle(other),
+                };
                 for sub in p.subpartitions.clone() {
                     let dir = p
                         .grants
                         .writable_dir(&p.location)
                         .map_err(|e| TaskError::Shuffle(ShuffleError::Grant(e)))?;
-                    let mut r = SubpartitionReader::open_in(&dir, sub).map_err(|e| match e {
-                            ShuffleError::PartitionNotFound { location } => {
-                                TaskError::PartitionNotFound {
-                                    producer: p.producer,
-                                    location,
-                                }
-                            }
-                            other => TaskError::Shuffle(other),
-                        })?;
-                    while let Some(row) = r.next_record()? {
+                    let mut r = SubpartitionReader::open_in(&dir, sub).map_err(classify)?;
+                    while let Some(row) = r.next_record().map_err(classify)? {
                         tick(&mut report)?;
                         chain.push(row)?;
                     }

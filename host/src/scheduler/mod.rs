@@ -117,7 +117,7 @@ pub enum JobError {
         data_dir: PathBuf,
     },
     /// Progress cannot be recovered and a full re-run would duplicate sink
-    /// output that was already committed (FLIP-383 step 8).
+    /// output that was already committed (docs/recovery.md step 8).
     #[error("{reason}; a full re-run would duplicate the sink output already committed in {}: remove it (or the data directory) to run the job again from scratch", output.display())]
     WouldDuplicate {
         /// Why recovery is impossible.
@@ -137,7 +137,20 @@ pub enum JobError {
         /// The published files in it (names).
         files: Vec<String>,
     },
-    /// Recovery could not use the log (FLIP-383 step 8).
+    /// Recovery itself failed (a plugin or the shuffle master could not be
+    /// restored or asked) although the log is intact, and committed sink
+    /// output rules out a full re-run: the log is kept as it is (a
+    /// `RecoveryStarted` added), and the next run of the same command tries
+    /// to recover again (docs/recovery.md, "When
+    /// recovery gives up"). Exit code 1: the run failed, the input is fine.
+    #[error("recovery failed: {reason}; the job event log is kept and the next `coordhost run` of this job tries to recover again (a full re-run now would duplicate the sink output already committed in {})", output.display())]
+    RecoveryRetryLater {
+        /// What failed.
+        reason: String,
+        /// A sink folder holding committed output.
+        output: PathBuf,
+    },
+    /// Recovery could not use the log (docs/recovery.md step 8).
     #[error("recovery failed: {source}")]
     Recovery {
         /// Why.
@@ -186,7 +199,10 @@ impl JobError {
         match self {
             // A run that fails on its own storage (the data directory, the
             // log, an output file) failed; it is not bad input.
-            Self::Workers { .. } | Self::Io { .. } | Self::Recording { .. } => false,
+            Self::Workers { .. }
+            | Self::Io { .. }
+            | Self::Recording { .. }
+            | Self::RecoveryRetryLater { .. } => false,
             Self::Log { source } => !matches!(
                 source,
                 EventsError::Io { .. }
@@ -340,8 +356,8 @@ pub struct LostPartition {
     pub producer_subtask: u32,
 }
 
-/// Where a simulated coordinator crash happens (test knob; SCENARIOS.md
-/// "unit level": the scheduler and its plugins are dropped after the named
+/// Where a simulated coordinator crash happens (test knob; docs/recovery.md
+/// "Test scenarios", unit level: the scheduler and its plugins are dropped after the named
 /// events are durable).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CrashPoint {

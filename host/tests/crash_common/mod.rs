@@ -1,4 +1,4 @@
-//! Helpers of the `crash_*` tests (scenarios 12–15 of SCENARIOS.md): real
+//! Helpers of the `crash_*` tests (scenarios 12–15 of docs/recovery.md): real
 //! `coordhost run` processes on a word-count job, killed with SIGKILL and
 //! started again on the same data directory.
 //!
@@ -120,6 +120,12 @@ pub struct WordJob {
     pub previous_worker_timeout_ms: u64,
     /// `recovery.snapshot-min-pause-ms`.
     pub snapshot_min_pause_ms: u64,
+    /// `fail-first-reports` of the `local-shuffle` plugin: its first N
+    /// `get-partitions-with-metrics` calls per process fail (0: none).
+    pub shuffle_fail_first_reports: u32,
+    /// `fail-restore-while` of the `local-shuffle` plugin: while this file
+    /// exists, its `restore-state` fails (`None`: never).
+    pub shuffle_fail_restore_while: Option<PathBuf>,
 }
 
 impl WordJob {
@@ -139,6 +145,8 @@ impl WordJob {
             max_sink_parallelism: 16,
             previous_worker_timeout_ms: 10_000,
             snapshot_min_pause_ms: 1_000,
+            shuffle_fail_first_reports: 0,
+            shuffle_fail_restore_while: None,
         }
     }
 
@@ -173,7 +181,7 @@ dirs = [{{ path = "{input}", writable = false }}]
 [plugins.shuffle]
 component = "{shuffle}"
 kind = "shuffle-master"
-config = {{ root = "${{data_dir}}/shuffle" }}
+config = {{ root = "${{data_dir}}/shuffle"{shuffle_faults} }}
 dirs = [{{ path = "${{data_dir}}/shuffle", writable = true }}]
 
 [[vertices]]
@@ -215,10 +223,26 @@ key = ["word"]
             max_par = self.max_sink_parallelism,
             bytes_per_task = self.bytes_per_task,
             sink_delay = self.sink_delay_us,
+            shuffle_faults = self.shuffle_faults(),
         );
         std::fs::write(path, text)
             .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
         path.to_path_buf()
+    }
+}
+
+impl WordJob {
+    /// The fault-mode keys of the shuffle plugin's `config` table, each
+    /// after a comma ("" when none is set).
+    fn shuffle_faults(&self) -> String {
+        let mut keys = String::new();
+        if self.shuffle_fail_first_reports > 0 {
+            keys += &format!(", fail-first-reports = {}", self.shuffle_fail_first_reports);
+        }
+        if let Some(marker) = &self.shuffle_fail_restore_while {
+            keys += &format!(", fail-restore-while = \"{}\"", marker.display());
+        }
+        keys
     }
 }
 
@@ -474,6 +498,32 @@ impl Running {
             "summary of a run that exited 0: {text}"
         );
         Finished { summary, elapsed }
+    }
+
+    /// Waits until the process ends (at most [`HANG_GUARD`]) however it
+    /// ends; returns its exit code (`None` if a signal ended it) and its
+    /// whole stderr.
+    ///
+    /// # Panics
+    /// If it hangs.
+    pub fn exit(mut self) -> (Option<i32>, String) {
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                break status;
+            }
+            if self.started.elapsed() > HANG_GUARD {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "coordhost run on {} did not end within {HANG_GUARD:?}; killed it.\n{}",
+                    self.data_dir.display(),
+                    self.stderr_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let stderr = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+        (status.code(), stderr)
     }
 
     /// The last 40 lines of the process's stderr, for failure messages.

@@ -1,4 +1,4 @@
-//! Helpers of the `recovery_*` tests (scenarios 1–11 of SCENARIOS.md, "unit
+//! Helpers of the `recovery_*` tests (scenarios 1–11 of docs/recovery.md, "unit
 //! level"): topology T1 written as a real job file over real input files,
 //! run in-process with [`run_job`] and a simulated coordinator crash
 //! ([`CrashPoint`]), then run again on the same data directory.
@@ -205,7 +205,7 @@ config = {{ {} }}
             }
         };
         let text = format!(
-            r#"# Topology T1 of SCENARIOS.md, written by host/tests/recovery_common.
+            r#"# Topology T1 of docs/recovery.md, written by host/tests/recovery_common.
 [job]
 name = "{JOB}"
 max-attempts = {max_attempts}

@@ -9,6 +9,8 @@
 //! | key | meaning |
 //! |---|---|
 //! | `root` | absolute directory, granted read-write at the same path on host and guest |
+//! | `fail-restore-while` | fault mode for tests (default none): an absolute path under `root`; while a file exists there, `restore-state` returns `error::io` |
+//! | `fail-first-reports` | fault mode for tests (default 0): the first N `get-partitions-with-metrics` calls of this instance (one instance per `coordhost` process) return `error::io("not reachable yet")`, as a shuffle service that is still starting would |
 //!
 //! A partition lives in `<root>/<job-id>/<intermediate-data-set>/<job-vertex>-<subtask>-<attempt>`
 //! (see `plugin_support::partition_files`); the host writes its data there and
@@ -104,16 +106,28 @@ pub struct LocalShuffleMaster {
     /// Warnings already logged: the host asks again and again while it
     /// waits for partitions, and a damaged partition is reported once.
     warned: RefCell<std::collections::BTreeSet<String>>,
+    /// `get-partitions-with-metrics` calls still to fail (`fail-first-reports`).
+    failing_reports: RefCell<u32>,
+    /// `fail-restore-while`: `restore-state` fails while this file exists.
+    fail_restore_while: Option<String>,
 }
 
 impl GuestShuffleMaster for LocalShuffleMaster {
     fn create(config: Vec<(String, String)>) -> Result<ShuffleMaster, Error> {
         let root =
             plugin_support::config::absolute_path(&config, "root").map_err(Error::InvalidConfig)?;
+        let failing_reports = plugin_support::config::parsed_or(&config, "fail-first-reports", 0)
+            .map_err(Error::InvalidConfig)?;
+        let fail_restore_while = plugin_support::config::value(&config, "fail-restore-while")
+            .map(|_| plugin_support::config::absolute_path(&config, "fail-restore-while"))
+            .transpose()
+            .map_err(Error::InvalidConfig)?;
         let placer = PartitionPlacer::new(root).map_err(failure_to_wit)?;
         Ok(ShuffleMaster::new(Self {
             placer: RefCell::new(placer),
             warned: RefCell::new(std::collections::BTreeSet::new()),
+            failing_reports: RefCell::new(failing_reports),
+            fail_restore_while,
         }))
     }
 
@@ -165,6 +179,13 @@ impl GuestShuffleMaster for LocalShuffleMaster {
     }
 
     fn restore_state(&self, snapshots: Vec<ShuffleMasterSnapshot>) -> Result<(), Error> {
+        if let Some(marker) = &self.fail_restore_while
+            && std::fs::metadata(marker).is_ok()
+        {
+            return Err(Error::Io(format!(
+                "{marker} exists: restore refused (fault mode `fail-restore-while`)"
+            )));
+        }
         if snapshots.first().is_some_and(|s| s.incremental) {
             return Err(Error::CorruptSnapshot(
                 "the first snapshot to restore is incremental; a restore starts at a full one"
@@ -217,6 +238,13 @@ impl GuestShuffleMaster for LocalShuffleMaster {
         expected: Vec<ResultPartitionId>,
         _remaining_ms: u64,
     ) -> Result<Vec<PartitionWithMetrics>, Error> {
+        {
+            let mut failing = self.failing_reports.borrow_mut();
+            if *failing > 0 {
+                *failing -= 1;
+                return Err(Error::Io("not reachable yet".to_owned()));
+            }
+        }
         let keys: Vec<_> = expected.iter().map(key_of).collect();
         let (reported, warnings) = self.placer.borrow().report(&job_id, &keys);
         for warning in warnings {

@@ -1,7 +1,8 @@
 //! In-run failover: a failed attempt is reset and runs again (up to
-//! `max-attempts`); a PartitionNotFound resets the lost partition's producer
-//! first (Flink's region failover on blocking edges), giving a source's
-//! splits back to its enumerator.
+//! `max-attempts`); a PartitionNotFound — or an input partition whose data
+//! fails to decode or checksum — resets the lost partition's producer first
+//! (Flink's region failover on blocking edges), giving a source's splits
+//! back to its enumerator.
 
 use super::{JobMaster, reason_kind};
 use crate::events::{ExecutionVertexId, ResetReason};
@@ -44,8 +45,12 @@ impl JobMaster {
         }
         self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize].state =
             ExecutionState::Failed;
-        if let TaskError::PartitionNotFound { producer, .. } = &error {
-            // Re-run the producer first, if the lost partition is still its current one.
+        if let TaskError::PartitionNotFound { producer, .. }
+        | TaskError::PartitionCorrupt { producer, .. } = &error
+        {
+            // Re-run the producer first, if the lost (or damaged, counted as
+            // lost: docs/recovery.md "Damaged partitions") partition is
+            // still its current one.
             let p = self.graph.vertices[producer.vertex]
                 .executions
                 .get(producer.subtask as usize);

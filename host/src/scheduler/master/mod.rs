@@ -274,7 +274,7 @@ impl JobMaster {
         Ok(())
     }
 
-    /// FLIP-383 recovery, steps 2–6: restores the shuffle master from the
+    /// FLIP-383 recovery, docs/recovery.md steps 2–6: restores the shuffle master from the
     /// log's snapshots, plans reset-or-skip ([`recovery::plan`]) while
     /// waiting at most `previous_worker_timeout` for partition reports, and
     /// applies the plan: recorded parallelism and input ranges, kept
