@@ -473,6 +473,36 @@ fn cases() -> Vec<Case> {
                 a
             },
         ),
+        with_args(
+            case(
+                "--summary-json in a folder that does not exist",
+                |_: &Env| {},
+                "--summary-json: `{tmp}/no/summary.json` cannot be written: `{tmp}/no` is not a folder",
+            ),
+            |e: &Env| {
+                let mut a = e.run_args();
+                a.extend([
+                    "--summary-json".into(),
+                    e.tmp().join("no/summary.json").into(),
+                ]);
+                a
+            },
+        ),
+        with_args(
+            case(
+                "--data-dir below a file",
+                |_: &Env| {},
+                "--data-dir: `/etc/passwd/state` cannot be created: `/etc/passwd` is not a folder",
+            ),
+            |e: &Env| {
+                vec![
+                    "run".into(),
+                    e.job.clone().into(),
+                    "--data-dir".into(),
+                    "/etc/passwd/state".into(),
+                ]
+            },
+        ),
         case(
             "a record delay of 100 s",
             edit(
