@@ -239,7 +239,7 @@ fn a_damaged_partition_is_warned_about_once_while_the_host_waits_for_partitions(
         .expect("a complete source partition");
     std::fs::remove_file(damaged.join("sub-0.data")).expect("damage");
 
-    let mut second = cmd.start();
+    let second = cmd.start();
     let stderr_file = PathBuf::from(format!("{}.run2.err", data.display()));
     let finished = second.finish();
     let err = std::fs::read_to_string(&stderr_file).expect("stderr");
