@@ -93,7 +93,11 @@ fn side_files(data_dir: &Path) -> Vec<(String, u64)> {
     let mut files: Vec<(String, u64)> = std::fs::read_dir(&log)
         .expect("log folder")
         .map(|e| e.expect("entry"))
-        .filter(|e| e.file_name().to_string_lossy().ends_with(format::SNAPSHOT_FILE_SUFFIX))
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .ends_with(format::SNAPSHOT_FILE_SUFFIX)
+        })
         .map(|e| {
             (
                 e.file_name().to_string_lossy().into_owned(),
@@ -111,7 +115,11 @@ fn baseline(dir: &Path) -> String {
     let data = dir.join("baseline");
     Coordhost::new(&job, &data).run_to_end();
     let out = sorted_output(&data);
-    assert_eq!(out.lines().count(), SPLITS as usize, "one line per split:\n{out}");
+    assert_eq!(
+        out.lines().count(),
+        SPLITS as usize,
+        "one line per split:\n{out}"
+    );
     out
 }
 
@@ -133,7 +141,10 @@ fn a_70_mib_snapshot_is_kept_in_a_side_file_and_restored_after_a_sigkill() {
         Kill::Killed { .. } => {}
         Kill::TooLate(_) => panic!("the job ended before the kill; the sink is too fast"),
     }
-    assert!(!tail.contains("the limit is"), "no record was too large:\n{tail}");
+    assert!(
+        !tail.contains("the limit is"),
+        "no record was too large:\n{tail}"
+    );
     let files = side_files(&data);
     assert_eq!(
         files.len(),
@@ -155,7 +166,11 @@ fn a_70_mib_snapshot_is_kept_in_a_side_file_and_restored_after_a_sigkill() {
         "both finished sources are skipped, their enumerator restored from the side file: {}",
         second.summary.brief()
     );
-    assert_eq!(sorted_output(&data), want, "the same output as an uninterrupted run");
+    assert_eq!(
+        sorted_output(&data),
+        want,
+        "the same output as an uninterrupted run"
+    );
     assert_eq!(
         side_files(&data),
         files,
@@ -170,7 +185,10 @@ fn a_70_mib_snapshot_is_kept_in_a_side_file_and_restored_after_a_sigkill() {
         .expect("log inspect");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains(&format!("{state_len} state bytes in side file {}", files[0].0)),
+        text.contains(&format!(
+            "{state_len} state bytes in side file {}",
+            files[0].0
+        )),
         "{text}"
     );
 }
@@ -249,7 +267,9 @@ fn a_snapshot_over_the_limit_is_refused_when_taken_and_the_job_still_finishes_an
     .expect("the log replays");
     let recorded = log
         .iter_events()
-        .filter(|e| matches!(e, JobEvent::ExecutionFinished(f) if !f.enumerator_snapshots.is_empty()))
+        .filter(
+            |e| matches!(e, JobEvent::ExecutionFinished(f) if !f.enumerator_snapshots.is_empty()),
+        )
         .count();
     assert_eq!(recorded, 0, "no refused state was recorded");
 
@@ -263,7 +283,9 @@ fn a_snapshot_over_the_limit_is_refused_when_taken_and_the_job_still_finishes_an
     });
     match run_job(&opts) {
         Ok(s) => assert!(
-            s.error.as_deref().is_some_and(|e| e.contains("simulated coordinator crash")),
+            s.error
+                .as_deref()
+                .is_some_and(|e| e.contains("simulated coordinator crash")),
             "{s:?}"
         ),
         Err(JobError::SimulatedCrash { .. }) => {}
