@@ -296,3 +296,56 @@ fn a_snapshot_over_the_limit_is_refused_when_taken_and_the_job_still_finishes_an
     assert!(summary.recovered);
     assert_eq!(sorted_output(&data), want);
 }
+
+#[test]
+fn a_damaged_side_file_fails_recovery_naming_the_file_and_the_job_runs_again_from_scratch() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let want = baseline(tmp.path());
+    // 2 MiB of padding: over the inline limit, so in a side file.
+    let job = write_job(tmp.path(), 2, 0);
+    let data = tmp.path().join("data");
+    let mut opts = options(&job, &data, format::MAX_SNAPSHOT_LEN);
+    opts.crash_at = Some(CrashPoint::AfterFinished {
+        vertex: SOURCE.to_owned(),
+        count: 2,
+    });
+    match run_job(&opts) {
+        Ok(s) => assert!(
+            s.error
+                .as_deref()
+                .is_some_and(|e| e.contains("simulated coordinator crash")),
+            "{s:?}"
+        ),
+        Err(JobError::SimulatedCrash { .. }) => {}
+        Err(e) => panic!("the run was to stop at the simulated crash: {e}"),
+    }
+    let files = side_files(&data);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let side = data.join(JOB).join(format::LOG_DIR).join(&files[0].0);
+    let bytes = std::fs::read(&side).expect("side file");
+    std::fs::write(&side, &bytes[..bytes.len() - 1]).expect("truncate the side file");
+
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(captured.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .finish();
+    let summary = tracing::subscriber::with_default(subscriber, || {
+        run_job(&options(&job, &data, format::MAX_SNAPSHOT_LEN)).expect("the restart starts")
+    });
+    assert_eq!(summary.status, JobStatus::Finished, "{:?}", summary.error);
+    assert!(!summary.recovered, "the damaged snapshot is not used");
+    assert_eq!(sorted_output(&data), want);
+    let log = captured.text();
+    assert!(
+        log.contains("recovery failed")
+            && log.contains(&files[0].0)
+            && log.contains(&format!(
+                "is {} bytes; its record says {}",
+                files[0].1 - 1,
+                files[0].1
+            )),
+        "names the side file and what is wrong: {log}"
+    );
+}
