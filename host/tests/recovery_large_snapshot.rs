@@ -93,7 +93,11 @@ fn side_files(data_dir: &Path) -> Vec<(String, u64)> {
     let mut files: Vec<(String, u64)> = std::fs::read_dir(&log)
         .expect("log folder")
         .map(|e| e.expect("entry"))
-        .filter(|e| e.file_name().to_string_lossy().ends_with(format::SNAPSHOT_FILE_SUFFIX))
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .ends_with(format::SNAPSHOT_FILE_SUFFIX)
+        })
         .map(|e| {
             (
                 e.file_name().to_string_lossy().into_owned(),
@@ -111,7 +115,11 @@ fn baseline(dir: &Path) -> String {
     let data = dir.join("baseline");
     Coordhost::new(&job, &data).run_to_end();
     let out = sorted_output(&data);
-    assert_eq!(out.lines().count(), SPLITS as usize, "one line per split:\n{out}");
+    assert_eq!(
+        out.lines().count(),
+        SPLITS as usize,
+        "one line per split:\n{out}"
+    );
     out
 }
 
@@ -133,7 +141,10 @@ fn a_70_mib_snapshot_is_kept_in_a_side_file_and_restored_after_a_sigkill() {
         Kill::Killed { .. } => {}
         Kill::TooLate(_) => panic!("the job ended before the kill; the sink is too fast"),
     }
-    assert!(!tail.contains("the limit is"), "no record was too large:\n{tail}");
+    assert!(
+        !tail.contains("the limit is"),
+        "no record was too large:\n{tail}"
+    );
     let files = side_files(&data);
     assert_eq!(
         files.len(),
@@ -155,7 +166,11 @@ fn a_70_mib_snapshot_is_kept_in_a_side_file_and_restored_after_a_sigkill() {
         "both finished sources are skipped, their enumerator restored from the side file: {}",
         second.summary.brief()
     );
-    assert_eq!(sorted_output(&data), want, "the same output as an uninterrupted run");
+    assert_eq!(
+        sorted_output(&data),
+        want,
+        "the same output as an uninterrupted run"
+    );
     assert_eq!(
         side_files(&data),
         files,
@@ -170,7 +185,10 @@ fn a_70_mib_snapshot_is_kept_in_a_side_file_and_restored_after_a_sigkill() {
         .expect("log inspect");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains(&format!("{state_len} state bytes in side file {}", files[0].0)),
+        text.contains(&format!(
+            "{state_len} state bytes in side file {}",
+            files[0].0
+        )),
         "{text}"
     );
 }
@@ -249,7 +267,9 @@ fn a_snapshot_over_the_limit_is_refused_when_taken_and_the_job_still_finishes_an
     .expect("the log replays");
     let recorded = log
         .iter_events()
-        .filter(|e| matches!(e, JobEvent::ExecutionFinished(f) if !f.enumerator_snapshots.is_empty()))
+        .filter(
+            |e| matches!(e, JobEvent::ExecutionFinished(f) if !f.enumerator_snapshots.is_empty()),
+        )
         .count();
     assert_eq!(recorded, 0, "no refused state was recorded");
 
@@ -263,7 +283,9 @@ fn a_snapshot_over_the_limit_is_refused_when_taken_and_the_job_still_finishes_an
     });
     match run_job(&opts) {
         Ok(s) => assert!(
-            s.error.as_deref().is_some_and(|e| e.contains("simulated coordinator crash")),
+            s.error
+                .as_deref()
+                .is_some_and(|e| e.contains("simulated coordinator crash")),
             "{s:?}"
         ),
         Err(JobError::SimulatedCrash { .. }) => {}
@@ -273,4 +295,57 @@ fn a_snapshot_over_the_limit_is_refused_when_taken_and_the_job_still_finishes_an
     assert_eq!(summary.status, JobStatus::Finished, "{:?}", summary.error);
     assert!(summary.recovered);
     assert_eq!(sorted_output(&data), want);
+}
+
+#[test]
+fn a_damaged_side_file_fails_recovery_naming_the_file_and_the_job_runs_again_from_scratch() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let want = baseline(tmp.path());
+    // 2 MiB of padding: over the inline limit, so in a side file.
+    let job = write_job(tmp.path(), 2, 0);
+    let data = tmp.path().join("data");
+    let mut opts = options(&job, &data, format::MAX_SNAPSHOT_LEN);
+    opts.crash_at = Some(CrashPoint::AfterFinished {
+        vertex: SOURCE.to_owned(),
+        count: 2,
+    });
+    match run_job(&opts) {
+        Ok(s) => assert!(
+            s.error
+                .as_deref()
+                .is_some_and(|e| e.contains("simulated coordinator crash")),
+            "{s:?}"
+        ),
+        Err(JobError::SimulatedCrash { .. }) => {}
+        Err(e) => panic!("the run was to stop at the simulated crash: {e}"),
+    }
+    let files = side_files(&data);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let side = data.join(JOB).join(format::LOG_DIR).join(&files[0].0);
+    let bytes = std::fs::read(&side).expect("side file");
+    std::fs::write(&side, &bytes[..bytes.len() - 1]).expect("truncate the side file");
+
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(captured.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .finish();
+    let summary = tracing::subscriber::with_default(subscriber, || {
+        run_job(&options(&job, &data, format::MAX_SNAPSHOT_LEN)).expect("the restart starts")
+    });
+    assert_eq!(summary.status, JobStatus::Finished, "{:?}", summary.error);
+    assert!(!summary.recovered, "the damaged snapshot is not used");
+    assert_eq!(sorted_output(&data), want);
+    let log = captured.text();
+    assert!(
+        log.contains("recovery failed")
+            && log.contains(&files[0].0)
+            && log.contains(&format!(
+                "is {} bytes; its record says {}",
+                files[0].1 - 1,
+                files[0].1
+            )),
+        "names the side file and what is wrong: {log}"
+    );
 }

@@ -124,7 +124,11 @@ fn assert_refused_and_untouched(job: &Path, data: &Path, forged: &[u8], needles:
         assert!(lines[0].contains(needle), "`{needle}` in: {err}");
     }
     assert!(lines[0].contains(&segment.display().to_string()), "{err}");
-    assert_eq!(files(&log_dir(data)), before, "the log is left exactly as it was");
+    assert_eq!(
+        files(&log_dir(data)),
+        before,
+        "the log is left exactly as it was"
+    );
     let siblings: Vec<String> = std::fs::read_dir(data.join(JOB))
         .expect("job folder")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
@@ -152,7 +156,10 @@ fn a_record_of_a_newer_version_or_kind_is_refused_with_exit_2_and_the_log_left_a
         &job,
         &data,
         &newer_frame(99, 1),
-        &["event kind 99", &format!("kinds up to {}", format::kind::NEWEST)],
+        &[
+            "event kind 99",
+            &format!("kinds up to {}", format::kind::NEWEST),
+        ],
     );
 
     // Without the forged record the same log is used again: nothing was lost.
@@ -194,7 +201,11 @@ fn a_moved_data_directory_is_the_same_job_and_not_an_edited_job_file() {
     std::fs::write(&job, text.replace("lowercase = true", "lowercase = false")).expect("edit");
     let out = run(&job, &new);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("job file changed"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("job file changed"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -239,7 +250,7 @@ fn a_damaged_partition_is_warned_about_once_while_the_host_waits_for_partitions(
         .expect("a complete source partition");
     std::fs::remove_file(damaged.join("sub-0.data")).expect("damage");
 
-    let mut second = cmd.start();
+    let second = cmd.start();
     let stderr_file = PathBuf::from(format!("{}.run2.err", data.display()));
     let finished = second.finish();
     let err = std::fs::read_to_string(&stderr_file).expect("stderr");

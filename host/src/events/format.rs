@@ -440,7 +440,9 @@ mod tests {
         let name = snapshot_file_name(3, 12);
         assert_eq!(name, "snapshot-00000003-00000012.state");
         assert!(is_snapshot_file_name(&name));
-        assert!(!is_snapshot_file_name("snapshot-00000003-00000012.state.tmp"));
+        assert!(!is_snapshot_file_name(
+            "snapshot-00000003-00000012.state.tmp"
+        ));
         assert!(!is_snapshot_file_name("snapshot-3-12.state"));
         assert!(!is_snapshot_file_name("../snapshot-00000003-0000001.state"));
         assert!(!is_snapshot_file_name("snapshot-0000000/-00000012.state"));

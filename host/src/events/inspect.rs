@@ -220,7 +220,9 @@ pub fn describe(event: &JobEvent) -> String {
                 .map(|s| format!(
                     "{}: {} state bytes{}, {} splits assigned",
                     s.job_vertex,
-                    s.state_file.as_ref().map_or(s.state.len() as u64, |f| f.len),
+                    s.state_file
+                        .as_ref()
+                        .map_or(s.state.len() as u64, |f| f.len),
                     s.state_file
                         .as_ref()
                         .map(|f| format!(" in side file {}", f.file))

@@ -40,8 +40,6 @@ pub use event::{
 pub use inspect::{describe, inspect, locate_log_dir};
 pub use lock::LogLock;
 pub use reader::{Position, Replay, ReplayedEvent, SegmentSummary, TornTail, replay};
-pub use snapshot_file::{
-    load_snapshot_files, newest_snapshot_files, remove_snapshot_files_except,
-};
+pub use snapshot_file::{load_snapshot_files, newest_snapshot_files, remove_snapshot_files_except};
 pub use storage::{FaultPoint, FileStorage, MemoryStorage, SegmentAppender, Storage};
 pub use writer::{EventLogWriter, FsyncPolicy, Sequence, WriterOptions, job_log_dir, open_job_log};

@@ -189,12 +189,19 @@ mod tests {
         let mut damaged = state.clone();
         damaged[1234] ^= 1;
         fs::write(dir.path().join(&name), &damaged).expect("damage");
-        let error = read(dir.path(), &file).expect_err("damage is caught").to_string();
+        let error = read(dir.path(), &file)
+            .expect_err("damage is caught")
+            .to_string();
         assert!(error.contains("CRC32C") && error.contains(&name), "{error}");
 
         fs::write(dir.path().join(&name), &state[..10]).expect("truncate");
-        let error = read(dir.path(), &file).expect_err("size is checked").to_string();
-        assert!(error.contains("is 10 bytes; its record says 3000"), "{error}");
+        let error = read(dir.path(), &file)
+            .expect_err("size is checked")
+            .to_string();
+        assert!(
+            error.contains("is 10 bytes; its record says 3000"),
+            "{error}"
+        );
 
         let forged = SnapshotFile {
             file: "../escape.state".into(),
@@ -214,12 +221,18 @@ mod tests {
         }
         fs::write(dir.path().join("segment-00000000.log"), b"seg").expect("segment");
         let keep: BTreeSet<String> = [snapshot_file_name(0, 1)].into();
-        assert_eq!(remove_snapshot_files_except(dir.path(), &keep).expect("rm"), 2);
+        assert_eq!(
+            remove_snapshot_files_except(dir.path(), &keep).expect("rm"),
+            2
+        );
         let mut left: Vec<String> = fs::read_dir(dir.path())
             .expect("list")
             .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
             .collect();
         left.sort();
-        assert_eq!(left, ["segment-00000000.log", "snapshot-00000000-00000001.state"]);
+        assert_eq!(
+            left,
+            ["segment-00000000.log", "snapshot-00000000-00000001.state"]
+        );
     }
 }

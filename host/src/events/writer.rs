@@ -241,7 +241,10 @@ impl EventLogWriter {
     /// The log directory (the segment's folder): where snapshot side files live.
     #[must_use]
     pub fn log_dir(&self) -> &Path {
-        self.shared.segment.parent().unwrap_or_else(|| Path::new("."))
+        self.shared
+            .segment
+            .parent()
+            .unwrap_or_else(|| Path::new("."))
     }
 
     /// Writes a batch snapshot `state` as a new side file of the log

@@ -465,7 +465,11 @@ fn strip_padding(bytes: &[u8], pad: usize) -> Result<&[u8], String> {
             bytes.len()
         ));
     };
-    if bytes[body..].iter().enumerate().any(|(i, &b)| b != pad_byte(i)) {
+    if bytes[body..]
+        .iter()
+        .enumerate()
+        .any(|(i, &b)| b != pad_byte(i))
+    {
         return Err("snapshot padding is damaged".to_owned());
     }
     Ok(&bytes[..body])
@@ -541,7 +545,8 @@ impl GuestEnumerator for FaultyEnumerator {
         snapshot: Vec<u8>,
     ) -> Result<Enumerator, Error> {
         let settings = Settings::from_config(&config)?;
-        let unpadded = strip_padding(&snapshot, settings.snapshot_pad).map_err(Error::CorruptSnapshot)?;
+        let unpadded =
+            strip_padding(&snapshot, settings.snapshot_pad).map_err(Error::CorruptSnapshot)?;
         let state = State::decode(unpadded, settings.splits).map_err(Error::CorruptSnapshot)?;
         Ok(Enumerator::new(Self {
             settings,
