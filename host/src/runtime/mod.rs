@@ -252,10 +252,16 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
         TaskInput::Splits(mut splits) => {
             while let Some(split) = splits.next_split()? {
                 report.splits += 1;
-                source::read_split(&split, source_grants.as_ref(), &operators, &vertex_id, |row| {
-                    tick(&mut report)?;
-                    chain.push(row)
-                })?;
+                source::read_split(
+                    &split,
+                    source_grants.as_ref(),
+                    &operators,
+                    &vertex_id,
+                    |row| {
+                        tick(&mut report)?;
+                        chain.push(row)
+                    },
+                )?;
             }
         }
         TaskInput::Partitions(parts) => {
@@ -266,14 +272,14 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
                         .writable_dir(&p.location)
                         .map_err(|e| TaskError::Shuffle(ShuffleError::Grant(e)))?;
                     let mut r = SubpartitionReader::open_in(&dir, sub).map_err(|e| match e {
-                            ShuffleError::PartitionNotFound { location } => {
-                                TaskError::PartitionNotFound {
-                                    producer: p.producer,
-                                    location,
-                                }
+                        ShuffleError::PartitionNotFound { location } => {
+                            TaskError::PartitionNotFound {
+                                producer: p.producer,
+                                location,
                             }
-                            other => TaskError::Shuffle(other),
-                        })?;
+                        }
+                        other => TaskError::Shuffle(other),
+                    })?;
                     while let Some(row) = r.next_record()? {
                         tick(&mut report)?;
                         chain.push(row)?;
