@@ -391,10 +391,7 @@ fn a_split_file_is_read_inside_the_grants_only_after_symlinks_are_resolved() {
             "local-shuffle",
             "",
         );
-        s.fails(
-            &job,
-            &[says, &format!("split `file-"), &path.display().to_string()],
-        );
+        s.fails(&job, &[says, "split `file-", &path.display().to_string()]);
         assert!(
             !s.data_text().contains(SECRET),
             "the secret was not read through {name}"
