@@ -173,11 +173,7 @@ impl Grants {
                 path: path.to_path_buf(),
             });
         }
-        let candidates = self
-            .inner
-            .dirs
-            .iter()
-            .filter(|g| g.writable || !writable);
+        let candidates = self.inner.dirs.iter().filter(|g| g.writable || !writable);
         for g in candidates.clone() {
             let roots = [Some(g.host.clone()), std::fs::canonicalize(&g.host).ok()];
             for root in roots.into_iter().flatten() {
@@ -329,7 +325,13 @@ impl PluginDir {
 
     /// Opens `name` in `dir` as a directory without following a symlink,
     /// creating it first when `create` and it is missing.
-    fn step(&self, dir: &Dir, name: &OsString, walked: &Path, create: bool) -> Result<Dir, GrantError> {
+    fn step(
+        &self,
+        dir: &Dir,
+        name: &OsString,
+        walked: &Path,
+        create: bool,
+    ) -> Result<Dir, GrantError> {
         match dir.symlink_metadata(name) {
             Ok(m) if m.file_type().is_symlink() => {
                 return Err(GrantError::Symlink {
@@ -339,13 +341,11 @@ impl PluginDir {
                 });
             }
             Ok(_) => {}
-            Err(e) if create && e.kind() == io::ErrorKind::NotFound => {
-                match dir.create_dir(name) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                    Err(e) => return Err(self.io(e)),
-                }
-            }
+            Err(e) if create && e.kind() == io::ErrorKind::NotFound => match dir.create_dir(name) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(self.io(e)),
+            },
             Err(e) => return Err(self.io(e)),
         }
         // `open_dir_nofollow` also refuses a symlink swapped in since the check above.
@@ -374,7 +374,8 @@ impl PluginDir {
             plugin: self.plugin.to_string(),
             path: self.path.clone(),
         })?;
-        let mut dir = Dir::open_ambient_dir(&self.root, ambient_authority()).map_err(|e| self.io(e))?;
+        let mut dir =
+            Dir::open_ambient_dir(&self.root, ambient_authority()).map_err(|e| self.io(e))?;
         let mut walked = PathBuf::new();
         for name in ancestors {
             walked.push(name);
@@ -491,9 +492,19 @@ mod tests {
             assert!(e.to_string().contains("plugin `p`"), "{e}");
         }
         let ro = grants(&root, false);
-        let e = ro.writable_dir(&root.join("a")).expect_err("read-only grant");
-        assert!(e.to_string().contains("writable directory granted to it (none)"), "{e}");
-        assert!(e.detail().starts_with(&root.join("a").display().to_string()), "{e}");
+        let e = ro
+            .writable_dir(&root.join("a"))
+            .expect_err("read-only grant");
+        assert!(
+            e.to_string()
+                .contains("writable directory granted to it (none)"),
+            "{e}"
+        );
+        assert!(
+            e.detail()
+                .starts_with(&root.join("a").display().to_string()),
+            "{e}"
+        );
         assert!(ro.check_readable(&root.join("a")).is_ok());
     }
 
@@ -510,7 +521,9 @@ mod tests {
         std::os::unix::fs::symlink("real", root.join("inner")).expect("symlink");
         let g = grants(&root, true);
         for via in ["escape", "inner"] {
-            let d = g.writable_dir(&root.join(via).join("p")).expect("lexically inside");
+            let d = g
+                .writable_dir(&root.join(via).join("p"))
+                .expect("lexically inside");
             assert!(matches!(d.create_fresh(), Err(GrantError::Symlink { .. })));
             assert!(matches!(d.remove_all(), Err(GrantError::Symlink { .. })));
         }

@@ -53,7 +53,12 @@ impl Setup {
     /// directory, with file contents and link targets.
     fn listing(&self) -> BTreeMap<PathBuf, String> {
         let mut out = BTreeMap::new();
-        list(self.tmp.path(), self.tmp.path(), Some(&self.path("data")), &mut out);
+        list(
+            self.tmp.path(),
+            self.tmp.path(),
+            Some(&self.path("data")),
+            &mut out,
+        );
         out
     }
 
@@ -62,7 +67,13 @@ impl Setup {
     /// (parallelism 1); shuffle master `evil-shuffle` granted
     /// `${data_dir}/shuffle` only. `enum_config`/`shuffle_config` are TOML
     /// inline-table bodies; `enum_dirs` the enumerator's `dirs` array body.
-    fn job(&self, enum_config: &str, enum_dirs: &str, shuffle: &str, shuffle_config: &str) -> PathBuf {
+    fn job(
+        &self,
+        enum_config: &str,
+        enum_dirs: &str,
+        shuffle: &str,
+        shuffle_config: &str,
+    ) -> PathBuf {
         let text = format!(
             r#"
 [job]
@@ -137,9 +148,16 @@ key = ["line"]
             .rfind(|l| l.starts_with("coordhost: "))
             .unwrap_or_else(|| panic!("no `coordhost:` error line:\n{stderr}"));
         for n in needles {
-            assert!(last.contains(n), "the error line lacks `{n}`: {last}\n{stderr}");
+            assert!(
+                last.contains(n),
+                "the error line lacks `{n}`: {last}\n{stderr}"
+            );
         }
-        assert_eq!(self.listing(), before, "something outside the grants changed");
+        assert_eq!(
+            self.listing(),
+            before,
+            "something outside the grants changed"
+        );
         for victim in ["victim", "victim2"] {
             assert_eq!(
                 std::fs::read_to_string(self.path(victim).join(USER_FILE)).expect("user file"),
@@ -209,7 +227,10 @@ fn a_shuffle_location_outside_the_grant_is_refused_and_the_folder_survives() {
             "outside every writable directory granted to it",
         ],
     );
-    assert!(!victim.join("sub-0.data").exists() && !victim.join("COMPLETE").exists(), "{stderr}");
+    assert!(
+        !victim.join("sub-0.data").exists() && !victim.join("COMPLETE").exists(),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -223,7 +244,11 @@ fn a_symlink_planted_by_a_shuffle_master_is_never_followed() {
     );
     s.fails(
         &job,
-        &["evil-shuffle", "is a symbolic link", "never follows a symlink"],
+        &[
+            "evil-shuffle",
+            "is a symbolic link",
+            "never follows a symlink",
+        ],
     );
     // The plugin did plant the link (inside its grant); the host did not follow it.
     let link = s.path("data/shuffle/escape");
@@ -243,8 +268,14 @@ fn a_symlink_planted_by_a_shuffle_master_is_never_followed() {
 fn shuffle_descriptors_that_break_the_contract_fail_naming_the_plugin() {
     for (fault, says) in [
         ("wrong-id", "returned a shuffle descriptor for partition"),
-        ("zero-subpartitions", "returned a shuffle descriptor of 0 subpartitions"),
-        ("more-subpartitions", "returned a shuffle descriptor of 2 subpartitions"),
+        (
+            "zero-subpartitions",
+            "returned a shuffle descriptor of 0 subpartitions",
+        ),
+        (
+            "more-subpartitions",
+            "returned a shuffle descriptor of 2 subpartitions",
+        ),
     ] {
         let s = Setup::new();
         let job = s.job(
@@ -253,10 +284,7 @@ fn shuffle_descriptors_that_break_the_contract_fail_naming_the_plugin() {
             "hostile-shuffle",
             &format!(", fault = \"{fault}\""),
         );
-        s.fails(
-            &job,
-            &["evil-shuffle", "broke the plugin contract", says],
-        );
+        s.fails(&job, &["evil-shuffle", "broke the plugin contract", says]);
     }
 }
 
@@ -280,10 +308,19 @@ fn a_split_naming_a_file_outside_the_enumerators_grants_is_never_read() {
     let s = Setup::new();
     let secret = s.path("secret.txt");
     let job_file = s.path("job.toml");
-    for path in [PathBuf::from("/etc/passwd"), secret.clone(), job_file, PathBuf::from("/dev/zero")] {
+    for path in [
+        PathBuf::from("/etc/passwd"),
+        secret.clone(),
+        job_file,
+        PathBuf::from("/dev/zero"),
+    ] {
         let _fresh = std::fs::remove_dir_all(s.path("data"));
         let job = s.job(
-            &inline(&[("splits", "0"), ("fault", "assign-file"), ("path", &path.display().to_string())]),
+            &inline(&[
+                ("splits", "0"),
+                ("fault", "assign-file"),
+                ("path", &path.display().to_string()),
+            ]),
             &format!("{{ path = \"{}\" }}", s.path("input").display()),
             "local-shuffle",
             "",
@@ -293,12 +330,16 @@ fn a_split_naming_a_file_outside_the_enumerators_grants_is_never_read() {
             &[
                 "evil-enum",
                 "`handle-split-request` broke the plugin contract",
-                &format!("split `file-0` names {}", path.display()),
+                "split `file-",
+                &format!("` names {}, which", path.display()),
                 "outside every readable directory granted to it",
             ],
         );
         let text = s.data_text();
-        assert!(!text.contains(SECRET) && !text.contains("root:"), "nothing read");
+        assert!(
+            !text.contains(SECRET) && !text.contains("root:"),
+            "nothing read"
+        );
     }
 }
 
@@ -315,7 +356,11 @@ fn a_split_file_is_read_inside_the_grants_only_after_symlinks_are_resolved() {
 
     // Inside the grant, through a symlink that stays inside: read.
     let job = s.job(
-        &inline(&[("splits", "0"), ("fault", "assign-file"), ("path", &input.join("inner-link").display().to_string())]),
+        &inline(&[
+            ("splits", "0"),
+            ("fault", "assign-file"),
+            ("path", &input.join("inner-link").display().to_string()),
+        ]),
         &grant,
         "local-shuffle",
         "",
@@ -323,7 +368,10 @@ fn a_split_file_is_read_inside_the_grants_only_after_symlinks_are_resolved() {
     let (out, stderr) = s.run(&job);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let text = s.data_text();
-    assert!(text.contains("alpha") && text.contains("beta"), "the granted file was read");
+    assert!(
+        text.contains("alpha") && text.contains("beta"),
+        "the granted file was read"
+    );
 
     // A symlink out of the grant, a device behind a symlink, a folder: refused when read.
     for (name, says) in [
@@ -334,13 +382,20 @@ fn a_split_file_is_read_inside_the_grants_only_after_symlinks_are_resolved() {
         std::fs::remove_dir_all(s.path("data")).expect("a fresh data directory per run");
         let path = input.join(name);
         let job = s.job(
-            &inline(&[("splits", "0"), ("fault", "assign-file"), ("path", &path.display().to_string())]),
+            &inline(&[
+                ("splits", "0"),
+                ("fault", "assign-file"),
+                ("path", &path.display().to_string()),
+            ]),
             &grant,
             "local-shuffle",
             "",
         );
-        s.fails(&job, &[says, &format!("split `file-"), &path.display().to_string()]);
-        assert!(!s.data_text().contains(SECRET), "the secret was not read through {name}");
+        s.fails(&job, &[says, "split `file-", &path.display().to_string()]);
+        assert!(
+            !s.data_text().contains(SECRET),
+            "the secret was not read through {name}"
+        );
     }
 }
 
@@ -352,7 +407,11 @@ fn a_line_longer_than_the_bound_fails_naming_the_plugin() {
     // 17 MiB without a newline: over the 16 MiB bound of one line.
     std::fs::write(&endless, vec![b'a'; 17 << 20]).expect("endless line");
     let job = s.job(
-        &inline(&[("splits", "0"), ("fault", "assign-file"), ("path", &endless.display().to_string())]),
+        &inline(&[
+            ("splits", "0"),
+            ("fault", "assign-file"),
+            ("path", &endless.display().to_string()),
+        ]),
         &format!("{{ path = \"{}\" }}", input.display()),
         "local-shuffle",
         "",
@@ -375,12 +434,52 @@ fn enumerator_contract_violations_fail_naming_the_plugin_and_the_rule() {
             "`start` broke the plugin contract: assigned splits to subtask 0, which has no registered reader",
         ),
         (
-            inline(&[("splits", "0"), ("fault", "split-flood"), ("flood-calls", "40"), ("flood-splits", "50000")]),
+            inline(&[
+                ("splits", "0"),
+                ("fault", "split-flood"),
+                ("flood-calls", "40"),
+                ("flood-splits", "50000"),
+            ]),
             "assigned more than 100000 splits",
         ),
     ] {
         let s = Setup::new();
         let job = s.job(&config, "", "local-shuffle", "");
         s.fails(&job, &["evil-enum", "broke the plugin contract", says]);
+    }
+}
+
+#[test]
+fn a_symlink_swapped_in_at_release_is_never_followed_when_the_host_deletes() {
+    let s = Setup::new();
+    // What a host that followed `<root>/authority -> ../../victim2` would delete.
+    for partition in ["read-0-0", "read-1-0"] {
+        let dir = s.path("victim2/read-write").join(partition);
+        std::fs::create_dir_all(&dir).expect("victim partition folder");
+        std::fs::write(dir.join(USER_FILE), USER_TEXT).expect("user file");
+    }
+    let input = s.path("input");
+    std::fs::create_dir(input.join("folder")).expect("folder");
+    // The first attempts fail (their split names a folder), so the host resets
+    // them and releases their partitions; the shuffle master then swaps its
+    // job folder for a symlink before the host deletes.
+    let job = s.job(
+        &inline(&[
+            ("splits", "0"),
+            ("fault", "assign-file"),
+            ("path", &input.join("folder").display().to_string()),
+        ]),
+        &format!("{{ path = \"{}\" }}", input.display()),
+        "hostile-shuffle",
+        ", fault = \"swap-on-release\", link-target = \"../../victim2\"",
+    );
+    let stderr = s.fails(&job, &["failed on attempt"]);
+    assert!(
+        stderr.contains("not deleted") && stderr.contains("is a symbolic link"),
+        "the release path met the symlink and refused it:\n{stderr}"
+    );
+    for partition in ["read-0-0", "read-1-0"] {
+        let kept = s.path("victim2/read-write").join(partition).join(USER_FILE);
+        assert!(kept.is_file(), "{} survives", kept.display());
     }
 }

@@ -304,16 +304,18 @@ impl SplitEnumerator {
                 if !ids.insert(split.id.as_str()) {
                     return Err(self.broke(
                         call,
-                        format!("assigned split id `{}` twice (ids are unique within an enumerator)", split.id),
+                        format!(
+                            "assigned split id `{}` twice (ids are unique within an enumerator)",
+                            split.id
+                        ),
                     ));
                 }
                 if let SplitPayload::FileRange(r) = &split.payload
                     && let Err(e) = self.grants.check_readable(std::path::Path::new(&r.path))
                 {
-                    return Err(self.broke(
-                        call,
-                        format!("split `{}` names {}", split.id, e.detail()),
-                    ));
+                    return Err(
+                        self.broke(call, format!("split `{}` names {}", split.id, e.detail()))
+                    );
                 }
             }
         }

@@ -135,7 +135,11 @@ impl ShuffleMaster {
     ///
     /// # Errors
     /// [`PluginError::Protocol`] naming `call` when it does not.
-    pub fn partition_dir(&self, call: &'static str, location: &str) -> Result<PluginDir, PluginError> {
+    pub fn partition_dir(
+        &self,
+        call: &'static str,
+        location: &str,
+    ) -> Result<PluginDir, PluginError> {
         self.grants
             .writable_dir(Path::new(location))
             .map_err(|e| PluginError::Protocol {

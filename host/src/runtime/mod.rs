@@ -263,10 +263,16 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
         TaskInput::Splits(mut splits) => {
             while let Some(split) = splits.next_split()? {
                 report.splits += 1;
-                source::read_split(&split, source_grants.as_ref(), &operators, &vertex_id, |row| {
-                    tick(&mut report)?;
-                    chain.push(row)
-                })?;
+                source::read_split(
+                    &split,
+                    source_grants.as_ref(),
+                    &operators,
+                    &vertex_id,
+                    |row| {
+                        tick(&mut report)?;
+                        chain.push(row)
+                    },
+                )?;
             }
         }
         TaskInput::Partitions(parts) => {

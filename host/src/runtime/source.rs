@@ -134,12 +134,10 @@ pub fn read_split(
             };
             let name = path.display().to_string();
             let file = match grants {
-                Some(g) => g
-                    .open_readable_file(path)
-                    .map_err(|e| TaskError::Split {
-                        split: split.id.clone(),
-                        reason: e.to_string(),
-                    })?,
+                Some(g) => g.open_readable_file(path).map_err(|e| TaskError::Split {
+                    split: split.id.clone(),
+                    reason: e.to_string(),
+                })?,
                 None => File::open(path).map_err(io)?,
             };
             let plugin = grants.map_or("(host)", Grants::plugin);

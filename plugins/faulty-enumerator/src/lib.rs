@@ -60,11 +60,11 @@ mod bindings {
     });
 }
 
+use bindings::coordhost::plugin::types::FileRange;
 use bindings::coordhost::plugin::types::{Error, LogLevel, Split, SplitPayload};
 use bindings::coordhost::plugin::{enumerator_context, host_log};
 use bindings::exports::coordhost::plugin::split_enumerator::{Enumerator, Guest, GuestEnumerator};
 use plugin_support::config;
-use bindings::coordhost::plugin::types::FileRange;
 use std::cell::RefCell;
 use std::collections::{BTreeSet, VecDeque};
 use std::hint::black_box;

@@ -10,8 +10,9 @@
 //! |---|---|
 //! | `root` | absolute directory, granted read-write |
 //! | `fault` | `none` (default); `outside`: every location is `target` (a folder outside the grant); `symlink`: creates, through WASI, the relative symlink `<root>/escape -> <link-target>` and places every partition under `<root>/escape/`; `wrong-id`: the descriptor names another producer attempt; `zero-subpartitions` / `more-subpartitions`: the descriptor has 0 / one more subpartition than asked |
+//! | | `swap-on-release`: on `release-partition-externally`, replaces the job's folder `<root>/<job-id>` by a symlink to `link-target` |
 //! | `target` | for `outside`: the absolute location returned |
-//! | `link-target` | for `symlink`: where the planted link points, default `../../victim2` |
+//! | `link-target` | for `symlink` and `swap-on-release`: where the planted link points, default `../../victim2` |
 
 mod bindings {
     wit_bindgen::generate!({
@@ -47,6 +48,7 @@ enum Fault {
     WrongId,
     ZeroSubpartitions,
     MoreSubpartitions,
+    SwapOnRelease(String),
 }
 
 /// One shuffle master instance.
@@ -68,6 +70,11 @@ fn parse(config: &[(String, String)]) -> Result<HostileShuffleMaster, Error> {
         "wrong-id" => Fault::WrongId,
         "zero-subpartitions" => Fault::ZeroSubpartitions,
         "more-subpartitions" => Fault::MoreSubpartitions,
+        "swap-on-release" => Fault::SwapOnRelease(
+            config::value(config, "link-target")
+                .unwrap_or("../../victim2")
+                .to_owned(),
+        ),
         other => {
             return Err(Error::InvalidConfig(format!(
                 "config key `fault`: unknown fault `{other}`"
@@ -145,7 +152,7 @@ impl GuestShuffleMaster for HostileShuffleMaster {
             Fault::WrongId => id.producer.attempt += 7,
             Fault::ZeroSubpartitions => num_subpartitions = 0,
             Fault::MoreSubpartitions => num_subpartitions += 1,
-            Fault::None | Fault::Symlink => {}
+            Fault::None | Fault::Symlink | Fault::SwapOnRelease(_) => {}
         }
         Ok(ShuffleDescriptor {
             id,
@@ -154,7 +161,23 @@ impl GuestShuffleMaster for HostileShuffleMaster {
         })
     }
 
-    fn release_partition_externally(&self, _descriptor: ShuffleDescriptor) -> Result<(), Error> {
+    fn release_partition_externally(&self, descriptor: ShuffleDescriptor) -> Result<(), Error> {
+        if let Fault::SwapOnRelease(target) = &self.fault {
+            // Replace the job's folder (inside the grant) by a symlink, so a
+            // host that follows it would delete `<target>/<data-set>/<partition>`.
+            let job_dir = descriptor
+                .location
+                .rsplitn(3, '/')
+                .nth(2)
+                .unwrap_or_default()
+                .to_owned();
+            let _gone = std::fs::remove_dir_all(&job_dir);
+            match plant_symlink(target, &job_dir) {
+                Ok(()) => host_log::log(LogLevel::Info, &format!("swapped {job_dir} -> {target}")),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::Io(format!("cannot plant {job_dir}: {e}"))),
+            }
+        }
         Ok(())
     }
 
@@ -163,11 +186,15 @@ impl GuestShuffleMaster for HostileShuffleMaster {
     }
 
     fn snapshot_state(&self, _job_id: String) -> Result<ShuffleMasterSnapshot, Error> {
-        Err(Error::Other("hostile-shuffle takes no snapshots".to_owned()))
+        Err(Error::Other(
+            "hostile-shuffle takes no snapshots".to_owned(),
+        ))
     }
 
     fn restore_state(&self, _snapshots: Vec<ShuffleMasterSnapshot>) -> Result<(), Error> {
-        Err(Error::Other("hostile-shuffle takes no snapshots".to_owned()))
+        Err(Error::Other(
+            "hostile-shuffle takes no snapshots".to_owned(),
+        ))
     }
 
     fn notify_partition_recovery_started(&self, _job_id: String) {}
