@@ -20,7 +20,9 @@ use crate::scheduler::{JobError, JobMaster, RunOptions, Summary, load_plugins};
 /// # Errors
 /// As [`crate::scheduler::run_job`], plus [`JobError::Log`] (the log is
 /// locked by another coordinator or cannot be written),
-/// [`JobError::JobFileChanged`] and [`JobError::WouldDuplicate`].
+/// [`JobError::JobFileChanged`], [`JobError::WouldDuplicate`] and
+/// [`JobError::UnloggedOutput`] (published output but no log; `--fresh`,
+/// i.e. [`RunOptions::fresh`], discards both and runs from scratch).
 pub fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, JobError> {
     let (plugins, workers) = load_plugins(config, opts)?;
     let data_dir = std::path::absolute(&opts.data_dir).unwrap_or_else(|_| opts.data_dir.clone());
