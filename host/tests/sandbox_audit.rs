@@ -532,8 +532,16 @@ fn a_flood_of_plugin_output_is_cut_rate_limited_and_kept_out_of_the_summary() {
     o.assert_stderr_has("more bytes)");
     // The error: one line, reason first, cut.
     let error = o.summary_error();
-    assert!(error.len() < 8 << 10, "{} bytes in the summary", error.len());
-    assert!(error.contains("flood error: the reason comes first second line"), "{}", &error[..error.len().min(300)]);
+    assert!(
+        error.len() < 8 << 10,
+        "{} bytes in the summary",
+        error.len()
+    );
+    assert!(
+        error.contains("flood error: the reason comes first second line"),
+        "{}",
+        &error[..error.len().min(300)]
+    );
     assert!(!error.contains('\n'));
     assert!(
         !o.stderr.lines().any(|l| l.starts_with("second line")),
