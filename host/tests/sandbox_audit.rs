@@ -263,7 +263,7 @@ fn assert_names_deadline(o: &Outcome, call: &str, ms: u64) {
 
 #[test]
 fn a_looping_enumerator_fails_the_job_within_twice_its_deadline() {
-    for call in ["handle-split-request", "start"] {
+    for call in ["handle-split-request", "start", "create"] {
         let o = AuditJob::new(
             &[("fault", "loop"), ("on", call)],
             "call-timeout-ms = 1000, on-trap = \"fail\"",
