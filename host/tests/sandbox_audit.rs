@@ -263,7 +263,7 @@ fn assert_names_deadline(o: &Outcome, call: &str, ms: u64) {
 
 #[test]
 fn a_looping_enumerator_fails_the_job_within_twice_its_deadline() {
-    for call in ["handle-split-request", "start"] {
+    for call in ["handle-split-request", "start", "create"] {
         let o = AuditJob::new(
             &[("fault", "loop"), ("on", call)],
             "call-timeout-ms = 1000, on-trap = \"fail\"",
@@ -532,8 +532,16 @@ fn a_flood_of_plugin_output_is_cut_rate_limited_and_kept_out_of_the_summary() {
     o.assert_stderr_has("more bytes)");
     // The error: one line, reason first, cut.
     let error = o.summary_error();
-    assert!(error.len() < 8 << 10, "{} bytes in the summary", error.len());
-    assert!(error.contains("flood error: the reason comes first second line"), "{}", &error[..error.len().min(300)]);
+    assert!(
+        error.len() < 8 << 10,
+        "{} bytes in the summary",
+        error.len()
+    );
+    assert!(
+        error.contains("flood error: the reason comes first second line"),
+        "{}",
+        &error[..error.len().min(300)]
+    );
     assert!(!error.contains('\n'));
     assert!(
         !o.stderr.lines().any(|l| l.starts_with("second line")),

@@ -39,12 +39,11 @@ pub(crate) struct DeadlineInWasi;
 /// What wasmtime says when the interface cannot be defined.
 pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
-    let added = sync_poll::add_to_linker::<PluginState, DeadlinePoll>(linker, |state| {
-        BoundedTable {
+    let added =
+        sync_poll::add_to_linker::<PluginState, DeadlinePoll>(linker, |state| BoundedTable {
             deadline: state.call_deadline,
             table: state.table_mut(),
-        }
-    });
+        });
     linker.allow_shadowing(false);
     added
 }
@@ -81,18 +80,27 @@ fn bounded<F: Future<Output = wasmtime::Result<R>>, R>(
 impl sync_poll::Host for BoundedTable<'_> {
     fn poll(&mut self, pollables: Vec<Resource<DynPollable>>) -> wasmtime::Result<Vec<u32>> {
         let deadline = self.deadline;
-        bounded(deadline, async_poll::Host::poll(&mut *self.table, pollables))
+        bounded(
+            deadline,
+            async_poll::Host::poll(&mut *self.table, pollables),
+        )
     }
 }
 
 impl sync_poll::HostPollable for BoundedTable<'_> {
     fn ready(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<bool> {
-        bounded(None, async_poll::HostPollable::ready(&mut *self.table, pollable))
+        bounded(
+            None,
+            async_poll::HostPollable::ready(&mut *self.table, pollable),
+        )
     }
 
     fn block(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<()> {
         let deadline = self.deadline;
-        bounded(deadline, async_poll::HostPollable::block(&mut *self.table, pollable))
+        bounded(
+            deadline,
+            async_poll::HostPollable::block(&mut *self.table, pollable),
+        )
     }
 
     fn drop(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<()> {

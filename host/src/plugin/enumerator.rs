@@ -352,7 +352,10 @@ impl SplitEnumerator {
             } else {
                 "a fresh `create`"
             };
-            tracing::warn!(plugin = self.plugin.name(), "{error}; store rebuilt from {from}");
+            tracing::warn!(
+                plugin = self.plugin.name(),
+                "{error}; store rebuilt from {from}"
+            );
         } else {
             self.poisoned = Some(error.to_string());
         }

@@ -4,9 +4,9 @@
 use wasmtime::{Store, Trap};
 
 use super::bindings::enumerator::SplitEnumeratorPlugin;
+use super::bindings::shuffle::ShuffleMasterPlugin;
 use super::deadline::DeadlineInWasi;
 use super::output::{MAX_MESSAGE_BYTES, one_line};
-use super::bindings::shuffle::ShuffleMasterPlugin;
 use super::store::PluginState;
 use super::{EPOCH_TICK, KindPre, LoadedInner, LoadedPlugin, PluginError, PluginKind};
 

@@ -16,7 +16,6 @@ use super::bindings::enumerator::coordhost::plugin::{enumerator_context, host_lo
 use super::output::{LineBudget, MAX_LINE_BYTES, one_line};
 use super::{EnumeratorAction, PluginError, PluginSpec};
 
-
 /// The data of one plugin store.
 pub(crate) struct PluginState {
     /// The plugin's name in the job file, used to tag its log lines.
