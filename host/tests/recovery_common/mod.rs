@@ -87,8 +87,10 @@ pub fn expected_lines() -> Vec<String> {
     lines
 }
 
-/// Bytes the middles write to the hash edge: per word row, a `u32` field
-/// count, a `u32` length and the word (host/src/shuffle.rs).
+/// Bytes of the records the middles write to the hash edge: per word row, a
+/// `u32` field count, a `u32` length and the word (host/src/shuffle.rs; the
+/// block framing adds 16 bytes per subpartition, too little to change the
+/// sink's parallelism).
 pub fn middle_bytes() -> u64 {
     let mut total = 0u64;
     for i in 0..SPLITS {
