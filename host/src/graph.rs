@@ -221,6 +221,11 @@ pub struct SinkSpec {
     pub format: SinkFormat,
     /// Column names of the rows written.
     pub columns: Vec<String>,
+    /// `overwrite = true`: the job file lets a run that has no log of this
+    /// job clear `part-*`, `_SUCCESS` and `_staging` in `dir` (see
+    /// docs/job-file.md). Not part of the job fingerprint: it cannot change
+    /// a byte of output.
+    pub overwrite: bool,
 }
 
 /// One step of the job.

@@ -173,6 +173,13 @@ impl PartitionWriter {
     ///
     /// [`ShuffleError::Io`] if the directory or a file cannot be created.
     pub fn create(location: &Path, num_subpartitions: u32) -> Result<Self, ShuffleError> {
+        // The host chose the path: its parents are made as needed.
+        if let Some(parent) = location.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|source| ShuffleError::Io {
+                path: parent.to_path_buf(),
+                source,
+            })?;
+        }
         let dir = PluginDir::host_chosen(location).map_err(|e| grant_error(location, e))?;
         Self::create_in(&dir, num_subpartitions)
     }

@@ -41,7 +41,7 @@ component = "a.wasm"
 kind = "split-enumerator"
 config = { dir = "in", split-bytes = 1000, pattern = ".csv", recursive = true }
 dirs = [{ path = "in", writable = false }]
-limits = { call-timeout-ms = 5000, memory-mib = 64, on-trap = "rebuild" }
+limits = { call-timeout-ms = 5000, memory-mib = 64, on-trap = "rebuild", split-wait-ms = 60000 }
 
 [plugins.lines]
 component = "b.wasm"
@@ -79,7 +79,7 @@ record-delay-us = 5
 operators = [
   { op = "aggregate", mode = "final", key = ["k"], decimals = 2, aggregates = [
       { fn = "count", as = "c" }, { fn = "sum", as = "s" } ] },
-  { op = "write-csv", path = "${data_dir}/out/sum", header = true, delimiter = "," },
+  { op = "write-csv", path = "${data_dir}/out/sum", header = true, delimiter = ",", overwrite = false },
 ]
 
 [[vertices]]
@@ -98,7 +98,7 @@ parallelism = 3
 max-parallelism = 16
 operators = [
   { op = "aggregate", mode = "final", key = ["word"], aggregates = [{ fn = "count", as = "cnt" }] },
-  { op = "write-text", path = "${data_dir}/out/cnt", separator = " " },
+  { op = "write-text", path = "${data_dir}/out/cnt", separator = " ", overwrite = true },
 ]
 
 [[edges]]
@@ -314,6 +314,17 @@ const RULES: &[(&str, Side, Flip)] = &[
         Flip::Plain,
     ),
     (
+        "vertices[].operators[op=write-csv].overwrite",
+        Side::Tuning,
+        Flip::Plain,
+    ),
+    (
+        "vertices[].operators[op=write-text].overwrite",
+        Side::Tuning,
+        Flip::Plain,
+    ),
+    ("plugins.*.limits.split-wait-ms", Side::Tuning, Flip::Plain),
+    (
         "edges[].from",
         Side::LayoutOrInvalid,
         Flip::OneOf(&["v_scan", "v_tok"]),
@@ -473,7 +484,7 @@ struct Setup {
 fn setup() -> Setup {
     let tmp = tempfile::tempdir().expect("tempdir");
     for f in ["a.wasm", "b.wasm", "c.wasm"] {
-        std::fs::write(tmp.path().join(f), b"\0asm").expect("component stand-in");
+        std::fs::write(tmp.path().join(f), b"\0asm\x0d\x00\x01\x00").expect("component stand-in");
     }
     for d in ["in", "in2", "inx", "in2x", "data/shuffle", "data/shufflex"] {
         std::fs::create_dir_all(tmp.path().join(d)).expect("dir");

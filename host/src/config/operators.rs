@@ -176,6 +176,7 @@ impl Validator {
                         dir: self.resolve_path(&format!("{field}.path"), &path)?,
                         format: SinkFormat::Csv { header, delimiter },
                         columns: current.clone(),
+                        overwrite,
                     });
                 }
                 RawOperator::WriteText {
@@ -190,6 +191,7 @@ impl Validator {
                             separator: separator.unwrap_or_else(|| " ".to_string()),
                         },
                         columns: current.clone(),
+                        overwrite,
                     });
                 }
             }

@@ -64,8 +64,21 @@ fn graph_text(graph: &JobGraph) -> String {
         };
         // Column names reach the output only where a sink writes them
         // (`sink.columns`); operators refer to columns by position.
+        // `overwrite` is left out (it cannot change a byte of output); the
+        // rest is written as `Debug` wrote the whole sink before it existed.
+        let sink = match sink {
+            Some(crate::graph::SinkSpec {
+                dir,
+                format,
+                columns,
+                overwrite: _,
+            }) => format!(
+                "Some(SinkSpec {{ dir: {dir:?}, format: {format:?}, columns: {columns:?} }})"
+            ),
+            None => "None".to_string(),
+        };
         h.push_str(&format!(
-            "vertex {id:?} {parallelism} {source:?} {operators:?} {sink:?}\n"
+            "vertex {id:?} {parallelism} {source:?} {operators:?} {sink}\n"
         ));
     }
     for JobEdge {

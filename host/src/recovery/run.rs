@@ -174,6 +174,10 @@ fn refuse_if_unlogged_output(config: &JobConfig, data_dir: &Path) -> Result<(), 
     }
     for v in &config.graph.vertices {
         let Some(sink) = &v.sink else { continue };
+        if sink.overwrite {
+            // The job file says this folder may be cleared.
+            continue;
+        }
         let files = published_files(&sink.dir);
         if !files.is_empty() {
             return Err(JobError::UnloggedOutput {

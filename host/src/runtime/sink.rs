@@ -210,6 +210,7 @@ mod tests {
                 delimiter: b',',
             },
             columns: vec!["w".into(), "n".into()],
+            overwrite: false,
         };
         prepare_fresh(&spec).expect("prepare");
         for attempt in 0..2 {
