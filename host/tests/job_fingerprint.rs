@@ -614,5 +614,8 @@ fn max_parallelism_of_an_auto_vertex_is_its_inputs_subpartition_count() {
     );
     assert_eq!(a.graph.num_subpartitions(0), 8);
     assert_eq!(b.graph.num_subpartitions(0), 4);
-    assert_ne!(job_fingerprint(&a, &s.opts.data_dir), job_fingerprint(&b, &s.opts.data_dir));
+    assert_ne!(
+        job_fingerprint(&a, &s.opts.data_dir),
+        job_fingerprint(&b, &s.opts.data_dir)
+    );
 }

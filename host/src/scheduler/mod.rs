@@ -82,8 +82,8 @@ pub enum JobError {
     Commit {
         /// The sink vertex id.
         vertex: String,
-        /// The error.
-        source: TaskError,
+        /// The error (boxed: it is large and rare).
+        source: Box<TaskError>,
     },
     /// An execution vertex failed on its last allowed attempt.
     #[error(
@@ -99,7 +99,7 @@ pub enum JobError {
         /// The limit from `job.max-attempts`.
         max_attempts: u32,
         /// Why it failed.
-        source: TaskError,
+        source: Box<TaskError>,
     },
     /// The job event log cannot be opened (another coordinator holds it, or
     /// an I/O error).

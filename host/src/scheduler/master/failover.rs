@@ -40,7 +40,7 @@ impl JobMaster {
                 subtask: attempt.subtask,
                 attempt: attempt.attempt,
                 max_attempts: self.max_attempts,
-                source: error,
+                source: Box::new(error),
             });
         }
         self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize].state =
@@ -63,7 +63,7 @@ impl JobMaster {
                         subtask: producer.subtask,
                         attempt: producer.attempt,
                         max_attempts: self.max_attempts,
-                        source: error,
+                        source: Box::new(error),
                     });
                 }
                 let consumer = ExecutionVertexId {

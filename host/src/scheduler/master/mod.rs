@@ -267,7 +267,7 @@ impl JobMaster {
             if let Some(s) = &v.sink {
                 sink::prepare_fresh(s).map_err(|source| JobError::Commit {
                     vertex: v.id.clone(),
-                    source,
+                    source: Box::new(source),
                 })?;
             }
         }
@@ -574,7 +574,7 @@ impl JobMaster {
             if let Some(s) = &v.sink {
                 sink::write_success(s).map_err(|source| JobError::Commit {
                     vertex: v.id.clone(),
-                    source,
+                    source: Box::new(source),
                 })?;
             }
         }
@@ -683,7 +683,7 @@ impl JobMaster {
             sink::publish(s, attempt.subtask, attempt.attempt).map_err(|source| {
                 JobError::Commit {
                     vertex: vertex.id.clone(),
-                    source,
+                    source: Box::new(source),
                 }
             })?;
             self.crash_point("sink-published", events)?;
