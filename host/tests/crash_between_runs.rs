@@ -153,3 +153,39 @@ fn a_deleted_or_replaced_lock_does_not_let_a_second_coordinator_in() {
     assert_eq!(log.count("JobStarted"), 1);
     assert!(!log.finished(SINK).is_empty());
 }
+
+#[test]
+fn a_deleted_log_folder_stops_the_first_coordinator_and_the_second_one_finishes_alone() {
+    // `rm -rf log` takes the LOCK file and the locked folder with it: a
+    // second coordinator then starts a new log. The first notices before
+    // its next durable step and stops (exit 1), so it never records or
+    // publishes anything beside the second.
+    let fx = Fixture::words();
+    let mut job = WordJob::new(&fx.input);
+    job.sink_delay_us = 600;
+    let file = job.write(&fx.path("job.toml"));
+    let data = fx.path("data");
+    let mut first = Coordhost::new(&file, &data);
+    let mut running = first.start();
+    kill_after_first_source(&mut running, &data);
+    std::fs::remove_dir_all(log_dir(&data)).expect("rm -rf log");
+    let mut second = first.clone();
+    let replacing = second.start();
+
+    let lost = running.wait_exit();
+    assert_eq!(lost.code, Some(1), "{}", lost.stderr);
+    assert!(
+        lost.stderr.contains("lost its lock on the job log"),
+        "{}",
+        lost.stderr
+    );
+    let done = replacing.finish();
+    assert!(!done.summary.recovered(), "{}", done.summary.brief());
+    assert_output(&data, &fx.input);
+    let log = EventLog::read(&data).expect("log");
+    assert_eq!(
+        log.count("JobStarted"),
+        1,
+        "only the second coordinator's log"
+    );
+}

@@ -12,6 +12,14 @@
 //! segments, and a new one under the same name is a new log. Both locks are
 //! taken; either one held elsewhere refuses the second coordinator, whatever
 //! happened to the `LOCK` file's name.
+//!
+//! Deleting the whole log folder (`rm -rf log`) still lets a second
+//! coordinator start a new log beside the first, which holds its locks on
+//! unlinked inodes. So the holder also verifies, before every durable step
+//! of the log ([`LockHolder::verify`], called by each segment sync), that the
+//! log folder at its path is still the one it locked, and stops with an
+//! error when it is not: it never makes another record durable, and so
+//! never publishes output after its lock was lost.
 
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
@@ -64,6 +72,52 @@ impl LogLock {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// What the holder checks before each durable step: the identity
+    /// (device and inode) of the locked log folder.
+    ///
+    /// # Errors
+    /// The I/O error of reading the held files' metadata.
+    pub fn holder(&self) -> std::io::Result<LockHolder> {
+        Ok(LockHolder {
+            log_dir: self.path.parent().unwrap_or(Path::new("")).to_path_buf(),
+            dir: identity(&self.dir.metadata()?),
+        })
+    }
+}
+
+/// The identity of a held [`LogLock`], checked against the file system.
+#[derive(Debug, Clone)]
+pub struct LockHolder {
+    log_dir: PathBuf,
+    /// (device, inode) of the locked log folder.
+    dir: (u64, u64),
+}
+
+impl LockHolder {
+    /// Checks that `<log dir>` is still the folder this coordinator locked.
+    ///
+    /// # Errors
+    /// An error of kind `Other` naming the log folder when it was deleted or
+    /// replaced: the lock is lost and the caller must stop.
+    pub fn verify(&self) -> std::io::Result<()> {
+        let now = |path: &Path| std::fs::symlink_metadata(path).ok().map(|m| identity(&m));
+        // The folder's lock alone keeps a second coordinator out, so a
+        // deleted or replaced `LOCK` file is no reason to stop; a deleted or
+        // replaced folder is.
+        if now(&self.log_dir) == Some(self.dir) {
+            return Ok(());
+        }
+        Err(std::io::Error::other(format!(
+            "{}: this coordinator lost its lock on the job log (the log folder was deleted or replaced while it ran); it stops so that two coordinators never write one job",
+            self.log_dir.display()
+        )))
+    }
+}
+
+fn identity(m: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (m.dev(), m.ino())
 }
 
 /// Takes `file`'s exclusive lock without waiting; `path` names the log's

@@ -38,7 +38,7 @@ pub use event::{
     SnapshotFile, SplitAssignment, SubtaskInputRange, kind_name, max_known_version,
 };
 pub use inspect::{describe, inspect, locate_log_dir};
-pub use lock::LogLock;
+pub use lock::{LockHolder, LogLock};
 pub use reader::{Position, Replay, ReplayedEvent, SegmentSummary, TornTail, replay};
 pub use snapshot_file::{load_snapshot_files, newest_snapshot_files, remove_snapshot_files_except};
 pub use storage::{FaultPoint, FileStorage, MemoryStorage, SegmentAppender, Storage};

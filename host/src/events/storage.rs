@@ -161,13 +161,17 @@ impl Storage for FileStorage {
         fs::rename(&tmp, &path)?;
         File::open(&self.dir)?.sync_all()?;
         let file = OpenOptions::new().append(true).open(&path)?;
-        Ok(Box::new(FileAppender { file }))
+        let holder = self.lock.as_ref().map(LogLock::holder).transpose()?;
+        Ok(Box::new(FileAppender { file, holder }))
     }
 }
 
 #[derive(Debug)]
 struct FileAppender {
     file: File,
+    /// The lock this storage holds, verified before every sync (see
+    /// `events/lock.rs`).
+    holder: Option<super::lock::LockHolder>,
 }
 
 impl SegmentAppender for FileAppender {
@@ -176,6 +180,9 @@ impl SegmentAppender for FileAppender {
     }
 
     fn sync(&mut self) -> io::Result<()> {
+        if let Some(holder) = &self.holder {
+            holder.verify()?;
+        }
         self.file.sync_data()
     }
 }
