@@ -134,7 +134,18 @@ fn plugin_check(file: &Path, json: bool, cache_dir: Option<PathBuf>) -> ExitCode
         Ok(info) => {
             let mut out = std::io::stdout().lock();
             let written = if json {
-                serde_json::to_writer_pretty(&mut out, &info)
+                // The same `file` and `valid` fields as on failure, then
+                // what the component is.
+                let mut doc = serde_json::json!({
+                    "file": file.display().to_string(),
+                    "valid": true,
+                });
+                if let (Some(doc), Ok(serde_json::Value::Object(fields))) =
+                    (doc.as_object_mut(), serde_json::to_value(&info))
+                {
+                    doc.extend(fields);
+                }
+                serde_json::to_writer_pretty(&mut out, &doc)
                     .map_err(std::io::Error::from)
                     .and_then(|()| writeln!(out))
             } else {

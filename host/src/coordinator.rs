@@ -36,6 +36,21 @@ pub enum CoordinatorError {
         /// The plugin error (names the plugin and the call).
         source: PluginError,
     },
+    /// The enumerator faulted again after its store was rebuilt, before it
+    /// made any progress (a split assigned that no reader had, "no more
+    /// splits", a registered reader, or a batch snapshot): rebuilding it
+    /// again would loop forever.
+    #[error(
+        "source coordinator of vertex `{vertex}`: split enumerator `{plugin}` faulted again after its store was rebuilt, before it made any progress; not rebuilt again: {source}"
+    )]
+    FaultedAgain {
+        /// The source job vertex id.
+        vertex: String,
+        /// The plugin's name.
+        plugin: String,
+        /// The last fault (boxed: it is large and rare).
+        source: Box<PluginError>,
+    },
     /// The enumerator's snapshot could not be taken or read.
     #[error("source coordinator of vertex `{vertex}`: snapshot: {reason}")]
     Snapshot {
@@ -95,6 +110,11 @@ pub struct SourceCoordinator {
     ghosts: BTreeSet<String>,
     /// Subtasks that were assigned a ghost during the current call.
     dropped_for: BTreeSet<u32>,
+    /// True from a rebuild after a fault until the enumerator makes progress
+    /// (a split kept for a reader, "no more splits", a registered reader, a
+    /// batch snapshot); a fault while it is true fails the job
+    /// ([`CoordinatorError::FaultedAgain`]).
+    rebuilt_without_progress: bool,
     /// Ids of the splits in the assignment history (assigned and not given
     /// back): the same id again breaks the contract.
     held: HashSet<String>,
@@ -127,6 +147,7 @@ impl SourceCoordinator {
             ghosts_at_snapshot: BTreeSet::new(),
             ghosts: BTreeSet::new(),
             dropped_for: BTreeSet::new(),
+            rebuilt_without_progress: false,
             held: HashSet::new(),
             held_bytes: 0,
         };
@@ -179,6 +200,7 @@ impl SourceCoordinator {
             ghosts_at_snapshot: BTreeSet::new(),
             ghosts: BTreeSet::new(),
             dropped_for: BTreeSet::new(),
+            rebuilt_without_progress: false,
             held,
             held_bytes,
         };
@@ -216,9 +238,25 @@ impl SourceCoordinator {
     fn start_enumerator(&mut self) -> Result<(), CoordinatorError> {
         match self.enumerator.start() {
             Ok(actions) => self.apply("start", actions),
-            Err(e) if e.was_rebuilt() => self.resync(),
+            Err(e) if e.was_rebuilt() => self.rebuilt(e),
             Err(e) => Err(self.err(e)),
         }
+    }
+
+    /// After fault `e` rebuilt the store: fails when the previous rebuild
+    /// made no progress (the plugin would fault at the same place forever),
+    /// else reconciles the new store ([`SourceCoordinator::resync`]).
+    fn rebuilt(&mut self, e: PluginError) -> Result<(), CoordinatorError> {
+        if self.rebuilt_without_progress {
+            return Err(CoordinatorError::FaultedAgain {
+                vertex: self.vertex.clone(),
+                plugin: self.enumerator.name().to_string(),
+                source: Box::new(e),
+            });
+        }
+        self.resync()?;
+        self.rebuilt_without_progress = true;
+        Ok(())
     }
 
     /// Calls the enumerator; after a fault that rebuilt its store
@@ -234,18 +272,15 @@ impl SourceCoordinator {
         match f(&mut self.enumerator) {
             Ok(r) => Ok(Some(r)),
             Err(e) if e.was_rebuilt() => {
-                self.resync()?;
+                self.rebuilt(e)?;
                 if !retry {
                     return Ok(None);
                 }
                 match f(&mut self.enumerator) {
                     Ok(r) => Ok(Some(r)),
-                    Err(again) => {
-                        if again.was_rebuilt() {
-                            self.resync()?;
-                        }
-                        Err(self.err(again))
-                    }
+                    // Nothing made progress since the rebuild: this fails.
+                    Err(again) if again.was_rebuilt() => self.rebuilt(again).map(|()| None),
+                    Err(again) => Err(self.err(again)),
                 }
             }
             Err(e) => Err(self.err(e)),
@@ -327,6 +362,9 @@ impl SourceCoordinator {
                             kept.push(split);
                         }
                     }
+                    if !kept.is_empty() {
+                        self.rebuilt_without_progress = false;
+                    }
                     for s in &kept {
                         if self.held.contains(&s.id) {
                             return Err(self.broke(
@@ -357,6 +395,7 @@ impl SourceCoordinator {
                     }
                 }
                 EnumeratorAction::NoMoreSplits { subtask } => {
+                    self.rebuilt_without_progress = false;
                     if let Some(r) = self.readers.get_mut(subtask as usize) {
                         r.no_more_splits = true;
                     }
@@ -385,6 +424,8 @@ impl SourceCoordinator {
     /// [`CoordinatorError::Plugin`] if the call fails.
     pub fn register_reader(&mut self, subtask: u32) -> Result<(), CoordinatorError> {
         if let Some(actions) = self.call(true, |e| e.add_reader(subtask))? {
+            // A registered reader is progress: readers are finite.
+            self.rebuilt_without_progress = false;
             self.apply("add-reader", actions)?;
         }
         Ok(())
@@ -493,6 +534,7 @@ impl SourceCoordinator {
             .unwrap_or_default();
         self.at_snapshot = self.readers.clone();
         self.ghosts_at_snapshot = self.ghosts.clone();
+        self.rebuilt_without_progress = false;
         Ok(CoordinatorSnapshot {
             enumerator,
             readers: self.readers.clone(),

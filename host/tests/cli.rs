@@ -57,6 +57,7 @@ fn plugin_check_names_kind_version_and_snapshot_support_of_every_sample_plugin()
 
         let json = coordhost(&["plugin", "check", "--json", path.to_str().unwrap()]);
         let value: serde_json::Value = serde_json::from_slice(&json.stdout).expect("valid JSON");
+        assert_eq!(value["valid"], true);
         assert_eq!(value["kind"], kind);
         assert_eq!(value["version"], "0.1.0");
         assert_eq!(value["world"], format!("{kind}-plugin"));

@@ -493,6 +493,7 @@ fn a_trap_with_fail_fails_the_job_naming_plugin_and_call_with_the_reason_first()
         .to_string();
     assert!(line.contains("plugin `faulty`"), "{line}");
     assert!(line.contains("`handle-split-request` trapped"), "{line}");
+    assert!(!line.contains("trapped: ;"), "no empty reason: {line}");
     let reason = line
         .find("faulty-enumerator: trap on handle-split-request")
         .unwrap_or_else(|| panic!("the panic message: {line}"));
@@ -604,4 +605,24 @@ fn the_probe_plugin_reports_allowed_access_so_its_refusals_mean_something() {
     o.assert_exit(0);
     let line = o.probe_line("read", &secret.display().to_string());
     assert!(line.contains("ALLOWED read 7 bytes"), "{line}");
+}
+
+#[test]
+fn a_plugin_that_traps_again_after_its_rebuild_without_progress_fails_the_job_instead_of_looping() {
+    // Every rebuilt store hands out the two splits readers already have
+    // (dropped by the host), then traps at the same place: rebuilding it
+    // again would loop forever. The second fault without progress fails.
+    let o = AuditJob::new(
+        &[("fault", "trap"), ("trap-after", "2"), ("splits", "6")],
+        "on-trap = \"rebuild\"",
+    )
+    .run();
+    o.assert_exit(1);
+    o.assert_stderr_has("faulted again after its store was rebuilt, before it made any progress");
+    o.assert_stderr_has("plugin `faulty`");
+    assert!(
+        o.stderr.matches("store rebuilt from").count() <= 3,
+        "a bounded number of rebuilds\n{}",
+        o.describe()
+    );
 }

@@ -277,7 +277,7 @@ impl StderrTail {
             .clear();
     }
 
-    /// The lines written since the last clear, joined by `; `.
+    /// The non-blank lines written since the last clear, joined by `; `.
     pub(crate) fn joined(&self) -> String {
         let lines = self
             .0
@@ -286,6 +286,7 @@ impl StderrTail {
         lines
             .iter()
             .map(String::as_str)
+            .filter(|l| !l.trim().is_empty())
             .collect::<Vec<_>>()
             .join("; ")
     }

@@ -111,14 +111,14 @@ pub enum JobError {
     },
     /// The data directory holds a log of this job written for a different
     /// job graph: replaying it would be wrong.
-    #[error("{}: the job's event log was written for a different job graph (the job file changed since); use another --data-dir, or delete this one to start over", data_dir.display())]
+    #[error("{}: the job's event log was written for a different job graph (the job file changed since); undo the edit, use another --data-dir, or pass --fresh to discard what this one holds for the job", data_dir.display())]
     JobFileChanged {
         /// The data directory.
         data_dir: PathBuf,
     },
     /// Progress cannot be recovered and a full re-run would duplicate sink
     /// output that was already committed (docs/recovery.md step 8).
-    #[error("{reason}; a full re-run would duplicate the sink output already committed in {}: remove it (or the data directory) to run the job again from scratch", output.display())]
+    #[error("{reason}; a full re-run would duplicate the sink output already committed in {}: pass --fresh to discard it and run the job again from scratch", output.display())]
     WouldDuplicate {
         /// Why recovery is impossible.
         reason: String,
@@ -202,7 +202,11 @@ impl JobError {
             Self::Workers { .. }
             | Self::Io { .. }
             | Self::Recording { .. }
-            | Self::RecoveryRetryLater { .. } => false,
+            | Self::RecoveryRetryLater { .. }
+            // A plugin or a task failed while the job ran.
+            | Self::Coordinator(_)
+            | Self::Commit { .. }
+            | Self::TaskFailed { .. } => false,
             Self::Log { source } => !matches!(
                 source,
                 EventsError::Io { .. }
