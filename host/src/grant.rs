@@ -27,7 +27,17 @@ use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptions};
 
-use crate::plugin::DirGrant;
+/// A directory granted to a plugin (one entry of a job file's
+/// `plugins.NAME.dirs`). The guest sees it at the same absolute path as the
+/// host, so paths in splits and shuffle descriptors mean the same thing on
+/// both sides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirGrant {
+    /// The directory (absolute).
+    pub host: PathBuf,
+    /// Whether the plugin may create, write and delete in it.
+    pub writable: bool,
+}
 
 /// Why the host refused, or failed, to touch a path a plugin named. Every
 /// message names the plugin and the path.

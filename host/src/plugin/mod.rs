@@ -40,6 +40,7 @@ use std::time::Duration;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
+pub use crate::grant::DirGrant;
 pub use bindings::enumerator::coordhost::plugin::types::{
     Error as PluginFailure, ExecutionAttemptId, FileRange, PartitionDescriptor,
     PartitionWithMetrics, ProducerDescriptor, ResultPartitionId, ShuffleDescriptor,
@@ -126,17 +127,6 @@ impl Default for Limits {
             on_trap: TrapPolicy::Rebuild,
         }
     }
-}
-
-/// A directory granted to a plugin. The guest sees it at the same absolute
-/// path as the host, so paths in splits and shuffle descriptors mean the
-/// same thing on both sides.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DirGrant {
-    /// The directory (absolute).
-    pub host: PathBuf,
-    /// Whether the plugin may create, write and delete in it.
-    pub writable: bool,
 }
 
 /// One plugin instance as configured: a `[plugins.NAME]` entry of the job file.
