@@ -686,33 +686,7 @@ impl EventLog {
     /// recovery does: `ExecutionFinished` adds a subtask, an `ExecutionsReset`
     /// naming it or a `RecoveryFinished` listing it as reset removes it.
     pub fn finished(&self, vertex: &str) -> BTreeSet<u32> {
-        let mut done = BTreeSet::new();
-        for e in &self.events {
-            let body = &e["event"]["event"];
-            match e["event"]["kind"].as_str() {
-                Some("ExecutionFinished") => {
-                    if let Some(s) = subtask_of(&body["attempt"], vertex) {
-                        done.insert(s);
-                    }
-                }
-                Some("ExecutionsReset") => {
-                    for v in body["executions"].as_array().into_iter().flatten() {
-                        if let Some(s) = subtask_of(v, vertex) {
-                            done.remove(&s);
-                        }
-                    }
-                }
-                Some("RecoveryFinished") => {
-                    for r in body["reset"].as_array().into_iter().flatten() {
-                        if let Some(s) = subtask_of(&r["execution"], vertex) {
-                            done.remove(&s);
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-        done
+        self.final_attempts(vertex).into_keys().collect()
     }
 
     /// Subtasks of `vertex` with an `ExecutionFinished` written by the
@@ -927,7 +901,7 @@ pub fn shuffle_partitions(data_dir: &Path) -> BTreeSet<(String, u32, u32)> {
 
 impl EventLog {
     /// Per subtask of `vertex`, the attempt whose finish counts at the end
-    /// of the log (replayed as [`EventLog::finished`] does).
+    /// of the log, replayed as recovery does (see [`EventLog::finished`]).
     pub fn final_attempts(&self, vertex: &str) -> BTreeMap<u32, u32> {
         let mut done = BTreeMap::new();
         for e in &self.events {
