@@ -137,7 +137,8 @@ fn a_deleted_or_replaced_lock_does_not_let_a_second_coordinator_in() {
     let mut second = first.clone();
     let refused = second.start().wait_exit();
     assert_eq!(refused.code, Some(2), "{}", refused.stderr);
-    assert!(refused.stderr.contains("locked"), "{}", refused.stderr);
+    let folder = format!("event log in {} is locked", log_dir(&data).display());
+    assert!(refused.stderr.contains(&folder), "{}", refused.stderr);
 
     std::fs::write(&lock, b"").expect("a new LOCK");
     let mut third = second.clone();

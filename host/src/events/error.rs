@@ -138,7 +138,7 @@ pub enum EventsError {
         offset: u64,
     },
     /// Another coordinator holds the job's log lock.
-    #[error("event log {path} is locked by another coordinator")]
+    #[error("the job's event log in {} is locked by another coordinator (lock {})", path.parent().unwrap_or(path).display(), path.display())]
     Locked {
         /// The lock file.
         path: PathBuf,
