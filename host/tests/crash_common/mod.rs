@@ -425,21 +425,7 @@ impl Running {
     /// If it hangs, fails, or writes no summary; the message carries the end
     /// of its stderr.
     pub fn finish(mut self) -> Finished {
-        let status = loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                break status;
-            }
-            if self.started.elapsed() > HANG_GUARD {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!(
-                    "coordhost run on {} did not end within {HANG_GUARD:?}; killed it.\n{}",
-                    self.data_dir.display(),
-                    self.stderr_tail()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
+        let status = self.wait_guarded();
         self.finish_with(status)
     }
 
@@ -450,21 +436,7 @@ impl Running {
     /// # Panics
     /// If it hangs.
     pub fn wait_exit(mut self) -> Exited {
-        let status = loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                break status;
-            }
-            if self.started.elapsed() > HANG_GUARD {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!(
-                    "coordhost run on {} did not end within {HANG_GUARD:?}; killed it.\n{}",
-                    self.data_dir.display(),
-                    self.stderr_tail()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
+        let status = self.wait_guarded();
         let summary = std::fs::read_to_string(&self.summary)
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
@@ -506,10 +478,17 @@ impl Running {
     ///
     /// # Panics
     /// If it hangs.
-    pub fn exit(mut self) -> (Option<i32>, String) {
-        let status = loop {
+    pub fn exit(self) -> (Option<i32>, String) {
+        let exited = self.wait_exit();
+        (exited.code, exited.stderr)
+    }
+
+    /// Waits until the process ends, at most [`HANG_GUARD`]; then kills it
+    /// and panics with the end of its stderr.
+    fn wait_guarded(&mut self) -> ExitStatus {
+        loop {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
-                break status;
+                return status;
             }
             if self.started.elapsed() > HANG_GUARD {
                 let _ = self.child.kill();
@@ -521,9 +500,7 @@ impl Running {
                 );
             }
             std::thread::sleep(Duration::from_millis(10));
-        };
-        let stderr = std::fs::read_to_string(&self.stderr).unwrap_or_default();
-        (status.code(), stderr)
+        }
     }
 
     /// The last 40 lines of the process's stderr, for failure messages.
