@@ -2,7 +2,7 @@
 //! for as long as a writer may append, so two coordinators never write the
 //! same job's log at once; the second one is refused.
 //!
-//! The lock is `flock(2)`-style (through `fs2`): the kernel drops it when the
+//! The lock is `flock(2)`-style (std's `File::try_lock`): the kernel drops it when the
 //! holding process dies, so a crashed coordinator never leaves a stale lock.
 //!
 //! A lock on a file alone can be stolen: after `rm LOCK` a second
@@ -21,11 +21,8 @@
 //! error when it is not: it never makes another record durable, and so
 //! never publishes output after its lock was lost.
 
-use std::fs::{File, OpenOptions};
-use std::io::ErrorKind;
+use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
-
-use fs2::FileExt;
 
 use super::error::EventsError;
 use super::format::LOCK_FILE;
@@ -123,17 +120,12 @@ fn identity(m: &std::fs::Metadata) -> (u64, u64) {
 /// Takes `file`'s exclusive lock without waiting; `path` names the log's
 /// lock in the error.
 fn exclusive(file: &File, path: &Path) -> Result<(), EventsError> {
-    match file.try_lock_exclusive() {
+    match file.try_lock() {
         Ok(()) => Ok(()),
-        Err(e)
-            if e.kind() == ErrorKind::WouldBlock
-                || e.raw_os_error() == fs2::lock_contended_error().raw_os_error() =>
-        {
-            Err(EventsError::Locked {
-                path: path.to_path_buf(),
-            })
-        }
-        Err(source) => Err(EventsError::Io {
+        Err(TryLockError::WouldBlock) => Err(EventsError::Locked {
+            path: path.to_path_buf(),
+        }),
+        Err(TryLockError::Error(source)) => Err(EventsError::Io {
             path: path.to_path_buf(),
             source,
         }),
@@ -145,7 +137,7 @@ impl Drop for LogLock {
         // Closing the file releases the lock too; unlocking first makes the
         // release independent of when the descriptor is closed.
         for f in [&self.file, &self.dir] {
-            if let Err(e) = FileExt::unlock(f) {
+            if let Err(e) = f.unlock() {
                 tracing::warn!(path = %self.path.display(), error = %e, "could not unlock the event log");
             }
         }
