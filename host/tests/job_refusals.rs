@@ -265,6 +265,22 @@ fn cases() -> Vec<Case> {
             edit(SINK, r#"path = "/etc/passwd""#),
             &sink("`/etc/passwd` exists and is not a folder"),
         ),
+        // Words of a closed set (serde enums): serde's message, behind the field.
+        case(
+            "an unknown on-trap word",
+            edit(r#"on-trap = "rebuild""#, r#"on-trap = "explode""#),
+            "{job}: field `plugins.files.limits.on-trap`: unknown variant `explode`, expected `rebuild` or `fail`",
+        ),
+        case(
+            "an unknown aggregate mode",
+            edit(r#"mode = "partial""#, r#"mode = "partly""#),
+            "{job}: field `vertices[0].operators[2].mode`: unknown variant `partly`, expected one of `complete`, `partial`, `final`",
+        ),
+        case(
+            "an unknown edge kind",
+            edit(r#"kind = "hash""#, r#"kind = "broadcast""#),
+            "{job}: field `edges[0].kind`: unknown variant `broadcast`, expected `forward` or `hash`",
+        ),
         // 2. Grants.
         case(
             "a writable grant of `/`",

@@ -115,7 +115,8 @@ pub struct LoadOptions {
 }
 
 /// What a plugin instance is: a split enumerator or a shuffle master.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum PluginKindConfig {
     /// Feeds a source job vertex (world `split-enumerator-plugin`).
     SplitEnumerator,
@@ -124,7 +125,8 @@ pub enum PluginKindConfig {
 }
 
 /// What happens when a plugin traps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum OnTrap {
     /// Rebuild the store and restore the last snapshot.
     Rebuild,

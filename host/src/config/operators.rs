@@ -101,20 +101,12 @@ impl Validator {
                     value_type,
                 } => {
                     let c = col(&column, "column")?;
-                    let op = CmpOp::parse(&cmp).ok_or_else(|| {
-                        self.invalid(
-                            format!("{field}.cmp"),
-                            format!("`{cmp}` is not one of == != < <= > >="),
-                        )
-                    })?;
-                    let numeric = match value_type.as_deref() {
-                        None | Some("string") => false,
-                        Some("number") => true,
-                        Some(other) => {
-                            return Err(self.invalid(
-                                format!("{field}.type"),
-                                format!("`{other}` is not `string` or `number`"),
-                            ));
+                    let op: CmpOp = self.choice::<RawCmp>(&format!("{field}.cmp"), cmp)?.into();
+                    let numeric = match value_type {
+                        None => false,
+                        Some(t) => {
+                            self.choice::<RawValueType>(&format!("{field}.type"), t)?
+                                == RawValueType::Number
                         }
                     };
                     let text = match value {
@@ -241,16 +233,9 @@ impl Validator {
         mode: Option<String>,
         decimals: Option<u32>,
     ) -> Result<(Operator, Vec<String>), ConfigError> {
-        let mode = match mode.as_deref() {
-            None | Some("complete") => AggMode::Complete,
-            Some("partial") => AggMode::Partial,
-            Some("final") => AggMode::Final,
-            Some(other) => {
-                return Err(self.invalid(
-                    format!("{field}.mode"),
-                    format!("`{other}` is not `complete`, `partial` or `final`"),
-                ));
-            }
+        let mode: AggMode = match mode {
+            None => AggMode::Complete,
+            Some(m) => self.choice::<RawAggMode>(&format!("{field}.mode"), m)?.into(),
         };
         let decimals = decimals.unwrap_or(2);
         if decimals > 6 {
@@ -281,19 +266,9 @@ impl Validator {
         let mut aggs = Vec::new();
         for (a, ra) in aggregates.into_iter().enumerate() {
             let afield = format!("{field}.aggregates[{a}]");
-            let function = match ra.function.as_str() {
-                "count" => AggFunction::Count,
-                "sum" => AggFunction::Sum,
-                "min" => AggFunction::Min,
-                "max" => AggFunction::Max,
-                "avg" => AggFunction::Avg,
-                other => {
-                    return Err(self.invalid(
-                        format!("{afield}.fn"),
-                        format!("`{other}` is not count, sum, min, max or avg"),
-                    ));
-                }
-            };
+            let function: AggFunction = self
+                .choice::<RawAggFunction>(&format!("{afield}.fn"), ra.function.clone())?
+                .into();
             // Input columns: in final mode the partial state columns, named after the output.
             let inputs = if mode == AggMode::Final {
                 let names = Aggregate::state_columns(function, &ra.output);

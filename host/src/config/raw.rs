@@ -168,3 +168,105 @@ pub(super) struct RawAggregate {
     #[serde(rename = "as")]
     pub(super) output: String,
 }
+
+// The job file's closed sets of words, read by serde: an unknown word is
+// refused with serde's "unknown variant `x`, expected one of ..." message,
+// which [`Validator::choice`](super::validate::Validator::choice) puts
+// behind the file and the field.
+
+/// An edge's `kind`.
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum RawEdgeKind {
+    Forward,
+    Hash,
+}
+
+impl From<RawEdgeKind> for crate::graph::DistributionPattern {
+    fn from(k: RawEdgeKind) -> Self {
+        match k {
+            RawEdgeKind::Forward => Self::Forward,
+            RawEdgeKind::Hash => Self::Hash,
+        }
+    }
+}
+
+/// An aggregate operator's `mode`.
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum RawAggMode {
+    Complete,
+    Partial,
+    Final,
+}
+
+impl From<RawAggMode> for crate::graph::AggMode {
+    fn from(m: RawAggMode) -> Self {
+        match m {
+            RawAggMode::Complete => Self::Complete,
+            RawAggMode::Partial => Self::Partial,
+            RawAggMode::Final => Self::Final,
+        }
+    }
+}
+
+/// An aggregate's `fn`.
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum RawAggFunction {
+    Count,
+    Sum,
+    Min,
+    Max,
+    Avg,
+}
+
+impl From<RawAggFunction> for crate::graph::AggFunction {
+    fn from(f: RawAggFunction) -> Self {
+        match f {
+            RawAggFunction::Count => Self::Count,
+            RawAggFunction::Sum => Self::Sum,
+            RawAggFunction::Min => Self::Min,
+            RawAggFunction::Max => Self::Max,
+            RawAggFunction::Avg => Self::Avg,
+        }
+    }
+}
+
+/// A filter's `cmp`.
+#[derive(Deserialize)]
+pub(super) enum RawCmp {
+    #[serde(rename = "==")]
+    Eq,
+    #[serde(rename = "!=")]
+    Ne,
+    #[serde(rename = "<")]
+    Lt,
+    #[serde(rename = "<=")]
+    Le,
+    #[serde(rename = ">")]
+    Gt,
+    #[serde(rename = ">=")]
+    Ge,
+}
+
+impl From<RawCmp> for crate::graph::CmpOp {
+    fn from(c: RawCmp) -> Self {
+        match c {
+            RawCmp::Eq => Self::Eq,
+            RawCmp::Ne => Self::Ne,
+            RawCmp::Lt => Self::Lt,
+            RawCmp::Le => Self::Le,
+            RawCmp::Gt => Self::Gt,
+            RawCmp::Ge => Self::Ge,
+        }
+    }
+}
+
+/// A filter's `type`: how its `value` compares.
+#[derive(Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum RawValueType {
+    String,
+    Number,
+}

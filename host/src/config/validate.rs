@@ -56,6 +56,19 @@ impl Validator {
             .map_err(|e: toml::de::Error| self.invalid(field, e.message().trim().to_string()))
     }
 
+    /// One word of a closed set (a serde enum with kebab-case names): an
+    /// unknown word is refused naming `field`, with serde's message
+    /// ("unknown variant `x`, expected one of `a`, `b`, ...").
+    pub(super) fn choice<T: serde::de::DeserializeOwned>(
+        &self,
+        field: &str,
+        word: String,
+    ) -> Result<T, ConfigError> {
+        use serde::de::value::{Error, StringDeserializer};
+        T::deserialize(StringDeserializer::<Error>::new(word))
+            .map_err(|e| self.invalid(field, e.to_string()))
+    }
+
     /// Replaces `${data_dir}` and `${job_dir}` in one pass over `s`, the
     /// job file's text: a replaced value is never scanned again (a data
     /// directory named `${job_dir}` stays as it is). Any other `${...}`, or
@@ -212,16 +225,7 @@ impl Validator {
     ) -> Result<PluginConfig, ConfigError> {
         let field = format!("plugins.{name}");
         let raw: RawPlugin = self.typed(&field, value)?;
-        let kind = match raw.kind.as_str() {
-            "split-enumerator" => PluginKindConfig::SplitEnumerator,
-            "shuffle-master" => PluginKindConfig::ShuffleMaster,
-            other => {
-                return Err(self.invalid(
-                    format!("{field}.kind"),
-                    format!("`{other}` is not `split-enumerator` or `shuffle-master`"),
-                ));
-            }
-        };
+        let kind: PluginKindConfig = self.choice(&format!("{field}.kind"), raw.kind)?;
         let component = self.resolve_path(&format!("{field}.component"), &raw.component)?;
         self.check_component(&format!("{field}.component"), &component)?;
         let mut config = Vec::with_capacity(raw.config.len());
@@ -282,16 +286,7 @@ impl Validator {
                 limits.memory_bytes = mib * 1024 * 1024;
             }
             if let Some(t) = l.on_trap {
-                limits.on_trap = match t.as_str() {
-                    "rebuild" => OnTrap::Rebuild,
-                    "fail" => OnTrap::Fail,
-                    other => {
-                        return Err(self.invalid(
-                            format!("{field}.limits.on-trap"),
-                            format!("`{other}` is not `rebuild` or `fail`"),
-                        ));
-                    }
-                };
+                limits.on_trap = self.choice(&format!("{field}.limits.on-trap"), t)?;
             }
         }
         Ok(PluginConfig {
@@ -428,16 +423,9 @@ impl Validator {
             let to = *index.get(&re.to).ok_or_else(|| {
                 self.invalid(format!("{field}.to"), format!("no vertex `{}`", re.to))
             })?;
-            let pattern = match re.kind.as_str() {
-                "forward" => DistributionPattern::Forward,
-                "hash" => DistributionPattern::Hash,
-                other => {
-                    return Err(self.invalid(
-                        format!("{field}.kind"),
-                        format!("`{other}` is not `forward` or `hash`"),
-                    ));
-                }
-            };
+            let pattern: DistributionPattern = self
+                .choice::<RawEdgeKind>(&format!("{field}.kind"), re.kind)?
+                .into();
             match pattern {
                 DistributionPattern::Hash if re.key.is_empty() => {
                     return Err(self.invalid(
