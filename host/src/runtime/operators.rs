@@ -303,59 +303,80 @@ fn initial(f: AggFunction) -> Acc {
     }
 }
 
-/// Splits one CSV line into fields: `delimiter` separates fields; a field
-/// that starts with `"` runs to the next lone `"` and `""` inside it is one
-/// quote (RFC 4180, without line breaks inside fields). A trailing `\r` is
-/// dropped.
-pub fn parse_csv_line(line: &str, delimiter: u8, out: &mut Vec<String>) {
-    out.clear();
-    let line = line.strip_suffix('\r').unwrap_or(line);
-    let b = line.as_bytes();
-    let mut i = 0;
-    loop {
-        if i < b.len() && b[i] == b'"' {
-            let mut field = String::new();
-            let mut j = i + 1;
-            let mut start = j;
-            while j < b.len() {
-                if b[j] == b'"' {
-                    field.push_str(&line[start..j]);
-                    if j + 1 < b.len() && b[j + 1] == b'"' {
-                        field.push('"');
-                        j += 2;
-                        start = j;
-                        continue;
-                    }
-                    j += 1;
-                    start = j;
-                    break;
+/// Splits CSV lines into fields with `csv-core` (RFC 4180 quoting:
+/// `delimiter` separates fields; a field that starts with `"` runs to the
+/// next lone `"`, and `""` inside it is one quote), one line at a time:
+/// line breaks inside fields are not supported, since a split is cut into
+/// lines first. A trailing `\r` is dropped.
+///
+/// One parser is reused for every line of a split, so the reader's state
+/// machine is built once.
+pub struct CsvLineParser {
+    reader: csv_core::Reader,
+    /// Field bytes of the line being parsed, unquoted.
+    bytes: Vec<u8>,
+    /// End offset in `bytes` of each field.
+    ends: Vec<usize>,
+}
+
+impl CsvLineParser {
+    /// A parser for lines whose fields are separated by `delimiter` (an
+    /// ASCII byte other than a quote or a newline: the job file's rule).
+    #[must_use]
+    pub fn new(delimiter: u8) -> Self {
+        Self {
+            reader: csv_core::ReaderBuilder::new()
+                .delimiter(delimiter)
+                // Only `\n` ends a record: a `\r` inside a line is data.
+                .terminator(csv_core::Terminator::Any(b'\n'))
+                .build(),
+            bytes: vec![0; 256],
+            ends: vec![0; 16],
+        }
+    }
+
+    /// Replaces `out` by the fields of `line` (one field, empty, for an
+    /// empty line).
+    pub fn parse(&mut self, line: &str, out: &mut Vec<String>) {
+        out.clear();
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        self.reader.reset();
+        let mut input = line.as_bytes();
+        let (mut nbytes, mut nends) = (0, 0);
+        // The line, then the end of input, which completes the record.
+        let mut at_end = false;
+        loop {
+            let (result, nin, nout, nend) = self.reader.read_record(
+                input,
+                &mut self.bytes[nbytes..],
+                &mut self.ends[nends..],
+            );
+            input = &input[nin..];
+            nbytes += nout;
+            nends += nend;
+            match result {
+                csv_core::ReadRecordResult::InputEmpty if !at_end => at_end = true,
+                csv_core::ReadRecordResult::OutputFull => {
+                    self.bytes.resize(self.bytes.len() * 2, 0);
                 }
-                j += 1;
+                csv_core::ReadRecordResult::OutputEndsFull => {
+                    self.ends.resize(self.ends.len() * 2, 0);
+                }
+                csv_core::ReadRecordResult::InputEmpty
+                | csv_core::ReadRecordResult::Record
+                | csv_core::ReadRecordResult::End => break,
             }
-            if start < j {
-                field.push_str(&line[start..j]);
-            }
-            // Skip anything up to the delimiter after the closing quote.
-            while j < b.len() && b[j] != delimiter {
-                j += 1;
-            }
-            out.push(field);
-            i = j;
-        } else {
-            let end = b[i..]
-                .iter()
-                .position(|&c| c == delimiter)
-                .map_or(b.len(), |p| i + p);
-            out.push(line[i..end].to_string());
-            i = end;
         }
-        if i >= b.len() {
-            break;
-        }
-        i += 1; // the delimiter
-        if i == b.len() {
+        if nends == 0 {
+            // An empty line is a record of one empty field.
             out.push(String::new());
-            break;
+            return;
+        }
+        let mut start = 0;
+        for &end in &self.ends[..nends] {
+            // Only ASCII quotes are removed from a `&str`: still UTF-8.
+            out.push(String::from_utf8_lossy(&self.bytes[start..end]).into_owned());
+            start = end;
         }
     }
 }
@@ -382,7 +403,7 @@ mod tests {
 
     fn csv(line: &str) -> Vec<String> {
         let mut v = Vec::new();
-        parse_csv_line(line, b',', &mut v);
+        CsvLineParser::new(b',').parse(line, &mut v);
         v
     }
 
@@ -398,6 +419,25 @@ mod tests {
         let mut s = String::new();
         write_csv_field(&mut s, "x, \"y\"", b',');
         assert_eq!(csv(&s), ["x, \"y\""]);
+    }
+
+    #[test]
+    fn one_csv_parser_reads_many_lines_of_any_length() {
+        let mut p = CsvLineParser::new(b'|');
+        let mut v = Vec::new();
+        // Longer than the first buffers (256 bytes, 16 fields): they grow.
+        let long = "é".repeat(300);
+        let line = format!("{long}|{}", "x|".repeat(40));
+        p.parse(&line, &mut v);
+        assert_eq!(v.len(), 42);
+        assert_eq!(v[0], long);
+        assert_eq!(v[41], "");
+        // The next line starts afresh; a `\r` inside a line is data, a
+        // quote inside an unquoted field is kept.
+        p.parse("a\rb|c\"d|\"e|f\"", &mut v);
+        assert_eq!(v, ["a\rb", "c\"d", "e|f"]);
+        p.parse("", &mut v);
+        assert_eq!(v, [""]);
     }
 
     #[derive(Clone, Default)]

@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::PathBuf;
 
-use super::operators::parse_csv_line;
+use super::operators::CsvLineParser;
 use super::{SplitSource, TaskError};
 use crate::grant::Grants;
 use crate::graph::Operator;
@@ -88,6 +88,7 @@ pub fn read_split(
         _ => (None, false),
     };
     let mut fields = Vec::new();
+    let mut parser = csv.map(|(_, delim)| CsvLineParser::new(delim));
     let mut on_line = |line: &str, offset: u64, file: &str| -> Result<(), TaskError> {
         let line = line.strip_suffix('\n').unwrap_or(line);
         if skip_header && offset == 0 {
@@ -95,11 +96,13 @@ pub fn read_split(
         }
         match csv {
             None => emit(vec![line.strip_suffix('\r').unwrap_or(line).to_string()]),
-            Some((n, delim)) => {
+            Some((n, _)) => {
                 if line.is_empty() {
                     return Ok(());
                 }
-                parse_csv_line(line, delim, &mut fields);
+                if let Some(parser) = parser.as_mut() {
+                    parser.parse(line, &mut fields);
+                }
                 if fields.len() != n {
                     return Err(TaskError::Data {
                         vertex: vertex.to_string(),
