@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod coordinator;
 pub mod events;
+pub mod files;
 pub mod grant;
 pub mod graph;
 pub mod plugin;

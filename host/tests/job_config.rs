@@ -114,8 +114,15 @@ fn the_valid_fixture_loads_with_paths_resolved_and_columns_checked() {
             ("split-bytes".to_string(), "1024".to_string()),
         ]
     );
-    assert_eq!(job.plugins["shuffle"].dirs[0].path, data.join("shuffle"));
+    assert_eq!(job.plugins["shuffle"].dirs[0].host, data.join("shuffle"));
     assert!(job.plugins["shuffle"].dirs[0].writable);
+    // No `limits` table: the plugin host's defaults, `on-trap = "fail"`.
+    assert_eq!(files.limits, coordhost::plugin::Limits::default());
+    assert_eq!(
+        files.limits.on_trap,
+        coordhost::plugin::TrapPolicy::Fail,
+        "docs/job-file.md"
+    );
     assert_eq!(job.graph.vertices[1].output_columns, ["word", "n"]);
     assert_eq!(
         job.graph.vertices[1].sink.as_ref().map(|s| s.dir.clone()),

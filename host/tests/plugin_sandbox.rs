@@ -14,8 +14,12 @@ use coordhost::plugin::{
 
 const ENUM: PluginKind = PluginKind::SplitEnumerator;
 
+/// The fault-injecting enumerator with `on-trap = "rebuild"` (tests of
+/// `fail` set it).
 fn faulty(config: &[(&str, &str)]) -> coordhost::plugin::PluginSpec {
-    spec("faulty-enumerator", ENUM, config)
+    let mut s = spec("faulty-enumerator", ENUM, config);
+    s.limits.on_trap = TrapPolicy::Rebuild;
+    s
 }
 
 fn inline_lines(actions: &[EnumeratorAction]) -> Vec<String> {

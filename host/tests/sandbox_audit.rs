@@ -482,6 +482,18 @@ fn a_trap_before_any_snapshot_with_rebuild_starts_afresh_and_replays_the_assignm
 }
 
 #[test]
+fn a_trap_without_on_trap_fails_the_job_as_docs_job_file_promises() {
+    // Issue 13: one type for a plugin's settings, one default (`fail`).
+    let o = AuditJob::new(&[("fault", "trap")], "").run();
+    o.assert_exit(1);
+    assert!(
+        o.stderr.contains("`handle-split-request` trapped") && !o.stderr.contains("store rebuilt"),
+        "the default fails the job, it does not rebuild:\n{}",
+        o.describe()
+    );
+}
+
+#[test]
 fn a_trap_with_fail_fails_the_job_naming_plugin_and_call_with_the_reason_first() {
     let o = AuditJob::new(&[("fault", "trap")], "on-trap = \"fail\"").run();
     o.assert_exit(1);

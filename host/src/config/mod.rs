@@ -14,6 +14,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::graph::JobGraph;
+use crate::plugin::PluginSpec;
+#[cfg(doc)]
+use crate::plugin::Limits;
 
 /// Default `bytes-per-task` for `auto` parallelism: 64 MiB, as Flink's
 /// `execution.batch.adaptive.auto-parallelism.avg-data-volume-per-task`.
@@ -114,70 +117,6 @@ pub struct LoadOptions {
     pub data_dir: PathBuf,
 }
 
-/// What a plugin instance is: a split enumerator or a shuffle master.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PluginKindConfig {
-    /// Feeds a source job vertex (world `split-enumerator-plugin`).
-    SplitEnumerator,
-    /// Decides where partitions live (world `shuffle-master-plugin`).
-    ShuffleMaster,
-}
-
-/// What happens when a plugin traps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum OnTrap {
-    /// Rebuild the store and restore the last snapshot.
-    Rebuild,
-    /// Fail the job.
-    Fail,
-}
-
-/// Resource limits of one plugin instance.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PluginLimits {
-    /// Deadline of one plugin call (default 5 s).
-    pub call_timeout: Duration,
-    /// Cap of the plugin's linear memory, bytes (default 256 MiB).
-    pub memory_bytes: u64,
-    /// What a trap does (default [`OnTrap::Fail`]).
-    pub on_trap: OnTrap,
-    /// For a split enumerator: how long a source subtask waits for the
-    /// answer to one split request before its attempt fails naming the
-    /// plugin (`split-wait-ms`, default [`DEFAULT_SPLIT_WAIT`]).
-    pub split_wait: Duration,
-}
-
-/// Default of a plugin's `limits.split-wait-ms`: 3 minutes.
-pub const DEFAULT_SPLIT_WAIT: Duration = Duration::from_secs(180);
-
-/// One directory granted to a plugin, at the same absolute path inside.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GrantedDir {
-    /// Absolute host path.
-    pub path: PathBuf,
-    /// Whether the plugin may write.
-    pub writable: bool,
-}
-
-/// One named plugin instance, paths resolved.
-#[derive(Debug, Clone)]
-pub struct PluginConfig {
-    /// Name (the key under `[plugins]`).
-    pub name: String,
-    /// Absolute path of the component file (checked readable).
-    pub component: PathBuf,
-    /// Kind.
-    pub kind: PluginKindConfig,
-    /// Config map in file order, `${data_dir}`/`${job_dir}` substituted.
-    pub config: Vec<(String, String)>,
-    /// Granted directories.
-    pub dirs: Vec<GrantedDir>,
-    /// Limits.
-    pub limits: PluginLimits,
-}
-
 /// The `[recovery]` table (FLIP-383's settings).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecoverySettings {
@@ -203,8 +142,10 @@ pub struct JobConfig {
     pub workers: Option<usize>,
     /// Attempts per execution vertex before the job fails.
     pub max_attempts: u32,
-    /// Plugin instances by name.
-    pub plugins: BTreeMap<String, PluginConfig>,
+    /// Plugin instances by name: each entry's settings as the plugin host
+    /// takes them (component path absolute and checked readable, granted
+    /// directories resolved, limits defaulted as [`Limits::default`]).
+    pub plugins: BTreeMap<String, PluginSpec>,
     /// The shuffle master plugin's name.
     pub shuffle_plugin: String,
     /// Recovery settings.
@@ -213,7 +154,6 @@ pub struct JobConfig {
     pub graph: JobGraph,
 }
 
-pub mod files;
 mod operators;
 mod paths;
 mod raw;
@@ -238,7 +178,7 @@ use validate::Validator;
 /// edge between vertices of different parallelism, an unknown column, or a
 /// component that cannot be read.
 pub fn load_job(path: &Path, opts: &LoadOptions) -> Result<JobConfig, ConfigError> {
-    let text = files::read_job_text(path).map_err(|source| ConfigError::Read {
+    let text = crate::files::read_job_text(path).map_err(|source| ConfigError::Read {
         file: path.to_path_buf(),
         source,
     })?;

@@ -10,7 +10,8 @@
 use std::path::{Path, PathBuf};
 
 use super::validate::{SinkField, Validator};
-use super::{ConfigError, JobConfig, PluginConfig};
+use super::{ConfigError, JobConfig};
+use crate::plugin::{DirGrant, PluginSpec};
 
 /// Bounds of `--workers`, the same as `job.workers`.
 pub const WORKERS: std::ops::RangeInclusive<usize> = 1..=1024;
@@ -103,7 +104,7 @@ impl Validator {
             }
             creatable(&s.dir).map_err(|r| self.invalid(&s.field, r))?;
         }
-        let plugins: Vec<&PluginConfig> = config.plugins.values().collect();
+        let plugins: Vec<&PluginSpec> = config.plugins.values().collect();
         for (pi, p) in plugins.iter().enumerate() {
             for (k, d) in p.dirs.iter().enumerate() {
                 self.check_grant(config, &job_folder, &sinks, &plugins[..pi], &p.name, k, d)?;
@@ -143,13 +144,13 @@ impl Validator {
             for p in &plugins {
                 for g in &p.dirs {
                     // A grant inside this folder was refused with the grants.
-                    if let Some(o @ (Overlap::Same | Overlap::Inside)) = overlap(&s.dir, &g.path) {
+                    if let Some(o @ (Overlap::Same | Overlap::Inside)) = overlap(&s.dir, &g.host) {
                         return Err(self.invalid(
                             &s.field,
                             format!(
                                 "`{shown}` {} `{}`, a folder granted to plugin `{}`",
                                 relation(o),
-                                g.path.display(),
+                                g.host.display(),
                                 p.name
                             ),
                         ));
@@ -201,13 +202,13 @@ impl Validator {
         config: &JobConfig,
         job_folder: &Path,
         sinks: &[Sink],
-        earlier: &[&PluginConfig],
+        earlier: &[&PluginSpec],
         plugin: &str,
         k: usize,
-        d: &super::GrantedDir,
+        d: &DirGrant,
     ) -> Result<(), ConfigError> {
         let field = grant_field(plugin, k);
-        let g = &d.path;
+        let g = &d.host;
         let shown = g.display();
         if g.parent().is_none() {
             return Err(self.invalid(
@@ -260,13 +261,13 @@ impl Validator {
                 if !(d.writable || h.writable) {
                     continue;
                 }
-                if let Some(o) = overlap(g, &h.path) {
+                if let Some(o) = overlap(g, &h.host) {
                     return Err(self.invalid(
                         field,
                         format!(
                             "`{shown}` {} `{}`, granted to plugin `{}`; a folder one plugin may write is granted to no other",
                             relation(o),
-                            h.path.display(),
+                            h.host.display(),
                             q.name
                         ),
                     ));
@@ -360,8 +361,8 @@ pub fn check_cache_dir(config: &JobConfig, cache_dir: &Path) -> Result<(), Confi
     };
     for p in config.plugins.values() {
         for (k, d) in p.dirs.iter().enumerate() {
-            if let Some(o) = overlap(&d.path, &cache) {
-                return Err(invalid(grant_field(&p.name, k), &d.path, o));
+            if let Some(o) = overlap(&d.host, &cache) {
+                return Err(invalid(grant_field(&p.name, k), &d.host, o));
             }
         }
     }
@@ -426,8 +427,8 @@ impl NewFolders {
             .plugins
             .values()
             .flat_map(|p| p.dirs.iter())
-            .filter(|d| d.writable && !d.path.starts_with(&data_dir))
-            .filter_map(|d| new_with_top(&d.path))
+            .filter(|d| d.writable && !d.host.starts_with(&data_dir))
+            .filter_map(|d| new_with_top(&d.host))
             .collect();
         Self {
             data_dir: new_with_top(&data_dir),

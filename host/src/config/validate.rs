@@ -8,10 +8,12 @@ use std::time::Duration;
 
 use super::raw::*;
 use super::{
-    ConfigError, DEFAULT_BYTES_PER_TASK, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PARALLELISM, GrantedDir,
-    JobConfig, MAX_NAME_CHARS, MAX_RECORD_DELAY_US, MAX_SUBPARTITIONS_PER_EDGE, OnTrap,
-    PluginConfig, PluginKindConfig, PluginLimits, RecoverySettings, files, normalize, one_line,
+    ConfigError, DEFAULT_BYTES_PER_TASK, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PARALLELISM, JobConfig,
+    MAX_NAME_CHARS, MAX_RECORD_DELAY_US, MAX_SUBPARTITIONS_PER_EDGE, RecoverySettings, normalize,
+    one_line,
 };
+use crate::files;
+use crate::plugin::{DirGrant, Limits, PluginKind, PluginSpec};
 use crate::graph::{DistributionPattern, JobEdge, JobGraph, JobVertex, Parallelism};
 
 pub(super) struct Validator {
@@ -197,7 +199,7 @@ impl Validator {
                     format!("no plugin named `{}` under [plugins]", raw.shuffle.plugin),
                 ));
             }
-            Some(p) if p.kind != PluginKindConfig::ShuffleMaster => {
+            Some(p) if p.kind != PluginKind::ShuffleMaster => {
                 return Err(self.invalid(
                     "shuffle.plugin",
                     format!("plugin `{}` is not a shuffle-master", raw.shuffle.plugin),
@@ -222,10 +224,10 @@ impl Validator {
         &self,
         name: &str,
         value: toml::Value,
-    ) -> Result<PluginConfig, ConfigError> {
+    ) -> Result<PluginSpec, ConfigError> {
         let field = format!("plugins.{name}");
         let raw: RawPlugin = self.typed(&field, value)?;
-        let kind: PluginKindConfig = self.choice(&format!("{field}.kind"), raw.kind)?;
+        let kind: PluginKind = self.choice(&format!("{field}.kind"), raw.kind)?;
         let component = self.resolve_path(&format!("{field}.component"), &raw.component)?;
         self.check_component(&format!("{field}.component"), &component)?;
         let mut config = Vec::with_capacity(raw.config.len());
@@ -246,17 +248,12 @@ impl Validator {
         }
         let mut dirs = Vec::with_capacity(raw.dirs.len());
         for (k, d) in raw.dirs.iter().enumerate() {
-            dirs.push(GrantedDir {
-                path: self.resolve_path(&format!("{field}.dirs[{k}].path"), &d.path)?,
+            dirs.push(DirGrant {
+                host: self.resolve_path(&format!("{field}.dirs[{k}].path"), &d.path)?,
                 writable: d.writable,
             });
         }
-        let mut limits = PluginLimits {
-            call_timeout: Duration::from_secs(5),
-            memory_bytes: 256 * 1024 * 1024,
-            on_trap: OnTrap::Fail,
-            split_wait: super::DEFAULT_SPLIT_WAIT,
-        };
+        let mut limits = Limits::default();
         if let Some(l) = raw.limits {
             if let Some(ms) = l.call_timeout_ms {
                 if ms == 0 {
@@ -289,9 +286,9 @@ impl Validator {
                 limits.on_trap = self.choice(&format!("{field}.limits.on-trap"), t)?;
             }
         }
-        Ok(PluginConfig {
+        Ok(PluginSpec {
             name: name.to_string(),
-            component,
+            path: component,
             kind,
             config,
             dirs,
@@ -303,7 +300,7 @@ impl Validator {
         &self,
         raw_vertices: Vec<toml::Value>,
         raw_edges: Vec<toml::Value>,
-        plugins: &BTreeMap<String, PluginConfig>,
+        plugins: &BTreeMap<String, PluginSpec>,
     ) -> Result<JobGraph, ConfigError> {
         if raw_vertices.is_empty() {
             return Err(self.invalid("vertices", "the job has no vertices"));
@@ -385,7 +382,7 @@ impl Validator {
                             format!("no plugin named `{src}` under [plugins]"),
                         ));
                     }
-                    Some(p) if p.kind != PluginKindConfig::SplitEnumerator => {
+                    Some(p) if p.kind != PluginKind::SplitEnumerator => {
                         return Err(self.invalid(
                             format!("{field}.source"),
                             format!("plugin `{src}` is not a split-enumerator"),

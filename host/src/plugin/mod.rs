@@ -93,30 +93,43 @@ impl fmt::Display for PluginKind {
 }
 
 /// What to do with a plugin instance after it traps, overruns its deadline
-/// or hits its memory cap.
+/// or hits its memory cap: the job file's `limits.on-trap`
+/// (`"rebuild"` or `"fail"`, docs/job-file.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TrapPolicy {
     /// Rebuild the store from the pre-instantiated component and restore the
-    /// last batch snapshot taken through the wrapper; without a snapshot the
-    /// instance stays unusable.
-    #[default]
+    /// last batch snapshot taken through the wrapper (a split enumerator
+    /// without one is created afresh).
     Rebuild,
     /// Keep the instance unusable: every later call fails with
-    /// [`PluginError::Poisoned`], so the job fails naming the plugin.
+    /// [`PluginError::Poisoned`], so the job fails naming the plugin. The
+    /// default, as docs/job-file.md promises.
+    #[default]
     Fail,
 }
 
-/// Per-plugin sandbox limits.
+/// Default of a plugin's `limits.split-wait-ms`: 3 minutes.
+pub const DEFAULT_SPLIT_WAIT: Duration = Duration::from_secs(180);
+
+/// Per-plugin limits: a `[plugins.NAME]` entry's `limits` table. The
+/// defaults ([`Limits::default`]) are the job file's defaults
+/// (docs/job-file.md), the one place they are written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
-    /// Deadline of each call into the plugin (including instantiation).
-    /// Default 5 s.
+    /// Deadline of each call into the plugin (including instantiation),
+    /// `call-timeout-ms`. Default 5 s.
     pub call_timeout: Duration,
-    /// Cap of the plugin's linear memories, in bytes. Default 256 MiB.
+    /// Cap of the plugin's linear memories, in bytes (`memory-mib`).
+    /// Default 256 MiB.
     pub memory_bytes: u64,
-    /// What happens after a trap. Default [`TrapPolicy::Rebuild`].
+    /// What happens after a trap (`on-trap`). Default [`TrapPolicy::Fail`].
     pub on_trap: TrapPolicy,
+    /// For a split enumerator: how long a source subtask waits for the
+    /// answer to one split request before its attempt fails naming the
+    /// plugin (`split-wait-ms`, default [`DEFAULT_SPLIT_WAIT`]). Enforced
+    /// by the scheduler, not by the plugin host.
+    pub split_wait: Duration,
 }
 
 impl Default for Limits {
@@ -124,21 +137,25 @@ impl Default for Limits {
         Self {
             call_timeout: Duration::from_secs(5),
             memory_bytes: 256 << 20,
-            on_trap: TrapPolicy::Rebuild,
+            on_trap: TrapPolicy::default(),
+            split_wait: DEFAULT_SPLIT_WAIT,
         }
     }
 }
 
-/// One plugin instance as configured: a `[plugins.NAME]` entry of the job file.
+/// One plugin instance as configured: a `[plugins.NAME]` entry of the job
+/// file, the one type of a plugin's settings (the job file loader,
+/// `crate::config`, parses into it, paths resolved).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PluginSpec {
     /// The plugin's name in the job file; tags its log lines and errors.
     pub name: String,
-    /// The component file.
+    /// The component file (absolute when read from a job file).
     pub path: PathBuf,
     /// The kind the job file expects.
     pub kind: PluginKind,
-    /// The plugin's configuration, passed to `create`.
+    /// The plugin's configuration, passed to `create`, in file order
+    /// (`${data_dir}`/`${job_dir}` substituted by the job file loader).
     pub config: Vec<(String, String)>,
     /// Directories granted; nothing else of the file system is visible.
     pub dirs: Vec<DirGrant>,
@@ -377,7 +394,7 @@ impl PluginHost {
     fn compile(&self, path: &Path) -> Result<(Component, CacheOutcome), PluginError> {
         // Only a regular file, its size bounded and its preamble checked
         // before the rest is read (docs/job-file.md, "Rules and their messages").
-        use crate::config::files::{self, MAX_COMPONENT_BYTES, PREAMBLE_BYTES};
+        use crate::files::{self, MAX_COMPONENT_BYTES, PREAMBLE_BYTES};
         let read_error = |source| PluginError::Read {
             path: path.to_path_buf(),
             source,

@@ -152,9 +152,9 @@ pub fn job_fingerprint(config: &crate::config::JobConfig, data_dir: &Path) -> St
     h.push_str(&format!("shuffle {shuffle_plugin:?}\n"));
     for (
         name,
-        crate::config::PluginConfig {
+        crate::plugin::PluginSpec {
             name: _,
-            component,
+            path: component,
             kind,
             config,
             dirs,
@@ -164,7 +164,7 @@ pub fn job_fingerprint(config: &crate::config::JobConfig, data_dir: &Path) -> St
     {
         let dirs: Vec<(String, bool)> = dirs
             .iter()
-            .map(|d| (d.path.display().to_string(), d.writable))
+            .map(|d| (d.host.display().to_string(), d.writable))
             .collect();
         h.push_str(&format!(
             "plugin {name:?} {:?} {kind:?} {config:?} {dirs:?}\n",

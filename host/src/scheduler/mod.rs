@@ -27,12 +27,10 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::config::{ConfigError, JobConfig, LoadOptions, OnTrap, PluginConfig, PluginKindConfig};
+use crate::config::{ConfigError, JobConfig, LoadOptions};
 use crate::coordinator::CoordinatorError;
 use crate::graph::{AttemptId, ExecutionGraph, ProducedPartition, VertexInit};
-use crate::plugin::{
-    DirGrant, HostOptions, Limits, PluginError, PluginHost, PluginKind, PluginSpec, TrapPolicy,
-};
+use crate::plugin::{HostOptions, PluginError, PluginHost, PluginSpec};
 use crate::runtime::{InjectedFault, TaskError};
 
 pub use command::{EXIT_BAD_INPUT, EXIT_FINISHED, EXIT_JOB_FAILED, RunArgs, run_command};
@@ -651,8 +649,8 @@ pub fn load_plugins(
     })?;
     let mut plugins = std::collections::BTreeMap::new();
     for (name, p) in &config.plugins {
-        let spec = plugin_spec(p)?;
-        let loaded = host.load(&spec).map_err(|source| JobError::PluginLoad {
+        create_writable_grants(p)?;
+        let loaded = host.load(p).map_err(|source| JobError::PluginLoad {
             file: config.file.clone(),
             plugin: name.clone(),
             field: match source {
@@ -671,39 +669,16 @@ pub fn load_plugins(
     Ok((plugins, workers))
 }
 
-/// Maps a job file's plugin entry onto the plugin host's spec; creates
-/// writable granted directories that do not exist yet.
-fn plugin_spec(p: &PluginConfig) -> Result<PluginSpec, JobError> {
+/// Creates the writable granted directories of a plugin that do not exist
+/// yet (the job file loader parsed its settings into the plugin host's
+/// [`PluginSpec`]).
+fn create_writable_grants(p: &PluginSpec) -> Result<(), JobError> {
     for d in &p.dirs {
         if d.writable {
-            create_dir(&d.path)?;
+            create_dir(&d.host)?;
         }
     }
-    Ok(PluginSpec {
-        name: p.name.clone(),
-        path: p.component.clone(),
-        kind: match p.kind {
-            PluginKindConfig::SplitEnumerator => PluginKind::SplitEnumerator,
-            PluginKindConfig::ShuffleMaster => PluginKind::ShuffleMaster,
-        },
-        config: p.config.clone(),
-        dirs: p
-            .dirs
-            .iter()
-            .map(|d| DirGrant {
-                host: d.path.clone(),
-                writable: d.writable,
-            })
-            .collect(),
-        limits: Limits {
-            call_timeout: p.limits.call_timeout,
-            memory_bytes: p.limits.memory_bytes,
-            on_trap: match p.limits.on_trap {
-                OnTrap::Rebuild => TrapPolicy::Rebuild,
-                OnTrap::Fail => TrapPolicy::Fail,
-            },
-        },
-    })
+    Ok(())
 }
 
 fn create_dir(path: &Path) -> Result<(), JobError> {

@@ -163,7 +163,7 @@ impl JobMaster {
                 .split_waits
                 .get(&plugin)
                 .copied()
-                .unwrap_or(crate::config::DEFAULT_SPLIT_WAIT);
+                .unwrap_or(crate::plugin::DEFAULT_SPLIT_WAIT);
             TaskInput::Splits(Box::new(CoordinatorSplits {
                 attempt,
                 vertex: jv.id.clone(),
