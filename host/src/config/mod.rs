@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::graph::JobGraph;
-use crate::plugin::PluginSpec;
 #[cfg(doc)]
 use crate::plugin::Limits;
+use crate::plugin::PluginSpec;
 
 /// Default `bytes-per-task` for `auto` parallelism: 64 MiB, as Flink's
 /// `execution.batch.adaptive.auto-parallelism.avg-data-volume-per-task`.

@@ -235,7 +235,9 @@ impl Validator {
     ) -> Result<(Operator, Vec<String>), ConfigError> {
         let mode: AggMode = match mode {
             None => AggMode::Complete,
-            Some(m) => self.choice::<RawAggMode>(&format!("{field}.mode"), m)?.into(),
+            Some(m) => self
+                .choice::<RawAggMode>(&format!("{field}.mode"), m)?
+                .into(),
         };
         let decimals = decimals.unwrap_or(2);
         if decimals > 6 {

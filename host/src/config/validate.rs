@@ -13,8 +13,8 @@ use super::{
     one_line,
 };
 use crate::files;
-use crate::plugin::{DirGrant, Limits, PluginKind, PluginSpec};
 use crate::graph::{DistributionPattern, JobEdge, JobGraph, JobVertex, Parallelism};
+use crate::plugin::{DirGrant, Limits, PluginKind, PluginSpec};
 
 pub(super) struct Validator {
     pub(super) file: PathBuf,
@@ -220,11 +220,7 @@ impl Validator {
         })
     }
 
-    pub(super) fn plugin(
-        &self,
-        name: &str,
-        value: toml::Value,
-    ) -> Result<PluginSpec, ConfigError> {
+    pub(super) fn plugin(&self, name: &str, value: toml::Value) -> Result<PluginSpec, ConfigError> {
         let field = format!("plugins.{name}");
         let raw: RawPlugin = self.typed(&field, value)?;
         let kind: PluginKind = self.choice(&format!("{field}.kind"), raw.kind)?;

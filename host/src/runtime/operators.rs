@@ -346,11 +346,9 @@ impl CsvLineParser {
         // The line, then the end of input, which completes the record.
         let mut at_end = false;
         loop {
-            let (result, nin, nout, nend) = self.reader.read_record(
-                input,
-                &mut self.bytes[nbytes..],
-                &mut self.ends[nends..],
-            );
+            let (result, nin, nout, nend) =
+                self.reader
+                    .read_record(input, &mut self.bytes[nbytes..], &mut self.ends[nends..]);
             input = &input[nin..];
             nbytes += nout;
             nends += nend;
