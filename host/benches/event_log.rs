@@ -8,14 +8,21 @@
 //! `journal_mode = WAL` and `synchronous = FULL` (the WAL is synced at every
 //! commit), one transaction per flush. Replay decodes every payload on both
 //! sides.
+//!
+//! Then the log bytes of a source job vertex whose M splits are assigned
+//! over N batch snapshots, recorded as whole split-assignment histories
+//! (the shape before schema version 3 of `ExecutionFinished`: snapshots ×
+//! splits) and incrementally (each snapshot holds the splits assigned since
+//! the previous one: splits), with the ratio (issue 17, fix 6).
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use coordhost::events::{
-    AttemptId, EventLogWriter, ExecutionFinished, FileStorage, FsyncPolicy, JobEvent,
-    ProducedPartition, ShuffleSnapshot, WriterOptions, replay,
+    AttemptId, EncodedSplit, EnumeratorSnapshot, EventLogWriter, ExecutionFinished, FileStorage,
+    FsyncPolicy, JobEvent, ProducedPartition, ShuffleSnapshot, SplitAssignment, WriterOptions,
+    replay,
 };
 use rusqlite::{Connection, params};
 
@@ -149,6 +156,102 @@ fn append_row(label: &str, n: usize, group: usize) {
     );
 }
 
+/// Source subtasks of the history benchmark.
+const SOURCE_SUBTASKS: u32 = 8;
+
+/// The whole histories of `snapshots` snapshots of a source whose `splits`
+/// splits are handed out round-robin, an equal share between snapshots.
+fn whole_histories(snapshots: usize, splits: usize) -> Vec<EnumeratorSnapshot> {
+    let mut assignments: Vec<SplitAssignment> = (0..SOURCE_SUBTASKS)
+        .map(|subtask| SplitAssignment {
+            subtask,
+            splits: Vec::new(),
+        })
+        .collect();
+    (0..snapshots)
+        .map(|n| {
+            let (from, to) = (splits * n / snapshots, splits * (n + 1) / snapshots);
+            for i in from..to {
+                assignments[i % SOURCE_SUBTASKS as usize]
+                    .splits
+                    .push(EncodedSplit {
+                        id: format!("lineitem-{:04}.tbl:{i}", i % 64),
+                        // About the size of a file-range split in postcard.
+                        bytes: format!("/data/lineitem-{:04}.tbl@{}+1048576", i % 64, i << 20)
+                            .into_bytes(),
+                    });
+            }
+            EnumeratorSnapshot {
+                job_vertex: "source".into(),
+                checkpoint_id: -1,
+                state: vec![0; 64],
+                assignments: assignments.clone(),
+                no_more_splits: Vec::new(),
+                state_file: None,
+                incremental: false,
+            }
+        })
+        .collect()
+}
+
+/// Bytes of a log holding one `ExecutionFinished` per snapshot.
+fn log_bytes(snapshots: &[EnumeratorSnapshot]) -> u64 {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = Arc::new(FileStorage::open_for_writing(dir.path()).expect("open"));
+    let options = WriterOptions {
+        fsync: FsyncPolicy::EveryFlush,
+        flush_interval: None,
+        buffer_limit: usize::MAX,
+    };
+    let (writer, _) = EventLogWriter::open(storage, options).expect("writer");
+    for (i, snap) in snapshots.iter().enumerate() {
+        let finished = ExecutionFinished {
+            attempt: AttemptId {
+                job_vertex: "source".into(),
+                subtask: i as u32 % SOURCE_SUBTASKS,
+                attempt: 0,
+            },
+            coordinator_epoch: 0,
+            produced: Vec::new(),
+            enumerator_snapshots: vec![snap.clone()],
+            shuffle_snapshot: None,
+        };
+        writer
+            .append(&JobEvent::ExecutionFinished(finished))
+            .expect("append");
+    }
+    writer.close().expect("close");
+    std::fs::read_dir(dir.path())
+        .expect("log dir")
+        .flatten()
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+fn history_row(snapshots: usize, splits: usize) {
+    let whole = whole_histories(snapshots, splits);
+    let mut incremental = Vec::with_capacity(whole.len());
+    let mut previous: Option<&[SplitAssignment]> = None;
+    for snap in &whole {
+        incremental.push(snap.since(previous));
+        previous = Some(&snap.assignments);
+    }
+    // Replay's fold gives back the newest whole history.
+    let mut folded = incremental[0].clone();
+    for snap in &incremental[1..] {
+        folded.fold(snap.clone());
+    }
+    assert_eq!(Some(&folded), whole.last(), "the fold is the whole history");
+    let (before, after) = (log_bytes(&whole), log_bytes(&incremental));
+    println!(
+        "{snapshots:>5} snapshots x {splits:>7} splits   whole histories {:>10.1} KiB   incremental {:>8.1} KiB   ratio {:.1}",
+        before as f64 / 1024.0,
+        after as f64 / 1024.0,
+        before as f64 / after as f64
+    );
+}
+
 fn main() {
     // `cargo test --benches` passes `--bench`-less flags; run small then.
     let quick = std::env::args().any(|a| a == "--test");
@@ -178,4 +281,14 @@ fn main() {
         "replay (decode every record)",
         a / b
     );
+
+    println!("log bytes of a source's split-assignment history (issue 17, fix 6)");
+    let shapes: &[(usize, usize)] = if quick {
+        &[(10, 1_000)]
+    } else {
+        &[(10, 10_000), (100, 10_000), (10, 100_000)]
+    };
+    for &(snapshots, splits) in shapes {
+        history_row(snapshots, splits);
+    }
 }

@@ -189,6 +189,7 @@ fn logged_enumerator_snapshot(vertex: &str, snap: &CoordinatorSnapshot) -> Enume
         assignments,
         no_more_splits,
         state_file: None,
+        incremental: false,
     }
 }
 

@@ -88,6 +88,7 @@ fn attempt_0_events() -> Vec<JobEvent> {
                 }],
                 no_more_splits: vec![0],
                 state_file: None,
+                incremental: false,
             }],
             shuffle_snapshot: Some(ShuffleSnapshot {
                 incremental: false,

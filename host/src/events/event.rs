@@ -122,6 +122,15 @@ pub struct SplitAssignment {
 /// A batch snapshot of one source coordinator: the enumerator's state plus
 /// the host's per-subtask split-assignment history (FLIP-383, "source
 /// coordinator snapshot").
+///
+/// The history is recorded incrementally (issue 17, fix 6): a snapshot with
+/// [`incremental`](Self::incremental) set holds only the splits assigned
+/// since the previous snapshot of its job vertex in the log, and replay
+/// folds them onto it ([`EnumeratorSnapshot::fold`]), so the log grows with
+/// the splits, not with snapshots × splits. Whole histories are written
+/// when no earlier one can be extended (the first snapshot of a
+/// coordinator run, or after a subtask's splits went back to the
+/// enumerator), and by binaries before schema version 3.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EnumeratorSnapshot {
     /// The source job vertex whose coordinator this is.
@@ -141,6 +150,88 @@ pub struct EnumeratorSnapshot {
     /// with [`load_snapshot_files`](super::load_snapshot_files) (schema
     /// version 2 of `ExecutionFinished`; see `docs/log-format.md`).
     pub state_file: Option<SnapshotFile>,
+    /// True when `assignments` holds only the splits assigned since the
+    /// previous enumerator snapshot of this job vertex in the log, to be
+    /// appended per subtask to the history that one gives; false when it is
+    /// the whole history (schema version 3 of `ExecutionFinished`; see
+    /// `docs/log-format.md`, "Incremental split-assignment history").
+    pub incremental: bool,
+}
+
+impl EnumeratorSnapshot {
+    /// The snapshot to record for this one (a whole history) when the
+    /// previous recorded snapshot of its job vertex had the whole history
+    /// `previous`: only the splits assigned since, if every subtask's
+    /// history in `previous` is a prefix of its history here; else the
+    /// whole history again (a subtask's splits went back to the
+    /// enumerator). `None` for `previous` (nothing recorded yet) also gives
+    /// the whole history.
+    #[must_use]
+    pub fn since(&self, previous: Option<&[SplitAssignment]>) -> Self {
+        let whole = Self {
+            incremental: false,
+            ..self.clone()
+        };
+        let Some(previous) = previous else {
+            return whole;
+        };
+        let mut delta = Vec::new();
+        for before in previous {
+            let now = self
+                .assignments
+                .iter()
+                .find(|a| a.subtask == before.subtask)
+                .map_or(&[][..], |a| &a.splits[..]);
+            if !now.starts_with(&before.splits) {
+                return whole;
+            }
+        }
+        for now in &self.assignments {
+            let known = previous
+                .iter()
+                .find(|a| a.subtask == now.subtask)
+                .map_or(0, |a| a.splits.len());
+            if now.splits.len() > known {
+                delta.push(SplitAssignment {
+                    subtask: now.subtask,
+                    splits: now.splits[known..].to_vec(),
+                });
+            }
+        }
+        Self {
+            job_vertex: self.job_vertex.clone(),
+            checkpoint_id: self.checkpoint_id,
+            state: self.state.clone(),
+            assignments: delta,
+            no_more_splits: self.no_more_splits.clone(),
+            state_file: self.state_file.clone(),
+            incremental: true,
+        }
+    }
+
+    /// Replay's fold: `newer`, the next recorded snapshot of this
+    /// snapshot's job vertex, applied to this one (a whole history). An
+    /// incremental `newer` appends its splits per subtask to this history
+    /// and takes everything else from `newer`; a whole one replaces it.
+    /// The result is a whole history (`incremental` false).
+    pub fn fold(&mut self, newer: EnumeratorSnapshot) {
+        if !newer.incremental {
+            *self = newer;
+            return;
+        }
+        let mut assignments = std::mem::take(&mut self.assignments);
+        for add in newer.assignments {
+            match assignments.iter_mut().find(|a| a.subtask == add.subtask) {
+                Some(a) => a.splits.extend(add.splits),
+                None => assignments.push(add),
+            }
+        }
+        *self = EnumeratorSnapshot {
+            assignments,
+            incremental: false,
+            ..newer
+        };
+    }
 }
 
 /// A batch snapshot's state kept in a side file of the log directory
@@ -155,6 +246,53 @@ pub struct SnapshotFile {
     pub len: u64,
     /// CRC32C (Castagnoli) of the state bytes.
     pub crc32c: u32,
+}
+
+/// Schema version 2 of [`EnumeratorSnapshot`] (and of `ExecutionFinished`):
+/// whole histories only.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct EnumeratorSnapshotV2 {
+    job_vertex: String,
+    checkpoint_id: i64,
+    state: Vec<u8>,
+    assignments: Vec<SplitAssignment>,
+    no_more_splits: Vec<u32>,
+    state_file: Option<SnapshotFile>,
+}
+
+/// Schema version 2 of [`ExecutionFinished`]: snapshot side files, whole
+/// histories. Still written when no snapshot is incremental.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct ExecutionFinishedV2 {
+    attempt: AttemptId,
+    coordinator_epoch: u32,
+    produced: Vec<ProducedPartition>,
+    enumerator_snapshots: Vec<EnumeratorSnapshotV2>,
+    shuffle_snapshot: Option<ShuffleSnapshot>,
+}
+
+impl From<ExecutionFinishedV2> for ExecutionFinished {
+    fn from(v2: ExecutionFinishedV2) -> Self {
+        Self {
+            attempt: v2.attempt,
+            coordinator_epoch: v2.coordinator_epoch,
+            produced: v2.produced,
+            enumerator_snapshots: v2
+                .enumerator_snapshots
+                .into_iter()
+                .map(|s| EnumeratorSnapshot {
+                    job_vertex: s.job_vertex,
+                    checkpoint_id: s.checkpoint_id,
+                    state: s.state,
+                    assignments: s.assignments,
+                    no_more_splits: s.no_more_splits,
+                    state_file: s.state_file,
+                    incremental: false,
+                })
+                .collect(),
+            shuffle_snapshot: v2.shuffle_snapshot,
+        }
+    }
 }
 
 /// Schema version 1 of [`EnumeratorSnapshot`]: the state always inline.
@@ -195,6 +333,7 @@ impl From<ExecutionFinishedV1> for ExecutionFinished {
                     assignments: s.assignments,
                     no_more_splits: s.no_more_splits,
                     state_file: None,
+                    incremental: false,
                 })
                 .collect(),
             shuffle_snapshot: v1.shuffle_snapshot,
@@ -208,6 +347,46 @@ impl ExecutionFinished {
         self.enumerator_snapshots
             .iter()
             .any(|s| s.state_file.is_some())
+    }
+
+    /// True if a snapshot's history is incremental (schema version 3 is
+    /// needed).
+    fn uses_incremental_history(&self) -> bool {
+        self.enumerator_snapshots.iter().any(|s| s.incremental)
+    }
+
+    /// The oldest schema version that can hold this event: 1 without side
+    /// files or incremental histories, 2 with side files, 3 with an
+    /// incremental history (readable by the older binaries when it can).
+    fn version(&self) -> u16 {
+        if self.uses_incremental_history() {
+            3
+        } else if self.uses_side_files() {
+            2
+        } else {
+            1
+        }
+    }
+
+    fn to_v2(&self) -> ExecutionFinishedV2 {
+        ExecutionFinishedV2 {
+            attempt: self.attempt.clone(),
+            coordinator_epoch: self.coordinator_epoch,
+            produced: self.produced.clone(),
+            enumerator_snapshots: self
+                .enumerator_snapshots
+                .iter()
+                .map(|s| EnumeratorSnapshotV2 {
+                    job_vertex: s.job_vertex.clone(),
+                    checkpoint_id: s.checkpoint_id,
+                    state: s.state.clone(),
+                    assignments: s.assignments.clone(),
+                    no_more_splits: s.no_more_splits.clone(),
+                    state_file: s.state_file.clone(),
+                })
+                .collect(),
+            shuffle_snapshot: self.shuffle_snapshot.clone(),
+        }
     }
 
     fn to_v1(&self) -> ExecutionFinishedV1 {
@@ -395,12 +574,13 @@ impl JobEvent {
     }
 
     /// Schema version this binary writes for the event: the newest of its
-    /// kind, except that an `ExecutionFinished` without snapshot side files
-    /// is written as version 1 (readable by older binaries).
+    /// kind, except that an `ExecutionFinished` is written in the oldest
+    /// version that holds it (1 without snapshot side files or incremental
+    /// histories, 2 with side files; readable by older binaries).
     #[must_use]
     pub fn schema_version(&self) -> u16 {
         match self {
-            Self::ExecutionFinished(e) if !e.uses_side_files() => 1,
+            Self::ExecutionFinished(e) => e.version(),
             _ => max_known_version(self.kind_id()).unwrap_or(0),
         }
     }
@@ -420,8 +600,11 @@ impl JobEvent {
         match self {
             Self::JobStarted(e) => postcard::to_stdvec(e),
             Self::JobVertexInitialized(e) => postcard::to_stdvec(e),
-            Self::ExecutionFinished(e) if !e.uses_side_files() => postcard::to_stdvec(&e.to_v1()),
-            Self::ExecutionFinished(e) => postcard::to_stdvec(e),
+            Self::ExecutionFinished(e) => match e.version() {
+                1 => postcard::to_stdvec(&e.to_v1()),
+                2 => postcard::to_stdvec(&e.to_v2()),
+                _ => postcard::to_stdvec(e),
+            },
             Self::ExecutionsReset(e) => postcard::to_stdvec(e),
             Self::SinkCommitted(e) => postcard::to_stdvec(e),
             Self::RecoveryStarted(e) => postcard::to_stdvec(e),
@@ -442,12 +625,15 @@ impl JobEvent {
         if version == 0 {
             return Err(DecodeProblem::Malformed("schema version 0".to_owned()));
         }
-        // Older versions are upgraded here; only `ExecutionFinished` has one.
+        // Older versions are upgraded here; only `ExecutionFinished` has them.
         match kind_id {
             kind::JOB_STARTED => exact(payload).map(Self::JobStarted),
             kind::JOB_VERTEX_INITIALIZED => exact(payload).map(Self::JobVertexInitialized),
             kind::EXECUTION_FINISHED if version == 1 => {
                 exact::<ExecutionFinishedV1>(payload).map(|v1| Self::ExecutionFinished(v1.into()))
+            }
+            kind::EXECUTION_FINISHED if version == 2 => {
+                exact::<ExecutionFinishedV2>(payload).map(|v2| Self::ExecutionFinished(v2.into()))
             }
             kind::EXECUTION_FINISHED => exact(payload).map(Self::ExecutionFinished),
             kind::EXECUTIONS_RESET => exact(payload).map(Self::ExecutionsReset),
@@ -527,6 +713,7 @@ mod tests {
                 assignments: Vec::new(),
                 no_more_splits: vec![0],
                 state_file,
+                incremental: false,
             }],
             shuffle_snapshot: None,
         })
@@ -555,8 +742,83 @@ mod tests {
         );
         assert!(JobEvent::decode(kind::EXECUTION_FINISHED, 1, &bytes).is_err());
         assert!(matches!(
-            JobEvent::decode(kind::EXECUTION_FINISHED, 3, &bytes),
-            Err(DecodeProblem::NewerVersion { max_known: 2 })
+            JobEvent::decode(kind::EXECUTION_FINISHED, 4, &bytes),
+            Err(DecodeProblem::NewerVersion { max_known: 3 })
         ));
+    }
+
+    fn split(id: &str) -> EncodedSplit {
+        EncodedSplit {
+            id: id.into(),
+            bytes: id.as_bytes().to_vec(),
+        }
+    }
+
+    fn history(of: &[(u32, &[&str])]) -> Vec<SplitAssignment> {
+        of.iter()
+            .map(|(subtask, ids)| SplitAssignment {
+                subtask: *subtask,
+                splits: ids.iter().map(|id| split(id)).collect(),
+            })
+            .collect()
+    }
+
+    fn snapshot(state: &[u8], assignments: Vec<SplitAssignment>) -> EnumeratorSnapshot {
+        EnumeratorSnapshot {
+            job_vertex: "source".into(),
+            checkpoint_id: -1,
+            state: state.to_vec(),
+            assignments,
+            no_more_splits: Vec::new(),
+            state_file: None,
+            incremental: false,
+        }
+    }
+
+    #[test]
+    fn an_incremental_history_is_version_3_and_folds_back_to_the_whole_history() {
+        let first = snapshot(b"a", history(&[(0, &["s0"]), (1, &["s1"])]));
+        let second = snapshot(b"b", history(&[(0, &["s0", "s2"]), (1, &["s1"]), (2, &["s3"])]));
+        let third = snapshot(b"c", history(&[(0, &["s0", "s2", "s4"]), (1, &["s1"]), (2, &["s3"])]));
+
+        let recorded_first = first.since(None);
+        assert!(!recorded_first.incremental);
+        let recorded_second = second.since(Some(&first.assignments));
+        assert!(recorded_second.incremental);
+        assert_eq!(recorded_second.assignments, history(&[(0, &["s2"]), (2, &["s3"])]));
+        let recorded_third = third.since(Some(&second.assignments));
+        assert_eq!(recorded_third.assignments, history(&[(0, &["s4"])]));
+
+        // Through the log format: version 3, decoded as written.
+        let mut event = match finished(None) {
+            JobEvent::ExecutionFinished(e) => e,
+            _ => unreachable!("finished() is an ExecutionFinished"),
+        };
+        event.enumerator_snapshots = vec![recorded_third.clone()];
+        let event = JobEvent::ExecutionFinished(event);
+        assert_eq!(event.schema_version(), 3);
+        let bytes = event.encode_payload().expect("encode");
+        assert_eq!(
+            JobEvent::decode(kind::EXECUTION_FINISHED, 3, &bytes).expect("v3"),
+            event
+        );
+
+        let mut folded = recorded_first;
+        folded.fold(recorded_second);
+        folded.fold(recorded_third);
+        assert_eq!(folded, third);
+    }
+
+    #[test]
+    fn a_history_that_lost_splits_is_recorded_whole_and_replaces_the_fold() {
+        let before = snapshot(b"a", history(&[(0, &["s0", "s1"]), (1, &["s2"])]));
+        // Subtask 0 was reset: its splits went back to the enumerator.
+        let after = snapshot(b"b", history(&[(0, &["s3"]), (1, &["s2"])]));
+        let recorded = after.since(Some(&before.assignments));
+        assert!(!recorded.incremental);
+        assert_eq!(recorded, after);
+        let mut folded = before.since(None);
+        folded.fold(recorded);
+        assert_eq!(folded, after);
     }
 }

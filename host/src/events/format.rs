@@ -99,9 +99,11 @@ pub mod schema {
     /// Schema version of `JobVertexInitialized` payloads.
     pub const JOB_VERTEX_INITIALIZED: u16 = 1;
     /// Schema version of `ExecutionFinished` payloads: 2 adds a side file
-    /// per enumerator snapshot (`EnumeratorSnapshot::state_file`); version
-    /// 1 is still written when no snapshot needs one.
-    pub const EXECUTION_FINISHED: u16 = 2;
+    /// per enumerator snapshot (`EnumeratorSnapshot::state_file`), 3 an
+    /// incremental split-assignment history
+    /// (`EnumeratorSnapshot::incremental`); the oldest version that holds
+    /// a record is the one written.
+    pub const EXECUTION_FINISHED: u16 = 3;
     /// Schema version of `ExecutionsReset` payloads.
     pub const EXECUTIONS_RESET: u16 = 1;
     /// Schema version of `SinkCommitted` payloads.

@@ -218,7 +218,7 @@ pub fn describe(event: &JobEvent) -> String {
             e.enumerator_snapshots
                 .iter()
                 .map(|s| format!(
-                    "{}: {} state bytes{}, {} splits assigned",
+                    "{}: {} state bytes{}, {} splits assigned{}",
                     s.job_vertex,
                     s.state_file
                         .as_ref()
@@ -227,7 +227,12 @@ pub fn describe(event: &JobEvent) -> String {
                         .as_ref()
                         .map(|f| format!(" in side file {}", f.file))
                         .unwrap_or_default(),
-                    s.assignments.iter().map(|a| a.splits.len()).sum::<usize>()
+                    s.assignments.iter().map(|a| a.splits.len()).sum::<usize>(),
+                    if s.incremental {
+                        " since the previous snapshot"
+                    } else {
+                        ""
+                    }
                 ))
                 .collect::<Vec<_>>()
                 .join(", "),

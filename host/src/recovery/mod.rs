@@ -295,7 +295,25 @@ fn replay(graph: &JobGraph, events: &[JobEvent]) -> Result<Replayed, RecoveryErr
                 );
                 for snap in &done.enumerator_snapshots {
                     let sv = vertex_index(graph, &snap.job_vertex)?;
-                    enumerators.insert(sv, (snap.clone(), index));
+                    // An incremental history extends the previous one
+                    // (docs/log-format.md, "Incremental split-assignment history").
+                    match enumerators.get_mut(&sv) {
+                        Some((whole, at)) => {
+                            whole.fold(snap.clone());
+                            *at = index;
+                        }
+                        None if snap.incremental => {
+                            return Err(RecoveryError::Inconsistent {
+                                reason: format!(
+                                    "the enumerator snapshot of `{}` holds only the splits assigned since an earlier one, and the log has none",
+                                    snap.job_vertex
+                                ),
+                            });
+                        }
+                        None => {
+                            enumerators.insert(sv, (snap.clone(), index));
+                        }
+                    }
                 }
                 if let Some(shuffle) = &done.shuffle_snapshot {
                     if !shuffle.incremental {

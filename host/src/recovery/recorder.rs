@@ -185,6 +185,10 @@ pub struct EventRecorder {
     /// The snapshot side file of each source job vertex's newest durable
     /// enumerator snapshot, by job vertex: removed once superseded.
     snapshot_files: HashMap<String, String>,
+    /// The whole split-assignment history of each source job vertex's last
+    /// snapshot recorded by this run: the next one records only what was
+    /// assigned since ([`EnumeratorSnapshot::since`]).
+    recorded_history: HashMap<String, Vec<SplitAssignment>>,
 }
 
 impl EventRecorder {
@@ -195,6 +199,7 @@ impl EventRecorder {
             graph,
             parallelism: HashMap::new(),
             snapshot_files: HashMap::new(),
+            recorded_history: HashMap::new(),
         }
     }
 
@@ -244,6 +249,7 @@ impl EventRecorder {
     /// # Errors
     /// The writer's error in words (a write or fsync failure is sticky).
     pub fn append(&mut self, event: &JobEvent) -> Result<(), String> {
+        self.forget_history_at_job_start(event);
         self.writer
             .append(event)
             .map(|_| ())
@@ -255,10 +261,19 @@ impl EventRecorder {
     /// # Errors
     /// As [`EventRecorder::append`].
     pub fn append_durable(&mut self, event: &JobEvent) -> Result<(), String> {
+        self.forget_history_at_job_start(event);
         self.writer
             .append_durable(event)
             .map(|_| ())
             .map_err(|e| e.to_string())
+    }
+
+    /// A `JobStarted` begins the log's current run, which replay folds
+    /// snapshot histories over: the next snapshot of each vertex is whole.
+    fn forget_history_at_job_start(&mut self, event: &JobEvent) {
+        if matches!(event, JobEvent::JobStarted(_)) {
+            self.recorded_history.clear();
+        }
     }
 
     /// Tells the recorder that `vertex` was initialized with `parallelism` by
@@ -327,6 +342,7 @@ fn enumerator_snapshot(
         assignments,
         no_more_splits,
         state_file: None,
+        incremental: false,
     })
 }
 
@@ -386,11 +402,23 @@ impl JobEventSink for EventRecorder {
         partitions: &[ProducedPartition],
         snapshots: &BatchSnapshots,
     ) -> Result<(), String> {
-        let mut enumerator_snapshots = snapshots
+        let whole = snapshots
             .coordinators
             .iter()
             .map(|(v, s)| enumerator_snapshot(v, s))
             .collect::<Result<Vec<_>, _>>()?;
+        // Only the splits assigned since this run's last recorded snapshot
+        // of each vertex (issue 17, fix 6; replay folds them).
+        let mut enumerator_snapshots: Vec<EnumeratorSnapshot> = whole
+            .iter()
+            .map(|s| {
+                s.since(
+                    self.recorded_history
+                        .get(&s.job_vertex)
+                        .map(Vec::as_slice),
+                )
+            })
+            .collect();
         // Side files are durable before the record that names them.
         self.move_large_states_to_side_files(&mut enumerator_snapshots)?;
         let event = JobEvent::ExecutionFinished(ExecutionFinished {
@@ -418,6 +446,9 @@ impl JobEventSink for EventRecorder {
             self.append_durable(&event)?;
             if let JobEvent::ExecutionFinished(done) = &event {
                 self.supersede_side_files(&done.enumerator_snapshots);
+            }
+            for s in whole {
+                self.recorded_history.insert(s.job_vertex, s.assignments);
             }
             Ok(())
         }

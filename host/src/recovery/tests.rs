@@ -102,6 +102,7 @@ fn finished(vertex: &str, subtask: u32, attempt: u32, snapshot: bool) -> JobEven
                 .collect(),
             no_more_splits: Vec::new(),
             state_file: None,
+            incremental: false,
         }]
     } else {
         Vec::new()

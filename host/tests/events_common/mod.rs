@@ -73,6 +73,7 @@ pub fn one_of_each() -> Vec<JobEvent> {
                 }],
                 no_more_splits: vec![0],
                 state_file: None,
+                incremental: false,
             }],
             shuffle_snapshot: Some(ShuffleSnapshot {
                 incremental: true,

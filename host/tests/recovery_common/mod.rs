@@ -596,19 +596,26 @@ pub fn finished_attempts(events: &[JobEvent], vertex: &str) -> BTreeMap<u32, Att
 }
 
 /// Splits each subtask of `vertex` had in the newest enumerator snapshot
-/// among `events` (the host's assignment history).
+/// among `events` (the host's assignment history, incremental records
+/// folded as replay folds them).
 pub fn splits_per_subtask(events: &[JobEvent], vertex: &str) -> BTreeMap<u32, Vec<String>> {
-    let snap = events
-        .iter()
-        .rev()
-        .find_map(|e| match e {
-            JobEvent::ExecutionFinished(f) => f
-                .enumerator_snapshots
-                .iter()
-                .find(|s| s.job_vertex == vertex),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("no enumerator snapshot of `{vertex}` in the log"));
+    let mut whole: Option<coordhost::events::EnumeratorSnapshot> = None;
+    for e in events {
+        match e {
+            JobEvent::JobStarted(_) => whole = None,
+            JobEvent::ExecutionFinished(f) => {
+                for s in f.enumerator_snapshots.iter().filter(|s| s.job_vertex == vertex) {
+                    match &mut whole {
+                        Some(w) => w.fold(s.clone()),
+                        None => whole = Some(s.clone()),
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let snap =
+        whole.unwrap_or_else(|| panic!("no enumerator snapshot of `{vertex}` in the log"));
     snap.assignments
         .iter()
         .map(|a| (a.subtask, a.splits.iter().map(|s| s.id.clone()).collect()))
