@@ -4,6 +4,7 @@
 
 mod crash_common;
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use crash_common::{
@@ -188,5 +189,71 @@ fn a_deleted_log_folder_stops_the_first_coordinator_and_the_second_one_finishes_
         log.count("JobStarted"),
         1,
         "only the second coordinator's log"
+    );
+}
+
+/// Issue 17, fix 6: a crash and a recovery with many batch snapshots of one
+/// source (16 source subtasks, a snapshot at every finish): the output is
+/// right, and the log records each split about once per coordinator run,
+/// not once per snapshot (incremental split-assignment history).
+#[test]
+fn many_snapshots_record_each_split_about_once_per_run_and_recover_right() {
+    let fx = Fixture::words();
+    let mut job = WordJob::new(&fx.input);
+    job.sources = 16;
+    job.split_bytes = 16 * 1024;
+    job.snapshot_min_pause_ms = 0;
+    let file = job.write(&fx.path("job.toml"));
+    let data = fx.path("data");
+    let mut ch = Coordhost::new(&file, &data);
+    let mut run = ch.start();
+    kill_after_first_source(&mut run, &data);
+    assert!(matches!(run.kill(), Kill::Killed { .. }), "killed mid-run");
+    let done = ch.run_to_end();
+    assert!(done.summary.recovered(), "{}", done.summary.brief());
+    assert_output(&data, &fx.input);
+
+    let log = EventLog::read(&data).expect("the job's log");
+    let snapshots: Vec<&serde_json::Value> = log
+        .events
+        .iter()
+        .filter(|e| e["event"]["kind"] == "ExecutionFinished")
+        .flat_map(|e| {
+            e["event"]["event"]["enumerator_snapshots"]
+                .as_array()
+                .into_iter()
+                .flatten()
+        })
+        .collect();
+    let recorded: Vec<String> = snapshots
+        .iter()
+        .flat_map(|s| s["assignments"].as_array().into_iter().flatten())
+        .flat_map(|a| a["splits"].as_array().into_iter().flatten())
+        .filter_map(|split| split["id"].as_str().map(str::to_string))
+        .collect();
+    let distinct: BTreeSet<&String> = recorded.iter().collect();
+    assert!(
+        snapshots.len() >= 8,
+        "a snapshot at every source finish: {} enumerator snapshots",
+        snapshots.len()
+    );
+    assert!(
+        distinct.len() >= 200,
+        "about 4 MB in 16 KiB splits: {} splits",
+        distinct.len()
+    );
+    assert!(
+        snapshots.iter().any(|s| s["incremental"] == true),
+        "incremental snapshots recorded"
+    );
+    // Two coordinator runs: each records the whole history once (its first
+    // snapshot), the rest only what was assigned since. Whole histories in
+    // every snapshot would be about 16 times the splits.
+    assert!(
+        recorded.len() <= 3 * distinct.len(),
+        "{} split entries for {} splits in {} snapshots: the log grows with snapshots x splits",
+        recorded.len(),
+        distinct.len(),
+        snapshots.len()
     );
 }
