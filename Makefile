@@ -57,13 +57,17 @@ plugins: plugins-py plugins-js
 # ---------------------------------------------------------------------------
 # test: the README's test command (and what .ci/run calls). Builds every
 # sample plugin from source (installing the wasm32-wasip2 target and the
-# pinned Python/JavaScript tools into the project's folders), runs the Rust
+# pinned Python/JavaScript tools into the project's folders), checks the
+# module floors of docs/architecture.md (scripts/check-layers.sh, after its
+# self-test), runs the Rust
 # plugins' own unit tests natively, then every test of the workspace. The compiled-component cache is shared by all tests
 # (build/cache), so each component is compiled once per run.
 # ---------------------------------------------------------------------------
 
 .PHONY: test
 test: plugins
+	scripts/check-layers.sh --self-test
+	scripts/check-layers.sh
 	$(CARGO) test --locked --manifest-path $(PLUGINS_SRC)/Cargo.toml \
 		--target-dir $(PLUGINS_TARGET_DIR) --workspace --lib
 	$(CARGO) test --workspace --locked

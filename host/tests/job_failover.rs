@@ -8,8 +8,8 @@ mod job_common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use coordhost::job::{JobStatus, LostPartition, run_job};
 use coordhost::runtime::InjectedFault;
-use coordhost::scheduler::{JobStatus, LostPartition, run_job};
 use job_common::{
     example_job, expected_word_counts, options, plugin_path, run_ok, word_count_output,
 };

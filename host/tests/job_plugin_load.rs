@@ -6,7 +6,7 @@
 #[path = "job_common/mod.rs"]
 mod job_common;
 
-use coordhost::scheduler::{JobError, run_job};
+use coordhost::job::{JobError, run_job};
 use job_common::{example_job, options, plugin_path, run_ok};
 
 fn words(dir: &std::path::Path) {

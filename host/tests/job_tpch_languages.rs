@@ -5,7 +5,7 @@
 
 mod job_common;
 
-use coordhost::scheduler::{CrashPoint, JobStatus, run_job};
+use coordhost::job::{CrashPoint, JobStatus, run_job};
 use job_common::{example_job, options, published_lines, run_ok};
 
 const ENUMERATORS: [&str; 3] = ["file-enumerator", "py-enumerator", "js-enumerator"];

@@ -18,7 +18,7 @@ mod recovery_common;
 
 use std::path::Path;
 
-use coordhost::scheduler::{CRASH_POINTS, CrashPoint, JobError, JobStatus, run_job};
+use coordhost::job::{CRASH_POINTS, CrashPoint, JobError, JobStatus, run_job};
 use damage_common::{Damage, damage_partition};
 use recovery_common::{
     Enumerator, T1, assert_same_output_as_uninterrupted, bytes_per_task_for_two, partition_dirs,

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use coordhost::events::{FileStorage, JobEvent, format, replay};
-use coordhost::scheduler::{CrashPoint, JobError, JobStatus, RunOptions, run_job};
+use coordhost::job::{CrashPoint, JobError, JobStatus, RunOptions, run_job};
 use crash_common::{
     Coordhost, EventLog, JOB, Kill, SINK, SOURCE, cache_dir, plugin_path, sorted_output,
     sources_done,

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use coordhost::events::{JobEvent, ResetReason};
-use coordhost::scheduler::{CrashPoint, JobError, run_job};
+use coordhost::job::{CrashPoint, JobError, run_job};
 use recovery_common::{
     Enumerator, Log, T1, WORKERS, after_finished, assert_same_output_as_uninterrupted, cache_dir,
     finished_attempts, finished_of, frames, log_dir, out_dir, part_files, recoveries, recovery,

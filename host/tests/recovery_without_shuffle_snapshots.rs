@@ -5,7 +5,7 @@
 #[path = "job_common/mod.rs"]
 mod job_common;
 
-use coordhost::scheduler::{CrashPoint, JobStatus, run_job};
+use coordhost::job::{CrashPoint, JobStatus, run_job};
 use job_common::{cache_dir, example_job, expected_word_counts, options, word_count_output};
 
 fn input(dir: &std::path::Path) {

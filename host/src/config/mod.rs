@@ -154,6 +154,7 @@ pub struct JobConfig {
     pub graph: JobGraph,
 }
 
+pub use crate::files;
 mod operators;
 mod paths;
 mod raw;

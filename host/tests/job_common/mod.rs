@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use coordhost::scheduler::{JobStatus, RunOptions, Summary, run_job};
+use coordhost::job::{JobStatus, RunOptions, Summary, run_job};
 
 #[path = "../common/mod.rs"]
 pub mod common;
