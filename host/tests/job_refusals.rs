@@ -771,3 +771,54 @@ fn overwrite_true_lets_a_fresh_run_replace_part_files_and_keeps_other_files() {
         expected_word_counts(&env.words)
     );
 }
+
+/// Issue 17, fix 5: a split enumerator refusing its configuration is bad
+/// input (exit 2); the fixed job file then runs on the same data directory
+/// (nothing finished under the old one, so its log is set aside, not a
+/// refusal); once an execution finished, an edit is refused as before.
+#[test]
+fn a_refused_plugin_config_exits_2_and_the_fixed_job_runs_on_the_same_data_directory() {
+    let env = Env::new();
+    let good = "split-bytes = 1048576";
+    env.edit(good, r#"split-bytes = "lots""#);
+    let out = env.run(&env.run_args());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("coordhost: ")
+            && last.contains("plugin `files`: `create` failed: invalid configuration")
+            && last.contains("split-bytes"),
+        "{stderr}"
+    );
+
+    env.edit(r#"split-bytes = "lots""#, good);
+    let out = env.run(&env.run_args());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("no execution finished under the old one"),
+        "{stderr}"
+    );
+    assert_eq!(
+        word_count_output(&env.state.join("output/wordcount")),
+        expected_word_counts(&env.words)
+    );
+    let kept: Vec<String> = std::fs::read_dir(env.state.join("wordcount"))
+        .expect("job folder")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("log.replaced-"))
+        .collect();
+    assert_eq!(
+        kept.len(),
+        1,
+        "the old log is set aside, not deleted: {kept:?}"
+    );
+
+    // Executions finished under this job file: an edit is refused.
+    env.edit(good, "split-bytes = 2048");
+    let out = env.run(&env.run_args());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("different job graph"), "{stderr}");
+}

@@ -778,14 +778,23 @@ mod tests {
     #[test]
     fn an_incremental_history_is_version_3_and_folds_back_to_the_whole_history() {
         let first = snapshot(b"a", history(&[(0, &["s0"]), (1, &["s1"])]));
-        let second = snapshot(b"b", history(&[(0, &["s0", "s2"]), (1, &["s1"]), (2, &["s3"])]));
-        let third = snapshot(b"c", history(&[(0, &["s0", "s2", "s4"]), (1, &["s1"]), (2, &["s3"])]));
+        let second = snapshot(
+            b"b",
+            history(&[(0, &["s0", "s2"]), (1, &["s1"]), (2, &["s3"])]),
+        );
+        let third = snapshot(
+            b"c",
+            history(&[(0, &["s0", "s2", "s4"]), (1, &["s1"]), (2, &["s3"])]),
+        );
 
         let recorded_first = first.since(None);
         assert!(!recorded_first.incremental);
         let recorded_second = second.since(Some(&first.assignments));
         assert!(recorded_second.incremental);
-        assert_eq!(recorded_second.assignments, history(&[(0, &["s2"]), (2, &["s3"])]));
+        assert_eq!(
+            recorded_second.assignments,
+            history(&[(0, &["s2"]), (2, &["s3"])])
+        );
         let recorded_third = third.since(Some(&second.assignments));
         assert_eq!(recorded_third.assignments, history(&[(0, &["s4"])]));
 

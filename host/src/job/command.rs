@@ -77,7 +77,11 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
                         "coordhost: {}",
                         summary.error.as_deref().unwrap_or("the job failed")
                     );
-                    ExitCode::from(EXIT_FAILED)
+                    ExitCode::from(if summary.bad_input {
+                        EXIT_BAD_INPUT
+                    } else {
+                        EXIT_FAILED
+                    })
                 }
             }
         }

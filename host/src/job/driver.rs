@@ -162,6 +162,12 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
 /// before anything there changes (opening the log for writing would seal
 /// its segments and start a new one). A log that cannot be replayed is left
 /// to [`open_log`].
+///
+/// A log of another job file in which no execution finished and no output
+/// was published (e.g. a plugin refused its configuration at the start) has
+/// nothing to recover or duplicate: it is set aside (never deleted) and the
+/// edited job starts afresh, so fixing a job file needs no new data
+/// directory (issue 17, fix 5).
 fn refuse_if_edited(
     config: &JobConfig,
     data_dir: &Path,
@@ -182,12 +188,45 @@ fn refuse_if_edited(
     };
     match last_job_started(&replay) {
         Some(started) if started.graph_fingerprint != fingerprint => {
+            if nothing_ran(&replay) && !has_published_output(config) {
+                // Not while another coordinator holds the log.
+                let lock = crate::events::LogLock::acquire(&log_dir)?;
+                let aside = set_aside_as(&log_dir, "replaced")?;
+                drop(lock);
+                tracing::warn!(
+                    "the job file changed, but no execution finished under the old one and no output was published: its event log is set aside at {} and the job starts afresh",
+                    aside.display()
+                );
+                return Ok(());
+            }
             Err(JobError::JobFileChanged {
                 data_dir: data_dir.to_path_buf(),
             })
         }
         _ => Ok(()),
     }
+}
+
+/// True for a log with no finished execution and no published sink output
+/// in any of its runs.
+fn nothing_ran(replay: &Replay) -> bool {
+    !replay.events.iter().any(|e| {
+        matches!(
+            e.event,
+            JobEvent::ExecutionFinished(_) | JobEvent::SinkCommitted(_)
+        )
+    })
+}
+
+/// True if a sink folder of `config` holds published files (`part-*`,
+/// `_SUCCESS`) and may not be cleared (`overwrite` unset).
+fn has_published_output(config: &JobConfig) -> bool {
+    config
+        .graph
+        .vertices
+        .iter()
+        .filter_map(|v| v.sink.as_ref())
+        .any(|sink| !sink.overwrite && !published_files(&sink.dir).is_empty())
 }
 
 /// True for a log this binary cannot read because a newer coordhost wrote
@@ -304,10 +343,15 @@ fn open_log(
 }
 
 fn set_aside(log_dir: &Path) -> Result<PathBuf, JobError> {
+    set_aside_as(log_dir, "damaged")
+}
+
+/// Renames the log folder to `log.<why>-<seconds since the epoch>` beside it.
+fn set_aside_as(log_dir: &Path, why: &str) -> Result<PathBuf, JobError> {
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let aside = log_dir.with_file_name(format!("log.damaged-{stamp}"));
+    let aside = log_dir.with_file_name(format!("log.{why}-{stamp}"));
     std::fs::rename(log_dir, &aside).map_err(|source| JobError::Io {
         path: log_dir.to_path_buf(),
         source,

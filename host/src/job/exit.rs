@@ -54,9 +54,11 @@ impl JobError {
             | Self::Recording { .. }
             | Self::RecoveryRetryLater { .. }
             // A plugin or a task failed while the job ran.
-            | Self::Coordinator(_)
             | Self::Commit { .. }
             | Self::TaskFailed { .. } => false,
+            // A split enumerator that refused its configuration is bad
+            // input; any other failure of it is a failure of the run.
+            Self::Coordinator(_) => self.is_invalid_plugin_config(),
             Self::Log { source } => !matches!(
                 source,
                 EventsError::Io { .. }
@@ -152,6 +154,35 @@ mod tests {
         ];
         for e in &input {
             assert_eq!(exit_code(e), EXIT_BAD_INPUT, "{e}");
+        }
+    }
+
+    #[test]
+    fn a_split_enumerator_refusing_its_config_in_create_is_bad_input_other_errors_are_not() {
+        use crate::coordinator::CoordinatorError;
+        use crate::plugin::PluginFailure;
+        let returned = |call, error| {
+            JobError::Coordinator(CoordinatorError::Plugin {
+                vertex: "source".into(),
+                source: PluginError::Returned {
+                    plugin: "files".into(),
+                    call,
+                    error,
+                },
+            })
+        };
+        let refused = returned("create", PluginFailure::InvalidConfig("split-bytes".into()));
+        assert!(refused.is_invalid_plugin_config());
+        assert_eq!(exit_code(&refused), EXIT_BAD_INPUT);
+        for failed in [
+            returned("create", PluginFailure::Io("disk".into())),
+            returned(
+                "handle-split-request",
+                PluginFailure::InvalidConfig("late".into()),
+            ),
+        ] {
+            assert!(!failed.is_invalid_plugin_config(), "{failed}");
+            assert_eq!(exit_code(&failed), EXIT_FAILED, "{failed}");
         }
     }
 }

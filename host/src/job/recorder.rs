@@ -411,13 +411,7 @@ impl JobEventSink for EventRecorder {
         // of each vertex (issue 17, fix 6; replay folds them).
         let mut enumerator_snapshots: Vec<EnumeratorSnapshot> = whole
             .iter()
-            .map(|s| {
-                s.since(
-                    self.recorded_history
-                        .get(&s.job_vertex)
-                        .map(Vec::as_slice),
-                )
-            })
+            .map(|s| s.since(self.recorded_history.get(&s.job_vertex).map(Vec::as_slice)))
             .collect();
         // Side files are durable before the record that names them.
         self.move_large_states_to_side_files(&mut enumerator_snapshots)?;

@@ -177,6 +177,27 @@ pub enum JobError {
 }
 
 /// `plugin `NAME`: ERROR`, unless the error names the plugin itself.
+impl JobError {
+    /// Whether a split enumerator refused its configuration: an
+    /// `invalid-config` error value from `create` while its source
+    /// coordinator starts. That is bad input (the job file's plugin
+    /// `config`), not a failure of the run (issue 17, fix 5).
+    #[must_use]
+    pub fn is_invalid_plugin_config(&self) -> bool {
+        matches!(
+            self,
+            Self::Coordinator(CoordinatorError::Plugin {
+                source: PluginError::Returned {
+                    call: "create",
+                    error: crate::plugin::PluginFailure::InvalidConfig(_),
+                    ..
+                },
+                ..
+            })
+        )
+    }
+}
+
 fn plugin_message(plugin: &str, source: &PluginError) -> String {
     let text = source.to_string();
     if text.starts_with(&format!("plugin `{plugin}`")) {
@@ -505,4 +526,10 @@ pub struct Summary {
     pub outputs: Vec<PathBuf>,
     /// Why the job failed.
     pub error: Option<String>,
+    /// Whether the job failed on bad input rather than while it ran: a
+    /// split enumerator refused its configuration
+    /// ([`JobError::is_invalid_plugin_config`]); `coordhost run` exits 2.
+    /// Not in the JSON summary.
+    #[serde(skip)]
+    pub bad_input: bool,
 }

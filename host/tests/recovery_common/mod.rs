@@ -604,7 +604,11 @@ pub fn splits_per_subtask(events: &[JobEvent], vertex: &str) -> BTreeMap<u32, Ve
         match e {
             JobEvent::JobStarted(_) => whole = None,
             JobEvent::ExecutionFinished(f) => {
-                for s in f.enumerator_snapshots.iter().filter(|s| s.job_vertex == vertex) {
+                for s in f
+                    .enumerator_snapshots
+                    .iter()
+                    .filter(|s| s.job_vertex == vertex)
+                {
                     match &mut whole {
                         Some(w) => w.fold(s.clone()),
                         None => whole = Some(s.clone()),
@@ -614,8 +618,7 @@ pub fn splits_per_subtask(events: &[JobEvent], vertex: &str) -> BTreeMap<u32, Ve
             _ => {}
         }
     }
-    let snap =
-        whole.unwrap_or_else(|| panic!("no enumerator snapshot of `{vertex}` in the log"));
+    let snap = whole.unwrap_or_else(|| panic!("no enumerator snapshot of `{vertex}` in the log"));
     snap.assignments
         .iter()
         .map(|a| (a.subtask, a.splits.iter().map(|s| s.id.clone()).collect()))

@@ -545,6 +545,7 @@ impl JobMaster {
         let mut summary = self.summary(started);
         if let Err(e) = result {
             summary.status = JobStatus::Failed;
+            summary.bad_input = e.is_invalid_plugin_config();
             // Bounded: plugin errors are already cut, but a job error may
             // quote other plugin answers (issue 9, item 11).
             summary.error = Some(crate::plugin::one_line(
@@ -786,6 +787,7 @@ impl JobMaster {
                 .filter_map(|v| v.sink.as_ref().map(|s| s.dir.clone()))
                 .collect(),
             error: None,
+            bad_input: false,
         }
     }
 }
