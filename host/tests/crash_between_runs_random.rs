@@ -157,11 +157,16 @@ fn trial(index: u32, seed: u64, input: &Path, scratch: &Path) -> String {
                 Kill::Killed { after } => {
                     kills += 1;
                     let action = ACTIONS[rng.below(ACTIONS.len() as u64) as usize];
-                    let had_log = EventLog::read(&data).is_some_and(|l| l.count("JobStarted") > 0);
+                    // An edited job is refused once an execution finished
+                    // under the old one; before that, it replaces the log
+                    // (issue 17, fix 5).
+                    let had_finish = EventLog::read(&data).is_some_and(|l| {
+                        l.count("JobStarted") > 0 && l.count("ExecutionFinished") > 0
+                    });
                     let did = apply(action, &mut rng, &mut job, &file, &data);
                     steps.push(format!("kill@{}ms, {did}", after.as_millis()));
                     match action {
-                        Action::EditLayout if had_log => {
+                        Action::EditLayout if had_finish => {
                             expect_refusal = Some("graph");
                             wait_next = true;
                         }
