@@ -22,7 +22,7 @@ FLOORS='
 1 grant events graph
 2 shuffle plugin
 3 config runtime coordinator
-4 plan
+4 plan snapshot
 5 scheduler recovery
 6 job
 7 cli

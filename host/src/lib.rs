@@ -22,4 +22,5 @@ pub mod recovery;
 pub mod runtime;
 pub mod scheduler;
 pub mod shuffle;
+pub mod snapshot;
 pub mod value;

@@ -4,17 +4,21 @@
 //! sink output would be duplicated, in which case the run stops with an
 //! error.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use super::plugins::load_plugins;
 use super::recorder::{EventRecorder, job_fingerprint};
 use crate::config::JobConfig;
 use crate::events::{
-    EventsError, JobEvent, JobStarted, RecoveryStarted, Replay, WriterOptions, job_log_dir,
-    open_job_log,
+    EventsError, JobEvent, JobStarted, RecoveryStarted, Replay, ShuffleSnapshot, WriterOptions,
+    job_log_dir, open_job_log,
 };
 use crate::graph::ExecutionGraph;
-use crate::scheduler::{JobError, JobMaster, RunOptions, Summary};
+use crate::plan::{PartitionRef, RecoveryPlan};
+use crate::plugin::ShuffleMasterSnapshot;
+use crate::recovery::{PartitionOracle, RecoveryTarget, ShuffleOracle};
+use crate::scheduler::{JobError, JobEventSink, JobMaster, RunOptions, Summary};
 
 /// Loads the job file, its plugins and runs it from scratch.
 ///
@@ -355,11 +359,8 @@ fn recover(
 }
 
 /// FLIP-383 recovery into a fresh `master` from the current run's
-/// `events` (docs/recovery.md steps 1–7): restores the shuffle master from
-/// the log's snapshots, plans reset-or-skip ([`crate::recovery::plan`])
-/// while waiting at most the previous-worker timeout for partition
-/// reports, and installs the plan ([`JobMaster::apply_recovery`]), whose
-/// resets go to `sink`.
+/// `events`: [`crate::recovery::recover`] (docs/recovery.md steps 1–7)
+/// with a [`Restore`] target, whose resets go to `sink`.
 ///
 /// # Errors
 ///
@@ -370,30 +371,68 @@ pub fn recover_into(
     master: &mut JobMaster,
     config: &JobConfig,
     events: &[JobEvent],
-    sink: &mut dyn crate::scheduler::JobEventSink,
-) -> Result<crate::plan::RecoveryPlan, JobError> {
-    master.restore_shuffle_master(crate::recovery::shuffle_snapshots(events))?;
-    let supports = master.sources_supporting_snapshots();
-    let graph = config.graph.clone();
-    let mut oracle = crate::recovery::ShuffleOracle::new(
-        master.shuffle_master(),
-        &config.name,
-        &graph,
-        config.recovery.previous_worker_timeout,
-    );
-    let plan = crate::recovery::plan(&graph, events, &|v| supports[v], &mut oracle)?;
-    master.apply_recovery(&plan, sink)?;
-    Ok(plan)
+    sink: &mut dyn JobEventSink,
+) -> Result<RecoveryPlan, JobError> {
+    let mut target = Restore {
+        supports: master.sources_supporting_snapshots(),
+        master,
+        sink,
+        oracle: ShuffleOracle::new(
+            &config.name,
+            &config.graph,
+            config.recovery.previous_worker_timeout,
+        ),
+    };
+    crate::recovery::recover(&config.graph, events, &mut target)
 }
 
-/// The events of the current run: from the last `JobStarted` on.
+/// What a recovery restores into: the fresh JobMaster, its shuffle master
+/// asked through a [`ShuffleOracle`], and the event sink its resets go to.
+struct Restore<'a> {
+    master: &'a mut JobMaster,
+    sink: &'a mut dyn JobEventSink,
+    oracle: ShuffleOracle<'a>,
+    /// Per job vertex: a source whose enumerator supports batch snapshots.
+    supports: Vec<bool>,
+}
+
+impl PartitionOracle for Restore<'_> {
+    fn available(
+        &mut self,
+        needed: &[PartitionRef],
+    ) -> Result<BTreeSet<PartitionRef>, crate::plugin::PluginError> {
+        self.oracle.ask(self.master.shuffle_master(), needed)
+    }
+}
+
+impl RecoveryTarget for Restore<'_> {
+    type Error = JobError;
+
+    fn restore_shuffle_master(&mut self, snapshots: &[ShuffleSnapshot]) -> Result<(), JobError> {
+        self.master.restore_shuffle_master(
+            snapshots
+                .iter()
+                .map(|s| ShuffleMasterSnapshot {
+                    incremental: s.incremental,
+                    data: s.data.clone(),
+                })
+                .collect(),
+        )
+    }
+
+    fn supports_batch_snapshot(&self, vertex: usize) -> bool {
+        self.supports.get(vertex).copied().unwrap_or(false)
+    }
+
+    fn apply(&mut self, plan: &RecoveryPlan) -> Result<(), JobError> {
+        self.master.apply_recovery(plan, self.sink)
+    }
+}
+
+/// The events of the current run ([`crate::recovery::current_run`]).
 fn current_run(replay: &Replay) -> Vec<JobEvent> {
-    let events: Vec<&JobEvent> = replay.events.iter().map(|e| &e.event).collect();
-    let start = events
-        .iter()
-        .rposition(|e| matches!(e, JobEvent::JobStarted(_)))
-        .unwrap_or(0);
-    events[start..].iter().map(|e| (*e).clone()).collect()
+    let events: Vec<JobEvent> = replay.events.iter().map(|e| e.event.clone()).collect();
+    crate::recovery::current_run(&events).to_vec()
 }
 
 fn last_job_started(replay: &Replay) -> Option<&JobStarted> {

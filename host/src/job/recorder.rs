@@ -8,12 +8,10 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use crate::coordinator::CoordinatorSnapshot;
 use crate::events::{
-    AttemptId as LoggedAttempt, EncodedSplit, EnumeratorSnapshot, EventLogWriter,
-    ExecutionFinished, ExecutionVertexId, ExecutionsReset, JobEvent, JobVertexInitialized,
-    ProducedPartition as LoggedPartition, ResetReason, ShuffleSnapshot, SplitAssignment,
-    SubtaskInputRange,
+    AttemptId as LoggedAttempt, EnumeratorSnapshot, EventLogWriter, ExecutionFinished,
+    ExecutionVertexId, ExecutionsReset, JobEvent, JobVertexInitialized,
+    ProducedPartition as LoggedPartition, ResetReason, ShuffleSnapshot, SubtaskInputRange,
 };
 use crate::graph::{
     AttemptId, DistributionPattern, JobEdge, JobGraph, JobVertex, Parallelism, ProducedPartition,
@@ -295,41 +293,6 @@ impl EventRecorder {
     }
 }
 
-fn enumerator_snapshot(
-    vertex: &str,
-    snap: &CoordinatorSnapshot,
-) -> Result<EnumeratorSnapshot, String> {
-    let mut assignments = Vec::new();
-    let mut no_more_splits = Vec::new();
-    for (subtask, reader) in snap.readers.iter().enumerate() {
-        let subtask = u32::try_from(subtask).map_err(|e| e.to_string())?;
-        if !reader.assigned.is_empty() {
-            let splits = reader
-                .assigned
-                .iter()
-                .map(|s| {
-                    Ok(EncodedSplit {
-                        id: s.id.clone(),
-                        bytes: postcard::to_allocvec(s).map_err(|e| e.to_string())?,
-                    })
-                })
-                .collect::<Result<Vec<_>, String>>()?;
-            assignments.push(SplitAssignment { subtask, splits });
-        }
-        if reader.no_more_splits {
-            no_more_splits.push(subtask);
-        }
-    }
-    Ok(EnumeratorSnapshot {
-        job_vertex: vertex.to_string(),
-        checkpoint_id: -1,
-        state: snap.enumerator.clone(),
-        assignments,
-        no_more_splits,
-        state_file: None,
-    })
-}
-
 impl JobEventSink for EventRecorder {
     fn vertex_initialized(&mut self, vertex: &str, init: &VertexInit) -> Result<(), String> {
         let v = self
@@ -389,7 +352,7 @@ impl JobEventSink for EventRecorder {
         let mut enumerator_snapshots = snapshots
             .coordinators
             .iter()
-            .map(|(v, s)| enumerator_snapshot(v, s))
+            .map(|(v, s)| crate::snapshot::encode(v, s).map_err(|e| e.to_string()))
             .collect::<Result<Vec<_>, _>>()?;
         // Side files are durable before the record that names them.
         self.move_large_states_to_side_files(&mut enumerator_snapshots)?;
