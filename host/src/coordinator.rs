@@ -156,7 +156,7 @@ impl SourceCoordinator {
     }
 
     /// Restores the enumerator from a [`CoordinatorSnapshot`] and starts it
-    /// (FLIP-383 recovery step 4). The history comes back as it was; reset
+    /// (FLIP-383 recovery, docs/recovery.md step 4). The history comes back as it was; reset
     /// the unfinished subtasks afterwards so their splits return.
     ///
     /// # Errors

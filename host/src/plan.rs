@@ -129,7 +129,7 @@ impl RecoveryPlan {
         self.highest_attempt.get(&key).map_or(0, |a| a + 1)
     }
 
-    /// The decision as the `RecoveryFinished` event records it (step 7).
+    /// The decision as the `RecoveryFinished` event records it (docs/recovery.md step 7).
     pub fn finished_event(&self, graph: &JobGraph) -> crate::events::RecoveryFinished {
         let id = |v: usize| graph.vertices[v].id.clone();
         crate::events::RecoveryFinished {

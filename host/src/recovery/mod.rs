@@ -33,7 +33,7 @@ mod oracle;
 
 pub use oracle::ShuffleOracle;
 
-/// Says which of the needed partitions still exist (step 6).
+/// Says which of the needed partitions still exist (docs/recovery.md step 6).
 pub trait PartitionOracle {
     /// Returns the subset of `needed` that exists now. Called once per
     /// round, with the partitions that became needed in that round.
@@ -61,7 +61,7 @@ pub trait RecoveryTarget: PartitionOracle {
     fn restore_shuffle_master(&mut self, snapshots: &[ShuffleSnapshot]) -> Result<(), Self::Error>;
 
     /// Whether source vertex `vertex` (index in the job graph) has a split
-    /// enumerator that supports batch snapshots (step 5).
+    /// enumerator that supports batch snapshots (docs/recovery.md step 5).
     fn supports_batch_snapshot(&self, vertex: usize) -> bool;
 
     /// Step 7: installs the plan (kept attempts, restored enumerators,
