@@ -34,6 +34,12 @@ use crate::scheduler::{JobError, JobEventSink, JobMaster, RunOptions, Summary};
 /// master cannot be created, [`JobError::Io`] for the data directory or the
 /// output folders, [`JobError::Workers`].
 pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
+    // The data directory is resolved here, once, as the job file's
+    // `${data_dir}` is: everything below uses this path.
+    let opts = &RunOptions {
+        data_dir: crate::config::absolute(&opts.data_dir),
+        ..opts.clone()
+    };
     // One validation pass before anything is created (docs/job-file.md,
     // "Rules and their messages").
     crate::config::check_arguments(opts.workers, None)?;
@@ -43,13 +49,13 @@ pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
             data_dir: opts.data_dir.clone(),
         },
     )?;
-    let data_dir = std::path::absolute(&opts.data_dir).unwrap_or_else(|_| opts.data_dir.clone());
+    let data_dir = &opts.data_dir;
     let cache_dir = opts
         .cache_dir
         .clone()
         .unwrap_or_else(|| data_dir.join("cache"));
     crate::config::check_cache_dir(&config, &cache_dir)?;
-    let new_folders = crate::config::NewFolders::note(&config, &data_dir);
+    let new_folders = crate::config::NewFolders::note(&config, data_dir);
     let result = run_recoverable(&config, opts);
     if let Err(e @ (JobError::PluginLoad { .. } | JobError::Plugin { .. })) = &result
         && e.is_bad_input()
@@ -72,7 +78,7 @@ pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
 /// i.e. [`RunOptions::fresh`], discards both and runs from scratch).
 fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, JobError> {
     let (plugins, workers) = load_plugins(config, opts)?;
-    let data_dir = std::path::absolute(&opts.data_dir).unwrap_or_else(|_| opts.data_dir.clone());
+    let data_dir = opts.data_dir.clone();
     let fresh_master = || {
         JobMaster::new(
             config,
@@ -132,9 +138,7 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
                 Ok(()) => recovered = true,
                 // A simulated crash inside recovery is a crash, not a failed recovery.
                 Err(crash @ JobError::SimulatedCrash { .. }) => {
-                    recorder
-                        .close()
-                        .map_err(|reason| JobError::Recording { reason })?;
+                    recorder.close()?;
                     return Err(crash);
                 }
                 Err(e) => {
@@ -146,19 +150,15 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
         }
     }
     if !recovered {
-        recorder
-            .append_durable(&JobEvent::JobStarted(JobStarted {
-                job_id: config.name.clone(),
-                graph_fingerprint: fingerprint,
-                recovery_enabled: config.recovery.enabled,
-            }))
-            .map_err(|reason| JobError::Recording { reason })?;
+        recorder.append_durable(&JobEvent::JobStarted(JobStarted {
+            job_id: config.name.clone(),
+            graph_fingerprint: fingerprint,
+            recovery_enabled: config.recovery.enabled,
+        }))?;
         master.prepare_fresh_sinks()?;
     }
     let summary = master.run(&mut recorder);
-    recorder
-        .close()
-        .map_err(|reason| JobError::Recording { reason })?;
+    recorder.close()?;
     Ok(summary)
 }
 
@@ -335,9 +335,7 @@ fn recover(
         replayed_records: replay.events.len() as u64,
         torn_tail_bytes: replay.torn_tail.as_ref().map_or(0, |t| t.bytes_dropped),
     });
-    recorder
-        .append(&started)
-        .map_err(|reason| JobError::Recording { reason })?;
+    recorder.append(&started)?;
     master.crash_point("recovery-started", recorder)?;
     let plan = recover_into(master, config, &events, recorder)?;
     master.crash_point("recovery-applied", recorder)?;
@@ -346,9 +344,7 @@ fn recover(
         recorder.note_initialized(&config.graph.vertices[*v].id, init.parallelism);
     }
     let finished = JobEvent::RecoveryFinished(plan.finished_event(&config.graph));
-    recorder
-        .append_durable(&finished)
-        .map_err(|reason| JobError::Recording { reason })?;
+    recorder.append_durable(&finished)?;
     master.crash_point("recovery-finished", recorder)?;
     tracing::info!(
         skipped = plan.kept.len(),

@@ -11,13 +11,14 @@ use sha2::{Digest, Sha256};
 use crate::events::{
     AttemptId as LoggedAttempt, EnumeratorSnapshot, EventLogWriter, ExecutionFinished,
     ExecutionVertexId, ExecutionsReset, JobEvent, JobVertexInitialized,
-    ProducedPartition as LoggedPartition, ResetReason, ShuffleSnapshot, SubtaskInputRange,
+    ProducedPartition as LoggedPartition, ResetReason, ShuffleSnapshot, SinkCommitted,
+    SubtaskInputRange,
 };
 use crate::graph::{
     AttemptId, DistributionPattern, JobEdge, JobGraph, JobVertex, Parallelism, ProducedPartition,
     VertexInit,
 };
-use crate::scheduler::{BatchSnapshots, JobEventSink};
+use crate::scheduler::{BatchSnapshots, JobEventSink, RecordingError};
 
 /// Lowercase hex SHA-256 of everything in the job graph that decides how
 /// data is laid out or routed, and so whether a kept partition or published
@@ -104,17 +105,8 @@ fn hex_sha256(text: &str) -> String {
 /// itself may move (`mv`, then `--data-dir NEW`) without the job counting
 /// as edited, while every other path still counts.
 fn data_dir_neutral(text: &str, data_dir: &Path) -> String {
-    // As the job file loader resolves `${data_dir}`: `.` and `..` lexically.
-    let mut resolved = std::path::PathBuf::new();
-    for c in data_dir.components() {
-        match c {
-            std::path::Component::CurDir => {}
-            std::path::Component::ParentDir => {
-                resolved.pop();
-            }
-            other => resolved.push(other),
-        }
-    }
+    // As the job file loader resolves `${data_dir}` (one function for both).
+    let resolved = crate::config::absolute(data_dir);
     let quoted = format!("{:?}", resolved.to_string_lossy());
     let escaped = &quoted[1..quoted.len() - 1];
     if escaped.is_empty() || escaped == "/" {
@@ -132,7 +124,8 @@ fn data_dir_neutral(text: &str, data_dir: &Path) -> String {
 /// names the job's folder, so a renamed job never meets the old log),
 /// worker count, attempt limit, recovery settings and plugin limits.
 ///
-/// `data_dir` is the run's data directory (absolute): paths under it are
+/// `data_dir` is the run's data directory (resolved by
+/// [`crate::config::absolute`], as `${data_dir}` is): paths under it are
 /// hashed relative to it, so a moved data directory is the same job.
 pub fn job_fingerprint(config: &crate::config::JobConfig, data_dir: &Path) -> String {
     let crate::config::JobConfig {
@@ -209,13 +202,10 @@ impl EventRecorder {
     fn move_large_states_to_side_files(
         &self,
         snapshots: &mut [EnumeratorSnapshot],
-    ) -> Result<(), String> {
+    ) -> Result<(), RecordingError> {
         for snap in snapshots {
             if snap.state.len() > crate::events::format::INLINE_SNAPSHOT_MAX {
-                let file = self
-                    .writer
-                    .write_snapshot_file(&snap.state)
-                    .map_err(|e| e.to_string())?;
+                let file = self.writer.write_snapshot_file(&snap.state)?;
                 snap.state = Vec::new();
                 snap.state_file = Some(file);
             }
@@ -240,23 +230,23 @@ impl EventRecorder {
     /// Appends one event.
     ///
     /// # Errors
-    /// The writer's error in words (a write or fsync failure is sticky).
-    pub fn append(&mut self, event: &JobEvent) -> Result<(), String> {
+    /// The writer's error (a write or fsync failure is sticky).
+    pub fn append(&mut self, event: &JobEvent) -> Result<(), RecordingError> {
         self.writer
             .append(event)
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(RecordingError::from)
     }
 
     /// Appends one event and waits until it is durable.
     ///
     /// # Errors
     /// As [`EventRecorder::append`].
-    pub fn append_durable(&mut self, event: &JobEvent) -> Result<(), String> {
+    pub fn append_durable(&mut self, event: &JobEvent) -> Result<(), RecordingError> {
         self.writer
             .append_durable(event)
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(RecordingError::from)
     }
 
     /// Tells the recorder that `vertex` was initialized with `parallelism` by
@@ -275,9 +265,9 @@ impl EventRecorder {
     /// Flushes and closes the log.
     ///
     /// # Errors
-    /// The writer's error in words.
-    pub fn close(self) -> Result<(), String> {
-        self.writer.close().map_err(|e| e.to_string())
+    /// The writer's error.
+    pub fn close(self) -> Result<(), RecordingError> {
+        Ok(self.writer.close()?)
     }
 
     fn vertex(&self, id: &str) -> Option<usize> {
@@ -294,10 +284,16 @@ impl EventRecorder {
 }
 
 impl JobEventSink for EventRecorder {
-    fn vertex_initialized(&mut self, vertex: &str, init: &VertexInit) -> Result<(), String> {
+    fn vertex_initialized(
+        &mut self,
+        vertex: &str,
+        init: &VertexInit,
+    ) -> Result<(), RecordingError> {
         let v = self
             .vertex(vertex)
-            .ok_or_else(|| format!("unknown job vertex `{vertex}`"))?;
+            .ok_or_else(|| RecordingError::UnknownVertex {
+                vertex: vertex.to_string(),
+            })?;
         let inputs = self.graph.inputs(v);
         let subtask_inputs = (0..init.parallelism)
             .map(|s| {
@@ -348,11 +344,11 @@ impl JobEventSink for EventRecorder {
         attempt: AttemptId,
         partitions: &[ProducedPartition],
         snapshots: &BatchSnapshots,
-    ) -> Result<(), String> {
+    ) -> Result<(), RecordingError> {
         let mut enumerator_snapshots = snapshots
             .coordinators
             .iter()
-            .map(|(v, s)| crate::snapshot::encode(v, s).map_err(|e| e.to_string()))
+            .map(|(v, s)| crate::snapshot::encode(v, s))
             .collect::<Result<Vec<_>, _>>()?;
         // Side files are durable before the record that names them.
         self.move_large_states_to_side_files(&mut enumerator_snapshots)?;
@@ -391,7 +387,7 @@ impl JobEventSink for EventRecorder {
         vertex: &str,
         attempts: &[AttemptId],
         reason: &ResetReason,
-    ) -> Result<(), String> {
+    ) -> Result<(), RecordingError> {
         let event = JobEvent::ExecutionsReset(ExecutionsReset {
             executions: attempts
                 .iter()
@@ -421,8 +417,18 @@ impl JobEventSink for EventRecorder {
         }
     }
 
-    fn job_finished(&mut self) -> Result<(), String> {
-        self.writer.flush().map_err(|e| e.to_string())
+    fn sink_committed(&mut self, attempt: AttemptId, file: &str) -> Result<(), RecordingError> {
+        let event = JobEvent::SinkCommitted(SinkCommitted {
+            attempt: self.logged_attempt(attempt),
+            file: file.to_string(),
+        });
+        // Made durable with the `ExecutionFinished` that follows (or the
+        // flush of a crash point): a replay ignores it, `log inspect` shows it.
+        self.append(&event)
+    }
+
+    fn job_finished(&mut self) -> Result<(), RecordingError> {
+        Ok(self.writer.flush()?)
     }
 }
 

@@ -163,9 +163,17 @@ pub enum JobError {
         point: String,
     },
     /// The event sink refused an event.
-    #[error("recording a job event failed: {reason}")]
+    #[error("recording a job event failed: {source}")]
     Recording {
         /// What the sink said.
+        #[from]
+        source: RecordingError,
+    },
+    /// A state the scheduler never reaches unless it has a bug (a plugin
+    /// of the job file missing after loading, the task channel closed).
+    #[error("internal error: {reason}")]
+    Internal {
+        /// What happened.
         reason: String,
     },
     /// The worker pool could not start.
@@ -176,14 +184,33 @@ pub enum JobError {
     },
 }
 
-/// `plugin `NAME`: ERROR`, unless the error names the plugin itself.
+/// `plugin `NAME`: ERROR`, unless the error names its plugin itself (the
+/// one rule: [`PluginError::plugin`]).
 fn plugin_message(plugin: &str, source: &PluginError) -> String {
-    let text = source.to_string();
-    if text.starts_with(&format!("plugin `{plugin}`")) {
-        text
-    } else {
-        format!("plugin `{plugin}`: {text}")
+    match source.plugin() {
+        Some(_) => source.to_string(),
+        None => format!("plugin `{plugin}`: {source}"),
     }
+}
+
+/// Why a [`JobEventSink`] refused a scheduling fact; the job fails with
+/// [`JobError::Recording`] (exit 1: the run failed on its own storage).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordingError {
+    /// The event log refused the event (a write or fsync failure is
+    /// sticky: every later append fails too).
+    #[error(transparent)]
+    Log(#[from] crate::events::EventsError),
+    /// A batch snapshot cannot be put in the log's form.
+    #[error(transparent)]
+    Snapshot(#[from] crate::snapshot::SnapshotError),
+    /// The fact names a job vertex the job graph does not have.
+    #[error("unknown job vertex `{vertex}`")]
+    UnknownVertex {
+        /// The vertex id.
+        vertex: String,
+    },
 }
 
 /// Receives scheduling facts as they happen: the hook for the durable job
@@ -196,8 +223,9 @@ pub trait JobEventSink {
     ///
     /// # Errors
     ///
-    /// A reason string; the job fails with [`JobError::Recording`].
-    fn vertex_initialized(&mut self, vertex: &str, init: &VertexInit) -> Result<(), String>;
+    /// [`RecordingError`]; the job fails with [`JobError::Recording`].
+    fn vertex_initialized(&mut self, vertex: &str, init: &VertexInit)
+    -> Result<(), RecordingError>;
 
     /// An execution attempt finished with these partitions
     /// (`ExecutionFinished`), with the batch snapshots taken at this moment
@@ -213,7 +241,7 @@ pub trait JobEventSink {
         attempt: AttemptId,
         partitions: &[ProducedPartition],
         snapshots: &BatchSnapshots,
-    ) -> Result<(), String>;
+    ) -> Result<(), RecordingError>;
 
     /// These attempts were reset and will run again (`ExecutionsReset`).
     ///
@@ -225,7 +253,19 @@ pub trait JobEventSink {
         vertex: &str,
         attempts: &[AttemptId],
         reason: &crate::events::ResetReason,
-    ) -> Result<(), String>;
+    ) -> Result<(), RecordingError>;
+
+    /// Sink subtask `attempt` published its output as `file` (the part
+    /// file's name in the sink folder) (`SinkCommitted`). Called right
+    /// after the publish, before the attempt's
+    /// [`JobEventSink::execution_finished`].
+    ///
+    /// # Errors
+    ///
+    /// As [`JobEventSink::vertex_initialized`].
+    fn sink_committed(&mut self, _attempt: AttemptId, _file: &str) -> Result<(), RecordingError> {
+        Ok(())
+    }
 
     /// Every vertex finished; the sinks' `_SUCCESS` markers come next. The
     /// log must be durable before they are written.
@@ -233,7 +273,7 @@ pub trait JobEventSink {
     /// # Errors
     ///
     /// As [`JobEventSink::vertex_initialized`].
-    fn job_finished(&mut self) -> Result<(), String> {
+    fn job_finished(&mut self) -> Result<(), RecordingError> {
         Ok(())
     }
 }
@@ -260,7 +300,7 @@ impl BatchSnapshots {
 pub struct NoEvents;
 
 impl JobEventSink for NoEvents {
-    fn vertex_initialized(&mut self, _: &str, _: &VertexInit) -> Result<(), String> {
+    fn vertex_initialized(&mut self, _: &str, _: &VertexInit) -> Result<(), RecordingError> {
         Ok(())
     }
     fn execution_finished(
@@ -269,7 +309,7 @@ impl JobEventSink for NoEvents {
         _: AttemptId,
         _: &[ProducedPartition],
         _: &BatchSnapshots,
-    ) -> Result<(), String> {
+    ) -> Result<(), RecordingError> {
         Ok(())
     }
     fn executions_reset(
@@ -277,7 +317,7 @@ impl JobEventSink for NoEvents {
         _: &str,
         _: &[AttemptId],
         _: &crate::events::ResetReason,
-    ) -> Result<(), String> {
+    ) -> Result<(), RecordingError> {
         Ok(())
     }
 }

@@ -140,9 +140,7 @@ impl JobMaster {
     ) -> Result<(), JobError> {
         let v = attempt.vertex;
         let vertex_id = self.graph.job.vertices[v].id.clone();
-        events
-            .executions_reset(&vertex_id, &[attempt], &reason)
-            .map_err(|reason| JobError::Recording { reason })?;
+        events.executions_reset(&vertex_id, &[attempt], &reason)?;
         *self
             .reset_reasons
             .entry(reason_kind(&reason).into())
