@@ -182,8 +182,8 @@ self_test() {
     done <<'CASES'
 upward use line|graph.rs|use crate::job::run_job;|graph.rs:
 upward inline path|events/event.rs|fn f() { let _ = crate::scheduler::CRASH_POINTS; }|upward import: `events` (floor 1) uses `crate::scheduler`
-upward in a use group|value/split.rs|use crate::{graph::JobGraph,\n    recovery::plan};|uses `crate::recovery`
-scheduler imports recovery|scheduler/master/mod.rs|use crate::recovery::plan;|must not import each other
+upward in a use group|value/split.rs|use crate::{graph::JobGraph,\n    recovery::recover};|uses `crate::recovery`
+scheduler imports recovery|scheduler/master/mod.rs|use crate::recovery::recover;|must not import each other
 recovery imports scheduler|recovery/oracle.rs|use crate::scheduler::JobError;|must not import each other
 super to the crate root|graph.rs|use super::runtime::WorkerPool;|uses `crate::runtime`
 circle|value/split.rs|use crate::graph::JobGraph;|import circle: 

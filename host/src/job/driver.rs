@@ -427,7 +427,7 @@ impl RecoveryTarget for Restore<'_> {
 
 /// The events of the current run ([`crate::recovery::current_run`]).
 fn current_run(replay: &Replay) -> Vec<JobEvent> {
-    let events: Vec<JobEvent> = replay.events.iter().map(|e| e.event.clone()).collect();
+    let events: Vec<JobEvent> = replay.iter_events().cloned().collect();
     crate::recovery::current_run(&events).to_vec()
 }
 
