@@ -356,7 +356,7 @@ fn recover(
 
 /// FLIP-383 recovery into a fresh `master` from the current run's
 /// `events`: [`crate::recovery::recover`] (docs/recovery.md steps 1–7)
-/// with a [`Restore`] target, whose resets go to `sink`.
+/// with the driver's `Restore` target, whose resets go to `sink`.
 ///
 /// # Errors
 ///
