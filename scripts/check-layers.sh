@@ -9,7 +9,8 @@
 #     recovery/ share a floor: they never import each other);
 #   - an import circle between modules;
 #   - a module that is not on any floor (put it on one, here and in
-#     docs/architecture.md).
+#     docs/architecture.md);
+#   - a floor list that differs from the one in docs/architecture.md.
 #
 # usage: scripts/check-layers.sh [SRC_DIR]   check SRC_DIR (default host/src)
 #        scripts/check-layers.sh --self-test  check a copy of host/src with
@@ -22,7 +23,7 @@ FLOORS='
 1 grant events graph
 2 shuffle plugin
 3 config runtime coordinator
-4 plan
+4 plan snapshot
 5 scheduler recovery
 6 job
 7 cli
@@ -182,17 +183,53 @@ self_test() {
     done <<'CASES'
 upward use line|graph.rs|use crate::job::run_job;|graph.rs:
 upward inline path|events/event.rs|fn f() { let _ = crate::scheduler::CRASH_POINTS; }|upward import: `events` (floor 1) uses `crate::scheduler`
-upward in a use group|value/split.rs|use crate::{graph::JobGraph,\n    recovery::plan};|uses `crate::recovery`
-scheduler imports recovery|scheduler/master/mod.rs|use crate::recovery::plan;|must not import each other
+upward in a use group|value/split.rs|use crate::{graph::JobGraph,\n    recovery::recover};|uses `crate::recovery`
+scheduler imports recovery|scheduler/master/mod.rs|use crate::recovery::recover;|must not import each other
 recovery imports scheduler|recovery/oracle.rs|use crate::scheduler::JobError;|must not import each other
 super to the crate root|graph.rs|use super::runtime::WorkerPool;|uses `crate::runtime`
 circle|value/split.rs|use crate::graph::JobGraph;|import circle: 
 module on no floor|kit.rs|use crate::value::Decimal;|module `kit` is on no floor
 CASES
+    # The floor list of the document and this script must agree.
+    sed 's/^| 4 | `plan` |/| 3 | `plan` |/' "$repo/docs/architecture.md" >"$tmp/architecture.md"
+    if out=$(check_doc "$tmp/architecture.md"); then
+        echo "check-layers --self-test: a floor moved in docs/architecture.md: not reported"
+        status=1
+    elif ! grep -qF "floor/module 3 plan" <<<"$out"; then
+        echo "check-layers --self-test: a floor moved in docs/architecture.md: reported as:"
+        echo "$out"
+        status=1
+    fi
     if [ "$status" -eq 0 ]; then
         echo "check-layers --self-test: every injected violation was reported"
     fi
     return "$status"
+}
+
+# The floor list of docs/architecture.md ("| N | `name` |" rows), sorted
+# "N name" lines, to compare with FLOORS.
+doc_floors() {
+    sed -n 's/^| \([0-9]\+\) | `\([a-z_]\+\)\/\{0,1\}` |.*/\1 \2/p' "$1" | sort
+}
+
+script_floors() {
+    awk 'NF { for (i = 2; i <= NF; i++) print $1, $i }' <<<"$FLOORS" | sort
+}
+
+# Prints one line per module whose floor differs between this script and
+# the document; fails if there is any.
+check_doc() {
+    local doc=${1:-$repo/docs/architecture.md} diff
+    if [ ! -f "$doc" ]; then
+        echo "$doc: missing (it holds the floor list this script checks)"
+        return 1
+    fi
+    diff=$(comm -3 <(script_floors) <(doc_floors "$doc"))
+    if [ -n "$diff" ]; then
+        comm -23 <(script_floors) <(doc_floors "$doc") | sed "s#^#scripts/check-layers.sh has floor/module #; s#\$# that $doc does not#"
+        comm -13 <(script_floors) <(doc_floors "$doc") | sed "s#^#$doc has floor/module #; s#\$# that scripts/check-layers.sh does not#"
+        return 1
+    fi
 }
 
 case "${1:-}" in
@@ -200,6 +237,7 @@ case "${1:-}" in
     -h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' ;;
     *)
         src=${1:-$repo/host/src}
+        check_doc
         if out=$(check "$src"); then
             echo "check-layers: no import circles, no imports across floors the wrong way ($src)"
         else

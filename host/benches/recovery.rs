@@ -33,9 +33,9 @@ use std::time::{Duration, Instant};
 use coordhost::config::{JobConfig, LoadOptions, load_job};
 use coordhost::coordinator::{CoordinatorSnapshot, SourceCoordinator, SplitAnswer};
 use coordhost::events::{
-    AttemptId, EncodedSplit, EnumeratorSnapshot, ExecutionFinished, FileStorage, JobEvent,
-    JobStarted, JobVertexInitialized, ProducedPartition, RecoveryStarted, ShuffleSnapshot,
-    SplitAssignment, SubtaskInputRange, WriterOptions, job_log_dir, open_job_log, replay,
+    AttemptId, EnumeratorSnapshot, ExecutionFinished, FileStorage, JobEvent, JobStarted,
+    JobVertexInitialized, ProducedPartition, RecoveryStarted, ShuffleSnapshot, SubtaskInputRange,
+    WriterOptions, job_log_dir, open_job_log, replay,
 };
 use coordhost::graph::{ExecutionGraph, Parallelism};
 use coordhost::job::{EventRecorder, graph_fingerprint};
@@ -161,36 +161,9 @@ fn run_options(job: &Path, data_dir: &Path) -> RunOptions {
     opts
 }
 
-/// How the recorder encodes a coordinator snapshot (`recovery/recorder.rs`).
+/// How the recorder encodes a coordinator snapshot ([`coordhost::snapshot::encode`]).
 fn logged_enumerator_snapshot(vertex: &str, snap: &CoordinatorSnapshot) -> EnumeratorSnapshot {
-    let mut assignments = Vec::new();
-    let mut no_more_splits = Vec::new();
-    for (subtask, reader) in snap.readers.iter().enumerate() {
-        let subtask = u32::try_from(subtask).expect("subtask");
-        if !reader.assigned.is_empty() {
-            let splits = reader
-                .assigned
-                .iter()
-                .map(|s| EncodedSplit {
-                    id: s.id.clone(),
-                    bytes: postcard::to_allocvec(s).expect("split"),
-                })
-                .collect();
-            assignments.push(SplitAssignment { subtask, splits });
-        }
-        if reader.no_more_splits {
-            no_more_splits.push(subtask);
-        }
-    }
-    EnumeratorSnapshot {
-        job_vertex: vertex.to_string(),
-        checkpoint_id: -1,
-        state: snap.enumerator.clone(),
-        assignments,
-        no_more_splits,
-        state_file: None,
-        incremental: false,
-    }
+    coordhost::snapshot::encode(vertex, snap).expect("snapshot encodes")
 }
 
 /// What building the "before the crash" state took.
@@ -393,12 +366,8 @@ fn restart(config: &JobConfig, opts: &RunOptions, data_dir: &Path, n: u32) -> Re
 
     let t = Instant::now();
     let (writer, replayed) = open_job_log(data_dir, JOB, WriterOptions::default()).expect("open");
-    let all: Vec<&JobEvent> = replayed.iter_events().collect();
-    let start = all
-        .iter()
-        .rposition(|e| matches!(e, JobEvent::JobStarted(_)))
-        .unwrap_or(0);
-    let events: Vec<JobEvent> = all[start..].iter().map(|e| (*e).clone()).collect();
+    let all: Vec<JobEvent> = replayed.iter_events().cloned().collect();
+    let events: Vec<JobEvent> = coordhost::recovery::current_run(&all).to_vec();
     let replay_time = t.elapsed();
 
     let t = Instant::now();

@@ -41,12 +41,13 @@ pub enum CoordinatorError {
     /// splits", a registered reader, or a batch snapshot): rebuilding it
     /// again would loop forever.
     #[error(
-        "source coordinator of vertex `{vertex}`: split enumerator `{plugin}` faulted again after its store was rebuilt, before it made any progress; not rebuilt again: {source}"
+        "source coordinator of vertex `{vertex}`: the split enumerator faulted again after its store was rebuilt, before it made any progress; not rebuilt again: {source}"
     )]
     FaultedAgain {
         /// The source job vertex id.
         vertex: String,
-        /// The plugin's name.
+        /// The plugin's name (the message leaves it to `source`, which
+        /// names it: [`PluginError::plugin`]).
         plugin: String,
         /// The last fault (boxed: it is large and rare).
         source: Box<PluginError>,
@@ -156,7 +157,7 @@ impl SourceCoordinator {
     }
 
     /// Restores the enumerator from a [`CoordinatorSnapshot`] and starts it
-    /// (FLIP-383 recovery step 4). The history comes back as it was; reset
+    /// (FLIP-383 recovery, docs/recovery.md step 4). The history comes back as it was; reset
     /// the unfinished subtasks afterwards so their splits return.
     ///
     /// # Errors

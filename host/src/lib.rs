@@ -3,10 +3,19 @@
 //! after a coordinator crash (Apache Flink's FLIP-383, "job recovery for
 //! batch jobs").
 //!
-//! Data flows one way: [`config`] → [`graph`] → [`scheduler`] ↔
-//! ([`coordinator`], [`shuffle`], [`runtime`]) → [`events`]; [`recovery`]
-//! reads events and rebuilds the scheduler's state before it starts.
-//! [`plugin`] hosts the WebAssembly components.
+//! The modules stand on floors; each imports only lower ones
+//! (docs/architecture.md, checked by `scripts/check-layers.sh`):
+//!
+//! | floor | modules |
+//! |---|---|
+//! | 7 | [`cli`] |
+//! | 6 | [`job`]: drives one job (log, recover or start, run), records, loads plugins, the `run` face, exit codes |
+//! | 5 | [`scheduler`] (the JobMaster) and [`recovery`] (the FLIP-383 decision): never each other |
+//! | 4 | [`plan`] (the recovery plan), [`snapshot`] (coordinator snapshots in the log's form) |
+//! | 3 | [`config`], [`runtime`], [`coordinator`] |
+//! | 2 | [`plugin`], [`shuffle`] |
+//! | 1 | [`events`], [`graph`], [`grant`] |
+//! | 0 | [`value`], [`files`] |
 
 pub mod cli;
 pub mod config;
@@ -22,4 +31,5 @@ pub mod recovery;
 pub mod runtime;
 pub mod scheduler;
 pub mod shuffle;
+pub mod snapshot;
 pub mod value;

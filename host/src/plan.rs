@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use crate::coordinator::CoordinatorSnapshot;
-use crate::events::{ResetReason, ShuffleSnapshot};
+use crate::events::{ExecutionVertexId, ResetReason, ShuffleSnapshot};
 use crate::graph::{JobGraph, ProducedPartition, VertexInit};
 
 /// An execution vertex: (job vertex index in the job graph, subtask index).
@@ -56,10 +56,10 @@ pub enum RecoveryError {
         reason: String,
     },
     /// Asking which partitions still exist failed.
-    #[error("asking the shuffle master which partitions exist failed: {reason}")]
+    #[error("asking the shuffle master which partitions exist failed: {source}")]
     Partitions {
-        /// What failed.
-        reason: String,
+        /// The shuffle master's error.
+        source: crate::plugin::PluginError,
     },
 }
 
@@ -129,7 +129,7 @@ impl RecoveryPlan {
         self.highest_attempt.get(&key).map_or(0, |a| a + 1)
     }
 
-    /// The decision as the `RecoveryFinished` event records it (step 7).
+    /// The decision as the `RecoveryFinished` event records it (docs/recovery.md step 7).
     pub fn finished_event(&self, graph: &JobGraph) -> crate::events::RecoveryFinished {
         let id = |v: usize| graph.vertices[v].id.clone();
         crate::events::RecoveryFinished {
@@ -155,4 +155,54 @@ impl RecoveryPlan {
                 .collect(),
         }
     }
+}
+
+/// FLIP-383 "restart all, once": a finished source vertex whose split
+/// enumerator cannot take batch snapshots is kept by a recovery, but the
+/// first later reset of any of its subtasks restarts all of them with a
+/// fresh enumerator — and, because a fresh enumerator may hand the splits
+/// to other subtasks than before, everything downstream that read (or is
+/// reading) the old partitions runs again too, as Flink restarts a whole
+/// region. The one copy of this policy: recovery applies it while it
+/// reconciles partitions (docs/recovery.md step 6), the scheduler on an
+/// in-run reset (`scheduler/master/failover.rs`).
+///
+/// Returns the resets that come with resetting execution vertex `key`:
+/// every other live subtask of its vertex (reason
+/// `enumerator-cannot-snapshot`), then every live execution of every vertex
+/// downstream (reason `upstream-reset`, naming `key`), in vertex then
+/// subtask order; `key` itself is not among them. `live` says which
+/// executions hold output or are running; `parallelism` gives a vertex's
+/// subtask count. Empty, and nothing changes, unless `key`'s vertex is in
+/// `pending`, from which it is removed: the restart happens once.
+pub fn restart_all_once(
+    graph: &JobGraph,
+    pending: &mut BTreeSet<usize>,
+    key: ExecutionKey,
+    parallelism: &dyn Fn(usize) -> u32,
+    live: &dyn Fn(ExecutionKey) -> bool,
+) -> Vec<(ExecutionKey, ResetReason)> {
+    let (v, subtask) = key;
+    if !pending.remove(&v) {
+        return Vec::new();
+    }
+    let mut resets: Vec<(ExecutionKey, ResetReason)> = (0..parallelism(v))
+        .filter(|&s| s != subtask && live((v, s)))
+        .map(|s| ((v, s), ResetReason::RecoveryEnumeratorWithoutSnapshot))
+        .collect();
+    let upstream = ExecutionVertexId {
+        job_vertex: graph.vertices[v].id.clone(),
+        subtask,
+    };
+    for d in graph.downstream(v) {
+        for s in (0..parallelism(d)).filter(|&s| live((d, s))) {
+            resets.push((
+                (d, s),
+                ResetReason::RecoveryUpstreamReset {
+                    upstream: upstream.clone(),
+                },
+            ));
+        }
+    }
+    resets
 }

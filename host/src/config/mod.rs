@@ -223,7 +223,11 @@ fn parse_message(e: &toml::de::Error, text: &str) -> String {
     }
 }
 
-pub(super) fn absolute(p: &Path) -> PathBuf {
+/// The one resolution of a folder the user names (`--data-dir`, the job
+/// file's folder, `--cache-dir`): absolute, with `.` and `..` resolved
+/// lexically (without touching the file system, so `nonexist/../d` is `d`
+/// and nothing is created on the way). An empty path is `.`.
+pub fn absolute(p: &Path) -> PathBuf {
     let p = if p.as_os_str().is_empty() {
         Path::new(".")
     } else {

@@ -514,7 +514,7 @@ pub struct RecoveryReset {
     pub reason: ResetReason,
 }
 
-/// Recovery decided, for every task, skip or reset (FLIP-383 step 7).
+/// Recovery decided, for every task, skip or reset (FLIP-383; docs/recovery.md step 7).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecoveryFinished {
     /// Finished attempts kept as they were.

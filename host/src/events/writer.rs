@@ -128,7 +128,7 @@ pub fn job_log_dir(data_dir: &Path, job_id: &str) -> Result<PathBuf, EventsError
 ///
 /// A fresh log returns an empty [`Replay`]; the caller's first event is then
 /// [`JobStarted`](super::JobStarted). Otherwise the caller recovers from the
-/// replay (FLIP-383 step 1) and records `RecoveryStarted`.
+/// replay (FLIP-383; docs/recovery.md step 1) and records `RecoveryStarted`.
 ///
 /// # Errors
 /// [`EventsError::Locked`] if another coordinator writes this log; any

@@ -4,17 +4,21 @@
 //! sink output would be duplicated, in which case the run stops with an
 //! error.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use super::plugins::load_plugins;
 use super::recorder::{EventRecorder, job_fingerprint};
 use crate::config::JobConfig;
 use crate::events::{
-    EventsError, JobEvent, JobStarted, RecoveryStarted, Replay, WriterOptions, job_log_dir,
-    open_job_log,
+    EventsError, JobEvent, JobStarted, RecoveryStarted, Replay, ShuffleSnapshot, WriterOptions,
+    job_log_dir, open_job_log,
 };
 use crate::graph::ExecutionGraph;
-use crate::scheduler::{JobError, JobMaster, RunOptions, Summary};
+use crate::plan::{PartitionRef, RecoveryPlan};
+use crate::plugin::ShuffleMasterSnapshot;
+use crate::recovery::{PartitionOracle, RecoveryTarget, ShuffleOracle};
+use crate::scheduler::{JobError, JobEventSink, JobMaster, RunOptions, Summary};
 
 /// Loads the job file, its plugins and runs it from scratch.
 ///
@@ -30,6 +34,12 @@ use crate::scheduler::{JobError, JobMaster, RunOptions, Summary};
 /// master cannot be created, [`JobError::Io`] for the data directory or the
 /// output folders, [`JobError::Workers`].
 pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
+    // The data directory is resolved here, once, as the job file's
+    // `${data_dir}` is: everything below uses this path.
+    let opts = &RunOptions {
+        data_dir: crate::config::absolute(&opts.data_dir),
+        ..opts.clone()
+    };
     // One validation pass before anything is created (docs/job-file.md,
     // "Rules and their messages").
     crate::config::check_arguments(opts.workers, None)?;
@@ -39,13 +49,13 @@ pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
             data_dir: opts.data_dir.clone(),
         },
     )?;
-    let data_dir = std::path::absolute(&opts.data_dir).unwrap_or_else(|_| opts.data_dir.clone());
+    let data_dir = &opts.data_dir;
     let cache_dir = opts
         .cache_dir
         .clone()
         .unwrap_or_else(|| data_dir.join("cache"));
     crate::config::check_cache_dir(&config, &cache_dir)?;
-    let new_folders = crate::config::NewFolders::note(&config, &data_dir);
+    let new_folders = crate::config::NewFolders::note(&config, data_dir);
     let result = run_recoverable(&config, opts);
     if let Err(e @ (JobError::PluginLoad { .. } | JobError::Plugin { .. })) = &result
         && e.is_bad_input()
@@ -68,7 +78,7 @@ pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
 /// i.e. [`RunOptions::fresh`], discards both and runs from scratch).
 fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, JobError> {
     let (plugins, workers) = load_plugins(config, opts)?;
-    let data_dir = std::path::absolute(&opts.data_dir).unwrap_or_else(|_| opts.data_dir.clone());
+    let data_dir = opts.data_dir.clone();
     let fresh_master = || {
         JobMaster::new(
             config,
@@ -128,9 +138,7 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
                 Ok(()) => recovered = true,
                 // A simulated crash inside recovery is a crash, not a failed recovery.
                 Err(crash @ JobError::SimulatedCrash { .. }) => {
-                    recorder
-                        .close()
-                        .map_err(|reason| JobError::Recording { reason })?;
+                    recorder.close()?;
                     return Err(crash);
                 }
                 Err(e) => {
@@ -142,19 +150,15 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
         }
     }
     if !recovered {
-        recorder
-            .append_durable(&JobEvent::JobStarted(JobStarted {
-                job_id: config.name.clone(),
-                graph_fingerprint: fingerprint,
-                recovery_enabled: config.recovery.enabled,
-            }))
-            .map_err(|reason| JobError::Recording { reason })?;
+        recorder.append_durable(&JobEvent::JobStarted(JobStarted {
+            job_id: config.name.clone(),
+            graph_fingerprint: fingerprint,
+            recovery_enabled: config.recovery.enabled,
+        }))?;
         master.prepare_fresh_sinks()?;
     }
     let summary = master.run(&mut recorder);
-    recorder
-        .close()
-        .map_err(|reason| JobError::Recording { reason })?;
+    recorder.close()?;
     Ok(summary)
 }
 
@@ -375,9 +379,7 @@ fn recover(
         replayed_records: replay.events.len() as u64,
         torn_tail_bytes: replay.torn_tail.as_ref().map_or(0, |t| t.bytes_dropped),
     });
-    recorder
-        .append(&started)
-        .map_err(|reason| JobError::Recording { reason })?;
+    recorder.append(&started)?;
     master.crash_point("recovery-started", recorder)?;
     let plan = recover_into(master, config, &events, recorder)?;
     master.crash_point("recovery-applied", recorder)?;
@@ -386,9 +388,7 @@ fn recover(
         recorder.note_initialized(&config.graph.vertices[*v].id, init.parallelism);
     }
     let finished = JobEvent::RecoveryFinished(plan.finished_event(&config.graph));
-    recorder
-        .append_durable(&finished)
-        .map_err(|reason| JobError::Recording { reason })?;
+    recorder.append_durable(&finished)?;
     master.crash_point("recovery-finished", recorder)?;
     tracing::info!(
         skipped = plan.kept.len(),
@@ -399,11 +399,8 @@ fn recover(
 }
 
 /// FLIP-383 recovery into a fresh `master` from the current run's
-/// `events` (docs/recovery.md steps 1–7): restores the shuffle master from
-/// the log's snapshots, plans reset-or-skip ([`crate::recovery::plan`])
-/// while waiting at most the previous-worker timeout for partition
-/// reports, and installs the plan ([`JobMaster::apply_recovery`]), whose
-/// resets go to `sink`.
+/// `events`: [`crate::recovery::recover`] (docs/recovery.md steps 1–7)
+/// with the driver's `Restore` target, whose resets go to `sink`.
 ///
 /// # Errors
 ///
@@ -414,30 +411,68 @@ pub fn recover_into(
     master: &mut JobMaster,
     config: &JobConfig,
     events: &[JobEvent],
-    sink: &mut dyn crate::scheduler::JobEventSink,
-) -> Result<crate::plan::RecoveryPlan, JobError> {
-    master.restore_shuffle_master(crate::recovery::shuffle_snapshots(events))?;
-    let supports = master.sources_supporting_snapshots();
-    let graph = config.graph.clone();
-    let mut oracle = crate::recovery::ShuffleOracle::new(
-        master.shuffle_master(),
-        &config.name,
-        &graph,
-        config.recovery.previous_worker_timeout,
-    );
-    let plan = crate::recovery::plan(&graph, events, &|v| supports[v], &mut oracle)?;
-    master.apply_recovery(&plan, sink)?;
-    Ok(plan)
+    sink: &mut dyn JobEventSink,
+) -> Result<RecoveryPlan, JobError> {
+    let mut target = Restore {
+        supports: master.sources_supporting_snapshots(),
+        master,
+        sink,
+        oracle: ShuffleOracle::new(
+            &config.name,
+            &config.graph,
+            config.recovery.previous_worker_timeout,
+        ),
+    };
+    crate::recovery::recover(&config.graph, events, &mut target)
 }
 
-/// The events of the current run: from the last `JobStarted` on.
+/// What a recovery restores into: the fresh JobMaster, its shuffle master
+/// asked through a [`ShuffleOracle`], and the event sink its resets go to.
+struct Restore<'a> {
+    master: &'a mut JobMaster,
+    sink: &'a mut dyn JobEventSink,
+    oracle: ShuffleOracle<'a>,
+    /// Per job vertex: a source whose enumerator supports batch snapshots.
+    supports: Vec<bool>,
+}
+
+impl PartitionOracle for Restore<'_> {
+    fn available(
+        &mut self,
+        needed: &[PartitionRef],
+    ) -> Result<BTreeSet<PartitionRef>, crate::plugin::PluginError> {
+        self.oracle.ask(self.master.shuffle_master(), needed)
+    }
+}
+
+impl RecoveryTarget for Restore<'_> {
+    type Error = JobError;
+
+    fn restore_shuffle_master(&mut self, snapshots: &[ShuffleSnapshot]) -> Result<(), JobError> {
+        self.master.restore_shuffle_master(
+            snapshots
+                .iter()
+                .map(|s| ShuffleMasterSnapshot {
+                    incremental: s.incremental,
+                    data: s.data.clone(),
+                })
+                .collect(),
+        )
+    }
+
+    fn supports_batch_snapshot(&self, vertex: usize) -> bool {
+        self.supports.get(vertex).copied().unwrap_or(false)
+    }
+
+    fn apply(&mut self, plan: &RecoveryPlan) -> Result<(), JobError> {
+        self.master.apply_recovery(plan, self.sink)
+    }
+}
+
+/// The events of the current run ([`crate::recovery::current_run`]).
 fn current_run(replay: &Replay) -> Vec<JobEvent> {
-    let events: Vec<&JobEvent> = replay.events.iter().map(|e| &e.event).collect();
-    let start = events
-        .iter()
-        .rposition(|e| matches!(e, JobEvent::JobStarted(_)))
-        .unwrap_or(0);
-    events[start..].iter().map(|e| (*e).clone()).collect()
+    let events: Vec<JobEvent> = replay.iter_events().cloned().collect();
+    crate::recovery::current_run(&events).to_vec()
 }
 
 fn last_job_started(replay: &Replay) -> Option<&JobStarted> {

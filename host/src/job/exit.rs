@@ -52,6 +52,7 @@ impl JobError {
             Self::Workers { .. }
             | Self::Io { .. }
             | Self::Recording { .. }
+            | Self::Internal { .. }
             | Self::RecoveryRetryLater { .. }
             // A plugin or a task failed while the job ran.
             | Self::Commit { .. }
@@ -120,7 +121,13 @@ mod tests {
                 problem: "cannot be written: No space left on device".into(),
             }),
             JobError::Recording {
-                reason: "event log write failed".into(),
+                source: crate::scheduler::RecordingError::Log(EventsError::Io {
+                    path: "log/segment-00000001.log".into(),
+                    source: io(),
+                }),
+            },
+            JobError::Internal {
+                reason: "the task channel closed".into(),
             },
             JobError::Io {
                 path: "data/output".into(),

@@ -29,5 +29,5 @@ pub use recorder::{EventRecorder, graph_fingerprint, job_fingerprint};
 
 pub use crate::scheduler::{
     BatchSnapshots, CRASH_POINTS, CrashPoint, JobError, JobEventSink, JobMaster, JobStatus,
-    LostPartition, NoEvents, ProgressListener, RunOptions, Summary, VertexSummary,
+    LostPartition, NoEvents, ProgressListener, RecordingError, RunOptions, Summary, VertexSummary,
 };

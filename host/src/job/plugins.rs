@@ -19,9 +19,9 @@ pub fn load_plugins(
     config: &JobConfig,
     opts: &RunOptions,
 ) -> Result<(BTreeMap<String, LoadedPlugin>, usize), JobError> {
-    let data_dir = std::path::absolute(&opts.data_dir).unwrap_or_else(|_| opts.data_dir.clone());
-    std::fs::create_dir_all(&data_dir).map_err(|source| JobError::Io {
-        path: data_dir.clone(),
+    let data_dir = &opts.data_dir;
+    std::fs::create_dir_all(data_dir).map_err(|source| JobError::Io {
+        path: data_dir.to_path_buf(),
         source,
     })?;
     let host = PluginHost::new(HostOptions {

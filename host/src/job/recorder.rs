@@ -8,18 +8,17 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use crate::coordinator::CoordinatorSnapshot;
 use crate::events::{
-    AttemptId as LoggedAttempt, EncodedSplit, EnumeratorSnapshot, EventLogWriter,
-    ExecutionFinished, ExecutionVertexId, ExecutionsReset, JobEvent, JobVertexInitialized,
-    ProducedPartition as LoggedPartition, ResetReason, ShuffleSnapshot, SplitAssignment,
-    SubtaskInputRange,
+    AttemptId as LoggedAttempt, EnumeratorSnapshot, EventLogWriter, ExecutionFinished,
+    ExecutionVertexId, ExecutionsReset, JobEvent, JobVertexInitialized,
+    ProducedPartition as LoggedPartition, ResetReason, ShuffleSnapshot, SinkCommitted,
+    SplitAssignment, SubtaskInputRange,
 };
 use crate::graph::{
     AttemptId, DistributionPattern, JobEdge, JobGraph, JobVertex, Parallelism, ProducedPartition,
     VertexInit,
 };
-use crate::scheduler::{BatchSnapshots, JobEventSink};
+use crate::scheduler::{BatchSnapshots, JobEventSink, RecordingError};
 
 /// Lowercase hex SHA-256 of everything in the job graph that decides how
 /// data is laid out or routed, and so whether a kept partition or published
@@ -106,17 +105,8 @@ fn hex_sha256(text: &str) -> String {
 /// itself may move (`mv`, then `--data-dir NEW`) without the job counting
 /// as edited, while every other path still counts.
 fn data_dir_neutral(text: &str, data_dir: &Path) -> String {
-    // As the job file loader resolves `${data_dir}`: `.` and `..` lexically.
-    let mut resolved = std::path::PathBuf::new();
-    for c in data_dir.components() {
-        match c {
-            std::path::Component::CurDir => {}
-            std::path::Component::ParentDir => {
-                resolved.pop();
-            }
-            other => resolved.push(other),
-        }
-    }
+    // As the job file loader resolves `${data_dir}` (one function for both).
+    let resolved = crate::config::absolute(data_dir);
     let quoted = format!("{:?}", resolved.to_string_lossy());
     let escaped = &quoted[1..quoted.len() - 1];
     if escaped.is_empty() || escaped == "/" {
@@ -134,7 +124,8 @@ fn data_dir_neutral(text: &str, data_dir: &Path) -> String {
 /// names the job's folder, so a renamed job never meets the old log),
 /// worker count, attempt limit, recovery settings and plugin limits.
 ///
-/// `data_dir` is the run's data directory (absolute): paths under it are
+/// `data_dir` is the run's data directory (resolved by
+/// [`crate::config::absolute`], as `${data_dir}` is): paths under it are
 /// hashed relative to it, so a moved data directory is the same job.
 pub fn job_fingerprint(config: &crate::config::JobConfig, data_dir: &Path) -> String {
     let crate::config::JobConfig {
@@ -216,13 +207,10 @@ impl EventRecorder {
     fn move_large_states_to_side_files(
         &self,
         snapshots: &mut [EnumeratorSnapshot],
-    ) -> Result<(), String> {
+    ) -> Result<(), RecordingError> {
         for snap in snapshots {
             if snap.state.len() > crate::events::format::INLINE_SNAPSHOT_MAX {
-                let file = self
-                    .writer
-                    .write_snapshot_file(&snap.state)
-                    .map_err(|e| e.to_string())?;
+                let file = self.writer.write_snapshot_file(&snap.state)?;
                 snap.state = Vec::new();
                 snap.state_file = Some(file);
             }
@@ -247,25 +235,25 @@ impl EventRecorder {
     /// Appends one event.
     ///
     /// # Errors
-    /// The writer's error in words (a write or fsync failure is sticky).
-    pub fn append(&mut self, event: &JobEvent) -> Result<(), String> {
+    /// The writer's error (a write or fsync failure is sticky).
+    pub fn append(&mut self, event: &JobEvent) -> Result<(), RecordingError> {
         self.forget_history_at_job_start(event);
         self.writer
             .append(event)
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(RecordingError::from)
     }
 
     /// Appends one event and waits until it is durable.
     ///
     /// # Errors
     /// As [`EventRecorder::append`].
-    pub fn append_durable(&mut self, event: &JobEvent) -> Result<(), String> {
+    pub fn append_durable(&mut self, event: &JobEvent) -> Result<(), RecordingError> {
         self.forget_history_at_job_start(event);
         self.writer
             .append_durable(event)
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(RecordingError::from)
     }
 
     /// A `JobStarted` begins the log's current run, which replay folds
@@ -292,9 +280,9 @@ impl EventRecorder {
     /// Flushes and closes the log.
     ///
     /// # Errors
-    /// The writer's error in words.
-    pub fn close(self) -> Result<(), String> {
-        self.writer.close().map_err(|e| e.to_string())
+    /// The writer's error.
+    pub fn close(self) -> Result<(), RecordingError> {
+        Ok(self.writer.close()?)
     }
 
     fn vertex(&self, id: &str) -> Option<usize> {
@@ -310,47 +298,17 @@ impl EventRecorder {
     }
 }
 
-fn enumerator_snapshot(
-    vertex: &str,
-    snap: &CoordinatorSnapshot,
-) -> Result<EnumeratorSnapshot, String> {
-    let mut assignments = Vec::new();
-    let mut no_more_splits = Vec::new();
-    for (subtask, reader) in snap.readers.iter().enumerate() {
-        let subtask = u32::try_from(subtask).map_err(|e| e.to_string())?;
-        if !reader.assigned.is_empty() {
-            let splits = reader
-                .assigned
-                .iter()
-                .map(|s| {
-                    Ok(EncodedSplit {
-                        id: s.id.clone(),
-                        bytes: postcard::to_allocvec(s).map_err(|e| e.to_string())?,
-                    })
-                })
-                .collect::<Result<Vec<_>, String>>()?;
-            assignments.push(SplitAssignment { subtask, splits });
-        }
-        if reader.no_more_splits {
-            no_more_splits.push(subtask);
-        }
-    }
-    Ok(EnumeratorSnapshot {
-        job_vertex: vertex.to_string(),
-        checkpoint_id: -1,
-        state: snap.enumerator.clone(),
-        assignments,
-        no_more_splits,
-        state_file: None,
-        incremental: false,
-    })
-}
-
 impl JobEventSink for EventRecorder {
-    fn vertex_initialized(&mut self, vertex: &str, init: &VertexInit) -> Result<(), String> {
+    fn vertex_initialized(
+        &mut self,
+        vertex: &str,
+        init: &VertexInit,
+    ) -> Result<(), RecordingError> {
         let v = self
             .vertex(vertex)
-            .ok_or_else(|| format!("unknown job vertex `{vertex}`"))?;
+            .ok_or_else(|| RecordingError::UnknownVertex {
+                vertex: vertex.to_string(),
+            })?;
         let inputs = self.graph.inputs(v);
         let subtask_inputs = (0..init.parallelism)
             .map(|s| {
@@ -401,11 +359,11 @@ impl JobEventSink for EventRecorder {
         attempt: AttemptId,
         partitions: &[ProducedPartition],
         snapshots: &BatchSnapshots,
-    ) -> Result<(), String> {
+    ) -> Result<(), RecordingError> {
         let whole = snapshots
             .coordinators
             .iter()
-            .map(|(v, s)| enumerator_snapshot(v, s))
+            .map(|(v, s)| crate::snapshot::encode(v, s))
             .collect::<Result<Vec<_>, _>>()?;
         // Only the splits assigned since this run's last recorded snapshot
         // of each vertex (issue 17, fix 6; replay folds them).
@@ -453,7 +411,7 @@ impl JobEventSink for EventRecorder {
         vertex: &str,
         attempts: &[AttemptId],
         reason: &ResetReason,
-    ) -> Result<(), String> {
+    ) -> Result<(), RecordingError> {
         let event = JobEvent::ExecutionsReset(ExecutionsReset {
             executions: attempts
                 .iter()
@@ -483,8 +441,18 @@ impl JobEventSink for EventRecorder {
         }
     }
 
-    fn job_finished(&mut self) -> Result<(), String> {
-        self.writer.flush().map_err(|e| e.to_string())
+    fn sink_committed(&mut self, attempt: AttemptId, file: &str) -> Result<(), RecordingError> {
+        let event = JobEvent::SinkCommitted(SinkCommitted {
+            attempt: self.logged_attempt(attempt),
+            file: file.to_string(),
+        });
+        // Made durable with the `ExecutionFinished` that follows (or the
+        // flush of a crash point): a replay ignores it, `log inspect` shows it.
+        self.append(&event)
+    }
+
+    fn job_finished(&mut self) -> Result<(), RecordingError> {
+        Ok(self.writer.flush()?)
     }
 }
 

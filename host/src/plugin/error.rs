@@ -184,6 +184,35 @@ pub enum PluginError {
 }
 
 impl PluginError {
+    /// The plugin (its name in the job file) this error's message names,
+    /// or `None` for an error about a component file or the engine (it
+    /// names the file instead).
+    ///
+    /// The one rule for who names the plugin: an error names its plugin
+    /// once. A message that wraps a `PluginError` adds ``plugin `NAME`: ``
+    /// only when this is `None`, and never says the name again itself.
+    pub fn plugin(&self) -> Option<&str> {
+        match self {
+            Self::KindMismatch { plugin, .. }
+            | Self::Link { plugin, .. }
+            | Self::Grant { plugin, .. }
+            | Self::Deadline { plugin, .. }
+            | Self::MemoryCap { plugin, .. }
+            | Self::Trap { plugin, .. }
+            | Self::Poisoned { plugin, .. }
+            | Self::Returned { plugin, .. }
+            | Self::Protocol { plugin, .. } => Some(plugin),
+            Self::Engine { .. }
+            | Self::Read { .. }
+            | Self::Empty { .. }
+            | Self::NotAComponent { .. }
+            | Self::Compile { .. }
+            | Self::Cache { .. }
+            | Self::WrongWorld { .. }
+            | Self::IncompatibleVersion { .. } => None,
+        }
+    }
+
     /// Whether this error came from a trap, deadline or memory cap (a plugin
     /// bug or limit), as opposed to an expected failure value.
     pub fn is_fault(&self) -> bool {

@@ -4,21 +4,26 @@
 //! and its result partitions) or must run again (reset), and what each
 //! plugin is restored from.
 //!
-//! [`plan`] is the algorithm of docs/recovery.md, steps 1–6, as a pure
-//! function of the log, the job graph, which enumerators support batch
-//! snapshots, and a [`PartitionOracle`] that says which result partitions
-//! still exist (in a run, the shuffle master's `get-partitions-with-metrics`
+//! [`recover`] is the algorithm of docs/recovery.md, one call per numbered
+//! step. What it restores into is a [`RecoveryTarget`] (in a run, the job
+//! driver's, over the scheduler's JobMaster): it restores the shuffle
+//! master, says which enumerators support batch snapshots, answers which
+//! result partitions still exist (a [`PartitionOracle`]; in a run
+//! [`ShuffleOracle`], the shuffle master's `get-partitions-with-metrics`
 //! polled until every needed partition is reported or the previous-worker
-//! timeout passes). The scheduler applies the resulting [`RecoveryPlan`]
-//! before it schedules anything (docs/recovery.md step 7).
+//! timeout passes) and installs the resulting [`RecoveryPlan`] before
+//! anything is scheduled. Recovery never imports the scheduler
+//! (docs/architecture.md).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use crate::coordinator::{CoordinatorSnapshot, ReaderState};
-use crate::events::{EnumeratorSnapshot, JobEvent, JobVertexInitialized, ResetReason};
+use crate::coordinator::CoordinatorSnapshot;
+use crate::events::{
+    EnumeratorSnapshot, JobEvent, JobVertexInitialized, ResetReason, ShuffleSnapshot,
+};
 use crate::graph::{DistributionPattern, JobGraph, ProducedPartition, VertexInit};
-use crate::value::SplitData;
+use crate::snapshot::SnapshotError;
 
 pub use crate::plan::{
     ExecutionKey, PartitionRef, RecoveredExecution, RecoveryError, RecoveryPlan,
@@ -28,14 +33,87 @@ mod oracle;
 
 pub use oracle::ShuffleOracle;
 
-/// Says which of the needed partitions still exist (step 6).
+/// Says which of the needed partitions still exist (docs/recovery.md step 6).
 pub trait PartitionOracle {
     /// Returns the subset of `needed` that exists now. Called once per
     /// round, with the partitions that became needed in that round.
     ///
     /// # Errors
-    /// A reason, turned into [`RecoveryError::Partitions`].
-    fn available(&mut self, needed: &[PartitionRef]) -> Result<BTreeSet<PartitionRef>, String>;
+    /// The shuffle master's error, turned into [`RecoveryError::Partitions`].
+    fn available(
+        &mut self,
+        needed: &[PartitionRef],
+    ) -> Result<BTreeSet<PartitionRef>, crate::plugin::PluginError>;
+}
+
+/// What a recovery restores into (in a run: the job driver's target over
+/// the scheduler's JobMaster and the event recorder).
+pub trait RecoveryTarget: PartitionOracle {
+    /// The target's error; a [`RecoveryError`] converts into it.
+    type Error: From<RecoveryError>;
+
+    /// Step 4: restores the shuffle master from its batch snapshots (oldest
+    /// first, from the last full one; empty: nothing to restore) and tells
+    /// it partition recovery started.
+    ///
+    /// # Errors
+    /// The target's, when the shuffle master fails.
+    fn restore_shuffle_master(&mut self, snapshots: &[ShuffleSnapshot]) -> Result<(), Self::Error>;
+
+    /// Whether source vertex `vertex` (index in the job graph) has a split
+    /// enumerator that supports batch snapshots (docs/recovery.md step 5).
+    fn supports_batch_snapshot(&self, vertex: usize) -> bool;
+
+    /// Step 7: installs the plan (kept attempts, restored enumerators,
+    /// recorded resets, released partitions) before anything is scheduled.
+    ///
+    /// # Errors
+    /// The target's, when a reset cannot be recorded or an enumerator
+    /// cannot be restored.
+    fn apply(&mut self, plan: &RecoveryPlan) -> Result<(), Self::Error>;
+}
+
+/// Recovers `graph`'s job from the events of its log into `target`: the
+/// numbered steps of docs/recovery.md, one call each. Only the current run
+/// (from the last `JobStarted` on, [`current_run`]) counts.
+///
+/// # Errors
+/// [`RecoveryError`] (converted) when the log does not fit the graph or the
+/// shuffle master cannot say which partitions exist; the target's errors.
+/// Step 8 (giving up) is the caller's: the job driver decides between a
+/// fresh run and a refusal.
+pub fn recover<T: RecoveryTarget>(
+    graph: &JobGraph,
+    events: &[JobEvent],
+    target: &mut T,
+) -> Result<RecoveryPlan, T::Error> {
+    // Steps 1 and 2: replay; job vertices keep their recorded decisions.
+    let mut replayed = replay(graph, current_run(events))?;
+    // Step 3: finishes that no snapshot reflects run again.
+    distrust_unsnapshotted(&mut replayed);
+    // Step 4: the shuffle master from its snapshots (the enumerators are
+    // restored from `plan.coordinators` in step 7).
+    target.restore_shuffle_master(&replayed.plan.shuffle_snapshots)?;
+    // Step 5: reset or skip per source vertex.
+    reset_or_skip_sources(graph, &mut replayed, &|v| target.supports_batch_snapshot(v))?;
+    // Step 6: keep only producers whose needed partitions survive.
+    let mut plan = keep_finished(replayed);
+    reconcile_partitions(graph, &mut plan, target)?;
+    mark_unfinished(&mut plan);
+    // Step 7: install the plan.
+    target.apply(&plan)?;
+    Ok(plan)
+}
+
+/// The events of the current run: from the last `JobStarted` on (all of
+/// them if there is none). A run that started over (after a failed
+/// recovery, or `--fresh`) wrote a new `JobStarted`.
+pub fn current_run(events: &[JobEvent]) -> &[JobEvent] {
+    let start = events
+        .iter()
+        .rposition(|e| matches!(e, JobEvent::JobStarted(_)))
+        .unwrap_or(0);
+    &events[start..]
 }
 
 struct Finished {
@@ -44,60 +122,52 @@ struct Finished {
     index: usize,
 }
 
-/// What steps 1–3 leave: the log replayed into maps.
+/// What steps 1 and 2 leave: the log replayed into maps.
 struct Replayed {
     plan: RecoveryPlan,
     finished: BTreeMap<ExecutionKey, Finished>,
     enumerators: BTreeMap<usize, EnumeratorSnapshot>,
+    /// Index (in the current run) of the last event that carried a snapshot.
+    last_snapshot: Option<usize>,
 }
 
-/// Plans the recovery of `graph`'s job from its replayed `events`
-/// (docs/recovery.md, steps 1–6).
-///
-/// `supports_snapshot(v)` says whether source vertex `v`'s enumerator
-/// supports batch snapshots.
-///
-/// # Errors
-/// [`RecoveryError`] when the log does not fit the graph or the oracle fails.
-pub fn plan(
+/// Step 5 for every source vertex, in job-graph order.
+fn reset_or_skip_sources(
     graph: &JobGraph,
-    events: &[JobEvent],
+    replayed: &mut Replayed,
     supports_snapshot: &dyn Fn(usize) -> bool,
-    oracle: &mut dyn PartitionOracle,
-) -> Result<RecoveryPlan, RecoveryError> {
-    let Replayed {
-        mut plan,
-        mut finished,
-        enumerators,
-    } = replay(graph, events)?;
-    let sources: Vec<usize> = (0..graph.vertices.len())
-        .filter(|&v| graph.vertices[v].source.is_some())
-        .collect();
-    for v in sources {
-        reset_or_skip_source(
-            graph,
-            &mut plan,
-            &mut finished,
-            &enumerators,
-            v,
-            supports_snapshot(v),
-        )?;
+) -> Result<(), RecoveryError> {
+    for v in 0..graph.vertices.len() {
+        if graph.vertices[v].source.is_some() {
+            reset_or_skip_source(graph, replayed, v, supports_snapshot(v))?;
+        }
     }
-    for (&(v, s), f) in &finished {
+    Ok(())
+}
+
+/// The finished executions left after steps 3 and 5 are kept (step 6 may
+/// still reset some).
+fn keep_finished(replayed: Replayed) -> RecoveryPlan {
+    let Replayed {
+        mut plan, finished, ..
+    } = replayed;
+    for ((v, s), f) in finished {
         plan.kept.insert(
             (v, s),
             RecoveredExecution {
                 attempt: f.attempt,
-                partitions: f.partitions.clone(),
+                partitions: f.partitions,
             },
         );
     }
-    reconcile_partitions(graph, &mut plan, oracle)?;
-    mark_unfinished(&mut plan);
-    Ok(plan)
+    plan
 }
 
-/// Steps 1–3: replay the log; drop trailing finishes that no snapshot reflects.
+/// Steps 1 and 2: replays the current run's `events` into the latest
+/// finished attempt per execution vertex (an `ExecutionsReset` removes the
+/// entries it names), the initialized vertices in log order with their
+/// recorded decisions, the latest enumerator snapshot per source vertex
+/// and the shuffle-master snapshots from the last full one on.
 fn replay(graph: &JobGraph, events: &[JobEvent]) -> Result<Replayed, RecoveryError> {
     let mut plan = RecoveryPlan {
         replayed: events.len(),
@@ -107,10 +177,7 @@ fn replay(graph: &JobGraph, events: &[JobEvent]) -> Result<Replayed, RecoveryErr
     let mut enumerators: BTreeMap<usize, (EnumeratorSnapshot, usize)> = BTreeMap::new();
     let mut last_snapshot: Option<usize> = None;
     let mut inits: BTreeMap<usize, VertexInit> = BTreeMap::new();
-    // A run that started over (after a failed recovery) wrote a new
-    // `JobStarted`: history begins at the last one.
-    let start = current_run_start(events);
-    for (index, event) in events.iter().enumerate().skip(start) {
+    for (index, event) in events.iter().enumerate() {
         match event {
             JobEvent::JobVertexInitialized(init) => {
                 let v = vertex_index(graph, &init.job_vertex)?;
@@ -198,19 +265,6 @@ fn replay(graph: &JobGraph, events: &[JobEvent]) -> Result<Replayed, RecoveryErr
             | JobEvent::RecoveryFinished(_) => {}
         }
     }
-    // Step 3: finishes after the last snapshot are not reflected in plugin state.
-    let trailing: Vec<ExecutionKey> = finished
-        .iter()
-        .filter(|(_, f)| last_snapshot.is_none_or(|last| f.index > last))
-        .map(|(k, _)| *k)
-        .collect();
-    for key in trailing {
-        if let Some(f) = finished.remove(&key) {
-            plan.release
-                .extend(partition_refs(key, &f.attempt, &f.partitions));
-        }
-        plan.reset.insert(key, ResetReason::RecoveryNotInSnapshot);
-    }
     let enumerators = enumerators
         .into_iter()
         .map(|(v, (snap, _))| (v, snap))
@@ -219,35 +273,33 @@ fn replay(graph: &JobGraph, events: &[JobEvent]) -> Result<Replayed, RecoveryErr
         plan,
         finished,
         enumerators,
+        last_snapshot,
     })
 }
 
-/// Index of the last `JobStarted` event (0 if none).
-fn current_run_start(events: &[JobEvent]) -> usize {
-    events
+/// Step 3: finished attempts recorded after the last event that carried a
+/// snapshot run again (reason `no-snapshot`): the plugins' state does not
+/// know about them.
+fn distrust_unsnapshotted(replayed: &mut Replayed) {
+    let last = replayed.last_snapshot;
+    let trailing: Vec<ExecutionKey> = replayed
+        .finished
         .iter()
-        .rposition(|e| matches!(e, JobEvent::JobStarted(_)))
-        .unwrap_or(0)
-}
-
-/// The shuffle-master snapshots of the current run to restore, oldest first,
-/// starting at the last full one (FLIP-383: full replaces, incremental appends).
-pub fn shuffle_snapshots(events: &[JobEvent]) -> Vec<crate::plugin::ShuffleMasterSnapshot> {
-    let mut out: Vec<crate::plugin::ShuffleMasterSnapshot> = Vec::new();
-    for event in &events[current_run_start(events)..] {
-        if let JobEvent::ExecutionFinished(done) = event
-            && let Some(s) = &done.shuffle_snapshot
-        {
-            if !s.incremental {
-                out.clear();
-            }
-            out.push(crate::plugin::ShuffleMasterSnapshot {
-                incremental: s.incremental,
-                data: s.data.clone(),
-            });
+        .filter(|(_, f)| last.is_none_or(|last| f.index > last))
+        .map(|(k, _)| *k)
+        .collect();
+    for key in trailing {
+        if let Some(f) = replayed.finished.remove(&key) {
+            replayed
+                .plan
+                .release
+                .extend(partition_refs(key, &f.attempt, &f.partitions));
         }
+        replayed
+            .plan
+            .reset
+            .insert(key, ResetReason::RecoveryNotInSnapshot);
     }
-    out
 }
 
 fn raise(highest: &mut BTreeMap<ExecutionKey, u32>, key: ExecutionKey, attempt: u32) {
@@ -339,12 +391,16 @@ fn vertex_init(
 /// Step 5 for one source vertex: the reset-or-skip table.
 fn reset_or_skip_source(
     graph: &JobGraph,
-    plan: &mut RecoveryPlan,
-    finished: &mut BTreeMap<ExecutionKey, Finished>,
-    enumerators: &BTreeMap<usize, EnumeratorSnapshot>,
+    replayed: &mut Replayed,
     v: usize,
     supports_snapshot: bool,
 ) -> Result<(), RecoveryError> {
+    let Replayed {
+        plan,
+        finished,
+        enumerators,
+        ..
+    } = replayed;
     let Some(parallelism) = plan
         .initialized
         .iter()
@@ -380,41 +436,20 @@ fn reset_or_skip_source(
     Ok(())
 }
 
-/// Rebuilds the host's coordinator snapshot from the log's form.
+/// Rebuilds the host's coordinator snapshot from the log's form
+/// ([`crate::snapshot::decode`]).
 fn coordinator_snapshot(
     graph: &JobGraph,
     v: usize,
     parallelism: u32,
     snap: &EnumeratorSnapshot,
 ) -> Result<CoordinatorSnapshot, RecoveryError> {
-    let mut readers = vec![ReaderState::default(); parallelism as usize];
-    for assignment in &snap.assignments {
-        let reader = readers
-            .get_mut(assignment.subtask as usize)
-            .ok_or_else(|| RecoveryError::Inconsistent {
-                reason: format!(
-                    "the enumerator snapshot of `{}` names subtask {}",
-                    graph.vertices[v].id, assignment.subtask
-                ),
-            })?;
-        for split in &assignment.splits {
-            let data: SplitData =
-                postcard::from_bytes(&split.bytes).map_err(|e| RecoveryError::Split {
-                    vertex: graph.vertices[v].id.clone(),
-                    reason: e.to_string(),
-                })?;
-            reader.assigned.push(data);
-        }
-        reader.delivered = reader.assigned.len();
-    }
-    for &s in &snap.no_more_splits {
-        if let Some(reader) = readers.get_mut(s as usize) {
-            reader.no_more_splits = true;
-        }
-    }
-    Ok(CoordinatorSnapshot {
-        enumerator: snap.state.clone(),
-        readers,
+    let vertex = &graph.vertices[v].id;
+    crate::snapshot::decode(vertex, parallelism, snap).map_err(|e| match e {
+        SnapshotError::Split { vertex, reason } => RecoveryError::Split { vertex, reason },
+        other => RecoveryError::Inconsistent {
+            reason: other.to_string(),
+        },
     })
 }
 
@@ -475,7 +510,7 @@ fn open_vertices(plan: &RecoveryPlan) -> BTreeMap<usize, bool> {
 fn reconcile_partitions(
     graph: &JobGraph,
     plan: &mut RecoveryPlan,
-    oracle: &mut dyn PartitionOracle,
+    oracle: &mut impl PartitionOracle,
 ) -> Result<(), RecoveryError> {
     let mut confirmed: BTreeSet<PartitionRef> = BTreeSet::new();
     loop {
@@ -493,7 +528,7 @@ fn reconcile_partitions(
         }
         let available = oracle
             .available(&needed)
-            .map_err(|reason| RecoveryError::Partitions { reason })?;
+            .map_err(|source| RecoveryError::Partitions { source })?;
         let mut lost: Vec<(ExecutionKey, String)> = Vec::new();
         for p in needed {
             if available.contains(&p) {
@@ -513,36 +548,24 @@ fn reconcile_partitions(
     }
 }
 
-/// Resets a kept execution; a finished source whose enumerator cannot
-/// snapshot restarts in full (its one-shot restart is used up), and then
-/// everything downstream of it that was kept runs again too: a fresh
-/// enumerator may hand the splits to other subtasks than before.
+/// Resets a kept execution, with what the "restart all, once" policy
+/// ([`crate::plan::restart_all_once`]) adds when it is the first reset of
+/// a finished source whose enumerator cannot snapshot.
 fn reset_kept(graph: &JobGraph, plan: &mut RecoveryPlan, key: ExecutionKey, reason: ResetReason) {
-    let (v, subtask) = key;
-    let full = plan.restart_all_once.remove(&v);
+    let initialized: BTreeMap<usize, u32> = plan
+        .initialized
+        .iter()
+        .map(|(v, init)| (*v, init.parallelism))
+        .collect();
+    let kept: BTreeSet<ExecutionKey> = plan.kept.keys().copied().collect();
     let mut keys: Vec<(ExecutionKey, ResetReason)> = vec![(key, reason)];
-    if full {
-        let upstream = crate::events::ExecutionVertexId {
-            job_vertex: graph.vertices[v].id.clone(),
-            subtask,
-        };
-        for &k in plan.kept.keys() {
-            if k.0 == v && k != key {
-                keys.push((k, ResetReason::RecoveryEnumeratorWithoutSnapshot));
-            }
-        }
-        let downstream = graph.downstream(v);
-        for &k in plan.kept.keys() {
-            if downstream.contains(&k.0) {
-                keys.push((
-                    k,
-                    ResetReason::RecoveryUpstreamReset {
-                        upstream: upstream.clone(),
-                    },
-                ));
-            }
-        }
-    }
+    keys.extend(crate::plan::restart_all_once(
+        graph,
+        &mut plan.restart_all_once,
+        key,
+        &|v| initialized.get(&v).copied().unwrap_or(0),
+        &|k| kept.contains(&k),
+    ));
     for (k, why) in keys {
         if let Some(exec) = plan.kept.remove(&k) {
             plan.release

@@ -8,9 +8,13 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
-use super::{PartitionOracle, PartitionRef};
+#[cfg(doc)]
+use super::PartitionOracle;
+use super::PartitionRef;
 use crate::graph::JobGraph;
-use crate::plugin::{ExecutionAttemptId, PartitionWithMetrics, ResultPartitionId, ShuffleMaster};
+use crate::plugin::{
+    ExecutionAttemptId, PartitionWithMetrics, PluginError, ResultPartitionId, ShuffleMaster,
+};
 
 /// A partition id as a hashable key: data set, producer vertex, subtask, attempt.
 type PartitionKey<'a> = (&'a str, &'a str, u32, u32);
@@ -32,8 +36,9 @@ const MAX_BACKOFF: Duration = Duration::from_millis(500);
 
 /// Asks a [`ShuffleMaster`] which partitions exist, waiting at most
 /// `timeout` in all (counted from the first question) for missing ones.
+/// It keeps the wait's state across rounds; the shuffle master is lent to
+/// each question ([`ShuffleOracle::ask`]).
 pub struct ShuffleOracle<'a> {
-    shuffle: &'a mut ShuffleMaster,
     job: &'a str,
     graph: &'a JobGraph,
     timeout: Duration,
@@ -43,15 +48,9 @@ pub struct ShuffleOracle<'a> {
 }
 
 impl<'a> ShuffleOracle<'a> {
-    /// An oracle over `shuffle` for job `job`.
-    pub fn new(
-        shuffle: &'a mut ShuffleMaster,
-        job: &'a str,
-        graph: &'a JobGraph,
-        timeout: Duration,
-    ) -> Self {
+    /// An oracle for job `job` of `graph`.
+    pub fn new(job: &'a str, graph: &'a JobGraph, timeout: Duration) -> Self {
         Self {
-            shuffle,
             job,
             graph,
             timeout,
@@ -72,8 +71,18 @@ impl<'a> ShuffleOracle<'a> {
     }
 }
 
-impl PartitionOracle for ShuffleOracle<'_> {
-    fn available(&mut self, needed: &[PartitionRef]) -> Result<BTreeSet<PartitionRef>, String> {
+impl ShuffleOracle<'_> {
+    /// One round of [`PartitionOracle::available`], asking `shuffle`.
+    ///
+    /// # Errors
+    /// None today: an error of the shuffle master inside the wait is asked
+    /// again, and what is still unreported when the wait ends counts as
+    /// missing.
+    pub fn ask(
+        &mut self,
+        shuffle: &mut ShuffleMaster,
+        needed: &[PartitionRef],
+    ) -> Result<BTreeSet<PartitionRef>, PluginError> {
         let started = *self.started.get_or_insert_with(Instant::now);
         // Partitions without a final answer yet: neither found nor reported
         // with another location or size (a report of a changed partition is
@@ -87,10 +96,7 @@ impl PartitionOracle for ShuffleOracle<'_> {
             let remaining = self.timeout.saturating_sub(started.elapsed());
             let remaining_ms = u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX);
             let ids: Vec<ResultPartitionId> = pending.iter().map(|(_, id)| id.clone()).collect();
-            match self
-                .shuffle
-                .get_partitions_with_metrics(self.job, &ids, remaining_ms)
-            {
+            match shuffle.get_partitions_with_metrics(self.job, &ids, remaining_ms) {
                 Ok(reported) => {
                     pause = POLL;
                     let reported: HashMap<PartitionKey<'_>, &PartitionWithMetrics> = reported

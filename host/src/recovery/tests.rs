@@ -7,6 +7,7 @@ use crate::config::{LoadOptions, parse_job};
 use crate::events::{
     AttemptId, EncodedSplit, ExecutionFinished, ExecutionsReset, ShuffleSnapshot, SplitAssignment,
 };
+use crate::value::SplitData;
 
 const T1: &str = r#"
     [job]
@@ -132,7 +133,10 @@ struct Shuffle {
 }
 
 impl PartitionOracle for Shuffle {
-    fn available(&mut self, needed: &[PartitionRef]) -> Result<BTreeSet<PartitionRef>, String> {
+    fn available(
+        &mut self,
+        needed: &[PartitionRef],
+    ) -> Result<BTreeSet<PartitionRef>, crate::plugin::PluginError> {
         self.asked.push(needed.to_vec());
         Ok(needed
             .iter()
@@ -140,6 +144,68 @@ impl PartitionOracle for Shuffle {
             .cloned()
             .collect())
     }
+}
+
+/// A recovery target over `supports` and a [`Shuffle`] oracle that
+/// records what [`recover`] restores and applies.
+struct Target<'a> {
+    supports: &'a dyn Fn(usize) -> bool,
+    oracle: &'a mut Shuffle,
+    restored: Option<Vec<ShuffleSnapshot>>,
+    applied: Option<RecoveryPlan>,
+}
+
+impl PartitionOracle for Target<'_> {
+    fn available(
+        &mut self,
+        needed: &[PartitionRef],
+    ) -> Result<BTreeSet<PartitionRef>, crate::plugin::PluginError> {
+        assert!(
+            self.restored.is_some(),
+            "the shuffle master is restored first"
+        );
+        self.oracle.available(needed)
+    }
+}
+
+impl RecoveryTarget for Target<'_> {
+    type Error = RecoveryError;
+    fn restore_shuffle_master(
+        &mut self,
+        snapshots: &[ShuffleSnapshot],
+    ) -> Result<(), RecoveryError> {
+        self.restored = Some(snapshots.to_vec());
+        Ok(())
+    }
+    fn supports_batch_snapshot(&self, vertex: usize) -> bool {
+        (self.supports)(vertex)
+    }
+    fn apply(&mut self, plan: &RecoveryPlan) -> Result<(), RecoveryError> {
+        self.applied = Some(plan.clone());
+        Ok(())
+    }
+}
+
+/// [`recover`] into a [`Target`]; the plan it returns is the one applied.
+fn plan(
+    graph: &JobGraph,
+    events: &[JobEvent],
+    supports: &dyn Fn(usize) -> bool,
+    oracle: &mut Shuffle,
+) -> Result<RecoveryPlan, RecoveryError> {
+    let mut target = Target {
+        supports,
+        oracle,
+        restored: None,
+        applied: None,
+    };
+    let plan = recover(graph, events, &mut target)?;
+    assert_eq!(
+        target.applied.as_ref(),
+        Some(&plan),
+        "step 7 applies the plan"
+    );
+    Ok(plan)
 }
 
 fn shuffle(missing: &[&str]) -> Shuffle {
@@ -402,5 +468,53 @@ fn a_full_restart_of_a_source_that_cannot_snapshot_also_resets_what_read_its_old
     assert_eq!(
         plan.reset[&(1, 1)],
         ResetReason::RecoveryUpstreamReset { upstream }
+    );
+}
+
+fn job_started() -> JobEvent {
+    JobEvent::JobStarted(crate::events::JobStarted {
+        job_id: "t1".into(),
+        graph_fingerprint: "f".into(),
+        recovery_enabled: true,
+    })
+}
+
+#[test]
+fn recovery_restores_the_shuffle_master_from_the_current_runs_snapshots_only() {
+    let g = t1();
+    let mut oracle = shuffle(&[]);
+    let mut target = Target {
+        supports: &|_| true,
+        oracle: &mut oracle,
+        restored: None,
+        applied: None,
+    };
+    let plan = recover(&g, &sources_finished(), &mut target).unwrap();
+    assert_eq!(
+        target.restored,
+        Some(vec![ShuffleSnapshot {
+            incremental: false,
+            data: vec![9],
+        }])
+    );
+    assert_eq!(plan.kept.len(), 5);
+
+    // A run that started over: the first run's finishes and snapshots do not count.
+    let mut events = vec![job_started()];
+    events.extend(sources_finished());
+    events.extend([job_started(), init("source", 5)]);
+    let mut oracle = shuffle(&[]);
+    let mut target = Target {
+        supports: &|_| true,
+        oracle: &mut oracle,
+        restored: None,
+        applied: None,
+    };
+    let plan = recover(&g, &events, &mut target).unwrap();
+    assert_eq!(target.restored, Some(Vec::new()));
+    assert!(plan.kept.is_empty(), "{plan:?}");
+    assert_eq!(
+        reasons(&plan, 0),
+        vec![Some(ResetReason::RecoveryUnfinished); 5]
     );
 }

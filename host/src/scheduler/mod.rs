@@ -163,9 +163,17 @@ pub enum JobError {
         point: String,
     },
     /// The event sink refused an event.
-    #[error("recording a job event failed: {reason}")]
+    #[error("recording a job event failed: {source}")]
     Recording {
         /// What the sink said.
+        #[from]
+        source: RecordingError,
+    },
+    /// A state the scheduler never reaches unless it has a bug (a plugin
+    /// of the job file missing after loading, the task channel closed).
+    #[error("internal error: {reason}")]
+    Internal {
+        /// What happened.
         reason: String,
     },
     /// The worker pool could not start.
@@ -176,7 +184,6 @@ pub enum JobError {
     },
 }
 
-/// `plugin `NAME`: ERROR`, unless the error names the plugin itself.
 impl JobError {
     /// Whether a split enumerator refused its configuration: an
     /// `invalid-config` error value from `create` while its source
@@ -198,13 +205,33 @@ impl JobError {
     }
 }
 
+/// `plugin `NAME`: ERROR`, unless the error names its plugin itself (the
+/// one rule: [`PluginError::plugin`]).
 fn plugin_message(plugin: &str, source: &PluginError) -> String {
-    let text = source.to_string();
-    if text.starts_with(&format!("plugin `{plugin}`")) {
-        text
-    } else {
-        format!("plugin `{plugin}`: {text}")
+    match source.plugin() {
+        Some(_) => source.to_string(),
+        None => format!("plugin `{plugin}`: {source}"),
     }
+}
+
+/// Why a [`JobEventSink`] refused a scheduling fact; the job fails with
+/// [`JobError::Recording`] (exit 1: the run failed on its own storage).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordingError {
+    /// The event log refused the event (a write or fsync failure is
+    /// sticky: every later append fails too).
+    #[error(transparent)]
+    Log(#[from] crate::events::EventsError),
+    /// A batch snapshot cannot be put in the log's form.
+    #[error(transparent)]
+    Snapshot(#[from] crate::snapshot::SnapshotError),
+    /// The fact names a job vertex the job graph does not have.
+    #[error("unknown job vertex `{vertex}`")]
+    UnknownVertex {
+        /// The vertex id.
+        vertex: String,
+    },
 }
 
 /// Receives scheduling facts as they happen: the hook for the durable job
@@ -217,8 +244,9 @@ pub trait JobEventSink {
     ///
     /// # Errors
     ///
-    /// A reason string; the job fails with [`JobError::Recording`].
-    fn vertex_initialized(&mut self, vertex: &str, init: &VertexInit) -> Result<(), String>;
+    /// [`RecordingError`]; the job fails with [`JobError::Recording`].
+    fn vertex_initialized(&mut self, vertex: &str, init: &VertexInit)
+    -> Result<(), RecordingError>;
 
     /// An execution attempt finished with these partitions
     /// (`ExecutionFinished`), with the batch snapshots taken at this moment
@@ -234,7 +262,7 @@ pub trait JobEventSink {
         attempt: AttemptId,
         partitions: &[ProducedPartition],
         snapshots: &BatchSnapshots,
-    ) -> Result<(), String>;
+    ) -> Result<(), RecordingError>;
 
     /// These attempts were reset and will run again (`ExecutionsReset`).
     ///
@@ -246,7 +274,19 @@ pub trait JobEventSink {
         vertex: &str,
         attempts: &[AttemptId],
         reason: &crate::events::ResetReason,
-    ) -> Result<(), String>;
+    ) -> Result<(), RecordingError>;
+
+    /// Sink subtask `attempt` published its output as `file` (the part
+    /// file's name in the sink folder) (`SinkCommitted`). Called right
+    /// after the publish, before the attempt's
+    /// [`JobEventSink::execution_finished`].
+    ///
+    /// # Errors
+    ///
+    /// As [`JobEventSink::vertex_initialized`].
+    fn sink_committed(&mut self, _attempt: AttemptId, _file: &str) -> Result<(), RecordingError> {
+        Ok(())
+    }
 
     /// Every vertex finished; the sinks' `_SUCCESS` markers come next. The
     /// log must be durable before they are written.
@@ -254,7 +294,7 @@ pub trait JobEventSink {
     /// # Errors
     ///
     /// As [`JobEventSink::vertex_initialized`].
-    fn job_finished(&mut self) -> Result<(), String> {
+    fn job_finished(&mut self) -> Result<(), RecordingError> {
         Ok(())
     }
 }
@@ -281,7 +321,7 @@ impl BatchSnapshots {
 pub struct NoEvents;
 
 impl JobEventSink for NoEvents {
-    fn vertex_initialized(&mut self, _: &str, _: &VertexInit) -> Result<(), String> {
+    fn vertex_initialized(&mut self, _: &str, _: &VertexInit) -> Result<(), RecordingError> {
         Ok(())
     }
     fn execution_finished(
@@ -290,7 +330,7 @@ impl JobEventSink for NoEvents {
         _: AttemptId,
         _: &[ProducedPartition],
         _: &BatchSnapshots,
-    ) -> Result<(), String> {
+    ) -> Result<(), RecordingError> {
         Ok(())
     }
     fn executions_reset(
@@ -298,7 +338,7 @@ impl JobEventSink for NoEvents {
         _: &str,
         _: &[AttemptId],
         _: &crate::events::ResetReason,
-    ) -> Result<(), String> {
+    ) -> Result<(), RecordingError> {
         Ok(())
     }
 }

@@ -2,7 +2,7 @@
 //! `split-enumerator-plugin`) whose splits are fixed by its config, handed to
 //! readers one at a time. It does **not** support batch snapshots, so on
 //! recovery the host resets its whole source vertex unless that vertex had
-//! finished (FLIP-383, recovery step 5).
+//! finished (FLIP-383; docs/recovery.md step 5).
 //!
 //! # Config
 //!

@@ -44,7 +44,7 @@ impl JobMaster {
     pub(super) fn start_coordinator(&mut self, v: usize) -> Result<(), JobError> {
         let vertex = &self.graph.job.vertices[v];
         let name = vertex.source.clone().unwrap_or_default();
-        let plugin = self.plugins.get(&name).ok_or_else(|| JobError::Recording {
+        let plugin = self.plugins.get(&name).ok_or_else(|| JobError::Internal {
             reason: format!("source plugin `{name}` not loaded"),
         })?;
         let parallelism = self.graph.vertices[v].executions.len() as u32;
@@ -89,9 +89,7 @@ impl JobMaster {
         };
         let id = jv.id.clone();
         tracing::info!(vertex = %id, parallelism = init.parallelism, "vertex initialized");
-        events
-            .vertex_initialized(&id, &init)
-            .map_err(|reason| JobError::Recording { reason })?;
+        events.vertex_initialized(&id, &init)?;
         self.figures[v] = vec![Figures::default(); init.parallelism as usize];
         if let Some(p) = &self.opts.progress {
             p.vertex_initialized(&id, init.parallelism);

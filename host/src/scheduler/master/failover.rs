@@ -98,47 +98,35 @@ impl JobMaster {
     /// source's splits back, and makes a new attempt in `Created`. The first
     /// reset of a subtask of a source that recovery kept although its
     /// enumerator cannot snapshot resets every subtask of it, with a fresh
-    /// enumerator (FLIP-383, "restart all, once").
+    /// enumerator, and what read its old partitions (FLIP-383, "restart
+    /// all, once": [`crate::plan::restart_all_once`]).
     pub(super) fn reset(
         &mut self,
         attempt: AttemptId,
         reason: ResetReason,
         events: &mut dyn JobEventSink,
     ) -> Result<(), JobError> {
-        let v = attempt.vertex;
-        if self.restart_all_once.remove(&v) {
-            self.coordinators.remove(&v);
-            let n = self.graph.vertices[v].executions.len() as u32;
-            for s in (0..n).filter(|&s| s != attempt.subtask) {
-                let other = self.graph.attempt_id(v, s);
-                if self.graph.vertices[v].executions[s as usize].state == ExecutionState::Finished {
-                    self.reset_one(
-                        other,
-                        ResetReason::RecoveryEnumeratorWithoutSnapshot,
-                        events,
-                    )?;
-                }
-            }
-            // A fresh enumerator may hand the splits to other subtasks than
-            // before: everything downstream that read (or is reading) the old
-            // partitions runs again too, as Flink restarts a whole region.
-            let upstream = ExecutionVertexId {
-                job_vertex: self.graph.job.vertices[v].id.clone(),
-                subtask: attempt.subtask,
-            };
-            for d in self.graph.job.downstream(v) {
-                let n = self.graph.vertices[d].executions.len() as u32;
-                for s in 0..n {
-                    let state = self.graph.vertices[d].executions[s as usize].state;
-                    if matches!(state, ExecutionState::Finished | ExecutionState::Running) {
-                        let consumer = self.graph.attempt_id(d, s);
-                        let why = ResetReason::RecoveryUpstreamReset {
-                            upstream: upstream.clone(),
-                        };
-                        self.reset_one(consumer, why, events)?;
-                    }
-                }
-            }
+        let restarts = self.restart_all_once.contains(&attempt.vertex);
+        let graph = &self.graph;
+        let also = crate::plan::restart_all_once(
+            &graph.job,
+            &mut self.restart_all_once,
+            (attempt.vertex, attempt.subtask),
+            &|v| graph.vertices[v].executions.len() as u32,
+            &|(v, s)| {
+                matches!(
+                    graph.vertices[v].executions[s as usize].state,
+                    ExecutionState::Finished | ExecutionState::Running
+                )
+            },
+        );
+        if restarts {
+            // The source restarts with a fresh enumerator.
+            self.coordinators.remove(&attempt.vertex);
+        }
+        for ((v, s), why) in also {
+            let other = self.graph.attempt_id(v, s);
+            self.reset_one(other, why, events)?;
         }
         self.reset_one(attempt, reason, events)?;
         self.crash_point("executions-reset", events)
@@ -152,9 +140,7 @@ impl JobMaster {
     ) -> Result<(), JobError> {
         let v = attempt.vertex;
         let vertex_id = self.graph.job.vertices[v].id.clone();
-        events
-            .executions_reset(&vertex_id, &[attempt], &reason)
-            .map_err(|reason| JobError::Recording { reason })?;
+        events.executions_reset(&vertex_id, &[attempt], &reason)?;
         *self
             .reset_reasons
             .entry(reason_kind(&reason).into())

@@ -173,7 +173,7 @@ impl JobMaster {
         };
         let mut shuffle = plugins
             .get(&shuffle_plugin)
-            .ok_or_else(|| JobError::Recording {
+            .ok_or_else(|| JobError::Internal {
                 reason: format!("shuffle plugin `{shuffle_plugin}` not loaded"),
             })?
             .shuffle_master()
@@ -248,9 +248,7 @@ impl JobMaster {
         let pass = self.crash_passes.entry(point).or_default();
         *pass += 1;
         if crash.is(point, *pass) {
-            events
-                .job_finished()
-                .map_err(|reason| JobError::Recording { reason })?;
+            events.job_finished()?;
             return Err(JobError::SimulatedCrash {
                 point: format!("at `{point}` (pass {pass})"),
             });
@@ -363,9 +361,7 @@ impl JobMaster {
             ev.attempt = plan.next_attempt((v, s));
             let id = self.graph.attempt_id(v, s);
             let vertex = self.graph.job.vertices[v].id.clone();
-            events
-                .executions_reset(&vertex, &[id], reason)
-                .map_err(|reason| JobError::Recording { reason })?;
+            events.executions_reset(&vertex, &[id], reason)?;
             *self
                 .reset_reasons
                 .entry(reason_kind(reason).into())
@@ -378,7 +374,7 @@ impl JobMaster {
                 .source
                 .as_ref()
                 .and_then(|p| self.plugins.get(p))
-                .ok_or_else(|| JobError::Recording {
+                .ok_or_else(|| JobError::Internal {
                     reason: format!("source plugin of `{}` not loaded", vertex.id),
                 })?;
             let parallelism = self.graph.vertices[v].executions.len() as u32;
@@ -562,7 +558,7 @@ impl JobMaster {
         self.schedule(events)?;
         self.busy += t.elapsed();
         while !self.graph.is_finished() {
-            let msg = self.rx.recv().map_err(|_| JobError::Recording {
+            let msg = self.rx.recv().map_err(|_| JobError::Internal {
                 reason: "the task channel closed".into(),
             })?;
             let t = Instant::now();
@@ -570,9 +566,7 @@ impl JobMaster {
             self.busy += t.elapsed();
         }
         self.release_superseded();
-        events
-            .job_finished()
-            .map_err(|reason| JobError::Recording { reason })?;
+        events.job_finished()?;
         for v in &self.graph.job.vertices {
             if let Some(s) = &v.sink {
                 sink::write_success(s).map_err(|source| JobError::Commit {
@@ -689,6 +683,12 @@ impl JobMaster {
                     source: Box::new(source),
                 }
             })?;
+            let part = sink::part_path(s, attempt.subtask);
+            let file = part
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            events.sink_committed(attempt, &file)?;
             self.crash_point("sink-published", events)?;
         }
         let fig = &mut self.figures[v][attempt.subtask as usize];
@@ -709,9 +709,7 @@ impl JobMaster {
         if !snapshots.is_empty() {
             self.crash_point("snapshot-taken", events)?;
         }
-        events
-            .execution_finished(&vertex.id, attempt, &partitions, &snapshots)
-            .map_err(|reason| JobError::Recording { reason })?;
+        events.execution_finished(&vertex.id, attempt, &partitions, &snapshots)?;
         self.crash_point("execution-finished", events)?;
         let here = self.finished_here.entry(v).or_default();
         *here += 1;
@@ -722,9 +720,7 @@ impl JobMaster {
             && *crash_vertex == vertex.id
             && *count == *here
         {
-            events
-                .job_finished()
-                .map_err(|reason| JobError::Recording { reason })?;
+            events.job_finished()?;
             return Err(JobError::SimulatedCrash {
                 point: format!("after {count} finished executions of `{}`", vertex.id),
             });
