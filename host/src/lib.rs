@@ -14,6 +14,7 @@ pub mod coordinator;
 pub mod events;
 pub mod grant;
 pub mod graph;
+pub mod kit;
 pub mod plugin;
 pub mod recovery;
 pub mod runtime;

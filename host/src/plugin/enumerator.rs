@@ -232,6 +232,8 @@ impl SplitEnumerator {
                 cause,
             });
         };
+        // Every call into the plugin, for authors (`COORDHOST_LOG=coordhost::plugin=debug`).
+        tracing::debug!(plugin = self.plugin.name(), call, "host -> plugin");
         instance::arm_deadline(&mut live.store, self.plugin.inner());
         live.store.data_mut().context.begin_call();
         let outcome = f(

@@ -251,6 +251,8 @@ impl ShuffleMaster {
                 cause,
             });
         };
+        // Every call into the plugin, for authors (`COORDHOST_LOG=coordhost::plugin=debug`).
+        tracing::debug!(plugin = self.plugin.name(), call, "host -> plugin");
         instance::arm_deadline(&mut live.store, self.plugin.inner());
         let outcome = f(
             live.world
