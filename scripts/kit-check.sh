@@ -45,7 +45,7 @@ verify() { # WASM [plugin test options...]
 for kind in split-enumerator shuffle-master; do
   name=kit-rust-$kind
   new "$name" "$kind" rust
-  (cd "$projects/$name" && cargo build --quiet --release --target wasm32-wasip2) \
+  (cd "$projects/$name" && cargo build --quiet --locked --release --target wasm32-wasip2) \
     || fail "the Rust $kind project does not build"
   verify "$CARGO_TARGET_DIR/wasm32-wasip2/release/${name//-/_}.wasm"
 done

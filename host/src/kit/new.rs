@@ -52,9 +52,9 @@ macro_rules! template {
 }
 
 const RUST_SPLIT_ENUMERATOR: &[TemplateFile] = template!("rust-split-enumerator":
-    "Cargo.toml", "src/lib.rs", "README.md", ".gitignore");
+    "Cargo.toml", "Cargo.lock", "src/lib.rs", "README.md", ".gitignore");
 const RUST_SHUFFLE_MASTER: &[TemplateFile] = template!("rust-shuffle-master":
-    "Cargo.toml", "src/lib.rs", "README.md", ".gitignore");
+    "Cargo.toml", "Cargo.lock", "src/lib.rs", "README.md", ".gitignore");
 const PYTHON_SPLIT_ENUMERATOR: &[TemplateFile] = template!("python-split-enumerator":
     "app.py", "split_enumerator.py", "README.md", ".gitignore");
 const PYTHON_SHUFFLE_MASTER: &[TemplateFile] = template!("python-shuffle-master":

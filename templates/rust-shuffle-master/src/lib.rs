@@ -66,6 +66,12 @@ fn safe(component: &str) -> String {
     }
 }
 
+/// A partition's identity, comparable (the generated types are not).
+fn key(id: &ResultPartitionId) -> (&str, &str, u32, u32) {
+    let p = &id.producer;
+    (&id.intermediate_data_set, &p.job_vertex, p.subtask, p.attempt)
+}
+
 fn io(what: &str, path: &str, e: std::io::Error) -> Error {
     Error::Io(format!("cannot {what} {path}: {e}"))
 }
@@ -144,13 +150,15 @@ impl GuestShuffleMaster for FolderShuffle {
             num_subpartitions: partition.num_subpartitions,
         };
         let mut partitions = self.partitions.borrow_mut();
-        partitions.retain(|known| known.id != d.id);
+        partitions.retain(|known| key(&known.id) != key(&d.id));
         partitions.push(d.clone());
         Ok(d)
     }
 
     fn release_partition_externally(&self, descriptor: ShuffleDescriptor) -> Result<(), Error> {
-        self.partitions.borrow_mut().retain(|d| d.id != descriptor.id);
+        self.partitions
+            .borrow_mut()
+            .retain(|d| key(&d.id) != key(&descriptor.id));
         // Only folders under the root: a descriptor is input, not a command.
         if descriptor.location.starts_with(&format!("{}/", self.root)) {
             match std::fs::remove_dir_all(&descriptor.location) {
@@ -194,7 +202,7 @@ impl GuestShuffleMaster for FolderShuffle {
             }
             for line in lines {
                 let d = decode(line).ok_or_else(|| corrupt(format!("bad line `{line}`")))?;
-                partitions.retain(|known| known.id != d.id);
+                partitions.retain(|known| key(&known.id) != key(&d.id));
                 partitions.push(d);
             }
         }
@@ -211,7 +219,7 @@ impl GuestShuffleMaster for FolderShuffle {
     ) -> Result<Vec<PartitionWithMetrics>, Error> {
         // Answer at once with what exists; the host asks again while it waits.
         let mut out = Vec::new();
-        for d in self.partitions.borrow().iter().filter(|d| expected.contains(&d.id)) {
+        for d in self.partitions.borrow().iter().filter(|d| expected.iter().any(|e| key(e) == key(&d.id))) {
             let dir = Path::new(&d.location);
             if !dir.join("COMPLETE").is_file() {
                 continue;
