@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use common::{grant, host, spec};
 use coordhost::plugin::{
-    EnumeratorAction, ExecutionAttemptId, PartitionDescriptor, PluginError, PluginKind, PluginSpec, ProducerDescriptor, ResultPartitionId, ShuffleDescriptor, Split,
+    EnumeratorAction, ExecutionAttemptId, PartitionDescriptor, PluginError, PluginFailure,
+    PluginKind, PluginSpec, ProducerDescriptor, ResultPartitionId, ShuffleDescriptor, Split,
     SplitEnumerator, SplitPayload,
 };
 

@@ -68,10 +68,18 @@ fn plugin_test_passes_every_sample_plugin() {
             &["--config", "dir=${tmp}", "--config", "split-bytes=8"],
         ),
         ("py-enumerator", &["--config", "dir=${tmp}"]),
-        ("js-enumerator", &["--config", "dir=${tmp}", "--config", "split-bytes=4"]),
+        (
+            "js-enumerator",
+            &["--config", "dir=${tmp}", "--config", "split-bytes=4"],
+        ),
         (
             "static-enumerator",
-            &["--config", "split.0=first", "--config", "split.1=second\nline"],
+            &[
+                "--config",
+                "split.0=first",
+                "--config",
+                "split.1=second\nline",
+            ],
         ),
         ("local-shuffle", &[]),
         ("py-shuffle", &["--config", "root=${tmp}/partitions"]),
@@ -117,7 +125,10 @@ fn plugin_test_fails_a_faulty_enumerator_and_names_each_failed_check() {
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert!(stdout.contains("ok      hand-out"), "{stdout}");
-    assert!(stdout.contains("FAILED  batch-snapshot-restore: "), "{stdout}");
+    assert!(
+        stdout.contains("FAILED  batch-snapshot-restore: "),
+        "{stdout}"
+    );
     assert!(stdout.contains("trap on snapshot-state"), "{stdout}");
     let stderr = text(&out.stderr);
     assert!(
@@ -185,7 +196,11 @@ fn plugin_call_prints_a_run_a_snapshot_and_the_recovery_that_follows() {
         "create,start,add-reader:1,unassigned",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
-    assert!(text(&out.stdout).contains("unassigned-splits()\n  -> 3\n"), "{}", show(&out));
+    assert!(
+        text(&out.stdout).contains("unassigned-splits()\n  -> 3\n"),
+        "{}",
+        show(&out)
+    );
     let out = coordhost(&["plugin", "call", &path, "--steps", "create,register-job"]);
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     let stderr = text(&out.stderr);
@@ -215,7 +230,10 @@ fn plugin_call_of_a_shuffle_master_restores_a_new_instance_and_traces_calls_at_d
             && restored.contains("source->sink/source-1-0: bytes per subpartition [3, 5]"),
         "{stdout}"
     );
-    assert!(stdout.contains("snapshot-state(\"kit-job\")\n  -> full: "), "{stdout}");
+    assert!(
+        stdout.contains("snapshot-state(\"kit-job\")\n  -> full: "),
+        "{stdout}"
+    );
     let stderr = text(&out.stderr);
     assert!(
         stderr.contains("host -> plugin") && stderr.contains("get-partitions-with-metrics"),
@@ -251,11 +269,17 @@ fn plugin_new_writes_a_project_with_the_wit_and_refuses_a_folder_that_is_not_emp
         assert!(readme.contains("coordhost plugin test"), "{readme}");
         assert!(!readme.contains("{{"), "{readme}");
         let source = std::fs::read_to_string(project.join(entry)).expect("source");
-        assert!(source.contains(&name), "{lang} {kind}: named after the project");
+        assert!(
+            source.contains(&name),
+            "{lang} {kind}: named after the project"
+        );
         if lang == "rust" {
             let cargo = std::fs::read_to_string(project.join("Cargo.toml")).expect("Cargo.toml");
             assert!(cargo.contains("wit-bindgen = \"=0."), "{cargo}");
-            assert!(source.contains("::new("), "the Rust template shows the constructor");
+            assert!(
+                source.contains("::new("),
+                "the Rust template shows the constructor"
+            );
         }
 
         // Again into the same (now non-empty) folder: one line, exit 2.
@@ -266,20 +290,43 @@ fn plugin_new_writes_a_project_with_the_wit_and_refuses_a_folder_that_is_not_emp
         let stderr = text(&again.stderr);
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
         assert!(
-            stderr.contains(&format!("{}: the folder exists and is not empty", project.display())),
+            stderr.contains(&format!(
+                "{}: the folder exists and is not empty",
+                project.display()
+            )),
             "{stderr}"
         );
     }
     let out = coordhost(&[
-        "plugin", "new", "x", "--kind", "shuffle-master", "--lang", "js", "--dir", dir,
+        "plugin",
+        "new",
+        "x",
+        "--kind",
+        "shuffle-master",
+        "--lang",
+        "js",
+        "--dir",
+        dir,
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     assert!(text(&out.stderr).contains("--lang js --kind shuffle-master: no template"));
     let out = coordhost(&[
-        "plugin", "new", "Bad_Name", "--kind", "shuffle-master", "--lang", "rust", "--dir", dir,
+        "plugin",
+        "new",
+        "Bad_Name",
+        "--kind",
+        "shuffle-master",
+        "--lang",
+        "rust",
+        "--dir",
+        dir,
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));
-    assert!(text(&out.stderr).contains("NAME `Bad_Name`"), "{}", show(&out));
+    assert!(
+        text(&out.stderr).contains("NAME `Bad_Name`"),
+        "{}",
+        show(&out)
+    );
 }
 
 #[test]
@@ -295,8 +342,16 @@ fn plugin_check_says_compiling_only_when_it_compiles_and_explains_other_exports(
     );
     let second = coordhost_in(cache.path(), &["plugin", "check", &path], &[]);
     assert_eq!(second.status.code(), Some(0), "{}", show(&second));
-    assert!(!text(&second.stderr).contains("compiling"), "{}", show(&second));
-    assert!(!text(&second.stdout).contains("other exports"), "{}", show(&second));
+    assert!(
+        !text(&second.stderr).contains("compiling"),
+        "{}",
+        show(&second)
+    );
+    assert!(
+        !text(&second.stdout).contains("other exports"),
+        "{}",
+        show(&second)
+    );
 
     let py = coordhost(&["plugin", "check", &plugin("py-enumerator")]);
     let stdout = text(&py.stdout);
@@ -367,9 +422,15 @@ operators = [
     let mut records: Vec<u32> = Vec::new();
     for entry in std::fs::read_dir(data.join("out")).expect("output") {
         let path = entry.expect("entry").path();
-        if path.file_name().is_some_and(|n| n.to_string_lossy().starts_with("part-")) {
+        if path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("part-"))
+        {
             let body = std::fs::read_to_string(&path).expect("part");
-            records.extend(body.lines().map(|l| l.trim().parse::<u32>().expect("a number")));
+            records.extend(
+                body.lines()
+                    .map(|l| l.trim().parse::<u32>().expect("a number")),
+            );
         }
     }
     records.sort_unstable();

@@ -208,13 +208,16 @@ fn show_error(error: &PluginError) -> String {
     crate::plugin::one_line(&error.to_string(), 1000)
 }
 
+/// The host's split-assignment history: splits per reader.
+type History = BTreeMap<u32, Vec<Split>>;
+
 struct EnumeratorScript<'a> {
     plugin: &'a LoadedPlugin,
     live: Option<SplitEnumerator>,
     /// The host's split-assignment history: splits per reader.
-    history: BTreeMap<u32, Vec<Split>>,
+    history: History,
     /// The last snapshot and the history when it was taken.
-    snapshot: Option<(Vec<u8>, BTreeMap<u32, Vec<Split>>)>,
+    snapshot: Option<(Vec<u8>, History)>,
 }
 
 impl<'a> EnumeratorScript<'a> {
@@ -241,9 +244,9 @@ impl<'a> EnumeratorScript<'a> {
     }
 
     fn live(&mut self) -> Result<&mut SplitEnumerator, String> {
-        self.live
-            .as_mut()
-            .ok_or_else(|| "no enumerator yet: the script needs `create` (or `restore`) first".into())
+        self.live.as_mut().ok_or_else(|| {
+            "no enumerator yet: the script needs `create` (or `restore`) first".into()
+        })
     }
 
     /// Prints what the plugin did through `enumerator-context` and records
@@ -258,7 +261,11 @@ impl<'a> EnumeratorScript<'a> {
             match action {
                 EnumeratorAction::Assign { subtask, splits } => {
                     for split in splits {
-                        writeln!(out, "  -> assign-splits: reader {subtask} gets {}", show_split(&split))?;
+                        writeln!(
+                            out,
+                            "  -> assign-splits: reader {subtask} gets {}",
+                            show_split(&split)
+                        )?;
                         self.history.entry(subtask).or_default().push(split);
                     }
                 }
@@ -293,7 +300,9 @@ impl<'a> EnumeratorScript<'a> {
             }
             Step::Restore => {
                 let Some((bytes, history)) = self.snapshot.clone() else {
-                    return Ok(Err("no snapshot yet: the script needs `snapshot` before `restore`".into()));
+                    return Ok(Err(
+                        "no snapshot yet: the script needs `snapshot` before `restore`".into(),
+                    ));
                 };
                 writeln!(
                     out,
@@ -338,13 +347,18 @@ impl<'a> EnumeratorScript<'a> {
             Step::Drain(n) => return self.drain(*n, out),
             Step::Unassigned => {
                 writeln!(out, "unassigned-splits()")?;
-                return Ok(match self.live().and_then(|e| e.unassigned_splits().map_err(|e| show_error(&e))) {
-                    Ok(count) => {
-                        writeln!(out, "  -> {count}")?;
-                        Ok(())
-                    }
-                    Err(m) => Err(m),
-                });
+                return Ok(
+                    match self
+                        .live()
+                        .and_then(|e| e.unassigned_splits().map_err(|e| show_error(&e)))
+                    {
+                        Ok(count) => {
+                            writeln!(out, "  -> {count}")?;
+                            Ok(())
+                        }
+                        Err(m) => Err(m),
+                    },
+                );
             }
             Step::Snapshot => {
                 writeln!(out, "snapshot-state(-1)")?;
@@ -354,7 +368,11 @@ impl<'a> EnumeratorScript<'a> {
                 return Ok(match taken {
                     Ok(bytes) => {
                         writeln!(out, "  -> {}", show_bytes(&bytes))?;
-                        writeln!(out, "     the host keeps with it the assignment history: {}", self.show_history())?;
+                        writeln!(
+                            out,
+                            "     the host keeps with it the assignment history: {}",
+                            self.show_history()
+                        )?;
                         self.snapshot = Some((bytes, self.history.clone()));
                         Ok(())
                     }
@@ -385,7 +403,11 @@ impl<'a> EnumeratorScript<'a> {
         })
     }
 
-    fn drain(&mut self, n: u32, out: &mut dyn std::io::Write) -> std::io::Result<Result<(), String>> {
+    fn drain(
+        &mut self,
+        n: u32,
+        out: &mut dyn std::io::Write,
+    ) -> std::io::Result<Result<(), String>> {
         for _ in 0..MAX_REQUESTS {
             writeln!(out, "handle-split-request({n}, \"localhost\")")?;
             let answer = match self.live() {
@@ -485,9 +507,17 @@ impl<'a> ShuffleScript<'a> {
             }
             Step::Restore => {
                 // From the last full snapshot on, as the host restores.
-                let start = self.snapshots.iter().rposition(|s| !s.incremental).unwrap_or(0);
+                let start = self
+                    .snapshots
+                    .iter()
+                    .rposition(|s| !s.incremental)
+                    .unwrap_or(0);
                 let snapshots = self.snapshots[start..].to_vec();
-                writeln!(out, "create(config {:?}) in a new instance", plugin.spec().config)?;
+                writeln!(
+                    out,
+                    "create(config {:?}) in a new instance",
+                    plugin.spec().config
+                )?;
                 let mut m = match plugin.shuffle_master() {
                     Ok(m) => m,
                     Err(e) => return Ok(Err(show_error(&e))),
@@ -509,7 +539,9 @@ impl<'a> ShuffleScript<'a> {
             }
             Step::RegisterJob => {
                 writeln!(out, "register-job({JOB_ID:?})")?;
-                let Some(m) = self.live.as_mut() else { return Ok(Err(need.into())) };
+                let Some(m) = self.live.as_mut() else {
+                    return Ok(Err(need.into()));
+                };
                 if let Err(e) = m.register_job(JOB_ID) {
                     return Ok(Err(show_error(&e)));
                 }
@@ -521,7 +553,9 @@ impl<'a> ShuffleScript<'a> {
                     out,
                     "register-partition-with-producer({JOB_ID:?}, source->sink/source-{n}-0 with 2 subpartitions, worker-0)"
                 )?;
-                let Some(m) = self.live.as_mut() else { return Ok(Err(need.into())) };
+                let Some(m) = self.live.as_mut() else {
+                    return Ok(Err(need.into()));
+                };
                 let producer = ProducerDescriptor {
                     worker_id: "worker-0".into(),
                     hostname: Some("localhost".into()),
@@ -536,18 +570,32 @@ impl<'a> ShuffleScript<'a> {
             }
             Step::Produce(n) => {
                 let Some(d) = self.registered.get(n).cloned() else {
-                    return Ok(Err(format!("partition {n} is not registered: the script needs `register:{n}` first")));
+                    return Ok(Err(format!(
+                        "partition {n} is not registered: the script needs `register:{n}` first"
+                    )));
                 };
-                let Some(m) = self.live.as_ref() else { return Ok(Err(need.into())) };
-                writeln!(out, "(host) the producer writes sub-0.data (3 bytes), sub-1.data (5 bytes), COMPLETE in {}", d.location)?;
+                let Some(m) = self.live.as_ref() else {
+                    return Ok(Err(need.into()));
+                };
+                writeln!(
+                    out,
+                    "(host) the producer writes sub-0.data (3 bytes), sub-1.data (5 bytes), COMPLETE in {}",
+                    d.location
+                )?;
                 if let Err(m) = super::conformance::write_partition(m, &d, &[3, 5], true) {
                     return Ok(Err(m));
                 }
             }
             Step::Report => {
                 let expected: Vec<_> = self.registered.values().map(|d| d.id.clone()).collect();
-                writeln!(out, "get-partitions-with-metrics({JOB_ID:?}, {} expected, 0 ms left)", expected.len())?;
-                let Some(m) = self.live.as_mut() else { return Ok(Err(need.into())) };
+                writeln!(
+                    out,
+                    "get-partitions-with-metrics({JOB_ID:?}, {} expected, 0 ms left)",
+                    expected.len()
+                )?;
+                let Some(m) = self.live.as_mut() else {
+                    return Ok(Err(need.into()));
+                };
                 match m.get_partitions_with_metrics(JOB_ID, &expected, 0) {
                     Ok(found) if found.is_empty() => writeln!(out, "  -> none")?,
                     Ok(found) => {
@@ -569,7 +617,9 @@ impl<'a> ShuffleScript<'a> {
             }
             Step::Snapshot => {
                 writeln!(out, "snapshot-state({JOB_ID:?})")?;
-                let Some(m) = self.live.as_mut() else { return Ok(Err(need.into())) };
+                let Some(m) = self.live.as_mut() else {
+                    return Ok(Err(need.into()));
+                };
                 match m.snapshot_state(JOB_ID) {
                     Ok(s) => {
                         writeln!(
@@ -588,7 +638,9 @@ impl<'a> ShuffleScript<'a> {
                     return Ok(Err(format!("partition {n} is not registered")));
                 };
                 writeln!(out, "release-partition-externally({})", d.location)?;
-                let Some(m) = self.live.as_mut() else { return Ok(Err(need.into())) };
+                let Some(m) = self.live.as_mut() else {
+                    return Ok(Err(need.into()));
+                };
                 if let Err(e) = m.release_partition_externally(&d) {
                     return Ok(Err(show_error(&e)));
                 }
@@ -596,7 +648,9 @@ impl<'a> ShuffleScript<'a> {
             }
             Step::UnregisterJob => {
                 writeln!(out, "unregister-job({JOB_ID:?})")?;
-                let Some(m) = self.live.as_mut() else { return Ok(Err(need.into())) };
+                let Some(m) = self.live.as_mut() else {
+                    return Ok(Err(need.into()));
+                };
                 if let Err(e) = m.unregister_job(JOB_ID) {
                     return Ok(Err(show_error(&e)));
                 }

@@ -92,10 +92,13 @@ fn parse_pair(text: &str) -> Result<(String, String), String> {
 /// [`PluginError::Engine`] when wasmtime cannot start.
 pub fn noticing_host(cache_dir: Option<PathBuf>) -> Result<PluginHost, PluginError> {
     let notice = CompileNotice(std::sync::Arc::new(|path: &Path| {
-        let name = path
-            .file_name()
-            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
-        eprintln!("compiling {name} ... (once; later runs take it from the compiled-component cache)");
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        eprintln!(
+            "compiling {name} ... (once; later runs take it from the compiled-component cache)"
+        );
     }));
     PluginHost::with_compile_notice(HostOptions { cache_dir }, Some(notice))
 }
@@ -109,7 +112,12 @@ fn fail(message: &str, code: u8) -> ExitCode {
 pub fn new_command(args: &NewArgs) -> ExitCode {
     match super::new::create(&args.name, args.kind.into(), args.lang, &args.dir) {
         Ok((dir, files)) => {
-            println!("created {} ({} {}):", dir.display(), args.lang, PluginKind::from(args.kind));
+            println!(
+                "created {} ({} {}):",
+                dir.display(),
+                args.lang,
+                PluginKind::from(args.kind)
+            );
             for file in files {
                 println!("  {file}");
             }
@@ -126,7 +134,14 @@ pub fn new_command(args: &NewArgs) -> ExitCode {
 
 fn load(args: &LoadArgs, cache_dir: Option<PathBuf>) -> Result<Prepared, ExitCode> {
     let host = noticing_host(cache_dir).map_err(|e| fail(&e.to_string(), EXIT_FAILED))?;
-    super::prepare(&host, &args.file, &args.config, &args.grants, &args.grants_rw).map_err(|e| {
+    super::prepare(
+        &host,
+        &args.file,
+        &args.config,
+        &args.grants,
+        &args.grants_rw,
+    )
+    .map_err(|e| {
         let code = match &e {
             PrepareError::Scratch(_) | PrepareError::Plugin(PluginError::Engine { .. }) => {
                 EXIT_FAILED
@@ -177,7 +192,11 @@ pub fn test_command(args: &LoadArgs, cache_dir: Option<PathBuf>) -> ExitCode {
         ExitCode::from(EXIT_OK)
     } else {
         let names: Vec<_> = report.failed().map(|c| c.name).collect();
-        eprintln!("coordhost: {} failed: {}", args.file.display(), names.join(", "));
+        eprintln!(
+            "coordhost: {} failed: {}",
+            args.file.display(),
+            names.join(", ")
+        );
         ExitCode::from(EXIT_FAILED)
     }
 }

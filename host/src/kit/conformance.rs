@@ -132,9 +132,7 @@ fn said(error: &PluginError) -> String {
 
 /// A fresh enumerator, started, with readers 0 and 1 registered.
 fn started(plugin: &LoadedPlugin) -> Result<SplitEnumerator, String> {
-    let mut e = plugin
-        .split_enumerator(PARALLELISM)
-        .map_err(|e| said(&e))?;
+    let mut e = plugin.split_enumerator(PARALLELISM).map_err(|e| said(&e))?;
     e.start().map_err(|e| said(&e))?;
     for subtask in 0..PARALLELISM {
         e.add_reader(subtask).map_err(|e| said(&e))?;
@@ -268,9 +266,7 @@ fn enumerator_checks(plugin: &LoadedPlugin) -> Vec<Check> {
             drain(&mut e)?;
             let mut got = Vec::new();
             let mut done = vec![false; PARALLELISM as usize];
-            let actions = e
-                .handle_split_request(0, None)
-                .map_err(|e| said(&e))?;
+            let actions = e.handle_split_request(0, None).map_err(|e| said(&e))?;
             apply(actions, &mut got, &mut done);
             match got.first() {
                 Some(split) => Err(format!(
@@ -407,14 +403,16 @@ fn enumerator_snapshot_checks(plugin: &LoadedPlugin, all: &[Split], checks: &mut
     checks.push(check(
         "corrupt-snapshot",
         "`restore` of bytes that are not a snapshot returns the error value `corrupt-snapshot`",
-        Box::new(|| match plugin.restore_split_enumerator(PARALLELISM, b"\xffnot a snapshot") {
-            Err(PluginError::Returned {
-                error: PluginFailure::CorruptSnapshot(_),
-                ..
-            }) => Ok(None),
-            Err(other) => Err(format!("expected `corrupt-snapshot`: {}", said(&other))),
-            Ok(_) => Err("`restore` accepted bytes that are not a snapshot".into()),
-        }),
+        Box::new(
+            || match plugin.restore_split_enumerator(PARALLELISM, b"\xffnot a snapshot") {
+                Err(PluginError::Returned {
+                    error: PluginFailure::CorruptSnapshot(_),
+                    ..
+                }) => Ok(None),
+                Err(other) => Err(format!("expected `corrupt-snapshot`: {}", said(&other))),
+                Ok(_) => Err("`restore` accepted bytes that are not a snapshot".into()),
+            },
+        ),
     ));
 }
 
@@ -490,12 +488,7 @@ fn report(m: &mut ShuffleMaster, remaining_ms: u64) -> Result<Vec<(u32, Vec<u64>
         .get_partitions_with_metrics(JOB_ID, &expected, remaining_ms)
         .map_err(|e| said(&e))?
         .into_iter()
-        .map(|p| {
-            (
-                p.descriptor.id.producer.subtask,
-                p.bytes_per_subpartition,
-            )
-        })
+        .map(|p| (p.descriptor.id.producer.subtask, p.bytes_per_subpartition))
         .collect();
     got.sort();
     Ok(got)
@@ -559,8 +552,7 @@ fn shuffle_checks(plugin: &LoadedPlugin) -> Vec<Check> {
             let [d0, d1] = register_two(&mut m)?;
             write_partition(&m, &d0, &[1, 2], true)?;
             write_partition(&m, &d1, &[2, 1], true)?;
-            m.release_partition_externally(&d0)
-                .map_err(|e| said(&e))?;
+            m.release_partition_externally(&d0).map_err(|e| said(&e))?;
             let got = report(&mut m, 0)?;
             if got != vec![(1, vec![2, 1])] {
                 return Err(format!(

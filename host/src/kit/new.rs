@@ -84,7 +84,9 @@ pub enum NewError {
     )]
     BadName(String),
     /// No template for this language and kind.
-    #[error("--lang {lang} --kind {kind}: no template; a {kind} template exists for --lang rust and --lang python")]
+    #[error(
+        "--lang {lang} --kind {kind}: no template; a {kind} template exists for --lang rust and --lang python"
+    )]
     NoTemplate {
         /// The language asked for.
         lang: Lang,
@@ -115,7 +117,10 @@ fn pinned<'a>(text: &'a str, after: &str, end: char) -> &'a str {
 /// The tool versions the templates pin: `(placeholder, version)`.
 pub fn pinned_versions() -> [(&'static str, &'static str); 5] {
     [
-        ("wit_bindgen", pinned(PLUGINS_CARGO, "wit-bindgen = \"=", '"')),
+        (
+            "wit_bindgen",
+            pinned(PLUGINS_CARGO, "wit-bindgen = \"=", '"'),
+        ),
         (
             "componentize_py",
             pinned(LANGUAGES_MK, "COMPONENTIZE_PY_VERSION :=", '\n'),
@@ -206,8 +211,7 @@ mod tests {
     fn every_pinned_version_is_found_in_the_files_that_pin_the_samples() {
         for (key, version) in pinned_versions() {
             assert!(
-                version.chars().next().is_some_and(|c| c.is_ascii_digit())
-                    && version.contains('.'),
+                version.chars().next().is_some_and(|c| c.is_ascii_digit()) && version.contains('.'),
                 "{key}: `{version}`"
             );
         }

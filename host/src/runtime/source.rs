@@ -90,7 +90,11 @@ pub fn read_split(
     let mut fields = Vec::new();
     // `header`: the line starts at byte 0 of a file. `skip-header` skips
     // the header once per file, never a line of an inline split (issue 17).
-    let mut on_line = |line: &str, offset: u64, header: bool, file: &str| -> Result<(), TaskError> {
+    let mut on_line = |line: &str,
+                       offset: u64,
+                       header: bool,
+                       file: &str|
+     -> Result<(), TaskError> {
         let line = line.strip_suffix('\n').unwrap_or(line);
         if skip_header && header {
             return Ok(());
