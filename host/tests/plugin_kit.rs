@@ -239,6 +239,27 @@ fn plugin_call_of_a_shuffle_master_restores_a_new_instance_and_traces_calls_at_d
         stderr.contains("host -> plugin") && stderr.contains("get-partitions-with-metrics"),
         "{stderr}"
     );
+    // Bad input: one line naming the option, exit 2, before any call.
+    for (args, says) in [
+        (
+            vec!["--grant", "relative/dir"],
+            "--grant relative/dir: give an absolute folder",
+        ),
+        (
+            vec!["--steps", "create,start"],
+            "--steps: `start` is not a shuffle-master step",
+        ),
+    ] {
+        let mut all = vec!["plugin", "call", path.as_str()];
+        all.extend(args);
+        let out = coordhost(&all);
+        assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+        let stderr = text(&out.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+        assert!(text(&out.stdout).is_empty(), "{}", show(&out));
+    }
+    assert!(stderr.contains("call=\"create\""), "{stderr}");
     // A failed call exits 1 and says what the plugin answered.
     let out = coordhost(&["plugin", "call", &path, "--config", "root=relative"]);
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));

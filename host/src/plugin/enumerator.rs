@@ -89,6 +89,12 @@ impl SplitEnumerator {
         snapshot: Option<Vec<u8>>,
     ) -> Result<Self, PluginError> {
         instance::expect_kind(&plugin, PluginKind::SplitEnumerator)?;
+        let call = if snapshot.is_some() {
+            "restore"
+        } else {
+            "create"
+        };
+        tracing::debug!(plugin = plugin.name(), call, "host -> plugin");
         let live = instantiate(&plugin, parallelism, &BTreeSet::new(), snapshot.as_deref())?;
         let grants = Grants::new(plugin.name(), &plugin.spec().dirs);
         Ok(Self {

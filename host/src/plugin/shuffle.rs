@@ -43,6 +43,7 @@ struct Live {
 impl ShuffleMaster {
     pub(crate) fn create(plugin: LoadedPlugin) -> Result<Self, PluginError> {
         instance::expect_kind(&plugin, PluginKind::ShuffleMaster)?;
+        tracing::debug!(plugin = plugin.name(), call = "create", "host -> plugin");
         let live = instantiate(&plugin)?;
         let grants = Grants::new(plugin.name(), &plugin.spec().dirs);
         Ok(Self {
