@@ -388,7 +388,7 @@ fn plugin_check_says_compiling_only_when_it_compiles_and_explains_other_exports(
 }
 
 #[test]
-fn skip_header_skips_nothing_of_inline_splits() {
+fn skip_header_skips_the_header_of_a_file_once_and_nothing_of_inline_splits() {
     let tmp = tempfile::tempdir().expect("tempdir");
     // 10 numbered lines in inline splits of 3.
     let splits: Vec<String> = (0..4)
@@ -399,6 +399,11 @@ fn skip_header_skips_nothing_of_inline_splits() {
             format!("\"split.{i}\" = \"{}\"", lines.join("\\n"))
         })
         .collect();
+    // And one CSV file with a header line: skipped once, at byte 0.
+    let input = tmp.path().join("input");
+    std::fs::create_dir(&input).expect("input");
+    let csv = input.join("more.csv");
+    std::fs::write(&csv, "n\n11\n12\n").expect("csv");
     let job = format!(
         r#"[job]
 name = "skip-header"
@@ -409,7 +414,8 @@ plugin = "shuffle"
 [plugins.splits]
 component = "{enumerator}"
 kind = "split-enumerator"
-config = {{ {splits} }}
+config = {{ {splits}, files = "{csv}" }}
+dirs = [{{ path = "{input}" }}]
 
 [plugins.shuffle]
 component = "{shuffle}"
@@ -429,6 +435,8 @@ operators = [
         enumerator = plugin("static-enumerator"),
         shuffle = plugin("memory-shuffle"),
         splits = splits.join(", "),
+        csv = csv.display(),
+        input = input.display(),
     );
     let file = tmp.path().join("job.toml");
     std::fs::write(&file, job).expect("job");
@@ -455,5 +463,5 @@ operators = [
         }
     }
     records.sort_unstable();
-    assert_eq!(records, (1..=10).collect::<Vec<_>>());
+    assert_eq!(records, (1..=12).collect::<Vec<_>>());
 }
