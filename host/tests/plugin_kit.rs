@@ -201,6 +201,29 @@ fn plugin_call_prints_a_run_a_snapshot_and_the_recovery_that_follows() {
         "{}",
         show(&out)
     );
+    // The same script from a file, with a comment.
+    let script = tempfile::NamedTempFile::new().expect("script");
+    std::fs::write(
+        script.path(),
+        "# a reader and the count\ncreate\nstart\nadd-reader:1, unassigned\n",
+    )
+    .expect("script");
+    let at = format!("@{}", script.path().display());
+    let out = coordhost(&[
+        "plugin",
+        "call",
+        &path,
+        "--config",
+        "dir=${tmp}",
+        "--steps",
+        &at,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        text(&out.stdout).contains("add-reader(1)\n  -> ok\nunassigned-splits()\n  -> 3\n"),
+        "{}",
+        show(&out)
+    );
     let out = coordhost(&["plugin", "call", &path, "--steps", "create,register-job"]);
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     let stderr = text(&out.stderr);

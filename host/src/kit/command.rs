@@ -70,8 +70,10 @@ pub struct CallArgs {
     /// The plugin and its configuration.
     #[command(flatten)]
     pub load: LoadArgs,
-    /// The calls to make, comma-separated (default: a run with a snapshot
-    /// and a recovery; the steps are listed in docs/write-a-plugin.md).
+    /// The calls to make, comma-separated, or `@FILE` for a script file
+    /// (steps separated by commas or lines; `#` starts a comment). Default:
+    /// a run with a snapshot and a recovery; the steps are listed in
+    /// docs/write-a-plugin.md.
     #[arg(long, value_name = "STEPS")]
     pub steps: Option<String>,
 }
@@ -154,15 +156,35 @@ fn load(args: &LoadArgs, cache_dir: Option<PathBuf>) -> Result<Prepared, ExitCod
     })
 }
 
+/// The steps of `--steps`: the value itself, or the script file `@FILE`
+/// (lines and commas separate steps; `#` starts a comment).
+fn script(value: &str) -> Result<String, String> {
+    let Some(file) = value.strip_prefix('@') else {
+        return Ok(value.to_string());
+    };
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("--steps @{file}: cannot read the script: {e}"))?;
+    Ok(text
+        .lines()
+        .map(|line| line.split_once('#').map_or(line, |(before, _)| before))
+        .collect::<Vec<_>>()
+        .join(","))
+}
+
 /// `coordhost plugin call`.
 pub fn call_command(args: &CallArgs, cache_dir: Option<PathBuf>) -> ExitCode {
     // A bad script is refused before any call (`call::run` parses it first).
+    let steps = match args.steps.as_deref().map(script) {
+        None => None,
+        Some(Ok(steps)) => Some(steps),
+        Some(Err(message)) => return fail(&message, EXIT_BAD_INPUT),
+    };
     let prepared = match load(&args.load, cache_dir) {
         Ok(p) => p,
         Err(code) => return code,
     };
     let mut out = std::io::stdout().lock();
-    match super::call::run(&prepared.plugin, args.steps.as_deref(), &mut out) {
+    match super::call::run(&prepared.plugin, steps.as_deref(), &mut out) {
         Ok(true) => ExitCode::from(EXIT_OK),
         Ok(false) => ExitCode::from(EXIT_FAILED),
         Err(super::call::CallError::BadStep(e)) => fail(&e.to_string(), EXIT_BAD_INPUT),
