@@ -35,10 +35,9 @@ pub const ENUMERATOR_STEPS: &str = "create,start,add-reader:0,request:0,snapshot
 /// The default script of a shuffle master: two partitions, snapshots, a
 /// report, the restore of a new instance, its report, a release.
 pub const SHUFFLE_STEPS: &str = "create,register-job,register:0,produce:0,snapshot,register:1,produce:1,snapshot,report,restore,report,release:0,report,unregister-job";
-/// The job id the shuffle-master steps use.
-pub const JOB_ID: &str = "kit-job";
-/// The parallelism of the source the enumerator steps create.
-pub const PARALLELISM: u32 = 2;
+/// The job id the shuffle-master steps use, and the parallelism of the
+/// source the enumerator steps create: as in the conformance checks.
+pub use super::conformance::{JOB_ID, PARALLELISM};
 
 /// A step of a script that is not one the kind knows.
 #[derive(Debug, thiserror::Error)]
