@@ -6,7 +6,8 @@
 .PHONY: help
 help:
 	@echo "targets:"
-	@echo "  test      the README's test command: build the plugins, then every test of the workspace"
+	@echo "  test      the README's test command: build the plugins, then every test of the workspace, then kit-check"
+	@echo "  kit-check build and test a project of every plugin template (coordhost plugin new/test)"
 	@echo "  plugins   build the sample Rust plugins into $(PLUGINS_OUT)/NAME.wasm"
 	@echo "  plugins-py  build the Python sample plugins (py-enumerator, py-shuffle); part of plugins"
 	@echo "  plugins-js  build the JavaScript sample plugin (js-enumerator); part of plugins"
@@ -71,6 +72,21 @@ test: plugins
 	$(CARGO) test --locked --manifest-path $(PLUGINS_SRC)/Cargo.toml \
 		--target-dir $(PLUGINS_TARGET_DIR) --workspace --lib
 	$(CARGO) test --workspace --locked
+	scripts/kit-check.sh $(COORDHOST_DEBUG)
+
+# ---------------------------------------------------------------------------
+# kit-check: the authors' kit end to end (issue 17): `coordhost plugin new` for
+# each template, its build, `plugin check` and `plugin test`
+# (scripts/kit-check.sh; part of `test`, with the tools `plugins` installs).
+# ---------------------------------------------------------------------------
+
+# The debug binary, wherever CARGO_TARGET_DIR puts it.
+COORDHOST_DEBUG := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/debug/coordhost
+
+.PHONY: kit-check
+kit-check: plugins
+	$(CARGO) build --locked -p coordhost --bin coordhost
+	scripts/kit-check.sh $(COORDHOST_DEBUG)
 
 # ---------------------------------------------------------------------------
 # data, demo: the example data written by coordhost-datagen (tools/datagen;

@@ -71,6 +71,15 @@ pub enum PluginCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Write a new plugin project (WIT, a complete minimal plugin with batch
+    /// snapshots, a README with the build command) into PARENT/NAME.
+    New(crate::kit::command::NewArgs),
+    /// Run a scripted sequence of calls through the plugin host and print
+    /// each call and answer (exit 0 all answered, 1 a call failed, 2 bad input).
+    Call(crate::kit::command::CallArgs),
+    /// Run the plugin contract checks of coordhost's own conformance suite
+    /// (exit 0 passed, 1 a check failed, naming it, 2 bad input).
+    Test(crate::kit::command::LoadArgs),
 }
 
 /// Runs the command line; returns the process exit code.
@@ -83,6 +92,15 @@ pub fn main() -> ExitCode {
         Command::Plugin {
             command: PluginCommand::Check { file, json },
         } => plugin_check(&file, json, cache_dir),
+        Command::Plugin {
+            command: PluginCommand::New(args),
+        } => crate::kit::command::new_command(&args),
+        Command::Plugin {
+            command: PluginCommand::Call(args),
+        } => crate::kit::command::call_command(&args, cache_dir),
+        Command::Plugin {
+            command: PluginCommand::Test(args),
+        } => crate::kit::command::test_command(&args, cache_dir),
         Command::Log {
             command: LogCommand::Inspect { dir, json },
         } => log_inspect(&dir, json),
@@ -119,7 +137,8 @@ pub fn plugin_host(cache_dir: Option<PathBuf>) -> Result<PluginHost, PluginError
 }
 
 fn plugin_check(file: &Path, json: bool, cache_dir: Option<PathBuf>) -> ExitCode {
-    let result = plugin_host(cache_dir).and_then(|host| host.check(file));
+    // Says "compiling NAME ..." on stderr while a component compiles.
+    let result = crate::kit::command::noticing_host(cache_dir).and_then(|host| host.check(file));
     match result {
         Ok(info) => {
             let mut out = std::io::stdout().lock();
@@ -190,11 +209,33 @@ fn write_info(
             "no"
         }
     )?;
-    writeln!(
-        out,
-        "  exports:                 {}",
-        info.exports.join(", ")
-    )
+    // The plugin interface first; anything else the component exports is
+    // never called by coordhost, and says so (issue 17, item 7).
+    let (plugin, other): (Vec<&String>, Vec<&String>) = info
+        .exports
+        .iter()
+        .partition(|e| e.starts_with(&format!("{}/", info.package)));
+    let list = |names: &[&String]| {
+        names
+            .iter()
+            .map(|n| n.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    writeln!(out, "  exports:                 {}", list(&plugin))?;
+    if !other.is_empty() {
+        let why = if other.iter().all(|n| n.as_str() == "exports") {
+            "added by componentize-py (its `init`), not part of the plugin world"
+        } else {
+            "not part of the plugin world"
+        };
+        writeln!(
+            out,
+            "  other exports:           {} ({why}; coordhost never calls them)",
+            list(&other)
+        )?;
+    }
+    Ok(())
 }
 
 fn log_inspect(dir: &Path, json: bool) -> ExitCode {

@@ -25,6 +25,7 @@ pub mod files;
 pub mod grant;
 pub mod graph;
 pub mod job;
+pub mod kit;
 pub mod plan;
 pub mod plugin;
 pub mod recovery;

@@ -23,11 +23,24 @@ pub enum CacheOutcome {
     Compiled,
 }
 
+/// Called with a component's path just before it is compiled (not when it
+/// comes from the cache): `coordhost plugin check` says "compiling ..."
+/// on stderr, since a Python component takes seconds (issue 17, item 7).
+#[derive(Clone)]
+pub struct CompileNotice(pub std::sync::Arc<dyn Fn(&Path) + Send + Sync>);
+
+impl std::fmt::Debug for CompileNotice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CompileNotice")
+    }
+}
+
 /// On-disk cache of precompiled components; `dir = None` disables it.
 #[derive(Debug, Clone)]
 pub(crate) struct ComponentCache {
     dir: Option<PathBuf>,
     engine_key: String,
+    pub(crate) notice: Option<CompileNotice>,
 }
 
 impl ComponentCache {
@@ -36,7 +49,11 @@ impl ComponentCache {
         env!("CARGO_PKG_VERSION").hash(&mut hasher);
         engine.precompile_compatibility_hash().hash(&mut hasher);
         let engine_key = hex(&hasher.0.finalize()[..8]);
-        Self { dir, engine_key }
+        Self {
+            dir,
+            engine_key,
+            notice: None,
+        }
     }
 
     /// Returns the compiled component for `bytes` (read from `path`).
@@ -54,7 +71,13 @@ impl ComponentCache {
             path: path.to_path_buf(),
             reason: format!("{e:#}"),
         };
+        let notify = || {
+            if let Some(CompileNotice(notice)) = &self.notice {
+                notice(path);
+            }
+        };
         let Some(dir) = &self.dir else {
+            notify();
             let component = Component::new(engine, bytes).map_err(compile_error)?;
             return Ok((component, CacheOutcome::Compiled));
         };
@@ -72,6 +95,7 @@ impl ComponentCache {
                 ),
             }
         }
+        notify();
         let compiled = engine.precompile_component(bytes).map_err(compile_error)?;
         let cache_error = |source| PluginError::Cache {
             path: entry.clone(),

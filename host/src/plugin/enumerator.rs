@@ -50,6 +50,12 @@ impl SplitEnumerator {
         snapshot: Option<Vec<u8>>,
     ) -> Result<Self, PluginError> {
         instance::expect_kind(&plugin, PluginKind::SplitEnumerator)?;
+        let call = if snapshot.is_some() {
+            "restore"
+        } else {
+            "create"
+        };
+        tracing::debug!(plugin = plugin.name(), call, "host -> plugin");
         let live = instantiate(&plugin, parallelism, &BTreeSet::new(), snapshot.as_deref())?;
         let grants = Grants::new(plugin.name(), &plugin.spec().dirs);
         Ok(Self {
@@ -193,6 +199,8 @@ impl SplitEnumerator {
                 cause,
             });
         };
+        // Every call into the plugin, for authors (`COORDHOST_LOG=coordhost::plugin=debug`).
+        tracing::debug!(plugin = self.plugin.name(), call, "host -> plugin");
         instance::arm_deadline(&mut live.store, self.plugin.inner());
         live.store.data_mut().context.begin_call();
         let outcome = f(

@@ -52,7 +52,7 @@ pub use bindings::enumerator::coordhost::plugin::types::{
     ShuffleMasterSnapshot, Split, SplitPayload,
 };
 pub use bindings::{WIT_PACKAGE, WIT_VERSION};
-pub use cache::CacheOutcome;
+pub use cache::{CacheOutcome, CompileNotice};
 pub use enumerator::SplitEnumerator;
 pub use error::PluginError;
 pub use output::{MAX_MESSAGE_BYTES, one_line};
@@ -268,6 +268,18 @@ impl PluginHost {
     /// # Errors
     /// [`PluginError::Engine`] when wasmtime cannot be configured.
     pub fn new(options: HostOptions) -> Result<Self, PluginError> {
+        Self::with_compile_notice(options, None)
+    }
+
+    /// As [`PluginHost::new`], with `notice` called before each component
+    /// is compiled (not when it comes from the cache).
+    ///
+    /// # Errors
+    /// [`PluginError::Engine`] when wasmtime cannot be configured.
+    pub fn with_compile_notice(
+        options: HostOptions,
+        notice: Option<CompileNotice>,
+    ) -> Result<Self, PluginError> {
         let engine_error = |e: wasmtime::Error| PluginError::Engine {
             reason: format!("{e:#}"),
         };
@@ -294,7 +306,8 @@ impl PluginHost {
 
         let ticker = Arc::new(EpochTicker::start(&engine)?);
 
-        let cache = cache::ComponentCache::new(&engine, options.cache_dir);
+        let mut cache = cache::ComponentCache::new(&engine, options.cache_dir);
+        cache.notice = notice;
         Ok(Self {
             inner: Arc::new(HostInner {
                 engine,

@@ -43,6 +43,7 @@ struct Live {
 impl ShuffleMaster {
     pub(crate) fn create(plugin: LoadedPlugin) -> Result<Self, PluginError> {
         instance::expect_kind(&plugin, PluginKind::ShuffleMaster)?;
+        tracing::debug!(plugin = plugin.name(), call = "create", "host -> plugin");
         let live = instantiate(&plugin)?;
         let grants = Grants::new(plugin.name(), &plugin.spec().dirs);
         Ok(Self {
@@ -251,6 +252,8 @@ impl ShuffleMaster {
                 cause,
             });
         };
+        // Every call into the plugin, for authors (`COORDHOST_LOG=coordhost::plugin=debug`).
+        tracing::debug!(plugin = self.plugin.name(), call, "host -> plugin");
         instance::arm_deadline(&mut live.store, self.plugin.inner());
         let outcome = f(
             live.world

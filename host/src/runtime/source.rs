@@ -63,9 +63,15 @@ pub fn read_split(
     };
     let mut fields = Vec::new();
     let mut parser = csv.map(|(_, delim)| CsvLineParser::new(delim));
-    let mut on_line = |line: &str, offset: u64, file: &str| -> Result<(), TaskError> {
+    // `header`: the line starts at byte 0 of a file. `skip-header` skips
+    // the header once per file, never a line of an inline split (issue 17).
+    let mut on_line = |line: &str,
+                       offset: u64,
+                       header: bool,
+                       file: &str|
+     -> Result<(), TaskError> {
         let line = line.strip_suffix('\n').unwrap_or(line);
-        if skip_header && offset == 0 {
+        if skip_header && header {
             return Ok(());
         }
         match csv {
@@ -95,7 +101,7 @@ pub fn read_split(
             let mut offset = 0u64;
             let name = format!("split {}", split.id);
             for line in text.split_inclusive('\n') {
-                on_line(line, offset, &name)?;
+                on_line(line, offset, false, &name)?;
                 offset += line.len() as u64;
             }
             Ok(())
@@ -150,7 +156,7 @@ pub fn read_split(
                     vertex: vertex.to_string(),
                     detail: format!("{name} at byte {pos}: the line is not UTF-8"),
                 })?;
-                on_line(line, pos, &name)?;
+                on_line(line, pos, pos == 0, &name)?;
                 pos += n as u64;
             }
             Ok(())

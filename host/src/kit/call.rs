@@ -1,0 +1,662 @@
+//! `coordhost plugin call`: runs a scripted sequence of calls through the
+//! real plugin host and prints each call and its answer, so an author sees
+//! what the host will see without writing a job.
+//!
+//! A script is a list of steps (`--steps`, comma-separated). Split
+//! enumerators: `create`, `start`, `add-reader:N`, `request:N` (one
+//! `handle-split-request`), `drain:N` (requests until "no more splits", at
+//! most [`super::conformance::MAX_REQUESTS`]), `unassigned`, `snapshot`
+//! (`snapshot-state(-1)`), `restore` (a new instance from the last
+//! snapshot, the host's assignment history rolled back to it, as a
+//! recovering coordinator does), `add-back:N` (`add-splits-back` of the
+//! splits the host's history has for reader N). Shuffle masters: `create`,
+//! `register-job`, `register:N` (a partition of producer subtask N),
+//! `produce:N` (writes its two subpartitions and `COMPLETE`, as a producer
+//! does), `report` (`get-partitions-with-metrics` of every registered
+//! partition), `snapshot`, `restore` (a new instance, `register-job`,
+//! `restore-state` of every snapshot from the last full one,
+//! `notify-partition-recovery-started`), `release:N`, `unregister-job`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::plugin::{
+    EnumeratorAction, ExecutionAttemptId, LoadedPlugin, PartitionDescriptor, PluginError,
+    PluginKind, ProducerDescriptor, ResultPartitionId, ShuffleDescriptor, ShuffleMaster,
+    ShuffleMasterSnapshot, Split, SplitEnumerator, SplitPayload,
+};
+
+use super::conformance::MAX_REQUESTS;
+
+/// The default script of a split enumerator: a run, a snapshot midway, and
+/// the recovery that follows (restore, start, the reset reader's splits
+/// back, its reader again, its requests).
+pub const ENUMERATOR_STEPS: &str = "create,start,add-reader:0,request:0,snapshot,drain:0,restore,start,add-back:0,add-reader:0,drain:0";
+/// The default script of a shuffle master: two partitions, snapshots, a
+/// report, the restore of a new instance, its report, a release.
+pub const SHUFFLE_STEPS: &str = "create,register-job,register:0,produce:0,snapshot,register:1,produce:1,snapshot,report,restore,report,release:0,report,unregister-job";
+/// The job id the shuffle-master steps use, and the parallelism of the
+/// source the enumerator steps create: as in the conformance checks.
+pub use super::conformance::{JOB_ID, PARALLELISM};
+
+/// A step of a script that is not one the kind knows.
+#[derive(Debug, thiserror::Error)]
+#[error("--steps: `{step}` is not a {kind} step (steps: {known})")]
+pub struct BadStep {
+    /// The step as given.
+    pub step: String,
+    /// The plugin kind.
+    pub kind: PluginKind,
+    /// The steps the kind knows.
+    pub known: &'static str,
+}
+
+/// One parsed step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Step {
+    Create,
+    Start,
+    AddReader(u32),
+    Request(u32),
+    Drain(u32),
+    Unassigned,
+    Snapshot,
+    Restore,
+    AddBack(u32),
+    RegisterJob,
+    Register(u32),
+    Produce(u32),
+    Report,
+    Release(u32),
+    UnregisterJob,
+}
+
+const ENUMERATOR_KNOWN: &str =
+    "create, start, add-reader:N, request:N, drain:N, unassigned, snapshot, restore, add-back:N";
+const SHUFFLE_KNOWN: &str = "create, register-job, register:N, produce:N, report, snapshot, restore, release:N, unregister-job";
+
+/// Parses a comma-separated script for `kind`.
+///
+/// # Errors
+/// [`BadStep`] naming the first step the kind does not know.
+fn parse(steps: &str, kind: PluginKind) -> Result<Vec<Step>, BadStep> {
+    let known = match kind {
+        PluginKind::SplitEnumerator => ENUMERATOR_KNOWN,
+        PluginKind::ShuffleMaster => SHUFFLE_KNOWN,
+    };
+    steps
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|text| {
+            let bad = || BadStep {
+                step: text.to_string(),
+                kind,
+                known,
+            };
+            let (word, arg) = match text.split_once(':') {
+                Some((w, n)) => (w, Some(n.parse::<u32>().map_err(|_| bad())?)),
+                None => (text, None),
+            };
+            let enumerator = kind == PluginKind::SplitEnumerator;
+            let step = match (word, arg) {
+                ("create", None) => Step::Create,
+                ("snapshot", None) => Step::Snapshot,
+                ("restore", None) => Step::Restore,
+                ("start", None) if enumerator => Step::Start,
+                ("add-reader", Some(n)) if enumerator => Step::AddReader(n),
+                ("request", Some(n)) if enumerator => Step::Request(n),
+                ("drain", Some(n)) if enumerator => Step::Drain(n),
+                ("unassigned", None) if enumerator => Step::Unassigned,
+                ("add-back", Some(n)) if enumerator => Step::AddBack(n),
+                ("register-job", None) if !enumerator => Step::RegisterJob,
+                ("register", Some(n)) if !enumerator => Step::Register(n),
+                ("produce", Some(n)) if !enumerator => Step::Produce(n),
+                ("report", None) if !enumerator => Step::Report,
+                ("release", Some(n)) if !enumerator => Step::Release(n),
+                ("unregister-job", None) if !enumerator => Step::UnregisterJob,
+                _ => return Err(bad()),
+            };
+            Ok(step)
+        })
+        .collect()
+}
+
+/// Checks a script without running it.
+///
+/// # Errors
+/// [`BadStep`].
+pub fn validate(steps: &str, kind: PluginKind) -> Result<(), BadStep> {
+    parse(steps, kind).map(drop)
+}
+
+/// Runs `steps` (or the kind's default script) and writes one line per call
+/// and per answer to `out`. Returns `Ok(true)` when every call succeeded;
+/// a failed call is printed, and the script stops there.
+///
+/// # Errors
+/// [`BadStep`] for a script the kind does not know (before any call), or
+/// the error of writing to `out`.
+pub fn run(
+    plugin: &LoadedPlugin,
+    steps: Option<&str>,
+    out: &mut dyn std::io::Write,
+) -> Result<bool, CallError> {
+    let kind = plugin.spec().kind;
+    let script = steps.unwrap_or(match kind {
+        PluginKind::SplitEnumerator => ENUMERATOR_STEPS,
+        PluginKind::ShuffleMaster => SHUFFLE_STEPS,
+    });
+    let steps = parse(script, kind)?;
+    writeln!(
+        out,
+        "{}: {} plugin, batch snapshots: {}",
+        plugin.spec().path.display(),
+        kind,
+        if plugin.supports_batch_snapshot() {
+            "supported"
+        } else {
+            "not supported"
+        }
+    )?;
+    let ok = match kind {
+        PluginKind::SplitEnumerator => EnumeratorScript::new(plugin).run(&steps, out)?,
+        PluginKind::ShuffleMaster => ShuffleScript::new(plugin).run(&steps, out)?,
+    };
+    Ok(ok)
+}
+
+/// Why `plugin call` could not run its script.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// A step the kind does not know.
+    #[error(transparent)]
+    BadStep(#[from] BadStep),
+    /// Writing the transcript failed.
+    #[error("cannot write the transcript: {0}")]
+    Write(#[from] std::io::Error),
+}
+
+/// At most this many characters of inline text or snapshot bytes are shown.
+const SHOWN: usize = 60;
+
+fn show_text(text: &str) -> String {
+    let mut shown: String = text.chars().take(SHOWN).collect();
+    if shown.len() < text.len() {
+        shown.push_str("...");
+    }
+    format!("{shown:?}")
+}
+
+fn show_split(split: &Split) -> String {
+    match &split.payload {
+        SplitPayload::Inline(text) => format!("{} inline {}", split.id, show_text(text)),
+        SplitPayload::FileRange(r) => format!(
+            "{} file-range {} [{}, +{})",
+            split.id, r.path, r.start, r.length
+        ),
+    }
+}
+
+fn show_bytes(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    format!("{} bytes {}", bytes.len(), show_text(&text))
+}
+
+fn show_error(error: &PluginError) -> String {
+    crate::plugin::one_line(&error.to_string(), 1000)
+}
+
+/// The host's split-assignment history: splits per reader.
+type History = BTreeMap<u32, Vec<Split>>;
+
+struct EnumeratorScript<'a> {
+    plugin: &'a LoadedPlugin,
+    live: Option<SplitEnumerator>,
+    /// The host's split-assignment history: splits per reader.
+    history: History,
+    /// The last snapshot and the history when it was taken.
+    snapshot: Option<(Vec<u8>, History)>,
+}
+
+impl<'a> EnumeratorScript<'a> {
+    fn new(plugin: &'a LoadedPlugin) -> Self {
+        Self {
+            plugin,
+            live: None,
+            history: BTreeMap::new(),
+            snapshot: None,
+        }
+    }
+
+    fn run(&mut self, steps: &[Step], out: &mut dyn std::io::Write) -> std::io::Result<bool> {
+        for step in steps {
+            match self.step(step, out)? {
+                Ok(()) => {}
+                Err(message) => {
+                    writeln!(out, "  -> error: {message}")?;
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    fn live(&mut self) -> Result<&mut SplitEnumerator, String> {
+        self.live.as_mut().ok_or_else(|| {
+            "no enumerator yet: the script needs `create` (or `restore`) first".into()
+        })
+    }
+
+    /// Prints what the plugin did through `enumerator-context` and records
+    /// assignments in the history; returns whether `subtask` heard "no more splits".
+    fn actions(
+        &mut self,
+        actions: Vec<EnumeratorAction>,
+        out: &mut dyn std::io::Write,
+    ) -> std::io::Result<Vec<u32>> {
+        let mut ended = Vec::new();
+        for action in actions {
+            match action {
+                EnumeratorAction::Assign { subtask, splits } => {
+                    for split in splits {
+                        writeln!(
+                            out,
+                            "  -> assign-splits: reader {subtask} gets {}",
+                            show_split(&split)
+                        )?;
+                        self.history.entry(subtask).or_default().push(split);
+                    }
+                }
+                EnumeratorAction::NoMoreSplits { subtask } => {
+                    writeln!(out, "  -> signal-no-more-splits: reader {subtask}")?;
+                    ended.push(subtask);
+                }
+            }
+        }
+        Ok(ended)
+    }
+
+    fn step(
+        &mut self,
+        step: &Step,
+        out: &mut dyn std::io::Write,
+    ) -> std::io::Result<Result<(), String>> {
+        let plugin = self.plugin;
+        let config = &plugin.spec().config;
+        let result: Result<Vec<EnumeratorAction>, PluginError> = match step {
+            Step::Create => {
+                writeln!(out, "create(config {config:?}, parallelism {PARALLELISM})")?;
+                match plugin.split_enumerator(PARALLELISM) {
+                    Ok(e) => {
+                        self.live = Some(e);
+                        self.history.clear();
+                        writeln!(out, "  -> ok")?;
+                        return Ok(Ok(()));
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            Step::Restore => {
+                let Some((bytes, history)) = self.snapshot.clone() else {
+                    return Ok(Err(
+                        "no snapshot yet: the script needs `snapshot` before `restore`".into(),
+                    ));
+                };
+                writeln!(
+                    out,
+                    "restore(config {config:?}, parallelism {PARALLELISM}, snapshot of {} bytes) in a new instance",
+                    bytes.len()
+                )?;
+                match plugin.restore_split_enumerator(PARALLELISM, &bytes) {
+                    Ok(e) => {
+                        self.live = Some(e);
+                        self.history = history;
+                        writeln!(
+                            out,
+                            "  -> ok; the host's history is rolled back to the snapshot: {}",
+                            self.show_history()
+                        )?;
+                        return Ok(Ok(()));
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            Step::Start => {
+                writeln!(out, "start()")?;
+                match self.live() {
+                    Ok(e) => e.start(),
+                    Err(m) => return Ok(Err(m)),
+                }
+            }
+            Step::AddReader(n) => {
+                writeln!(out, "add-reader({n})")?;
+                match self.live() {
+                    Ok(e) => e.add_reader(*n),
+                    Err(m) => return Ok(Err(m)),
+                }
+            }
+            Step::Request(n) => {
+                writeln!(out, "handle-split-request({n}, \"localhost\")")?;
+                match self.live() {
+                    Ok(e) => e.handle_split_request(*n, Some("localhost")),
+                    Err(m) => return Ok(Err(m)),
+                }
+            }
+            Step::Drain(n) => return self.drain(*n, out),
+            Step::Unassigned => {
+                writeln!(out, "unassigned-splits()")?;
+                return Ok(
+                    match self
+                        .live()
+                        .and_then(|e| e.unassigned_splits().map_err(|e| show_error(&e)))
+                    {
+                        Ok(count) => {
+                            writeln!(out, "  -> {count}")?;
+                            Ok(())
+                        }
+                        Err(m) => Err(m),
+                    },
+                );
+            }
+            Step::Snapshot => {
+                writeln!(out, "snapshot-state(-1)")?;
+                let taken = self
+                    .live()
+                    .and_then(|e| e.snapshot_state(-1).map_err(|e| show_error(&e)));
+                return Ok(match taken {
+                    Ok(bytes) => {
+                        writeln!(out, "  -> {}", show_bytes(&bytes))?;
+                        writeln!(
+                            out,
+                            "     the host keeps with it the assignment history: {}",
+                            self.show_history()
+                        )?;
+                        self.snapshot = Some((bytes, self.history.clone()));
+                        Ok(())
+                    }
+                    Err(m) => Err(m),
+                });
+            }
+            Step::AddBack(n) => {
+                let back = self.history.remove(n).unwrap_or_default();
+                let ids: Vec<_> = back.iter().map(|s| s.id.as_str()).collect();
+                writeln!(out, "add-splits-back({ids:?}, {n})")?;
+                match self.live() {
+                    Ok(e) => e.add_splits_back(back, *n),
+                    Err(m) => return Ok(Err(m)),
+                }
+            }
+            _ => return Ok(Err(format!("{step:?} is not a split-enumerator step"))),
+        };
+        Ok(match result {
+            Ok(actions) => {
+                if actions.is_empty() {
+                    writeln!(out, "  -> ok")?;
+                } else {
+                    self.actions(actions, out)?;
+                }
+                Ok(())
+            }
+            Err(e) => Err(show_error(&e)),
+        })
+    }
+
+    fn drain(
+        &mut self,
+        n: u32,
+        out: &mut dyn std::io::Write,
+    ) -> std::io::Result<Result<(), String>> {
+        for _ in 0..MAX_REQUESTS {
+            writeln!(out, "handle-split-request({n}, \"localhost\")")?;
+            let answer = match self.live() {
+                Ok(e) => e.handle_split_request(n, Some("localhost")),
+                Err(m) => return Ok(Err(m)),
+            };
+            let actions = match answer {
+                Ok(actions) => actions,
+                Err(e) => return Ok(Err(show_error(&e))),
+            };
+            if actions.is_empty() {
+                return Ok(Err(format!(
+                    "the plugin neither assigned a split to reader {n} nor said \"no more splits\""
+                )));
+            }
+            if self.actions(actions, out)?.contains(&n) {
+                return Ok(Ok(()));
+            }
+        }
+        Ok(Err(format!(
+            "reader {n} did not hear \"no more splits\" within {MAX_REQUESTS} requests"
+        )))
+    }
+
+    fn show_history(&self) -> String {
+        if self.history.values().all(Vec::is_empty) {
+            return "nothing assigned".into();
+        }
+        let mut text = String::new();
+        for (reader, splits) in &self.history {
+            let ids: Vec<_> = splits.iter().map(|s| s.id.as_str()).collect();
+            let _ = write!(text, "reader {reader}: {ids:?}; ");
+        }
+        text.trim_end_matches("; ").to_string()
+    }
+}
+
+struct ShuffleScript<'a> {
+    plugin: &'a LoadedPlugin,
+    live: Option<ShuffleMaster>,
+    registered: BTreeMap<u32, ShuffleDescriptor>,
+    snapshots: Vec<ShuffleMasterSnapshot>,
+}
+
+fn partition(subtask: u32) -> PartitionDescriptor {
+    PartitionDescriptor {
+        id: ResultPartitionId {
+            intermediate_data_set: "source->sink".to_string(),
+            producer: ExecutionAttemptId {
+                job_vertex: "source".to_string(),
+                subtask,
+                attempt: 0,
+            },
+        },
+        num_subpartitions: 2,
+    }
+}
+
+impl<'a> ShuffleScript<'a> {
+    fn new(plugin: &'a LoadedPlugin) -> Self {
+        Self {
+            plugin,
+            live: None,
+            registered: BTreeMap::new(),
+            snapshots: Vec::new(),
+        }
+    }
+
+    fn run(&mut self, steps: &[Step], out: &mut dyn std::io::Write) -> std::io::Result<bool> {
+        for step in steps {
+            match self.step(step, out)? {
+                Ok(()) => {}
+                Err(message) => {
+                    writeln!(out, "  -> error: {message}")?;
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    fn step(
+        &mut self,
+        step: &Step,
+        out: &mut dyn std::io::Write,
+    ) -> std::io::Result<Result<(), String>> {
+        let plugin = self.plugin;
+        let need = "no shuffle master yet: the script needs `create` (or `restore`) first";
+        match step {
+            Step::Create => {
+                writeln!(out, "create(config {:?})", plugin.spec().config)?;
+                match plugin.shuffle_master() {
+                    Ok(m) => self.live = Some(m),
+                    Err(e) => return Ok(Err(show_error(&e))),
+                }
+                writeln!(out, "  -> ok")?;
+            }
+            Step::Restore => {
+                // From the last full snapshot on, as the host restores.
+                let start = self
+                    .snapshots
+                    .iter()
+                    .rposition(|s| !s.incremental)
+                    .unwrap_or(0);
+                let snapshots = self.snapshots[start..].to_vec();
+                writeln!(
+                    out,
+                    "create(config {:?}) in a new instance",
+                    plugin.spec().config
+                )?;
+                let mut m = match plugin.shuffle_master() {
+                    Ok(m) => m,
+                    Err(e) => return Ok(Err(show_error(&e))),
+                };
+                writeln!(out, "register-job({JOB_ID:?})")?;
+                if let Err(e) = m.register_job(JOB_ID) {
+                    return Ok(Err(show_error(&e)));
+                }
+                writeln!(out, "restore-state({} snapshots)", snapshots.len())?;
+                if let Err(e) = m.restore_state(snapshots) {
+                    return Ok(Err(show_error(&e)));
+                }
+                writeln!(out, "notify-partition-recovery-started({JOB_ID:?})")?;
+                if let Err(e) = m.notify_partition_recovery_started(JOB_ID) {
+                    return Ok(Err(show_error(&e)));
+                }
+                self.live = Some(m);
+                writeln!(out, "  -> ok")?;
+            }
+            Step::RegisterJob => {
+                writeln!(out, "register-job({JOB_ID:?})")?;
+                let Some(m) = self.live.as_mut() else {
+                    return Ok(Err(need.into()));
+                };
+                if let Err(e) = m.register_job(JOB_ID) {
+                    return Ok(Err(show_error(&e)));
+                }
+                writeln!(out, "  -> ok")?;
+            }
+            Step::Register(n) => {
+                let p = partition(*n);
+                writeln!(
+                    out,
+                    "register-partition-with-producer({JOB_ID:?}, source->sink/source-{n}-0 with 2 subpartitions, worker-0)"
+                )?;
+                let Some(m) = self.live.as_mut() else {
+                    return Ok(Err(need.into()));
+                };
+                let producer = ProducerDescriptor {
+                    worker_id: "worker-0".into(),
+                    hostname: Some("localhost".into()),
+                };
+                match m.register_partition_with_producer(JOB_ID, &p, &producer) {
+                    Ok(d) => {
+                        writeln!(out, "  -> location {}", d.location)?;
+                        self.registered.insert(*n, d);
+                    }
+                    Err(e) => return Ok(Err(show_error(&e))),
+                }
+            }
+            Step::Produce(n) => {
+                let Some(d) = self.registered.get(n).cloned() else {
+                    return Ok(Err(format!(
+                        "partition {n} is not registered: the script needs `register:{n}` first"
+                    )));
+                };
+                let Some(m) = self.live.as_ref() else {
+                    return Ok(Err(need.into()));
+                };
+                writeln!(
+                    out,
+                    "(host) the producer writes sub-0.data (3 bytes), sub-1.data (5 bytes), COMPLETE in {}",
+                    d.location
+                )?;
+                if let Err(m) = super::conformance::write_partition(m, &d, &[3, 5], true) {
+                    return Ok(Err(m));
+                }
+            }
+            Step::Report => {
+                let expected: Vec<_> = self.registered.values().map(|d| d.id.clone()).collect();
+                writeln!(
+                    out,
+                    "get-partitions-with-metrics({JOB_ID:?}, {} expected, 0 ms left)",
+                    expected.len()
+                )?;
+                let Some(m) = self.live.as_mut() else {
+                    return Ok(Err(need.into()));
+                };
+                match m.get_partitions_with_metrics(JOB_ID, &expected, 0) {
+                    Ok(found) if found.is_empty() => writeln!(out, "  -> none")?,
+                    Ok(found) => {
+                        for p in found {
+                            let id = &p.descriptor.id;
+                            writeln!(
+                                out,
+                                "  -> {}/{}-{}-{}: bytes per subpartition {:?}",
+                                id.intermediate_data_set,
+                                id.producer.job_vertex,
+                                id.producer.subtask,
+                                id.producer.attempt,
+                                p.bytes_per_subpartition
+                            )?;
+                        }
+                    }
+                    Err(e) => return Ok(Err(show_error(&e))),
+                }
+            }
+            Step::Snapshot => {
+                writeln!(out, "snapshot-state({JOB_ID:?})")?;
+                let Some(m) = self.live.as_mut() else {
+                    return Ok(Err(need.into()));
+                };
+                match m.snapshot_state(JOB_ID) {
+                    Ok(s) => {
+                        writeln!(
+                            out,
+                            "  -> {}: {}",
+                            if s.incremental { "incremental" } else { "full" },
+                            show_bytes(&s.data)
+                        )?;
+                        self.snapshots.push(s);
+                    }
+                    Err(e) => return Ok(Err(show_error(&e))),
+                }
+            }
+            Step::Release(n) => {
+                let Some(d) = self.registered.remove(n) else {
+                    return Ok(Err(format!("partition {n} is not registered")));
+                };
+                writeln!(out, "release-partition-externally({})", d.location)?;
+                let Some(m) = self.live.as_mut() else {
+                    return Ok(Err(need.into()));
+                };
+                if let Err(e) = m.release_partition_externally(&d) {
+                    return Ok(Err(show_error(&e)));
+                }
+                writeln!(out, "  -> ok")?;
+            }
+            Step::UnregisterJob => {
+                writeln!(out, "unregister-job({JOB_ID:?})")?;
+                let Some(m) = self.live.as_mut() else {
+                    return Ok(Err(need.into()));
+                };
+                if let Err(e) = m.unregister_job(JOB_ID) {
+                    return Ok(Err(show_error(&e)));
+                }
+                writeln!(out, "  -> ok")?;
+            }
+            _ => return Ok(Err(format!("{step:?} is not a shuffle-master step"))),
+        }
+        Ok(Ok(()))
+    }
+}

@@ -1,0 +1,224 @@
+//! The faces of `coordhost plugin new|call|test`: their options and what
+//! they print. Exit codes as everywhere (`crate::cli`): 0 success, 1 the
+//! plugin failed a call or a check, 2 bad input (command line, component,
+//! a folder that is not empty).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use crate::cli::{EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
+use crate::plugin::{CompileNotice, HostOptions, PluginError, PluginHost, PluginKind};
+
+use super::new::Lang;
+use super::{PrepareError, Prepared};
+
+/// `--kind` of `plugin new`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KindArg {
+    /// World `split-enumerator-plugin`.
+    SplitEnumerator,
+    /// World `shuffle-master-plugin`.
+    ShuffleMaster,
+}
+
+impl From<KindArg> for PluginKind {
+    fn from(kind: KindArg) -> Self {
+        match kind {
+            KindArg::SplitEnumerator => Self::SplitEnumerator,
+            KindArg::ShuffleMaster => Self::ShuffleMaster,
+        }
+    }
+}
+
+/// Options of `plugin new`.
+#[derive(Debug, clap::Args)]
+pub struct NewArgs {
+    /// The project's name: lowercase letters, digits and `-` (names the
+    /// folder, the crate or package, and the component).
+    pub name: String,
+    /// The plugin kind.
+    #[arg(long, value_enum)]
+    pub kind: KindArg,
+    /// The language.
+    #[arg(long, value_enum)]
+    pub lang: Lang,
+    /// The folder to create the project in (default: the current folder).
+    #[arg(long, value_name = "PARENT", default_value = ".")]
+    pub dir: PathBuf,
+}
+
+/// Options shared by `plugin call` and `plugin test`.
+#[derive(Debug, clap::Args)]
+pub struct LoadArgs {
+    /// The component file (`.wasm`).
+    pub file: PathBuf,
+    /// A configuration entry `key=value`, as in the job file's `config`
+    /// table (repeat for more). `${tmp}` in a value is the scratch folder.
+    #[arg(long = "config", value_name = "KEY=VALUE", value_parser = parse_pair)]
+    pub config: Vec<(String, String)>,
+    /// A folder granted read-only to the plugin (absolute; repeatable).
+    #[arg(long = "grant", value_name = "DIR")]
+    pub grants: Vec<PathBuf>,
+    /// A folder granted writable to the plugin (absolute; repeatable).
+    #[arg(long = "grant-rw", value_name = "DIR")]
+    pub grants_rw: Vec<PathBuf>,
+}
+
+/// Options of `plugin call`.
+#[derive(Debug, clap::Args)]
+pub struct CallArgs {
+    /// The plugin and its configuration.
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// The calls to make, comma-separated, or `@FILE` for a script file
+    /// (steps separated by commas or lines; `#` starts a comment). Default:
+    /// a run with a snapshot and a recovery; the steps are listed in
+    /// docs/write-a-plugin.md.
+    #[arg(long, value_name = "STEPS")]
+    pub steps: Option<String>,
+}
+
+fn parse_pair(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => {
+            Ok((key.trim().to_string(), value.to_string()))
+        }
+        _ => Err(format!("`{text}` is not KEY=VALUE")),
+    }
+}
+
+/// A plugin host that says `compiling NAME ...` on stderr while a
+/// component compiles (not when it comes from the cache).
+///
+/// # Errors
+/// [`PluginError::Engine`] when wasmtime cannot start.
+pub fn noticing_host(cache_dir: Option<PathBuf>) -> Result<PluginHost, PluginError> {
+    let notice = CompileNotice(std::sync::Arc::new(|path: &Path| {
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        eprintln!(
+            "compiling {name} ... (once; later runs take it from the compiled-component cache)"
+        );
+    }));
+    PluginHost::with_compile_notice(HostOptions { cache_dir }, Some(notice))
+}
+
+fn fail(message: &str, code: u8) -> ExitCode {
+    eprintln!("coordhost: {}", crate::config::one_line(message));
+    ExitCode::from(code)
+}
+
+/// `coordhost plugin new`.
+pub fn new_command(args: &NewArgs) -> ExitCode {
+    match super::new::create(&args.name, args.kind.into(), args.lang, &args.dir) {
+        Ok((dir, files)) => {
+            println!(
+                "created {} ({} {}):",
+                dir.display(),
+                args.lang,
+                PluginKind::from(args.kind)
+            );
+            for file in files {
+                println!("  {file}");
+            }
+            println!("build it as {}/README.md says", dir.display());
+            ExitCode::from(EXIT_OK)
+        }
+        Err(super::new::NewError::Write { path, source }) => fail(
+            &format!("cannot write {}: {source}", path.display()),
+            EXIT_FAILED,
+        ),
+        Err(e) => fail(&e.to_string(), EXIT_BAD_INPUT),
+    }
+}
+
+fn load(args: &LoadArgs, cache_dir: Option<PathBuf>) -> Result<Prepared, ExitCode> {
+    let host = noticing_host(cache_dir).map_err(|e| fail(&e.to_string(), EXIT_FAILED))?;
+    super::prepare(
+        &host,
+        &args.file,
+        &args.config,
+        &args.grants,
+        &args.grants_rw,
+    )
+    .map_err(|e| {
+        let code = match &e {
+            PrepareError::Scratch(_) | PrepareError::Plugin(PluginError::Engine { .. }) => {
+                EXIT_FAILED
+            }
+            // A plugin whose `supports-batch-snapshot` traps fails its load.
+            PrepareError::Plugin(p) if p.is_fault() => EXIT_FAILED,
+            _ => EXIT_BAD_INPUT,
+        };
+        fail(&e.to_string(), code)
+    })
+}
+
+/// The steps of `--steps`: the value itself, or the script file `@FILE`
+/// (lines and commas separate steps; `#` starts a comment).
+fn script(value: &str) -> Result<String, String> {
+    let Some(file) = value.strip_prefix('@') else {
+        return Ok(value.to_string());
+    };
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("--steps @{file}: cannot read the script: {e}"))?;
+    Ok(text
+        .lines()
+        .map(|line| line.split_once('#').map_or(line, |(before, _)| before))
+        .collect::<Vec<_>>()
+        .join(","))
+}
+
+/// `coordhost plugin call`.
+pub fn call_command(args: &CallArgs, cache_dir: Option<PathBuf>) -> ExitCode {
+    // A bad script is refused before any call (`call::run` parses it first).
+    let steps = match args.steps.as_deref().map(script) {
+        None => None,
+        Some(Ok(steps)) => Some(steps),
+        Some(Err(message)) => return fail(&message, EXIT_BAD_INPUT),
+    };
+    let prepared = match load(&args.load, cache_dir) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let mut out = std::io::stdout().lock();
+    match super::call::run(&prepared.plugin, steps.as_deref(), &mut out) {
+        Ok(true) => ExitCode::from(EXIT_OK),
+        Ok(false) => ExitCode::from(EXIT_FAILED),
+        Err(super::call::CallError::BadStep(e)) => fail(&e.to_string(), EXIT_BAD_INPUT),
+        Err(e) => fail(&e.to_string(), EXIT_FAILED),
+    }
+}
+
+/// `coordhost plugin test`.
+pub fn test_command(args: &LoadArgs, cache_dir: Option<PathBuf>) -> ExitCode {
+    let prepared = match load(args, cache_dir) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let report = super::conformance::run(&prepared.plugin);
+    println!(
+        "{}: {} plugin, batch snapshots: {}",
+        args.file.display(),
+        report.kind,
+        if prepared.plugin.supports_batch_snapshot() {
+            "supported"
+        } else {
+            "not supported"
+        }
+    );
+    println!("{report}");
+    if report.passed() {
+        ExitCode::from(EXIT_OK)
+    } else {
+        let names: Vec<_> = report.failed().map(|c| c.name).collect();
+        eprintln!(
+            "coordhost: {} failed: {}",
+            args.file.display(),
+            names.join(", ")
+        );
+        ExitCode::from(EXIT_FAILED)
+    }
+}

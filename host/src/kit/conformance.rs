@@ -1,0 +1,633 @@
+//! The plugin contract checks of `coordhost plugin test` (issue 17): the
+//! same checks the project's conformance suite (`host/tests/plugin_conformance.rs`)
+//! runs on every sample plugin, so an author gets the verdict the samples get.
+//!
+//! Every check runs through the real plugin host (sandbox, deadlines, the
+//! host's own contract checks of each answer) on fresh instances, so one
+//! failed check does not hide the others. A check that does not apply (the
+//! snapshot round trip of a plugin without batch snapshots) says so and
+//! counts as passed; its counterpart (snapshot calls give an error value,
+//! not a trap) runs instead. The idea is Flink's connector testing framework
+//! (`SourceTestSuiteBase`): one suite, any implementation.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::grant::create_new_file;
+use crate::plugin::{
+    EnumeratorAction, ExecutionAttemptId, LoadedPlugin, PartitionDescriptor, PluginError,
+    PluginFailure, PluginKind, ProducerDescriptor, ResultPartitionId, ShuffleDescriptor,
+    ShuffleMaster, Split, SplitEnumerator,
+};
+
+/// Parallelism of the source the enumerator checks create (readers 0 and 1).
+pub const PARALLELISM: u32 = 2;
+/// Most split requests one drain makes before the check fails: an
+/// enumerator must say "no more splits" to every reader within this many.
+pub const MAX_REQUESTS: usize = 100_000;
+/// The job id the shuffle-master checks register.
+pub const JOB_ID: &str = "kit-job";
+
+/// The outcome of one check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The plugin did what the contract says.
+    Passed,
+    /// The check does not apply to this plugin; the reason says why.
+    NotApplicable(String),
+    /// The plugin broke the contract; the message says how.
+    Failed(String),
+}
+
+/// One named check and its outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    /// Kebab-case name, e.g. `batch-snapshot-restore`.
+    pub name: &'static str,
+    /// What the check asks of the plugin, in one line.
+    pub about: &'static str,
+    /// Its outcome.
+    pub outcome: Outcome,
+}
+
+/// Every check run on one plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// The plugin kind the checks were chosen for.
+    pub kind: PluginKind,
+    /// The checks, in the order they ran.
+    pub checks: Vec<Check>,
+}
+
+impl Report {
+    /// Whether no check failed.
+    pub fn passed(&self) -> bool {
+        self.failed().next().is_none()
+    }
+
+    /// The failed checks.
+    pub fn failed(&self) -> impl Iterator<Item = &Check> {
+        self.checks
+            .iter()
+            .filter(|c| matches!(c.outcome, Outcome::Failed(_)))
+    }
+}
+
+impl fmt::Display for Report {
+    /// One line per check: `ok`, `n/a` or `FAILED`, its name, what it asks
+    /// (and why it failed or does not apply).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for check in &self.checks {
+            match &check.outcome {
+                Outcome::Passed => writeln!(f, "ok      {}: {}", check.name, check.about)?,
+                Outcome::NotApplicable(why) => writeln!(f, "n/a     {}: {why}", check.name)?,
+                Outcome::Failed(why) => writeln!(f, "FAILED  {}: {why}", check.name)?,
+            }
+        }
+        let failed = self.failed().count();
+        if failed == 0 {
+            write!(f, "passed: {} checks", self.checks.len())
+        } else {
+            write!(f, "failed: {failed} of {} checks", self.checks.len())
+        }
+    }
+}
+
+/// Runs every check of `plugin`'s kind. The plugin's spec (configuration,
+/// granted directories, limits) is used as loaded; a split enumerator's
+/// configuration must give at least one split.
+pub fn run(plugin: &LoadedPlugin) -> Report {
+    let kind = plugin.spec().kind;
+    let checks = match kind {
+        PluginKind::SplitEnumerator => enumerator_checks(plugin),
+        PluginKind::ShuffleMaster => shuffle_checks(plugin),
+    };
+    Report { kind, checks }
+}
+
+type CheckFn<'a> = Box<dyn FnOnce() -> Result<Option<String>, String> + 'a>;
+
+/// Runs `body`: `Ok(None)` passed, `Ok(Some(why))` not applicable, `Err` failed.
+fn check(name: &'static str, about: &'static str, body: CheckFn<'_>) -> Check {
+    let outcome = match body() {
+        Ok(None) => Outcome::Passed,
+        Ok(Some(why)) => Outcome::NotApplicable(why),
+        Err(why) => Outcome::Failed(why),
+    };
+    Check {
+        name,
+        about,
+        outcome,
+    }
+}
+
+/// A plugin error as the one line a failed check shows.
+fn said(error: &PluginError) -> String {
+    crate::plugin::one_line(&error.to_string(), 400)
+}
+
+// ---------------------------------------------------------------------------
+// Split enumerators
+// ---------------------------------------------------------------------------
+
+/// A fresh enumerator, started, with readers 0 and 1 registered.
+fn started(plugin: &LoadedPlugin) -> Result<SplitEnumerator, String> {
+    let mut e = plugin.split_enumerator(PARALLELISM).map_err(|e| said(&e))?;
+    e.start().map_err(|e| said(&e))?;
+    for subtask in 0..PARALLELISM {
+        e.add_reader(subtask).map_err(|e| said(&e))?;
+    }
+    Ok(e)
+}
+
+/// What one request (or any call) assigned, and which readers were told
+/// "no more splits".
+fn apply(actions: Vec<EnumeratorAction>, got: &mut Vec<Split>, done: &mut [bool]) {
+    for action in actions {
+        match action {
+            EnumeratorAction::Assign { splits, .. } => got.extend(splits),
+            EnumeratorAction::NoMoreSplits { subtask } => {
+                if let Some(flag) = done.get_mut(subtask as usize) {
+                    *flag = true;
+                }
+            }
+        }
+    }
+}
+
+/// Requests splits for every reader in turn until each was told "no more
+/// splits"; returns every split assigned, in order.
+fn drain(e: &mut SplitEnumerator) -> Result<Vec<Split>, String> {
+    let mut got = Vec::new();
+    let mut done = vec![false; PARALLELISM as usize];
+    for request in 0..MAX_REQUESTS {
+        let Some(subtask) = (0..PARALLELISM).find(|s| !done[*s as usize]) else {
+            return Ok(got);
+        };
+        let before = got.len();
+        let actions = e
+            .handle_split_request(subtask, Some("localhost"))
+            .map_err(|e| said(&e))?;
+        apply(actions, &mut got, &mut done);
+        if got.len() == before && !done[subtask as usize] {
+            return Err(format!(
+                "request {} of subtask {subtask} got neither a split nor \"no more splits\" (answer every `handle-split-request` with `assign-splits` or `signal-no-more-splits`)",
+                request + 1
+            ));
+        }
+    }
+    Err(format!(
+        "the enumerator did not tell every reader \"no more splits\" within {MAX_REQUESTS} requests"
+    ))
+}
+
+/// Split ids in order.
+fn ids(splits: &[Split]) -> Vec<String> {
+    splits.iter().map(|s| s.id.clone()).collect()
+}
+
+/// Splits by id, failing on an id seen twice.
+fn by_id(splits: &[Split], what: &str) -> Result<BTreeMap<String, Split>, String> {
+    let mut map = BTreeMap::new();
+    for split in splits {
+        if map.insert(split.id.clone(), split.clone()).is_some() {
+            return Err(format!("split `{}` was handed out twice {what}", split.id));
+        }
+    }
+    Ok(map)
+}
+
+/// Compares two sets of splits by id and payload.
+fn same_splits(expected: &[Split], got: &[Split], what: &str) -> Result<(), String> {
+    let want = by_id(expected, what)?;
+    let have = by_id(got, what)?;
+    let missing: Vec<_> = want.keys().filter(|k| !have.contains_key(*k)).collect();
+    let extra: Vec<_> = have.keys().filter(|k| !want.contains_key(*k)).collect();
+    if !missing.is_empty() || !extra.is_empty() {
+        return Err(format!(
+            "{what}: splits missing {missing:?}, splits not expected {extra:?}"
+        ));
+    }
+    if let Some((id, _)) = want.iter().find(|(id, s)| have.get(*id) != Some(*s)) {
+        return Err(format!(
+            "{what}: split `{id}` came back with another payload"
+        ));
+    }
+    Ok(())
+}
+
+fn enumerator_checks(plugin: &LoadedPlugin) -> Vec<Check> {
+    let mut checks = Vec::new();
+    // The reference hand-out: every split a fresh enumerator gives.
+    let mut all: Option<Vec<Split>> = None;
+    checks.push(check(
+        "create-and-start",
+        "`create` with the configuration, `start`, then `add-reader` for readers 0 and 1 succeed",
+        Box::new(|| started(plugin).map(|_| None)),
+    ));
+    checks.push(check(
+        "hand-out",
+        "requests get each split once (unique ids), then \"no more splits\" for every reader; `unassigned-splits` counts down to 0",
+        Box::new(|| {
+            let mut e = started(plugin)?;
+            let before = e.unassigned_splits().map_err(|e| said(&e))?;
+            let splits = drain(&mut e)?;
+            by_id(&splits, "by one enumerator")?;
+            if splits.is_empty() {
+                return Err(
+                    "the enumerator handed out no split; give it a configuration that makes some (--config key=value)"
+                        .into(),
+                );
+            }
+            if before != splits.len() as u64 {
+                return Err(format!(
+                    "`unassigned-splits` said {before} after `start`, but {} splits were handed out",
+                    splits.len()
+                ));
+            }
+            let after = e.unassigned_splits().map_err(|e| said(&e))?;
+            if after != 0 {
+                return Err(format!(
+                    "`unassigned-splits` says {after} after every reader was told \"no more splits\""
+                ));
+            }
+            all = Some(splits);
+            Ok(None)
+        }),
+    ));
+    let Some(all) = all else {
+        return checks;
+    };
+    checks.push(check(
+        "no-more-splits-is-final",
+        "after \"no more splits\", a reader that asks again gets no split",
+        Box::new(|| {
+            let mut e = started(plugin)?;
+            drain(&mut e)?;
+            let mut got = Vec::new();
+            let mut done = vec![false; PARALLELISM as usize];
+            let actions = e.handle_split_request(0, None).map_err(|e| said(&e))?;
+            apply(actions, &mut got, &mut done);
+            match got.first() {
+                Some(split) => Err(format!(
+                    "split `{}` was handed out after \"no more splits\"",
+                    split.id
+                )),
+                None => Ok(None),
+            }
+        }),
+    ));
+    checks.push(check(
+        "add-splits-back",
+        "splits given back with `add-splits-back` (a reset subtask) are handed out again, each once",
+        Box::new(|| {
+            let mut e = started(plugin)?;
+            let mut taken = Vec::new();
+            let mut done = vec![false; PARALLELISM as usize];
+            let actions = e
+                .handle_split_request(0, None)
+                .map_err(|e| said(&e))?;
+            apply(actions, &mut taken, &mut done);
+            if taken.is_empty() {
+                return Err("the first request of reader 0 got no split".into());
+            }
+            e.add_splits_back(taken.clone(), 0)
+                .map_err(|e| said(&e))?;
+            let count = e.unassigned_splits().map_err(|e| said(&e))?;
+            if count != all.len() as u64 {
+                return Err(format!(
+                    "`unassigned-splits` says {count} after {} split(s) came back, expected {}",
+                    taken.len(),
+                    all.len()
+                ));
+            }
+            let again = drain(&mut e)?;
+            same_splits(&all, &again, "after `add-splits-back`")?;
+            Ok(None)
+        }),
+    ));
+    if plugin.supports_batch_snapshot() {
+        enumerator_snapshot_checks(plugin, &all, &mut checks);
+    } else {
+        checks.push(check(
+            "batch-snapshot-restore",
+            "",
+            Box::new(|| {
+                Ok(Some(
+                    "the plugin does not support batch snapshots (on recovery the host resets its whole source vertex)"
+                        .into(),
+                ))
+            }),
+        ));
+        checks.push(check(
+            "no-snapshot-is-an-error-value",
+            "without batch-snapshot support, `snapshot-state` returns an error value (it does not trap)",
+            Box::new(|| {
+                let mut e = started(plugin)?;
+                match e.snapshot_state(-1) {
+                    Err(PluginError::Returned { .. }) => Ok(None),
+                    Err(other) => Err(said(&other)),
+                    Ok(_) => Err(
+                        "`supports-batch-snapshot` says false, but `snapshot-state` returned a snapshot"
+                            .into(),
+                    ),
+                }
+            }),
+        ));
+    }
+    checks
+}
+
+fn enumerator_snapshot_checks(plugin: &LoadedPlugin, all: &[Split], checks: &mut Vec<Check>) {
+    checks.push(check(
+        "batch-snapshot-restore",
+        "an enumerator restored (in a new instance) from `snapshot-state` taken midway hands out exactly the splits that were unassigned then",
+        Box::new(|| {
+            let mut e = started(plugin)?;
+            let half = all.len() / 2;
+            let mut taken = Vec::new();
+            let mut done = vec![false; PARALLELISM as usize];
+            while taken.len() < half && !done[0] {
+                let actions = e
+                    .handle_split_request(0, None)
+                    .map_err(|e| said(&e))?;
+                apply(actions, &mut taken, &mut done);
+            }
+            let snapshot = e.snapshot_state(-1).map_err(|e| said(&e))?;
+            let rest = drain(&mut e)?;
+            let mut restored = plugin
+                .restore_split_enumerator(PARALLELISM, &snapshot)
+                .map_err(|e| said(&e))?;
+            restored.start().map_err(|e| said(&e))?;
+            for subtask in 0..PARALLELISM {
+                restored.add_reader(subtask).map_err(|e| said(&e))?;
+            }
+            let count = restored.unassigned_splits().map_err(|e| said(&e))?;
+            if count != rest.len() as u64 {
+                return Err(format!(
+                    "restored, `unassigned-splits` says {count}; {} splits were unassigned at the snapshot",
+                    rest.len()
+                ));
+            }
+            let again = drain(&mut restored)?;
+            same_splits(&rest, &again, "after `restore`")?;
+            Ok(None)
+        }),
+    ));
+    checks.push(check(
+        "restore-does-not-rediscover",
+        "restored from a snapshot taken after every split was handed out, the enumerator hands out none (the host keeps the assigned ones)",
+        Box::new(|| {
+            let mut e = started(plugin)?;
+            drain(&mut e)?;
+            let snapshot = e.snapshot_state(-1).map_err(|e| said(&e))?;
+            let mut restored = plugin
+                .restore_split_enumerator(PARALLELISM, &snapshot)
+                .map_err(|e| said(&e))?;
+            restored.start().map_err(|e| said(&e))?;
+            for subtask in 0..PARALLELISM {
+                restored.add_reader(subtask).map_err(|e| said(&e))?;
+            }
+            let again = drain(&mut restored)?;
+            if again.is_empty() {
+                Ok(None)
+            } else {
+                Err(format!(
+                    "it handed out {} split(s) again ({:?}): a restored enumerator must not discover splits a snapshot had already assigned",
+                    again.len(),
+                    ids(&again)
+                ))
+            }
+        }),
+    ));
+    checks.push(check(
+        "corrupt-snapshot",
+        "`restore` of bytes that are not a snapshot returns the error value `corrupt-snapshot`",
+        Box::new(
+            || match plugin.restore_split_enumerator(PARALLELISM, b"\xffnot a snapshot") {
+                Err(PluginError::Returned {
+                    error: PluginFailure::CorruptSnapshot(_),
+                    ..
+                }) => Ok(None),
+                Err(other) => Err(format!("expected `corrupt-snapshot`: {}", said(&other))),
+                Ok(_) => Err("`restore` accepted bytes that are not a snapshot".into()),
+            },
+        ),
+    ));
+}
+
+// ---------------------------------------------------------------------------
+// Shuffle masters
+// ---------------------------------------------------------------------------
+
+fn partition(subtask: u32) -> PartitionDescriptor {
+    PartitionDescriptor {
+        id: ResultPartitionId {
+            intermediate_data_set: "source->sink".to_string(),
+            producer: ExecutionAttemptId {
+                job_vertex: "source".to_string(),
+                subtask,
+                attempt: 0,
+            },
+        },
+        num_subpartitions: 2,
+    }
+}
+
+fn producer() -> ProducerDescriptor {
+    ProducerDescriptor {
+        worker_id: "worker-0".into(),
+        hostname: Some("localhost".into()),
+    }
+}
+
+/// A fresh shuffle master with the job registered.
+fn registered(plugin: &LoadedPlugin) -> Result<ShuffleMaster, String> {
+    let mut m = plugin.shuffle_master().map_err(|e| said(&e))?;
+    m.register_job(JOB_ID).map_err(|e| said(&e))?;
+    Ok(m)
+}
+
+/// Writes a partition as the host's producer does (inside the plugin's
+/// writable grants only): subpartition files, then `COMPLETE` if `complete`.
+pub(crate) fn write_partition(
+    m: &ShuffleMaster,
+    d: &ShuffleDescriptor,
+    sizes: &[usize],
+    complete: bool,
+) -> Result<(), String> {
+    let dir = m
+        .partition_dir("register-partition-with-producer", &d.location)
+        .map_err(|e| said(&e))?;
+    let opened = dir.create_fresh().map_err(|e| e.to_string())?;
+    let io = |e: std::io::Error| format!("cannot write a partition at {}: {e}", d.location);
+    for (i, size) in sizes.iter().enumerate() {
+        let mut file = create_new_file(&opened, &format!("sub-{i}.data")).map_err(io)?;
+        std::io::Write::write_all(&mut file, &vec![b'x'; *size]).map_err(io)?;
+    }
+    if complete {
+        create_new_file(&opened, "COMPLETE").map_err(io)?;
+    }
+    Ok(())
+}
+
+fn mark_complete(m: &ShuffleMaster, d: &ShuffleDescriptor) -> Result<(), String> {
+    let dir = m
+        .partition_dir("register-partition-with-producer", &d.location)
+        .map_err(|e| said(&e))?;
+    let opened = dir.open().map_err(|e| e.to_string())?;
+    create_new_file(&opened, "COMPLETE")
+        .map(drop)
+        .map_err(|e| format!("cannot complete the partition at {}: {e}", d.location))
+}
+
+/// What the shuffle master reports: `(producer subtask, bytes per subpartition)`, sorted.
+fn report(m: &mut ShuffleMaster, remaining_ms: u64) -> Result<Vec<(u32, Vec<u64>)>, String> {
+    let expected = [partition(0).id, partition(1).id];
+    let mut got: Vec<_> = m
+        .get_partitions_with_metrics(JOB_ID, &expected, remaining_ms)
+        .map_err(|e| said(&e))?
+        .into_iter()
+        .map(|p| (p.descriptor.id.producer.subtask, p.bytes_per_subpartition))
+        .collect();
+    got.sort();
+    Ok(got)
+}
+
+/// Registers partitions 0 and 1 and checks the descriptors.
+fn register_two(m: &mut ShuffleMaster) -> Result<[ShuffleDescriptor; 2], String> {
+    let mut out = Vec::new();
+    for subtask in 0..2 {
+        let d = m
+            .register_partition_with_producer(JOB_ID, &partition(subtask), &producer())
+            .map_err(|e| said(&e))?;
+        out.push(d);
+    }
+    if out[0].location == out[1].location {
+        return Err(format!(
+            "two partitions got the same location {}",
+            out[0].location
+        ));
+    }
+    Ok([out[0].clone(), out[1].clone()])
+}
+
+fn shuffle_checks(plugin: &LoadedPlugin) -> Vec<Check> {
+    let mut checks = Vec::new();
+    checks.push(check(
+        "create-and-register-job",
+        "`create` with the configuration and `register-job` succeed",
+        Box::new(|| registered(plugin).map(|_| None)),
+    ));
+    checks.push(check(
+        "register-partition",
+        "each partition gets its own location inside a writable granted directory, with its id and subpartition count",
+        Box::new(|| {
+            let mut m = registered(plugin)?;
+            register_two(&mut m).map(|_| None)
+        }),
+    ));
+    checks.push(check(
+        "report-complete-partitions",
+        "`get-partitions-with-metrics` reports the complete partitions (those with `COMPLETE`) with their bytes per subpartition, and no other",
+        Box::new(|| {
+            let mut m = registered(plugin)?;
+            let [d0, d1] = register_two(&mut m)?;
+            write_partition(&m, &d0, &[3, 5], true)?;
+            write_partition(&m, &d1, &[4, 4], false)?;
+            let got = report(&mut m, 1000)?;
+            if got != vec![(0, vec![3, 5])] {
+                return Err(format!(
+                    "reported (producer subtask, bytes per subpartition) {got:?}; expected [(0, [3, 5])]: partition 1 has no COMPLETE file"
+                ));
+            }
+            Ok(None)
+        }),
+    ));
+    checks.push(check(
+        "release",
+        "after `release-partition-externally`, the partition is no longer reported",
+        Box::new(|| {
+            let mut m = registered(plugin)?;
+            let [d0, d1] = register_two(&mut m)?;
+            write_partition(&m, &d0, &[1, 2], true)?;
+            write_partition(&m, &d1, &[2, 1], true)?;
+            m.release_partition_externally(&d0).map_err(|e| said(&e))?;
+            let got = report(&mut m, 0)?;
+            if got != vec![(1, vec![2, 1])] {
+                return Err(format!(
+                    "after releasing partition 0, reported {got:?}; expected [(1, [2, 1])]"
+                ));
+            }
+            m.unregister_job(JOB_ID).map_err(|e| said(&e))?;
+            Ok(None)
+        }),
+    ));
+    if plugin.supports_batch_snapshot() {
+        checks.push(check(
+            "batch-snapshot-restore",
+            "a new instance restored from the snapshots (the first one full) reports the partitions registered before them",
+            Box::new(|| {
+                let mut m = registered(plugin)?;
+                let d0 = m
+                    .register_partition_with_producer(JOB_ID, &partition(0), &producer())
+                    .map_err(|e| said(&e))?;
+                let first = m.snapshot_state(JOB_ID).map_err(|e| said(&e))?;
+                if first.incremental {
+                    return Err(
+                        "the first snapshot is incremental; it must be full (a restore starts at the last full one)"
+                            .into(),
+                    );
+                }
+                let d1 = m
+                    .register_partition_with_producer(JOB_ID, &partition(1), &producer())
+                    .map_err(|e| said(&e))?;
+                let second = m.snapshot_state(JOB_ID).map_err(|e| said(&e))?;
+                write_partition(&m, &d0, &[3, 5], true)?;
+                write_partition(&m, &d1, &[4, 4], false)?;
+                let mut fresh = registered(plugin)?;
+                fresh
+                    .restore_state(vec![first, second])
+                    .map_err(|e| said(&e))?;
+                fresh
+                    .notify_partition_recovery_started(JOB_ID)
+                    .map_err(|e| said(&e))?;
+                mark_complete(&m, &d1)?;
+                let got = report(&mut fresh, 1000)?;
+                if got != vec![(0, vec![3, 5]), (1, vec![4, 4])] {
+                    return Err(format!(
+                        "restored, reported {got:?}; expected [(0, [3, 5]), (1, [4, 4])]"
+                    ));
+                }
+                Ok(None)
+            }),
+        ));
+    } else {
+        checks.push(check(
+            "batch-snapshot-restore",
+            "",
+            Box::new(|| {
+                Ok(Some(
+                    "the plugin does not support batch snapshots (the host then disables progress recovery for the job)"
+                        .into(),
+                ))
+            }),
+        ));
+        checks.push(check(
+            "no-snapshot-is-an-error-value",
+            "without batch-snapshot support, `snapshot-state` returns an error value (it does not trap)",
+            Box::new(|| {
+                let mut m = registered(plugin)?;
+                match m.snapshot_state(JOB_ID) {
+                    Err(PluginError::Returned { .. }) => Ok(None),
+                    Err(other) => Err(said(&other)),
+                    Ok(_) => Err(
+                        "`supports-batch-snapshot` says false, but `snapshot-state` returned a snapshot"
+                            .into(),
+                    ),
+                }
+            }),
+        ));
+    }
+    checks
+}

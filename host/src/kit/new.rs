@@ -1,0 +1,243 @@
+//! `coordhost plugin new`: writes a new plugin project from the templates in
+//! the repository's `templates/<lang>-<kind>/`, embedded in the binary, with
+//! the WIT (`wit/types.wit`) copied in, so the project builds anywhere.
+//!
+//! Tool versions are not written twice: they are read, at build time of
+//! coordhost, from the files that pin them for the sample plugins
+//! (`plugins/Cargo.toml` for wit-bindgen, `plugins/languages.mk` for
+//! componentize-py, `plugins/js-enumerator/package.json` for
+//! componentize-js and preview2-shim).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::plugin::{PluginKind, WIT_VERSION};
+
+/// The WIT package every plugin targets, copied into each project as `wit/types.wit`.
+pub const WIT_TYPES: &str = include_str!("../../../wit/types.wit");
+
+const PLUGINS_CARGO: &str = include_str!("../../../plugins/Cargo.toml");
+const LANGUAGES_MK: &str = include_str!("../../../plugins/languages.mk");
+const JS_PACKAGE: &str = include_str!("../../../plugins/js-enumerator/package.json");
+
+/// The language of a project.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lang {
+    /// Rust with wit-bindgen, built with cargo for `wasm32-wasip2`.
+    Rust,
+    /// Python with componentize-py.
+    Python,
+    /// JavaScript with componentize-js.
+    Js,
+}
+
+impl fmt::Display for Lang {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Rust => "rust",
+            Self::Python => "python",
+            Self::Js => "js",
+        })
+    }
+}
+
+/// One file of a template: its path in the project and its text, with
+/// `{{placeholders}}` (see [`render`]).
+type TemplateFile = (&'static str, &'static str);
+
+macro_rules! template {
+    ($dir:literal: $($file:literal),+ $(,)?) => {
+        &[$(($file, include_str!(concat!("../../../templates/", $dir, "/", $file)))),+]
+    };
+}
+
+const RUST_SPLIT_ENUMERATOR: &[TemplateFile] = template!("rust-split-enumerator":
+    "Cargo.toml", "Cargo.lock", "src/lib.rs", "README.md", ".gitignore");
+const RUST_SHUFFLE_MASTER: &[TemplateFile] = template!("rust-shuffle-master":
+    "Cargo.toml", "Cargo.lock", "src/lib.rs", "README.md", ".gitignore");
+const PYTHON_SPLIT_ENUMERATOR: &[TemplateFile] = template!("python-split-enumerator":
+    "app.py", "split_enumerator.py", "README.md", ".gitignore");
+const PYTHON_SHUFFLE_MASTER: &[TemplateFile] = template!("python-shuffle-master":
+    "app.py", "shuffle_master.py", "README.md", ".gitignore");
+const JS_SPLIT_ENUMERATOR: &[TemplateFile] = template!("js-split-enumerator":
+    "enumerator.js", "build.mjs", "package.json", "README.md", ".gitignore");
+
+/// The template for `lang` and `kind`, if there is one.
+fn template(lang: Lang, kind: PluginKind) -> Option<&'static [TemplateFile]> {
+    match (lang, kind) {
+        (Lang::Rust, PluginKind::SplitEnumerator) => Some(RUST_SPLIT_ENUMERATOR),
+        (Lang::Rust, PluginKind::ShuffleMaster) => Some(RUST_SHUFFLE_MASTER),
+        (Lang::Python, PluginKind::SplitEnumerator) => Some(PYTHON_SPLIT_ENUMERATOR),
+        (Lang::Python, PluginKind::ShuffleMaster) => Some(PYTHON_SHUFFLE_MASTER),
+        (Lang::Js, PluginKind::SplitEnumerator) => Some(JS_SPLIT_ENUMERATOR),
+        (Lang::Js, PluginKind::ShuffleMaster) => None,
+    }
+}
+
+/// Why a project was not written. Each message is one line naming the
+/// option or the folder.
+#[derive(Debug, thiserror::Error)]
+pub enum NewError {
+    /// The name is not a plain kebab-case name.
+    #[error(
+        "NAME `{0}`: use lowercase letters, digits and `-`, starting with a letter (it names the folder, the crate and the component)"
+    )]
+    BadName(String),
+    /// No template for this language and kind.
+    #[error(
+        "--lang {lang} --kind {kind}: no template; a {kind} template exists for --lang rust and --lang python"
+    )]
+    NoTemplate {
+        /// The language asked for.
+        lang: Lang,
+        /// The kind asked for.
+        kind: PluginKind,
+    },
+    /// The target folder exists and holds something.
+    #[error("{}: the folder exists and is not empty; choose another NAME or --dir", .0.display())]
+    NotEmpty(PathBuf),
+    /// Writing failed.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The file or folder.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// A pinned version, read from the file that pins it for the sample plugins.
+fn pinned<'a>(text: &'a str, after: &str, end: char) -> &'a str {
+    text.split_once(after)
+        .map(|(_, rest)| rest.trim_start_matches(['=', ' ', '"']))
+        .and_then(|rest| rest.split(end).next())
+        .map_or("", str::trim)
+}
+
+/// The tool versions the templates pin: `(placeholder, version)`.
+pub fn pinned_versions() -> [(&'static str, &'static str); 5] {
+    [
+        (
+            "wit_bindgen",
+            pinned(PLUGINS_CARGO, "wit-bindgen = \"=", '"'),
+        ),
+        (
+            "componentize_py",
+            pinned(LANGUAGES_MK, "COMPONENTIZE_PY_VERSION :=", '\n'),
+        ),
+        (
+            "componentize_js",
+            pinned(JS_PACKAGE, "\"@bytecodealliance/componentize-js\": \"", '"'),
+        ),
+        (
+            "preview2_shim",
+            pinned(JS_PACKAGE, "\"@bytecodealliance/preview2-shim\": \"", '"'),
+        ),
+        ("wit_version", WIT_VERSION),
+    ]
+}
+
+/// Replaces `{{name}}`, `{{crate}}` and the pinned versions in `text`.
+pub fn render(text: &str, name: &str) -> String {
+    let mut out = text
+        .replace("{{name}}", name)
+        .replace("{{crate}}", &name.replace('-', "_"));
+    for (key, version) in pinned_versions() {
+        out = out.replace(&format!("{{{{{key}}}}}"), version);
+    }
+    out
+}
+
+fn valid_name(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.ends_with('-')
+}
+
+/// Writes project `name` of `kind` in `lang` into `parent/name`; returns
+/// the folder and the files written (relative paths).
+///
+/// # Errors
+/// [`NewError`]: a bad name, no template, a non-empty folder, or a write failure.
+pub fn create(
+    name: &str,
+    kind: PluginKind,
+    lang: Lang,
+    parent: &Path,
+) -> Result<(PathBuf, Vec<String>), NewError> {
+    if !valid_name(name) {
+        return Err(NewError::BadName(name.to_string()));
+    }
+    let files = template(lang, kind).ok_or(NewError::NoTemplate { lang, kind })?;
+    let dir = parent.join(name);
+    let write_error = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| NewError::Write { path, source }
+    };
+    match std::fs::read_dir(&dir) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Err(NewError::NotEmpty(dir));
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(write_error(&dir)(e)),
+    }
+    let mut written = Vec::new();
+    let wit: TemplateFile = ("wit/types.wit", WIT_TYPES);
+    for (rel, text) in files.iter().chain(std::iter::once(&wit)) {
+        let path = dir.join(rel);
+        if let Some(folder) = path.parent() {
+            std::fs::create_dir_all(folder).map_err(write_error(folder))?;
+        }
+        let body = if *rel == "wit/types.wit" {
+            (*text).to_string()
+        } else {
+            render(text, name)
+        };
+        std::fs::write(&path, body).map_err(write_error(&path))?;
+        written.push((*rel).to_string());
+    }
+    Ok((dir, written))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pinned_version_is_found_in_the_files_that_pin_the_samples() {
+        for (key, version) in pinned_versions() {
+            assert!(
+                version.chars().next().is_some_and(|c| c.is_ascii_digit()) && version.contains('.'),
+                "{key}: `{version}`"
+            );
+        }
+    }
+
+    #[test]
+    fn no_placeholder_is_left_after_rendering() {
+        for files in [
+            RUST_SPLIT_ENUMERATOR,
+            RUST_SHUFFLE_MASTER,
+            PYTHON_SPLIT_ENUMERATOR,
+            PYTHON_SHUFFLE_MASTER,
+            JS_SPLIT_ENUMERATOR,
+        ] {
+            for (rel, text) in files {
+                let out = render(text, "my-plugin");
+                assert!(!out.contains("{{"), "{rel}: {out}");
+            }
+        }
+    }
+
+    #[test]
+    fn names_are_plain_kebab_case() {
+        assert!(valid_name("my-enumerator2"));
+        for bad in ["", "My", "1x", "a_b", "a/b", "..", "a-"] {
+            assert!(!valid_name(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The authors' kit end to end (issue 17): for each template, `coordhost plugin new`, the build
+# its README gives, `coordhost plugin check`, then `coordhost plugin test`. Part of `make test`.
+#
+#   scripts/kit-check.sh COORDHOST_BINARY
+#
+# Reuses the tools `make plugins` installs (the Python venv .venv with the pinned
+# componentize-py, the pinned componentize-js in plugins/js-enumerator/node_modules), and one
+# Cargo target folder for every Rust project, so wit-bindgen compiles once. Fails loudly when a
+# tool is missing. Works in build/kit-check/ (KIT_CHECK_DIR), which it empties first.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=${1:?usage: scripts/kit-check.sh COORDHOST_BINARY}
+work=${KIT_CHECK_DIR:-$root/build/kit-check}
+cpy=$root/.venv/bin/componentize-py
+node_modules=$root/plugins/js-enumerator/node_modules
+
+fail() { echo "kit-check: $*" >&2; exit 1; }
+[ -x "$bin" ] || fail "$bin is not an executable coordhost binary"
+command -v cargo >/dev/null || fail "cargo not found; install Rust with rustup"
+command -v node >/dev/null || fail "node not found; install Node.js >= 20"
+[ -x "$cpy" ] || fail "$cpy not found; run 'make plugins' (it creates .venv with componentize-py)"
+[ -d "$node_modules/@bytecodealliance/componentize-js" ] \
+  || fail "componentize-js not in $node_modules; run 'make plugins' (it runs npm ci)"
+
+projects=$work/projects
+rm -rf "$projects"
+mkdir -p "$projects"
+# One target folder for every Rust project: wit-bindgen compiles once.
+export CARGO_TARGET_DIR=$work/rust-target
+cache=$work/cache
+
+new() { # NAME KIND LANG
+  "$bin" plugin new "$1" --kind "$2" --lang "$3" --dir "$projects"
+}
+verify() { # WASM [plugin test options...]
+  local wasm=$1
+  shift
+  "$bin" --cache-dir "$cache" plugin check "$wasm"
+  "$bin" --cache-dir "$cache" plugin test "$wasm" "$@" || fail "plugin test failed for $wasm"
+  echo "kit-check: $wasm passed"
+}
+
+for kind in split-enumerator shuffle-master; do
+  name=kit-rust-$kind
+  new "$name" "$kind" rust
+  (cd "$projects/$name" && cargo build --quiet --locked --release --target wasm32-wasip2) \
+    || fail "the Rust $kind project does not build"
+  verify "$CARGO_TARGET_DIR/wasm32-wasip2/release/${name//-/_}.wasm"
+done
+
+for kind in split-enumerator shuffle-master; do
+  name=kit-python-$kind
+  new "$name" "$kind" python
+  (cd "$projects/$name" && "$cpy" -d wit -w "$kind-plugin" componentize -p . app -o "$name.wasm") \
+    || fail "the Python $kind project does not build"
+  verify "$projects/$name/$name.wasm"
+done
+
+name=kit-js-split-enumerator
+new "$name" split-enumerator js
+ln -s "$node_modules" "$projects/$name/node_modules"
+(cd "$projects/$name" && node build.mjs "$name.wasm") || fail "the JavaScript project does not build"
+verify "$projects/$name/$name.wasm" --config lines=20 --config lines-per-split=4
+
+echo "kit-check: every generated project built and passed plugin test"

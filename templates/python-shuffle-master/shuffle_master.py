@@ -1,0 +1,173 @@
+"""The `shuffle-master` resource of `{{name}}` (world `shuffle-master-plugin`, `wit/types.wit`).
+
+It keeps result partitions as folders under one root and supports batch snapshots.
+
+Config key `root`: an absolute folder, granted writable to the plugin in the job file
+(`dirs = [{ path = "...", writable = true }]`). Partition `<data set>/<vertex>-<subtask>-<attempt>`
+of job `J` lives in `<root>/<J>/<data set>/<vertex>-<subtask>-<attempt>` (characters other than
+`[A-Za-z0-9._-]` become `_`). The host writes `sub-<i>.data` there, then `COMPLETE`; a
+partition is reported only once `COMPLETE` exists.
+
+Snapshot format, version 1: the text `v1`, then one line per partition, tab-separated: data
+set, vertex, subtask, attempt, subpartitions, location. Every snapshot is full
+(`incremental = False`); a plugin with many partitions may send only what is new after a first
+full one.
+
+Expected failures are raised as `componentize_py_types.Err(<error variant>)`.
+"""
+
+import os
+import re
+import shutil
+from typing import List, Tuple
+
+import wit_world.exports.shuffle_master
+from componentize_py_types import Err
+from wit_world.imports import host_log
+from wit_world.imports.types import (
+    Error_CorruptSnapshot,
+    Error_InvalidConfig,
+    Error_Io,
+    ExecutionAttemptId,
+    LogLevel,
+    PartitionDescriptor,
+    PartitionWithMetrics,
+    ProducerDescriptor,
+    ResultPartitionId,
+    ShuffleDescriptor,
+    ShuffleMasterSnapshot,
+)
+
+#: The first line of every snapshot this code writes.
+SNAPSHOT_V1 = "v1"
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def safe(component: str) -> str:
+    """One path component, reduced to `[A-Za-z0-9._-]` so it can neither climb nor nest."""
+    cleaned = _UNSAFE.sub("_", component)
+    if cleaned.strip(".") == "":
+        return "_" * max(len(cleaned), 1)
+    return cleaned
+
+
+def key(partition: ResultPartitionId) -> Tuple[str, str, int, int]:
+    """A partition's identity, comparable."""
+    p = partition.producer
+    return (partition.intermediate_data_set, p.job_vertex, p.subtask, p.attempt)
+
+
+def make_dirs(path: str) -> None:
+    """`mkdir -p` that starts at `path`: under WASI the parents of a granted folder are not visible."""
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        return
+    except FileNotFoundError:
+        make_dirs(os.path.dirname(path))
+        os.mkdir(path)
+
+
+class ShuffleMaster(wit_world.exports.shuffle_master.ShuffleMaster):
+    """One shuffle master; the host creates one per job."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        #: Every partition registered (or restored) and not released, by `key`.
+        self.partitions = {}
+
+    @classmethod
+    def create(cls, config: List[Tuple[str, str]]) -> "ShuffleMaster":
+        """Needs `root`, an absolute folder; raises `Err(Error_InvalidConfig)` naming it."""
+        root = dict(config).get("root")
+        if not root:
+            raise Err(Error_InvalidConfig("root: missing; set an absolute folder"))
+        if not root.startswith("/"):
+            raise Err(Error_InvalidConfig(f"root: {root!r} is not an absolute path"))
+        return cls(root.rstrip("/"))
+
+    def register_job(self, job_id: str) -> None:
+        host_log.log(LogLevel.INFO, f"job {job_id} registered")
+
+    def register_partition_with_producer(
+        self, job_id: str, partition: PartitionDescriptor, producer: ProducerDescriptor
+    ) -> ShuffleDescriptor:
+        """Makes the partition's folder and answers where it is."""
+        p = partition.id.producer
+        location = "/".join([
+            self.root, safe(job_id), safe(partition.id.intermediate_data_set),
+            f"{safe(p.job_vertex)}-{p.subtask}-{p.attempt}",
+        ])
+        try:
+            make_dirs(location)
+        except OSError as error:
+            raise Err(Error_Io(f"cannot create {location}: {error.strerror or error}"))
+        descriptor = ShuffleDescriptor(partition.id, location, partition.num_subpartitions)
+        self.partitions[key(partition.id)] = descriptor
+        return descriptor
+
+    def release_partition_externally(self, descriptor: ShuffleDescriptor) -> None:
+        """Forgets the partition and deletes its folder (only under the root)."""
+        self.partitions.pop(key(descriptor.id), None)
+        if descriptor.location.startswith(self.root + "/"):
+            shutil.rmtree(descriptor.location, ignore_errors=True)
+
+    @classmethod
+    def supports_batch_snapshot(cls) -> bool:
+        return True
+
+    def snapshot_state(self, job_id: str) -> ShuffleMasterSnapshot:
+        """A full snapshot of every known partition."""
+        lines = [SNAPSHOT_V1]
+        for d in self.partitions.values():
+            p = d.id.producer
+            fields = [d.id.intermediate_data_set, p.job_vertex, str(p.subtask), str(p.attempt),
+                      str(d.num_subpartitions), d.location]
+            lines.append("\t".join(fields))
+        return ShuffleMasterSnapshot(False, "\n".join(lines).encode("utf-8"))
+
+    def restore_state(self, snapshots: List[ShuffleMasterSnapshot]) -> None:
+        """A full snapshot replaces what is known; an incremental one adds to it."""
+        for snapshot in snapshots:
+            if not snapshot.incremental:
+                self.partitions = {}
+            try:
+                lines = bytes(snapshot.data).decode("utf-8").split("\n")
+            except UnicodeDecodeError:
+                raise Err(Error_CorruptSnapshot("{{name}} snapshot: not UTF-8"))
+            if lines[0] != SNAPSHOT_V1:
+                raise Err(Error_CorruptSnapshot(f"{{name}} snapshot: unknown version {lines[0]!r}"))
+            for line in lines[1:]:
+                fields = line.split("\t")
+                try:
+                    data_set, vertex, subtask, attempt, subpartitions, location = fields
+                    attempt_id = ExecutionAttemptId(vertex, int(subtask), int(attempt))
+                    descriptor = ShuffleDescriptor(
+                        ResultPartitionId(data_set, attempt_id), location, int(subpartitions)
+                    )
+                except ValueError:
+                    raise Err(Error_CorruptSnapshot(f"{{name}} snapshot: bad line {line!r}"))
+                self.partitions[key(descriptor.id)] = descriptor
+
+    def notify_partition_recovery_started(self, job_id: str) -> None:
+        """Nothing to do: partitions are looked up when asked for."""
+
+    def get_partitions_with_metrics(
+        self, job_id: str, expected: List[ResultPartitionId], remaining_ms: int
+    ) -> List[PartitionWithMetrics]:
+        """The expected partitions that are complete, with their sizes; answers at once."""
+        found = []
+        for partition in expected:
+            d = self.partitions.get(key(partition))
+            if d is None or not os.path.isfile(f"{d.location}/COMPLETE"):
+                continue
+            try:
+                sizes = [os.stat(f"{d.location}/sub-{i}.data").st_size for i in range(d.num_subpartitions)]
+            except OSError:
+                continue
+            found.append(PartitionWithMetrics(d, sizes))
+        return found
+
+    def unregister_job(self, job_id: str) -> None:
+        self.partitions = {}
