@@ -26,7 +26,8 @@ FLOORS='
 4 plan snapshot
 5 scheduler recovery
 6 job
-7 cli
+7 kit
+8 cli
 '
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -1,12 +1,12 @@
 //! The faces of `coordhost plugin new|call|test`: their options and what
-//! they print. Exit codes as everywhere (`crate::cli`): 0 success, 1 the
+//! they print. Exit codes as everywhere (`crate::job::exit`): 0 success, 1 the
 //! plugin failed a call or a check, 2 bad input (command line, component,
 //! a folder that is not empty).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::cli::{EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
+use crate::job::exit::{EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
 use crate::plugin::{CompileNotice, HostOptions, PluginError, PluginHost, PluginKind};
 
 use super::new::Lang;
