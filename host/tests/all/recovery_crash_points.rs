@@ -1,0 +1,137 @@
+//! Crashes at every named point of the recording and recovery code
+//! (`coordhost::scheduler::CRASH_POINTS`), on the word-count example with
+//! real plugins: the run stops as a dead coordinator would, a new run on
+//! the same data directory recovers, and the output equals the word counts
+//! the test computes itself. A crash inside a recovery is followed by a
+//! second recovery, which must still end right.
+
+
+use std::path::Path;
+
+use coordhost::events::{JobEvent, open_job_log};
+use coordhost::runtime::InjectedFault;
+use coordhost::scheduler::{CRASH_POINTS, CrashPoint, JobError, JobStatus, run_job};
+use crate::support::job::{example_job, options, word_count_output};
+use crate::support::{expected_word_counts};
+
+/// Six small text files.
+fn input(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    for f in 0..6 {
+        let text: String = (0..200)
+            .map(|i| format!("w{} x{} common\n", (i * 7 + f) % 37, i % 5))
+            .collect();
+        std::fs::write(dir.join(format!("part-{f}.txt")), text).unwrap();
+    }
+}
+
+fn crash_at(point: &str) -> Option<CrashPoint> {
+    Some(CrashPoint::Named {
+        point: point.to_string(),
+        occurrence: 1,
+    })
+}
+
+/// Runs until the crash point; returns whether it crashed there.
+fn run_crashing(opts: &coordhost::scheduler::RunOptions) -> bool {
+    match run_job(opts) {
+        Err(JobError::SimulatedCrash { .. }) => true,
+        Ok(s) => {
+            let crashed = s
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("simulated coordinator crash"));
+            assert!(
+                crashed || s.status == JobStatus::Finished,
+                "unexpected failure: {:?}",
+                s.error
+            );
+            crashed
+        }
+        Err(e) => panic!("the run did not start: {e}"),
+    }
+}
+
+fn recovery_finished_count(data: &Path) -> usize {
+    let (writer, replay) =
+        open_job_log(data, "wordcount", Default::default()).expect("log replays");
+    writer.close().expect("close");
+    replay
+        .events
+        .iter()
+        .filter(|e| matches!(e.event, JobEvent::RecoveryFinished(_)))
+        .count()
+}
+
+#[test]
+fn a_crash_at_every_named_point_is_recovered_with_the_same_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let words = tmp.path().join("words");
+    input(&words);
+    let expected = expected_word_counts(&words);
+    let job = example_job("wordcount.toml", "build/data/words", &words, tmp.path());
+    // The final count subtask 0 (it gets every word: the input is small)
+    // fails once, so the run passes through a failover reset.
+    let fault = InjectedFault {
+        vertex: "count".into(),
+        subtask: 0,
+        attempt: 0,
+        after_records: 10,
+    };
+
+    for point in CRASH_POINTS {
+        let data = tmp.path().join(format!("data-{point}"));
+        let mut opts = options(&job, &data, 2);
+        opts.faults = vec![fault.clone()];
+        if point.starts_with("recovery-") {
+            // Reach a recovery first: crash once all tokenize subtasks are recorded.
+            opts.crash_at = Some(CrashPoint::AfterFinished {
+                vertex: "tokenize".into(),
+                count: 4,
+            });
+            assert!(
+                run_crashing(&opts),
+                "{point}: the first run did not reach its crash"
+            );
+            opts.faults.clear();
+        }
+        opts.crash_at = crash_at(point);
+        assert!(
+            run_crashing(&opts),
+            "{point}: the run never passed this point"
+        );
+
+        opts.crash_at = None;
+        opts.faults.clear();
+        let summary =
+            run_job(&opts).unwrap_or_else(|e| panic!("{point}: the restart did not start: {e}"));
+        assert_eq!(
+            summary.status,
+            JobStatus::Finished,
+            "{point}: {:?}",
+            summary.error
+        );
+        assert_eq!(
+            word_count_output(&data.join("output/wordcount")),
+            expected,
+            "{point}: output differs"
+        );
+        if point.starts_with("recovery-") {
+            assert!(
+                summary.recovered,
+                "{point}: the run after a crash in recovery recovers again"
+            );
+            assert!(
+                summary.tasks_skipped >= 4,
+                "{point}: the recorded tokenize subtasks are skipped"
+            );
+        }
+        if *point == "recovery-finished" {
+            assert_eq!(
+                recovery_finished_count(&data),
+                2,
+                "{point}: both recoveries recorded their decision"
+            );
+        }
+    }
+}
