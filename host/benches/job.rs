@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use coordhost::scheduler::{JobStatus, RunOptions, Summary, run_job};
+use coordhost::job::{JobStatus, RunOptions, Summary, run_job};
 
 fn workspace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -12,7 +12,7 @@
 //!    `JobVertexInitialized` for both vertices, N `ExecutionFinished`, the
 //!    last one carrying both snapshots, as the recorder writes them). Then,
 //!    per run on a pristine copy of that log: log replay (`open_job_log`),
-//!    recovery (`JobMaster::new` + `JobMaster::recover`: shuffle restore,
+//!    recovery (`JobMaster::new` + `job::recover_into`: shuffle restore,
 //!    plan, partition reconciliation through the real shuffle master with a
 //!    60 s previous-worker timeout that must end early, applying the plan
 //!    with its N `ExecutionsReset` records), and making the decision durable
@@ -38,11 +38,11 @@ use coordhost::events::{
     SplitAssignment, SubtaskInputRange, WriterOptions, job_log_dir, open_job_log, replay,
 };
 use coordhost::graph::{ExecutionGraph, Parallelism};
+use coordhost::job::{EventRecorder, graph_fingerprint};
+use coordhost::job::{JobMaster, JobStatus, RunOptions, load_plugins, recover_into, run_job};
 use coordhost::plugin::{
     ExecutionAttemptId, PartitionDescriptor, ProducerDescriptor, ResultPartitionId,
 };
-use coordhost::recovery::{EventRecorder, graph_fingerprint};
-use coordhost::scheduler::{JobMaster, JobStatus, RunOptions, load_plugins, run_job};
 
 const JOB: &str = "recovery-bench";
 
@@ -418,13 +418,7 @@ fn restart(config: &JobConfig, opts: &RunOptions, data_dir: &Path, n: u32) -> Re
     )
     .expect("job master");
     let new = t.elapsed();
-    let plan = master
-        .recover(
-            &events,
-            config.recovery.previous_worker_timeout,
-            &mut recorder,
-        )
-        .expect("recover");
+    let plan = recover_into(&mut master, config, &events, &mut recorder).expect("recover");
     let recover = t.elapsed();
 
     let t = Instant::now();
@@ -532,7 +526,7 @@ fn restart_table(vertices: &[u32], runs: usize, call_timeout_ms: u64) {
     }
     println!(
         "replay = open_job_log (lock, read + check every record, new segment) + current run's events; \
-         recover = JobMaster::new (shuffle master instance, worker pool) + JobMaster::recover \
+         recover = JobMaster::new (shuffle master instance, worker pool) + job::recover_into \
          (shuffle restore, plan, partition report of all N, enumerator restore, apply, N ExecutionsReset), \
          (new) = the JobMaster::new part of it; \
          decision = RecoveryFinished made durable; total = replay + recover + decision; \

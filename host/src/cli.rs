@@ -1,12 +1,6 @@
 //! The `coordhost` command line: `run`, `plugin check`, `log inspect`.
 //!
-//! Exit codes (also in the README):
-//!
-//! | code | meaning |
-//! |---|---|
-//! | 0 | success: the job finished, the component is a valid plugin, the log was printed |
-//! | 1 | the job failed (a task exhausted its attempts, a plugin failed, recovery refused to run) |
-//! | 2 | bad input: command line, job file, component file, or log directory |
+//! Exit codes (also in the README) are defined once, in [`crate::job::exit`].
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -16,12 +10,8 @@ use clap::{Parser, Subcommand};
 
 use crate::plugin::{HostOptions, PluginError, PluginHost, PluginInfo};
 
-/// Exit code for success.
-pub const EXIT_OK: u8 = 0;
-/// Exit code when the job (or the check) failed.
-pub const EXIT_FAILED: u8 = 1;
-/// Exit code for bad input.
-pub const EXIT_BAD_INPUT: u8 = 2;
+/// The exit codes, defined once in [`crate::job::exit`].
+pub use crate::job::exit::{EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
 
 /// A batch-job coordinator with WebAssembly plugins that recovers a job's
 /// progress after a crash (FLIP-383).
@@ -41,7 +31,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a batch job from its job file (exit 0 finished, 1 failed, 2 bad input).
-    Run(crate::scheduler::RunArgs),
+    Run(crate::job::RunArgs),
     /// Work with plugin components.
     Plugin {
         /// What to do with the plugin.
@@ -89,7 +79,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let cache_dir = cli.cache_dir.clone().or_else(default_cache_dir);
     match cli.command {
-        Command::Run(args) => crate::scheduler::run_command(&args, cache_dir),
+        Command::Run(args) => crate::job::run_command(&args, cache_dir),
         Command::Plugin {
             command: PluginCommand::Check { file, json },
         } => plugin_check(&file, json, cache_dir),

@@ -22,7 +22,7 @@ use crate::plugin::{
     EnumeratorAction, FileRange, LoadedPlugin, MAX_SPLIT_BYTES_TOTAL, MAX_SPLITS_TOTAL,
     PluginError, Split, SplitEnumerator, SplitPayload,
 };
-use crate::runtime::{SplitData, SplitPayloadData};
+use crate::value::{SplitData, SplitPayloadData};
 
 /// Errors of a source coordinator: its enumerator plugin failed.
 #[derive(Debug, thiserror::Error)]

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::runtime::Decimal;
+use crate::value::Decimal;
 
 /// A vertex's parallelism as configured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

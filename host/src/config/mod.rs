@@ -211,7 +211,7 @@ pub struct JobConfig {
     pub graph: JobGraph,
 }
 
-pub mod files;
+pub use crate::files;
 mod operators;
 mod paths;
 mod raw;

@@ -129,7 +129,7 @@ impl Validator {
                         }
                     };
                     let number = if numeric {
-                        Some(crate::runtime::Decimal::parse(&text).ok_or_else(|| {
+                        Some(crate::value::Decimal::parse(&text).ok_or_else(|| {
                             self.invalid(
                                 format!("{field}.value"),
                                 format!("`{text}` is not a number"),

@@ -6,52 +6,13 @@ use std::collections::BTreeSet;
 use wasmtime::Store;
 use wasmtime::component::ResourceAny;
 
+use super::actions::{EnumeratorAction, MAX_SPLIT_BYTES_PER_CALL, MAX_SPLITS_PER_CALL};
 use super::bindings::enumerator::SplitEnumeratorPlugin;
 use super::bindings::enumerator::exports::coordhost::plugin::split_enumerator::GuestEnumerator;
 use super::instance::{self, Fault};
 use super::store::PluginState;
 use super::{KindPre, LoadedPlugin, PluginError, PluginKind, Split, SplitPayload, TrapPolicy};
 use crate::grant::Grants;
-
-/// Most splits (plus context calls) the host takes from a split enumerator
-/// in one call; past it the call fails naming the plugin.
-pub const MAX_SPLITS_PER_CALL: u64 = 100_000;
-/// Most split bytes (ids, paths and inline text) the host takes from a
-/// split enumerator in one call: 64 MiB.
-pub const MAX_SPLIT_BYTES_PER_CALL: u64 = 64 << 20;
-/// Most splits the host keeps assigned for one split enumerator at once
-/// (its assignment history; splits given back no longer count).
-pub const MAX_SPLITS_TOTAL: u64 = 1_000_000;
-/// Most split bytes the host keeps assigned for one split enumerator at
-/// once: 256 MiB.
-pub const MAX_SPLIT_BYTES_TOTAL: u64 = 256 << 20;
-
-/// The bytes of a split the host keeps: its id and its path or inline text.
-pub fn split_bytes(split: &Split) -> u64 {
-    let payload = match &split.payload {
-        SplitPayload::FileRange(r) => r.path.len(),
-        SplitPayload::Inline(text) => text.len(),
-    };
-    (split.id.len() + payload) as u64
-}
-
-/// A call the enumerator made back into the host (through the imported
-/// `enumerator-context`) during one call, in the order it made them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EnumeratorAction {
-    /// `assign-splits`: these splits now belong to reader `subtask`.
-    Assign {
-        /// The reader subtask.
-        subtask: u32,
-        /// The splits, in assignment order.
-        splits: Vec<Split>,
-    },
-    /// `signal-no-more-splits`: reader `subtask` gets nothing more.
-    NoMoreSplits {
-        /// The reader subtask.
-        subtask: u32,
-    },
-}
 
 /// One live split enumerator. Every method is one call into the plugin
 /// under its deadline and memory cap; methods that let the plugin talk back

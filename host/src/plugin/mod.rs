@@ -21,6 +21,7 @@
 //! Flink's counterparts: `SplitEnumerator` + `SupportsBatchSnapshot`, and
 //! `ShuffleMaster` with FLIP-383's snapshot and partition-report methods.
 
+mod actions;
 pub mod bindings;
 mod cache;
 mod deadline;
@@ -41,6 +42,10 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
 pub use crate::grant::DirGrant;
+pub use actions::{
+    EnumeratorAction, MAX_SPLIT_BYTES_PER_CALL, MAX_SPLIT_BYTES_TOTAL, MAX_SPLITS_PER_CALL,
+    MAX_SPLITS_TOTAL, split_bytes,
+};
 pub use bindings::enumerator::coordhost::plugin::types::{
     Error as PluginFailure, ExecutionAttemptId, FileRange, PartitionDescriptor,
     PartitionWithMetrics, ProducerDescriptor, ResultPartitionId, ShuffleDescriptor,
@@ -48,10 +53,7 @@ pub use bindings::enumerator::coordhost::plugin::types::{
 };
 pub use bindings::{WIT_PACKAGE, WIT_VERSION};
 pub use cache::CacheOutcome;
-pub use enumerator::{
-    EnumeratorAction, MAX_SPLIT_BYTES_PER_CALL, MAX_SPLIT_BYTES_TOTAL, MAX_SPLITS_PER_CALL,
-    MAX_SPLITS_TOTAL, SplitEnumerator, split_bytes,
-};
+pub use enumerator::SplitEnumerator;
 pub use error::PluginError;
 pub use output::{MAX_MESSAGE_BYTES, one_line};
 pub use shuffle::ShuffleMaster;
@@ -377,7 +379,7 @@ impl PluginHost {
     fn compile(&self, path: &Path) -> Result<(Component, CacheOutcome), PluginError> {
         // Only a regular file, its size bounded and its preamble checked
         // before the rest is read (docs/job-file.md, "Rules and their messages").
-        use crate::config::files::{self, MAX_COMPONENT_BYTES, PREAMBLE_BYTES};
+        use crate::files::{self, MAX_COMPONENT_BYTES, PREAMBLE_BYTES};
         let read_error = |source| PluginError::Read {
             path: path.to_path_buf(),
             source,

@@ -12,9 +12,10 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use super::actions::EnumeratorAction;
 use super::bindings::enumerator::coordhost::plugin::{enumerator_context, host_log, types};
 use super::output::{LineBudget, MAX_LINE_BYTES, one_line};
-use super::{EnumeratorAction, PluginError, PluginSpec};
+use super::{PluginError, PluginSpec};
 
 /// The data of one plugin store.
 pub(crate) struct PluginState {
@@ -45,8 +46,8 @@ pub(crate) struct EnumeratorContextState {
     /// Context calls made during the current plugin call, in order.
     pub(crate) actions: Vec<EnumeratorAction>,
     /// Splits and split bytes taken during the current call; past the
-    /// bounds of `enumerator::MAX_SPLITS_PER_CALL` and
-    /// `enumerator::MAX_SPLIT_BYTES_PER_CALL` nothing more is kept and
+    /// bounds of `actions::MAX_SPLITS_PER_CALL` and
+    /// `actions::MAX_SPLIT_BYTES_PER_CALL` nothing more is kept and
     /// `over_bound` is set, so a plugin cannot grow host memory.
     pub(crate) taken: (u64, u64),
     /// Set when the current call went past a bound.
@@ -69,8 +70,8 @@ impl EnumeratorContextState {
         }
         self.taken.0 = self.taken.0.saturating_add(items);
         self.taken.1 = self.taken.1.saturating_add(bytes);
-        if self.taken.0 > super::enumerator::MAX_SPLITS_PER_CALL
-            || self.taken.1 > super::enumerator::MAX_SPLIT_BYTES_PER_CALL
+        if self.taken.0 > super::actions::MAX_SPLITS_PER_CALL
+            || self.taken.1 > super::actions::MAX_SPLIT_BYTES_PER_CALL
         {
             self.over_bound = true;
             self.actions = Vec::new();
@@ -204,7 +205,7 @@ impl host_log::Host for PluginState {
 impl enumerator_context::Host for PluginState {
     fn assign_splits(&mut self, assignment: Vec<(u32, Vec<types::Split>)>) {
         for (subtask, splits) in assignment {
-            let bytes = splits.iter().map(super::enumerator::split_bytes).sum();
+            let bytes = splits.iter().map(super::actions::split_bytes).sum();
             if self.context.take(1 + splits.len() as u64, bytes) {
                 self.context
                     .actions

@@ -4,7 +4,9 @@
 
 use super::*;
 use crate::config::{LoadOptions, parse_job};
-use crate::events::{AttemptId, EncodedSplit, ExecutionFinished, ExecutionsReset, SplitAssignment};
+use crate::events::{
+    AttemptId, EncodedSplit, ExecutionFinished, ExecutionsReset, ShuffleSnapshot, SplitAssignment,
+};
 
 const T1: &str = r#"
     [job]
@@ -85,7 +87,7 @@ fn finished(vertex: &str, subtask: u32, attempt: u32, snapshot: bool) -> JobEven
         id: id.clone(),
         bytes: postcard::to_allocvec(&SplitData {
             id,
-            payload: crate::runtime::SplitPayloadData::Inline("x".into()),
+            payload: crate::value::SplitPayloadData::Inline("x".into()),
         })
         .unwrap(),
     };

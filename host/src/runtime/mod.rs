@@ -12,7 +12,6 @@
 //! Rows are vectors of UTF-8 fields; numbers are exact fixed-point
 //! [`Decimal`]s so that sums do not depend on the order rows arrive in.
 
-mod decimal;
 pub mod operators;
 mod pool;
 pub mod sink;
@@ -24,9 +23,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-pub use decimal::Decimal;
+pub use crate::value::{Decimal, SplitData, SplitPayloadData};
 pub use pool::WorkerPool;
-pub use source::{MAX_LINE_BYTES, SplitData, SplitPayloadData, VecSplitSource};
+pub use source::{MAX_LINE_BYTES, VecSplitSource};
 
 use crate::grant::{Grants, PluginDir};
 use crate::graph::{AttemptId, DistributionPattern, Operator, SinkSpec};

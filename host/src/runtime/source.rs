@@ -7,43 +7,17 @@
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
-use std::path::PathBuf;
 
 use super::operators::parse_csv_line;
 use super::{SplitSource, TaskError};
 use crate::grant::Grants;
 use crate::graph::Operator;
+use crate::value::{SplitData, SplitPayloadData};
 
 /// Longest line a source reader takes from a `file-range` split, in bytes
 /// (16 MiB, the newline included): a longer line fails the task naming the
 /// split's enumerator, so a file without newlines cannot grow host memory.
 pub const MAX_LINE_BYTES: usize = 16 << 20;
-
-/// What a split holds, as the host's readers see it (mirrors the WIT
-/// `split-payload`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum SplitPayloadData {
-    /// Bytes `[start, start+length)` of a file.
-    FileRange {
-        /// Absolute path.
-        path: PathBuf,
-        /// First byte.
-        start: u64,
-        /// Number of bytes.
-        length: u64,
-    },
-    /// Lines separated by `\n`.
-    Inline(String),
-}
-
-/// A split handed to a source task.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct SplitData {
-    /// Id unique within its enumerator.
-    pub id: String,
-    /// What to read.
-    pub payload: SplitPayloadData,
-}
 
 /// A [`SplitSource`] over a fixed list (tests and tools).
 #[derive(Debug, Default)]

@@ -15,27 +15,26 @@
 //! failover, reduced to blocking edges).
 //!
 //! Scheduling facts go to a [`JobEventSink`] (vertex initialized, execution
-//! finished, executions reset), so the durable event log and FLIP-383
-//! recovery can hook in; [`run_graph`] starts from a given execution graph so
-//! recovery can hand over a pre-restored state.
+//! finished, executions reset), so the durable event log can hook in; a
+//! recovery's decision arrives as a plain-value
+//! [`RecoveryPlan`](crate::plan::RecoveryPlan) that
+//! [`JobMaster::apply_recovery`] installs before anything is scheduled. The
+//! scheduler never imports `recovery/`: the job driver (`crate::job`)
+//! connects the two (docs/architecture.md).
 
-mod command;
 mod master;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::config::{ConfigError, JobConfig, LoadOptions, OnTrap, PluginConfig, PluginKindConfig};
+use crate::config::ConfigError;
 use crate::coordinator::CoordinatorError;
-use crate::graph::{AttemptId, ExecutionGraph, ProducedPartition, VertexInit};
-use crate::plugin::{
-    DirGrant, HostOptions, Limits, PluginError, PluginHost, PluginKind, PluginSpec, TrapPolicy,
-};
+use crate::graph::{AttemptId, ProducedPartition, VertexInit};
+use crate::plugin::PluginError;
 use crate::runtime::{InjectedFault, TaskError};
 
-pub use command::{EXIT_BAD_INPUT, EXIT_FINISHED, EXIT_JOB_FAILED, RunArgs, run_command};
 pub use master::JobMaster;
 
 /// Everything that can stop a job.
@@ -155,7 +154,7 @@ pub enum JobError {
     Recovery {
         /// Why.
         #[from]
-        source: crate::recovery::RecoveryError,
+        source: crate::plan::RecoveryError,
     },
     /// The run stopped at a simulated crash point (test knob).
     #[error("simulated coordinator crash {point}")]
@@ -184,55 +183,6 @@ fn plugin_message(plugin: &str, source: &PluginError) -> String {
         text
     } else {
         format!("plugin `{plugin}`: {text}")
-    }
-}
-
-impl JobError {
-    /// Whether this error is bad input (exit 2: the job file, a component,
-    /// the command line, the data directory) rather than a failure while the
-    /// job started or ran (exit 1). A plugin that traps, misses a deadline,
-    /// breaks the contract or returns an error other than
-    /// `invalid-config` failed; a component that cannot be loaded is bad
-    /// input.
-    pub fn is_bad_input(&self) -> bool {
-        use crate::events::EventsError;
-        match self {
-            // A run that fails on its own storage (the data directory, the
-            // log, an output file) failed; it is not bad input.
-            Self::Workers { .. }
-            | Self::Io { .. }
-            | Self::Recording { .. }
-            | Self::RecoveryRetryLater { .. }
-            // A plugin or a task failed while the job ran.
-            | Self::Coordinator(_)
-            | Self::Commit { .. }
-            | Self::TaskFailed { .. } => false,
-            Self::Log { source } => !matches!(
-                source,
-                EventsError::Io { .. }
-                    | EventsError::WriteFailed { .. }
-                    | EventsError::RecordTooLarge { .. }
-                    | EventsError::Encode { .. }
-                    | EventsError::SnapshotFile { .. }
-            ),
-            Self::Plugin { source, .. } => matches!(
-                source,
-                PluginError::Read { .. }
-                    | PluginError::Empty { .. }
-                    | PluginError::NotAComponent { .. }
-                    | PluginError::Compile { .. }
-                    | PluginError::WrongWorld { .. }
-                    | PluginError::IncompatibleVersion { .. }
-                    | PluginError::KindMismatch { .. }
-                    | PluginError::Link { .. }
-                    | PluginError::Grant { .. }
-                    | PluginError::Returned {
-                        error: crate::plugin::PluginFailure::InvalidConfig(_),
-                        ..
-                    }
-            ),
-            _ => true,
-        }
     }
 }
 
@@ -555,160 +505,4 @@ pub struct Summary {
     pub outputs: Vec<PathBuf>,
     /// Why the job failed.
     pub error: Option<String>,
-}
-
-/// Loads the job file, its plugins and runs it from scratch.
-///
-/// Returns the summary of a run that started: its `status` is
-/// [`JobStatus::Failed`] (with `error` in words) when the job failed while
-/// running, e.g. an execution vertex ran out of attempts
-/// ([`JobError::TaskFailed`]) or a plugin call failed.
-///
-/// # Errors
-///
-/// Problems found before anything runs: [`JobError::Config`] for a bad job
-/// file, [`JobError::Plugin`] when a plugin cannot be loaded or the shuffle
-/// master cannot be created, [`JobError::Io`] for the data directory or the
-/// output folders, [`JobError::Workers`].
-pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
-    // One validation pass before anything is created (docs/job-file.md,
-    // "Rules and their messages").
-    crate::config::check_arguments(opts.workers, None)?;
-    let config = crate::config::load_job(
-        &opts.job_file,
-        &LoadOptions {
-            data_dir: opts.data_dir.clone(),
-        },
-    )?;
-    let data_dir = std::path::absolute(&opts.data_dir).unwrap_or_else(|_| opts.data_dir.clone());
-    let cache_dir = opts
-        .cache_dir
-        .clone()
-        .unwrap_or_else(|| data_dir.join("cache"));
-    crate::config::check_cache_dir(&config, &cache_dir)?;
-    let new_folders = crate::config::NewFolders::note(&config, &data_dir);
-    let result = crate::recovery::run_recoverable(&config, opts);
-    if let Err(e @ (JobError::PluginLoad { .. } | JobError::Plugin { .. })) = &result
-        && e.is_bad_input()
-    {
-        // A component that passed the checks but does not load: the run
-        // is refused as if it had never started.
-        new_folders.remove();
-    }
-    result
-}
-
-/// Runs `config` starting from `graph` (fresh, or pre-restored by recovery),
-/// reporting scheduling facts to `events`.
-///
-/// # Errors
-///
-/// As [`run_job`].
-pub fn run_graph(
-    config: &JobConfig,
-    graph: ExecutionGraph,
-    opts: &RunOptions,
-    events: &mut dyn JobEventSink,
-) -> Result<Summary, JobError> {
-    let (plugins, workers) = load_plugins(config, opts)?;
-    let master = JobMaster::new(config, graph, plugins, opts, workers)?;
-    master.prepare_fresh_sinks()?;
-    Ok(master.run(events))
-}
-
-/// Creates the data directory and the plugin host, loads every plugin of
-/// the job file, and decides the number of workers.
-///
-/// # Errors
-///
-/// [`JobError::Io`] for the data directory, [`JobError::Plugin`] for a
-/// plugin that does not load.
-pub fn load_plugins(
-    config: &JobConfig,
-    opts: &RunOptions,
-) -> Result<
-    (
-        std::collections::BTreeMap<String, crate::plugin::LoadedPlugin>,
-        usize,
-    ),
-    JobError,
-> {
-    let data_dir = std::path::absolute(&opts.data_dir).unwrap_or_else(|_| opts.data_dir.clone());
-    std::fs::create_dir_all(&data_dir).map_err(|source| JobError::Io {
-        path: data_dir.clone(),
-        source,
-    })?;
-    let host = PluginHost::new(HostOptions {
-        cache_dir: Some(
-            opts.cache_dir
-                .clone()
-                .unwrap_or_else(|| data_dir.join("cache")),
-        ),
-    })
-    .map_err(|source| JobError::Plugin {
-        plugin: "(engine)".into(),
-        source,
-    })?;
-    let mut plugins = std::collections::BTreeMap::new();
-    for (name, p) in &config.plugins {
-        let spec = plugin_spec(p)?;
-        let loaded = host.load(&spec).map_err(|source| JobError::PluginLoad {
-            file: config.file.clone(),
-            plugin: name.clone(),
-            field: match source {
-                PluginError::Grant { .. } => "dirs",
-                PluginError::KindMismatch { .. } => "kind",
-                _ => "component",
-            },
-            source: Box::new(source),
-        })?;
-        plugins.insert(name.clone(), loaded);
-    }
-    let workers = opts
-        .workers
-        .or(config.workers)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
-    Ok((plugins, workers))
-}
-
-/// Maps a job file's plugin entry onto the plugin host's spec; creates
-/// writable granted directories that do not exist yet.
-fn plugin_spec(p: &PluginConfig) -> Result<PluginSpec, JobError> {
-    for d in &p.dirs {
-        if d.writable {
-            create_dir(&d.path)?;
-        }
-    }
-    Ok(PluginSpec {
-        name: p.name.clone(),
-        path: p.component.clone(),
-        kind: match p.kind {
-            PluginKindConfig::SplitEnumerator => PluginKind::SplitEnumerator,
-            PluginKindConfig::ShuffleMaster => PluginKind::ShuffleMaster,
-        },
-        config: p.config.clone(),
-        dirs: p
-            .dirs
-            .iter()
-            .map(|d| DirGrant {
-                host: d.path.clone(),
-                writable: d.writable,
-            })
-            .collect(),
-        limits: Limits {
-            call_timeout: p.limits.call_timeout,
-            memory_bytes: p.limits.memory_bytes,
-            on_trap: match p.limits.on_trap {
-                OnTrap::Rebuild => TrapPolicy::Rebuild,
-                OnTrap::Fail => TrapPolicy::Fail,
-            },
-        },
-    })
-}
-
-fn create_dir(path: &Path) -> Result<(), JobError> {
-    std::fs::create_dir_all(path).map_err(|source| JobError::Io {
-        path: path.to_path_buf(),
-        source,
-    })
 }

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use coordhost::job::{JobStatus, LostPartition, run_job};
 use coordhost::runtime::InjectedFault;
-use coordhost::scheduler::{JobStatus, LostPartition, run_job};
 use crate::support::job::{example_job, options, run_ok, word_count_output};
 use crate::support::{expected_word_counts, plugin_path};
 

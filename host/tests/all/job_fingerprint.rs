@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use coordhost::config::{JobConfig, LoadOptions, parse_job};
 use coordhost::events::job_log_dir;
-use coordhost::recovery::job_fingerprint;
+use coordhost::job::job_fingerprint;
 use toml::Value;
 
 /// The job file: two sources, an `auto` consumer and a fixed one, every

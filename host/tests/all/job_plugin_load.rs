@@ -4,7 +4,7 @@
 //! written for other plugin settings (another input folder) is refused.
 
 
-use coordhost::scheduler::{JobError, run_job};
+use coordhost::job::{JobError, run_job};
 use crate::support::job::{example_job, options, run_ok};
 use crate::support::plugin_path;
 

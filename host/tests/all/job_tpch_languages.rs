@@ -4,7 +4,7 @@
 //! language", item 3).
 
 
-use coordhost::scheduler::{CrashPoint, JobStatus, run_job};
+use coordhost::job::{CrashPoint, JobStatus, run_job};
 use crate::support::job::{example_job, options, run_ok};
 use crate::support::{published_lines};
 

@@ -1,5 +1,5 @@
 //! Crashes at every named point of the recording and recovery code
-//! (`coordhost::scheduler::CRASH_POINTS`), on the word-count example with
+//! (`coordhost::job::CRASH_POINTS`), on the word-count example with
 //! real plugins: the run stops as a dead coordinator would, a new run on
 //! the same data directory recovers, and the output equals the word counts
 //! the test computes itself. A crash inside a recovery is followed by a
@@ -9,8 +9,8 @@
 use std::path::Path;
 
 use coordhost::events::{JobEvent, open_job_log};
+use coordhost::job::{CRASH_POINTS, CrashPoint, JobError, JobStatus, run_job};
 use coordhost::runtime::InjectedFault;
-use coordhost::scheduler::{CRASH_POINTS, CrashPoint, JobError, JobStatus, run_job};
 use crate::support::job::{example_job, options, word_count_output};
 use crate::support::{expected_word_counts};
 
@@ -33,7 +33,7 @@ fn crash_at(point: &str) -> Option<CrashPoint> {
 }
 
 /// Runs until the crash point; returns whether it crashed there.
-fn run_crashing(opts: &coordhost::scheduler::RunOptions) -> bool {
+fn run_crashing(opts: &coordhost::job::RunOptions) -> bool {
     match run_job(opts) {
         Err(JobError::SimulatedCrash { .. }) => true,
         Ok(s) => {

@@ -16,7 +16,7 @@
 
 use std::path::Path;
 
-use coordhost::scheduler::{CRASH_POINTS, CrashPoint, JobError, JobStatus, run_job};
+use coordhost::job::{CRASH_POINTS, CrashPoint, JobError, JobStatus, run_job};
 use crate::support::damage::{Damage, damage_partition};
 use crate::support::recovery::{
     Enumerator, T1, assert_same_output_as_uninterrupted, bytes_per_task_for_two, partition_dirs,

@@ -156,10 +156,10 @@ fn consumers_that_finished_before_a_full_source_restart_do_not_keep_the_old_spli
     let mut opts = t1.options(&data);
     opts.workers = Some(1);
     opts.lost_partitions = vec![lost("middle", 4, 0, "source", 4)];
-    let second = coordhost::scheduler::run_job(&opts).expect("the job starts");
+    let second = coordhost::job::run_job(&opts).expect("the job starts");
     assert_eq!(
         second.status,
-        coordhost::scheduler::JobStatus::Finished,
+        coordhost::job::JobStatus::Finished,
         "{second:#?}"
     );
     assert_eq!(

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use coordhost::events::{FileStorage, JobEvent, format, replay};
-use coordhost::scheduler::{CrashPoint, JobError, JobStatus, RunOptions, run_job};
+use coordhost::job::{CrashPoint, JobError, JobStatus, RunOptions, run_job};
 use crate::support::crash::{
     Coordhost, EventLog, JOB, Kill, SINK, SOURCE, sorted_output,
     sources_done,

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use coordhost::events::{JobEvent, ResetReason};
-use coordhost::scheduler::{CrashPoint, JobError, run_job};
+use coordhost::job::{CrashPoint, JobError, run_job};
 use crate::support::recovery::{Enumerator, Log, T1, WORKERS, after_finished, assert_same_output_as_uninterrupted, finished_attempts, finished_of, frames, log_dir, out_dir, recoveries, recovery, reset_of, segments, skipped_of, tree};
 use crate::support::{cache_dir, part_files};
 

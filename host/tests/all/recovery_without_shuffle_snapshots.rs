@@ -3,7 +3,7 @@
 //! after a crash the job runs again from scratch, with the right output.
 
 
-use coordhost::scheduler::{CrashPoint, JobStatus, run_job};
+use coordhost::job::{CrashPoint, JobStatus, run_job};
 use crate::support::expected_word_counts;
 use crate::support::job::{example_job, options, word_count_output};
 

@@ -13,17 +13,19 @@ use super::{
 };
 use crate::config::JobConfig;
 use crate::coordinator::{CoordinatorSnapshot, SourceCoordinator, SplitAnswer};
-use crate::events::{JobEvent, ResetReason};
+use crate::events::ResetReason;
 use crate::graph::{AttemptId, ExecutionGraph, ExecutionState, ProducedPartition};
+use crate::plan::RecoveryPlan;
 use crate::plugin::{
     ExecutionAttemptId, LoadedPlugin, ResultPartitionId, ShuffleDescriptor, ShuffleMaster,
+    ShuffleMasterSnapshot,
 };
-use crate::recovery::{self, RecoveryPlan, ShuffleOracle};
 mod cleanup;
 mod deploy;
 mod failover;
 
-use crate::runtime::{SplitData, SplitSource, TaskError, TaskReport, WorkerPool, sink};
+use crate::runtime::{SplitSource, TaskError, TaskReport, WorkerPool, sink};
+use crate::value::SplitData;
 
 /// What the loop receives.
 enum Message {
@@ -274,38 +276,39 @@ impl JobMaster {
         Ok(())
     }
 
-    /// FLIP-383 recovery, docs/recovery.md steps 2–6: restores the shuffle master from the
-    /// log's snapshots, plans reset-or-skip ([`recovery::plan`]) while
-    /// waiting at most `previous_worker_timeout` for partition reports, and
-    /// applies the plan: recorded parallelism and input ranges, kept
-    /// executions with their attempt ids and partitions, restored source
-    /// coordinators with the unfinished subtasks' splits given back, and
-    /// partitions of re-run producers released. Resets are recorded.
+    /// Restores the shuffle master from the log's batch snapshots (oldest
+    /// first, from the last full one; none: nothing to restore) and tells it
+    /// partition recovery started (docs/recovery.md step 4).
     ///
     /// # Errors
     ///
-    /// [`JobError::Recovery`] when the log does not fit the job or the
-    /// shuffle master cannot answer; [`JobError::Plugin`] when a plugin
-    /// cannot be restored. The master must then not be run.
-    pub fn recover(
+    /// [`JobError::Plugin`] when the shuffle master fails either call.
+    pub fn restore_shuffle_master(
         &mut self,
-        log: &[JobEvent],
-        previous_worker_timeout: Duration,
-        events: &mut dyn JobEventSink,
-    ) -> Result<RecoveryPlan, JobError> {
+        snapshots: Vec<ShuffleMasterSnapshot>,
+    ) -> Result<(), JobError> {
         let shuffle_err = |source| JobError::Plugin {
             plugin: self.shuffle_plugin.clone(),
             source,
         };
-        let snapshots = recovery::shuffle_snapshots(log);
         if !snapshots.is_empty() {
             self.shuffle.restore_state(snapshots).map_err(shuffle_err)?;
         }
         self.shuffle
             .notify_partition_recovery_started(&self.job)
-            .map_err(shuffle_err)?;
-        let supports: Vec<bool> = self
-            .graph
+            .map_err(shuffle_err)
+    }
+
+    /// The shuffle master, for the partition oracle of a recovery
+    /// (docs/recovery.md step 6).
+    pub fn shuffle_master(&mut self) -> &mut ShuffleMaster {
+        &mut self.shuffle
+    }
+
+    /// Per job vertex (by index): whether it is a source whose split
+    /// enumerator supports batch snapshots.
+    pub fn sources_supporting_snapshots(&self) -> Vec<bool> {
+        self.graph
             .job
             .vertices
             .iter()
@@ -315,22 +318,21 @@ impl JobMaster {
                     .and_then(|p| self.plugins.get(p))
                     .is_some_and(LoadedPlugin::supports_batch_snapshot)
             })
-            .collect();
-        let job_graph = self.graph.job.clone();
-        let mut oracle = ShuffleOracle::new(
-            &mut self.shuffle,
-            &self.job,
-            &job_graph,
-            previous_worker_timeout,
-        );
-        let plan = recovery::plan(&job_graph, log, &|v| supports[v], &mut oracle)
-            .map_err(|source| JobError::Recovery { source })?;
-        self.apply(&plan, events)?;
-        self.crash_point("recovery-applied", events)?;
-        Ok(plan)
+            .collect()
     }
 
-    fn apply(
+    /// Installs a recovery plan before anything is scheduled
+    /// (docs/recovery.md step 7): recorded parallelism and input ranges,
+    /// kept executions with their attempt ids and partitions, restored
+    /// source coordinators with the unfinished subtasks' splits given back,
+    /// and partitions of re-run producers released. Resets are recorded.
+    ///
+    /// # Errors
+    ///
+    /// [`JobError::Recording`] when a reset cannot be recorded;
+    /// [`JobError::Coordinator`] when an enumerator cannot be restored.
+    /// The master must then not be run.
+    pub fn apply_recovery(
         &mut self,
         plan: &RecoveryPlan,
         events: &mut dyn JobEventSink,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{cache_dir, plugin_path, published_lines, workspace};
-use coordhost::scheduler::{JobStatus, RunOptions, Summary, run_job};
+use coordhost::job::{JobStatus, RunOptions, Summary, run_job};
 
 
 

@@ -18,7 +18,7 @@ use coordhost::events::{
     AttemptId, ExecutionFinished, ExecutionsReset, FileStorage, JobEvent, RecoveryFinished,
     ReplayedEvent, ResetReason, job_log_dir, replay,
 };
-use coordhost::scheduler::{
+use coordhost::job::{
     CrashPoint, JobError, JobStatus, LostPartition, RunOptions, Summary, run_job,
 };
 
@@ -566,7 +566,7 @@ pub fn splits_per_subtask(events: &[JobEvent], vertex: &str) -> BTreeMap<u32, Ve
 }
 
 /// The summary's figures of `vertex`.
-pub fn vertex<'a>(s: &'a Summary, vertex: &str) -> &'a coordhost::scheduler::VertexSummary {
+pub fn vertex<'a>(s: &'a Summary, vertex: &str) -> &'a coordhost::job::VertexSummary {
     s.vertices
         .iter()
         .find(|v| v.id == vertex)

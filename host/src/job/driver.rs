@@ -1,29 +1,72 @@
-//! `coordhost run` with a durable log: a fresh job records as it goes; a
-//! job whose log is in the data directory is recovered (FLIP-383), or, when
-//! that is impossible, restarted from scratch — unless committed sink output
-//! would be duplicated, in which case the run stops with an error.
+//! The driver of one job with a durable log: a fresh job records as it
+//! goes; a job whose log is in the data directory is recovered (FLIP-383),
+//! or, when that is impossible, restarted from scratch — unless committed
+//! sink output would be duplicated, in which case the run stops with an
+//! error.
 
 use std::path::{Path, PathBuf};
 
-use super::{EventRecorder, job_fingerprint};
+use super::plugins::load_plugins;
+use super::recorder::{EventRecorder, job_fingerprint};
 use crate::config::JobConfig;
 use crate::events::{
     EventsError, JobEvent, JobStarted, RecoveryStarted, Replay, WriterOptions, job_log_dir,
     open_job_log,
 };
 use crate::graph::ExecutionGraph;
-use crate::scheduler::{JobError, JobMaster, RunOptions, Summary, load_plugins};
+use crate::scheduler::{JobError, JobMaster, RunOptions, Summary};
+
+/// Loads the job file, its plugins and runs it from scratch.
+///
+/// Returns the summary of a run that started: its `status` is
+/// [`JobStatus::Failed`] (with `error` in words) when the job failed while
+/// running, e.g. an execution vertex ran out of attempts
+/// ([`JobError::TaskFailed`]) or a plugin call failed.
+///
+/// # Errors
+///
+/// Problems found before anything runs: [`JobError::Config`] for a bad job
+/// file, [`JobError::Plugin`] when a plugin cannot be loaded or the shuffle
+/// master cannot be created, [`JobError::Io`] for the data directory or the
+/// output folders, [`JobError::Workers`].
+pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
+    // One validation pass before anything is created (docs/job-file.md,
+    // "Rules and their messages").
+    crate::config::check_arguments(opts.workers, None)?;
+    let config = crate::config::load_job(
+        &opts.job_file,
+        &crate::config::LoadOptions {
+            data_dir: opts.data_dir.clone(),
+        },
+    )?;
+    let data_dir = std::path::absolute(&opts.data_dir).unwrap_or_else(|_| opts.data_dir.clone());
+    let cache_dir = opts
+        .cache_dir
+        .clone()
+        .unwrap_or_else(|| data_dir.join("cache"));
+    crate::config::check_cache_dir(&config, &cache_dir)?;
+    let new_folders = crate::config::NewFolders::note(&config, &data_dir);
+    let result = run_recoverable(&config, opts);
+    if let Err(e @ (JobError::PluginLoad { .. } | JobError::Plugin { .. })) = &result
+        && e.is_bad_input()
+    {
+        // A component that passed the checks but does not load: the run
+        // is refused as if it had never started.
+        new_folders.remove();
+    }
+    result
+}
 
 /// Runs `config`'s job with its event log under the data directory:
 /// records a fresh run, recovers an interrupted one.
 ///
 /// # Errors
-/// As [`crate::scheduler::run_job`], plus [`JobError::Log`] (the log is
+/// As [`run_job`], plus [`JobError::Log`] (the log is
 /// locked by another coordinator or cannot be written),
 /// [`JobError::JobFileChanged`], [`JobError::WouldDuplicate`] and
 /// [`JobError::UnloggedOutput`] (published output but no log; `--fresh`,
 /// i.e. [`RunOptions::fresh`], discards both and runs from scratch).
-pub fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, JobError> {
+fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, JobError> {
     let (plugins, workers) = load_plugins(config, opts)?;
     let data_dir = std::path::absolute(&opts.data_dir).unwrap_or_else(|_| opts.data_dir.clone());
     let fresh_master = || {
@@ -292,7 +335,8 @@ fn recover(
         .append(&started)
         .map_err(|reason| JobError::Recording { reason })?;
     master.crash_point("recovery-started", recorder)?;
-    let plan = master.recover(&events, config.recovery.previous_worker_timeout, recorder)?;
+    let plan = recover_into(master, config, &events, recorder)?;
+    master.crash_point("recovery-applied", recorder)?;
     // Consumers initialized from now on read these vertices' partitions.
     for (v, init) in &plan.initialized {
         recorder.note_initialized(&config.graph.vertices[*v].id, init.parallelism);
@@ -308,6 +352,38 @@ fn recover(
         "recovered from the job event log"
     );
     Ok(())
+}
+
+/// FLIP-383 recovery into a fresh `master` from the current run's
+/// `events` (docs/recovery.md steps 1–7): restores the shuffle master from
+/// the log's snapshots, plans reset-or-skip ([`crate::recovery::plan`])
+/// while waiting at most the previous-worker timeout for partition
+/// reports, and installs the plan ([`JobMaster::apply_recovery`]), whose
+/// resets go to `sink`.
+///
+/// # Errors
+///
+/// [`JobError::Recovery`] when the log does not fit the job or the shuffle
+/// master cannot answer; [`JobError::Plugin`] when the shuffle master
+/// cannot be restored. The master must then not be run.
+pub fn recover_into(
+    master: &mut JobMaster,
+    config: &JobConfig,
+    events: &[JobEvent],
+    sink: &mut dyn crate::scheduler::JobEventSink,
+) -> Result<crate::plan::RecoveryPlan, JobError> {
+    master.restore_shuffle_master(crate::recovery::shuffle_snapshots(events))?;
+    let supports = master.sources_supporting_snapshots();
+    let graph = config.graph.clone();
+    let mut oracle = crate::recovery::ShuffleOracle::new(
+        master.shuffle_master(),
+        &config.name,
+        &graph,
+        config.recovery.previous_worker_timeout,
+    );
+    let plan = crate::recovery::plan(&graph, events, &|v| supports[v], &mut oracle)?;
+    master.apply_recovery(&plan, sink)?;
+    Ok(plan)
 }
 
 /// The events of the current run: from the last `JobStarted` on.

@@ -4,8 +4,8 @@
 //!
 //! Exit codes: 0 the job finished; 1 the job failed while running (a task
 //! ran out of attempts, a plugin call failed, output could not be
-//! published, its own storage failed: see [`exit_code`]); 2 bad input (the
-//! job file, a component, the data directory).
+//! published, its own storage failed); 2 bad input (the job file, a
+//! component, the data directory); the rule is [`super::exit`].
 
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
@@ -15,14 +15,9 @@ use std::sync::{Arc, Mutex};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
-use super::{JobError, JobStatus, ProgressListener, RunOptions, Summary, run_job};
-
-/// Exit code: the job finished.
-pub const EXIT_FINISHED: u8 = 0;
-/// Exit code: the job failed while running.
-pub const EXIT_JOB_FAILED: u8 = 1;
-/// Exit code: bad input (job file, component, data directory).
-pub const EXIT_BAD_INPUT: u8 = 2;
+use super::exit::{EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, exit_code};
+use super::run_job;
+use crate::scheduler::{JobStatus, ProgressListener, RunOptions, Summary};
 
 /// Arguments of `coordhost run`.
 #[derive(Debug, Clone, clap::Args)]
@@ -72,17 +67,17 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
                         "coordhost: {}: cannot write the summary: {e}",
                         path.display()
                     );
-                    return ExitCode::from(EXIT_JOB_FAILED);
+                    return ExitCode::from(EXIT_FAILED);
                 }
             }
             match summary.status {
-                JobStatus::Finished => ExitCode::from(EXIT_FINISHED),
+                JobStatus::Finished => ExitCode::from(EXIT_OK),
                 JobStatus::Failed => {
                     eprintln!(
                         "coordhost: {}",
                         summary.error.as_deref().unwrap_or("the job failed")
                     );
-                    ExitCode::from(EXIT_JOB_FAILED)
+                    ExitCode::from(EXIT_FAILED)
                 }
             }
         }
@@ -90,23 +85,6 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
             eprintln!("coordhost: {}", crate::config::one_line(&e.to_string()));
             ExitCode::from(exit_code(&e))
         }
-    }
-}
-
-/// The exit code of a run that ended with `error` before a summary existed.
-///
-/// One rule for storage: a run that fails on its own storage (the event
-/// log cannot be written or synced, a record does not fit, a file of the
-/// data directory cannot be used) exits [`EXIT_JOB_FAILED`], as a failure
-/// while the job runs does; [`EXIT_BAD_INPUT`] is for what the user gave:
-/// the command line, the job file, a component, a log that is damaged or
-/// written by a newer coordhost, a data directory in use or of another job.
-#[must_use]
-pub fn exit_code(error: &JobError) -> u8 {
-    if error.is_bad_input() {
-        EXIT_BAD_INPUT
-    } else {
-        EXIT_JOB_FAILED
     }
 }
 
@@ -199,75 +177,5 @@ impl ProgressListener for Bars {
         let _ignored = self.multi.println(format!(
             "{vertex}: subtask {subtask} attempt {attempt} failed: {reason}"
         ));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::events::EventsError;
-
-    fn log(source: EventsError) -> JobError {
-        JobError::Log { source }
-    }
-
-    #[test]
-    fn a_run_that_fails_on_its_own_storage_exits_1_and_bad_input_exits_2() {
-        let io = || std::io::Error::other("No space left on device");
-        let storage = [
-            log(EventsError::RecordTooLarge {
-                kind_name: "ExecutionFinished",
-                len: 73_400_412,
-                max: crate::events::format::MAX_PAYLOAD_LEN,
-            }),
-            log(EventsError::Io {
-                path: "log/segment-00000001.log".into(),
-                source: io(),
-            }),
-            log(EventsError::WriteFailed {
-                segment: "log/segment-00000001.log".into(),
-                offset: 24,
-                source: std::sync::Arc::new(io()),
-            }),
-            log(EventsError::SnapshotFile {
-                path: "log/snapshot-00000001-00000000.state".into(),
-                problem: "cannot be written: No space left on device".into(),
-            }),
-            JobError::Recording {
-                reason: "event log write failed".into(),
-            },
-            JobError::Io {
-                path: "data/output".into(),
-                source: io(),
-            },
-        ];
-        for e in &storage {
-            assert_eq!(exit_code(e), EXIT_JOB_FAILED, "{e}");
-        }
-        let input = [
-            log(EventsError::UnsupportedVersion {
-                kind: 5,
-                kind_name: "SinkCommitted",
-                version: 9,
-                max_known: 1,
-                segment: "log/segment-00000000.log".into(),
-                offset: 24,
-            }),
-            log(EventsError::UnknownKind {
-                kind: 99,
-                max_known: crate::events::format::kind::NEWEST,
-                segment: "log/segment-00000000.log".into(),
-                offset: 24,
-            }),
-            log(EventsError::Locked {
-                path: "log/LOCK".into(),
-            }),
-            JobError::JobFileChanged {
-                data_dir: "data".into(),
-            },
-        ];
-        for e in &input {
-            assert_eq!(exit_code(e), EXIT_BAD_INPUT, "{e}");
-        }
     }
 }

@@ -1,0 +1,157 @@
+//! Exit codes of every `coordhost` command, defined once, and the rule
+//! that maps a [`JobError`] onto one (also in the README's table).
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | success: the job finished, the component is a valid plugin, the log was printed |
+//! | 1 | the job failed while running (a task ran out of attempts, a plugin failed), or the run failed on its own storage |
+//! | 2 | bad input: command line, job file, component, log, data directory |
+
+use crate::plugin::PluginError;
+use crate::scheduler::JobError;
+
+/// Exit code: success (the job finished; the component is a valid plugin;
+/// the log was printed).
+pub const EXIT_OK: u8 = 0;
+/// Exit code: the job (or the check) failed while running, or the run
+/// failed on its own storage.
+pub const EXIT_FAILED: u8 = 1;
+/// Exit code: bad input (command line, job file, component, log, data
+/// directory).
+pub const EXIT_BAD_INPUT: u8 = 2;
+
+/// The exit code of a run that ended with `error` before a summary existed.
+///
+/// One rule for storage: a run that fails on its own storage (the event
+/// log cannot be written or synced, a record does not fit, a file of the
+/// data directory cannot be used) exits [`EXIT_FAILED`], as a failure
+/// while the job runs does; [`EXIT_BAD_INPUT`] is for what the user gave:
+/// the command line, the job file, a component, a log that is damaged or
+/// written by a newer coordhost, a data directory in use or of another job.
+#[must_use]
+pub fn exit_code(error: &JobError) -> u8 {
+    if error.is_bad_input() {
+        EXIT_BAD_INPUT
+    } else {
+        EXIT_FAILED
+    }
+}
+
+impl JobError {
+    /// Whether this error is bad input (exit 2: the job file, a component,
+    /// the command line, the data directory) rather than a failure while the
+    /// job started or ran (exit 1). A plugin that traps, misses a deadline,
+    /// breaks the contract or returns an error other than
+    /// `invalid-config` failed; a component that cannot be loaded is bad
+    /// input.
+    pub fn is_bad_input(&self) -> bool {
+        use crate::events::EventsError;
+        match self {
+            // A run that fails on its own storage (the data directory, the
+            // log, an output file) failed; it is not bad input.
+            Self::Workers { .. }
+            | Self::Io { .. }
+            | Self::Recording { .. }
+            | Self::RecoveryRetryLater { .. }
+            // A plugin or a task failed while the job ran.
+            | Self::Coordinator(_)
+            | Self::Commit { .. }
+            | Self::TaskFailed { .. } => false,
+            Self::Log { source } => !matches!(
+                source,
+                EventsError::Io { .. }
+                    | EventsError::WriteFailed { .. }
+                    | EventsError::RecordTooLarge { .. }
+                    | EventsError::Encode { .. }
+                    | EventsError::SnapshotFile { .. }
+            ),
+            Self::Plugin { source, .. } => matches!(
+                source,
+                PluginError::Read { .. }
+                    | PluginError::Empty { .. }
+                    | PluginError::NotAComponent { .. }
+                    | PluginError::Compile { .. }
+                    | PluginError::WrongWorld { .. }
+                    | PluginError::IncompatibleVersion { .. }
+                    | PluginError::KindMismatch { .. }
+                    | PluginError::Link { .. }
+                    | PluginError::Grant { .. }
+                    | PluginError::Returned {
+                        error: crate::plugin::PluginFailure::InvalidConfig(_),
+                        ..
+                    }
+            ),
+            _ => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::EventsError;
+
+    fn log(source: EventsError) -> JobError {
+        JobError::Log { source }
+    }
+
+    #[test]
+    fn a_run_that_fails_on_its_own_storage_exits_1_and_bad_input_exits_2() {
+        let io = || std::io::Error::other("No space left on device");
+        let storage = [
+            log(EventsError::RecordTooLarge {
+                kind_name: "ExecutionFinished",
+                len: 73_400_412,
+                max: crate::events::format::MAX_PAYLOAD_LEN,
+            }),
+            log(EventsError::Io {
+                path: "log/segment-00000001.log".into(),
+                source: io(),
+            }),
+            log(EventsError::WriteFailed {
+                segment: "log/segment-00000001.log".into(),
+                offset: 24,
+                source: std::sync::Arc::new(io()),
+            }),
+            log(EventsError::SnapshotFile {
+                path: "log/snapshot-00000001-00000000.state".into(),
+                problem: "cannot be written: No space left on device".into(),
+            }),
+            JobError::Recording {
+                reason: "event log write failed".into(),
+            },
+            JobError::Io {
+                path: "data/output".into(),
+                source: io(),
+            },
+        ];
+        for e in &storage {
+            assert_eq!(exit_code(e), EXIT_FAILED, "{e}");
+        }
+        let input = [
+            log(EventsError::UnsupportedVersion {
+                kind: 5,
+                kind_name: "SinkCommitted",
+                version: 9,
+                max_known: 1,
+                segment: "log/segment-00000000.log".into(),
+                offset: 24,
+            }),
+            log(EventsError::UnknownKind {
+                kind: 99,
+                max_known: crate::events::format::kind::NEWEST,
+                segment: "log/segment-00000000.log".into(),
+                offset: 24,
+            }),
+            log(EventsError::Locked {
+                path: "log/LOCK".into(),
+            }),
+            JobError::JobFileChanged {
+                data_dir: "data".into(),
+            },
+        ];
+        for e in &input {
+            assert_eq!(exit_code(e), EXIT_BAD_INPUT, "{e}");
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! The recovery plan (FLIP-383): the decision a recovery hands to the
+//! scheduler, as plain values — which execution vertices are kept (with
+//! their attempt and result partitions), which run again and why, what each
+//! source coordinator and the shuffle master are restored from.
+//!
+//! It sits below both `recovery/` (which computes it from the replayed log,
+//! docs/recovery.md steps 1–6) and `scheduler/` (which installs it, step 7),
+//! so that neither imports the other (docs/architecture.md).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use crate::coordinator::CoordinatorSnapshot;
+use crate::events::{ResetReason, ShuffleSnapshot};
+use crate::graph::{JobGraph, ProducedPartition, VertexInit};
+
+/// An execution vertex: (job vertex index in the job graph, subtask index).
+pub type ExecutionKey = (usize, u32);
+
+/// Why recovery cannot use the log; the job then restarts from scratch (or
+/// stops, when committed sink output would be duplicated).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecoveryError {
+    /// The log names a job vertex the job graph does not have.
+    #[error("the event log names job vertex `{vertex}`, which the job file does not have")]
+    UnknownVertex {
+        /// The vertex id in the log.
+        vertex: String,
+    },
+    /// The log names an intermediate data set the job graph does not have.
+    #[error(
+        "the event log names data set `{data_set}` of job vertex `{vertex}`, which the job graph does not have"
+    )]
+    UnknownDataSet {
+        /// The producing vertex.
+        vertex: String,
+        /// The data set id in the log.
+        data_set: String,
+    },
+    /// A record does not fit the graph (a subtask beyond the parallelism, a
+    /// parallelism that contradicts the job file).
+    #[error("the event log does not fit the job graph: {reason}")]
+    Inconsistent {
+        /// What does not fit.
+        reason: String,
+    },
+    /// A split in an enumerator snapshot cannot be decoded.
+    #[error(
+        "job vertex `{vertex}`: a split in the enumerator snapshot cannot be decoded: {reason}"
+    )]
+    Split {
+        /// The source vertex.
+        vertex: String,
+        /// The decoder's message.
+        reason: String,
+    },
+    /// Asking which partitions still exist failed.
+    #[error("asking the shuffle master which partitions exist failed: {reason}")]
+    Partitions {
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// A finished execution that recovery keeps: its attempt and partitions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveredExecution {
+    /// The attempt number, unchanged.
+    pub attempt: u32,
+    /// Its result partitions, one per outgoing edge.
+    pub partitions: Vec<ProducedPartition>,
+}
+
+/// One result partition a kept producer made: what the partition oracle
+/// is asked about.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PartitionRef {
+    /// Producer job vertex index.
+    pub vertex: usize,
+    /// Producer subtask.
+    pub subtask: u32,
+    /// Producer attempt.
+    pub attempt: u32,
+    /// Edge index of the data set.
+    pub edge: usize,
+    /// Where its data is.
+    pub location: PathBuf,
+    /// The bytes of each subpartition recorded in the log; a report of
+    /// other sizes means the data changed (docs/recovery.md, "What counts
+    /// as a surviving partition").
+    pub bytes_per_subpartition: Vec<u64>,
+}
+
+/// The decision of a recovery.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryPlan {
+    /// Vertices whose parallelism was decided, in log order, with their
+    /// recorded decision (never recomputed).
+    pub initialized: Vec<(usize, VertexInit)>,
+    /// Finished executions that are skipped.
+    pub kept: BTreeMap<ExecutionKey, RecoveredExecution>,
+    /// Executions that run again and why (one entry each).
+    pub reset: BTreeMap<ExecutionKey, ResetReason>,
+    /// Per source vertex, what its source coordinator is restored from
+    /// (`None`: a fresh enumerator).
+    pub coordinators: BTreeMap<usize, Option<CoordinatorSnapshot>>,
+    /// Shuffle-master snapshots to restore, oldest first, from the last full one.
+    pub shuffle_snapshots: Vec<ShuffleSnapshot>,
+    /// Finished source vertices whose enumerator cannot snapshot: the first
+    /// later restart of any of their subtasks restarts all of them, once.
+    pub restart_all_once: BTreeSet<usize>,
+    /// Partitions of finished attempts that run again: to release.
+    pub release: Vec<PartitionRef>,
+    /// For every execution vertex seen in the log, the highest attempt
+    /// number any coordinator run may have deployed (issue 12.2): 0 once its
+    /// vertex is initialized, each recorded finish, and one more per
+    /// recorded reset (a reset makes the next attempt, which may have run
+    /// and written partitions before a crash). A re-run uses a higher one,
+    /// so an attempt number is never used twice for one execution vertex.
+    pub highest_attempt: BTreeMap<ExecutionKey, u32>,
+    /// Events replayed.
+    pub replayed: usize,
+}
+
+impl RecoveryPlan {
+    /// The attempt number a re-run of `key` uses: above every recorded one.
+    pub fn next_attempt(&self, key: ExecutionKey) -> u32 {
+        self.highest_attempt.get(&key).map_or(0, |a| a + 1)
+    }
+
+    /// The decision as the `RecoveryFinished` event records it (step 7).
+    pub fn finished_event(&self, graph: &JobGraph) -> crate::events::RecoveryFinished {
+        let id = |v: usize| graph.vertices[v].id.clone();
+        crate::events::RecoveryFinished {
+            skipped: self
+                .kept
+                .iter()
+                .map(|(&(v, s), e)| crate::events::AttemptId {
+                    job_vertex: id(v),
+                    subtask: s,
+                    attempt: e.attempt,
+                })
+                .collect(),
+            reset: self
+                .reset
+                .iter()
+                .map(|(&(v, s), reason)| crate::events::RecoveryReset {
+                    execution: crate::events::ExecutionVertexId {
+                        job_vertex: id(v),
+                        subtask: s,
+                    },
+                    reason: reason.clone(),
+                })
+                .collect(),
+        }
+    }
+}
