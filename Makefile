@@ -59,14 +59,16 @@ plugins: plugins-py plugins-js
 # sample plugin from source (installing the wasm32-wasip2 target and the
 # pinned Python/JavaScript tools into the project's folders), runs the Rust
 # plugins' own unit tests natively, then every test of the workspace. The compiled-component cache is shared by all tests
-# (build/cache), so each component is compiled once per run.
+# (build/cache), so each component is compiled once per run. The host's
+# test knobs (fail points, host/src/failpoints.rs) are compiled in here
+# only: `--features coordhost/failpoints`; a release build has none.
 # ---------------------------------------------------------------------------
 
 .PHONY: test
 test: plugins
 	$(CARGO) test --locked --manifest-path $(PLUGINS_SRC)/Cargo.toml \
 		--target-dir $(PLUGINS_TARGET_DIR) --workspace --lib
-	$(CARGO) test --workspace --locked
+	$(CARGO) test --workspace --locked --features coordhost/failpoints
 
 # ---------------------------------------------------------------------------
 # data, demo: the example data written by coordhost-datagen (tools/datagen;

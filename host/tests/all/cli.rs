@@ -1,7 +1,6 @@
 //! The `coordhost` binary as a user runs it: `plugin check` on every sample
 //! plugin and on every kind of bad file, and `log inspect` on the golden log.
 
-
 use std::path::Path;
 use std::process::Output;
 

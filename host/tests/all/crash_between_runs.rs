@@ -2,15 +2,13 @@
 //! people do between runs (edit the job file, delete the log, delete or
 //! replace the lock) never ends with exit 0 and wrong output.
 
-
 use std::path::Path;
 
-use crate::support::segment_files;
 use crate::support::crash::{
-    log_dir,
     Coordhost, EventLog, Fixture, Kill, Running, SINK, SOURCE, WordJob, expected_output,
-    first_difference, job_succeeded, published_parts, sorted_output,
+    first_difference, job_succeeded, log_dir, published_parts, sorted_output,
 };
+use crate::support::segment_files;
 
 /// Polls until the log shows a finished source subtask, then SIGKILLs.
 fn kill_after_first_source(run: &mut Running, data: &Path) {
@@ -51,7 +49,11 @@ fn an_edited_max_parallelism_after_a_kill_is_refused_and_a_tuning_edit_is_not() 
         "{}",
         refused.stderr
     );
-    assert_eq!(segment_files(&log_dir(&data)), segments, "the log is untouched");
+    assert_eq!(
+        segment_files(&log_dir(&data)),
+        segments,
+        "the log is untouched"
+    );
 
     // Tuning that cannot change a byte of output is accepted.
     job.max_sink_parallelism = 8;

@@ -12,13 +12,14 @@
 //! `COORDHOST_BETWEEN_TRIALS` sets the number of trials (default 3, about a
 //! minute); `COORDHOST_CRASH_SEED` replays a seed.
 
-
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::support::crash::{
-    log_dir,Coordhost, EventLog, Fixture, JOB, Kill, Rng, SOURCE, WordJob, expected_output, first_difference, seed, shuffle_partitions, sorted_output};
+    Coordhost, EventLog, Fixture, JOB, Kill, Rng, SOURCE, WordJob, expected_output,
+    first_difference, log_dir, seed, shuffle_partitions, sorted_output,
+};
 
 /// Trials when `COORDHOST_BETWEEN_TRIALS` is not set.
 const DEFAULT_TRIALS: u32 = 3;

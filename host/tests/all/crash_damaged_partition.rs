@@ -12,7 +12,6 @@
 //!   but the consumer's read fails the block checksum, and the producer runs
 //!   again before the consumer (as for a lost partition).
 
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 

@@ -8,7 +8,6 @@
 //!
 //! Replay a failure with `COORDHOST_CRASH_SEED=<seed printed at the start>`.
 
-
 use std::time::Duration;
 
 use crate::support::crash::{

@@ -14,7 +14,6 @@
 //!   soon as all are reported, so the restart takes far less than 60 s, and
 //!   the finished sources are skipped.
 
-
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -5,10 +5,12 @@
 //! sinks that the event log recorded as finished (skipped: same part file,
 //! not run again) and run every other sink subtask.
 
-
 use std::collections::BTreeSet;
 
-use crate::support::crash::{Coordhost, EventLog, Fixture, Kill, SINK, SOURCE, WordJob, describe_log, expected_output, first_difference, job_succeeded, published_parts, sorted_output};
+use crate::support::crash::{
+    Coordhost, EventLog, Fixture, Kill, SINK, SOURCE, WordJob, describe_log, expected_output,
+    first_difference, job_succeeded, published_parts, sorted_output,
+};
 
 /// Source parallelism of the job.
 const SOURCES: u32 = 4;

@@ -7,7 +7,6 @@
 //! return `error::io("not reachable yet")`; `fail-restore-while` makes
 //! `restore-state` fail while a marker file exists.
 
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 

@@ -1,8 +1,7 @@
 //! `log inspect`: human lines and JSON over a real log directory.
 
-
-use coordhost::events::{EventsError, inspect, open_job_log};
 use crate::support::events::{manual, one_of_each};
+use coordhost::events::{EventsError, inspect, open_job_log};
 
 fn written_log() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");

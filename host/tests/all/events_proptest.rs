@@ -2,9 +2,8 @@
 //! never invents an event. It either refuses with a typed error or returns
 //! a prefix of what was written.
 
-
-use coordhost::events::{EventsError, JobEvent, MemoryStorage, replay};
 use crate::support::events::{events_of, one_of_each, write_attempt};
+use coordhost::events::{EventsError, JobEvent, MemoryStorage, replay};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]

@@ -2,15 +2,14 @@
 //! torn tails at every offset, flipped bytes in every position, sealing,
 //! version refusals, write failures and the lock.
 
-
 use std::sync::Arc;
 
+use crate::support::events::{events_of, manual, one_of_each, write_attempt};
 use coordhost::events::{
     self, Damage, EventLogWriter, EventsError, FaultPoint, FileStorage, FsyncPolicy, JobEvent,
     MemoryStorage, Position, RecoveryStarted, SinkCommitted, Storage, WriterOptions, format,
     open_job_log, replay,
 };
-use crate::support::events::{events_of, manual, one_of_each, write_attempt};
 
 /// Start offsets of every record in a segment (after its header).
 fn record_offsets(storage: &MemoryStorage, attempt: u32) -> Vec<usize> {

@@ -1,10 +1,8 @@
 //! `coordhost run` as a real process: exit codes, the one-line error for a
 //! bad job file, the printed summary and the JSON summary.
 
-
-
-use crate::support::{coordhost, expected_word_counts};
 use crate::support::job::{example_job, word_count_output};
+use crate::support::{coordhost, expected_word_counts};
 
 #[test]
 fn run_finishes_with_exit_0_and_writes_the_json_summary() {

@@ -3,21 +3,26 @@
 //! of a reset source go back to the enumerator, and the sink never
 //! duplicates or drops rows.
 
-
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use coordhost::job::{JobStatus, LostPartition, run_job};
-use coordhost::runtime::InjectedFault;
-use crate::support::job::{example_job, options, run_ok, word_count_output};
+use crate::support::job::{example_job, options, run_ok, run_ok_with, word_count_output};
+use crate::support::knobs::{InjectedFault, Knobs, LostPartition};
 use crate::support::{expected_word_counts, plugin_path};
+use coordhost::job::JobStatus;
 
-fn fault(vertex: &str, subtask: u32, attempt: u32, after_records: u64) -> InjectedFault {
-    InjectedFault {
-        vertex: vertex.into(),
-        subtask,
-        attempt,
-        after_records,
+fn faults(faults: &[(&str, u32, u32, u64)]) -> Knobs {
+    Knobs {
+        faults: faults
+            .iter()
+            .map(|&(vertex, subtask, attempt, after_records)| InjectedFault {
+                vertex: vertex.into(),
+                subtask,
+                attempt,
+                after_records,
+            })
+            .collect(),
+        ..Knobs::default()
     }
 }
 
@@ -37,9 +42,8 @@ fn wordcount(tmp: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
 fn a_source_attempt_that_fails_midway_reruns_and_no_word_is_counted_twice() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let (job, data) = wordcount(tmp.path());
-    let mut opts = options(&job, &tmp.path().join("state"), 2);
-    opts.faults = vec![fault("tokenize", 0, 0, 100)];
-    let summary = run_ok(&opts);
+    let opts = options(&job, &tmp.path().join("state"), 2);
+    let summary = run_ok_with(&opts, &faults(&[("tokenize", 0, 0, 100)]));
     assert_eq!(summary.tasks_reset, 1);
     assert_eq!(summary.tasks_run, summary.tasks_total + 1);
     assert_eq!(
@@ -52,9 +56,8 @@ fn a_source_attempt_that_fails_midway_reruns_and_no_word_is_counted_twice() {
 fn a_sink_attempt_that_fails_midway_reruns_and_publishes_once() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let (job, data) = wordcount(tmp.path());
-    let mut opts = options(&job, &tmp.path().join("state"), 2);
-    opts.faults = vec![fault("count", 0, 0, 100)];
-    let summary = run_ok(&opts);
+    let opts = options(&job, &tmp.path().join("state"), 2);
+    let summary = run_ok_with(&opts, &faults(&[("count", 0, 0, 100)]));
     assert_eq!(summary.tasks_reset, 1);
     assert_eq!(
         word_count_output(&tmp.path().join("state/output/wordcount")),
@@ -70,9 +73,10 @@ fn an_execution_vertex_out_of_attempts_fails_the_job_naming_it() {
         .expect("job")
         .replace("max-attempts = 3", "max-attempts = 2");
     std::fs::write(&job, text).expect("job");
-    let mut opts = options(&job, &tmp.path().join("state"), 2);
-    opts.faults = vec![fault("count", 0, 0, 10), fault("count", 0, 1, 10)];
-    let summary = run_job(&opts).expect("the job starts");
+    let opts = options(&job, &tmp.path().join("state"), 2);
+    let knobs = faults(&[("count", 0, 0, 10), ("count", 0, 1, 10)]);
+    let summary =
+        crate::support::knobs::run(&opts, &knobs).unwrap_or_else(|e| panic!("the job starts: {e}"));
     assert_eq!(summary.status, JobStatus::Failed);
     let error = summary.error.expect("an error");
     assert!(
@@ -158,15 +162,18 @@ fn a_lost_partition_resets_its_producer_first_and_its_splits_are_read_again() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let (job, expected) = t1_job(tmp.path());
     let state = tmp.path().join("state");
-    let mut opts = options(&job, &state, 2);
-    opts.lost_partitions = vec![LostPartition {
-        consumer: "middle".into(),
-        consumer_subtask: 0,
-        consumer_attempt: 0,
-        producer: "source".into(),
-        producer_subtask: 0,
-    }];
-    let summary = run_ok(&opts);
+    let opts = options(&job, &state, 2);
+    let knobs = Knobs {
+        lost_partitions: vec![LostPartition {
+            consumer: "middle".into(),
+            consumer_subtask: 0,
+            consumer_attempt: 0,
+            producer: "source".into(),
+            producer_subtask: 0,
+        }],
+        ..Knobs::default()
+    };
+    let summary = run_ok_with(&opts, &knobs);
     // middle 0 failed with PartitionNotFound: source 0 and middle 0 were reset.
     assert_eq!(summary.tasks_reset, 2, "{summary:?}");
     assert_eq!(summary.tasks_run, summary.tasks_total + 2);

@@ -3,10 +3,9 @@
 //! naming the job file and the field; and a data directory whose log was
 //! written for other plugin settings (another input folder) is refused.
 
-
-use coordhost::job::{JobError, run_job};
 use crate::support::job::{example_job, options, run_ok};
 use crate::support::plugin_path;
+use coordhost::job::{JobError, run_job};
 
 fn words(dir: &std::path::Path) {
     std::fs::create_dir_all(dir).unwrap();

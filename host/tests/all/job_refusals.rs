@@ -5,7 +5,6 @@
 //! Then the messages of plugin failures while a job starts, `plugin check`
 //! on special and huge files, and the two opt-ins that do run.
 
-
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

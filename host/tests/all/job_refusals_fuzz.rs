@@ -3,13 +3,12 @@
 //! the job file. A sample of the refused files goes through the real
 //! binary: exit 2, the loader's line, and nothing written.
 
-
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use coordhost::config::{LoadOptions, parse_job};
 use crate::support::job::example_job;
+use coordhost::config::{LoadOptions, parse_job};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 

@@ -2,12 +2,11 @@
 //! requests, the per-subtask assignment history, "no more splits", splits
 //! handed back on reset, and a batch snapshot that carries the history.
 
-
 use std::collections::BTreeSet;
 
+use crate::support::{grant, host, spec};
 use coordhost::coordinator::{SourceCoordinator, SplitAnswer};
 use coordhost::plugin::PluginKind;
-use crate::support::{grant, host, spec};
 
 /// Pulls every split `subtask` gets until "no more splits"; returns the ids.
 fn drain(c: &mut SourceCoordinator, subtask: u32) -> Vec<String> {

@@ -2,11 +2,10 @@
 //! coordhost-datagen; the expected result is computed in the test straight
 //! from tpchgen's rows (integers in cents), not from any CSV or our output.
 
-
 use std::collections::BTreeMap;
 
 use crate::support::job::{example_job, options, run_ok};
-use crate::support::{published_lines};
+use crate::support::published_lines;
 use tpchgen::generators::LineItemGenerator;
 
 #[derive(Default)]

@@ -3,10 +3,10 @@
 //! coordinator crash works with each of them (issue "plugins in any Wasm
 //! language", item 3).
 
-
-use coordhost::job::{CrashPoint, JobStatus, run_job};
 use crate::support::job::{example_job, options, run_ok};
-use crate::support::{published_lines};
+use crate::support::knobs::{self, CrashPoint, Knobs};
+use crate::support::published_lines;
+use coordhost::job::{JobStatus, run_job};
 
 const ENUMERATORS: [&str; 3] = ["file-enumerator", "py-enumerator", "js-enumerator"];
 
@@ -44,12 +44,12 @@ fn tpch_q1_gives_the_same_result_with_the_rust_python_and_javascript_enumerators
 
         // Crash once the scan has finished, then recover.
         let crashed = tmp.path().join(format!("crash-{name}"));
-        let mut opts = options(&job, &crashed, 2);
-        opts.crash_at = Some(CrashPoint::AfterFinished {
+        let opts = options(&job, &crashed, 2);
+        let crash = Knobs::crash(CrashPoint::AfterFinished {
             vertex: "scan".into(),
             count: 4,
         });
-        let first = run_job(&opts).expect("the first run starts");
+        let first = knobs::run(&opts, &crash).expect("the first run starts");
         assert!(
             first
                 .error
@@ -58,7 +58,6 @@ fn tpch_q1_gives_the_same_result_with_the_rust_python_and_javascript_enumerators
             "{name}: {:?}",
             first.error
         );
-        opts.crash_at = None;
         let second = run_job(&opts).expect("the restart starts");
         assert_eq!(
             second.status,

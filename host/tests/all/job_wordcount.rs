@@ -1,9 +1,8 @@
 //! The word-count example end to end: real plugins (file-enumerator,
 //! local-shuffle), real files, output checked against the test's own count.
 
-
+use crate::support::expected_word_counts;
 use crate::support::job::{example_job, options, run_ok, word_count_output};
-use crate::support::{expected_word_counts};
 
 #[test]
 fn word_count_example_counts_every_word_of_the_folder() {

@@ -2,7 +2,6 @@
 //! new host (as a new coordinator process) does not compile again, and a
 //! damaged cache entry is compiled again rather than trusted.
 
-
 use coordhost::plugin::{CacheOutcome, HostOptions, PluginHost, PluginKind, PluginSpec};
 
 #[test]

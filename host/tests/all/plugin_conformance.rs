@@ -4,7 +4,6 @@
 //! split hand-out, add-splits-back, batch snapshot → restore round trips,
 //! error values, and behaviour under the sandbox limits.
 
-
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;

@@ -3,7 +3,6 @@
 //! and the real `faulty-enumerator`, `file-enumerator`, `wrong-world` and
 //! `not-a-plugin` components.
 
-
 use std::time::{Duration, Instant};
 
 use crate::support::{grant, host, plugin_path, spec};

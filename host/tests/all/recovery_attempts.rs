@@ -4,15 +4,14 @@
 //! job, and the `JobVertexInitialized` a recovered run records carries the
 //! same input ranges as a fresh run's.
 
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use coordhost::events::{JobEvent, JobVertexInitialized};
 use crate::support::recovery::{
     Enumerator, Log, T1, after_finished, assert_same_output_as_uninterrupted, lost, partition_dirs,
     segments,
 };
+use coordhost::events::{JobEvent, JobVertexInitialized};
 
 /// The last `JobVertexInitialized` of each vertex among `events`.
 fn inits(events: &[JobEvent]) -> BTreeMap<String, JobVertexInitialized> {

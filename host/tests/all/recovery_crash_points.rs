@@ -1,18 +1,19 @@
 //! Crashes at every named point of the recording and recovery code
-//! (`coordhost::job::CRASH_POINTS`), on the word-count example with
-//! real plugins: the run stops as a dead coordinator would, a new run on
+//! (`coordhost::failpoints::CRASH_POINTS`, fail points `crash::<point>`
+//! set on the real binary), on the word-count example with real plugins:
+//! the run stops as a dead coordinator would, a new run on
 //! the same data directory recovers, and the output equals the word counts
 //! the test computes itself. A crash inside a recovery is followed by a
 //! second recovery, which must still end right.
 
-
 use std::path::Path;
 
-use coordhost::events::{JobEvent, open_job_log};
-use coordhost::job::{CRASH_POINTS, CrashPoint, JobError, JobStatus, run_job};
-use coordhost::runtime::InjectedFault;
+use crate::support::expected_word_counts;
 use crate::support::job::{example_job, options, word_count_output};
-use crate::support::{expected_word_counts};
+use crate::support::knobs::{self, CrashPoint, InjectedFault, Knobs};
+use coordhost::events::{JobEvent, open_job_log};
+use coordhost::failpoints::CRASH_POINTS;
+use coordhost::job::{JobStatus, RunOptions, run_job};
 
 /// Six small text files.
 fn input(dir: &Path) {
@@ -32,10 +33,10 @@ fn crash_at(point: &str) -> Option<CrashPoint> {
     })
 }
 
-/// Runs until the crash point; returns whether it crashed there.
-fn run_crashing(opts: &coordhost::job::RunOptions) -> bool {
-    match run_job(opts) {
-        Err(JobError::SimulatedCrash { .. }) => true,
+/// Runs the binary until the crash point; returns whether it crashed there.
+fn run_crashing(opts: &RunOptions, knobs: &Knobs) -> bool {
+    match knobs::run(opts, knobs) {
+        Err(stopped) if stopped.is_simulated_crash() => true,
         Ok(s) => {
             let crashed = s
                 .error
@@ -81,28 +82,29 @@ fn a_crash_at_every_named_point_is_recovered_with_the_same_output() {
 
     for point in CRASH_POINTS {
         let data = tmp.path().join(format!("data-{point}"));
-        let mut opts = options(&job, &data, 2);
-        opts.faults = vec![fault.clone()];
+        let opts = options(&job, &data, 2);
+        let mut knobs = Knobs {
+            faults: vec![fault.clone()],
+            ..Knobs::default()
+        };
         if point.starts_with("recovery-") {
             // Reach a recovery first: crash once all tokenize subtasks are recorded.
-            opts.crash_at = Some(CrashPoint::AfterFinished {
+            knobs.crash_at = Some(CrashPoint::AfterFinished {
                 vertex: "tokenize".into(),
                 count: 4,
             });
             assert!(
-                run_crashing(&opts),
+                run_crashing(&opts, &knobs),
                 "{point}: the first run did not reach its crash"
             );
-            opts.faults.clear();
+            knobs.faults.clear();
         }
-        opts.crash_at = crash_at(point);
+        knobs.crash_at = crash_at(point);
         assert!(
-            run_crashing(&opts),
+            run_crashing(&opts, &knobs),
             "{point}: the run never passed this point"
         );
 
-        opts.crash_at = None;
-        opts.faults.clear();
         let summary =
             run_job(&opts).unwrap_or_else(|e| panic!("{point}: the restart did not start: {e}"));
         assert_eq!(

@@ -13,14 +13,15 @@
 //! Each trial prints its seed; rerun one with `COORDHOST_SEED=<seed>
 //! COORDHOST_TRIALS=1`.
 
-
 use std::path::Path;
 
-use coordhost::job::{CRASH_POINTS, CrashPoint, JobError, JobStatus, run_job};
 use crate::support::damage::{Damage, damage_partition};
+use crate::support::knobs::{self, CrashPoint, Knobs};
 use crate::support::recovery::{
     Enumerator, T1, assert_same_output_as_uninterrupted, bytes_per_task_for_two, partition_dirs,
 };
+use coordhost::failpoints::CRASH_POINTS;
+use coordhost::job::{JobStatus, run_job};
 
 /// Trials when `COORDHOST_TRIALS` is not set.
 const DEFAULT_TRIALS: u64 = 12;
@@ -68,11 +69,9 @@ enum Stop {
     Finished,
 }
 
-/// Runs `t1` over `data_dir` until the simulated crash `at`.
+/// Runs `t1` (the binary) over `data_dir` until the simulated crash `at`.
 fn run_until(t1: &T1, data_dir: &Path, at: &CrashPoint) -> Stop {
-    let mut o = t1.options(data_dir);
-    o.crash_at = Some(at.clone());
-    match run_job(&o) {
+    match knobs::run(&t1.options(data_dir), &Knobs::crash(at.clone())) {
         Ok(s) if s.status == JobStatus::Finished => Stop::Finished,
         Ok(s)
             if s.error
@@ -82,7 +81,7 @@ fn run_until(t1: &T1, data_dir: &Path, at: &CrashPoint) -> Stop {
             Stop::Crashed
         }
         Ok(s) => panic!("the run failed before the crash {at:?}: {:?}", s.error),
-        Err(JobError::SimulatedCrash { .. }) => Stop::Crashed,
+        Err(stopped) if stopped.is_simulated_crash() => Stop::Crashed,
         Err(e) => panic!("the run did not start, crash {at:?}: {e}"),
     }
 }

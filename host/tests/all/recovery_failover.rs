@@ -3,15 +3,14 @@
 //! simulated coordinator crash, with the real sample plugins and real files.
 //! Every scenario also compares the final output with an uninterrupted run.
 
-
 use std::collections::BTreeSet;
 
-use coordhost::events::{JobEvent, ResetReason};
 use crate::support::recovery::{
     Enumerator, Log, T1, after_finished, assert_same_output_as_uninterrupted, finished_attempts,
     finished_of, lost, reasons, recovery, reset_of, resets_of, skipped_of, splits_per_subtask,
     vertex,
 };
+use coordhost::events::{JobEvent, ResetReason};
 
 /// The subtasks of `vertex` named by each `ExecutionsReset` event, in order.
 fn reset_groups(events: &[JobEvent], vertex: &str) -> Vec<(BTreeSet<u32>, ResetReason)> {
@@ -155,8 +154,12 @@ fn consumers_that_finished_before_a_full_source_restart_do_not_keep_the_old_spli
 
     let mut opts = t1.options(&data);
     opts.workers = Some(1);
-    opts.lost_partitions = vec![lost("middle", 4, 0, "source", 4)];
-    let second = coordhost::job::run_job(&opts).expect("the job starts");
+    let knobs = crate::support::knobs::Knobs {
+        lost_partitions: vec![lost("middle", 4, 0, "source", 4)],
+        ..Default::default()
+    };
+    let second =
+        crate::support::knobs::run(&opts, &knobs).unwrap_or_else(|e| panic!("the job starts: {e}"));
     assert_eq!(
         second.status,
         coordhost::job::JobStatus::Finished,

@@ -12,17 +12,16 @@
 //!   plugin and both sizes; the job finishes, and a crashed run of it
 //!   recovers and finishes too.
 
-
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use coordhost::events::{FileStorage, JobEvent, format, replay};
-use coordhost::job::{CrashPoint, JobError, JobStatus, RunOptions, run_job};
 use crate::support::crash::{
-    Coordhost, EventLog, JOB, Kill, SINK, SOURCE, sorted_output,
-    sources_done,
+    Coordhost, EventLog, JOB, Kill, SINK, SOURCE, sorted_output, sources_done,
 };
+use crate::support::knobs::{self, CrashPoint, Knobs};
 use crate::support::{cache_dir, plugin_path};
+use coordhost::events::{FileStorage, JobEvent, format, replay};
+use coordhost::job::{JobStatus, RunOptions, run_job};
 
 /// Splits of the enumerator (one input line each).
 const SPLITS: u32 = 6;
@@ -271,19 +270,19 @@ fn a_snapshot_over_the_limit_is_refused_when_taken_and_the_job_still_finishes_an
     // A crashed run of the same job recovers from what was recorded and
     // finishes: the job never becomes unfinishable.
     let data = tmp.path().join("crashed");
-    let mut opts = options(&job, &data, limit);
-    opts.crash_at = Some(CrashPoint::AfterFinished {
+    let opts = options(&job, &data, limit);
+    let crash = Knobs::crash(CrashPoint::AfterFinished {
         vertex: SOURCE.to_owned(),
         count: 2,
     });
-    match run_job(&opts) {
+    match knobs::run(&opts, &crash) {
         Ok(s) => assert!(
             s.error
                 .as_deref()
                 .is_some_and(|e| e.contains("simulated coordinator crash")),
             "{s:?}"
         ),
-        Err(JobError::SimulatedCrash { .. }) => {}
+        Err(stopped) if stopped.is_simulated_crash() => {}
         Err(e) => panic!("the run was to stop at the simulated crash: {e}"),
     }
     let summary = run_job(&options(&job, &data, limit)).expect("the restart starts");
@@ -299,19 +298,19 @@ fn a_damaged_side_file_fails_recovery_naming_the_file_and_the_job_runs_again_fro
     // 2 MiB of padding: over the inline limit, so in a side file.
     let job = write_job(tmp.path(), 2, 0);
     let data = tmp.path().join("data");
-    let mut opts = options(&job, &data, format::MAX_SNAPSHOT_LEN);
-    opts.crash_at = Some(CrashPoint::AfterFinished {
+    let opts = options(&job, &data, format::MAX_SNAPSHOT_LEN);
+    let crash = Knobs::crash(CrashPoint::AfterFinished {
         vertex: SOURCE.to_owned(),
         count: 2,
     });
-    match run_job(&opts) {
+    match knobs::run(&opts, &crash) {
         Ok(s) => assert!(
             s.error
                 .as_deref()
                 .is_some_and(|e| e.contains("simulated coordinator crash")),
             "{s:?}"
         ),
-        Err(JobError::SimulatedCrash { .. }) => {}
+        Err(stopped) if stopped.is_simulated_crash() => {}
         Err(e) => panic!("the run was to stop at the simulated crash: {e}"),
     }
     let files = side_files(&data);

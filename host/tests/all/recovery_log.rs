@@ -3,14 +3,18 @@
 //! after recovery, and an edited job file on the same data directory. Real
 //! plugins, real files; the log is damaged on disk between runs.
 
-
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use coordhost::events::{JobEvent, ResetReason};
-use coordhost::job::{CrashPoint, JobError, run_job};
-use crate::support::recovery::{Enumerator, Log, T1, WORKERS, after_finished, assert_same_output_as_uninterrupted, finished_attempts, finished_of, frames, log_dir, out_dir, recoveries, recovery, reset_of, segments, skipped_of, tree};
+use crate::support::knobs::CrashPoint;
+use crate::support::recovery::{
+    Enumerator, Log, T1, WORKERS, after_finished, assert_same_output_as_uninterrupted,
+    finished_attempts, finished_of, frames, log_dir, out_dir, recoveries, recovery, reset_of,
+    segments, skipped_of, tree,
+};
 use crate::support::{cache_dir, part_files};
+use coordhost::events::{JobEvent, ResetReason};
+use coordhost::job::{JobError, run_job};
 
 /// Flips one byte inside the payload of record `index` of `segment`;
 /// returns the offset of that record's frame.

@@ -13,18 +13,16 @@
 //!   limit of 0 stands in for a full disk) exits 1, as any run that fails
 //!   on its storage does.
 
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use coordhost::events::{JobEvent, SinkCommitted, format};
-use crate::support::crash::{
-    log_dir,
-    Coordhost, Fixture, JOB, Kill, SINK, SOURCE, WordJob, expected_output,
-    sorted_output, sources_done,
-};
 use crate::support::cache_dir;
+use crate::support::crash::{
+    Coordhost, Fixture, JOB, Kill, SINK, SOURCE, WordJob, expected_output, log_dir, sorted_output,
+    sources_done,
+};
+use coordhost::events::{JobEvent, SinkCommitted, format};
 
 /// A fast word-count job (no delays) written into the fixture folder.
 fn fast_job(fx: &Fixture) -> PathBuf {

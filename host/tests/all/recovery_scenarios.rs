@@ -4,12 +4,15 @@
 //! directory. Every scenario also compares the final output with an
 //! uninterrupted run of the same job.
 
-
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::support::part_files;
+use crate::support::recovery::{
+    Enumerator, Log, T1, after_finished, assert_same_output_as_uninterrupted, finished_attempts,
+    finished_of, out_dir, partition_dirs, reasons, recovery, reset_of, skipped_of,
+    splits_per_subtask, subpartition_sizes, vertex,
+};
 use coordhost::events::{AttemptId, JobEvent, ResetReason};
-use crate::support::recovery::{Enumerator, Log, T1, after_finished, assert_same_output_as_uninterrupted, finished_attempts, finished_of, out_dir, partition_dirs, reasons, recovery, reset_of, skipped_of, splits_per_subtask, subpartition_sizes, vertex};
-use crate::support::{part_files};
 
 fn attempts(subtasks: std::ops::Range<u32>, vertex: &str, attempt: u32) -> BTreeSet<AttemptId> {
     subtasks

@@ -2,10 +2,10 @@
 //! gets no progress recovery (FLIP-383): the run says so once at start, and
 //! after a crash the job runs again from scratch, with the right output.
 
-
-use coordhost::job::{CrashPoint, JobStatus, run_job};
 use crate::support::expected_word_counts;
 use crate::support::job::{example_job, options, word_count_output};
+use crate::support::knobs::{self, CrashPoint, Knobs};
+use coordhost::job::{JobStatus, run_job};
 
 fn input(dir: &std::path::Path) {
     std::fs::create_dir_all(dir).unwrap();
@@ -48,12 +48,12 @@ fn without_shuffle_snapshots_the_run_warns_once_and_a_crash_restarts_from_scratc
     assert!(stderr.contains("`shuffle`"), "{stderr}");
 
     let crashed = tmp.path().join("crashed");
-    let mut opts = options(&job, &crashed, 2);
-    opts.crash_at = Some(CrashPoint::AfterFinished {
+    let opts = options(&job, &crashed, 2);
+    let crash = Knobs::crash(CrashPoint::AfterFinished {
         vertex: "tokenize".into(),
         count: 4,
     });
-    let first = run_job(&opts).unwrap();
+    let first = knobs::run(&opts, &crash).unwrap();
     assert!(
         first
             .error
@@ -62,7 +62,6 @@ fn without_shuffle_snapshots_the_run_warns_once_and_a_crash_restarts_from_scratc
         "{:?}",
         first.error
     );
-    opts.crash_at = None;
     let second = run_job(&opts).unwrap();
     assert_eq!(second.status, JobStatus::Finished, "{:?}", second.error);
     assert!(

@@ -17,12 +17,11 @@
 //! machine is shared); the scenarios without the fix take 20–60 s or
 //! forever.
 
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::support::{cache_dir, shuffle_table, plugin_path, toml_string};
+use crate::support::{cache_dir, plugin_path, shuffle_table, toml_string};
 
 /// Slack on top of twice a deadline: process start, loading components
 /// from the shared cache, a loaded machine.

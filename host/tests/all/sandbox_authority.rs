@@ -11,7 +11,6 @@
 //! user's file among it) is the same before and after the run: nothing
 //! outside a plugin's writable grants was created, written or deleted.
 
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;

@@ -23,8 +23,6 @@ use std::time::{Duration, Instant};
 use super::{cache_dir, expected_word_counts, plugin_path, published_lines};
 use serde_json::Value;
 
-
-
 /// The job's name (also its folder under the data directory).
 pub const JOB: &str = "wordcount";
 /// The source job vertex.
@@ -727,7 +725,10 @@ pub fn sorted_output(data_dir: &Path) -> String {
 /// The word count of `input` computed by the test itself, in the sink's
 /// `word count` format, sorted like [`sorted_output`].
 pub fn expected_output(input: &Path) -> String {
-    let mut lines: Vec<String> = expected_word_counts(input).iter().map(|(w, n)| format!("{w} {n}")).collect();
+    let mut lines: Vec<String> = expected_word_counts(input)
+        .iter()
+        .map(|(w, n)| format!("{w} {n}"))
+        .collect();
     lines.sort();
     let mut text = lines.join("\n");
     text.push('\n');

@@ -30,6 +30,13 @@ pub enum Damage {
 
 impl Damage {
     /// Every kind, `None` first.
+    #[cfg_attr(
+        not(feature = "failpoints"),
+        expect(
+            dead_code,
+            reason = "used by recovery_damage_proptest, built with the failpoints feature"
+        )
+    )]
     pub const ALL: [Damage; 6] = [
         Damage::None,
         Damage::Deleted,
@@ -190,6 +197,13 @@ pub fn non_empty_subpartitions(location: &Path) -> Vec<PathBuf> {
 /// Applies `how` to one non-empty subpartition of the partition at
 /// `location`, chosen with `pick` like the place inside it. `None` when no
 /// subpartition offers such a place.
+#[cfg_attr(
+    not(feature = "failpoints"),
+    expect(
+        dead_code,
+        reason = "used by recovery_damage_proptest, built with the failpoints feature"
+    )
+)]
 pub fn damage_partition(location: &Path, how: Damage, pick: u64) -> Option<String> {
     let files = non_empty_subpartitions(location);
     let n = files.len() as u64;

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use super::{cache_dir, plugin_path, published_lines, workspace};
 use coordhost::job::{JobStatus, RunOptions, Summary, run_job};
 
-
+#[cfg(feature = "failpoints")]
+use super::knobs::Knobs;
 
 /// Writes `examples/<example>` into `dir` with its input folder replaced by
 /// `data` and its plugin paths by the built plugins; returns the job file.
@@ -55,9 +56,20 @@ pub fn options(job: &Path, data_dir: &Path, workers: usize) -> RunOptions {
     o
 }
 
-/// Runs and asserts the job finished.
+/// Runs in-process and asserts the job finished.
 pub fn run_ok(opts: &RunOptions) -> Summary {
-    let summary = run_job(opts).expect("the job starts");
+    assert_finished(run_job(opts).expect("the job starts"))
+}
+
+/// Runs the binary with test knobs and asserts the job finished.
+#[cfg(feature = "failpoints")]
+pub fn run_ok_with(opts: &RunOptions, knobs: &Knobs) -> Summary {
+    assert_finished(
+        super::knobs::run(opts, knobs).unwrap_or_else(|e| panic!("the job starts: {e}")),
+    )
+}
+
+fn assert_finished(summary: Summary) -> Summary {
     assert_eq!(
         summary.status,
         JobStatus::Finished,

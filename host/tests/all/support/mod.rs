@@ -8,6 +8,8 @@
 //! - [`recovery`]: topology T1 of docs/recovery.md run in-process, with
 //!   simulated crashes, and the event log read back;
 //! - [`job`]: the examples rewritten for a test, sink output read back;
+//! - [`knobs`]: a run of the binary with test knobs (fail points): a
+//!   simulated crash, a failing attempt, a lost partition;
 //! - [`events`]: one event of every kind and logs over `MemoryStorage`;
 //! - [`damage`]: result partitions damaged the way disks and people do.
 
@@ -15,6 +17,9 @@ pub mod crash;
 pub mod damage;
 pub mod events;
 pub mod job;
+#[cfg(feature = "failpoints")]
+pub mod knobs;
+#[cfg(feature = "failpoints")]
 pub mod recovery;
 
 use std::collections::BTreeMap;
@@ -169,7 +174,6 @@ pub fn expected_word_counts(dir: &Path) -> BTreeMap<String, u64> {
     }
     counts
 }
-
 
 /// The segment files (`segment-*.log`) of the event log folder `log_dir`,
 /// oldest first; none when the folder does not exist.

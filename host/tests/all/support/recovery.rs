@@ -1,7 +1,8 @@
 //! Helpers of the `recovery_*` tests (scenarios 1–11 of docs/recovery.md, "unit
 //! level"): topology T1 written as a real job file over real input files,
-//! run in-process with [`run_job`] and a simulated coordinator crash
-//! ([`CrashPoint`]), then run again on the same data directory.
+//! run in-process with [`run_job`], or through the binary with a simulated
+//! coordinator crash ([`CrashPoint`], a fail point: [`super::knobs`]), then
+//! run again on the same data directory.
 //!
 //! - [`T1`] writes the job: `source` (5, a split enumerator with 10 splits)
 //!   → forward → `middle` (5) → hash → `sink` (`auto`, 2 for this data).
@@ -13,16 +14,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use super::{cache_dir, plugin_path, published_lines, segment_files};
+use super::{plugin_path, published_lines, segment_files};
 use coordhost::events::{
     AttemptId, ExecutionFinished, ExecutionsReset, FileStorage, JobEvent, RecoveryFinished,
     ReplayedEvent, ResetReason, job_log_dir, replay,
 };
-use coordhost::job::{
-    CrashPoint, JobError, JobStatus, LostPartition, RunOptions, Summary, run_job,
-};
+use coordhost::job::{JobStatus, RunOptions, Summary, run_job};
 
-
+use super::knobs::{CrashPoint, Knobs, LostPartition};
 
 /// The job's name (also its folder under the data directory).
 pub const JOB: &str = "t1";
@@ -269,17 +268,22 @@ key = ["word"]
 
     /// Run options for this job over `data_dir`.
     pub fn options(&self, data_dir: &Path) -> RunOptions {
-        let mut o = RunOptions::new(self.job_file(), data_dir);
-        o.workers = Some(WORKERS);
-        o.cache_dir = Some(cache_dir());
-        o
+        super::job::options(&self.job_file(), data_dir, WORKERS)
     }
 
-    /// Runs to the end (no crash) with `lost` partitions; asserts it finished.
+    /// Runs to the end (no crash) with `lost` partitions (in-process when
+    /// there are none, else through the binary); asserts it finished.
     pub fn run(&self, data_dir: &Path, lost: Vec<LostPartition>) -> Summary {
-        let mut o = self.options(data_dir);
-        o.lost_partitions = lost;
-        let summary = run_job(&o).expect("the job starts");
+        let o = self.options(data_dir);
+        let summary = if lost.is_empty() {
+            run_job(&o).expect("the job starts")
+        } else {
+            let knobs = Knobs {
+                lost_partitions: lost,
+                ..Knobs::default()
+            };
+            super::knobs::run(&o, &knobs).unwrap_or_else(|e| panic!("the job starts: {e}"))
+        };
         assert_eq!(
             summary.status,
             JobStatus::Finished,
@@ -289,20 +293,22 @@ key = ["word"]
         summary
     }
 
-    /// Runs until the simulated crash `at`; asserts the run stopped there.
-    /// Returns the run's summary when the crash came while the job ran (a
-    /// crash during recovery ends `run_job` with
-    /// [`JobError::SimulatedCrash`] and no summary).
+    /// Runs the binary until the simulated crash `at`; asserts the run
+    /// stopped there. Returns the run's summary when the crash came while
+    /// the job ran (a crash during recovery ends the run before it has a
+    /// summary).
     pub fn crash(
         &self,
         data_dir: &Path,
         at: CrashPoint,
         lost: Vec<LostPartition>,
     ) -> Option<Summary> {
-        let mut o = self.options(data_dir);
-        o.crash_at = Some(at.clone());
-        o.lost_partitions = lost;
-        match run_job(&o) {
+        let knobs = Knobs {
+            crash_at: Some(at.clone()),
+            lost_partitions: lost,
+            ..Knobs::default()
+        };
+        match super::knobs::run(&self.options(data_dir), &knobs) {
             Ok(summary) => {
                 assert_eq!(
                     summary.status,
@@ -316,7 +322,7 @@ key = ["word"]
                 );
                 Some(summary)
             }
-            Err(JobError::SimulatedCrash { .. }) => None,
+            Err(stopped) if stopped.is_simulated_crash() => None,
             Err(e) => panic!("the run was to stop at the simulated crash {at:?}: {e}"),
         }
     }
