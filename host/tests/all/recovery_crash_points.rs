@@ -35,22 +35,7 @@ fn crash_at(point: &str) -> Option<CrashPoint> {
 
 /// Runs the binary until the crash point; returns whether it crashed there.
 fn run_crashing(opts: &RunOptions, knobs: &Knobs) -> bool {
-    match knobs::run(opts, knobs) {
-        Err(stopped) if stopped.is_simulated_crash() => true,
-        Ok(s) => {
-            let crashed = s
-                .error
-                .as_deref()
-                .is_some_and(|e| e.contains("simulated coordinator crash"));
-            assert!(
-                crashed || s.status == JobStatus::Finished,
-                "unexpected failure: {:?}",
-                s.error
-            );
-            crashed
-        }
-        Err(e) => panic!("the run did not start: {e}"),
-    }
+    knobs::run_to_crash(opts, knobs).crashed()
 }
 
 fn recovery_finished_count(data: &Path) -> usize {

@@ -16,7 +16,7 @@
 use std::path::Path;
 
 use crate::support::damage::{Damage, damage_partition};
-use crate::support::knobs::{self, CrashPoint, Knobs};
+use crate::support::knobs::{self, CrashPoint, CrashRun, Knobs};
 use crate::support::recovery::{
     Enumerator, T1, assert_same_output_as_uninterrupted, bytes_per_task_for_two, partition_dirs,
 };
@@ -61,29 +61,9 @@ fn env_number(name: &str, default: u64) -> u64 {
     }
 }
 
-/// What one simulated crash did.
-#[derive(Debug)]
-enum Stop {
-    Crashed,
-    /// The crash point was never reached: the run finished the job.
-    Finished,
-}
-
 /// Runs `t1` (the binary) over `data_dir` until the simulated crash `at`.
-fn run_until(t1: &T1, data_dir: &Path, at: &CrashPoint) -> Stop {
-    match knobs::run(&t1.options(data_dir), &Knobs::crash(at.clone())) {
-        Ok(s) if s.status == JobStatus::Finished => Stop::Finished,
-        Ok(s)
-            if s.error
-                .as_deref()
-                .is_some_and(|e| e.contains("simulated coordinator crash")) =>
-        {
-            Stop::Crashed
-        }
-        Ok(s) => panic!("the run failed before the crash {at:?}: {:?}", s.error),
-        Err(stopped) if stopped.is_simulated_crash() => Stop::Crashed,
-        Err(e) => panic!("the run did not start, crash {at:?}: {e}"),
-    }
+fn run_until(t1: &T1, data_dir: &Path, at: &CrashPoint) -> CrashRun {
+    knobs::run_to_crash(&t1.options(data_dir), &Knobs::crash(at.clone()))
 }
 
 fn random_crash(rng: &mut Rng) -> CrashPoint {
@@ -155,8 +135,15 @@ fn trial(seed: u64, tally: &mut Tally) {
     for _ in 0..=rng.below(2) {
         let at = random_crash(&mut rng);
         let stop = run_until(&t1, &data_dir, &at);
-        story.push(format!("crash {at:?}: {stop:?}"));
-        if matches!(stop, Stop::Finished) {
+        story.push(format!(
+            "crash {at:?}: {}",
+            if stop.crashed() {
+                "Crashed"
+            } else {
+                "Finished"
+            }
+        ));
+        if matches!(stop, CrashRun::Finished(_)) {
             break;
         }
         tally.crashes += 1;

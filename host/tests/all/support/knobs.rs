@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use coordhost::events::format::MAX_SNAPSHOT_LEN;
-use coordhost::job::{RunOptions, Summary};
+use coordhost::job::{JobStatus, RunOptions, Summary};
 
 /// Where a simulated coordinator crash happens: the run makes what it
 /// recorded durable and stops as if the process died there.
@@ -205,6 +205,49 @@ pub fn run(opts: &RunOptions, knobs: &Knobs) -> Result<Summary, Stopped> {
         code: out.status.code(),
         stderr,
     })
+}
+
+/// How a run with a simulated crash ([`run_to_crash`]) ended.
+#[derive(Debug)]
+pub enum CrashRun {
+    /// It stopped at the crash: with the run's summary when the crash came
+    /// while the job ran, without one when it came during recovery.
+    Crashed(Option<Summary>),
+    /// The crash point was never reached: the run finished the job.
+    Finished(Summary),
+}
+
+impl CrashRun {
+    /// Whether it crashed.
+    pub fn crashed(&self) -> bool {
+        matches!(self, Self::Crashed(_))
+    }
+}
+
+/// Runs the binary with `knobs` (a crash among them) to its end: it either
+/// stops at the simulated crash or, if the crash point is never reached,
+/// finishes the job.
+///
+/// # Panics
+/// If the run ends any other way (another failure, a refusal).
+pub fn run_to_crash(opts: &RunOptions, knobs: &Knobs) -> CrashRun {
+    let at = &knobs.crash_at;
+    match run(opts, knobs) {
+        Ok(s) if s.status == JobStatus::Finished => CrashRun::Finished(s),
+        Ok(s)
+            if s.error
+                .as_deref()
+                .is_some_and(|e| e.contains("simulated coordinator crash")) =>
+        {
+            CrashRun::Crashed(Some(s))
+        }
+        Ok(s) => panic!(
+            "the run stopped for another reason than the simulated crash {at:?}: {:?}\n{s:#?}",
+            s.error
+        ),
+        Err(stopped) if stopped.is_simulated_crash() => CrashRun::Crashed(None),
+        Err(e) => panic!("the run was to stop at the simulated crash {at:?}: {e}"),
+    }
 }
 
 fn read_summary(path: &Path) -> Option<Summary> {

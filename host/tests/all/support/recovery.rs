@@ -21,7 +21,7 @@ use coordhost::events::{
 };
 use coordhost::job::{JobStatus, RunOptions, Summary, run_job};
 
-use super::knobs::{CrashPoint, Knobs, LostPartition};
+use super::knobs::{CrashPoint, CrashRun, Knobs, LostPartition};
 
 /// The job's name (also its folder under the data directory).
 pub const JOB: &str = "t1";
@@ -308,22 +308,11 @@ key = ["word"]
             lost_partitions: lost,
             ..Knobs::default()
         };
-        match super::knobs::run(&self.options(data_dir), &knobs) {
-            Ok(summary) => {
-                assert_eq!(
-                    summary.status,
-                    JobStatus::Failed,
-                    "the run was to stop at the simulated crash {at:?}, but it ended: {summary:#?}"
-                );
-                let error = summary.error.clone().unwrap_or_default();
-                assert!(
-                    error.contains("simulated coordinator crash"),
-                    "the run stopped for another reason than the simulated crash {at:?}: {error}"
-                );
-                Some(summary)
-            }
-            Err(stopped) if stopped.is_simulated_crash() => None,
-            Err(e) => panic!("the run was to stop at the simulated crash {at:?}: {e}"),
+        match super::knobs::run_to_crash(&self.options(data_dir), &knobs) {
+            CrashRun::Crashed(summary) => summary,
+            CrashRun::Finished(summary) => panic!(
+                "the run was to stop at the simulated crash {at:?}, but it ended: {summary:#?}"
+            ),
         }
     }
 
