@@ -308,12 +308,6 @@ pub struct RunOptions {
     pub cache_dir: Option<PathBuf>,
     /// Progress display.
     pub progress: Option<Arc<dyn ProgressListener>>,
-    /// Largest enumerator batch snapshot state recorded, in bytes: a larger
-    /// one is refused when taken (the job goes on; a recovery restores the
-    /// previous snapshot). Default and maximum
-    /// [`MAX_SNAPSHOT_LEN`](crate::events::format::MAX_SNAPSHOT_LEN); the
-    /// library lowers it to test the refusal without a 1 GiB snapshot.
-    pub max_snapshot_bytes: u64,
     /// `--fresh`: discard what the data directory holds for this job (its
     /// log is set aside, never deleted; published output is removed) and
     /// run from scratch.
@@ -329,7 +323,6 @@ impl RunOptions {
             workers: None,
             cache_dir: None,
             progress: None,
-            max_snapshot_bytes: crate::events::format::MAX_SNAPSHOT_LEN,
             fresh: false,
         }
     }
@@ -342,7 +335,6 @@ impl std::fmt::Debug for RunOptions {
             .field("data_dir", &self.data_dir)
             .field("workers", &self.workers)
             .field("cache_dir", &self.cache_dir)
-            .field("max_snapshot_bytes", &self.max_snapshot_bytes)
             .field("fresh", &self.fresh)
             .finish_non_exhaustive()
     }

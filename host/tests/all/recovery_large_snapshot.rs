@@ -7,8 +7,8 @@
 //!   (the plugin checks its padding on restore), skips the finished sources
 //!   and publishes the same output as an uninterrupted run; superseded side
 //!   files are gone.
-//! - over the size limit (lowered through `RunOptions::max_snapshot_bytes`,
-//!   with the real log): refused when taken, in one warning naming the
+//! - over the size limit (lowered with the fail point `snapshot::max-bytes`
+//!   of the real binary, with the real log): refused when taken, in one warning naming the
 //!   plugin and both sizes; the job finishes, and a crashed run of it
 //!   recovers and finishes too.
 
@@ -214,10 +214,9 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
     }
 }
 
-fn options(job: &Path, data: &Path, max_snapshot_bytes: u64) -> RunOptions {
+fn options(job: &Path, data: &Path) -> RunOptions {
     let mut opts = RunOptions::new(job, data);
     opts.cache_dir = Some(cache_dir());
-    opts.max_snapshot_bytes = max_snapshot_bytes;
     opts
 }
 
@@ -227,21 +226,20 @@ fn a_snapshot_over_the_limit_is_refused_when_taken_and_the_job_still_finishes_an
     let want = baseline(tmp.path());
     let job = write_job(tmp.path(), 2, 0);
     let limit = 1 << 20;
-    let captured = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(captured.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::WARN)
-        .finish();
+    let lowered = Knobs {
+        max_snapshot_bytes: Some(limit),
+        ..Knobs::default()
+    };
 
     // An uninterrupted run: refused, one line, and the job finishes.
     let data = tmp.path().join("whole");
-    let summary = tracing::subscriber::with_default(subscriber, || {
-        run_job(&options(&job, &data, limit)).expect("the job starts")
-    });
+    let run = knobs::run_output(&options(&job, &data), &lowered);
+    let summary = run
+        .summary
+        .unwrap_or_else(|| panic!("the job starts: {}", run.stderr));
     assert_eq!(summary.status, JobStatus::Finished, "{:?}", summary.error);
     assert_eq!(sorted_output(&data), want);
-    let warnings = captured.text();
+    let warnings = run.stderr;
     let refusals: Vec<&str> = warnings
         .lines()
         .filter(|l| l.contains("over the limit"))
@@ -270,16 +268,19 @@ fn a_snapshot_over_the_limit_is_refused_when_taken_and_the_job_still_finishes_an
     // A crashed run of the same job recovers from what was recorded and
     // finishes: the job never becomes unfinishable.
     let data = tmp.path().join("crashed");
-    let opts = options(&job, &data, limit);
-    let crash = Knobs::crash(CrashPoint::AfterFinished {
-        vertex: SOURCE.to_owned(),
-        count: 2,
-    });
+    let opts = options(&job, &data);
+    let crash = Knobs {
+        crash_at: Some(CrashPoint::AfterFinished {
+            vertex: SOURCE.to_owned(),
+            count: 2,
+        }),
+        ..lowered.clone()
+    };
     assert!(
         knobs::run_to_crash(&opts, &crash).crashed(),
         "the run was to stop at the simulated crash"
     );
-    let summary = run_job(&options(&job, &data, limit)).expect("the restart starts");
+    let summary = knobs::run(&opts, &lowered).unwrap_or_else(|e| panic!("the restart starts: {e}"));
     assert_eq!(summary.status, JobStatus::Finished, "{:?}", summary.error);
     assert!(summary.recovered);
     assert_eq!(sorted_output(&data), want);
@@ -292,7 +293,7 @@ fn a_damaged_side_file_fails_recovery_naming_the_file_and_the_job_runs_again_fro
     // 2 MiB of padding: over the inline limit, so in a side file.
     let job = write_job(tmp.path(), 2, 0);
     let data = tmp.path().join("data");
-    let opts = options(&job, &data, format::MAX_SNAPSHOT_LEN);
+    let opts = options(&job, &data);
     let crash = Knobs::crash(CrashPoint::AfterFinished {
         vertex: SOURCE.to_owned(),
         count: 2,
@@ -314,7 +315,7 @@ fn a_damaged_side_file_fails_recovery_naming_the_file_and_the_job_runs_again_fro
         .with_max_level(tracing::Level::WARN)
         .finish();
     let summary = tracing::subscriber::with_default(subscriber, || {
-        run_job(&options(&job, &data, format::MAX_SNAPSHOT_LEN)).expect("the restart starts")
+        run_job(&options(&job, &data)).expect("the restart starts")
     });
     assert_eq!(summary.status, JobStatus::Finished, "{:?}", summary.error);
     assert!(!summary.recovered, "the damaged snapshot is not used");

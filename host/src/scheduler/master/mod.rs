@@ -448,14 +448,15 @@ impl JobMaster {
     }
 
     /// The refusal, in one line, of a source vertex `v`'s enumerator
-    /// snapshot over [`RunOptions::max_snapshot_bytes`] (or the fail point
-    /// `snapshot::max-bytes` of [`crate::failpoints`]); `None` if it fits.
+    /// snapshot over [`MAX_SNAPSHOT_LEN`](crate::events::format::MAX_SNAPSHOT_LEN)
+    /// (a test lowers it with the fail point `snapshot::max-bytes` of
+    /// `crate::failpoints`, to test the refusal without a 1 GiB snapshot);
+    /// `None` if it fits.
     fn oversized_snapshot(&self, v: usize, snapshot: &CoordinatorSnapshot) -> Option<String> {
         let len = snapshot.enumerator.len() as u64;
-        let max = self.opts.max_snapshot_bytes;
+        let max = crate::events::format::MAX_SNAPSHOT_LEN;
         #[cfg(feature = "failpoints")]
-        let max = crate::failpoints::max_snapshot_bytes().unwrap_or(max);
-        let max = max.min(crate::events::format::MAX_SNAPSHOT_LEN);
+        let max = crate::failpoints::max_snapshot_bytes().map_or(max, |m| m.min(max));
         (len > max).then(|| {
             let vertex = &self.graph.job.vertices[v];
             format!(

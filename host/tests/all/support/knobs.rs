@@ -9,7 +9,6 @@
 
 use std::path::Path;
 
-use coordhost::events::format::MAX_SNAPSHOT_LEN;
 use coordhost::job::{JobStatus, RunOptions, Summary};
 
 /// Where a simulated coordinator crash happens: the run makes what it
@@ -96,6 +95,8 @@ pub struct Knobs {
     pub faults: Vec<InjectedFault>,
     /// Partitions that disappear before a consumer reads them.
     pub lost_partitions: Vec<LostPartition>,
+    /// A lowered limit of an enumerator batch snapshot's state, in bytes.
+    pub max_snapshot_bytes: Option<u64>,
 }
 
 impl Knobs {
@@ -107,9 +108,8 @@ impl Knobs {
         }
     }
 
-    /// The `FAILPOINTS` value of these knobs (`max_snapshot_bytes` from the
-    /// run's options when it is lowered).
-    fn failpoints(&self, max_snapshot_bytes: u64) -> String {
+    /// The `FAILPOINTS` value of these knobs.
+    fn failpoints(&self) -> String {
         let mut points: Vec<(String, String)> = Vec::new();
         if let Some(at) = &self.crash_at {
             points.push(at.failpoint());
@@ -134,7 +134,7 @@ impl Knobs {
                 None => points.push((name, format!("return({producer})"))),
             }
         }
-        if max_snapshot_bytes < MAX_SNAPSHOT_LEN {
+        if let Some(max_snapshot_bytes) = self.max_snapshot_bytes {
             points.push((
                 "snapshot::max-bytes".to_owned(),
                 format!("return({max_snapshot_bytes})"),
@@ -170,15 +170,24 @@ impl std::fmt::Display for Stopped {
     }
 }
 
+/// What a `coordhost run` left: its summary (none when it stopped before
+/// it had one), exit code and whole stderr.
+#[derive(Debug, Clone)]
+pub struct RunOutput {
+    /// The `--summary-json` of a run that started (finished or failed).
+    pub summary: Option<Summary>,
+    /// The exit code (`None`: a signal ended it).
+    pub code: Option<i32>,
+    /// Its whole stderr.
+    pub stderr: String,
+}
+
 /// Runs `coordhost run` as `opts` says (job file, data directory, workers,
-/// cache, `--fresh`, the snapshot limit) with `knobs`, to its end. The
-/// summary of a run that started (finished or failed) comes back from its
-/// `--summary-json`; a run that stopped before it had one (a crash inside
-/// recovery, a refusal) is [`Stopped`].
+/// cache, `--fresh`) with `knobs`, to its end.
 ///
 /// # Panics
 /// If the binary cannot run, or its summary is not a summary.
-pub fn run(opts: &RunOptions, knobs: &Knobs) -> Result<Summary, Stopped> {
+pub fn run_output(opts: &RunOptions, knobs: &Knobs) -> RunOutput {
     let scratch = tempfile::tempdir().expect("tempdir");
     let summary = scratch.path().join("summary.json");
     let mut command = super::coordhost();
@@ -192,7 +201,7 @@ pub fn run(opts: &RunOptions, knobs: &Knobs) -> Result<Summary, Stopped> {
         .arg(&opts.data_dir)
         .arg("--summary-json")
         .arg(&summary)
-        .env("FAILPOINTS", knobs.failpoints(opts.max_snapshot_bytes));
+        .env("FAILPOINTS", knobs.failpoints());
     if let Some(workers) = opts.workers {
         command.arg("--workers").arg(workers.to_string());
     }
@@ -200,10 +209,24 @@ pub fn run(opts: &RunOptions, knobs: &Knobs) -> Result<Summary, Stopped> {
         command.arg("--fresh");
     }
     let out = command.output().expect("coordhost runs");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    read_summary(&summary).ok_or(Stopped {
+    RunOutput {
+        summary: read_summary(&summary),
         code: out.status.code(),
-        stderr,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// [`run_output`]: the summary of a run that started (finished or failed),
+/// or [`Stopped`] for a run that stopped before it had one (a crash inside
+/// recovery, a refusal).
+///
+/// # Panics
+/// As [`run_output`].
+pub fn run(opts: &RunOptions, knobs: &Knobs) -> Result<Summary, Stopped> {
+    let out = run_output(opts, knobs);
+    out.summary.ok_or(Stopped {
+        code: out.code,
+        stderr: out.stderr,
     })
 }
 
