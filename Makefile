@@ -62,7 +62,9 @@ plugins: plugins-py plugins-js
 # module floors of docs/architecture.md (scripts/check-layers.sh, after its
 # self-test), runs the Rust
 # plugins' own unit tests natively, then every test of the workspace. The compiled-component cache is shared by all tests
-# (build/cache), so each component is compiled once per run.
+# (build/cache), so each component is compiled once per run. The host's
+# test knobs (fail points, host/src/failpoints.rs) are compiled in here
+# only: `--features coordhost/failpoints`; a release build has none.
 # ---------------------------------------------------------------------------
 
 .PHONY: test
@@ -71,7 +73,7 @@ test: plugins
 	scripts/check-layers.sh
 	$(CARGO) test --locked --manifest-path $(PLUGINS_SRC)/Cargo.toml \
 		--target-dir $(PLUGINS_TARGET_DIR) --workspace --lib
-	$(CARGO) test --workspace --locked
+	$(CARGO) test --workspace --locked --features coordhost/failpoints
 	scripts/kit-check.sh $(COORDHOST_DEBUG)
 
 # ---------------------------------------------------------------------------

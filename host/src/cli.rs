@@ -84,6 +84,10 @@ pub enum PluginCommand {
 
 /// Runs the command line; returns the process exit code.
 pub fn main() -> ExitCode {
+    // The test knobs of a test build: the fail points that FAILPOINTS names
+    // (src/failpoints.rs); held until the command ends.
+    #[cfg(feature = "failpoints")]
+    let _failpoints = fail::FailScenario::setup();
     init_tracing();
     let cli = Cli::parse();
     let cache_dir = cli.cache_dir.clone().or_else(default_cache_dir);

@@ -21,6 +21,8 @@ pub mod cli;
 pub mod config;
 pub mod coordinator;
 pub mod events;
+#[cfg(feature = "failpoints")]
+pub mod failpoints;
 pub mod files;
 pub mod grant;
 pub mod graph;

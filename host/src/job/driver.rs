@@ -137,6 +137,7 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
             None => match recover(&mut master, config, &replay, &log_dir, &mut recorder) {
                 Ok(()) => recovered = true,
                 // A simulated crash inside recovery is a crash, not a failed recovery.
+                #[cfg(feature = "failpoints")]
                 Err(crash @ JobError::SimulatedCrash { .. }) => {
                     recorder.close()?;
                     return Err(crash);

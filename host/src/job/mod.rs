@@ -28,6 +28,6 @@ pub use plugins::load_plugins;
 pub use recorder::{EventRecorder, graph_fingerprint, job_fingerprint};
 
 pub use crate::scheduler::{
-    BatchSnapshots, CRASH_POINTS, CrashPoint, JobError, JobEventSink, JobMaster, JobStatus,
-    LostPartition, NoEvents, ProgressListener, RecordingError, RunOptions, Summary, VertexSummary,
+    BatchSnapshots, JobError, JobEventSink, JobMaster, JobStatus, NoEvents, ProgressListener,
+    RecordingError, RunOptions, Summary, VertexSummary,
 };

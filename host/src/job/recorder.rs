@@ -31,7 +31,7 @@ use crate::scheduler::{BatchSnapshots, JobEventSink, RecordingError};
 /// Left out: tuning that cannot change a byte of output — `bytes-per-task`
 /// (an `auto` decision is replayed from the log, never recomputed), the
 /// per-record delay, `max-parallelism` of a fixed-parallelism vertex
-/// (unused), and column names no sink writes. `host/tests/job_fingerprint.rs` flips every job-file field and
+/// (unused), and column names no sink writes. `host/tests/all/job_fingerprint.rs` flips every job-file field and
 /// checks which side it is on.
 pub fn graph_fingerprint(graph: &JobGraph) -> String {
     hex_sha256(&graph_text(graph))
@@ -41,7 +41,7 @@ pub fn graph_fingerprint(graph: &JobGraph) -> String {
 fn graph_text(graph: &JobGraph) -> String {
     let mut h = String::new();
     // Every field is named (no `..`): a new one does not compile until it
-    // is put on a side here and in `host/tests/job_fingerprint.rs`.
+    // is put on a side here and in `host/tests/all/job_fingerprint.rs`.
     for JobVertex {
         id,
         parallelism,

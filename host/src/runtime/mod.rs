@@ -98,7 +98,9 @@ pub enum TaskError {
         /// The canceled attempt.
         attempt: AttemptId,
     },
-    /// A fault injected by a test ([`InjectedFault`]).
+    /// A fault injected by a test (fail point `task::fail::*` of
+    /// [`crate::failpoints`]).
+    #[cfg(feature = "failpoints")]
     #[error("injected failure of {attempt:?} after {after_records} records")]
     Injected {
         /// The failing attempt.
@@ -158,19 +160,6 @@ pub struct TaskOutput {
     pub key: Vec<usize>,
 }
 
-/// A test knob: make an attempt fail on purpose.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InjectedFault {
-    /// Job vertex id.
-    pub vertex: String,
-    /// Subtask.
-    pub subtask: u32,
-    /// Attempt number that fails.
-    pub attempt: u32,
-    /// Fail after this many input records.
-    pub after_records: u64,
-}
-
 /// Everything a worker needs to run one execution attempt.
 pub struct TaskSpec {
     /// The attempt.
@@ -190,7 +179,9 @@ pub struct TaskSpec {
     pub source_grants: Option<Grants>,
     /// Sleep per input record (test knob).
     pub record_delay: Duration,
-    /// Fail after this many records (test knob).
+    /// Fail after this many records (a test knob: fail point
+    /// `task::fail::*` of [`crate::failpoints`]).
+    #[cfg(feature = "failpoints")]
     pub fail_after: Option<u64>,
     /// Set by the scheduler when the job ends early: the task stops at its
     /// next record with [`TaskError::Canceled`].
@@ -227,6 +218,7 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
         sink,
         source_grants,
         record_delay,
+        #[cfg(feature = "failpoints")]
         fail_after,
         cancel,
     } = spec;
@@ -245,6 +237,7 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
         if cancel.load(Ordering::Relaxed) {
             return Err(TaskError::Canceled { attempt });
         }
+        #[cfg(feature = "failpoints")]
         if let Some(n) = fail_after
             && report.records_in > n
         {

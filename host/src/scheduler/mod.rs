@@ -27,13 +27,13 @@ mod master;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::ConfigError;
 use crate::coordinator::CoordinatorError;
 use crate::graph::{AttemptId, ProducedPartition, VertexInit};
 use crate::plugin::PluginError;
-use crate::runtime::{InjectedFault, TaskError};
+use crate::runtime::TaskError;
 
 pub use master::JobMaster;
 
@@ -156,7 +156,9 @@ pub enum JobError {
         #[from]
         source: crate::plan::RecoveryError,
     },
-    /// The run stopped at a simulated crash point (test knob).
+    /// The run stopped at a simulated crash point (a test knob: fail points
+    /// `crash::*` of [`crate::failpoints`]).
+    #[cfg(feature = "failpoints")]
     #[error("simulated coordinator crash {point}")]
     SimulatedCrash {
         /// Where.
@@ -354,87 +356,6 @@ pub trait ProgressListener: Send + Sync {
     fn task_failed(&self, vertex: &str, subtask: u32, attempt: u32, reason: &str);
 }
 
-/// A test knob: before `consumer`'s attempt runs, delete the partition it
-/// would read from subtask `producer_subtask` of `producer`, so the
-/// consumer meets a real PartitionNotFound.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LostPartition {
-    /// Consumer job vertex id.
-    pub consumer: String,
-    /// Consumer subtask.
-    pub consumer_subtask: u32,
-    /// Consumer attempt at which the loss happens.
-    pub consumer_attempt: u32,
-    /// Producer job vertex id.
-    pub producer: String,
-    /// Producer subtask whose partition disappears.
-    pub producer_subtask: u32,
-}
-
-/// Where a simulated coordinator crash happens (test knob; docs/recovery.md
-/// "Test scenarios", unit level: the scheduler and its plugins are dropped after the named
-/// events are durable).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CrashPoint {
-    /// Right after the `count`-th execution of `vertex` finished in this run
-    /// and its `ExecutionFinished` event is durable.
-    AfterFinished {
-        /// Job vertex id.
-        vertex: String,
-        /// Executions of it finished in this run.
-        count: u32,
-    },
-    /// Right after recovery recorded `RecoveryFinished`, before anything
-    /// runs (the same as the named point `recovery-finished`).
-    AfterRecovery,
-    /// The `occurrence`-th pass (from 1) in this run through the named
-    /// point `point`, one of [`CRASH_POINTS`].
-    Named {
-        /// One of [`CRASH_POINTS`].
-        point: String,
-        /// Which pass crashes, from 1.
-        occurrence: u32,
-    },
-}
-
-/// The named crash points of the recording and recovery code, in the order
-/// a run passes them:
-///
-/// | point | where |
-/// |---|---|
-/// | `vertex-initialized` | a `JobVertexInitialized` is durable, no subtask deployed yet |
-/// | `sink-published` | a sink subtask published its part file; its `ExecutionFinished` not yet written |
-/// | `snapshot-taken` | batch snapshots taken; the `ExecutionFinished` carrying them not yet written |
-/// | `execution-finished` | an `ExecutionFinished` is durable, the scheduler has not acted on it |
-/// | `executions-reset` | an `ExecutionsReset` (failover) is written, the new attempt not yet deployed |
-/// | `recovery-started` | `RecoveryStarted` written, nothing restored |
-/// | `recovery-applied` | the recovery plan applied and its resets written; `RecoveryFinished` not yet written |
-/// | `recovery-finished` | `RecoveryFinished` durable, nothing scheduled |
-pub const CRASH_POINTS: &[&str] = &[
-    "vertex-initialized",
-    "sink-published",
-    "snapshot-taken",
-    "execution-finished",
-    "executions-reset",
-    "recovery-started",
-    "recovery-applied",
-    "recovery-finished",
-];
-
-impl CrashPoint {
-    /// Whether this is the named point `point` at pass `pass`.
-    pub fn is(&self, point: &str, pass: u32) -> bool {
-        match self {
-            Self::Named {
-                point: p,
-                occurrence,
-            } => p == point && *occurrence == pass,
-            Self::AfterRecovery => point == "recovery-finished",
-            Self::AfterFinished { .. } => false,
-        }
-    }
-}
-
 /// How to run a job.
 #[derive(Clone)]
 pub struct RunOptions {
@@ -446,21 +367,8 @@ pub struct RunOptions {
     pub workers: Option<usize>,
     /// Compiled-component cache; default `<data-dir>/cache`.
     pub cache_dir: Option<PathBuf>,
-    /// Test knob: attempts that fail on purpose.
-    pub faults: Vec<InjectedFault>,
-    /// Test knob: partitions that disappear before a consumer reads them.
-    pub lost_partitions: Vec<LostPartition>,
-    /// Test knob: simulate a coordinator crash at this point (the run stops
-    /// as if the process died there, once the events so far are durable).
-    pub crash_at: Option<CrashPoint>,
     /// Progress display.
     pub progress: Option<Arc<dyn ProgressListener>>,
-    /// Largest enumerator batch snapshot state recorded, in bytes: a larger
-    /// one is refused when taken (the job goes on; a recovery restores the
-    /// previous snapshot). Default and maximum
-    /// [`MAX_SNAPSHOT_LEN`](crate::events::format::MAX_SNAPSHOT_LEN); the
-    /// library lowers it to test the refusal without a 1 GiB snapshot.
-    pub max_snapshot_bytes: u64,
     /// `--fresh`: discard what the data directory holds for this job (its
     /// log is set aside, never deleted; published output is removed) and
     /// run from scratch.
@@ -468,18 +376,14 @@ pub struct RunOptions {
 }
 
 impl RunOptions {
-    /// Options for `job_file` with data in `data_dir`, no knobs.
+    /// Options for `job_file` with data in `data_dir`.
     pub fn new(job_file: impl Into<PathBuf>, data_dir: impl Into<PathBuf>) -> Self {
         Self {
             job_file: job_file.into(),
             data_dir: data_dir.into(),
             workers: None,
             cache_dir: None,
-            faults: Vec::new(),
-            lost_partitions: Vec::new(),
-            crash_at: None,
             progress: None,
-            max_snapshot_bytes: crate::events::format::MAX_SNAPSHOT_LEN,
             fresh: false,
         }
     }
@@ -492,16 +396,13 @@ impl std::fmt::Debug for RunOptions {
             .field("data_dir", &self.data_dir)
             .field("workers", &self.workers)
             .field("cache_dir", &self.cache_dir)
-            .field("faults", &self.faults)
-            .field("lost_partitions", &self.lost_partitions)
-            .field("max_snapshot_bytes", &self.max_snapshot_bytes)
             .field("fresh", &self.fresh)
             .finish_non_exhaustive()
     }
 }
 
 /// How the job ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum JobStatus {
     /// Every vertex finished and the output is published.
@@ -511,7 +412,7 @@ pub enum JobStatus {
 }
 
 /// Per-vertex figures of a run.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VertexSummary {
     /// Job vertex id.
     pub id: String,
@@ -532,8 +433,9 @@ pub struct VertexSummary {
     pub skipped: u64,
 }
 
-/// The final summary of a run; serializes to the JSON of `--summary-json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// The final summary of a run; serializes to the JSON of `--summary-json`
+/// (and reads back from it, as the tests that run the binary do).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
     /// Job name.
     pub job: String,

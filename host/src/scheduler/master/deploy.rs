@@ -172,13 +172,8 @@ impl JobMaster {
         } else {
             TaskInput::Partitions(self.inputs_of(v, s))
         };
+        #[cfg(feature = "failpoints")]
         self.inject_loss(&jv.id, attempt);
-        let fail_after = self
-            .opts
-            .faults
-            .iter()
-            .find(|f| f.vertex == jv.id && f.subtask == s && f.attempt == attempt.attempt)
-            .map(|f| f.after_records);
         // A source reads `file-range` splits only inside its enumerator's grants.
         let source_grants = jv.source.as_ref().map(|name| {
             let dirs = self
@@ -197,7 +192,8 @@ impl JobMaster {
             sink: jv.sink.clone().map(Arc::new),
             source_grants,
             record_delay: jv.record_delay,
-            fail_after,
+            #[cfg(feature = "failpoints")]
+            fail_after: crate::failpoints::task_fails_after(&jv.id, s, attempt.attempt),
             cancel: self.cancel.clone(),
         };
         let ev = &mut self.graph.vertices[v].executions[s as usize];
@@ -256,27 +252,24 @@ impl JobMaster {
         inputs
     }
 
-    /// Test knob: deletes the partition a consumer attempt is about to read.
+    /// Test knob (fail point `partition::lost::*` of [`crate::failpoints`]):
+    /// deletes the partitions a consumer attempt is about to read.
+    #[cfg(feature = "failpoints")]
     pub(super) fn inject_loss(&self, vertex: &str, attempt: AttemptId) {
-        for lost in &self.opts.lost_partitions {
-            if lost.consumer != vertex
-                || lost.consumer_subtask != attempt.subtask
-                || lost.consumer_attempt != attempt.attempt
-            {
-                continue;
-            }
+        let lost = crate::failpoints::lost_partitions(vertex, attempt.subtask, attempt.attempt);
+        for (producer, producer_subtask) in lost {
             let Some(pv) = self
                 .graph
                 .job
                 .vertices
                 .iter()
-                .position(|x| x.id == lost.producer)
+                .position(|x| x.id == producer)
             else {
                 continue;
             };
             if let Some(ex) = self.graph.vertices[pv]
                 .executions
-                .get(lost.producer_subtask as usize)
+                .get(producer_subtask as usize)
             {
                 for p in &ex.partitions {
                     tracing::info!("test knob: deleting partition {}", p.location.display());

@@ -8,8 +8,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::{Duration, Instant};
 
 use super::{
-    BatchSnapshots, CrashPoint, JobError, JobEventSink, JobStatus, RunOptions, Summary,
-    VertexSummary,
+    BatchSnapshots, JobError, JobEventSink, JobStatus, RunOptions, Summary, VertexSummary,
 };
 use crate::config::JobConfig;
 use crate::coordinator::{CoordinatorSnapshot, SourceCoordinator, SplitAnswer};
@@ -143,12 +142,8 @@ pub struct JobMaster {
     reset_reasons: BTreeMap<String, u64>,
     /// Per source vertex: splits handed to readers, splits given back.
     split_counts: HashMap<usize, (u64, u64)>,
-    /// Executions finished in this run, per vertex (for the crash knob).
-    finished_here: HashMap<usize, u32>,
     /// Subtasks recovery skipped, per vertex.
     skipped_here: HashMap<usize, u64>,
-    /// Passes through each named crash point in this run.
-    crash_passes: HashMap<&'static str, u32>,
 }
 
 impl JobMaster {
@@ -218,9 +213,7 @@ impl JobMaster {
             recovered: false,
             reset_reasons: BTreeMap::new(),
             split_counts: HashMap::new(),
-            finished_here: HashMap::new(),
             skipped_here: HashMap::new(),
-            crash_passes: HashMap::new(),
         })
     }
 
@@ -230,29 +223,40 @@ impl JobMaster {
         self.snapshots_enabled
     }
 
-    /// Passes the named crash point `point` (test knob, see
-    /// [`super::CRASH_POINTS`]): on the configured pass, makes what was
-    /// recorded durable and stops the run as a crash would.
+    /// Passes the named crash point `point`, one of
+    /// [`crate::failpoints::CRASH_POINTS`] (a test knob: fail point
+    /// `crash::<point>`): when it fires, makes what was recorded durable and
+    /// stops the run as a crash would. Without the `failpoints` feature it
+    /// does nothing.
     ///
     /// # Errors
     ///
-    /// [`JobError::SimulatedCrash`] at the configured pass.
+    /// `JobError::SimulatedCrash` when the fail point fires.
+    #[cfg(feature = "failpoints")]
     pub fn crash_point(
-        &mut self,
+        &self,
         point: &'static str,
         events: &mut dyn JobEventSink,
     ) -> Result<(), JobError> {
-        let Some(crash) = &self.opts.crash_at else {
-            return Ok(());
-        };
-        let pass = self.crash_passes.entry(point).or_default();
-        *pass += 1;
-        if crash.is(point, *pass) {
-            events.job_finished()?;
-            return Err(JobError::SimulatedCrash {
-                point: format!("at `{point}` (pass {pass})"),
-            });
-        }
+        crash_if(
+            &format!("crash::{point}"),
+            || format!("at `{point}`"),
+            events,
+        )
+    }
+
+    /// Passes the named crash point `point`: nothing happens without the
+    /// `failpoints` feature.
+    ///
+    /// # Errors
+    ///
+    /// None.
+    #[cfg(not(feature = "failpoints"))]
+    pub fn crash_point(
+        &self,
+        _point: &'static str,
+        _events: &mut dyn JobEventSink,
+    ) -> Result<(), JobError> {
         Ok(())
     }
 
@@ -442,13 +446,15 @@ impl JobMaster {
     }
 
     /// The refusal, in one line, of a source vertex `v`'s enumerator
-    /// snapshot over [`RunOptions::max_snapshot_bytes`]; `None` if it fits.
+    /// snapshot over [`MAX_SNAPSHOT_LEN`](crate::events::format::MAX_SNAPSHOT_LEN)
+    /// (a test lowers it with the fail point `snapshot::max-bytes` of
+    /// `crate::failpoints`, to test the refusal without a 1 GiB snapshot);
+    /// `None` if it fits.
     fn oversized_snapshot(&self, v: usize, snapshot: &CoordinatorSnapshot) -> Option<String> {
         let len = snapshot.enumerator.len() as u64;
-        let max = self
-            .opts
-            .max_snapshot_bytes
-            .min(crate::events::format::MAX_SNAPSHOT_LEN);
+        let max = crate::events::format::MAX_SNAPSHOT_LEN;
+        #[cfg(feature = "failpoints")]
+        let max = crate::failpoints::max_snapshot_bytes().map_or(max, |m| m.min(max));
         (len > max).then(|| {
             let vertex = &self.graph.job.vertices[v];
             format!(
@@ -535,7 +541,11 @@ impl JobMaster {
             }
         }
         // A simulated crash leaves everything as a dead process would.
-        if !matches!(result, Err(JobError::SimulatedCrash { .. })) {
+        #[cfg(feature = "failpoints")]
+        let crashed = matches!(result, Err(JobError::SimulatedCrash { .. }));
+        #[cfg(not(feature = "failpoints"))]
+        let crashed = false;
+        if !crashed {
             let _ignored = self.shuffle.unregister_job(&self.job);
         }
         let mut summary = self.summary(started);
@@ -711,20 +721,12 @@ impl JobMaster {
         }
         events.execution_finished(&vertex.id, attempt, &partitions, &snapshots)?;
         self.crash_point("execution-finished", events)?;
-        let here = self.finished_here.entry(v).or_default();
-        *here += 1;
-        if let Some(CrashPoint::AfterFinished {
-            vertex: crash_vertex,
-            count,
-        }) = &self.opts.crash_at
-            && *crash_vertex == vertex.id
-            && *count == *here
-        {
-            events.job_finished()?;
-            return Err(JobError::SimulatedCrash {
-                point: format!("after {count} finished executions of `{}`", vertex.id),
-            });
-        }
+        #[cfg(feature = "failpoints")]
+        crash_if(
+            &format!("crash::finished::{}", vertex.id),
+            || format!("after a finished execution of `{}`", vertex.id),
+            events,
+        )?;
         let ev = &mut self.graph.vertices[v].executions[attempt.subtask as usize];
         ev.state = ExecutionState::Finished;
         ev.partitions = partitions;
@@ -806,4 +808,24 @@ fn reason_kind(reason: &ResetReason) -> &'static str {
         ResetReason::RecoveryPartitionMissing { .. } => "partition-missing",
         ResetReason::RecoveryUpstreamReset { .. } => "upstream-reset",
     }
+}
+
+/// Fires the crash fail point `name` of [`crate::failpoints`]: makes what
+/// was recorded durable and stops the run as a crash `where_` would.
+///
+/// # Errors
+///
+/// `JobError::SimulatedCrash` when the fail point fires;
+/// [`JobError::Recording`] if the events cannot be made durable.
+#[cfg(feature = "failpoints")]
+fn crash_if(
+    name: &str,
+    where_: impl FnOnce() -> String,
+    events: &mut dyn JobEventSink,
+) -> Result<(), JobError> {
+    if crate::failpoints::crash(name) {
+        events.job_finished()?;
+        return Err(JobError::SimulatedCrash { point: where_() });
+    }
+    Ok(())
 }

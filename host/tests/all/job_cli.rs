@@ -1,0 +1,103 @@
+//! `coordhost run` as a real process: exit codes, the one-line error for a
+//! bad job file, the printed summary and the JSON summary.
+
+use crate::support::job::{example_job, word_count_output};
+use crate::support::{coordhost, expected_word_counts};
+
+#[test]
+fn run_finishes_with_exit_0_and_writes_the_json_summary() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("words");
+    coordhost_datagen::write_words(&data, 2, 500, 5).expect("data");
+    let job = example_job("wordcount.toml", "build/data/words", &data, tmp.path());
+    let state = tmp.path().join("state");
+    let summary_file = tmp.path().join("summary.json");
+    let out = coordhost()
+        .arg("run")
+        .arg(&job)
+        .arg("--data-dir")
+        .arg(&state)
+        .arg("--summary-json")
+        .arg(&summary_file)
+        .arg("--workers")
+        .arg("2")
+        .output()
+        .expect("coordhost runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("job wordcount: Finished"), "{stdout}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&summary_file).expect("summary file")).expect("JSON");
+    assert_eq!(json["status"], "finished");
+    assert_eq!(json["recovered"], false);
+    assert_eq!(json["tasks_run"], json["tasks_total"]);
+    assert!(json["wall_ms"].as_u64().is_some());
+    assert_eq!(
+        word_count_output(&state.join("output/wordcount")),
+        expected_word_counts(&data)
+    );
+}
+
+#[test]
+fn a_bad_job_file_exits_2_with_one_line_naming_file_and_field() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("words");
+    std::fs::create_dir_all(&data).expect("dir");
+    let job = example_job("wordcount.toml", "build/data/words", &data, tmp.path());
+    let text = std::fs::read_to_string(&job)
+        .expect("job")
+        .replace("parallelism = 4", "parallelism = 0");
+    std::fs::write(&job, text).expect("job");
+    let out = coordhost()
+        .arg("run")
+        .arg(&job)
+        .arg("--data-dir")
+        .arg(tmp.path().join("state"))
+        .output()
+        .expect("coordhost runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].contains(&job.display().to_string())
+            && lines[0].contains("vertices[0].parallelism"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_job_that_fails_while_running_exits_1() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("lines");
+    std::fs::create_dir_all(&data).expect("dir");
+    // Two columns expected, three given: the source task fails on every attempt.
+    std::fs::write(data.join("a.csv"), "x,y,z\n").expect("data");
+    let job = example_job("wordcount.toml", "build/data/words", &data, tmp.path());
+    let text = std::fs::read_to_string(&job)
+        .expect("job")
+        .replace("pattern = \".txt\"", "pattern = \".csv\"")
+        .replace(
+            "{ op = \"read-lines\" }",
+            "{ op = \"read-csv\", columns = [\"line\", \"other\"] }",
+        );
+    std::fs::write(&job, text).expect("job");
+    let out = coordhost()
+        .arg("run")
+        .arg(&job)
+        .arg("--data-dir")
+        .arg(tmp.path().join("state"))
+        .output()
+        .expect("coordhost runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("3 fields, the read-csv operator expects 2"),
+        "{stderr}"
+    );
+}
