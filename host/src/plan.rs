@@ -5,7 +5,8 @@
 //!
 //! It sits below both `recovery/` (which computes it from the replayed log,
 //! docs/recovery.md steps 1–6) and `scheduler/` (which installs it, step 7),
-//! so that neither imports the other (docs/architecture.md).
+//! so that neither imports the other (docs/architecture.md). The one policy
+//! both apply, "restart all, once" ([`restart_all_once`]), lives here too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

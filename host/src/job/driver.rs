@@ -20,12 +20,14 @@ use crate::plugin::ShuffleMasterSnapshot;
 use crate::recovery::{PartitionOracle, RecoveryTarget, ShuffleOracle};
 use crate::scheduler::{JobError, JobEventSink, JobMaster, RunOptions, Summary};
 
-/// Loads the job file, its plugins and runs it from scratch.
+/// Runs the job of `opts.job_file`: resolves the data directory once,
+/// checks the job file, loads its plugins and drives the job with its event
+/// log — a fresh run is recorded, an interrupted one recovered (FLIP-383).
 ///
 /// Returns the summary of a run that started: its `status` is
-/// [`JobStatus::Failed`] (with `error` in words) when the job failed while
-/// running, e.g. an execution vertex ran out of attempts
-/// ([`JobError::TaskFailed`]) or a plugin call failed.
+/// [`JobStatus::Failed`](crate::scheduler::JobStatus::Failed) (with `error`
+/// in words) when the job failed while running, e.g. an execution vertex
+/// ran out of attempts ([`JobError::TaskFailed`]) or a plugin call failed.
 ///
 /// # Errors
 ///
