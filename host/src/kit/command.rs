@@ -87,8 +87,9 @@ fn parse_pair(text: &str) -> Result<(String, String), String> {
     }
 }
 
-/// A plugin host that says `compiling NAME ...` on stderr while a
-/// component compiles (not when it comes from the cache).
+/// A plugin host that says `compiling NAME ...` on stderr when a component
+/// compiles for longer than [`crate::plugin::NOTICE_AFTER`] (never when it
+/// comes from the cache).
 ///
 /// # Errors
 /// [`PluginError::Engine`] when wasmtime cannot start.

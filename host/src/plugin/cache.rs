@@ -23,9 +23,11 @@ pub enum CacheOutcome {
     Compiled,
 }
 
-/// Called with a component's path just before it is compiled (not when it
-/// comes from the cache): `coordhost plugin check` says "compiling ..."
-/// on stderr, since a Python component takes seconds (issue 17, item 7).
+/// Called with a component's path when compiling it has taken
+/// [`NOTICE_AFTER`] and is not done (never when it comes from the cache, nor
+/// for a quick compile): `coordhost plugin check` says "compiling ..." on
+/// stderr, since a Python or JavaScript component takes seconds (issue 17,
+/// item 7), while a refusal of a small component stays one line.
 #[derive(Clone)]
 pub struct CompileNotice(pub std::sync::Arc<dyn Fn(&Path) + Send + Sync>);
 
@@ -33,6 +35,32 @@ impl std::fmt::Debug for CompileNotice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("CompileNotice")
     }
+}
+
+/// How long a compile runs before the [`CompileNotice`] is given: 1 s.
+pub const NOTICE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Runs `compile`; if it is still running after [`NOTICE_AFTER`], calls
+/// `notice` with `path` (from a helper thread, joined before returning, so
+/// the notice never comes after what the caller prints next).
+fn noticed<T>(notice: Option<&CompileNotice>, path: &Path, compile: impl FnOnce() -> T) -> T {
+    let Some(CompileNotice(notice)) = notice else {
+        return compile();
+    };
+    let (done, waiting) = std::sync::mpsc::channel::<()>();
+    let notice = std::sync::Arc::clone(notice);
+    let path_owned = path.to_path_buf();
+    let watcher = std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = waiting.recv_timeout(NOTICE_AFTER)
+        {
+            notice(&path_owned);
+        }
+    });
+    let result = compile();
+    drop(done);
+    // The watcher only waits and prints: it cannot panic but through `notice`.
+    let _ = watcher.join();
+    result
 }
 
 /// On-disk cache of precompiled components; `dir = None` disables it.
@@ -71,14 +99,9 @@ impl ComponentCache {
             path: path.to_path_buf(),
             reason: format!("{e:#}"),
         };
-        let notify = || {
-            if let Some(CompileNotice(notice)) = &self.notice {
-                notice(path);
-            }
-        };
         let Some(dir) = &self.dir else {
-            notify();
-            let component = Component::new(engine, bytes).map_err(compile_error)?;
+            let component = noticed(self.notice.as_ref(), path, || Component::new(engine, bytes))
+                .map_err(compile_error)?;
             return Ok((component, CacheOutcome::Compiled));
         };
         let entry = dir.join(format!(
@@ -95,8 +118,10 @@ impl ComponentCache {
                 ),
             }
         }
-        notify();
-        let compiled = engine.precompile_component(bytes).map_err(compile_error)?;
+        let compiled = noticed(self.notice.as_ref(), path, || {
+            engine.precompile_component(bytes)
+        })
+        .map_err(compile_error)?;
         let cache_error = |source| PluginError::Cache {
             path: entry.clone(),
             source,

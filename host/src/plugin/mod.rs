@@ -52,7 +52,7 @@ pub use bindings::enumerator::coordhost::plugin::types::{
     ShuffleMasterSnapshot, Split, SplitPayload,
 };
 pub use bindings::{WIT_PACKAGE, WIT_VERSION};
-pub use cache::{CacheOutcome, CompileNotice};
+pub use cache::{CacheOutcome, CompileNotice, NOTICE_AFTER};
 pub use enumerator::SplitEnumerator;
 pub use error::PluginError;
 pub use output::{MAX_MESSAGE_BYTES, one_line};

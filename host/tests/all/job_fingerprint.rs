@@ -10,7 +10,7 @@
 //! forgotten. (The fingerprint function itself destructures every field of
 //! the configuration without `..`, so a new field of the parsed
 //! configuration does not compile until it is put on a side:
-//! `host/src/recovery/recorder.rs`.)
+//! `host/src/job/recorder.rs`.)
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -539,7 +539,7 @@ fn every_job_file_field_is_either_fingerprinted_or_tuning() {
     for leaf in &found {
         let Some(&(pattern, side, flip)) = RULES.iter().find(|r| r.0 == leaf.pattern) else {
             wrong.push(format!(
-                "`{}` is on no side: add it to RULES (fingerprinted or tuning) and to the fingerprint in host/src/recovery/recorder.rs",
+                "`{}` is on no side: add it to RULES (fingerprinted or tuning) and to the fingerprint in host/src/job/recorder.rs",
                 leaf.pattern
             ));
             continue;
