@@ -210,6 +210,30 @@ fn show_error(error: &PluginError) -> String {
 /// The host's split-assignment history: splits per reader.
 type History = BTreeMap<u32, Vec<Split>>;
 
+/// A scripted sequence of calls into one plugin: `step` runs one step and
+/// prints it; `run` stops at the first step the plugin answers with an
+/// error.
+trait Script {
+    /// Runs `step`, printing the call and its answer on `out`; `Ok(Err(_))`
+    /// is the plugin's (or the script's) error, `Err(_)` a failed write.
+    fn step(
+        &mut self,
+        step: &Step,
+        out: &mut dyn std::io::Write,
+    ) -> std::io::Result<Result<(), String>>;
+
+    /// Runs `steps` in order; `false` when one ended with an error.
+    fn run(&mut self, steps: &[Step], out: &mut dyn std::io::Write) -> std::io::Result<bool> {
+        for step in steps {
+            if let Err(message) = self.step(step, out)? {
+                writeln!(out, "  -> error: {message}")?;
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
 struct EnumeratorScript<'a> {
     plugin: &'a LoadedPlugin,
     live: Option<SplitEnumerator>,
@@ -227,19 +251,6 @@ impl<'a> EnumeratorScript<'a> {
             history: BTreeMap::new(),
             snapshot: None,
         }
-    }
-
-    fn run(&mut self, steps: &[Step], out: &mut dyn std::io::Write) -> std::io::Result<bool> {
-        for step in steps {
-            match self.step(step, out)? {
-                Ok(()) => {}
-                Err(message) => {
-                    writeln!(out, "  -> error: {message}")?;
-                    return Ok(false);
-                }
-            }
-        }
-        Ok(true)
     }
 
     fn live(&mut self) -> Result<&mut SplitEnumerator, String> {
@@ -277,6 +288,49 @@ impl<'a> EnumeratorScript<'a> {
         Ok(ended)
     }
 
+    fn drain(
+        &mut self,
+        n: u32,
+        out: &mut dyn std::io::Write,
+    ) -> std::io::Result<Result<(), String>> {
+        for _ in 0..MAX_REQUESTS {
+            writeln!(out, "handle-split-request({n}, \"localhost\")")?;
+            let answer = match self.live() {
+                Ok(e) => e.handle_split_request(n, Some("localhost")),
+                Err(m) => return Ok(Err(m)),
+            };
+            let actions = match answer {
+                Ok(actions) => actions,
+                Err(e) => return Ok(Err(show_error(&e))),
+            };
+            if actions.is_empty() {
+                return Ok(Err(format!(
+                    "the plugin neither assigned a split to reader {n} nor said \"no more splits\""
+                )));
+            }
+            if self.actions(actions, out)?.contains(&n) {
+                return Ok(Ok(()));
+            }
+        }
+        Ok(Err(format!(
+            "reader {n} did not hear \"no more splits\" within {MAX_REQUESTS} requests"
+        )))
+    }
+
+    fn show_history(&self) -> String {
+        if self.history.values().all(Vec::is_empty) {
+            return "nothing assigned".into();
+        }
+        let mut text = String::new();
+        for (reader, splits) in &self.history {
+            let ids: Vec<_> = splits.iter().map(|s| s.id.as_str()).collect();
+            let _ = write!(text, "reader {reader}: {ids:?}; ");
+        }
+        text.trim_end_matches("; ").to_string()
+    }
+}
+
+impl Script for EnumeratorScript<'_> {
     fn step(
         &mut self,
         step: &Step,
@@ -401,47 +455,6 @@ impl<'a> EnumeratorScript<'a> {
             Err(e) => Err(show_error(&e)),
         })
     }
-
-    fn drain(
-        &mut self,
-        n: u32,
-        out: &mut dyn std::io::Write,
-    ) -> std::io::Result<Result<(), String>> {
-        for _ in 0..MAX_REQUESTS {
-            writeln!(out, "handle-split-request({n}, \"localhost\")")?;
-            let answer = match self.live() {
-                Ok(e) => e.handle_split_request(n, Some("localhost")),
-                Err(m) => return Ok(Err(m)),
-            };
-            let actions = match answer {
-                Ok(actions) => actions,
-                Err(e) => return Ok(Err(show_error(&e))),
-            };
-            if actions.is_empty() {
-                return Ok(Err(format!(
-                    "the plugin neither assigned a split to reader {n} nor said \"no more splits\""
-                )));
-            }
-            if self.actions(actions, out)?.contains(&n) {
-                return Ok(Ok(()));
-            }
-        }
-        Ok(Err(format!(
-            "reader {n} did not hear \"no more splits\" within {MAX_REQUESTS} requests"
-        )))
-    }
-
-    fn show_history(&self) -> String {
-        if self.history.values().all(Vec::is_empty) {
-            return "nothing assigned".into();
-        }
-        let mut text = String::new();
-        for (reader, splits) in &self.history {
-            let ids: Vec<_> = splits.iter().map(|s| s.id.as_str()).collect();
-            let _ = write!(text, "reader {reader}: {ids:?}; ");
-        }
-        text.trim_end_matches("; ").to_string()
-    }
 }
 
 struct ShuffleScript<'a> {
@@ -474,20 +487,9 @@ impl<'a> ShuffleScript<'a> {
             snapshots: Vec::new(),
         }
     }
+}
 
-    fn run(&mut self, steps: &[Step], out: &mut dyn std::io::Write) -> std::io::Result<bool> {
-        for step in steps {
-            match self.step(step, out)? {
-                Ok(()) => {}
-                Err(message) => {
-                    writeln!(out, "  -> error: {message}")?;
-                    return Ok(false);
-                }
-            }
-        }
-        Ok(true)
-    }
-
+impl Script for ShuffleScript<'_> {
     fn step(
         &mut self,
         step: &Step,

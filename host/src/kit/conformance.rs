@@ -121,6 +121,19 @@ fn check(name: &'static str, about: &'static str, body: CheckFn<'_>) -> Check {
     }
 }
 
+/// The verdict of "without batch-snapshot support, `snapshot-state`
+/// returns an error value (it does not trap)" on the answer of
+/// `snapshot-state`, for either plugin kind.
+fn no_snapshot<T>(answer: Result<T, PluginError>) -> Result<Option<String>, String> {
+    match answer {
+        Err(PluginError::Returned { .. }) => Ok(None),
+        Err(other) => Err(said(&other)),
+        Ok(_) => Err(
+            "`supports-batch-snapshot` says false, but `snapshot-state` returned a snapshot".into(),
+        ),
+    }
+}
+
 /// A plugin error as the one line a failed check shows.
 fn said(error: &PluginError) -> String {
     crate::plugin::one_line(&error.to_string(), 400)
@@ -324,14 +337,7 @@ fn enumerator_checks(plugin: &LoadedPlugin) -> Vec<Check> {
             "without batch-snapshot support, `snapshot-state` returns an error value (it does not trap)",
             Box::new(|| {
                 let mut e = started(plugin)?;
-                match e.snapshot_state(-1) {
-                    Err(PluginError::Returned { .. }) => Ok(None),
-                    Err(other) => Err(said(&other)),
-                    Ok(_) => Err(
-                        "`supports-batch-snapshot` says false, but `snapshot-state` returned a snapshot"
-                            .into(),
-                    ),
-                }
+                no_snapshot(e.snapshot_state(-1))
             }),
         ));
     }
@@ -618,14 +624,7 @@ fn shuffle_checks(plugin: &LoadedPlugin) -> Vec<Check> {
             "without batch-snapshot support, `snapshot-state` returns an error value (it does not trap)",
             Box::new(|| {
                 let mut m = registered(plugin)?;
-                match m.snapshot_state(JOB_ID) {
-                    Err(PluginError::Returned { .. }) => Ok(None),
-                    Err(other) => Err(said(&other)),
-                    Ok(_) => Err(
-                        "`supports-batch-snapshot` says false, but `snapshot-state` returned a snapshot"
-                            .into(),
-                    ),
-                }
+                no_snapshot(m.snapshot_state(JOB_ID))
             }),
         ));
     }
