@@ -246,6 +246,12 @@ fn log_inspect(dir: &Path, json: bool) -> ExitCode {
     let mut out = std::io::stdout().lock();
     match crate::events::inspect(dir, json, &mut out) {
         Ok(()) => ExitCode::from(EXIT_OK),
+        // The reader went away (`| head`): nothing more is wanted.
+        Err(crate::events::EventsError::Output { source })
+            if source.kind() == std::io::ErrorKind::BrokenPipe =>
+        {
+            ExitCode::from(EXIT_OK)
+        }
         Err(error) => {
             let _ = out.flush();
             eprintln!("coordhost: {error}");

@@ -169,7 +169,8 @@ use validate::Validator;
 ///
 /// Relative paths in the file (components, granted directories, sink paths)
 /// are resolved against the file's folder; `${data_dir}` is replaced by
-/// `opts.data_dir` (made absolute) and `${job_dir}` by the file's folder.
+/// `opts.data_dir` (resolved by [`resolve_physical`]) and `${job_dir}` by
+/// the file's folder (resolved by [`absolute`]).
 ///
 /// # Errors
 ///
@@ -177,7 +178,9 @@ use validate::Validator;
 /// is not TOML, has an unknown or missing field, names a plugin that does not
 /// exist or has the wrong kind, has a cycle, a bad parallelism, a forward
 /// edge between vertices of different parallelism, an unknown column, or a
-/// component that cannot be read.
+/// component that cannot be read; [`ConfigError::Argument`] naming
+/// `--data-dir` when it is not a folder and cannot be created as one, or a
+/// `..` in it follows a missing component.
 pub fn load_job(path: &Path, opts: &LoadOptions) -> Result<JobConfig, ConfigError> {
     let text = crate::files::read_job_text(path).map_err(|source| ConfigError::Read {
         file: path.to_path_buf(),
@@ -199,7 +202,10 @@ pub fn parse_job(path: &Path, text: &str, opts: &LoadOptions) -> Result<JobConfi
         message: one_line(&parse_message(&e, text)),
     })?;
     let job_dir = absolute(path.parent().unwrap_or(Path::new(".")));
-    let data_dir = absolute(&opts.data_dir);
+    let data_dir = resolve_physical(&opts.data_dir).map_err(|reason| ConfigError::Argument {
+        arg: "--data-dir",
+        reason,
+    })?;
     let v = Validator {
         file,
         job_dir,
@@ -223,10 +229,10 @@ fn parse_message(e: &toml::de::Error, text: &str) -> String {
     }
 }
 
-/// The one resolution of a folder the user names (`--data-dir`, the job
-/// file's folder, `--cache-dir`): absolute, with `.` and `..` resolved
-/// lexically (without touching the file system, so `nonexist/../d` is `d`
-/// and nothing is created on the way). An empty path is `.`.
+/// The resolution of the job file's folder (`${job_dir}`): absolute, with
+/// `.` and `..` resolved lexically (without touching the file system). An
+/// empty path is `.`. Paths the host writes to (`--data-dir`,
+/// `--cache-dir`, `--summary-json`) are resolved by [`resolve_physical`].
 pub fn absolute(p: &Path) -> PathBuf {
     let p = if p.as_os_str().is_empty() {
         Path::new(".")
@@ -234,6 +240,57 @@ pub fn absolute(p: &Path) -> PathBuf {
         p
     };
     normalize(&std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()))
+}
+
+/// The one resolution of a path the user names for the host to write
+/// (`--data-dir`, `--cache-dir`, `--summary-json`): absolute, `.` removed,
+/// and each `..` resolved on disk, as the OS does when it opens the path:
+/// `..` after an existing folder is that folder's real parent (its
+/// symbolic links resolved), so `lnk/../d` is `d` beside the target of
+/// `lnk`, not `./d`. Components not followed by `..` are kept as written.
+/// An empty path is `.`.
+///
+/// # Errors
+///
+/// One line when a `..` follows a component that does not exist or is not
+/// a folder (the OS could not follow it, and creating the missing folder
+/// on the way would leave it behind): it names the component.
+pub fn resolve_physical(p: &Path) -> Result<PathBuf, String> {
+    use std::path::Component;
+    let p = if p.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        p
+    };
+    let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let shown = one_line(&p.display().to_string());
+    let mut out = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                let at = one_line(&out.display().to_string());
+                let real = match std::fs::metadata(&out) {
+                    Ok(m) if m.is_dir() => std::fs::canonicalize(&out)
+                        .map_err(|e| format!("`{shown}`: `..` follows `{at}`: {e}"))?,
+                    Ok(_) => {
+                        return Err(format!(
+                            "`{shown}`: `..` follows `{at}`, which is not a folder"
+                        ));
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        return Err(format!(
+                            "`{shown}`: `..` follows `{at}`, which does not exist"
+                        ));
+                    }
+                    Err(e) => return Err(format!("`{shown}`: `..` follows `{at}`: {e}")),
+                };
+                out = real.parent().map_or(real.clone(), Path::to_path_buf);
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    Ok(out)
 }
 
 /// Removes `.` and resolves `..` lexically (without touching the file system).

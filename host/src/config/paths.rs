@@ -5,7 +5,9 @@
 //! message is in docs/job-file.md ("Rules and their messages").
 //!
 //! Paths are compared lexically, after `${...}` substitution and
-//! normalization (no `.` or `..`), as the host later uses them.
+//! normalization (no `.` or `..`), as the host later uses them; the data
+//! directory, the cache and the summary file are resolved first by
+//! [`super::resolve_physical`] (`..` as the OS follows it).
 
 use std::path::{Path, PathBuf};
 
@@ -323,15 +325,21 @@ pub fn check_arguments(
                 reason: format!("`{shown}` is a folder; name a file"),
             });
         }
-        let parent = super::absolute(path)
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        if !parent.is_dir() {
+        let resolved = super::resolve_physical(path).map_err(|reason| ConfigError::Argument {
+            arg: "--summary-json",
+            reason,
+        })?;
+        let parent = resolved.parent().map(Path::to_path_buf).unwrap_or_default();
+        let why = match std::fs::metadata(&parent) {
+            Ok(m) if m.is_dir() => None,
+            Ok(_) => Some("is not a folder"),
+            Err(_) => Some("does not exist"),
+        };
+        if let Some(why) = why {
             return Err(ConfigError::Argument {
                 arg: "--summary-json",
                 reason: format!(
-                    "`{shown}` cannot be written: `{}` is not a folder",
+                    "`{shown}` cannot be written: `{}` {why}",
                     super::one_line(&parent.display().to_string())
                 ),
             });
@@ -346,9 +354,14 @@ pub fn check_arguments(
 /// # Errors
 ///
 /// [`ConfigError::Invalid`] naming `plugins.NAME.dirs[K].path` or the sink's
-/// `vertices[I].operators[J].path`.
+/// `vertices[I].operators[J].path`; [`ConfigError::Argument`] naming
+/// `--cache-dir` when a `..` in it follows a missing component
+/// ([`super::resolve_physical`]).
 pub fn check_cache_dir(config: &JobConfig, cache_dir: &Path) -> Result<(), ConfigError> {
-    let cache = super::absolute(cache_dir);
+    let cache = super::resolve_physical(cache_dir).map_err(|reason| ConfigError::Argument {
+        arg: "--cache-dir",
+        reason,
+    })?;
     let invalid = |field: String, what: &Path, o: Overlap| ConfigError::Invalid {
         file: config.file.clone(),
         field,

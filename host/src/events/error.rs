@@ -199,6 +199,20 @@ pub enum EventsError {
         /// The directory.
         path: PathBuf,
     },
+    /// `log inspect` was given a data directory holding several jobs.
+    #[error(
+        "{} is a data directory holding {} jobs ({}); name one: `coordhost log inspect {}/JOB`",
+        path.display(),
+        jobs.len(),
+        jobs.join(", "),
+        path.display()
+    )]
+    SeveralJobs {
+        /// The data directory.
+        path: PathBuf,
+        /// The jobs with an event log in it (their folder names), sorted.
+        jobs: Vec<String>,
+    },
     /// Writing `log inspect` output failed.
     #[error("writing inspect output: {source}")]
     Output {

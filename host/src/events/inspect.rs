@@ -19,7 +19,9 @@ use super::storage::FileStorage;
 ///
 /// # Errors
 /// [`EventsError::NoLog`] if none of these holds a segment;
-/// [`EventsError::Io`] if `dir` cannot be read.
+/// [`EventsError::SeveralJobs`] if `dir` is a data directory holding more
+/// than one job (name one: `dir/JOB`); [`EventsError::Io`] if `dir` cannot
+/// be read.
 pub fn locate_log_dir(dir: &Path) -> Result<PathBuf, EventsError> {
     let holds_segments = |d: &Path| -> Result<bool, EventsError> {
         match std::fs::read_dir(d) {
@@ -58,6 +60,18 @@ pub fn locate_log_dir(dir: &Path) -> Result<PathBuf, EventsError> {
     }
     if jobs.len() == 1 {
         return Ok(jobs.remove(0));
+    }
+    if jobs.len() > 1 {
+        let mut names: Vec<String> = jobs
+            .iter()
+            .filter_map(|log| log.parent()?.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        return Err(EventsError::SeveralJobs {
+            path: dir.to_path_buf(),
+            jobs: names,
+        });
     }
     Err(EventsError::NoLog {
         path: dir.to_path_buf(),

@@ -131,6 +131,9 @@ fn print_summary(s: &Summary) {
         for o in &s.outputs {
             writeln!(out, "  output: {}", o.display())?;
         }
+        if s.outputs.is_empty() && s.status == JobStatus::Failed {
+            writeln!(out, "  output: none")?;
+        }
         Ok(())
     })();
 }

@@ -37,9 +37,17 @@ use crate::scheduler::{JobError, JobEventSink, JobMaster, RunOptions, Summary};
 /// output folders, [`JobError::Workers`].
 pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
     // The data directory is resolved here, once, as the job file's
-    // `${data_dir}` is: everything below uses this path.
+    // `${data_dir}` is (`..` as the OS follows it; a `..` after a missing
+    // folder is refused before anything is created): everything below uses
+    // this path.
+    let data_dir = crate::config::resolve_physical(&opts.data_dir).map_err(|reason| {
+        crate::config::ConfigError::Argument {
+            arg: "--data-dir",
+            reason,
+        }
+    })?;
     let opts = &RunOptions {
-        data_dir: crate::config::absolute(&opts.data_dir),
+        data_dir,
         ..opts.clone()
     };
     // One validation pass before anything is created (docs/job-file.md,
@@ -294,7 +302,7 @@ fn published_files(dir: &Path) -> Vec<String> {
     files
 }
 
-/// `--fresh`: sets the job's log aside (`log.discarded-<seconds>`, never
+/// `--fresh`: sets the job's log aside (`log.discarded-<nanoseconds>`, never
 /// deleted) under its lock, so the run starts from scratch; the fresh run
 /// then clears the sink folders. A log another coordinator holds is not
 /// touched ([`JobError::Log`]).
@@ -304,14 +312,7 @@ fn discard_log(config: &JobConfig, data_dir: &Path) -> Result<(), JobError> {
         return Ok(());
     }
     let lock = crate::events::LogLock::acquire(&log_dir)?;
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let aside = log_dir.with_file_name(format!("log.discarded-{stamp}"));
-    std::fs::rename(&log_dir, &aside).map_err(|source| JobError::Io {
-        path: log_dir.clone(),
-        source,
-    })?;
+    let aside = set_aside_as(&log_dir, "discarded")?;
     drop(lock);
     tracing::warn!(
         "--fresh: the job's event log is set aside at {}; the job runs from scratch",
@@ -353,11 +354,14 @@ fn set_aside(log_dir: &Path) -> Result<PathBuf, JobError> {
     set_aside_as(log_dir, "damaged")
 }
 
-/// Renames the log folder to `log.<why>-<seconds since the epoch>` beside it.
+/// Renames the log folder to `log.<why>-<nanoseconds since the Unix epoch>`
+/// beside it (`why`: `damaged`, `replaced`, `discarded`). The one place a
+/// log is set aside, in one unit: nanoseconds, so two set-asides never
+/// collide (docs/recovery.md, "Set-aside logs").
 fn set_aside_as(log_dir: &Path, why: &str) -> Result<PathBuf, JobError> {
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+        .map_or(0, |d| d.as_nanos());
     let aside = log_dir.with_file_name(format!("log.{why}-{stamp}"));
     std::fs::rename(log_dir, &aside).map_err(|source| JobError::Io {
         path: log_dir.to_path_buf(),

@@ -106,7 +106,8 @@ fn hex_sha256(text: &str) -> String {
 /// as edited, while every other path still counts.
 fn data_dir_neutral(text: &str, data_dir: &Path) -> String {
     // As the job file loader resolves `${data_dir}` (one function for both).
-    let resolved = crate::config::absolute(data_dir);
+    let resolved = crate::config::resolve_physical(data_dir)
+        .unwrap_or_else(|_| crate::config::absolute(data_dir));
     let quoted = format!("{:?}", resolved.to_string_lossy());
     let escaped = &quoted[1..quoted.len() - 1];
     if escaped.is_empty() || escaped == "/" {
@@ -125,7 +126,7 @@ fn data_dir_neutral(text: &str, data_dir: &Path) -> String {
 /// worker count, attempt limit, recovery settings and plugin limits.
 ///
 /// `data_dir` is the run's data directory (resolved by
-/// [`crate::config::absolute`], as `${data_dir}` is): paths under it are
+/// [`crate::config::resolve_physical`], as `${data_dir}` is): paths under it are
 /// hashed relative to it, so a moved data directory is the same job.
 pub fn job_fingerprint(config: &crate::config::JobConfig, data_dir: &Path) -> String {
     let crate::config::JobConfig {

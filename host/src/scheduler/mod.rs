@@ -464,7 +464,8 @@ pub struct Summary {
     pub coordinator_busy_us: u64,
     /// Per vertex, in file order.
     pub vertices: Vec<VertexSummary>,
-    /// Sink output folders.
+    /// Sink output folders; when the job failed, only those holding
+    /// published output (`_SUCCESS` or `part-*` files), possibly none.
     pub outputs: Vec<PathBuf>,
     /// Why the job failed.
     pub error: Option<String>,

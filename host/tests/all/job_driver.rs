@@ -1,8 +1,8 @@
 //! Promises of the job driver (`host/src/job/`), through the real
 //! `coordhost` binary and real sample plugins (issue 13):
 //!
-//! - the data directory is resolved once: `--data-dir nonexist/../d` runs in
-//!   `d` and leaves no `nonexist/` behind;
+//! - the data directory is resolved once, `..` as the OS follows it:
+//!   `--data-dir nonexist/../d` is refused (exit 2) and creates nothing;
 //! - every published sink subtask is logged as `SinkCommitted`, which
 //!   `coordhost log inspect` shows;
 //! - an error that wraps a plugin's error names the plugin once.
@@ -45,6 +45,12 @@ fn describe(out: &Output) -> String {
 /// The word count example over three files, run in `tmp` with
 /// `--data-dir nonexist/../d`.
 fn run_through_a_missing_folder(tmp: &Path) -> Output {
+    run_word_count(tmp, "nonexist/../d")
+}
+
+/// The word count example over three files, run in `tmp` with
+/// `--data-dir DATA_DIR`.
+fn run_word_count(tmp: &Path, data_dir: &str) -> Output {
     words(&tmp.join("input"));
     let job = example_job(
         "wordcount.toml",
@@ -58,7 +64,7 @@ fn run_through_a_missing_folder(tmp: &Path) -> Output {
             "run",
             &job.display().to_string(),
             "--data-dir",
-            "nonexist/../d",
+            data_dir,
             "--workers",
             "2",
         ],
@@ -66,18 +72,23 @@ fn run_through_a_missing_folder(tmp: &Path) -> Output {
 }
 
 #[test]
-fn a_data_dir_through_a_missing_folder_runs_there_and_leaves_no_folder_behind() {
+fn a_data_dir_through_a_missing_folder_is_refused_and_creates_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let out = run_through_a_missing_folder(tmp.path());
-    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
-    assert!(
-        !tmp.path().join("nonexist").exists(),
-        "no empty `nonexist/` is left\n{}",
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        [format!(
+            "coordhost: --data-dir: `nonexist/../d`: `..` follows `{}`, which does not exist",
+            tmp.path().join("nonexist").display()
+        )],
+        "{}",
         describe(&out)
     );
     assert!(
-        tmp.path().join("d/output/wordcount/_SUCCESS").is_file(),
-        "the job ran in `d`\n{}",
+        !tmp.path().join("nonexist").exists() && !tmp.path().join("d").exists(),
+        "no `nonexist/` and no `d/` are created\n{}",
         describe(&out)
     );
 }
@@ -85,7 +96,7 @@ fn a_data_dir_through_a_missing_folder_runs_there_and_leaves_no_folder_behind() 
 #[test]
 fn every_published_sink_subtask_is_logged_as_sink_committed_and_inspect_shows_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = run_through_a_missing_folder(tmp.path());
+    let out = run_word_count(tmp.path(), "d");
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let mut parts: Vec<String> = std::fs::read_dir(tmp.path().join("d/output/wordcount"))
         .unwrap()

@@ -784,6 +784,19 @@ fn a_refused_plugin_config_exits_2_and_the_fixed_job_runs_on_the_same_data_direc
             && last.contains("split-bytes"),
         "{stderr}"
     );
+    // Said once: no log line repeats the `coordhost:` line.
+    assert_eq!(
+        stderr.matches("invalid configuration").count(),
+        1,
+        "{stderr}"
+    );
+    // The summary lists no output folder that has no output.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let outputs: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("output:"))
+        .collect();
+    assert_eq!(outputs, ["  output: none"], "{stdout}");
 
     env.edit(r#"split-bytes = "lots""#, good);
     let out = env.run(&env.run_args());
@@ -807,6 +820,11 @@ fn a_refused_plugin_config_exits_2_and_the_fixed_job_runs_on_the_same_data_direc
         1,
         "the old log is set aside, not deleted: {kept:?}"
     );
+    // One unit for every set-aside log: nanoseconds since the Unix epoch.
+    let ns: u128 = kept[0]["log.replaced-".len()..]
+        .parse()
+        .expect("a number after `log.replaced-`");
+    assert!(ns > 1_000_000_000_000_000_000, "nanoseconds: {kept:?}");
 
     // Executions finished under this job file: an edit is refused.
     env.edit(good, "split-bytes = 2048");

@@ -22,6 +22,7 @@ mod crash_sink_commit;
 mod crash_transient_shuffle;
 mod events_golden;
 mod events_inspect;
+mod events_inspect_cli;
 mod events_proptest;
 mod events_replay;
 mod job_cli;
@@ -30,6 +31,7 @@ mod job_driver;
 #[cfg(feature = "failpoints")]
 mod job_failover;
 mod job_fingerprint;
+mod job_paths;
 mod job_plugin_load;
 mod job_refusals;
 mod job_refusals_fuzz;

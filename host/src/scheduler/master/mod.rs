@@ -558,7 +558,12 @@ impl JobMaster {
                 &e.to_string(),
                 4 * crate::plugin::MAX_MESSAGE_BYTES,
             ));
-            tracing::error!(job = %self.job, "job failed: {e}");
+            // The summary carries the error; `coordhost run` prints it
+            // once, as its `coordhost:` line.
+            tracing::debug!(job = %self.job, "job failed: {e}");
+            // Only the folders where output was published: a failed run
+            // lists no empty or half-written folder as its output.
+            summary.outputs.retain(|dir| holds_published_output(dir));
         }
         summary
     }
@@ -788,6 +793,18 @@ impl JobMaster {
             bad_input: false,
         }
     }
+}
+
+/// Whether a sink's output folder holds published output (`_SUCCESS` or a
+/// `part-*` file).
+fn holds_published_output(dir: &std::path::Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries.filter_map(Result::ok).any(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name == "_SUCCESS" || name.starts_with("part-")
+        })
+    })
 }
 
 fn answer(a: SplitAnswer) -> Option<SplitData> {

@@ -1,0 +1,183 @@
+//! The paths a user names for `coordhost run` to write, as a new user met
+//! them (through the real binary and the real word count plugins):
+//!
+//! - `--summary-json` is checked before anything runs, `..` as the OS
+//!   follows it, and a missing folder is said to be missing;
+//! - `--data-dir` resolves `..` on disk (`lnk/../d` is `d` beside the
+//!   target of `lnk`), and a `..` after a missing component or a file is
+//!   refused up front, exit 2, one line, nothing created;
+//! - a set-aside log (`run --fresh`) is named in nanoseconds.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use crate::support::job::example_job;
+
+/// Three small text files in `tmp/input`, and the word count job over them
+/// written to `tmp/wordcount.toml`.
+fn word_count_job(tmp: &Path) -> PathBuf {
+    let input = tmp.join("input");
+    std::fs::create_dir_all(&input).unwrap();
+    for i in 0..3 {
+        std::fs::write(
+            input.join(format!("f{i}.txt")),
+            format!("alpha beta {i}\nbeta gamma\n"),
+        )
+        .unwrap();
+    }
+    example_job("wordcount.toml", "build/data/words", &input, tmp)
+}
+
+fn run(cwd: &Path, job: &Path, args: &[&str]) -> Output {
+    crate::support::coordhost()
+        .current_dir(cwd)
+        .arg("run")
+        .arg(job)
+        .args(["--workers", "2"])
+        .args(args)
+        .output()
+        .expect("coordhost runs")
+}
+
+fn describe(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The refusal: exit 2, nothing on stdout, one line on stderr; returns it.
+fn one_refusal_line(out: &Output) -> String {
+    assert_eq!(out.status.code(), Some(2), "{}", describe(out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line\n{}", describe(out));
+    assert!(out.stdout.is_empty(), "{}", describe(out));
+    lines[0].to_string()
+}
+
+/// The names in `dir`, sorted.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_summary_json_through_a_missing_folder_is_refused_before_the_job_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let job = word_count_job(tmp.path());
+    let before = entries(tmp.path());
+    let out = run(
+        tmp.path(),
+        &job,
+        &["--data-dir", "d", "--summary-json", "nonexist/../s.json"],
+    );
+    let line = one_refusal_line(&out);
+    let missing = tmp.path().join("nonexist");
+    assert_eq!(
+        line,
+        format!(
+            "coordhost: --summary-json: `nonexist/../s.json`: `..` follows `{}`, which does not exist",
+            missing.display()
+        ),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(entries(tmp.path()), before, "nothing is created");
+}
+
+#[test]
+fn a_summary_json_in_a_missing_folder_says_the_folder_does_not_exist() {
+    let tmp = tempfile::tempdir().unwrap();
+    let job = word_count_job(tmp.path());
+    let before = entries(tmp.path());
+    let out = run(
+        tmp.path(),
+        &job,
+        &["--data-dir", "d", "--summary-json", "nonexist/s.json"],
+    );
+    let line = one_refusal_line(&out);
+    assert_eq!(
+        line,
+        format!(
+            "coordhost: --summary-json: `nonexist/s.json` cannot be written: `{}` does not exist",
+            tmp.path().join("nonexist").display()
+        ),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(entries(tmp.path()), before, "nothing is created");
+}
+
+#[test]
+fn a_data_dir_through_a_symlink_and_dotdot_runs_where_the_os_path_leads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let job = word_count_job(tmp.path());
+    let work = tmp.path().join("work");
+    let target = tmp.path().join("other/target");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&target).unwrap();
+    std::os::unix::fs::symlink(&target, work.join("lnk")).unwrap();
+    let out = run(&work, &job, &["--data-dir", "lnk/../dd3"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(
+        tmp.path()
+            .join("other/dd3/output/wordcount/_SUCCESS")
+            .is_file(),
+        "`lnk/../dd3` is `dd3` beside the target of `lnk`\n{}",
+        describe(&out)
+    );
+    assert!(
+        !work.join("dd3").exists(),
+        "nothing runs in `./dd3`\n{}",
+        describe(&out)
+    );
+}
+
+#[test]
+fn a_data_dir_with_dotdot_after_a_file_is_refused_and_nothing_is_created() {
+    let tmp = tempfile::tempdir().unwrap();
+    let job = word_count_job(tmp.path());
+    std::fs::write(tmp.path().join("afile"), "not a folder").unwrap();
+    let before = entries(tmp.path());
+    let out = run(tmp.path(), &job, &["--data-dir", "afile/../d"]);
+    let line = one_refusal_line(&out);
+    assert_eq!(
+        line,
+        format!(
+            "coordhost: --data-dir: `afile/../d`: `..` follows `{}`, which is not a folder",
+            tmp.path().join("afile").display()
+        ),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(entries(tmp.path()), before, "nothing is created");
+}
+
+#[test]
+fn fresh_sets_the_log_aside_named_in_nanoseconds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let job = word_count_job(tmp.path());
+    let out = run(tmp.path(), &job, &["--data-dir", "d"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let out = run(tmp.path(), &job, &["--data-dir", "d", "--fresh"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let aside: Vec<String> = entries(&tmp.path().join("d/wordcount"))
+        .into_iter()
+        .filter(|n| n.starts_with("log.discarded-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}\n{}", describe(&out));
+    let ns: u128 = aside[0]["log.discarded-".len()..]
+        .parse()
+        .expect("a number after `log.discarded-`");
+    assert!(
+        ns > 1_000_000_000_000_000_000,
+        "nanoseconds since the Unix epoch, as `log.replaced-` and `log.damaged-`: {aside:?}"
+    );
+}
