@@ -486,7 +486,7 @@ fn cases() -> Vec<Case> {
             case(
                 "--summary-json in a folder that does not exist",
                 |_: &Env| {},
-                "--summary-json: `{tmp}/no/summary.json` cannot be written: `{tmp}/no` is not a folder",
+                "--summary-json: `{tmp}/no/summary.json` cannot be written: `{tmp}/no` does not exist",
             ),
             |e: &Env| {
                 let mut a = e.run_args();
@@ -495,6 +495,36 @@ fn cases() -> Vec<Case> {
                     e.tmp().join("no/summary.json").into(),
                 ]);
                 a
+            },
+        ),
+        with_args(
+            case(
+                "--summary-json through a folder that does not exist",
+                |_: &Env| {},
+                "--summary-json: `{tmp}/no/../summary.json`: `..` follows `{tmp}/no`, which does not exist",
+            ),
+            |e: &Env| {
+                let mut a = e.run_args();
+                a.extend([
+                    "--summary-json".into(),
+                    e.tmp().join("no/../summary.json").into(),
+                ]);
+                a
+            },
+        ),
+        with_args(
+            case(
+                "--data-dir through a folder that does not exist",
+                |_: &Env| {},
+                "--data-dir: `{tmp}/no/../state`: `..` follows `{tmp}/no`, which does not exist",
+            ),
+            |e: &Env| {
+                vec![
+                    "run".into(),
+                    e.job.clone().into(),
+                    "--data-dir".into(),
+                    e.tmp().join("no/../state").into(),
+                ]
             },
         ),
         with_args(
