@@ -310,3 +310,30 @@ pub(super) fn normalize(p: &Path) -> PathBuf {
     }
     out
 }
+
+#[cfg(test)]
+mod resolve_tests {
+    use super::resolve_physical;
+
+    #[test]
+    fn dotdot_goes_to_the_real_parent_and_other_components_stay_as_written() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let real = std::fs::canonicalize(tmp.path()).expect("canonical");
+        std::fs::create_dir_all(real.join("x/y")).expect("x/y");
+        std::os::unix::fs::symlink(real.join("x/y"), real.join("lnk")).expect("link");
+        assert_eq!(
+            resolve_physical(&real.join("lnk/../d")),
+            Ok(real.join("x/d"))
+        );
+        assert_eq!(
+            resolve_physical(&real.join("./lnk/new/./d")),
+            Ok(real.join("lnk/new/d"))
+        );
+        assert_eq!(
+            resolve_physical(std::path::Path::new("/../..")),
+            Ok(std::path::PathBuf::from("/"))
+        );
+        let missing = resolve_physical(&real.join("lnk/new/../d")).expect_err("refused");
+        assert!(missing.ends_with("which does not exist"), "{missing}");
+    }
+}

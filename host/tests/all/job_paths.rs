@@ -181,3 +181,26 @@ fn fresh_sets_the_log_aside_named_in_nanoseconds() {
         "nanoseconds since the Unix epoch, as `log.replaced-` and `log.damaged-`: {aside:?}"
     );
 }
+
+#[test]
+fn a_cache_dir_through_a_missing_folder_is_refused_and_nothing_is_created() {
+    let tmp = tempfile::tempdir().unwrap();
+    let job = word_count_job(tmp.path());
+    let before = entries(tmp.path());
+    let out = run(
+        tmp.path(),
+        &job,
+        &["--data-dir", "d", "--cache-dir", "nonexist/../c"],
+    );
+    let line = one_refusal_line(&out);
+    assert_eq!(
+        line,
+        format!(
+            "coordhost: --cache-dir: `nonexist/../c`: `..` follows `{}`, which does not exist",
+            tmp.path().join("nonexist").display()
+        ),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(entries(tmp.path()), before, "nothing is created");
+}
