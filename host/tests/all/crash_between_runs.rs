@@ -201,27 +201,37 @@ fn many_snapshots_record_each_split_about_once_per_run_and_recover_right() {
     assert_output(&data, &fx.input);
 
     let log = EventLog::read(&data).expect("the job's log");
-    let snapshots: Vec<&serde_json::Value> = log
+    // (coordinator run = the log segment's attempt, enumerator snapshot)
+    let snapshots: Vec<(u64, &serde_json::Value)> = log
         .events
         .iter()
         .filter(|e| e["event"]["kind"] == "ExecutionFinished")
         .flat_map(|e| {
+            let run = e["position"]["attempt"].as_u64().expect("an attempt");
             e["event"]["event"]["enumerator_snapshots"]
                 .as_array()
                 .into_iter()
                 .flatten()
+                .map(move |s| (run, s))
         })
         .collect();
-    let recorded: Vec<String> = snapshots
-        .iter()
-        .flat_map(|s| s["assignments"].as_array().into_iter().flatten())
-        .flat_map(|a| a["splits"].as_array().into_iter().flatten())
-        .filter_map(|split| split["id"].as_str().map(str::to_string))
-        .collect();
+    let ids = |s: &serde_json::Value| -> Vec<String> {
+        s["assignments"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|a| a["splits"].as_array().into_iter().flatten())
+            .filter_map(|split| split["id"].as_str().map(str::to_string))
+            .collect()
+    };
+    let recorded: Vec<String> = snapshots.iter().flat_map(|(_, s)| ids(s)).collect();
     let distinct: BTreeSet<&String> = recorded.iter().collect();
+    // How many snapshots a run takes depends on how the machine schedules
+    // the 16 source subtasks (a snapshot is taken when a finish touched the
+    // enumerator); a handful is always there.
     assert!(
-        snapshots.len() >= 8,
-        "a snapshot at every source finish: {} enumerator snapshots",
+        snapshots.len() >= 4,
+        "a snapshot at source finishes: {} enumerator snapshots",
         snapshots.len()
     );
     assert!(
@@ -230,9 +240,25 @@ fn many_snapshots_record_each_split_about_once_per_run_and_recover_right() {
         distinct.len()
     );
     assert!(
-        snapshots.iter().any(|s| s["incremental"] == true),
+        snapshots.iter().any(|(_, s)| s["incremental"] == true),
         "incremental snapshots recorded"
     );
+    // An incremental snapshot holds only what was assigned since the
+    // previous one of its run: none of its splits was recorded before in
+    // that run (a whole history repeats every earlier one).
+    let mut seen: BTreeSet<(u64, String)> = BTreeSet::new();
+    for (run, s) in &snapshots {
+        let these = ids(s);
+        if s["incremental"] == true {
+            for id in &these {
+                assert!(
+                    !seen.contains(&(*run, id.clone())),
+                    "split `{id}` recorded again in an incremental snapshot of run {run}"
+                );
+            }
+        }
+        seen.extend(these.into_iter().map(|id| (*run, id)));
+    }
     // Two coordinator runs: each records the whole history once (its first
     // snapshot), the rest only what was assigned since. Whole histories in
     // every snapshot would be about 16 times the splits.
