@@ -404,7 +404,28 @@ fn plugin_new_writes_a_project_with_the_wit_and_refuses_a_folder_that_is_not_emp
             source.contains(&name),
             "{lang} {kind}: named after the project"
         );
+        if lang == "js" {
+            // No lockfile: package.json pins exact versions, and the README says so.
+            let package =
+                std::fs::read_to_string(project.join("package.json")).expect("package.json");
+            assert!(
+                package.contains("\"@bytecodealliance/componentize-js\": \"0."),
+                "{package}"
+            );
+            assert!(
+                !package.contains('^') && !package.contains('~'),
+                "{package}"
+            );
+            assert!(
+                readme.contains("`npm install` installs exactly"),
+                "{readme}"
+            );
+        }
         if lang == "rust" {
+            assert!(
+                readme.contains("`$CARGO_TARGET_DIR/wasm32-wasip2/release/"),
+                "{readme}"
+            );
             let cargo = std::fs::read_to_string(project.join("Cargo.toml")).expect("Cargo.toml");
             assert!(cargo.contains("wit-bindgen = \"=0."), "{cargo}");
             assert!(
