@@ -97,18 +97,25 @@ check() {
                 note(f, pos + RSTART, substr(rest, RSTART + 7, RLENGTH - 7))
                 pos += RSTART + RLENGTH - 1; rest = substr(rest, RSTART + RLENGTH)
             }
-            # `use crate::{a, b::c, ...}` groups: names at brace depth 1.
+            # `use crate::{a, b::c, ...}` groups, on one line or several: the
+            # first name of each item at brace depth 1 (a bare `a` before `,`
+            # or `}` as well as `b::c`); a name that starts upper-case is an
+            # item of the crate root, not a module.
             rest = t; pos = 0
             while (match(rest, /crate::\{/)) {
-                start = pos + RSTART
                 i = RSTART + RLENGTH; depthb = 1; name = ""; expect = 1
                 while (i <= length(rest) && depthb > 0) {
                     ch = substr(rest, i, 1)
-                    if (ch == "{") { depthb++; expect = 0 }
-                    else if (ch == "}") { depthb--; if (depthb == 1) expect = 0 }
-                    else if (depthb == 1 && ch == ",") { expect = 1 }
-                    else if (depthb == 1 && expect && ch ~ /[a-z_0-9]/) { name = name ch }
-                    else if (depthb == 1 && expect && name != "") { note(f, start + i, name); name = ""; expect = 0 }
+                    if (depthb == 1 && expect && ch ~ /[A-Za-z_0-9]/) { name = name ch }
+                    else {
+                        if (name != "") {
+                            if (name ~ /^[a-z_][a-z0-9_]*$/) note(f, pos + i, name)
+                            name = ""; expect = 0
+                        }
+                        if (ch == "{") { depthb++; expect = 0 }
+                        else if (ch == "}") { depthb-- }
+                        else if (depthb == 1 && ch == ",") { expect = 1 }
+                    }
                     i++
                 }
                 pos += i - 1; rest = substr(rest, i)
@@ -185,6 +192,11 @@ self_test() {
 upward use line|graph.rs|use crate::job::run_job;|graph.rs:
 upward inline path|events/event.rs|fn f() { let _ = crate::scheduler::CRASH_POINTS; }|upward import: `events` (floor 1) uses `crate::scheduler`
 upward in a use group|value/split.rs|use crate::{graph::JobGraph,\n    recovery::recover};|uses `crate::recovery`
+bare name alone in a group|value/split.rs|use crate::{recovery};|uses `crate::recovery`
+bare names in a group|value/split.rs|use crate::{graph, recovery};|uses `crate::recovery`
+bare names without spaces|value/split.rs|use crate::{graph,recovery};|uses `crate::recovery`
+bare names in a group over lines|value/split.rs|use crate::{\n    graph,\n    recovery,\n};|uses `crate::recovery`
+bare name after a nested group|value/split.rs|use crate::{graph::{JobGraph, Vertex}, recovery};|uses `crate::recovery`
 scheduler imports recovery|scheduler/master/mod.rs|use crate::recovery::recover;|must not import each other
 recovery imports scheduler|recovery/oracle.rs|use crate::scheduler::JobError;|must not import each other
 super to the crate root|graph.rs|use super::runtime::WorkerPool;|uses `crate::runtime`

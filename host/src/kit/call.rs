@@ -35,6 +35,13 @@ pub const ENUMERATOR_STEPS: &str = "create,start,add-reader:0,request:0,snapshot
 /// The default script of a shuffle master: two partitions, snapshots, a
 /// report, the restore of a new instance, its report, a release.
 pub const SHUFFLE_STEPS: &str = "create,register-job,register:0,produce:0,snapshot,register:1,produce:1,snapshot,report,restore,report,release:0,report,unregister-job";
+/// The default script of a split enumerator without batch snapshots: the
+/// run of [`ENUMERATOR_STEPS`] without its snapshot and recovery (on
+/// recovery the host resets such a source vertex as a whole).
+pub const ENUMERATOR_STEPS_NO_SNAPSHOT: &str = "create,start,add-reader:0,request:0,drain:0";
+/// The default script of a shuffle master without batch snapshots:
+/// [`SHUFFLE_STEPS`] without its snapshots and restore.
+pub const SHUFFLE_STEPS_NO_SNAPSHOT: &str = "create,register-job,register:0,produce:0,register:1,produce:1,report,release:0,report,unregister-job";
 /// The job id the shuffle-master steps use, and the parallelism of the
 /// source the enumerator steps create: as in the conformance checks.
 pub use super::conformance::{JOB_ID, PARALLELISM};
@@ -142,10 +149,14 @@ pub fn run(
     steps: Option<&str>,
     out: &mut dyn std::io::Write,
 ) -> Result<bool, CallError> {
+    let steps_given = steps;
     let kind = plugin.spec().kind;
-    let script = steps.unwrap_or(match kind {
-        PluginKind::SplitEnumerator => ENUMERATOR_STEPS,
-        PluginKind::ShuffleMaster => SHUFFLE_STEPS,
+    let snapshots = plugin.supports_batch_snapshot();
+    let script = steps.unwrap_or(match (kind, snapshots) {
+        (PluginKind::SplitEnumerator, true) => ENUMERATOR_STEPS,
+        (PluginKind::SplitEnumerator, false) => ENUMERATOR_STEPS_NO_SNAPSHOT,
+        (PluginKind::ShuffleMaster, true) => SHUFFLE_STEPS,
+        (PluginKind::ShuffleMaster, false) => SHUFFLE_STEPS_NO_SNAPSHOT,
     });
     let steps = parse(script, kind)?;
     writeln!(
@@ -153,12 +164,18 @@ pub fn run(
         "{}: {} plugin, batch snapshots: {}",
         plugin.spec().path.display(),
         kind,
-        if plugin.supports_batch_snapshot() {
+        if snapshots {
             "supported"
         } else {
             "not supported"
         }
     )?;
+    if steps_given.is_none() && !snapshots {
+        writeln!(
+            out,
+            "default script without `snapshot` and `restore` steps: the plugin does not support batch snapshots"
+        )?;
+    }
     let ok = match kind {
         PluginKind::SplitEnumerator => EnumeratorScript::new(plugin).run(&steps, out)?,
         PluginKind::ShuffleMaster => ShuffleScript::new(plugin).run(&steps, out)?,
@@ -259,13 +276,17 @@ impl<'a> EnumeratorScript<'a> {
         })
     }
 
-    /// Prints what the plugin did through `enumerator-context` and records
-    /// assignments in the history; returns whether `subtask` heard "no more splits".
+    /// Prints what the plugin did during `call` through
+    /// `enumerator-context` and records assignments in the history; returns
+    /// the readers that heard "no more splits", or (as a real run's
+    /// coordinator does, `crate::coordinator`) the broken contract of a split
+    /// id assigned again while the history still holds it.
     fn actions(
         &mut self,
+        call: &'static str,
         actions: Vec<EnumeratorAction>,
         out: &mut dyn std::io::Write,
-    ) -> std::io::Result<Vec<u32>> {
+    ) -> std::io::Result<Result<Vec<u32>, String>> {
         let mut ended = Vec::new();
         for action in actions {
             match action {
@@ -276,6 +297,17 @@ impl<'a> EnumeratorScript<'a> {
                             "  -> assign-splits: reader {subtask} gets {}",
                             show_split(&split)
                         )?;
+                        if self.history.values().flatten().any(|s| s.id == split.id) {
+                            // The words of the coordinator's check.
+                            return Ok(Err(show_error(&PluginError::Protocol {
+                                plugin: self.plugin.name().to_string(),
+                                call,
+                                reason: format!(
+                                    "assigned split id `{}` again while it is still assigned (ids are unique within an enumerator)",
+                                    split.id
+                                ),
+                            })));
+                        }
                         self.history.entry(subtask).or_default().push(split);
                     }
                 }
@@ -285,7 +317,7 @@ impl<'a> EnumeratorScript<'a> {
                 }
             }
         }
-        Ok(ended)
+        Ok(Ok(ended))
     }
 
     fn drain(
@@ -294,9 +326,9 @@ impl<'a> EnumeratorScript<'a> {
         out: &mut dyn std::io::Write,
     ) -> std::io::Result<Result<(), String>> {
         for _ in 0..MAX_REQUESTS {
-            writeln!(out, "handle-split-request({n}, \"localhost\")")?;
+            writeln!(out, "handle-split-request({n}, none)")?;
             let answer = match self.live() {
-                Ok(e) => e.handle_split_request(n, Some("localhost")),
+                Ok(e) => e.handle_split_request(n, None),
                 Err(m) => return Ok(Err(m)),
             };
             let actions = match answer {
@@ -308,8 +340,10 @@ impl<'a> EnumeratorScript<'a> {
                     "the plugin neither assigned a split to reader {n} nor said \"no more splits\""
                 )));
             }
-            if self.actions(actions, out)?.contains(&n) {
-                return Ok(Ok(()));
+            match self.actions("handle-split-request", actions, out)? {
+                Ok(ended) if ended.contains(&n) => return Ok(Ok(())),
+                Ok(_) => {}
+                Err(m) => return Ok(Err(m)),
             }
         }
         Ok(Err(format!(
@@ -391,9 +425,9 @@ impl Script for EnumeratorScript<'_> {
                 }
             }
             Step::Request(n) => {
-                writeln!(out, "handle-split-request({n}, \"localhost\")")?;
+                writeln!(out, "handle-split-request({n}, none)")?;
                 match self.live() {
-                    Ok(e) => e.handle_split_request(*n, Some("localhost")),
+                    Ok(e) => e.handle_split_request(*n, None),
                     Err(m) => return Ok(Err(m)),
                 }
             }
@@ -443,15 +477,18 @@ impl Script for EnumeratorScript<'_> {
             }
             _ => return Ok(Err(format!("{step:?} is not a split-enumerator step"))),
         };
+        let call = match step {
+            Step::Start => "start",
+            Step::AddReader(_) => "add-reader",
+            Step::AddBack(_) => "add-splits-back",
+            _ => "handle-split-request",
+        };
         Ok(match result {
-            Ok(actions) => {
-                if actions.is_empty() {
-                    writeln!(out, "  -> ok")?;
-                } else {
-                    self.actions(actions, out)?;
-                }
+            Ok(actions) if actions.is_empty() => {
+                writeln!(out, "  -> ok")?;
                 Ok(())
             }
+            Ok(actions) => self.actions(call, actions, out)?.map(drop),
             Err(e) => Err(show_error(&e)),
         })
     }

@@ -1,10 +1,12 @@
 //! The plugin contract checks of `coordhost plugin test` (issue 17): the
-//! same checks the project's conformance suite (`host/tests/plugin_conformance.rs`)
+//! same checks the project's conformance suite (`host/tests/all/plugin_conformance.rs`)
 //! runs on every sample plugin, so an author gets the verdict the samples get.
 //!
 //! Every check runs through the real plugin host (sandbox, deadlines, the
 //! host's own contract checks of each answer) on fresh instances, so one
-//! failed check does not hide the others. A check that does not apply (the
+//! failed check does not hide the others; only the split-enumerator checks
+//! that need the reference hand-out do not run when `hand-out` failed, and
+//! the report says how many did not run. A check that does not apply (the
 //! snapshot round trip of a plugin without batch snapshots) says so and
 //! counts as passed; its counterpart (snapshot calls give an error value,
 //! not a trap) runs instead. The idea is Flink's connector testing framework
@@ -57,6 +59,9 @@ pub struct Report {
     pub kind: PluginKind,
     /// The checks, in the order they ran.
     pub checks: Vec<Check>,
+    /// The checks that did not run because the check they need failed:
+    /// `(that check, the names of those not run)`; `None` when all ran.
+    pub not_run: Option<(&'static str, Vec<&'static str>)>,
 }
 
 impl Report {
@@ -84,6 +89,14 @@ impl fmt::Display for Report {
                 Outcome::Failed(why) => writeln!(f, "FAILED  {}: {why}", check.name)?,
             }
         }
+        if let Some((after, names)) = &self.not_run {
+            writeln!(
+                f,
+                "{} checks not run after `{after}` failed: {}",
+                names.len(),
+                names.join(", ")
+            )?;
+        }
         let failed = self.failed().count();
         if failed == 0 {
             write!(f, "passed: {} checks", self.checks.len())
@@ -98,11 +111,15 @@ impl fmt::Display for Report {
 /// configuration must give at least one split.
 pub fn run(plugin: &LoadedPlugin) -> Report {
     let kind = plugin.spec().kind;
-    let checks = match kind {
+    let (checks, not_run) = match kind {
         PluginKind::SplitEnumerator => enumerator_checks(plugin),
-        PluginKind::ShuffleMaster => shuffle_checks(plugin),
+        PluginKind::ShuffleMaster => (shuffle_checks(plugin), None),
     };
-    Report { kind, checks }
+    Report {
+        kind,
+        checks,
+        not_run,
+    }
 }
 
 type CheckFn<'a> = Box<dyn FnOnce() -> Result<Option<String>, String> + 'a>;
@@ -131,6 +148,25 @@ fn no_snapshot<T>(answer: Result<T, PluginError>) -> Result<Option<String>, Stri
         Ok(_) => Err(
             "`supports-batch-snapshot` says false, but `snapshot-state` returned a snapshot".into(),
         ),
+    }
+}
+
+/// Which answer a failed call gave, for a check that expects one error
+/// case: the WIT `error` case (e.g. `` `other` ``) of an error value, or the
+/// kind of fault otherwise.
+fn answer_case(error: &PluginError) -> &'static str {
+    match error {
+        PluginError::Returned { error, .. } => match error {
+            PluginFailure::InvalidConfig(_) => "`invalid-config`",
+            PluginFailure::InvalidState(_) => "`invalid-state`",
+            PluginFailure::Io(_) => "`io`",
+            PluginFailure::CorruptSnapshot(_) => "`corrupt-snapshot`",
+            PluginFailure::Other(_) => "`other`",
+        },
+        PluginError::Trap { .. } => "a trap",
+        PluginError::Deadline { .. } => "a missed deadline",
+        PluginError::MemoryCap { .. } => "the memory cap",
+        _ => "no error value",
     }
 }
 
@@ -179,7 +215,7 @@ fn drain(e: &mut SplitEnumerator) -> Result<Vec<Split>, String> {
         };
         let before = got.len();
         let actions = e
-            .handle_split_request(subtask, Some("localhost"))
+            .handle_split_request(subtask, None)
             .map_err(|e| said(&e))?;
         apply(actions, &mut got, &mut done);
         if got.len() == before && !done[subtask as usize] {
@@ -229,7 +265,27 @@ fn same_splits(expected: &[Split], got: &[Split], what: &str) -> Result<(), Stri
     Ok(())
 }
 
-fn enumerator_checks(plugin: &LoadedPlugin) -> Vec<Check> {
+/// The split-enumerator checks that need the reference hand-out: they do
+/// not run when `hand-out` failed.
+fn after_hand_out(snapshots: bool) -> Vec<&'static str> {
+    let mut names = vec!["no-more-splits-is-final", "add-splits-back"];
+    if snapshots {
+        names.extend([
+            "batch-snapshot-restore",
+            "restore-does-not-rediscover",
+            "corrupt-snapshot",
+        ]);
+    } else {
+        names.extend(["batch-snapshot-restore", "no-snapshot-is-an-error-value"]);
+    }
+    names
+}
+
+/// The split-enumerator checks, and those that did not run (see
+/// [`Report::not_run`]).
+type EnumeratorChecks = (Vec<Check>, Option<(&'static str, Vec<&'static str>)>);
+
+fn enumerator_checks(plugin: &LoadedPlugin) -> EnumeratorChecks {
     let mut checks = Vec::new();
     // The reference hand-out: every split a fresh enumerator gives.
     let mut all: Option<Vec<Split>> = None;
@@ -269,7 +325,8 @@ fn enumerator_checks(plugin: &LoadedPlugin) -> Vec<Check> {
         }),
     ));
     let Some(all) = all else {
-        return checks;
+        let not_run = after_hand_out(plugin.supports_batch_snapshot());
+        return (checks, Some(("hand-out", not_run)));
     };
     checks.push(check(
         "no-more-splits-is-final",
@@ -341,7 +398,7 @@ fn enumerator_checks(plugin: &LoadedPlugin) -> Vec<Check> {
             }),
         ));
     }
-    checks
+    (checks, None)
 }
 
 fn enumerator_snapshot_checks(plugin: &LoadedPlugin, all: &[Split], checks: &mut Vec<Check>) {
@@ -415,7 +472,11 @@ fn enumerator_snapshot_checks(plugin: &LoadedPlugin, all: &[Split], checks: &mut
                     error: PluginFailure::CorruptSnapshot(_),
                     ..
                 }) => Ok(None),
-                Err(other) => Err(format!("expected `corrupt-snapshot`: {}", said(&other))),
+                Err(other) => Err(format!(
+                    "expected `corrupt-snapshot`, got {}: {}",
+                    answer_case(&other),
+                    said(&other)
+                )),
                 Ok(_) => Err("`restore` accepted bytes that are not a snapshot".into()),
             },
         ),

@@ -106,10 +106,11 @@ pub enum NewError {
     },
 }
 
-/// A pinned version, read from the file that pins it for the sample plugins.
+/// A pinned version, read from the file that pins it for the sample plugins:
+/// the exact version, without a range operator (`=`, `^`, `~`) before it.
 fn pinned<'a>(text: &'a str, after: &str, end: char) -> &'a str {
     text.split_once(after)
-        .map(|(_, rest)| rest.trim_start_matches(['=', ' ', '"']))
+        .map(|(_, rest)| rest.trim_start_matches(['=', '^', '~', ' ', '"']))
         .and_then(|rest| rest.split(end).next())
         .map_or("", str::trim)
 }

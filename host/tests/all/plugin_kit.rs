@@ -125,6 +125,112 @@ fn plugin_test_fails_a_faulty_enumerator_and_names_each_failed_check() {
         show(&out)
     );
     assert!(text(&out.stderr).contains("hand-out"), "{}", show(&out));
+    // The checks that need the hand-out did not run, and the report says so.
+    assert!(
+        text(&out.stdout).contains(
+            "5 checks not run after `hand-out` failed: no-more-splits-is-final, add-splits-back, batch-snapshot-restore, restore-does-not-rediscover, corrupt-snapshot\nfailed: 1 of 2 checks"
+        ),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn plugin_test_names_the_error_case_a_failed_corrupt_snapshot_check_got() {
+    // `restore` answers every snapshot with `error::other`.
+    let path = plugin("faulty-enumerator");
+    let out = coordhost(&[
+        "plugin",
+        "test",
+        &path,
+        "--config",
+        "fault=flood",
+        "--config",
+        "on=restore",
+        "--config",
+        "flood-lines=0",
+        "--config",
+        "flood-line-bytes=10",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(
+        text(&out.stdout)
+            .contains("FAILED  corrupt-snapshot: expected `corrupt-snapshot`, got `other`: "),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        text(&out.stderr).contains("corrupt-snapshot"),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn plugin_call_refuses_a_split_id_assigned_again_while_still_assigned() {
+    // Every request assigns the id `dup`: the second one breaks the
+    // contract, as the coordinator of a real run says.
+    let path = plugin("faulty-enumerator");
+    let out = coordhost(&["plugin", "call", &path, "--config", "fault=duplicate-ids"]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let stdout = text(&out.stdout);
+    let first = stdout
+        .find("-> assign-splits: reader 0 gets dup ")
+        .unwrap_or_else(|| panic!("no first assignment:\n{stdout}"));
+    let error = stdout
+        .find("  -> error: ")
+        .unwrap_or_else(|| panic!("no error:\n{stdout}"));
+    assert!(first < error, "{stdout}");
+    assert!(
+        stdout[error..].contains(
+            "`handle-split-request` broke the plugin contract: assigned split id `dup` again while it is still assigned (ids are unique within an enumerator)"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with('\n') && stdout[error..].lines().count() == 1,
+        "{stdout}"
+    );
+}
+
+#[test]
+fn plugin_call_leaves_snapshot_steps_out_of_the_default_script_without_batch_snapshots() {
+    let path = plugin("static-enumerator");
+    let out = coordhost(&[
+        "plugin",
+        "call",
+        &path,
+        "--config",
+        "split.0=first",
+        "--config",
+        "split.1=second",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        stdout
+            .lines()
+            .filter(|l| l.contains("without `snapshot` and `restore` steps"))
+            .count(),
+        1,
+        "{stdout}"
+    );
+    assert!(!stdout.contains("snapshot-state"), "{stdout}");
+    assert!(!stdout.contains("restore("), "{stdout}");
+    assert!(
+        stdout.contains("-> signal-no-more-splits: reader 0"),
+        "{stdout}"
+    );
+    // A shuffle master without batch snapshots: the same.
+    let out = coordhost(&["plugin", "call", &plugin("memory-shuffle")]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("without `snapshot` and `restore` steps")
+            && !stdout.contains("snapshot-state"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("unregister-job("), "{stdout}");
 }
 
 #[test]
@@ -145,7 +251,8 @@ fn plugin_call_prints_a_run_a_snapshot_and_the_recovery_that_follows() {
         "create(config [(\"dir\", ",
         "start()",
         "add-reader(0)",
-        "handle-split-request(0, \"localhost\")",
+        // No hostname, as a real run's coordinator passes none.
+        "handle-split-request(0, none)",
         "-> assign-splits: reader 0 gets a.txt:0 file-range ",
         "snapshot-state(-1)",
         "the host keeps with it the assignment history: reader 0: [\"a.txt:0\"]",
@@ -297,7 +404,28 @@ fn plugin_new_writes_a_project_with_the_wit_and_refuses_a_folder_that_is_not_emp
             source.contains(&name),
             "{lang} {kind}: named after the project"
         );
+        if lang == "js" {
+            // No lockfile: package.json pins exact versions, and the README says so.
+            let package =
+                std::fs::read_to_string(project.join("package.json")).expect("package.json");
+            assert!(
+                package.contains("\"@bytecodealliance/componentize-js\": \"0."),
+                "{package}"
+            );
+            assert!(
+                !package.contains('^') && !package.contains('~'),
+                "{package}"
+            );
+            assert!(
+                readme.contains("`npm install` installs exactly"),
+                "{readme}"
+            );
+        }
         if lang == "rust" {
+            assert!(
+                readme.contains("`$CARGO_TARGET_DIR/wasm32-wasip2/release/"),
+                "{readme}"
+            );
             let cargo = std::fs::read_to_string(project.join("Cargo.toml")).expect("Cargo.toml");
             assert!(cargo.contains("wit-bindgen = \"=0."), "{cargo}");
             assert!(

@@ -9,7 +9,7 @@
 //! |---|---|
 //! | `splits` | number N of splits, default 4; split `i` has id `split-<i>` and payload `inline("line-<i>")` |
 //! | `fault` | `none` (default), `loop` (spin forever), `grow-memory` (allocate and touch 1 MiB blocks forever), `trap` (panic with "faulty-enumerator: trap on <call>"), `read-file` (read the file at `path`) |
-//! | `on` | the call where the fault strikes: `create`, `start`, `handle-split-request` (default), `add-reader`, `snapshot-state`, `add-splits-back` |
+//! | `on` | the call where the fault strikes: `create`, `start`, `handle-split-request` (default), `add-reader`, `snapshot-state`, `add-splits-back`, `restore` |
 //! | `trap-after` | number of calls of kind `on` that succeed before the fault strikes, default 0; counted per component instance (a store rebuilt by the host counts from 0 again) and applied to every fault kind |
 //! | `path` | for `read-file`: the file to read; for `assign-file`: the file the split names |
 //! | `snapshot-pad-mib` | MiB of padding appended to every batch snapshot, default 0: a large snapshot, to test the host's handling of one (side files, its size limit) |
@@ -92,16 +92,18 @@ enum Call {
     AddReader,
     SnapshotState,
     AddSplitsBack,
+    Restore,
 }
 
 impl Call {
-    const ALL: [Self; 6] = [
+    const ALL: [Self; 7] = [
         Self::Create,
         Self::Start,
         Self::HandleSplitRequest,
         Self::AddReader,
         Self::SnapshotState,
         Self::AddSplitsBack,
+        Self::Restore,
     ];
 
     fn name(self) -> &'static str {
@@ -112,6 +114,7 @@ impl Call {
             Self::AddReader => "add-reader",
             Self::SnapshotState => "snapshot-state",
             Self::AddSplitsBack => "add-splits-back",
+            Self::Restore => "restore",
         }
     }
 
@@ -545,6 +548,7 @@ impl GuestEnumerator for FaultyEnumerator {
         snapshot: Vec<u8>,
     ) -> Result<Enumerator, Error> {
         let settings = Settings::from_config(&config)?;
+        settings.maybe_fault(Call::Restore, None)?;
         let unpadded =
             strip_padding(&snapshot, settings.snapshot_pad).map_err(Error::CorruptSnapshot)?;
         let state = State::decode(unpadded, settings.splits).map_err(Error::CorruptSnapshot)?;
