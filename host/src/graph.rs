@@ -69,19 +69,6 @@ pub enum CmpOp {
 }
 
 impl CmpOp {
-    /// Parses `==`, `!=`, `<`, `<=`, `>`, `>=`.
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "==" => CmpOp::Eq,
-            "!=" => CmpOp::Ne,
-            "<" => CmpOp::Lt,
-            "<=" => CmpOp::Le,
-            ">" => CmpOp::Gt,
-            ">=" => CmpOp::Ge,
-            _ => return None,
-        })
-    }
-
     /// Whether `ordering` (of the row's value against the constant) passes.
     pub fn holds(self, ordering: std::cmp::Ordering) -> bool {
         use std::cmp::Ordering::*;

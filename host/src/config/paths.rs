@@ -299,7 +299,7 @@ fn first_entry(dir: &Path) -> Option<String> {
 }
 
 /// The command line's own values of `coordhost run`, checked before the job
-/// file is read: `--workers` in [`WORKERS`], and `--summary-json` a file
+/// file is read: `--workers` in `1..=1024` (`WORKERS`), and `--summary-json` a file
 /// that can be written (not a folder, in a folder that exists).
 ///
 /// # Errors

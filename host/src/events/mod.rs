@@ -15,7 +15,7 @@
 //! [`EventLogWriter::append_durable`]. [`replay`] and [`inspect`] read
 //! without the lock.
 //!
-//! Parts: [`format`] (every on-disk constant), the event types, the
+//! Parts: [`format`](mod@format) (every on-disk constant), the event types, the
 //! [`Storage`] trait with [`FileStorage`] and [`MemoryStorage`], the writer,
 //! the reader, the lock, `inspect`, and snapshot side files (a large batch
 //! snapshot state kept beside the log, named by its record).

@@ -596,7 +596,7 @@ impl Script for ShuffleScript<'_> {
                 };
                 let producer = ProducerDescriptor {
                     worker_id: "worker-0".into(),
-                    hostname: Some("localhost".into()),
+                    hostname: None,
                 };
                 match m.register_partition_with_producer(JOB_ID, &p, &producer) {
                     Ok(d) => {

@@ -504,7 +504,7 @@ fn partition(subtask: u32) -> PartitionDescriptor {
 fn producer() -> ProducerDescriptor {
     ProducerDescriptor {
         worker_id: "worker-0".into(),
-        hostname: Some("localhost".into()),
+        hostname: None,
     }
 }
 
