@@ -5,9 +5,9 @@
 //!    (parallelism N, a sink), shuffle plugin `local-shuffle`, crashed right
 //!    after every source finished. The state before the crash is built for
 //!    real, as cheaply as possible: N partitions registered with a real
-//!    `local-shuffle` instance, each location's `sub-0.data` and `COMPLETE`
-//!    written as the host's producer does, a real shuffle snapshot; a real
-//!    `file-enumerator` (one 1-byte split per reader, then "no more splits")
+//!    `local-shuffle` instance, each location an empty partition written by
+//!    the host's `PartitionWriter` (framed `sub-0.data`, `COMPLETE`), a
+//!    real shuffle snapshot; a real `file-enumerator` (one 1-byte split per reader, then "no more splits")
 //!    and its batch snapshot; a real event log (`JobStarted`,
 //!    `JobVertexInitialized` for both vertices, N `ExecutionFinished`, the
 //!    last one carrying both snapshots, as the recorder writes them). Then,
@@ -216,9 +216,14 @@ fn build_state(config: &JobConfig, opts: &RunOptions, data_dir: &Path, n: u32) -
     let shuffle_time = t.elapsed();
     let t = Instant::now();
     for location in &locations {
-        let dir = Path::new(location);
-        std::fs::write(dir.join("sub-0.data"), b"").expect("sub-0.data");
-        std::fs::write(dir.join("COMPLETE"), b"").expect("COMPLETE");
+        // An empty partition written by the host's own writer
+        // (host/src/shuffle.rs): framed subpartition files and `COMPLETE`.
+        coordhost::shuffle::PartitionWriter::create(
+            Path::new(location),
+            graph.num_subpartitions(0),
+        )
+        .and_then(coordhost::shuffle::PartitionWriter::finish)
+        .expect("an empty partition");
     }
     let files = t.elapsed();
     let t = Instant::now();

@@ -33,7 +33,7 @@ const T1: &str = r#"
     id = "sink"
     parallelism = "auto"
     max-parallelism = 4
-    operators = [{ op = "write-text", path = "/tmp/out" }]
+    operators = [{ op = "write-text", path = "${job_dir}/out" }]
     [[edges]]
     from = "source"
     to = "middle"
