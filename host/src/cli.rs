@@ -91,6 +91,29 @@ pub fn main() -> ExitCode {
     init_tracing();
     let cli = Cli::parse();
     let cache_dir = cli.cache_dir.clone().or_else(default_cache_dir);
+    // The commands that load components resolve the cache's `..` on disk
+    // once, as `run` does (config::resolve_physical): one line and exit 2
+    // for a `..` the OS could not follow.
+    let uses_cache = !matches!(
+        cli.command,
+        Command::Log { .. }
+            | Command::Plugin {
+                command: PluginCommand::New(_)
+            }
+    );
+    let cache_dir = match cache_dir {
+        Some(dir) if uses_cache => match crate::config::resolve_physical(&dir) {
+            Ok(resolved) => Some(resolved),
+            Err(reason) => {
+                eprintln!(
+                    "coordhost: --cache-dir: {}",
+                    crate::config::one_line(&reason)
+                );
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+        },
+        other => other,
+    };
     match cli.command {
         Command::Run(args) => crate::job::run_command(&args, cache_dir),
         Command::Plugin {

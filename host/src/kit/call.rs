@@ -46,16 +46,28 @@ pub const SHUFFLE_STEPS_NO_SNAPSHOT: &str = "create,register-job,register:0,prod
 /// source the enumerator steps create: as in the conformance checks.
 pub use super::conformance::{JOB_ID, PARALLELISM};
 
-/// A step of a script that is not one the kind knows.
+/// A `--steps` script `plugin call` refuses before any call (exit 2).
 #[derive(Debug, thiserror::Error)]
-#[error("--steps: `{step}` is not a {kind} step (steps: {known})")]
-pub struct BadStep {
-    /// The step as given.
-    pub step: String,
-    /// The plugin kind.
-    pub kind: PluginKind,
-    /// The steps the kind knows.
-    pub known: &'static str,
+pub enum BadStep {
+    /// A step the plugin kind does not know.
+    #[error("--steps: `{step}` is not a {kind} step (steps: {known})")]
+    Unknown {
+        /// The step as given.
+        step: String,
+        /// The plugin kind.
+        kind: PluginKind,
+        /// The steps the kind knows.
+        known: &'static str,
+    },
+    /// A script that does not begin with `create`: every other step needs
+    /// the instance `create` makes (`restore` needs its snapshot too).
+    #[error(
+        "--steps: the script begins with `{step}`; it must begin with `create` (every other step needs the plugin instance that `create` makes)"
+    )]
+    NotCreateFirst {
+        /// The first step as given.
+        step: String,
+    },
 }
 
 /// One parsed step.
@@ -85,7 +97,8 @@ const SHUFFLE_KNOWN: &str = "create, register-job, register:N, produce:N, report
 /// Parses a comma-separated script for `kind`.
 ///
 /// # Errors
-/// [`BadStep`] naming the first step the kind does not know.
+/// [`BadStep`] naming the first step the kind does not know, or a script
+/// that does not begin with `create`.
 fn parse(steps: &str, kind: PluginKind) -> Result<Vec<Step>, BadStep> {
     let known = match kind {
         PluginKind::SplitEnumerator => ENUMERATOR_KNOWN,
@@ -96,7 +109,7 @@ fn parse(steps: &str, kind: PluginKind) -> Result<Vec<Step>, BadStep> {
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|text| {
-            let bad = || BadStep {
+            let bad = || BadStep::Unknown {
                 step: text.to_string(),
                 kind,
                 known,
@@ -124,9 +137,15 @@ fn parse(steps: &str, kind: PluginKind) -> Result<Vec<Step>, BadStep> {
                 ("unregister-job", None) if !enumerator => Step::UnregisterJob,
                 _ => return Err(bad()),
             };
-            Ok(step)
+            Ok((text, step))
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()
+        .and_then(|steps| match steps.first() {
+            Some((text, first)) if *first != Step::Create => Err(BadStep::NotCreateFirst {
+                step: (*text).to_string(),
+            }),
+            _ => Ok(steps.into_iter().map(|(_, step)| step).collect()),
+        })
 }
 
 /// Checks a script without running it.

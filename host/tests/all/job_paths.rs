@@ -204,3 +204,39 @@ fn a_cache_dir_through_a_missing_folder_is_refused_and_nothing_is_created() {
     );
     assert_eq!(entries(tmp.path()), before, "nothing is created");
 }
+
+/// The plugin commands that load a component resolve `--cache-dir` as
+/// `run` does: a `..` after a missing folder is one line, exit 2, and
+/// nothing is created (neither `nonexist/` nor the cache).
+#[test]
+fn plugin_commands_refuse_a_cache_dir_through_a_missing_folder_and_create_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plugin = crate::support::plugin_path("static-enumerator");
+    let plugin = plugin.to_str().expect("a UTF-8 path");
+    for command in [
+        vec!["plugin", "check", plugin],
+        vec!["plugin", "call", plugin, "--config", "split.0=a"],
+        vec!["plugin", "test", plugin, "--config", "split.0=a"],
+    ] {
+        let out = crate::support::coordhost()
+            .current_dir(tmp.path())
+            .args(&command)
+            .args(["--cache-dir", "nonexist/../c"])
+            .output()
+            .expect("coordhost runs");
+        let line = one_refusal_line(&out);
+        assert_eq!(
+            line,
+            format!(
+                "coordhost: --cache-dir: `nonexist/../c`: `..` follows `{}`, which does not exist",
+                tmp.path().join("nonexist").display()
+            ),
+            "{command:?}\n{}",
+            describe(&out)
+        );
+        assert!(
+            entries(tmp.path()).is_empty(),
+            "{command:?}: nothing is created"
+        );
+    }
+}

@@ -359,6 +359,10 @@ fn plugin_call_of_a_shuffle_master_restores_a_new_instance_and_traces_calls_at_d
             vec!["--steps", "create,start"],
             "--steps: `start` is not a shuffle-master step",
         ),
+        (
+            vec!["--steps", "report,create"],
+            "--steps: the script begins with `report`; it must begin with `create`",
+        ),
     ] {
         let mut all = vec!["plugin", "call", path.as_str()];
         all.extend(args);
