@@ -101,6 +101,12 @@ fn print_summary(s: &Summary) {
             s.job, s.status, s.wall_ms, s.workers
         )?;
         for v in &s.vertices {
+            if v.parallelism == 0 {
+                // Parallelism is decided when a job vertex initialises
+                // (at least 1): 0 means the job ended before that.
+                writeln!(out, "  {:<16} not started", v.id)?;
+                continue;
+            }
             writeln!(
                 out,
                 "  {:<16} parallelism {:>3}  records in {:>10}  out {:>10}  partition bytes {:>12}{}",

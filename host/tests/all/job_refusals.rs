@@ -827,6 +827,9 @@ fn a_refused_plugin_config_exits_2_and_the_fixed_job_runs_on_the_same_data_direc
         .filter(|l| l.trim_start().starts_with("output:"))
         .collect();
     assert_eq!(outputs, ["  output: none"], "{stdout}");
+    // No job vertex initialised: each says so instead of "parallelism 0".
+    assert!(!stdout.contains("parallelism   0"), "{stdout}");
+    assert!(stdout.contains(" not started"), "{stdout}");
 
     env.edit(r#"split-bytes = "lots""#, good);
     let out = env.run(&env.run_args());
