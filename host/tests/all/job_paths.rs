@@ -68,51 +68,50 @@ fn entries(dir: &Path) -> Vec<String> {
     names
 }
 
-#[test]
-fn a_summary_json_through_a_missing_folder_is_refused_before_the_job_runs() {
+/// Runs the word count in a new temp folder (after `prepare` there) with
+/// `args`: it must be refused before anything is created, with exit 2 and
+/// the one line `want(temp folder)`.
+fn assert_run_refused(
+    prepare: impl FnOnce(&Path),
+    args: &[&str],
+    want: impl FnOnce(&Path) -> String,
+) {
     let tmp = tempfile::tempdir().unwrap();
     let job = word_count_job(tmp.path());
+    prepare(tmp.path());
     let before = entries(tmp.path());
-    let out = run(
-        tmp.path(),
-        &job,
-        &["--data-dir", "d", "--summary-json", "nonexist/../s.json"],
-    );
+    let out = run(tmp.path(), &job, args);
     let line = one_refusal_line(&out);
-    let missing = tmp.path().join("nonexist");
-    assert_eq!(
-        line,
-        format!(
-            "coordhost: --summary-json: `nonexist/../s.json`: `..` follows `{}`, which does not exist",
-            missing.display()
-        ),
-        "{}",
-        describe(&out)
-    );
+    assert_eq!(line, want(tmp.path()), "{}", describe(&out));
     assert_eq!(entries(tmp.path()), before, "nothing is created");
 }
 
 #[test]
+fn a_summary_json_through_a_missing_folder_is_refused_before_the_job_runs() {
+    assert_run_refused(
+        |_| {},
+        &["--data-dir", "d", "--summary-json", "nonexist/../s.json"],
+        |tmp| {
+            format!(
+                "coordhost: --summary-json: `nonexist/../s.json`: `..` follows `{}`, which does not exist",
+                tmp.join("nonexist").display()
+            )
+        },
+    );
+}
+
+#[test]
 fn a_summary_json_in_a_missing_folder_says_the_folder_does_not_exist() {
-    let tmp = tempfile::tempdir().unwrap();
-    let job = word_count_job(tmp.path());
-    let before = entries(tmp.path());
-    let out = run(
-        tmp.path(),
-        &job,
+    assert_run_refused(
+        |_| {},
         &["--data-dir", "d", "--summary-json", "nonexist/s.json"],
+        |tmp| {
+            format!(
+                "coordhost: --summary-json: `nonexist/s.json` cannot be written: `{}` does not exist",
+                tmp.join("nonexist").display()
+            )
+        },
     );
-    let line = one_refusal_line(&out);
-    assert_eq!(
-        line,
-        format!(
-            "coordhost: --summary-json: `nonexist/s.json` cannot be written: `{}` does not exist",
-            tmp.path().join("nonexist").display()
-        ),
-        "{}",
-        describe(&out)
-    );
-    assert_eq!(entries(tmp.path()), before, "nothing is created");
 }
 
 #[test]
@@ -142,22 +141,16 @@ fn a_data_dir_through_a_symlink_and_dotdot_runs_where_the_os_path_leads() {
 
 #[test]
 fn a_data_dir_with_dotdot_after_a_file_is_refused_and_nothing_is_created() {
-    let tmp = tempfile::tempdir().unwrap();
-    let job = word_count_job(tmp.path());
-    std::fs::write(tmp.path().join("afile"), "not a folder").unwrap();
-    let before = entries(tmp.path());
-    let out = run(tmp.path(), &job, &["--data-dir", "afile/../d"]);
-    let line = one_refusal_line(&out);
-    assert_eq!(
-        line,
-        format!(
-            "coordhost: --data-dir: `afile/../d`: `..` follows `{}`, which is not a folder",
-            tmp.path().join("afile").display()
-        ),
-        "{}",
-        describe(&out)
+    assert_run_refused(
+        |tmp| std::fs::write(tmp.join("afile"), "not a folder").unwrap(),
+        &["--data-dir", "afile/../d"],
+        |tmp| {
+            format!(
+                "coordhost: --data-dir: `afile/../d`: `..` follows `{}`, which is not a folder",
+                tmp.join("afile").display()
+            )
+        },
     );
-    assert_eq!(entries(tmp.path()), before, "nothing is created");
 }
 
 #[test]
@@ -184,25 +177,16 @@ fn fresh_sets_the_log_aside_named_in_nanoseconds() {
 
 #[test]
 fn a_cache_dir_through_a_missing_folder_is_refused_and_nothing_is_created() {
-    let tmp = tempfile::tempdir().unwrap();
-    let job = word_count_job(tmp.path());
-    let before = entries(tmp.path());
-    let out = run(
-        tmp.path(),
-        &job,
+    assert_run_refused(
+        |_| {},
         &["--data-dir", "d", "--cache-dir", "nonexist/../c"],
+        |tmp| {
+            format!(
+                "coordhost: --cache-dir: `nonexist/../c`: `..` follows `{}`, which does not exist",
+                tmp.join("nonexist").display()
+            )
+        },
     );
-    let line = one_refusal_line(&out);
-    assert_eq!(
-        line,
-        format!(
-            "coordhost: --cache-dir: `nonexist/../c`: `..` follows `{}`, which does not exist",
-            tmp.path().join("nonexist").display()
-        ),
-        "{}",
-        describe(&out)
-    );
-    assert_eq!(entries(tmp.path()), before, "nothing is created");
 }
 
 /// The plugin commands that load a component resolve `--cache-dir` as
