@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use arrow_array::builder::StringBuilder;
@@ -70,9 +71,13 @@ impl Acc {
 /// A column an aggregate reads, as numbers.
 enum Input<'a> {
     None,
-    Numbers(Vec<i128>),
+    /// Shared by the aggregates that read the same column.
+    Numbers(Rc<Vec<i128>>),
     Counts(std::borrow::Cow<'a, [i64]>),
 }
+
+/// A value column read as numbers, or its first bad cell.
+type Parsed = Result<Rc<Vec<i128>>, NotANumber>;
 
 /// FxHash (rustc's): a fast hash for the group table, whose keys come from
 /// the job's data, not from an adversary that could aim at collisions
@@ -211,8 +216,17 @@ impl AggState {
             }
         };
         let mut out = Vec::with_capacity(self.aggregates.len());
+        // Each column parsed once, however many aggregates read it.
+        let mut parsed: Vec<(usize, Parsed)> = Vec::new();
         for a in &self.aggregates {
-            let num = |i: usize| cells::decimal_column(batch.column(i).as_ref(), STATE_SCALE);
+            let mut num = |i: usize| -> Parsed {
+                if let Some((_, r)) = parsed.iter().find(|(c, _)| *c == i) {
+                    return r.clone();
+                }
+                let r = cells::decimal_column(batch.column(i).as_ref(), STATE_SCALE).map(Rc::new);
+                parsed.push((i, r.clone()));
+                r
+            };
             let count = |i: usize| cells::count_column(batch.column(i).as_ref());
             let (mut values, mut counts) = (Input::None, Input::None);
             match a.function {

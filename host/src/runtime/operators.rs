@@ -387,6 +387,7 @@ pub struct CsvLineParser {
     ends: Vec<usize>,
     /// Number of fields of the line parsed last.
     fields: usize,
+    delimiter: u8,
 }
 
 impl CsvLineParser {
@@ -403,6 +404,7 @@ impl CsvLineParser {
             bytes: vec![0; 256],
             ends: vec![0; 16],
             fields: 0,
+            delimiter,
         }
     }
 
@@ -410,6 +412,36 @@ impl CsvLineParser {
     /// empty line), then available through [`CsvLineParser::field`].
     pub fn parse(&mut self, line: &str) -> usize {
         let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.as_bytes().contains(&b'"') {
+            self.parse_quoted(line)
+        } else {
+            self.parse_plain(line)
+        }
+    }
+
+    /// A line without quotes: its fields are the pieces between
+    /// delimiters, exactly what `csv-core` gives, without its state machine.
+    fn parse_plain(&mut self, line: &str) -> usize {
+        let b = line.as_bytes();
+        if self.bytes.len() < b.len() {
+            self.bytes.resize(b.len().next_power_of_two(), 0);
+        }
+        let (mut n, mut nends) = (0, 0);
+        for piece in b.split(|&c| c == self.delimiter) {
+            self.bytes[n..n + piece.len()].copy_from_slice(piece);
+            n += piece.len();
+            if nends == self.ends.len() {
+                self.ends.resize(self.ends.len() * 2, 0);
+            }
+            self.ends[nends] = n;
+            nends += 1;
+        }
+        self.fields = nends;
+        nends
+    }
+
+    /// Any line, through `csv-core`.
+    fn parse_quoted(&mut self, line: &str) -> usize {
         self.reader.reset();
         let mut input = line.as_bytes();
         let (mut nbytes, mut nends) = (0, 0);
@@ -498,6 +530,32 @@ mod tests {
         let mut s = String::new();
         write_csv_field(&mut s, "x, \"y\"", b',');
         assert_eq!(csv(&s), ["x, \"y\""]);
+    }
+
+    #[test]
+    fn lines_without_quotes_split_as_csv_core_splits_them() {
+        let mut p = CsvLineParser::new(b'|');
+        let mut q = CsvLineParser::new(b'|');
+        let fields =
+            |p: &CsvLineParser, n| (0..n).map(|i| p.field(i).into_owned()).collect::<Vec<_>>();
+        let wide = "ab|".repeat(50);
+        for line in [
+            "",
+            "|",
+            "a",
+            "a|",
+            "|b",
+            "a||c",
+            "x y|\rz|é|",
+            "\r|\r",
+            &wide,
+        ] {
+            let (n, m) = (
+                p.parse(line),
+                q.parse_quoted(line.strip_suffix('\r').unwrap_or(line)),
+            );
+            assert_eq!(fields(&p, n), fields(&q, m), "{line:?}");
+        }
     }
 
     #[test]
