@@ -30,6 +30,9 @@ use arrow_array::RecordBatch;
 
 /// Digits after the point of the accumulators and of partial state columns.
 const STATE_SCALE: u32 = 6;
+/// Most pieces the typed key values of the groups are kept in before they
+/// are joined into one column.
+const MAX_KEY_PARTS: usize = 64;
 /// `10^STATE_SCALE`.
 const STATE_UNIT: i128 = 1_000_000;
 
@@ -302,6 +305,12 @@ impl AggState {
                 let taken = arrow_select::take::take(*col, &rows, None)
                     .expect("row numbers inside the batch");
                 keys.push(taken);
+                if keys.len() >= MAX_KEY_PARTS {
+                    // One column again: what a group costs stays bounded
+                    // however many batches brought new groups.
+                    let one = concat_keys(keys);
+                    *keys = vec![one];
+                }
             }
             let groups = self.groups.len();
             debug_assert!(groups > before);

@@ -809,6 +809,30 @@ mod tests {
     }
 
     #[test]
+    fn many_batches_of_new_groups_keep_their_order_and_key_types() {
+        let ops = [Operator::Aggregate {
+            key: vec![0],
+            aggregates: vec![agg(AggFunction::Sum, vec![0])],
+            mode: AggMode::Partial,
+            decimals: 2,
+        }];
+        // 200 batches, each with one new key and one seen before.
+        let batches: Vec<RecordBatch> = (0..200i64)
+            .map(|i| batch_of(vec![Arc::new(Int64Array::from(vec![i, i / 2]))]))
+            .collect();
+        let sink = run_batches(&ops, batches).expect("run");
+        let rows = sink.rows();
+        assert_eq!(rows.len(), 200);
+        for (i, row) in rows.iter().enumerate() {
+            let i = i as i64;
+            // Key i is met as a new key in batch i and again in batches 2i, 2i+1.
+            let times = 1 + (0..200).filter(|j| j / 2 == i).count() as i64;
+            assert_eq!(row, &[i.to_string(), format!("{}.000000", i * times)]);
+        }
+        assert_eq!(sink.types()[0], DataType::Int64);
+    }
+
+    #[test]
     fn typed_columns_aggregate_like_their_text() {
         let typed = batch_of(vec![
             Arc::new(Date32Array::from(vec![10_471, 10_471, 10_472])),
