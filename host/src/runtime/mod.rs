@@ -14,6 +14,7 @@
 
 pub mod operators;
 mod pool;
+mod row_batches;
 pub mod sink;
 mod source;
 
@@ -207,7 +208,7 @@ pub struct TaskReport {
 ///
 /// [`TaskError`]: a missing input partition, I/O, bad data, a failed split
 /// request, or an injected fault. Partial output is left behind without its
-/// `COMPLETE` marker or in a staging file that is never published.
+/// `index` or in a staging file that is never published.
 pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
     let TaskSpec {
         attempt,
@@ -286,9 +287,11 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
                         .writable_dir(&p.location)
                         .map_err(|e| TaskError::Shuffle(ShuffleError::Grant(e)))?;
                     let mut r = SubpartitionReader::open_in(&dir, sub).map_err(classify)?;
-                    while let Some(row) = r.next_record().map_err(classify)? {
-                        tick(&mut report)?;
-                        chain.push(row)?;
+                    while let Some(batch) = r.next_batch().map_err(classify)? {
+                        for row in row_batches::batch_rows(&batch) {
+                            tick(&mut report)?;
+                            chain.push(row)?;
+                        }
                     }
                 }
             }
@@ -303,6 +306,7 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
 /// The result partitions of one task, one writer per outgoing edge.
 struct PartitionOutputs {
     writers: Vec<(TaskOutput, PartitionWriter)>,
+    batcher: row_batches::RowBatcher,
     rows: u64,
 }
 
@@ -315,26 +319,22 @@ impl PartitionOutputs {
                 PartitionWriter::create_in(&o.location, o.num_subpartitions)?,
             ));
         }
-        Ok(Self { writers, rows: 0 })
+        Ok(Self {
+            writers,
+            batcher: row_batches::RowBatcher::new(),
+            rows: 0,
+        })
     }
 }
 
 impl operators::RowSink for PartitionOutputs {
     fn write(&mut self, row: Vec<String>) -> Result<(), TaskError> {
         self.rows += 1;
-        for (o, w) in &mut self.writers {
-            let sub = match o.pattern {
-                DistributionPattern::Forward => 0,
-                DistributionPattern::Hash => {
-                    (crate::shuffle::key_hash(&row, &o.key) % u64::from(o.num_subpartitions)) as u32
-                }
-            };
-            w.write(sub, &row)?;
-        }
-        Ok(())
+        self.batcher.push(row, &mut self.writers)
     }
 
-    fn finish(self: Box<Self>) -> Result<operators::ChainOutput, TaskError> {
+    fn finish(mut self: Box<Self>) -> Result<operators::ChainOutput, TaskError> {
+        self.batcher.flush(&mut self.writers)?;
         let mut parts = Vec::new();
         for (o, w) in self.writers {
             parts.push((o.edge, w.finish()?));
