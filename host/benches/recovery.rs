@@ -6,7 +6,7 @@
 //!    after every source finished. The state before the crash is built for
 //!    real, as cheaply as possible: N partitions registered with a real
 //!    `local-shuffle` instance, each location an empty partition written by
-//!    the host's `PartitionWriter` (framed `sub-0.data`, `COMPLETE`), a
+//!    the host's `PartitionWriter` (`data`, then `index`), a
 //!    real shuffle snapshot; a real `file-enumerator` (one 1-byte split per reader, then "no more splits")
 //!    and its batch snapshot; a real event log (`JobStarted`,
 //!    `JobVertexInitialized` for both vertices, N `ExecutionFinished`, the
@@ -183,7 +183,7 @@ fn build_state(config: &JobConfig, opts: &RunOptions, data_dir: &Path, n: u32) -
     let data_set = graph.data_set_id(0);
 
     // The shuffle master registers every source partition; each producer
-    // wrote its subpartition and then `COMPLETE`.
+    // wrote its `data` and then its `index`.
     let t = Instant::now();
     let mut shuffle = plugins[&config.shuffle_plugin]
         .shuffle_master()
@@ -217,7 +217,7 @@ fn build_state(config: &JobConfig, opts: &RunOptions, data_dir: &Path, n: u32) -
     let t = Instant::now();
     for location in &locations {
         // An empty partition written by the host's own writer
-        // (host/src/shuffle.rs): framed subpartition files and `COMPLETE`.
+        // (docs/shuffle-format.md): an empty `data` and an `index` of no regions.
         coordhost::shuffle::PartitionWriter::create(
             Path::new(location),
             graph.num_subpartitions(0),

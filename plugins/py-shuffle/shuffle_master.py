@@ -11,10 +11,11 @@ behaviour as the Rust `local-shuffle` sample (Flink's `ShuffleMaster` with FLIP-
   every path component reduced to `[A-Za-z0-9._-]` (any other character becomes `_`; a
   component that is empty or only dots has each character, or the empty name, made `_`);
   `register-partition-with-producer` creates that directory; the host writes
-  `<location>/sub-<i>.data` and finally `<location>/COMPLETE`;
+  `<location>/data` and finally `<location>/index` (docs/shuffle-format.md);
 * `get-partitions-with-metrics` answers at once, never sleeping: an expected partition is
-  reported when its descriptor is known and its `COMPLETE` marker exists, with the size of
-  every `sub-<i>.data`; one marked complete but missing a data file is left out, with a warning;
+  reported when its descriptor is known and its `index` exists, with the bytes of every
+  subpartition read from the index; one whose index is damaged or whose `data` is missing or
+  has another length than the index records is left out, with a warning;
 * `release-partition-externally` deletes the directory, only if it lies strictly under the root;
 * snapshots are per job: the first one (and the first after a restore) is full, later ones
   are incremental and hold only the descriptors registered since the previous snapshot;
@@ -32,6 +33,7 @@ Expected failures are raised as `componentize_py_types.Err(<error variant>)`.
 import json
 import os
 import re
+import struct
 from typing import Dict, List, Optional, Tuple
 
 import wit_world.exports.shuffle_master
@@ -56,8 +58,14 @@ from wit_world.imports.types import (
 SNAPSHOT_FORMAT = "coordhost-local-shuffle"
 #: Version of the snapshot layout this code writes and reads.
 SNAPSHOT_VERSION = 1
-#: Name of the marker the host creates once every subpartition of a partition is written.
-COMPLETE_MARKER = "COMPLETE"
+#: Name of the file holding the blocks of every subpartition of a partition.
+DATA_FILE = "data"
+#: Name of the index the host creates once `data` is durable: its existence means "complete".
+INDEX_FILE = "index"
+#: First 8 bytes of an index.
+INDEX_MAGIC = b"CHSHUFX1"
+#: Index format version this code reads.
+INDEX_VERSION = 1
 
 #: Key of a partition inside one job: (intermediate data set, job vertex, subtask, attempt).
 PartitionKey = Tuple[str, str, int, int]
@@ -72,6 +80,67 @@ def sanitize(component: str) -> str:
     if component.strip(".") == "":
         return "_" * len(component)
     return _UNSAFE.sub("_", component)
+
+
+def _crc32c_table() -> List[int]:
+    """The byte table of CRC32C (Castagnoli, reflected polynomial 0x82F63B78)."""
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+        table.append(crc)
+    return table
+
+
+_CRC32C = _crc32c_table()
+
+
+def crc32c(data: bytes) -> int:
+    """CRC32C of `data`, the checksum of the index and of every block."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = _CRC32C[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def parse_index(data: bytes, num_subpartitions: int) -> Tuple[int, List[int]]:
+    """Parses an index (docs/shuffle-format.md): the length `data` must have and the bytes of
+    each subpartition. Raises `ValueError` saying what is wrong (checksum, magic, version,
+    subpartition count, entries that do not tile `data` in order)."""
+    if len(data) < 32:
+        raise ValueError("it is shorter than its header")
+    body = data[:-4]
+    if crc32c(body) != struct.unpack_from("<I", data, len(body))[0]:
+        raise ValueError("its checksum (CRC32C) does not match")
+    if body[:8] != INDEX_MAGIC:
+        raise ValueError("it is not an index (bad magic)")
+    version, count, data_len, regions = struct.unpack_from("<IIQI", body, 8)
+    if version != INDEX_VERSION:
+        raise ValueError(f"its format version {version} is not {INDEX_VERSION}")
+    if count != num_subpartitions:
+        raise ValueError(f"it counts {count} subpartitions, the descriptor {num_subpartitions}")
+    at = 28
+    sizes = [0] * count
+    following = 0
+    try:
+        for _ in range(regions):
+            (entries,) = struct.unpack_from("<I", body, at)
+            at += 4
+            last = -1
+            for _ in range(entries):
+                sub, offset, length = struct.unpack_from("<IQQ", body, at)
+                if sub >= count or sub <= last or length == 0 or offset != following:
+                    raise ValueError(f"its entry at byte {at} is out of order")
+                at += 20
+                last = sub
+                following = offset + length
+                sizes[sub] += length
+    except struct.error:
+        raise ValueError(f"it ends early at byte {at}")
+    if at != len(body) or following != data_len:
+        raise ValueError("its entries do not cover the data file")
+    return data_len, sizes
 
 
 def partition_key(partition: ResultPartitionId) -> PartitionKey:
@@ -307,16 +376,30 @@ class ShuffleMaster(wit_world.exports.shuffle_master.ShuffleMaster):
         host_log.log(LogLevel.INFO, f"partition recovery started for job {job_id}")
 
     def _metrics(self, descriptor: ShuffleDescriptor) -> Optional[List[int]]:
-        """Bytes in each `sub-<i>.data` file, or `None` when there is no `COMPLETE` marker.
+        """Bytes of each subpartition from the partition's index, or `None` without an index.
 
-        Raises `OSError` when the marker exists but a data file cannot be read (damaged).
+        Raises `ValueError` when the index exists but the partition is damaged: the index does
+        not parse, or `data` is unreadable or has another length than the index records.
         """
         location = descriptor.location
         try:
-            os.stat(f"{location}/{COMPLETE_MARKER}")
+            with open(f"{location}/{INDEX_FILE}", "rb") as index:
+                raw = index.read()
         except FileNotFoundError:
             return None
-        return [os.stat(f"{location}/sub-{i}.data").st_size for i in range(descriptor.num_subpartitions)]
+        except OSError as error:
+            raise ValueError(f"cannot read {location}/{INDEX_FILE}: {error}")
+        try:
+            data_len, sizes = parse_index(raw, descriptor.num_subpartitions)
+        except ValueError as error:
+            raise ValueError(f"its index is damaged: {error}")
+        try:
+            actual = os.stat(f"{location}/{DATA_FILE}").st_size
+        except OSError as error:
+            raise ValueError(f"{location}/{DATA_FILE} is unreadable: {error}")
+        if actual != data_len:
+            raise ValueError(f"{location}/{DATA_FILE} has {actual} bytes; its index records {data_len}")
+        return sizes
 
     def get_partitions_with_metrics(
         self, job_id: str, expected: List[ResultPartitionId], remaining_ms: int
@@ -332,10 +415,10 @@ class ShuffleMaster(wit_world.exports.shuffle_master.ShuffleMaster):
                 continue
             try:
                 sizes = self._metrics(descriptor)
-            except OSError as error:
+            except ValueError as error:
                 host_log.log(
                     LogLevel.WARN,
-                    f"partition {descriptor.location} is marked complete but damaged: {error}",
+                    f"partition {descriptor.location} has an index but is damaged: {error}",
                 )
                 continue
             if sizes is None:

@@ -5,8 +5,9 @@ It keeps result partitions as folders under one root and supports batch snapshot
 Config key `root`: an absolute folder, granted writable to the plugin in the job file
 (`dirs = [{ path = "...", writable = true }]`). Partition `<data set>/<vertex>-<subtask>-<attempt>`
 of job `J` lives in `<root>/<J>/<data set>/<vertex>-<subtask>-<attempt>` (characters other than
-`[A-Za-z0-9._-]` become `_`). The host writes `sub-<i>.data` there, then `COMPLETE`; a
-partition is reported only once `COMPLETE` exists.
+`[A-Za-z0-9._-]` become `_`). The host writes `data` there, then `index` (coordhost's
+docs/shuffle-format.md); a partition is reported only once `index` exists, checks out and
+records `data`'s length, with the bytes of each subpartition taken from it.
 
 Snapshot format, version 1: the text `v1`, then one line per partition, tab-separated: data
 set, vertex, subtask, attempt, subpartitions, location. Every snapshot is full
@@ -19,7 +20,8 @@ Expected failures are raised as `componentize_py_types.Err(<error variant>)`.
 import os
 import re
 import shutil
-from typing import List, Tuple
+import struct
+from typing import List, Optional, Tuple
 
 import wit_world.exports.shuffle_master
 from componentize_py_types import Err
@@ -68,6 +70,50 @@ def make_dirs(path: str) -> None:
         make_dirs(os.path.dirname(path))
         os.mkdir(path)
 
+
+
+def crc32c(data: bytes) -> int:
+    """CRC32C (Castagnoli), the checksum of a partition's index."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def partition_sizes(location: str, num_subpartitions: int) -> Optional[List[int]]:
+    """The bytes of each subpartition from `<location>/index` (magic `CHSHUFX1`, version 1,
+    subpartition count, length of `data`, regions of (subpartition, offset, length) entries,
+    CRC32C); `None` when the index is missing or damaged or `data` has another length."""
+    try:
+        with open(f"{location}/index", "rb") as f:
+            raw = f.read()
+        data = os.stat(f"{location}/data").st_size
+    except OSError:
+        return None
+    body = raw[:-4]
+    if len(raw) < 32 or crc32c(body) != struct.unpack_from("<I", raw, len(body))[0]:
+        return None
+    version, count, data_len, regions = struct.unpack_from("<IIQI", body, 8)
+    if body[:8] != b"CHSHUFX1" or version != 1 or count != num_subpartitions:
+        return None
+    sizes, at, following = [0] * count, 28, 0
+    try:
+        for _ in range(regions):
+            (entries,) = struct.unpack_from("<I", body, at)
+            at += 4
+            for _ in range(entries):
+                sub, offset, length = struct.unpack_from("<IQQ", body, at)
+                at += 20
+                if sub >= count or offset != following or length == 0:
+                    return None
+                following = offset + length
+                sizes[sub] += length
+    except struct.error:
+        return None
+    ok = at == len(body) and following == data_len == data
+    return sizes if ok else None
 
 class ShuffleMaster(wit_world.exports.shuffle_master.ShuffleMaster):
     """One shuffle master; the host creates one per job."""
@@ -160,13 +206,9 @@ class ShuffleMaster(wit_world.exports.shuffle_master.ShuffleMaster):
         found = []
         for partition in expected:
             d = self.partitions.get(key(partition))
-            if d is None or not os.path.isfile(f"{d.location}/COMPLETE"):
-                continue
-            try:
-                sizes = [os.stat(f"{d.location}/sub-{i}.data").st_size for i in range(d.num_subpartitions)]
-            except OSError:
-                continue
-            found.append(PartitionWithMetrics(d, sizes))
+            sizes = None if d is None else partition_sizes(d.location, d.num_subpartitions)
+            if sizes is not None:
+                found.append(PartitionWithMetrics(d, sizes))
         return found
 
     def unregister_job(self, job_id: str) -> None:

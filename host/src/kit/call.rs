@@ -11,7 +11,7 @@
 //! recovering coordinator does), `add-back:N` (`add-splits-back` of the
 //! splits the host's history has for reader N). Shuffle masters: `create`,
 //! `register-job`, `register:N` (a partition of producer subtask N),
-//! `produce:N` (writes its two subpartitions and `COMPLETE`, as a producer
+//! `produce:N` (writes its two subpartitions, `data` then `index`, as a producer
 //! does), `report` (`get-partitions-with-metrics` of every registered
 //! partition), `snapshot`, `restore` (a new instance, `register-job`,
 //! `restore-state` of every snapshot from the last full one,
@@ -634,13 +634,13 @@ impl Script for ShuffleScript<'_> {
                 let Some(m) = self.live.as_ref() else {
                     return Ok(Err(need.into()));
                 };
-                writeln!(
-                    out,
-                    "(host) the producer writes sub-0.data (3 bytes), sub-1.data (5 bytes), COMPLETE in {}",
-                    d.location
-                )?;
-                if let Err(m) = super::conformance::write_partition(m, &d, &[3, 5], true) {
-                    return Ok(Err(m));
+                match super::conformance::write_partition(m, &d, &[3, 5], true) {
+                    Ok(sizes) => writeln!(
+                        out,
+                        "(host) the producer writes 3 rows to subpartition 0 and 5 to subpartition 1 (bytes per subpartition {sizes:?}): data, then index in {}",
+                        d.location
+                    )?,
+                    Err(m) => return Ok(Err(m)),
                 }
             }
             Step::Report => {

@@ -15,12 +15,18 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::grant::create_new_file;
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+
 use crate::plugin::{
     EnumeratorAction, ExecutionAttemptId, LoadedPlugin, PartitionDescriptor, PluginError,
     PluginFailure, PluginKind, ProducerDescriptor, ResultPartitionId, ShuffleDescriptor,
     ShuffleMaster, Split, SplitEnumerator,
 };
+use crate::shuffle::format::{INDEX_FILE, INDEX_TMP_FILE};
+use crate::shuffle::{PartitionWriter, ShuffleError};
 
 /// Parallelism of the source the enumerator checks create (readers 0 and 1).
 pub const PARALLELISM: u32 = 2;
@@ -515,37 +521,56 @@ fn registered(plugin: &LoadedPlugin) -> Result<ShuffleMaster, String> {
     Ok(m)
 }
 
-/// Writes a partition as the host's producer does (inside the plugin's
-/// writable grants only): subpartition files, then `COMPLETE` if `complete`.
+/// Writes a partition as the host's producer does, with its
+/// [`PartitionWriter`] (inside the plugin's writable grants only):
+/// `rows[i]` rows of one Utf8 column into subpartition `i`, then `data`
+/// and `index`. Unless `complete`, the index is left as `index.tmp`, as
+/// by a producer that died before its rename (docs/shuffle-format.md).
+/// Returns the bytes per subpartition the writer reported.
 pub(crate) fn write_partition(
     m: &ShuffleMaster,
     d: &ShuffleDescriptor,
-    sizes: &[usize],
+    rows: &[usize],
     complete: bool,
+) -> Result<Vec<u64>, String> {
+    let dir = m
+        .partition_dir("register-partition-with-producer", &d.location)
+        .map_err(|e| said(&e))?;
+    let failed = |e: ShuffleError| format!("cannot write a partition at {}: {e}", d.location);
+    let mut w = PartitionWriter::create_in(&dir, rows.len() as u32).map_err(failed)?;
+    let schema = Arc::new(Schema::new(vec![Field::new("word", DataType::Utf8, false)]));
+    for (sub, &n) in rows.iter().enumerate() {
+        let words = StringArray::from_iter_values((0..n).map(|i| format!("w{sub}-{i}")));
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(words) as ArrayRef])
+            .map_err(|e| format!("cannot build a batch: {e}"))?;
+        w.write_batch(sub as u32, &batch).map_err(failed)?;
+    }
+    let sizes = w.finish().map_err(failed)?;
+    if !complete {
+        rename_index(m, d, INDEX_FILE, INDEX_TMP_FILE)?;
+    }
+    Ok(sizes)
+}
+
+/// Renames the index of the partition at `d` from `from` to `to`.
+fn rename_index(
+    m: &ShuffleMaster,
+    d: &ShuffleDescriptor,
+    from: &str,
+    to: &str,
 ) -> Result<(), String> {
     let dir = m
         .partition_dir("register-partition-with-producer", &d.location)
         .map_err(|e| said(&e))?;
-    let opened = dir.create_fresh().map_err(|e| e.to_string())?;
-    let io = |e: std::io::Error| format!("cannot write a partition at {}: {e}", d.location);
-    for (i, size) in sizes.iter().enumerate() {
-        let mut file = create_new_file(&opened, &format!("sub-{i}.data")).map_err(io)?;
-        std::io::Write::write_all(&mut file, &vec![b'x'; *size]).map_err(io)?;
-    }
-    if complete {
-        create_new_file(&opened, "COMPLETE").map_err(io)?;
-    }
-    Ok(())
+    let opened = dir.open().map_err(|e| e.to_string())?;
+    opened
+        .rename(from, &opened, to)
+        .map_err(|e| format!("cannot rename {from} to {to} in {}: {e}", d.location))
 }
 
+/// Finishes a partition [`write_partition`] left incomplete.
 fn mark_complete(m: &ShuffleMaster, d: &ShuffleDescriptor) -> Result<(), String> {
-    let dir = m
-        .partition_dir("register-partition-with-producer", &d.location)
-        .map_err(|e| said(&e))?;
-    let opened = dir.open().map_err(|e| e.to_string())?;
-    create_new_file(&opened, "COMPLETE")
-        .map(drop)
-        .map_err(|e| format!("cannot complete the partition at {}: {e}", d.location))
+    rename_index(m, d, INDEX_TMP_FILE, INDEX_FILE)
 }
 
 /// What the shuffle master reports: `(producer subtask, bytes per subpartition)`, sorted.
@@ -596,16 +621,16 @@ fn shuffle_checks(plugin: &LoadedPlugin) -> Vec<Check> {
     ));
     checks.push(check(
         "report-complete-partitions",
-        "`get-partitions-with-metrics` reports the complete partitions (those with `COMPLETE`) with their bytes per subpartition, and no other",
+        "`get-partitions-with-metrics` reports the complete partitions (those with an `index`) with their bytes per subpartition from it, and no other",
         Box::new(|| {
             let mut m = registered(plugin)?;
             let [d0, d1] = register_two(&mut m)?;
-            write_partition(&m, &d0, &[3, 5], true)?;
+            let sizes = write_partition(&m, &d0, &[3, 5], true)?;
             write_partition(&m, &d1, &[4, 4], false)?;
             let got = report(&mut m, 1000)?;
-            if got != vec![(0, vec![3, 5])] {
+            if got != vec![(0, sizes.clone())] {
                 return Err(format!(
-                    "reported (producer subtask, bytes per subpartition) {got:?}; expected [(0, [3, 5])]: partition 1 has no COMPLETE file"
+                    "reported (producer subtask, bytes per subpartition) {got:?}; expected [(0, {sizes:?})]: partition 1 has no index"
                 ));
             }
             Ok(None)
@@ -618,12 +643,12 @@ fn shuffle_checks(plugin: &LoadedPlugin) -> Vec<Check> {
             let mut m = registered(plugin)?;
             let [d0, d1] = register_two(&mut m)?;
             write_partition(&m, &d0, &[1, 2], true)?;
-            write_partition(&m, &d1, &[2, 1], true)?;
+            let sizes = write_partition(&m, &d1, &[2, 1], true)?;
             m.release_partition_externally(&d0).map_err(|e| said(&e))?;
             let got = report(&mut m, 0)?;
-            if got != vec![(1, vec![2, 1])] {
+            if got != vec![(1, sizes.clone())] {
                 return Err(format!(
-                    "after releasing partition 0, reported {got:?}; expected [(1, [2, 1])]"
+                    "after releasing partition 0, reported {got:?}; expected [(1, {sizes:?})]"
                 ));
             }
             m.unregister_job(JOB_ID).map_err(|e| said(&e))?;
@@ -650,8 +675,8 @@ fn shuffle_checks(plugin: &LoadedPlugin) -> Vec<Check> {
                     .register_partition_with_producer(JOB_ID, &partition(1), &producer())
                     .map_err(|e| said(&e))?;
                 let second = m.snapshot_state(JOB_ID).map_err(|e| said(&e))?;
-                write_partition(&m, &d0, &[3, 5], true)?;
-                write_partition(&m, &d1, &[4, 4], false)?;
+                let sizes0 = write_partition(&m, &d0, &[3, 5], true)?;
+                let sizes1 = write_partition(&m, &d1, &[4, 4], false)?;
                 let mut fresh = registered(plugin)?;
                 fresh
                     .restore_state(vec![first, second])
@@ -661,10 +686,9 @@ fn shuffle_checks(plugin: &LoadedPlugin) -> Vec<Check> {
                     .map_err(|e| said(&e))?;
                 mark_complete(&m, &d1)?;
                 let got = report(&mut fresh, 1000)?;
-                if got != vec![(0, vec![3, 5]), (1, vec![4, 4])] {
-                    return Err(format!(
-                        "restored, reported {got:?}; expected [(0, [3, 5]), (1, [4, 4])]"
-                    ));
+                let want = vec![(0, sizes0), (1, sizes1)];
+                if got != want {
+                    return Err(format!("restored, reported {got:?}; expected {want:?}"));
                 }
                 Ok(None)
             }),

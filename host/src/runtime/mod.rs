@@ -27,8 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use arrow_array::builder::StringBuilder;
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::RecordBatch;
 
 pub use crate::value::{Decimal, SplitData, SplitPayloadData};
 pub use pool::WorkerPool;
@@ -36,7 +35,7 @@ pub use source::{MAX_LINE_BYTES, VecSplitSource, needed_columns};
 
 use crate::grant::{Grants, PluginDir};
 use crate::graph::{AttemptId, DistributionPattern, Operator, SinkSpec};
-use crate::shuffle::{PartitionWriter, ShuffleError, SubpartitionReader};
+use crate::shuffle::{PartitionWriter, ShuffleError, SubpartitionReader, route_batch};
 
 /// Why a task failed.
 #[derive(Debug, thiserror::Error)]
@@ -217,7 +216,7 @@ pub struct TaskReport {
 ///
 /// [`TaskError`]: a missing input partition, I/O, bad data, a failed split
 /// request, or an injected fault. Partial output is left behind without its
-/// `COMPLETE` marker or in a staging file that is never published.
+/// `index` or in a staging file that is never published.
 pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
     let TaskSpec {
         attempt,
@@ -308,7 +307,7 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
                         .grants
                         .writable_dir(&p.location)
                         .map_err(|e| TaskError::Shuffle(ShuffleError::Grant(e)))?;
-                    let mut r = RowBatches::open_in(&dir, sub).map_err(classify)?;
+                    let mut r = SubpartitionReader::open_in(&dir, sub).map_err(classify)?;
                     while let Some(batch) = r.next_batch().map_err(classify)? {
                         tick(&mut report, batch.num_rows())?;
                         chain.push_batch(batch)?;
@@ -323,7 +322,9 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
     Ok(report)
 }
 
-/// The result partitions of one task, one writer per outgoing edge.
+/// The result partitions of one task, one writer per outgoing edge: a batch
+/// goes whole to subpartition 0 on a `forward` edge, split by the key hash
+/// of its rows on a `hash` edge ([`crate::shuffle::route_batch`]).
 struct PartitionOutputs {
     writers: Vec<(TaskOutput, PartitionWriter)>,
     rows: u64,
@@ -345,23 +346,14 @@ impl PartitionOutputs {
 impl operators::BatchSink for PartitionOutputs {
     fn write(&mut self, batch: &RecordBatch) -> Result<(), TaskError> {
         self.rows += batch.num_rows() as u64;
-        // Adapter to the row format of result partitions: each row's cell
-        // texts (what the key hash routes on).
-        let mut row = vec![String::new(); batch.num_columns()];
-        for r in 0..batch.num_rows() {
-            for (cell, c) in row.iter_mut().zip(batch.columns()) {
-                cell.clear();
-                crate::value::write_cell_text(c.as_ref(), r, cell);
-            }
-            for (o, w) in &mut self.writers {
-                let sub = match o.pattern {
-                    DistributionPattern::Forward => 0,
-                    DistributionPattern::Hash => {
-                        (crate::shuffle::key_hash(&row, &o.key) % u64::from(o.num_subpartitions))
-                            as u32
+        for (o, w) in &mut self.writers {
+            match o.pattern {
+                DistributionPattern::Forward => w.write_batch(0, batch)?,
+                DistributionPattern::Hash => {
+                    for (sub, part) in route_batch(batch, &o.key, o.num_subpartitions) {
+                        w.write_batch(sub, &part)?;
                     }
-                };
-                w.write(sub, &row)?;
+                }
             }
         }
         Ok(())
@@ -373,60 +365,5 @@ impl operators::BatchSink for PartitionOutputs {
             parts.push((o.edge, w.finish()?));
         }
         Ok((self.rows, parts))
-    }
-}
-
-/// Adapter from a subpartition of rows to record batches of `Utf8`
-/// columns, at most [`crate::value::BATCH_ROWS`] rows each (a row with
-/// another field count starts a new batch).
-struct RowBatches {
-    reader: SubpartitionReader,
-    /// A row read but not yet in a batch.
-    pending: Option<Vec<String>>,
-}
-
-impl RowBatches {
-    fn open_in(dir: &PluginDir, sub: u32) -> Result<Self, ShuffleError> {
-        Ok(Self {
-            reader: SubpartitionReader::open_in(dir, sub)?,
-            pending: None,
-        })
-    }
-
-    fn next_batch(&mut self) -> Result<Option<RecordBatch>, ShuffleError> {
-        let first = match self.pending.take() {
-            Some(r) => r,
-            None => match self.reader.next_record()? {
-                Some(r) => r,
-                None => return Ok(None),
-            },
-        };
-        let mut columns: Vec<StringBuilder> = first.iter().map(|_| StringBuilder::new()).collect();
-        let mut append = |row: &[String]| {
-            for (b, v) in columns.iter_mut().zip(row) {
-                b.append_value(v);
-            }
-        };
-        append(&first);
-        let mut rows = 1;
-        while rows < crate::value::BATCH_ROWS {
-            match self.reader.next_record()? {
-                Some(r) if r.len() == first.len() => {
-                    append(&r);
-                    rows += 1;
-                }
-                Some(r) => {
-                    self.pending = Some(r);
-                    break;
-                }
-                None => break,
-            }
-        }
-        Ok(Some(operators::batch_of(
-            columns
-                .iter_mut()
-                .map(|b| Arc::new(b.finish()) as ArrayRef)
-                .collect(),
-        )))
     }
 }

@@ -1,16 +1,19 @@
 //! A damaged result partition is never trusted (docs/recovery.md, "What
 //! counts as a surviving partition" and "Damaged partitions"): `coordhost
 //! run` is SIGKILLed once every source finished, one source's partition is
-//! damaged while it keeps its `COMPLETE` marker (with the tool of
-//! host/tests/all/support/damage.rs), and the same command runs again. The producer
-//! must run again and the output must be an uninterrupted run's.
+//! damaged (with the tool of host/tests/all/support/damage.rs), and the
+//! same command runs again. The producer must run again and the output
+//! must be an uninterrupted run's.
 //!
-//! - cut at a record boundary: the shuffle master reports a smaller size
-//!   than the log recorded, so recovery counts the partition as missing;
-//! - cut in the middle of a record: the same;
-//! - a flipped byte: the size is unchanged, so recovery keeps the producer,
-//!   but the consumer's read fails the block checksum, and the producer runs
-//!   again before the consumer (as for a lost partition).
+//! - `data` cut at a block boundary or inside a block: its length is not
+//!   the one the index records, so the shuffle master does not report the
+//!   partition and recovery counts it as missing;
+//! - a flipped byte in `index`: its checksum fails, the shuffle master does
+//!   not report the partition, recovery counts it as missing;
+//! - a flipped byte in every block of `data`: the sizes are unchanged, so
+//!   recovery keeps the producer, but the consumer's read fails the block
+//!   checksum, and the producer runs again before the consumer (as for a
+//!   lost partition).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -19,7 +22,7 @@ use crate::support::crash::{
     Coordhost, EventLog, Fixture, Kill, SINK, SOURCE, WordJob, describe_log, expected_output,
     first_difference, job_succeeded, sorted_output, sources_done,
 };
-use crate::support::damage::{Damage, damage_file, non_empty_subpartitions};
+use crate::support::damage::{Damage, damage_partition, flip_every_block};
 
 /// Source parallelism of the job.
 const SOURCES: u32 = 4;
@@ -125,21 +128,21 @@ fn reset_reasons(data_dir: &Path, vertex: &str, subtask: u64) -> Vec<String> {
         .collect()
 }
 
-fn cut_sub0(how: Damage) -> impl Fn(&Path) -> String {
+fn damage(how: Damage) -> impl Fn(&Path) -> String {
     move |location: &Path| {
-        damage_file(&location.join("sub-0.data"), how, 3)
-            .unwrap_or_else(|| panic!("sub-0.data offers no place for {how:?}"))
+        damage_partition(location, how, 3)
+            .unwrap_or_else(|| panic!("{} offers no place for {how:?}", location.display()))
     }
 }
 
-/// Cuts source 0's `sub-0.data` with `how` after the crash; the restart
+/// Damages source 0's partition with `how` after the crash; the restart
 /// must count the partition missing and run source 0 again.
-fn assert_cut_partition_reruns_its_producer(how: Damage) {
+fn assert_damaged_partition_reruns_its_producer(how: Damage) {
     let fx = Fixture::words();
-    let (data_dir, _) = crash_damage_restart(&fx, cut_sub0(how));
+    let (data_dir, _) = crash_damage_restart(&fx, damage(how));
     assert!(
         sources_run_last(&data_dir).contains(&0),
-        "{SOURCE} 0, whose partition was cut ({how:?}), runs again"
+        "{SOURCE} 0, whose partition was damaged ({how:?}), runs again"
     );
     let reasons = reset_reasons(&data_dir, SOURCE, 0);
     assert!(
@@ -151,26 +154,25 @@ fn assert_cut_partition_reruns_its_producer(how: Damage) {
 }
 
 #[test]
-fn a_partition_cut_at_a_record_boundary_is_missing_and_its_producer_runs_again() {
-    assert_cut_partition_reruns_its_producer(Damage::CutAtRecordBoundary);
+fn a_data_file_cut_at_a_block_boundary_is_missing_and_its_producer_runs_again() {
+    assert_damaged_partition_reruns_its_producer(Damage::DataCutAtBlockBoundary);
 }
 
 #[test]
-fn a_partition_cut_in_the_middle_of_a_record_is_missing_and_its_producer_runs_again() {
-    assert_cut_partition_reruns_its_producer(Damage::CutMidRecord);
+fn a_data_file_cut_inside_a_block_is_missing_and_its_producer_runs_again() {
+    assert_damaged_partition_reruns_its_producer(Damage::DataCutMidBlock);
+}
+
+#[test]
+fn a_damaged_index_is_refused_by_the_shuffle_master_and_its_producer_runs_again() {
+    assert_damaged_partition_reruns_its_producer(Damage::IndexFlippedByte);
 }
 
 #[test]
 fn a_flipped_byte_fails_the_checksum_when_read_and_the_producer_runs_again_before_the_consumer() {
     let fx = Fixture::words();
     let flip_all = |location: &Path| {
-        let files = non_empty_subpartitions(location);
-        assert!(!files.is_empty(), "{} holds records", location.display());
-        let mut done = Vec::new();
-        for (i, f) in files.iter().enumerate() {
-            done.push(damage_file(f, Damage::FlippedByte, 40 + 13 * i as u64).expect("a byte"));
-        }
-        done.join("; ")
+        flip_every_block(location).unwrap_or_else(|| panic!("{} holds blocks", location.display()))
     };
     let (data_dir, stderr) = crash_damage_restart(&fx, flip_all);
     assert!(

@@ -81,7 +81,7 @@ fn require_event_log(c: &Crashed, restarted: &str) -> EventLog {
     assert_eq!(
         c.how,
         SourcesDone::EventLog,
-        "no event log under {} (the kill was timed by the shuffle's COMPLETE markers), so \
+        "no event log under {} (the kill was timed by the shuffle's `index` files), so \
          nothing could be recovered (restarted run: {restarted}); `coordhost run` must record \
          the job's events",
         c.data_dir.join(crate::support::crash::JOB).display()

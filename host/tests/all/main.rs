@@ -2,7 +2,7 @@
 //! `tests/all/main.rs`): one module per area and test file, named
 //! `<area>_<what>.rs` (areas: `cli`, `crash` — real `coordhost run`
 //! processes killed with SIGKILL —, `events`, `job`, `plugin`, `recovery`,
-//! `sandbox`), and one `support` module with every shared helper.
+//! `sandbox`, `shuffle`), and one `support` module with every shared helper.
 //!
 //! Run one area with a name filter, e.g. `cargo test -p coordhost --test all
 //! --features failpoints recovery_`. The modules that use test knobs (a
@@ -63,6 +63,7 @@ mod recovery_scenarios;
 mod recovery_without_shuffle_snapshots;
 mod sandbox_audit;
 mod sandbox_authority;
+mod shuffle_golden;
 
 /// Without the `failpoints` feature the tests that use test knobs are not
 /// built: this fails, so that such a run never looks complete.

@@ -12,7 +12,12 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
+
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use coordhost::shuffle::PartitionWriter;
 
 use crate::support::{grant, host, spec};
 use coordhost::plugin::{
@@ -381,16 +386,24 @@ fn partition(data_set: &str, vertex: &str, subtask: u32, attempt: u32) -> Partit
     }
 }
 
-/// Writes a partition as the host's producer does: data files, then COMPLETE.
-fn produce(d: &ShuffleDescriptor, sizes: [usize; 2], complete: bool) {
+/// Writes a partition with the host's writer: `rows[i]` rows into
+/// subpartition `i`, `data`, then `index`; unless `complete`, the index is
+/// left as `index.tmp` (a producer that died before its rename). Returns
+/// the bytes per subpartition the writer reported.
+fn produce(d: &ShuffleDescriptor, rows: [usize; 2], complete: bool) -> Vec<u64> {
     let location = Path::new(&d.location);
-    std::fs::create_dir_all(location).unwrap();
-    for (i, size) in sizes.iter().enumerate() {
-        std::fs::write(location.join(format!("sub-{i}.data")), vec![b'x'; *size]).unwrap();
+    let schema = Arc::new(Schema::new(vec![Field::new("w", DataType::Utf8, false)]));
+    let mut w = PartitionWriter::create(location, 2).unwrap();
+    for (sub, n) in rows.into_iter().enumerate() {
+        let words = StringArray::from_iter_values((0..n).map(|i| format!("{sub}-{i}")));
+        let b = RecordBatch::try_new(schema.clone(), vec![Arc::new(words) as ArrayRef]).unwrap();
+        w.write_batch(sub as u32, &b).unwrap();
     }
-    if complete {
-        std::fs::write(location.join("COMPLETE"), b"").unwrap();
+    let sizes = w.finish().unwrap();
+    if !complete {
+        std::fs::rename(location.join("index"), location.join("index.tmp")).unwrap();
     }
+    sizes
 }
 
 fn producer() -> ProducerDescriptor {
@@ -437,8 +450,9 @@ fn every_shuffle_master_places_partitions_reports_complete_ones_and_restores_fro
             incremental.incremental,
             "{name}: later snapshots are incremental"
         );
-        produce(&d0, [3, 5], true);
-        produce(&d1, [4, 4], false);
+        let sizes0 = produce(&d0, [3, 5], true);
+        let sizes1 = produce(&d1, [4, 4], false);
+        assert!(sizes0.iter().all(|&b| b > 0), "{sizes0:?}");
 
         let expected = [p0.id.clone(), p1.id.clone()];
         let report = m
@@ -450,7 +464,7 @@ fn every_shuffle_master_places_partitions_reports_complete_ones_and_restores_fro
                 report[0].descriptor.id.clone(),
                 report[0].bytes_per_subpartition.clone()
             ),
-            (p0.id.clone(), vec![3, 5])
+            (p0.id.clone(), sizes0.clone())
         );
 
         // A new instance (a restarted coordinator) knows only what it restores.
@@ -464,7 +478,8 @@ fn every_shuffle_master_places_partitions_reports_complete_ones_and_restores_fro
             "{name}"
         );
         fresh.restore_state(vec![full, incremental]).unwrap();
-        std::fs::write(Path::new(&d1.location).join("COMPLETE"), b"").unwrap();
+        let loc1 = Path::new(&d1.location);
+        std::fs::rename(loc1.join("index.tmp"), loc1.join("index")).unwrap();
         let report = fresh
             .get_partitions_with_metrics("job-1", &expected, 0)
             .unwrap();
@@ -475,7 +490,11 @@ fn every_shuffle_master_places_partitions_reports_complete_ones_and_restores_fro
         sizes.sort();
         assert_eq!(
             sizes,
-            vec![vec![3, 5], vec![4, 4]],
+            {
+                let mut want = vec![sizes0.clone(), sizes1.clone()];
+                want.sort();
+                want
+            },
             "{name}: both partitions after restore"
         );
 
@@ -489,6 +508,63 @@ fn every_shuffle_master_places_partitions_reports_complete_ones_and_restores_fro
             .unwrap();
         assert_eq!(report.len(), 1, "{name}");
         fresh.unregister_job("job-1").unwrap();
+    }
+}
+
+#[test]
+fn every_shuffle_master_leaves_out_a_partition_whose_index_or_data_is_damaged() {
+    for name in SHUFFLE_MASTERS {
+        let root = tempfile::Builder::new()
+            .prefix("coordhost-shuffle")
+            .tempdir()
+            .unwrap();
+        let plugin = host().load(&shuffle_spec(name, root.path())).unwrap();
+        let mut m = plugin.shuffle_master().unwrap();
+        m.register_job("job-1").unwrap();
+        let p = partition("source->middle", "source", 0, 0);
+        let d = m
+            .register_partition_with_producer("job-1", &p, &producer())
+            .unwrap();
+        let location = Path::new(&d.location);
+        let expected = [p.id.clone()];
+        let mut reported = |what: &str| {
+            let report = m
+                .get_partitions_with_metrics("job-1", &expected, 0)
+                .unwrap_or_else(|e| panic!("{name}, {what}: {e}"));
+            report.into_iter().map(|p| p.bytes_per_subpartition).next()
+        };
+        let sizes = produce(&d, [6, 2], true);
+        assert_eq!(reported("intact"), Some(sizes.clone()), "{name}");
+        let index = std::fs::read(location.join("index")).unwrap();
+        let data = std::fs::read(location.join("data")).unwrap();
+        let damages: [(&str, &str, Vec<u8>); 5] = [
+            ("a flipped index byte", "index", {
+                let mut b = index.clone();
+                b[20] ^= 1;
+                b
+            }),
+            ("a cut index", "index", index[..index.len() - 1].to_vec()),
+            ("a flipped index checksum", "index", {
+                let mut b = index.clone();
+                *b.last_mut().unwrap() ^= 1;
+                b
+            }),
+            ("a cut data file", "data", data[..data.len() - 1].to_vec()),
+            (
+                "a longer data file",
+                "data",
+                [data.as_slice(), b"x"].concat(),
+            ),
+        ];
+        for (what, file, bytes) in damages {
+            std::fs::write(location.join(file), &bytes).unwrap();
+            assert_eq!(reported(what), None, "{name}: {what} is left out");
+            std::fs::write(location.join("index"), &index).unwrap();
+            std::fs::write(location.join("data"), &data).unwrap();
+            assert_eq!(reported("restored"), Some(sizes.clone()), "{name}");
+        }
+        std::fs::remove_file(location.join("data")).unwrap();
+        assert_eq!(reported("no data"), None, "{name}: a missing data file");
     }
 }
 

@@ -89,7 +89,7 @@ fn random_damage(rng: &mut Rng, data_dir: &Path) -> Vec<String> {
     let mut candidates: Vec<_> = ["source", "middle"]
         .iter()
         .flat_map(|v| partition_dirs(data_dir, v))
-        .filter(|p| p.join("COMPLETE").is_file())
+        .filter(|p| p.join("index").is_file())
         .collect();
     let mut done = Vec::new();
     for _ in 0..=rng.below(2) {
@@ -187,20 +187,15 @@ fn random_crashes_and_damaged_partitions_never_change_the_output_and_the_job_alw
 /// Writes a real partition with the host's writer and returns its folder.
 fn partition(dir: &Path, rows: usize) -> std::path::PathBuf {
     let loc = dir.join("p");
-    let mut w = coordhost::shuffle::PartitionWriter::create(&loc, 1).expect("create");
-    for i in 0..rows {
-        w.write(0, &[format!("word{i}"), "x".repeat(200)])
-            .expect("write");
-    }
-    w.finish().expect("finish");
+    crate::support::damage::write_words(&loc, rows);
     loc
 }
 
 fn read_back(loc: &Path) -> Result<usize, coordhost::shuffle::ShuffleError> {
     let mut r = coordhost::shuffle::SubpartitionReader::open(loc, 0)?;
     let mut n = 0;
-    while r.next_record()?.is_some() {
-        n += 1;
+    while let Some(b) = r.next_batch()? {
+        n += b.num_rows();
     }
     Ok(n)
 }

@@ -230,7 +230,7 @@ fn a_damaged_partition_is_warned_about_once_while_the_host_waits_for_partitions(
         matches!(first.kill(), Kill::Killed { .. }),
         "the sink is slowed, so the job was still running"
     );
-    // Keep `COMPLETE`, lose the data: the shuffle master warns and leaves
+    // Keep `index`, lose `data`: the shuffle master warns and leaves
     // the partition out of its report at every poll.
     let partitions = data
         .join("shuffle")
@@ -239,9 +239,9 @@ fn a_damaged_partition_is_warned_about_once_while_the_host_waits_for_partitions(
     let damaged = std::fs::read_dir(&partitions)
         .expect("partitions")
         .map(|e| e.expect("entry").path())
-        .find(|p| p.join("COMPLETE").is_file() && p.join("sub-0.data").is_file())
+        .find(|p| p.join("index").is_file() && p.join("data").is_file())
         .expect("a complete source partition");
-    std::fs::remove_file(damaged.join("sub-0.data")).expect("damage");
+    std::fs::remove_file(damaged.join("data")).expect("damage");
 
     let second = cmd.start();
     let stderr_file = PathBuf::from(format!("{}.run2.err", data.display()));

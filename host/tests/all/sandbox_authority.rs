@@ -219,7 +219,7 @@ fn a_shuffle_location_outside_the_grant_is_refused_and_the_folder_survives() {
         ],
     );
     assert!(
-        !victim.join("sub-0.data").exists() && !victim.join("COMPLETE").exists(),
+        !victim.join("data").exists() && !victim.join("index").exists(),
         "{stderr}"
     );
 }

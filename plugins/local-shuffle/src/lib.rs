@@ -13,8 +13,8 @@
 //! | `fail-first-reports` | fault mode for tests (default 0): the first N `get-partitions-with-metrics` calls of this instance (one instance per `coordhost` process) return `error::io("not reachable yet")`, as a shuffle service that is still starting would |
 //!
 //! A partition lives in `<root>/<job-id>/<intermediate-data-set>/<job-vertex>-<subtask>-<attempt>`
-//! (see `plugin_support::partition_files`); the host writes its data there and
-//! then creates the `COMPLETE` marker.
+//! (see `plugin_support::partition_files`); the host writes its `data` file there and
+//! then its `index` (docs/shuffle-format.md).
 //!
 //! # Snapshots
 //!

@@ -13,7 +13,7 @@
 //! | `fault` | `none` (default) or `trap-register-job`: `register-job` panics (a plugin bug, for the host's tests) |
 //!
 //! `get-partitions-with-metrics` reports only partitions registered in this
-//! instance whose `COMPLETE` marker exists; `snapshot-state` and
+//! instance whose `index` exists and checks out; `snapshot-state` and
 //! `restore-state` return `error::other("not supported")`.
 
 mod bindings {

@@ -4,15 +4,25 @@
 //! A partition of job `J`, intermediate data set `D`, produced by attempt `A`
 //! of subtask `S` of job vertex `V`, lives in the directory
 //! `<root>/<J>/<D>/<V>-<S>-<A>` (each name [sanitized](sanitize_component)).
-//! The host writes subpartition `i` to `<location>/sub-<i>.data` and, once all
-//! are complete, creates `<location>/COMPLETE` (the WIT `shuffle-descriptor`
-//! contract). A partition without that marker does not exist yet.
+//! The host writes the partition as two files there (the WIT
+//! `shuffle-descriptor` contract; byte tables in docs/shuffle-format.md):
+//! `data`, the blocks of every subpartition, then `index`, which says where
+//! each subpartition's bytes are. A partition without `index` does not
+//! exist yet; one whose `index` is damaged or whose `data` has another
+//! length than the index records is damaged.
 
 use std::fs;
 use std::io::ErrorKind;
 
-/// Name of the marker file the host creates once every subpartition is written.
-pub const COMPLETE_MARKER: &str = "COMPLETE";
+/// Name of the file holding the blocks of every subpartition.
+pub const DATA_FILE: &str = "data";
+/// Name of the index file; the host creates it (by a rename) once `data`
+/// is durable, so its existence means "partition complete".
+pub const INDEX_FILE: &str = "index";
+/// First 8 bytes of an index.
+pub const INDEX_MAGIC: &[u8; 8] = b"CHSHUFX1";
+/// Index format version this code reads.
+pub const INDEX_VERSION: u32 = 1;
 
 /// Makes `name` safe as one path component: every character outside
 /// `[A-Za-z0-9._-]` becomes `_`, and a name that is empty or only dots (which
@@ -56,11 +66,6 @@ pub fn partition_location(
     )
 }
 
-/// Path of the data file of subpartition `index` in `location`.
-pub fn subpartition_path(location: &str, index: u32) -> String {
-    format!("{location}/sub-{index}.data")
-}
-
 /// Creates the partition directory (and its parents) so the host can write
 /// into it.
 ///
@@ -72,31 +77,124 @@ pub fn create_location(location: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot create partition directory {location}: {e}"))
 }
 
-/// The size in bytes of each of the `num_subpartitions` data files of a
-/// finished partition, or `None` when `<location>/COMPLETE` does not exist
-/// (the partition was never finished or was deleted).
+/// CRC32C (Castagnoli, reflected polynomial `0x82F63B78`) of `bytes`, the
+/// checksum of the index and of every block.
+pub fn crc32c(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = (crc >> 1) ^ (0x82F6_3B78 & (crc & 1).wrapping_neg());
+        }
+    }
+    !crc
+}
+
+/// A read position in an index.
+struct IndexReader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl IndexReader<'_> {
+    fn take<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        let s = self
+            .bytes
+            .get(self.at..self.at + N)
+            .ok_or_else(|| format!("it ends early at byte {}", self.at))?;
+        self.at += N;
+        Ok(s.try_into().expect("N bytes"))
+    }
+    fn u32(&mut self) -> Result<u32, String> {
+        self.take().map(u32::from_le_bytes)
+    }
+    fn u64(&mut self) -> Result<u64, String> {
+        self.take().map(u64::from_le_bytes)
+    }
+}
+
+/// Parses an index (docs/shuffle-format.md) of a partition with
+/// `num_subpartitions` subpartitions: returns the length `data` must have
+/// and the bytes of each subpartition (the sum of its entries' lengths).
 ///
 /// # Errors
 ///
-/// The marker exists but a data file is missing or cannot be read, or the
-/// marker itself cannot be checked for another reason than absence: the
-/// partition is damaged, and the message says which file.
-pub fn completed_sizes(location: &str, num_subpartitions: u32) -> Result<Option<Vec<u64>>, String> {
-    let marker = format!("{location}/{COMPLETE_MARKER}");
-    match fs::metadata(&marker) {
-        Ok(_) => {}
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot check {marker}: {e}")),
+/// What is wrong: checksum, magic, version, subpartition count, or entries
+/// that do not tile `data` in order with subpartitions strictly ascending
+/// within each region.
+pub fn parse_index(bytes: &[u8], num_subpartitions: u32) -> Result<(u64, Vec<u64>), String> {
+    let body_len = bytes
+        .len()
+        .checked_sub(4)
+        .ok_or("it is shorter than its checksum")?;
+    let (body, crc) = bytes.split_at(body_len);
+    if crc32c(body) != u32::from_le_bytes(crc.try_into().expect("4 bytes")) {
+        return Err("its checksum (CRC32C) does not match".into());
     }
-    (0..num_subpartitions)
-        .map(|index| {
-            let path = subpartition_path(location, index);
-            fs::metadata(&path)
-                .map(|m| m.len())
-                .map_err(|e| format!("partition marked complete but {path} is unreadable: {e}"))
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map(Some)
+    let mut r = IndexReader { bytes: body, at: 0 };
+    if &r.take::<8>()? != INDEX_MAGIC {
+        return Err("it is not an index (bad magic)".into());
+    }
+    let version = r.u32()?;
+    if version != INDEX_VERSION {
+        return Err(format!("its format version {version} is not {INDEX_VERSION}"));
+    }
+    let n = r.u32()?;
+    if n != num_subpartitions {
+        return Err(format!(
+            "it counts {n} subpartitions, the descriptor {num_subpartitions}"
+        ));
+    }
+    let data_len = r.u64()?;
+    let mut sizes = vec![0u64; n as usize];
+    let mut next = 0u64;
+    for _ in 0..r.u32()? {
+        let mut last: Option<u32> = None;
+        for _ in 0..r.u32()? {
+            let (sub, offset, len) = (r.u32()?, r.u64()?, r.u64()?);
+            if sub >= n || last.is_some_and(|l| l >= sub) || len == 0 || offset != next {
+                return Err(format!("its entry at byte {} is out of order", r.at - 20));
+            }
+            last = Some(sub);
+            next = offset.checked_add(len).ok_or("an entry runs past 2^64")?;
+            sizes[sub as usize] += len;
+        }
+    }
+    if r.at != body.len() || next != data_len {
+        return Err("its entries do not cover the data file".into());
+    }
+    Ok((data_len, sizes))
+}
+
+/// The bytes of each of the `num_subpartitions` subpartitions of a
+/// finished partition, read from its `index`; `None` when
+/// `<location>/index` does not exist (the partition was never finished or
+/// was deleted).
+///
+/// # Errors
+///
+/// The index exists but is damaged, `data` is missing or unreadable, or
+/// `data` has another length than the index records: the partition is
+/// damaged, and the message says which file and why.
+pub fn completed_sizes(location: &str, num_subpartitions: u32) -> Result<Option<Vec<u64>>, String> {
+    let index = format!("{location}/{INDEX_FILE}");
+    let bytes = match fs::read(&index) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read {index}: {e}")),
+    };
+    let (data_len, sizes) = parse_index(&bytes, num_subpartitions)
+        .map_err(|why| format!("partition index {index} is damaged: {why}"))?;
+    let data = format!("{location}/{DATA_FILE}");
+    let len = fs::metadata(&data)
+        .map_err(|e| format!("partition has an index but {data} is unreadable: {e}"))?
+        .len();
+    if len != data_len {
+        return Err(format!(
+            "partition data {data} has {len} bytes; its index records {data_len}"
+        ));
+    }
+    Ok(Some(sizes))
 }
 
 /// Deletes the partition directory `location`, which must lie strictly inside
@@ -135,6 +233,31 @@ pub fn is_strictly_inside(root: &str, path: &str) -> bool {
 }
 
 #[cfg(test)]
+/// An index of `regions`, each a list of (subpartition, length),
+/// tiling a data file from byte 0.
+pub(crate) fn test_index(n: u32, regions: &[&[(u32, u64)]]) -> Vec<u8> {
+    let mut out = INDEX_MAGIC.to_vec();
+    out.extend_from_slice(&INDEX_VERSION.to_le_bytes());
+    out.extend_from_slice(&n.to_le_bytes());
+    let total: u64 = regions.iter().flat_map(|r| r.iter()).map(|e| e.1).sum();
+    out.extend_from_slice(&total.to_le_bytes());
+    out.extend_from_slice(&(regions.len() as u32).to_le_bytes());
+    let mut offset = 0u64;
+    for r in regions {
+        out.extend_from_slice(&(r.len() as u32).to_le_bytes());
+        for &(sub, len) in r.iter() {
+            out.extend_from_slice(&sub.to_le_bytes());
+            out.extend_from_slice(&offset.to_le_bytes());
+            out.extend_from_slice(&len.to_le_bytes());
+            offset += len;
+        }
+    }
+    let crc = crc32c(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -167,17 +290,44 @@ mod tests {
     }
 
     #[test]
-    fn a_partition_counts_only_once_its_marker_exists() {
+    fn crc32c_is_castagnoli() {
+        // The check value of CRC-32C.
+        assert_eq!(crc32c(b"123456789"), 0xE306_9283);
+        assert_eq!(crc32c(b""), 0);
+    }
+
+    #[test]
+    fn an_index_gives_the_bytes_of_each_subpartition_and_damage_is_refused() {
+        let good = test_index(3, &[&[(0, 10), (2, 5)], &[(2, 7)]]);
+        assert_eq!(parse_index(&good, 3).unwrap(), (22, vec![10, 0, 12]));
+        assert!(parse_index(&good, 4).unwrap_err().contains("counts 3 subpartitions"));
+        for at in 0..good.len() {
+            let mut bad = good.clone();
+            bad[at] ^= 0x04;
+            assert!(parse_index(&bad, 3).is_err(), "byte {at} flipped");
+            assert!(parse_index(&good[..at], 3).is_err(), "cut at {at}");
+        }
+        let unordered = test_index(3, &[&[(2, 5), (0, 10)]]);
+        assert!(parse_index(&unordered, 3).unwrap_err().contains("out of order"));
+        let empty = test_index(2, &[]);
+        assert_eq!(parse_index(&empty, 2).unwrap(), (0, vec![0, 0]));
+    }
+
+    #[test]
+    fn a_partition_counts_only_once_its_index_exists_and_its_data_matches() {
         let dir = std::env::temp_dir().join(format!("plugin-support-{}", std::process::id()));
         let location = dir.join("j/d/v-0-0");
         let location = location.to_str().unwrap();
         create_location(location).unwrap();
-        fs::write(subpartition_path(location, 0), b"abc").unwrap();
-        fs::write(subpartition_path(location, 1), b"").unwrap();
+        fs::write(format!("{location}/{DATA_FILE}"), [7u8; 8]).unwrap();
         assert_eq!(completed_sizes(location, 2).unwrap(), None);
-        fs::write(format!("{location}/{COMPLETE_MARKER}"), b"").unwrap();
-        assert_eq!(completed_sizes(location, 2).unwrap(), Some(vec![3, 0]));
-        assert!(completed_sizes(location, 3).is_err());
+        fs::write(format!("{location}/{INDEX_FILE}"), test_index(2, &[&[(0, 3), (1, 5)]])).unwrap();
+        assert_eq!(completed_sizes(location, 2).unwrap(), Some(vec![3, 5]));
+        assert!(completed_sizes(location, 3).unwrap_err().contains("is damaged"));
+        fs::write(format!("{location}/{DATA_FILE}"), [7u8; 7]).unwrap();
+        assert!(completed_sizes(location, 2).unwrap_err().contains("has 7 bytes"));
+        fs::remove_file(format!("{location}/{DATA_FILE}")).unwrap();
+        assert!(completed_sizes(location, 2).unwrap_err().contains("unreadable"));
         release_location(dir.to_str().unwrap(), location).unwrap();
         assert_eq!(completed_sizes(location, 2).unwrap(), None);
         fs::remove_dir_all(&dir).unwrap();

@@ -95,9 +95,9 @@ impl PartitionPlacer {
     }
 
     /// Of the `expected` partitions of `job_id`, those with a known
-    /// descriptor whose `COMPLETE` marker exists, with their sizes, in the
+    /// descriptor whose `index` exists, with their sizes from it, in the
     /// order asked. Returns at once. The second list holds a warning for each
-    /// partition that is marked complete but damaged (left out of the report,
+    /// partition that has an index but is damaged (left out of the report,
     /// so its producer runs again).
     pub fn report<'a>(
         &self,
@@ -193,7 +193,7 @@ macro_rules! wit_partition_conversions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::partition_files::{COMPLETE_MARKER, subpartition_path};
+    use crate::partition_files::{DATA_FILE, INDEX_FILE, test_index};
 
     fn key(subtask: u32) -> PartitionKey {
         PartitionKey {
@@ -219,9 +219,9 @@ mod tests {
         assert_eq!(placed.location, format!("{root}/j/ds/map-0-0"));
         let (reported, _) = placer.report("j", [&key(0), &key(1)]);
         assert!(reported.is_empty());
-        std::fs::write(subpartition_path(&placed.location, 0), b"12345").unwrap();
-        std::fs::write(subpartition_path(&placed.location, 1), b"1").unwrap();
-        std::fs::write(format!("{}/{COMPLETE_MARKER}", placed.location), b"").unwrap();
+        std::fs::write(format!("{}/{DATA_FILE}", placed.location), b"123456").unwrap();
+        let index = test_index(2, &[&[(0, 5), (1, 1)]]);
+        std::fs::write(format!("{}/{INDEX_FILE}", placed.location), index).unwrap();
         let (reported, warnings) = placer.report("j", [&key(0), &key(1)]);
         assert_eq!(reported, [(placed.clone(), vec![5, 1])]);
         assert!(warnings.is_empty());

@@ -6,8 +6,10 @@
 //! the job file (`dirs = [{ path = "...", writable = true }]`). Partition
 //! `<data set>/<vertex>-<subtask>-<attempt>` of job `J` lives in
 //! `<root>/<J>/<data set>/<vertex>-<subtask>-<attempt>` (characters other
-//! than `[A-Za-z0-9._-]` become `_`). The host writes `sub-<i>.data` there,
-//! then `COMPLETE`; a partition is reported only once `COMPLETE` exists.
+//! than `[A-Za-z0-9._-]` become `_`). The host writes `data` there, then
+//! `index` (coordhost's docs/shuffle-format.md); a partition is reported
+//! only once `index` exists, checks out and records `data`'s length, with
+//! the bytes of each subpartition taken from it.
 //!
 //! Snapshot format, version 1: the text `v1`, then one line per partition,
 //! tab-separated: data set, vertex, subtask, attempt, subpartitions,
@@ -36,6 +38,56 @@ use bindings::exports::coordhost::plugin::shuffle_master::{
 
 /// The first line of every snapshot this code writes.
 const SNAPSHOT_V1: &str = "v1";
+
+/// CRC32C (Castagnoli), the checksum of a partition's index.
+fn crc32c(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = (crc >> 1) ^ (0x82F6_3B78 & (crc & 1).wrapping_neg());
+        }
+    }
+    !crc
+}
+
+/// The bytes of each subpartition of the partition at `dir`, from its
+/// `index` (magic `CHSHUFX1`, version 1, subpartition count, length of
+/// `data`, regions of `(subpartition, offset, length)` entries, CRC32C);
+/// `None` when the index is missing or damaged or `data` has another length.
+fn partition_sizes(dir: &Path, num_subpartitions: u32) -> Option<Vec<u64>> {
+    let bytes = std::fs::read(dir.join("index")).ok()?;
+    let (body, crc) = bytes.split_at(bytes.len().checked_sub(4)?);
+    if crc32c(body) != u32::from_le_bytes(crc.try_into().ok()?) {
+        return None;
+    }
+    let mut at = 0;
+    let mut take = |n: usize| {
+        let s = body.get(at..at + n)?;
+        at += n;
+        let mut word = [0u8; 8];
+        word[..n.min(8)].copy_from_slice(&s[..n.min(8)]);
+        Some((s.to_vec(), u64::from_le_bytes(word)))
+    };
+    if take(8)?.0 != b"CHSHUFX1" || take(4)?.1 != 1 || take(4)?.1 != u64::from(num_subpartitions) {
+        return None;
+    }
+    let data_len = take(8)?.1;
+    let mut sizes = vec![0u64; num_subpartitions as usize];
+    let mut next = 0u64;
+    for _ in 0..take(4)?.1 {
+        for _ in 0..take(4)?.1 {
+            let (sub, offset, len) = (take(4)?.1, take(8)?.1, take(8)?.1);
+            if sub >= u64::from(num_subpartitions) || offset != next || len == 0 {
+                return None;
+            }
+            next = offset.checked_add(len)?;
+            sizes[sub as usize] += len;
+        }
+    }
+    let data = std::fs::metadata(dir.join("data")).ok()?.len();
+    (take(1).is_none() && next == data_len && data == data_len).then_some(sizes)
+}
 
 /// The component: what `export!` binds the exported interface to.
 struct Component;
@@ -221,13 +273,7 @@ impl GuestShuffleMaster for FolderShuffle {
         let mut out = Vec::new();
         for d in self.partitions.borrow().iter().filter(|d| expected.iter().any(|e| key(e) == key(&d.id))) {
             let dir = Path::new(&d.location);
-            if !dir.join("COMPLETE").is_file() {
-                continue;
-            }
-            let sizes: Option<Vec<u64>> = (0..d.num_subpartitions)
-                .map(|i| std::fs::metadata(dir.join(format!("sub-{i}.data"))).ok().map(|m| m.len()))
-                .collect();
-            if let Some(bytes_per_subpartition) = sizes {
+            if let Some(bytes_per_subpartition) = partition_sizes(dir, d.num_subpartitions) {
                 out.push(PartitionWithMetrics {
                     descriptor: d.clone(),
                     bytes_per_subpartition,

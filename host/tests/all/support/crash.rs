@@ -758,14 +758,14 @@ pub enum SourcesDone {
     /// The event log shows an `ExecutionFinished` for every source subtask.
     EventLog,
     /// There is no event log at all (the binary does not record events), so
-    /// the shuffle folder's `COMPLETE` markers stood in: the output checks
+    /// the shuffle folder's `index` files stood in: the output checks
     /// still run, and the recovery checks fail saying the log is missing.
     ShuffleMarkersWithoutLog,
 }
 
 /// `Some` once every one of the `sources` source subtasks has finished, per
 /// the event log — or, if the data directory holds no event log at all, per
-/// the shuffle's `COMPLETE` markers (see [`SourcesDone`]).
+/// the shuffle's `index` files (see [`SourcesDone`]).
 pub fn sources_done(data_dir: &Path, sources: u32) -> Option<SourcesDone> {
     match EventLog::read(data_dir) {
         Some(log) => {
@@ -776,7 +776,7 @@ pub fn sources_done(data_dir: &Path, sources: u32) -> Option<SourcesDone> {
     }
 }
 
-/// Distinct source subtasks with a `COMPLETE` partition under the
+/// Distinct source subtasks with a complete partition (an `index`) under the
 /// local-shuffle root (`<data>/shuffle/<job>/<from>-<to>/<from>-<subtask>-<attempt>/`).
 fn complete_source_partitions(data_dir: &Path) -> usize {
     let root = data_dir
@@ -788,7 +788,7 @@ fn complete_source_partitions(data_dir: &Path) -> usize {
     };
     entries
         .filter_map(Result::ok)
-        .filter(|e| e.path().join("COMPLETE").is_file())
+        .filter(|e| e.path().join("index").is_file())
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
             let rest = name.strip_prefix(&format!("{SOURCE}-"))?;

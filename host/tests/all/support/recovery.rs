@@ -79,20 +79,40 @@ pub fn expected_lines() -> Vec<String> {
     lines
 }
 
-/// Bytes of the records the middles write to the hash edge: per word row, a
-/// `u32` field count, a `u32` length and the word (host/src/shuffle.rs; the
-/// block framing adds 16 bytes per subpartition, too little to change the
-/// sink's parallelism).
+/// Bytes the middles write to the hash edge, measured with the host's
+/// own writer (docs/shuffle-format.md): the words of split `i` go to
+/// middle `i % 5`, each middle writes one partition of 4 subpartitions (the
+/// sink's default `max-parallelism`) routed by the key hash, as one batch
+/// of one Utf8 column. Which middle reads which split varies from run to
+/// run, so the real total differs a little (the words are the same, the
+/// number of blocks nearly so): far less than the ±33 % that
+/// [`bytes_per_task_for_two`] allows.
 pub fn middle_bytes() -> u64 {
-    let mut total = 0u64;
-    for i in 0..SPLITS {
-        for line in split_text(i) {
-            for w in line.split(' ') {
-                total += 8 + w.len() as u64;
+    static BYTES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *BYTES.get_or_init(|| {
+        use arrow_array::{ArrayRef, RecordBatch, StringArray};
+        use arrow_schema::{DataType, Field, Schema};
+        let scratch = tempfile::tempdir().expect("tempdir");
+        let schema =
+            std::sync::Arc::new(Schema::new(vec![Field::new("c0", DataType::Utf8, false)]));
+        let mut total = 0;
+        for middle in 0..5 {
+            let words: Vec<String> = (0..SPLITS)
+                .filter(|i| i % 5 == middle)
+                .flat_map(split_text)
+                .flat_map(|line| line.split(' ').map(str::to_string).collect::<Vec<_>>())
+                .collect();
+            let col: ArrayRef = std::sync::Arc::new(StringArray::from(words));
+            let batch = RecordBatch::try_new(schema.clone(), vec![col]).expect("batch");
+            let loc = scratch.path().join(format!("m{middle}"));
+            let mut w = coordhost::shuffle::PartitionWriter::create(&loc, 4).expect("create");
+            for (sub, part) in coordhost::shuffle::route_batch(&batch, &[0], 4) {
+                w.write_batch(sub, &part).expect("write");
             }
+            total += w.finish().expect("finish").iter().sum::<u64>();
         }
-    }
-    total
+        total
+    })
 }
 
 /// `bytes-per-task` that makes the `auto` sink 2: total / 1.5.
@@ -643,9 +663,45 @@ pub fn assert_same_output_as_uninterrupted(data_dir: &Path, enumerator: Enumerat
     }
 }
 
-/// The size of every `sub-<i>.data` of a partition folder (0 if absent).
+/// The bytes of each of the `n` subpartitions of a partition folder, as
+/// its `index` records them (docs/shuffle-format.md: the sum of each
+/// subpartition's entries), read here independently of the host's code;
+/// `n` zeros without an index. Checks that `data` has the recorded length.
 pub fn subpartition_sizes(location: &Path, n: usize) -> Vec<u64> {
-    (0..n)
-        .map(|i| std::fs::metadata(location.join(format!("sub-{i}.data"))).map_or(0, |m| m.len()))
-        .collect()
+    let Ok(index) = std::fs::read(location.join("index")) else {
+        return vec![0; n];
+    };
+    let u32_at = |at: usize| u32::from_le_bytes(index[at..at + 4].try_into().unwrap());
+    let u64_at = |at: usize| u64::from_le_bytes(index[at..at + 8].try_into().unwrap());
+    assert_eq!(&index[..8], b"CHSHUFX1", "{}", location.display());
+    assert_eq!(
+        u32_at(12) as usize,
+        n,
+        "subpartitions of {}",
+        location.display()
+    );
+    let data_len = std::fs::metadata(location.join("data")).map_or(0, |m| m.len());
+    assert_eq!(
+        u64_at(16),
+        data_len,
+        "data length of {}",
+        location.display()
+    );
+    let mut sizes = vec![0; n];
+    let mut at = 28;
+    for _ in 0..u32_at(24) {
+        let entries = u32_at(at);
+        at += 4;
+        for _ in 0..entries {
+            sizes[u32_at(at) as usize] += u64_at(at + 12);
+            at += 20;
+        }
+    }
+    assert_eq!(
+        at + 4,
+        index.len(),
+        "the regions fill {}",
+        location.display()
+    );
+    sizes
 }

@@ -1,0 +1,191 @@
+//! [`SubpartitionReader`]: one subpartition of a result partition, read
+//! range by range from `data` as its `index` names them
+//! (docs/shuffle-format.md, "Reading").
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufReader, ErrorKind, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use arrow_array::RecordBatch;
+
+use super::format::{
+    BLOCK_HEADER_BYTES, DATA_FILE, INDEX_FILE, Index, block_header, decode_payload,
+};
+use super::{IO_BUFFER, ShuffleError, grant_error};
+use crate::grant::{self, PluginDir};
+
+/// Reads the batches of one subpartition in the order they were written.
+#[derive(Debug)]
+pub struct SubpartitionReader {
+    path: PathBuf,
+    data: BufReader<File>,
+    /// Ranges `(offset, length)` still to read.
+    ranges: VecDeque<(u64, u64)>,
+    /// Offset of the next block header, and the end of its range.
+    at: u64,
+    end: u64,
+}
+
+impl SubpartitionReader {
+    /// Opens subpartition `sub` of the partition at `location`, a directory
+    /// the host chose itself; see [`SubpartitionReader::open_in`].
+    ///
+    /// # Errors
+    ///
+    /// As [`SubpartitionReader::open_in`].
+    pub fn open(location: &Path, sub: u32) -> Result<Self, ShuffleError> {
+        let dir = PluginDir::host_chosen(location).map_err(|e| grant_error(location, e))?;
+        Self::open_in(&dir, sub)
+    }
+
+    /// Opens subpartition `sub` of the partition at `location` (inside a
+    /// shuffle master's grant) without following any symlink: reads and
+    /// checks the whole index, and checks that `data` has the length the
+    /// index records.
+    ///
+    /// # Errors
+    ///
+    /// [`ShuffleError::PartitionNotFound`] if the directory, `index` or
+    /// `data` is missing; [`ShuffleError::Corrupt`] if the index is
+    /// damaged, counts fewer subpartitions than `sub + 1`, or `data` has
+    /// another length; [`ShuffleError::Grant`] for a symlink on the way;
+    /// [`ShuffleError::Io`] otherwise.
+    pub fn open_in(location: &PluginDir, sub: u32) -> Result<Self, ShuffleError> {
+        let not_found = || ShuffleError::PartitionNotFound {
+            location: location.path().to_path_buf(),
+        };
+        let dir = match location.open() {
+            Ok(dir) => dir,
+            Err(e) if e.is_not_found() => return Err(not_found()),
+            Err(e) => return Err(ShuffleError::Grant(e)),
+        };
+        let open = |name: &str| {
+            let path = location.path().join(name);
+            match grant::open_file_nofollow(&dir, name) {
+                Ok(f) => Ok((f, path)),
+                Err(e) if e.kind() == ErrorKind::NotFound => Err(not_found()),
+                Err(source) => Err(ShuffleError::Io { path, source }),
+            }
+        };
+        let (mut index_file, index_path) = open(INDEX_FILE)?;
+        let mut bytes = Vec::new();
+        index_file
+            .read_to_end(&mut bytes)
+            .map_err(|source| ShuffleError::Io {
+                path: index_path.clone(),
+                source,
+            })?;
+        let corrupt =
+            |path: &PathBuf, (offset, reason): (u64, &'static str)| ShuffleError::Corrupt {
+                path: path.clone(),
+                offset,
+                reason,
+            };
+        let index = Index::parse(&bytes).map_err(|bad| corrupt(&index_path, bad))?;
+        if sub >= index.num_subpartitions {
+            return Err(corrupt(
+                &index_path,
+                (
+                    12,
+                    "the index counts fewer subpartitions than the consumer reads",
+                ),
+            ));
+        }
+        let (data, path) = open(DATA_FILE)?;
+        let len = data
+            .metadata()
+            .map_err(|source| ShuffleError::Io {
+                path: path.clone(),
+                source,
+            })?
+            .len();
+        if len != index.data_len {
+            return Err(corrupt(
+                &path,
+                (
+                    len.min(index.data_len),
+                    "the data file's length differs from the index's",
+                ),
+            ));
+        }
+        Ok(Self {
+            path,
+            data: BufReader::with_capacity(IO_BUFFER, data),
+            ranges: index.ranges(sub).into(),
+            at: 0,
+            end: 0,
+        })
+    }
+
+    /// The next batch, or `None` after the last one.
+    ///
+    /// # Errors
+    ///
+    /// [`ShuffleError::Corrupt`] naming `data` and the block's offset when
+    /// a block's checksum does not match, a block does not fit its range
+    /// (ranges that do not tile into whole blocks), or its payload is not
+    /// one Arrow IPC stream of one batch; [`ShuffleError::Io`] for a read
+    /// error.
+    pub fn next_batch(&mut self) -> Result<Option<RecordBatch>, ShuffleError> {
+        if self.at == self.end {
+            let Some((offset, len)) = self.ranges.pop_front() else {
+                return Ok(None);
+            };
+            self.data
+                .seek(SeekFrom::Start(offset))
+                .map_err(|s| self.io(s))?;
+            self.at = offset;
+            self.end = offset + len;
+        }
+        let start = self.at;
+        if self.end - start < BLOCK_HEADER_BYTES as u64 {
+            return Err(self.corrupt(start, "a block header runs past its subpartition's range"));
+        }
+        let mut header = [0u8; BLOCK_HEADER_BYTES];
+        self.read_exact(start, &mut header)?;
+        let (len, crc) = block_header(&header);
+        if len == 0 {
+            return Err(self.corrupt(start, "a block of length 0"));
+        }
+        let next = start + (BLOCK_HEADER_BYTES as u64) + u64::from(len);
+        if next > self.end {
+            return Err(self.corrupt(start, "a block runs past its subpartition's range"));
+        }
+        // The length is at most the range, which lies inside the file.
+        let mut payload = vec![0u8; len as usize];
+        self.read_exact(start, &mut payload)?;
+        if crc32c::crc32c(&payload) != crc {
+            return Err(self.corrupt(start, "block checksum (CRC32C) does not match"));
+        }
+        let batch = decode_payload(payload).map_err(|reason| self.corrupt(start, reason))?;
+        self.at = next;
+        Ok(Some(batch))
+    }
+
+    /// Reads exactly `buf.len()` bytes of the block at `block`.
+    fn read_exact(&mut self, block: u64, buf: &mut [u8]) -> Result<(), ShuffleError> {
+        match self.data.read_exact(buf) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::UnexpectedEof => {
+                Err(self.corrupt(block, "the data file ends inside a block"))
+            }
+            Err(e) => Err(self.io(e)),
+        }
+    }
+
+    fn io(&self, source: std::io::Error) -> ShuffleError {
+        ShuffleError::Io {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn corrupt(&self, offset: u64, reason: &'static str) -> ShuffleError {
+        ShuffleError::Corrupt {
+            path: self.path.clone(),
+            offset,
+            reason,
+        }
+    }
+}
