@@ -13,6 +13,7 @@
 //! [`Decimal`]s so that sums do not depend on the order rows arrive in.
 
 pub mod operators;
+pub mod parquet;
 mod pool;
 pub mod sink;
 mod source;

@@ -53,6 +53,9 @@ pub fn read_split(
     vertex: &str,
     mut emit: impl FnMut(Vec<String>) -> Result<(), TaskError>,
 ) -> Result<(), TaskError> {
+    if let Some(Operator::ReadParquet { columns }) = operators.first() {
+        return super::parquet::read_split_rows(split, grants, columns, vertex, emit);
+    }
     let (csv, skip_header) = match operators.first() {
         Some(Operator::ReadCsv {
             columns,
