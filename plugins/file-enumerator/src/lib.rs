@@ -338,8 +338,7 @@ mod tests {
         assert_eq!(four.unwrap().row_groups_per_split, Some(4));
         for bad in ["0", "x", "-1"] {
             let err = Settings::from_config(&cfg(&[("dir", "/d"), ("row-groups-per-split", bad)]))
-                .err()
-                .expect("refused");
+                .expect_err("refused");
             assert!(
                 matches!(&err, Error::InvalidConfig(m) if m.contains("row-groups-per-split")),
                 "{bad}: {err:?}"
