@@ -2,16 +2,20 @@
 //!
 //! A task is one execution attempt. [`run_task`] reads its input (splits
 //! pulled one at a time from the source coordinator, or the subpartitions
-//! of its producers' result partitions), pushes every row through the
+//! of its producers' result partitions) as Arrow record batches of at most
+//! [`crate::value::BATCH_ROWS`] rows, pushes every batch through the
 //! vertex's operator chain ([`operators`]), and writes the result either to
 //! its own result partitions ([`crate::shuffle::PartitionWriter`], one per
 //! outgoing edge, routed by a stable key hash on `hash` edges) or, for a
 //! sink, to a staging file that the coordinator later publishes ([`sink`]).
 //! Tasks run on a [`WorkerPool`] of plain threads and report back by message.
 //!
-//! Rows are vectors of UTF-8 fields; numbers are exact fixed-point
-//! [`Decimal`]s so that sums do not depend on the order rows arrive in.
+//! Columns are `Utf8` text as read, `Int64` counts and `Decimal128` exact
+//! numbers from aggregates (and `Date32` from typed inputs); a value's text
+//! is [`crate::value::cell_text`]. Numbers are exact fixed-point, so sums do
+//! not depend on the order rows arrive in.
 
+mod aggregate;
 pub mod operators;
 pub mod parquet;
 mod pool;
@@ -24,9 +28,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use arrow_array::builder::StringBuilder;
+use arrow_array::{ArrayRef, RecordBatch};
+
 pub use crate::value::{Decimal, SplitData, SplitPayloadData};
 pub use pool::WorkerPool;
-pub use source::{MAX_LINE_BYTES, VecSplitSource};
+pub use source::{MAX_LINE_BYTES, VecSplitSource, needed_columns};
 
 use crate::grant::{Grants, PluginDir};
 use crate::graph::{AttemptId, DistributionPattern, Operator, SinkSpec};
@@ -178,14 +185,17 @@ pub struct TaskSpec {
     /// For a source: the split enumerator's grants, the only place a
     /// `file-range` split is read from (`crate::grant`).
     pub source_grants: Option<Grants>,
-    /// Sleep per input record (test knob).
+    /// Sleep per input record (test knob): before each input batch, its
+    /// rows times this.
     pub record_delay: Duration,
     /// Fail after this many records (a test knob: fail point
-    /// `task::fail::*` of [`crate::failpoints`]).
+    /// `task::fail::*` of [`crate::failpoints`]): the input batch that
+    /// takes the count past it fails the task before it is pushed.
     #[cfg(feature = "failpoints")]
     pub fail_after: Option<u64>,
     /// Set by the scheduler when the job ends early: the task stops at its
-    /// next record with [`TaskError::Canceled`].
+    /// next input batch (or while sleeping for `record_delay`) with
+    /// [`TaskError::Canceled`].
     pub cancel: Arc<AtomicBool>,
 }
 
@@ -223,7 +233,7 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
         fail_after,
         cancel,
     } = spec;
-    let out: Box<dyn operators::RowSink> = match &sink {
+    let out: Box<dyn operators::BatchSink> = match &sink {
         Some(s) => Box::new(sink::SinkWriter::create(
             s,
             attempt.subtask,
@@ -233,11 +243,14 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
     };
     let mut chain = operators::Chain::new(&vertex_id, &operators, out);
     let mut report = TaskReport::default();
-    let tick = |report: &mut TaskReport| -> Result<(), TaskError> {
-        report.records_in += 1;
-        if cancel.load(Ordering::Relaxed) {
+    // Before each input batch of `rows` rows: count them, stop if canceled,
+    // fail if the injected fault's count is crossed, sleep the test delay.
+    let tick = |report: &mut TaskReport, rows: usize| -> Result<(), TaskError> {
+        let canceled = || cancel.load(Ordering::Relaxed);
+        if canceled() {
             return Err(TaskError::Canceled { attempt });
         }
+        report.records_in += rows as u64;
         #[cfg(feature = "failpoints")]
         if let Some(n) = fail_after
             && report.records_in > n
@@ -248,7 +261,17 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
             });
         }
         if !record_delay.is_zero() {
-            std::thread::sleep(record_delay);
+            // In slices, so a cancel does not wait for a whole batch's sleep.
+            let mut left = record_delay.saturating_mul(u32::try_from(rows).unwrap_or(u32::MAX));
+            let slice = Duration::from_millis(50);
+            while !left.is_zero() {
+                let nap = left.min(slice);
+                std::thread::sleep(nap);
+                left -= nap;
+                if canceled() {
+                    return Err(TaskError::Canceled { attempt });
+                }
+            }
         }
         Ok(())
     };
@@ -261,9 +284,9 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
                     source_grants.as_ref(),
                     &operators,
                     &vertex_id,
-                    |row| {
-                        tick(&mut report)?;
-                        chain.push(row)
+                    |batch| {
+                        tick(&mut report, batch.num_rows())?;
+                        chain.push_batch(batch)
                     },
                 )?;
             }
@@ -286,10 +309,10 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
                         .grants
                         .writable_dir(&p.location)
                         .map_err(|e| TaskError::Shuffle(ShuffleError::Grant(e)))?;
-                    let mut r = SubpartitionReader::open_in(&dir, sub).map_err(classify)?;
-                    while let Some(row) = r.next_record().map_err(classify)? {
-                        tick(&mut report)?;
-                        chain.push(row)?;
+                    let mut r = RowBatches::open_in(&dir, sub).map_err(classify)?;
+                    while let Some(batch) = r.next_batch().map_err(classify)? {
+                        tick(&mut report, batch.num_rows())?;
+                        chain.push_batch(batch)?;
                     }
                 }
             }
@@ -320,17 +343,27 @@ impl PartitionOutputs {
     }
 }
 
-impl operators::RowSink for PartitionOutputs {
-    fn write(&mut self, row: Vec<String>) -> Result<(), TaskError> {
-        self.rows += 1;
-        for (o, w) in &mut self.writers {
-            let sub = match o.pattern {
-                DistributionPattern::Forward => 0,
-                DistributionPattern::Hash => {
-                    (crate::shuffle::key_hash(&row, &o.key) % u64::from(o.num_subpartitions)) as u32
-                }
-            };
-            w.write(sub, &row)?;
+impl operators::BatchSink for PartitionOutputs {
+    fn write(&mut self, batch: &RecordBatch) -> Result<(), TaskError> {
+        self.rows += batch.num_rows() as u64;
+        // Adapter to the row format of result partitions: each row's cell
+        // texts (what the key hash routes on).
+        let mut row = vec![String::new(); batch.num_columns()];
+        for r in 0..batch.num_rows() {
+            for (cell, c) in row.iter_mut().zip(batch.columns()) {
+                cell.clear();
+                crate::value::write_cell_text(c.as_ref(), r, cell);
+            }
+            for (o, w) in &mut self.writers {
+                let sub = match o.pattern {
+                    DistributionPattern::Forward => 0,
+                    DistributionPattern::Hash => {
+                        (crate::shuffle::key_hash(&row, &o.key) % u64::from(o.num_subpartitions))
+                            as u32
+                    }
+                };
+                w.write(sub, &row)?;
+            }
         }
         Ok(())
     }
@@ -341,5 +374,60 @@ impl operators::RowSink for PartitionOutputs {
             parts.push((o.edge, w.finish()?));
         }
         Ok((self.rows, parts))
+    }
+}
+
+/// Adapter from a subpartition of rows to record batches of `Utf8`
+/// columns, at most [`crate::value::BATCH_ROWS`] rows each (a row with
+/// another field count starts a new batch).
+struct RowBatches {
+    reader: SubpartitionReader,
+    /// A row read but not yet in a batch.
+    pending: Option<Vec<String>>,
+}
+
+impl RowBatches {
+    fn open_in(dir: &PluginDir, sub: u32) -> Result<Self, ShuffleError> {
+        Ok(Self {
+            reader: SubpartitionReader::open_in(dir, sub)?,
+            pending: None,
+        })
+    }
+
+    fn next_batch(&mut self) -> Result<Option<RecordBatch>, ShuffleError> {
+        let first = match self.pending.take() {
+            Some(r) => r,
+            None => match self.reader.next_record()? {
+                Some(r) => r,
+                None => return Ok(None),
+            },
+        };
+        let mut columns: Vec<StringBuilder> = first.iter().map(|_| StringBuilder::new()).collect();
+        let mut append = |row: &[String]| {
+            for (b, v) in columns.iter_mut().zip(row) {
+                b.append_value(v);
+            }
+        };
+        append(&first);
+        let mut rows = 1;
+        while rows < crate::value::BATCH_ROWS {
+            match self.reader.next_record()? {
+                Some(r) if r.len() == first.len() => {
+                    append(&r);
+                    rows += 1;
+                }
+                Some(r) => {
+                    self.pending = Some(r);
+                    break;
+                }
+                None => break,
+            }
+        }
+        Ok(Some(operators::batch_of(
+            columns
+                .iter_mut()
+                .map(|b| Arc::new(b.finish()) as ArrayRef)
+                .collect(),
+        )))
     }
 }

@@ -19,9 +19,14 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use super::TaskError;
-use super::operators::{RowSink, write_csv_field};
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, RecordBatch};
+use arrow_schema::DataType;
+
+use super::operators::{BatchSink, write_csv_field};
 use crate::graph::{SinkFormat, SinkSpec};
 use crate::shuffle::sync_dir;
+use crate::value::write_cell_text;
 
 /// Name of the marker written when every sink subtask is published.
 pub const SUCCESS_MARKER: &str = "_SUCCESS";
@@ -119,12 +124,15 @@ pub fn write_success(spec: &SinkSpec) -> Result<(), TaskError> {
     Ok(())
 }
 
-/// The [`RowSink`] of a sink task: writes its staging file.
+/// The [`BatchSink`] of a sink task: writes its staging file, a line per
+/// row, each cell as its text ([`crate::value::cell_text`]).
 pub struct SinkWriter {
     path: PathBuf,
     out: BufWriter<File>,
     format: SinkFormat,
     line: String,
+    /// Scratch: the text of a cell that is not `Utf8`.
+    cell: String,
     rows: u64,
 }
 
@@ -146,43 +154,76 @@ impl SinkWriter {
             out: BufWriter::with_capacity(64 * 1024, f),
             format: spec.format.clone(),
             line: String::new(),
+            cell: String::new(),
             rows: 0,
         };
         if let SinkFormat::Csv { header: true, .. } = spec.format {
-            w.put(spec.columns.clone())?;
+            w.line.clear();
+            for (i, name) in spec.columns.iter().enumerate() {
+                w.put_field(i, name);
+            }
+            w.end_line()?;
         }
         Ok(w)
     }
 
-    fn put(&mut self, row: Vec<String>) -> Result<(), TaskError> {
-        self.line.clear();
-        for (i, field) in row.iter().enumerate() {
-            match &self.format {
-                SinkFormat::Csv { delimiter, .. } => {
-                    if i > 0 {
-                        self.line.push(*delimiter as char);
-                    }
-                    write_csv_field(&mut self.line, field, *delimiter);
-                }
-                SinkFormat::Text { separator } => {
-                    if i > 0 {
-                        self.line.push_str(separator);
-                    }
-                    self.line.push_str(field);
-                }
-            }
-        }
+    /// Appends field `i` of the current line to it.
+    fn put_field(&mut self, i: usize, field: &str) {
+        put_field(&mut self.line, &self.format, i, field);
+    }
+
+    fn end_line(&mut self) -> Result<(), TaskError> {
         self.line.push('\n');
-        self.out
+        let r = self
+            .out
             .write_all(self.line.as_bytes())
-            .map_err(io(&self.path))
+            .map_err(io(&self.path));
+        self.line.clear();
+        r
     }
 }
 
-impl RowSink for SinkWriter {
-    fn write(&mut self, row: Vec<String>) -> Result<(), TaskError> {
-        self.rows += 1;
-        self.put(row)
+/// Appends field `i` of a line in `format` (delimiter or separator first
+/// unless it is the first field; CSV quoting where needed).
+fn put_field(line: &mut String, format: &SinkFormat, i: usize, field: &str) {
+    match format {
+        SinkFormat::Csv { delimiter, .. } => {
+            if i > 0 {
+                line.push(*delimiter as char);
+            }
+            write_csv_field(line, field, *delimiter);
+        }
+        SinkFormat::Text { separator } => {
+            if i > 0 {
+                line.push_str(separator);
+            }
+            line.push_str(field);
+        }
+    }
+}
+
+impl BatchSink for SinkWriter {
+    fn write(&mut self, batch: &RecordBatch) -> Result<(), TaskError> {
+        let columns = batch.columns();
+        for row in 0..batch.num_rows() {
+            self.rows += 1;
+            for (i, c) in columns.iter().enumerate() {
+                if c.data_type() == &DataType::Utf8 && !c.is_null(row) {
+                    put_field(
+                        &mut self.line,
+                        &self.format,
+                        i,
+                        c.as_string::<i32>().value(row),
+                    );
+                } else {
+                    self.cell.clear();
+                    write_cell_text(c.as_ref(), row, &mut self.cell);
+                    put_field(&mut self.line, &self.format, i, &self.cell);
+                }
+            }
+            self.end_line()?;
+        }
+        Ok(())
     }
 
     fn finish(self: Box<Self>) -> Result<super::operators::ChainOutput, TaskError> {
@@ -215,8 +256,11 @@ mod tests {
         prepare_fresh(&spec).expect("prepare");
         for attempt in 0..2 {
             let mut w = Box::new(SinkWriter::create(&spec, 0, attempt).expect("create"));
-            w.write(vec!["a,b".into(), attempt.to_string()])
-                .expect("write");
+            let batch = super::super::operators::batch_of(vec![
+                std::sync::Arc::new(arrow_array::StringArray::from(vec!["a,b"])),
+                std::sync::Arc::new(arrow_array::Int64Array::from(vec![i64::from(attempt)])),
+            ]);
+            w.write(&batch).expect("write");
             w.finish().expect("finish");
         }
         publish(&spec, 0, 1).expect("publish");

@@ -1,5 +1,7 @@
 //! Source readers: the lines of a split (a byte range of a file, or inline
-//! text), as `read-lines` or `read-csv` rows.
+//! text), as `read-lines` or `read-csv` rows in record batches of `Utf8`
+//! columns, at most [`BATCH_ROWS`] rows each (a split's last batch may be
+//! shorter; every batch has at least one row).
 //!
 //! A file range owns every line that *starts* inside `[start, start+length)`
 //! (the Hadoop `LineRecordReader` rule the WIT contract states), so ranges
@@ -8,11 +10,16 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 
-use super::operators::CsvLineParser;
+use std::sync::Arc;
+
+use arrow_array::builder::{ArrayBuilder, StringBuilder};
+use arrow_array::{ArrayRef, NullArray, RecordBatch};
+
+use super::operators::{CsvLineParser, batch_of};
 use super::{SplitSource, TaskError};
 use crate::grant::Grants;
 use crate::graph::Operator;
-use crate::value::{SplitData, SplitPayloadData};
+use crate::value::{BATCH_ROWS, SplitData, SplitPayloadData};
 
 /// Longest line a source reader takes from a `file-range` split, in bytes
 /// (16 MiB, the newline included): a longer line fails the task naming the
@@ -29,11 +36,14 @@ impl SplitSource for VecSplitSource {
     }
 }
 
-/// Reads every line `split` owns and turns it into a row as the chain's
-/// first operator says (`read-lines`: `[line]`; `read-csv`: the fields),
-/// calling `emit` per row.
+/// Reads every line `split` owns and turns it into rows as the chain's
+/// first operator says (`read-lines`: one column, the line; `read-csv`: the
+/// fields), calling `emit` per batch of at most [`BATCH_ROWS`] rows.
 ///
-/// # Errors
+/// A `read-csv` batch holds every column, but only the columns the chain
+/// reads before it replaces them (by `project`, `tokenize` or `aggregate`)
+/// carry values; the others are `Null` columns of the right length, never
+/// looked at (projection pushdown: the fields are split, not copied).
 ///
 /// A `file-range` split is read only inside `grants`, the split
 /// enumerator's directories (symlinks resolved, regular files only, lines
@@ -51,7 +61,7 @@ pub fn read_split(
     grants: Option<&Grants>,
     operators: &[Operator],
     vertex: &str,
-    mut emit: impl FnMut(Vec<String>) -> Result<(), TaskError>,
+    mut emit: impl FnMut(RecordBatch) -> Result<(), TaskError>,
 ) -> Result<(), TaskError> {
     if let Some(Operator::ReadParquet { columns }) = operators.first() {
         return super::parquet::read_split_rows(split, grants, columns, vertex, emit);
@@ -64,8 +74,10 @@ pub fn read_split(
         }) => (Some((*columns, *delimiter)), *skip_header),
         _ => (None, false),
     };
-    let mut fields = Vec::new();
-    let mut parser = csv.map(|(_, delim)| CsvLineParser::new(delim));
+    let mut rows = match csv {
+        Some((n, delimiter)) => Rows::csv(delimiter, &needed_columns(operators, n)),
+        None => Rows::lines(),
+    };
     // `header`: the line starts at byte 0 of a file. `skip-header` skips
     // the header once per file, never a line of an inline split (issue 17).
     let mut on_line = |line: &str,
@@ -77,28 +89,142 @@ pub fn read_split(
         if skip_header && header {
             return Ok(());
         }
-        match csv {
-            None => emit(vec![line.strip_suffix('\r').unwrap_or(line).to_string()]),
-            Some((n, _)) => {
+        match &mut rows {
+            Rows::Lines(b) => b.append_value(line.strip_suffix('\r').unwrap_or(line)),
+            Rows::Csv {
+                parser,
+                columns,
+                len,
+            } => {
                 if line.is_empty() {
                     return Ok(());
                 }
-                if let Some(parser) = parser.as_mut() {
-                    parser.parse(line, &mut fields);
-                }
-                if fields.len() != n {
+                let n = parser.parse(line);
+                if n != columns.len() {
                     return Err(TaskError::Data {
                         vertex: vertex.to_string(),
                         detail: format!(
-                            "{file} at byte {offset}: {} fields, the read-csv operator expects {n}",
-                            fields.len()
+                            "{file} at byte {offset}: {n} fields, the read-csv operator expects {}",
+                            columns.len()
                         ),
                     });
                 }
-                emit(std::mem::take(&mut fields))
+                for (i, c) in columns.iter_mut().enumerate() {
+                    if let Some(b) = c {
+                        b.append_value(parser.field(i));
+                    }
+                }
+                *len += 1;
             }
         }
+        if rows.len() == BATCH_ROWS {
+            emit(rows.take())?;
+        }
+        Ok(())
     };
+    read_lines(split, grants, vertex, &mut on_line)?;
+    if rows.len() > 0 {
+        emit(rows.take())?;
+    }
+    Ok(())
+}
+
+/// The rows of the batch being built.
+enum Rows {
+    Lines(StringBuilder),
+    Csv {
+        parser: Box<CsvLineParser>,
+        /// One builder per column the chain reads, `None` for the others.
+        columns: Vec<Option<StringBuilder>>,
+        /// Rows so far.
+        len: usize,
+    },
+}
+
+impl Rows {
+    fn lines() -> Self {
+        Rows::Lines(StringBuilder::with_capacity(BATCH_ROWS, BATCH_ROWS * 64))
+    }
+
+    fn csv(delimiter: u8, needed: &[bool]) -> Self {
+        Rows::Csv {
+            parser: Box::new(CsvLineParser::new(delimiter)),
+            columns: needed
+                .iter()
+                .map(|&n| n.then(|| StringBuilder::with_capacity(BATCH_ROWS, BATCH_ROWS * 8)))
+                .collect(),
+            len: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Rows::Lines(b) => b.len(),
+            Rows::Csv { len, .. } => *len,
+        }
+    }
+
+    /// The batch so far; starts the next one.
+    fn take(&mut self) -> RecordBatch {
+        match self {
+            Rows::Lines(b) => batch_of(vec![Arc::new(b.finish())]),
+            Rows::Csv { columns, len, .. } => {
+                let n = std::mem::take(len);
+                batch_of(
+                    columns
+                        .iter_mut()
+                        .map(|c| match c {
+                            Some(b) => Arc::new(b.finish()) as ArrayRef,
+                            None => Arc::new(NullArray::new(n)) as ArrayRef,
+                        })
+                        .collect(),
+                )
+            }
+        }
+    }
+}
+
+/// Which of the `n` columns of a `read-csv` source the rest of the chain
+/// reads: those a `filter` looks at, up to and including the first
+/// operator that replaces the columns (`project`, `tokenize`,
+/// `aggregate`); every column if none does (the rows leave the vertex).
+pub fn needed_columns(operators: &[Operator], n: usize) -> Vec<bool> {
+    let mut need = vec![false; n];
+    for op in operators.iter().skip(1) {
+        match op {
+            Operator::ReadLines | Operator::ReadCsv { .. } => {}
+            Operator::Filter { column, .. } => need[*column] = true,
+            Operator::Tokenize { column, .. } => {
+                need[*column] = true;
+                return need;
+            }
+            Operator::Project { columns } => {
+                for &c in columns {
+                    need[c] = true;
+                }
+                return need;
+            }
+            Operator::Aggregate {
+                key, aggregates, ..
+            } => {
+                for &c in key.iter().chain(aggregates.iter().flat_map(|a| &a.inputs)) {
+                    need[c] = true;
+                }
+                return need;
+            }
+        }
+    }
+    vec![true; n]
+}
+
+/// Calls `on_line(line, offset, at_byte_0_of_a_file, name)` for every line
+/// `split` owns (the line with its `\n`, if it has one).
+fn read_lines(
+    split: &SplitData,
+    grants: Option<&Grants>,
+    vertex: &str,
+    on_line: &mut impl FnMut(&str, u64, bool, &str) -> Result<(), TaskError>,
+) -> Result<(), TaskError> {
     match &split.payload {
         SplitPayloadData::Inline(text) => {
             let mut offset = 0u64;
@@ -177,6 +303,7 @@ fn read_line_bounded(f: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow_array::cast::AsArray;
 
     fn lines(path: &std::path::Path, start: u64, length: u64) -> Vec<String> {
         let split = SplitData {
@@ -188,8 +315,9 @@ mod tests {
             },
         };
         let mut out = Vec::new();
-        read_split(&split, None, &[Operator::ReadLines], "v", |r| {
-            out.push(r[0].clone());
+        read_split(&split, None, &[Operator::ReadLines], "v", |b| {
+            let lines = b.column(0).as_string::<i32>();
+            out.extend(lines.iter().map(|l| l.expect("text").to_string()));
             Ok(())
         })
         .expect("read");
@@ -209,5 +337,64 @@ mod tests {
             both.extend(lines(&p, cut, text.len() as u64 - cut));
             assert_eq!(both, all, "cut at {cut}");
         }
+    }
+
+    fn csv_batches(text: &str, operators: &[Operator]) -> Result<Vec<RecordBatch>, TaskError> {
+        let split = SplitData {
+            id: "s".into(),
+            payload: SplitPayloadData::Inline(text.to_string()),
+        };
+        let mut out = Vec::new();
+        read_split(&split, None, operators, "v", |b| {
+            out.push(b);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    fn read_csv(columns: usize) -> Operator {
+        Operator::ReadCsv {
+            columns,
+            delimiter: b',',
+            skip_header: false,
+        }
+    }
+
+    #[test]
+    fn csv_rows_come_in_batches_of_at_most_batch_rows() {
+        let text = "a,\"b,c\"\n\n".repeat(BATCH_ROWS + 3);
+        let batches = csv_batches(&text, &[read_csv(2)]).expect("read");
+        let sizes: Vec<usize> = batches.iter().map(RecordBatch::num_rows).collect();
+        assert_eq!(sizes, [BATCH_ROWS, 3], "empty lines are skipped");
+        let last = &batches[1];
+        assert_eq!(last.column(0).as_string::<i32>().value(2), "a");
+        assert_eq!(last.column(1).as_string::<i32>().value(2), "b,c");
+    }
+
+    #[test]
+    fn read_csv_fills_only_the_columns_the_chain_reads() {
+        let ops = [
+            read_csv(4),
+            Operator::Filter {
+                column: 3,
+                cmp: crate::graph::CmpOp::Eq,
+                value: "x".into(),
+                number: None,
+            },
+            Operator::Project { columns: vec![1] },
+        ];
+        assert_eq!(needed_columns(&ops, 4), [false, true, false, true]);
+        let b = &csv_batches("1,2,3,x\n", &ops).expect("read")[0];
+        assert_eq!(b.num_columns(), 4);
+        assert_eq!(b.column(0).data_type(), &arrow_schema::DataType::Null);
+        assert_eq!(b.column(1).as_string::<i32>().value(0), "2");
+        // Rows that leave the chain as they are keep every column.
+        assert_eq!(needed_columns(&[read_csv(2)], 2), [true, true]);
+        // A wrong field count still fails, naming the offset.
+        let err = csv_batches("1,2,3,x\n1,2\n", &ops).expect_err("fails");
+        assert_eq!(
+            err.to_string(),
+            "vertex `v`: split s at byte 8: 2 fields, the read-csv operator expects 4"
+        );
     }
 }

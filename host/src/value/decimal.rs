@@ -20,32 +20,12 @@ impl Decimal {
     /// Parses `[-+]digits[.digits]` with at most 6 digits after the point;
     /// `None` for anything else (including an empty string).
     pub fn parse(s: &str) -> Option<Self> {
-        let s = s.trim();
-        let (neg, body) = match s.as_bytes().first()? {
-            b'-' => (true, &s[1..]),
-            b'+' => (false, &s[1..]),
-            _ => (false, s),
-        };
-        let (int, frac) = body.split_once('.').unwrap_or((body, ""));
-        if (int.is_empty() && frac.is_empty())
-            || frac.len() > SCALE_DIGITS
-            || !int.bytes().all(|b| b.is_ascii_digit())
-            || !frac.bytes().all(|b| b.is_ascii_digit())
-            || int.len() > 30
-        {
-            return None;
-        }
-        let mut v: i128 = 0;
-        for b in int.bytes() {
-            v = v * 10 + i128::from(b - b'0');
-        }
-        let mut f: i128 = 0;
-        for b in frac.bytes() {
-            f = f * 10 + i128::from(b - b'0');
-        }
-        f *= 10i128.pow((SCALE_DIGITS - frac.len()) as u32);
-        let x = v * SCALE + f;
-        Some(Decimal(if neg { -x } else { x }))
+        super::cells::parse_decimal(s, SCALE_DIGITS as u32).map(Decimal)
+    }
+
+    /// The count of millionths.
+    pub fn millionths(self) -> i128 {
+        self.0
     }
 
     /// From an integer.
