@@ -35,10 +35,7 @@ use parquet::file::metadata::RowGroupMetaData;
 
 use super::TaskError;
 use crate::grant::Grants;
-use crate::value::{SplitData, SplitPayloadData};
-
-/// Rows per record batch (the data plane's batch bound).
-pub const BATCH_ROWS: usize = 8192;
+use crate::value::{BATCH_ROWS, SplitData, SplitPayloadData};
 
 /// The byte offset where `row_group` starts: its first column chunk's
 /// dictionary page when that comes before the first data page, else the
@@ -247,72 +244,6 @@ impl Projection {
     }
 }
 
-/// [`read_split`] for the row path: each batch turned into rows of cell
-/// texts (Utf8 as is, Int64 in decimal, Decimal128 with exactly `scale`
-/// digits after the point, Date32 as `YYYY-MM-DD`), until operators take
-/// batches.
-///
-/// # Errors
-///
-/// As [`read_split`].
-pub(super) fn read_split_rows(
-    split: &SplitData,
-    grants: Option<&Grants>,
-    columns: &[String],
-    vertex: &str,
-    mut emit: impl FnMut(Vec<String>) -> Result<(), TaskError>,
-) -> Result<(), TaskError> {
-    read_split(split, grants, columns, vertex, |batch| {
-        for r in 0..batch.num_rows() {
-            emit(batch.columns().iter().map(|a| cell_text(a, r)).collect())?;
-        }
-        Ok(())
-    })
-}
-
-/// The text of row `r` of `array` (one of the types [`read_split`] emits).
-fn cell_text(array: &ArrayRef, r: usize) -> String {
-    use arrow_array::types::{Date32Type, Decimal128Type, Int64Type};
-    match array.data_type() {
-        DataType::Int64 => array.as_primitive::<Int64Type>().value(r).to_string(),
-        DataType::Decimal128(_, scale) => {
-            decimal_text(array.as_primitive::<Decimal128Type>().value(r), *scale)
-        }
-        DataType::Date32 => date_text(array.as_primitive::<Date32Type>().value(r)),
-        _ => array.as_string::<i32>().value(r).to_string(),
-    }
-}
-
-/// `v / 10^scale` with exactly `scale` digits after the point.
-fn decimal_text(v: i128, scale: i8) -> String {
-    let digits = v.unsigned_abs().to_string();
-    let sign = if v < 0 { "-" } else { "" };
-    let Ok(scale) = usize::try_from(scale) else {
-        return format!("{v}");
-    };
-    if scale == 0 {
-        return format!("{sign}{digits}");
-    }
-    let padded = format!("{digits:0>width$}", width = scale + 1);
-    let (int, frac) = padded.split_at(padded.len() - scale);
-    format!("{sign}{int}.{frac}")
-}
-
-/// Days since 1970-01-01 as `YYYY-MM-DD` (Howard Hinnant's
-/// `civil_from_days`, proleptic Gregorian).
-fn date_text(days: i32) -> String {
-    let z = i64::from(days) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -427,8 +358,15 @@ mod tests {
         let path = write_file(dir.path(), 3, 100);
         let cols: Vec<String> = ["name", "small", "day", "qty"].map(String::from).into();
         let mut rows = Vec::new();
-        read_split_rows(&split(&path, 0, u64::MAX), None, &cols, "v", |r| {
-            rows.push(r.join(","));
+        read_split(&split(&path, 0, u64::MAX), None, &cols, "v", |b| {
+            for r in 0..b.num_rows() {
+                let cells: Vec<String> = b
+                    .columns()
+                    .iter()
+                    .map(|a| crate::value::cell_text(a.as_ref(), r).into_owned())
+                    .collect();
+                rows.push(cells.join(","));
+            }
             Ok(())
         })
         .expect("read");
@@ -469,17 +407,5 @@ mod tests {
                 && msg.contains("x.parquet, which is not a readable Parquet file"),
             "{msg}"
         );
-    }
-
-    #[test]
-    fn decimal_and_date_texts() {
-        assert_eq!(decimal_text(12345, 2), "123.45");
-        assert_eq!(decimal_text(-5, 2), "-0.05");
-        assert_eq!(decimal_text(0, 3), "0.000");
-        assert_eq!(decimal_text(-42, 0), "-42");
-        assert_eq!(date_text(0), "1970-01-01");
-        assert_eq!(date_text(10_471), "1998-09-02");
-        assert_eq!(date_text(-1), "1969-12-31");
-        assert_eq!(date_text(11_016), "2000-02-29");
     }
 }
