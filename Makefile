@@ -11,7 +11,7 @@ help:
 	@echo "  plugins   build the sample Rust plugins into $(PLUGINS_OUT)/NAME.wasm"
 	@echo "  plugins-py  build the Python sample plugins (py-enumerator, py-shuffle); part of plugins"
 	@echo "  plugins-js  build the JavaScript sample plugin (js-enumerator); part of plugins"
-	@echo "  data      write the example data: TPC-H lineitem SF 0.1 and text files, under $(DATA_DIR)"
+	@echo "  data      write the example data: TPC-H lineitem SF 0.1 (CSV and Parquet) and text files, under $(DATA_DIR)"
 	@echo "  demo      the README's run command: data, plugins, then the TPC-H Q1 example; prints the result"
 
 # ---------------------------------------------------------------------------
@@ -106,10 +106,16 @@ DATAGEN := $(CARGO) run --quiet --release --locked -p coordhost-datagen --
 COORDHOST_RELEASE := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/release/coordhost
 
 .PHONY: data demo
-data: $(DATA_DIR)/tpch-sf0.1.done $(DATA_DIR)/words.done
+data: $(DATA_DIR)/tpch-sf0.1.done $(DATA_DIR)/tpch-sf0.1-parquet.done $(DATA_DIR)/words.done
 
 $(DATA_DIR)/tpch-sf0.1.done:
 	$(DATAGEN) tpch --scale 0.1 --parts 4 --out $(DATA_DIR)/tpch-sf0.1
+	touch $@
+
+# The same rows as Parquet (examples/tpch-q1-parquet.toml): snappy, row groups
+# of 131072 rows.
+$(DATA_DIR)/tpch-sf0.1-parquet.done:
+	$(DATAGEN) tpch --scale 0.1 --parts 4 --format parquet --out $(DATA_DIR)/tpch-sf0.1-parquet
 	touch $@
 
 $(DATA_DIR)/words.done:

@@ -146,6 +146,12 @@ pub enum Operator {
         /// Skip the first line of each file (the line at byte 0).
         skip_header: bool,
     },
+    /// Source: the listed columns of the Parquet row groups that start in
+    /// the split's byte range (`host/src/runtime/parquet.rs`).
+    ReadParquet {
+        /// Column names, in output order; each must exist in every file.
+        columns: Vec<String>,
+    },
     /// One row `[word]` per word (maximal run of letters and digits).
     Tokenize {
         /// Column to split.

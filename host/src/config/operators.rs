@@ -26,14 +26,19 @@ impl Validator {
         for (j, value) in raw.into_iter().enumerate() {
             let field = format!("vertices[{vi}].operators[{j}]");
             let rop: RawOperator = self.typed(&field, value)?;
-            let is_read = matches!(rop, RawOperator::ReadLines {} | RawOperator::ReadCsv { .. });
+            let is_read = matches!(
+                rop,
+                RawOperator::ReadLines {}
+                    | RawOperator::ReadCsv { .. }
+                    | RawOperator::ReadParquet { .. }
+            );
             if is_read != (is_source && j == 0) {
                 return Err(self.invalid(
                     format!("{field}.op"),
                     if is_read {
                         "a read operator must be the first operator of a source vertex"
                     } else {
-                        "a source vertex must start with `read-lines` or `read-csv`"
+                        "a source vertex must start with `read-lines`, `read-csv` or `read-parquet`"
                     },
                 ));
             }
@@ -79,6 +84,30 @@ impl Validator {
                         columns: columns.len(),
                         delimiter,
                         skip_header,
+                    });
+                    cols = Some(columns);
+                }
+                RawOperator::ReadParquet { columns } => {
+                    if columns.is_empty() {
+                        return Err(
+                            self.invalid(format!("{field}.columns"), "needs at least one column")
+                        );
+                    }
+                    for (k, name) in columns.iter().enumerate() {
+                        if name.is_empty() {
+                            return Err(
+                                self.invalid(format!("{field}.columns[{k}]"), "the name is empty")
+                            );
+                        }
+                        if columns[..k].contains(name) {
+                            return Err(self.invalid(
+                                format!("{field}.columns[{k}]"),
+                                format!("`{name}` is listed twice"),
+                            ));
+                        }
+                    }
+                    ops.push(Operator::ReadParquet {
+                        columns: columns.clone(),
                     });
                     cols = Some(columns);
                 }
@@ -191,7 +220,7 @@ impl Validator {
         if is_source && ops.is_empty() {
             return Err(self.invalid(
                 format!("vertices[{vi}].operators"),
-                "a source vertex must start with `read-lines` or `read-csv`",
+                "a source vertex must start with `read-lines`, `read-csv` or `read-parquet`",
             ));
         }
         if is_sink && sink.is_none() {

@@ -110,6 +110,10 @@ pub(super) enum RawOperator {
         skip_header: bool,
     },
     #[serde(rename_all = "kebab-case")]
+    ReadParquet {
+        columns: Vec<String>,
+    },
+    #[serde(rename_all = "kebab-case")]
     Tokenize {
         column: String,
         #[serde(rename = "as")]

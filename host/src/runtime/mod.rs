@@ -17,6 +17,7 @@
 
 mod aggregate;
 pub mod operators;
+pub mod parquet;
 mod pool;
 pub mod sink;
 mod source;

@@ -98,7 +98,9 @@ impl Chain {
         let stages = operators
             .iter()
             .filter_map(|op| match op {
-                Operator::ReadLines | Operator::ReadCsv { .. } => None,
+                Operator::ReadLines | Operator::ReadCsv { .. } | Operator::ReadParquet { .. } => {
+                    None
+                }
                 Operator::Tokenize { column, lowercase } => Some(Stage::Tokenize {
                     column: *column,
                     lowercase: *lowercase,

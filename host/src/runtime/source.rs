@@ -63,6 +63,9 @@ pub fn read_split(
     vertex: &str,
     mut emit: impl FnMut(RecordBatch) -> Result<(), TaskError>,
 ) -> Result<(), TaskError> {
+    if let Some(Operator::ReadParquet { columns }) = operators.first() {
+        return super::parquet::read_split(split, grants, columns, vertex, emit);
+    }
     let (csv, skip_header) = match operators.first() {
         Some(Operator::ReadCsv {
             columns,
@@ -189,7 +192,7 @@ pub fn needed_columns(operators: &[Operator], n: usize) -> Vec<bool> {
     let mut need = vec![false; n];
     for op in operators.iter().skip(1) {
         match op {
-            Operator::ReadLines | Operator::ReadCsv { .. } => {}
+            Operator::ReadLines | Operator::ReadCsv { .. } | Operator::ReadParquet { .. } => {}
             Operator::Filter { column, .. } => need[*column] = true,
             Operator::Tokenize { column, .. } => {
                 need[*column] = true;

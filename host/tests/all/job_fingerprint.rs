@@ -20,7 +20,7 @@ use coordhost::events::job_log_dir;
 use coordhost::job::job_fingerprint;
 use toml::Value;
 
-/// The job file: two sources, an `auto` consumer and a fixed one, every
+/// The job file: three sources (CSV, lines, Parquet), an `auto` consumer and a fixed one, every
 /// operator, every plugin and recovery field.
 const FULL: &str = r#"
 [job]
@@ -48,6 +48,12 @@ component = "b.wasm"
 kind = "split-enumerator"
 config = { dir = "in2", split-bytes = 2000 }
 dirs = [{ path = "in2", writable = false }]
+
+[plugins.pq]
+component = "a.wasm"
+kind = "split-enumerator"
+config = { dir = "in3", row-groups-per-split = 2 }
+dirs = [{ path = "in3", writable = false }]
 
 [plugins.shuffle]
 component = "c.wasm"
@@ -99,6 +105,16 @@ max-parallelism = 16
 operators = [
   { op = "aggregate", mode = "final", key = ["word"], aggregates = [{ fn = "count", as = "cnt" }] },
   { op = "write-text", path = "${data_dir}/out/cnt", separator = " ", overwrite = true },
+]
+
+[[vertices]]
+id = "v_pq"
+source = "pq"
+parallelism = 2
+operators = [
+  { op = "read-parquet", columns = ["p", "q"] },
+  { op = "aggregate", key = ["p"], aggregates = [{ fn = "sum", column = "q", as = "sq" }] },
+  { op = "write-csv", path = "${data_dir}/out/pq" },
 ]
 
 [[edges]]
@@ -217,6 +233,11 @@ const RULES: &[(&str, Side, Flip)] = &[
         "vertices[].operators[op=read-csv].skip-header",
         Side::Layout,
         Flip::Plain,
+    ),
+    (
+        "vertices[].operators[op=read-parquet].columns[]",
+        Side::LayoutOrInvalid,
+        Flip::OneOf(&["r", "p"]),
     ),
     (
         "vertices[].operators[op=filter].column",
@@ -486,7 +507,16 @@ fn setup() -> Setup {
     for f in ["a.wasm", "b.wasm", "c.wasm"] {
         std::fs::write(tmp.path().join(f), b"\0asm\x0d\x00\x01\x00").expect("component stand-in");
     }
-    for d in ["in", "in2", "inx", "in2x", "data/shuffle", "data/shufflex"] {
+    for d in [
+        "in",
+        "in2",
+        "in3",
+        "inx",
+        "in2x",
+        "in3x",
+        "data/shuffle",
+        "data/shufflex",
+    ] {
         std::fs::create_dir_all(tmp.path().join(d)).expect("dir");
     }
     let file = tmp.path().join("full.toml");

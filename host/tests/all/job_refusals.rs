@@ -270,6 +270,46 @@ fn cases() -> Vec<Case> {
             "{job}: field `vertices[0].operators[2].mode`: unknown variant `partly`, expected one of `complete`, `partial`, `final`",
         ),
         case(
+            "read-parquet without columns",
+            edit(
+                r#"{ op = "read-lines" }"#,
+                r#"{ op = "read-parquet", columns = [] }"#,
+            ),
+            "{job}: field `vertices[0].operators[0].columns`: needs at least one column",
+        ),
+        case(
+            "read-parquet with a column listed twice",
+            edit(
+                r#"{ op = "read-lines" }"#,
+                r#"{ op = "read-parquet", columns = ["line", "line"] }"#,
+            ),
+            "{job}: field `vertices[0].operators[0].columns[1]`: `line` is listed twice",
+        ),
+        case(
+            "read-parquet with an empty column name",
+            edit(
+                r#"{ op = "read-lines" }"#,
+                r#"{ op = "read-parquet", columns = ["line", ""] }"#,
+            ),
+            "{job}: field `vertices[0].operators[0].columns[1]`: the name is empty",
+        ),
+        case(
+            "read-parquet with an unknown key",
+            edit(
+                r#"{ op = "read-lines" }"#,
+                r#"{ op = "read-parquet", columns = ["line"], delimiter = ";" }"#,
+            ),
+            "{job}: field `vertices[0].operators[0]`: unknown field `delimiter`, expected `columns`",
+        ),
+        case(
+            "read-parquet after another operator",
+            edit(
+                r#"{ op = "read-lines" },"#,
+                r#"{ op = "read-lines" }, { op = "read-parquet", columns = ["line"] },"#,
+            ),
+            "{job}: field `vertices[0].operators[1].op`: a read operator must be the first operator of a source vertex",
+        ),
+        case(
             "an unknown edge kind",
             edit(r#"kind = "hash""#, r#"kind = "broadcast""#),
             "{job}: field `edges[0].kind`: unknown variant `broadcast`, expected `forward` or `hash`",

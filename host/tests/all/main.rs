@@ -31,6 +31,7 @@ mod job_driver;
 #[cfg(feature = "failpoints")]
 mod job_failover;
 mod job_fingerprint;
+mod job_parquet;
 mod job_paths;
 mod job_plugin_load;
 mod job_refusals;

@@ -10,10 +10,17 @@
 //! | `dir` | absolute path of the directory; the host grants it at the same path |
 //! | `split-bytes` | split size in bytes, default 1048576 (1 MiB), at least 1 |
 //! | `pattern` | optional file-name suffix filter, e.g. `.txt` |
+//! | `row-groups-per-split` | optional, at least 1: cut files ending in `.parquet` at row-group boundaries, this many row groups per split |
 //!
 //! On `start` the enumerator lists `dir` (non-recursive, sorted by name,
 //! hidden files and non-files skipped) and cuts each file into `file-range`
-//! splits of `split-bytes` bytes with ids `"<file name>:<index>"`.
+//! splits of `split-bytes` bytes with ids `"<file name>:<index>"`. With
+//! `row-groups-per-split = K`, a file whose name ends in `.parquet` is cut
+//! instead into splits of `K` whole row groups each, with ids
+//! `"<file name>#rg<first>-<last>"` ([`parquet_splits`]): the enumerator
+//! reads the file's footer (never its pages) through its granted directory.
+//! Either way the host's `read-parquet` reads each row group once: the one
+//! whose starting offset lies in the split's byte range.
 //!
 //! # Snapshot format
 //!
@@ -39,6 +46,8 @@ use plugin_support::splits::{PendingSplit, SplitQueue, file_range_splits};
 use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
 
+pub mod parquet_splits;
+
 /// Version byte that opens every snapshot this enumerator writes.
 pub const SNAPSHOT_VERSION: u8 = 1;
 
@@ -58,6 +67,8 @@ struct Settings {
     dir: String,
     split_bytes: u64,
     pattern: Option<String>,
+    /// `row-groups-per-split`: cut `.parquet` files at row-group boundaries.
+    row_groups_per_split: Option<u64>,
 }
 
 impl Settings {
@@ -71,10 +82,24 @@ impl Settings {
             ));
         }
         let pattern = config::value(config, "pattern").map(str::to_owned);
+        let row_groups_per_split = match config::value(config, "row-groups-per-split") {
+            None => None,
+            Some(_) => {
+                let k: u64 = config::parsed_or(config, "row-groups-per-split", 0)
+                    .map_err(Error::InvalidConfig)?;
+                if k == 0 {
+                    return Err(Error::InvalidConfig(
+                        "config key `row-groups-per-split` must be at least 1".to_owned(),
+                    ));
+                }
+                Some(k)
+            }
+        };
         Ok(Self {
             dir,
             split_bytes,
             pattern,
+            row_groups_per_split,
         })
     }
 }
@@ -171,12 +196,23 @@ impl FileEnumerator {
             }
         }
         files.sort();
-        let splits: Vec<_> = files
-            .iter()
-            .flat_map(|(name, path, len)| {
-                file_range_splits(path, name, *len, self.settings.split_bytes)
-            })
-            .collect();
+        let mut splits = Vec::new();
+        for (name, path, len) in &files {
+            match self.settings.row_groups_per_split {
+                Some(k) if name.ends_with(".parquet") => {
+                    let starts = parquet_splits::row_group_starts(path, *len).map_err(Error::Io)?;
+                    splits.extend(parquet_splits::row_group_splits(
+                        path, name, *len, &starts, k,
+                    ));
+                }
+                _ => splits.extend(file_range_splits(
+                    path,
+                    name,
+                    *len,
+                    self.settings.split_bytes,
+                )),
+            }
+        }
         log(
             LogLevel::Info,
             &format!(
@@ -286,6 +322,29 @@ bindings::export!(Component with_types_in bindings);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cfg(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn row_groups_per_split_is_optional_and_at_least_one() {
+        let plain = Settings::from_config(&cfg(&[("dir", "/d")])).unwrap();
+        assert_eq!(plain.row_groups_per_split, None);
+        let four = Settings::from_config(&cfg(&[("dir", "/d"), ("row-groups-per-split", "4")]));
+        assert_eq!(four.unwrap().row_groups_per_split, Some(4));
+        for bad in ["0", "x", "-1"] {
+            let err = Settings::from_config(&cfg(&[("dir", "/d"), ("row-groups-per-split", bad)]))
+                .expect_err("refused");
+            assert!(
+                matches!(&err, Error::InvalidConfig(m) if m.contains("row-groups-per-split")),
+                "{bad}: {err:?}"
+            );
+        }
+    }
 
     #[test]
     fn snapshots_round_trip_and_bad_bytes_are_refused() {
