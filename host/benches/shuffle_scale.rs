@@ -24,7 +24,9 @@
 //! `files per producer = a + b × subpartitions`; a row that would write more
 //! than `COORDHOST_BENCH_MAX_FILES` files (default 2 000 000), or need more
 //! than half of the free disk space or inodes of the data folder, is
-//! skipped with a line saying why.
+//! skipped with a line saying why. A row whose job file `coordhost` refuses
+//! (exit code 2, e.g. a bound on an edge's subpartitions) is printed with
+//! its one-line refusal.
 //!
 //! `cargo bench -p coordhost --bench shuffle_scale` after `make plugins`.
 //! Environment:
@@ -205,7 +207,10 @@ fn count_files(dir: &Path) -> (u64, u64) {
 }
 
 /// Runs the job of (`n`, `edge`) once in a fresh data folder under `work`.
-fn run_once(work: &Path, n: u32, edge: Edge, workers: Option<&str>) -> Run {
+/// `Err` is the one line with which `coordhost` refused the job file (exit
+/// code 2, before anything ran: e.g. a bound on an edge's subpartitions);
+/// any other failure panics.
+fn run_once(work: &Path, n: u32, edge: Edge, workers: Option<&str>) -> Result<Run, String> {
     let data = work.join("data");
     if data.exists() {
         std::fs::remove_dir_all(&data).expect("remove the previous data folder");
@@ -252,12 +257,16 @@ fn run_once(work: &Path, n: u32, edge: Edge, workers: Option<&str>) -> Run {
     let wall = start.elapsed();
     done.store(true, Ordering::Relaxed);
     sampler.join().expect("sampler");
+    let output = std::fs::read_to_string(&log).unwrap_or_default();
+    if status.code() == Some(2) && !summary.exists() {
+        return Err(output.lines().next().unwrap_or_default().to_string());
+    }
     assert!(
         status.success(),
         "coordhost run {} failed ({status}); its output is in {}:\n{}",
         job.display(),
         log.display(),
-        std::fs::read_to_string(&log).unwrap_or_default()
+        output
     );
 
     let s: serde_json::Value =
@@ -274,14 +283,14 @@ fn run_once(work: &Path, n: u32, edge: Edge, workers: Option<&str>) -> Run {
         "no file under {}: the job left no result partition to count",
         data.join("shuffle").display()
     );
-    Run {
+    Ok(Run {
         wall,
         tasks,
         producers: u64::from(n),
         files,
         file_bytes,
         peak_rss_kib: peak.load(Ordering::Relaxed),
-    }
+    })
 }
 
 /// Free bytes and free inodes of the file system holding `dir` (`df -P`).
@@ -315,8 +324,8 @@ struct Model {
 
 impl Model {
     fn probe(work: &Path, workers: Option<&str>) -> Self {
-        let small = run_once(work, 4, Edge::Hash, workers);
-        let large = run_once(work, 8, Edge::Hash, workers);
+        let small = run_once(work, 4, Edge::Hash, workers).expect("the N = 4 probe runs");
+        let large = run_once(work, 8, Edge::Hash, workers).expect("the N = 8 probe runs");
         let per = |r: &Run| r.files as f64 / r.producers as f64;
         let b = (per(&large) - per(&small)) / 4.0;
         let a = per(&small) - 4.0 * b;
@@ -424,9 +433,16 @@ fn main() {
                 );
                 continue;
             }
-            let all: Vec<Run> = (0..runs)
+            let all: Result<Vec<Run>, String> = (0..runs)
                 .map(|_| run_once(&work, n, edge, workers.as_deref()))
                 .collect();
+            let all = match all {
+                Ok(all) => all,
+                Err(refusal) => {
+                    println!("{n:>5} {:>8} refused by coordhost: {refusal}", edge.name());
+                    continue;
+                }
+            };
             let mut walls: Vec<f64> = all.iter().map(|r| r.wall.as_secs_f64()).collect();
             let med = median(&mut walls);
             let (min, max) = (walls[0], walls[walls.len() - 1]);
