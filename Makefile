@@ -13,6 +13,8 @@ help:
 	@echo "  plugins-js  build the JavaScript sample plugin (js-enumerator); part of plugins"
 	@echo "  data      write the example data: TPC-H lineitem SF 0.1 (CSV and Parquet) and text files, under $(DATA_DIR)"
 	@echo "  demo      the README's run command: data, plugins, then the TPC-H Q1 example; prints the result"
+	@echo "  bench-tpch  TPC-H Q1 SF 1, coordhost vs DuckDB vs Polars (scripts/bench-tpch.sh; BENCH_ARGS=...)"
+	@echo "  bench-shuffle  all-to-all vs forward edges at N = 256, 1024, 4096 (benches/shuffle_scale.rs)"
 
 # ---------------------------------------------------------------------------
 # plugins: the sample Rust plugins (plugins/Cargo.toml, a workspace of its own)
@@ -129,3 +131,24 @@ demo: data
 	scripts/demo-recovery.sh $(COORDHOST_RELEASE) examples/tpch-q1.toml $(DEMO_DIR)
 	@echo "--- result ($(DEMO_DIR)/output/tpch-q1) ---"
 	@cat $(DEMO_DIR)/output/tpch-q1/part-*.csv
+
+# ---------------------------------------------------------------------------
+# bench-tpch, bench-shuffle: the side-by-side figures of issue 16 (README,
+# "Benchmarks"). bench-tpch: scripts/bench-tpch.sh, which makes its own venv
+# (pinned DuckDB and Polars) and data under build/; BENCH_ARGS passes options
+# (e.g. BENCH_ARGS="--rounds 1 --scale 0.1"). bench-shuffle: the shuffle_scale
+# bench, which runs the release coordhost on generated jobs. Neither is part
+# of `test`.
+# ---------------------------------------------------------------------------
+
+BENCH_ARGS ?=
+
+.PHONY: bench-tpch bench-shuffle
+bench-tpch:
+	test -f $(PLUGINS_OUT)/file-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins
+	$(CARGO) build --quiet --release --locked -p coordhost -p coordhost-datagen
+	scripts/bench-tpch.sh $(BENCH_ARGS)
+
+bench-shuffle:
+	test -f $(PLUGINS_OUT)/static-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins
+	$(CARGO) bench --locked -p coordhost --bench shuffle_scale
