@@ -223,8 +223,9 @@ fn a_file_that_is_not_parquet_fails_naming_the_split_and_the_file() {
         &[("row-groups-per-split = 1", "split-bytes = 1048576")],
     );
     let line = data.run_fails(&job);
+    // The CSV copy spans two byte splits; whichever a reader meets first fails the job.
     assert!(
-        line.contains("split `lineitem-9.parquet:0`")
+        line.contains("split `lineitem-9.parquet:")
             && line.contains(&format!(
                 "{}, which is not a readable Parquet file",
                 fake.display()
