@@ -281,17 +281,19 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
                     },
                     other => TaskError::Shuffle(other),
                 };
-                for sub in p.subpartitions.clone() {
-                    let dir = p
-                        .grants
-                        .writable_dir(&p.location)
-                        .map_err(|e| TaskError::Shuffle(ShuffleError::Grant(e)))?;
-                    let mut r = SubpartitionReader::open_in(&dir, sub).map_err(classify)?;
-                    while let Some(batch) = r.next_batch().map_err(classify)? {
-                        for row in row_batches::batch_rows(&batch) {
-                            tick(&mut report)?;
-                            chain.push(row)?;
-                        }
+                if p.subpartitions.is_empty() {
+                    continue;
+                }
+                let dir = p
+                    .grants
+                    .writable_dir(&p.location)
+                    .map_err(|e| TaskError::Shuffle(ShuffleError::Grant(e)))?;
+                let mut r = SubpartitionReader::open_range_in(&dir, p.subpartitions.clone())
+                    .map_err(classify)?;
+                while let Some(batch) = r.next_batch().map_err(classify)? {
+                    for row in row_batches::batch_rows(&batch) {
+                        tick(&mut report)?;
+                        chain.push(row)?;
                     }
                 }
             }
