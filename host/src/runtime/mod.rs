@@ -303,16 +303,18 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
                     },
                     other => TaskError::Shuffle(other),
                 };
-                for sub in p.subpartitions.clone() {
-                    let dir = p
-                        .grants
-                        .writable_dir(&p.location)
-                        .map_err(|e| TaskError::Shuffle(ShuffleError::Grant(e)))?;
-                    let mut r = SubpartitionReader::open_in(&dir, sub).map_err(classify)?;
-                    while let Some(batch) = r.next_batch().map_err(classify)? {
-                        tick(&mut report, batch.num_rows())?;
-                        chain.push_batch(batch)?;
-                    }
+                if p.subpartitions.is_empty() {
+                    continue;
+                }
+                let dir = p
+                    .grants
+                    .writable_dir(&p.location)
+                    .map_err(|e| TaskError::Shuffle(ShuffleError::Grant(e)))?;
+                let mut r = SubpartitionReader::open_range_in(&dir, p.subpartitions.clone())
+                    .map_err(classify)?;
+                while let Some(batch) = r.next_batch().map_err(classify)? {
+                    tick(&mut report, batch.num_rows())?;
+                    chain.push_batch(batch)?;
                 }
             }
         }

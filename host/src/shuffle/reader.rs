@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufReader, ErrorKind, Read, Seek, SeekFrom};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use arrow_array::RecordBatch;
@@ -15,7 +16,8 @@ use super::format::{
 use super::{IO_BUFFER, ShuffleError, grant_error};
 use crate::grant::{self, PluginDir};
 
-/// Reads the batches of one subpartition in the order they were written.
+/// Reads the batches of one subpartition (or of a range of them, one
+/// after the other) in the order they were written.
 #[derive(Debug)]
 pub struct SubpartitionReader {
     path: PathBuf,
@@ -52,6 +54,19 @@ impl SubpartitionReader {
     /// another length; [`ShuffleError::Grant`] for a symlink on the way;
     /// [`ShuffleError::Io`] otherwise.
     pub fn open_in(location: &PluginDir, sub: u32) -> Result<Self, ShuffleError> {
+        Self::open_range_in(location, sub..sub + 1)
+    }
+
+    /// As [`SubpartitionReader::open_in`], for the subpartitions `subs`
+    /// (a consumer that reads several, as an `auto` job vertex's subtask
+    /// may): the index is read once, and the batches come subpartition
+    /// after subpartition, each in the order written.
+    ///
+    /// # Errors
+    ///
+    /// As [`SubpartitionReader::open_in`]; `Corrupt` if the index counts
+    /// fewer subpartitions than `subs.end`.
+    pub fn open_range_in(location: &PluginDir, subs: Range<u32>) -> Result<Self, ShuffleError> {
         let not_found = || ShuffleError::PartitionNotFound {
             location: location.path().to_path_buf(),
         };
@@ -83,7 +98,7 @@ impl SubpartitionReader {
                 reason,
             };
         let index = Index::parse(&bytes).map_err(|bad| corrupt(&index_path, bad))?;
-        if sub >= index.num_subpartitions {
+        if subs.end > index.num_subpartitions {
             return Err(corrupt(
                 &index_path,
                 (
@@ -112,7 +127,7 @@ impl SubpartitionReader {
         Ok(Self {
             path,
             data: BufReader::with_capacity(IO_BUFFER, data),
-            ranges: index.ranges(sub).into(),
+            ranges: subs.flat_map(|sub| index.ranges(sub)).collect(),
             at: 0,
             end: 0,
         })

@@ -121,6 +121,24 @@ fn batches_round_trip_over_many_subpartitions_and_regions_with_empty_ones_costin
 }
 
 #[test]
+fn a_range_of_subpartitions_reads_each_in_turn_from_one_index() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let loc = dir.path().join("p");
+    let (want, _) = write_plan(&loc, 12, &sample_plan(), 4096);
+    let plugin_dir = crate::grant::PluginDir::host_chosen(&loc).expect("dir");
+    let mut r = SubpartitionReader::open_range_in(&plugin_dir, 2..7).expect("open");
+    let mut got = Vec::new();
+    while let Some(b) = r.next_batch().expect("read") {
+        got.extend(rows(&b));
+    }
+    assert_eq!(got, want[2..7].concat());
+    assert!(matches!(
+        SubpartitionReader::open_range_in(&plugin_dir, 10..13),
+        Err(ShuffleError::Corrupt { .. })
+    ));
+}
+
+#[test]
 fn small_batches_of_a_region_are_merged_into_blocks_of_at_most_block_rows() {
     let dir = tempfile::tempdir().expect("tempdir");
     let loc = dir.path().join("p");
