@@ -7,6 +7,8 @@ use arrow_array::{Array, RecordBatch, UInt32Array};
 use arrow_schema::DataType;
 use arrow_select::take::take_record_batch;
 
+use crate::value::cells::{write_date, write_decimal};
+
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 /// Byte mixed in between two key fields.
@@ -157,48 +159,15 @@ impl<'a> KeyColumn<'a> {
             Self::Int32(a) => write!(text, "{}", a.value(r)),
             Self::Int64(a) => write!(text, "{}", a.value(r)),
             Self::Decimal(a, scale) => {
-                decimal_text(a.value(r), *scale, text);
+                write_decimal(a.value(r), *scale, text);
                 Ok(())
             }
             Self::Date(a) => {
-                date_text(a.value(r), text);
+                write_date(a.value(r), text);
                 Ok(())
             }
         }
         .expect("writing to a String");
         h.feed(text.as_bytes());
     }
-}
-
-/// The text of a Decimal128 value: exactly `scale` digits after the point
-/// (no point when the scale is 0 or negative), `-` for negatives.
-pub(crate) fn decimal_text(v: i128, scale: i8, out: &mut String) {
-    use std::fmt::Write;
-    let sign = if v < 0 { "-" } else { "" };
-    let abs = v.unsigned_abs();
-    let r = if scale <= 0 {
-        let zeros = if abs == 0 { 0 } else { (-scale) as usize };
-        write!(out, "{sign}{abs}{:0<zeros$}", "")
-    } else {
-        let pow = 10u128.pow(u32::from(scale.unsigned_abs()));
-        let width = scale as usize;
-        write!(out, "{sign}{}.{:0width$}", abs / pow, abs % pow)
-    };
-    r.expect("writing to a String");
-}
-
-/// The text of a Date32 value (days since 1970-01-01): `YYYY-MM-DD`
-/// (proleptic Gregorian; H. Hinnant's `civil_from_days`).
-pub(crate) fn date_text(days: i32, out: &mut String) {
-    use std::fmt::Write;
-    let z = i64::from(days) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    write!(out, "{y:04}-{m:02}-{d:02}").expect("writing to a String");
 }

@@ -414,6 +414,29 @@ mod tests {
     }
 
     #[test]
+    fn decimal_and_date_texts_are_exact() {
+        let dec = |v, s| {
+            let mut t = String::new();
+            write_decimal(v, s, &mut t);
+            t
+        };
+        assert_eq!(dec(12345, 2), "123.45");
+        assert_eq!(dec(-5, 2), "-0.05");
+        assert_eq!(dec(0, 3), "0.000");
+        assert_eq!(dec(42, 0), "42");
+        assert_eq!(dec(-42, -2), "-4200");
+        let date = |d| {
+            let mut t = String::new();
+            write_date(d, &mut t);
+            t
+        };
+        assert_eq!(date(0), "1970-01-01");
+        assert_eq!(date(-1), "1969-12-31");
+        assert_eq!(date(10_561), "1998-12-01");
+        assert_eq!(date(11_016), "2000-02-29");
+    }
+
+    #[test]
     fn dates_parse_back_only_when_real() {
         for days in [0, 10_471, -1, -719_528, 2_932_896 - 1, 59, 60] {
             let mut t = String::new();
