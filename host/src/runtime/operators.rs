@@ -414,11 +414,55 @@ impl CsvLineParser {
     /// empty line), then available through [`CsvLineParser::field`].
     pub fn parse(&mut self, line: &str) -> usize {
         let line = line.strip_suffix('\r').unwrap_or(line);
-        if line.as_bytes().contains(&b'"') {
-            self.parse_quoted(line)
-        } else {
+        if !line.as_bytes().contains(&b'"') {
             self.parse_plain(line)
+        } else if let Some(n) = self.parse_simply_quoted(line) {
+            n
+        } else {
+            self.parse_quoted(line)
         }
+    }
+
+    /// A line whose quoted fields are simple: each quoted field closes
+    /// with a quote right before a delimiter or the end, and holds no
+    /// doubled quote (a quote inside an unquoted field is data, as for
+    /// `csv-core`). `None` for any other line, which `csv-core` reads.
+    fn parse_simply_quoted(&mut self, line: &str) -> Option<usize> {
+        let b = line.as_bytes();
+        if self.bytes.len() < b.len() {
+            self.bytes.resize(b.len().next_power_of_two(), 0);
+        }
+        let d = self.delimiter;
+        let (mut at, mut n, mut nends) = (0, 0, 0);
+        loop {
+            let (piece, next) = if b.get(at) == Some(&b'"') {
+                let len = b[at + 1..].iter().position(|&c| c == b'"')?;
+                let close = at + 1 + len;
+                match b.get(close + 1) {
+                    None => (&b[at + 1..close], None),
+                    Some(&c) if c == d => (&b[at + 1..close], Some(close + 2)),
+                    Some(_) => return None,
+                }
+            } else {
+                match b[at..].iter().position(|&c| c == d) {
+                    Some(len) => (&b[at..at + len], Some(at + len + 1)),
+                    None => (&b[at..], None),
+                }
+            };
+            self.bytes[n..n + piece.len()].copy_from_slice(piece);
+            n += piece.len();
+            if nends == self.ends.len() {
+                self.ends.resize(self.ends.len() * 2, 0);
+            }
+            self.ends[nends] = n;
+            nends += 1;
+            match next {
+                Some(next) => at = next,
+                None => break,
+            }
+        }
+        self.fields = nends;
+        Some(nends)
     }
 
     /// A line without quotes: its fields are the pieces between
@@ -535,7 +579,7 @@ mod tests {
     }
 
     #[test]
-    fn lines_without_quotes_split_as_csv_core_splits_them() {
+    fn lines_split_without_csv_core_as_csv_core_splits_them() {
         let mut p = CsvLineParser::new(b'|');
         let mut q = CsvLineParser::new(b'|');
         let fields =
@@ -551,6 +595,17 @@ mod tests {
             "x y|\rz|é|",
             "\r|\r",
             &wide,
+            &"\"ab\"|".repeat(50),
+            "\"a|b\"|c|\"\"",
+            "\"\"",
+            "\"",
+            "a|\"",
+            "\"a\"x|b",
+            "\"a\"\"b\"|c",
+            "c\"d|\"e|f\"|\"é\"",
+            "\"unclosed|x",
+            "1|\"x\"|",
+            "\"x\"\r",
         ] {
             let (n, m) = (
                 p.parse(line),

@@ -196,20 +196,32 @@ pub fn parse_decimal(s: &str, scale: u32) -> Option<i128> {
         b'+' => (false, &s[1..]),
         _ => (false, s),
     };
-    let (int, frac) = body.split_once('.').unwrap_or((body, ""));
-    if (int.is_empty() && frac.is_empty())
-        || frac.len() > scale as usize
-        || int.len() > MAX_INT_DIGITS
-        || !int.bytes().all(|b| b.is_ascii_digit())
-        || !frac.bytes().all(|b| b.is_ascii_digit())
-    {
+    // One pass: digits, at most one point, nothing else.
+    let (mut v, mut int_digits, mut frac_digits, mut point) = (0i128, 0usize, 0u32, false);
+    for &c in body.as_bytes() {
+        match c {
+            b'0'..=b'9' => {
+                if point {
+                    frac_digits += 1;
+                    if frac_digits > scale {
+                        return None;
+                    }
+                } else {
+                    int_digits += 1;
+                    if int_digits > MAX_INT_DIGITS {
+                        return None;
+                    }
+                }
+                v = v * 10 + i128::from(c - b'0');
+            }
+            b'.' if !point => point = true,
+            _ => return None,
+        }
+    }
+    if int_digits == 0 && frac_digits == 0 {
         return None;
     }
-    let mut v: i128 = 0;
-    for b in int.bytes().chain(frac.bytes()) {
-        v = v * 10 + i128::from(b - b'0');
-    }
-    v *= 10i128.pow(scale - frac.len() as u32);
+    v *= 10i128.pow(scale - frac_digits);
     Some(if neg { -v } else { v })
 }
 
