@@ -5,7 +5,7 @@
 //! ([`SubpartitionReader`]) and the routing of `hash` edges
 //! ([`route_batch`], [`key_hash`]). The byte tables, the durability order
 //! and what counts as corrupt are in docs/shuffle-format.md; the constants
-//! are in [`format`].
+//! are in [`mod@format`].
 //!
 //! A partition lives in the directory its shuffle descriptor names (the
 //! shuffle master plugin decides it), so the writer and reader take a
