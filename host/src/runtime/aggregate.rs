@@ -22,8 +22,8 @@ use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, Int64Array, UInt32Array};
 use arrow_schema::DataType;
 
-use super::operators::batch_of;
 use crate::graph::{AggFunction, AggMode, Aggregate};
+use crate::value::cells::batch_of;
 use crate::value::cells::{self, NotANumber};
 use crate::value::{BATCH_ROWS, write_cell_text};
 use arrow_array::RecordBatch;

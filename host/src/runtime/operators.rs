@@ -15,13 +15,13 @@ use std::sync::Arc;
 use arrow_array::builder::{ArrayBuilder, StringBuilder};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Date32Type, Decimal128Type, Int64Type};
-use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions};
-use arrow_schema::{DataType, Field, Schema};
+use arrow_array::{Array, BooleanArray, RecordBatch};
+use arrow_schema::DataType;
 
 use super::TaskError;
 use super::aggregate::AggState;
 use crate::graph::{CmpOp, Operator};
-use crate::value::cells::{self, NotANumber};
+use crate::value::cells::{self, NotANumber, batch_of};
 use crate::value::{BATCH_ROWS, Decimal, write_cell_text};
 
 /// What a finished chain reports: rows written and, for result partitions,
@@ -44,27 +44,6 @@ pub trait BatchSink: Send {
     ///
     /// [`TaskError`] if flushing fails.
     fn finish(self: Box<Self>) -> Result<ChainOutput, TaskError>;
-}
-
-/// A record batch of `columns` named `c0`, `c1`, … (operators address
-/// columns by index; the names only label Arrow IPC streams).
-///
-/// # Panics
-///
-/// If the columns differ in length.
-pub fn batch_of(columns: Vec<ArrayRef>) -> RecordBatch {
-    let rows = columns.first().map_or(0, |c| c.len());
-    let fields: Vec<Field> = columns
-        .iter()
-        .enumerate()
-        .map(|(i, c)| Field::new(format!("c{i}"), c.data_type().clone(), true))
-        .collect();
-    RecordBatch::try_new_with_options(
-        Arc::new(Schema::new(fields)),
-        columns,
-        &RecordBatchOptions::new().with_row_count(Some(rows)),
-    )
-    .expect("columns of one length")
 }
 
 enum Stage {
@@ -555,6 +534,7 @@ mod tests {
     use super::*;
     use crate::graph::{AggFunction, AggMode, Aggregate};
     use crate::value::cell_text;
+    use arrow_array::ArrayRef;
     use arrow_array::{Date32Array, Int64Array, StringArray};
     use std::sync::Mutex;
 

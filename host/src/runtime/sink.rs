@@ -256,7 +256,7 @@ mod tests {
         prepare_fresh(&spec).expect("prepare");
         for attempt in 0..2 {
             let mut w = Box::new(SinkWriter::create(&spec, 0, attempt).expect("create"));
-            let batch = super::super::operators::batch_of(vec![
+            let batch = crate::value::cells::batch_of(vec![
                 std::sync::Arc::new(arrow_array::StringArray::from(vec!["a,b"])),
                 std::sync::Arc::new(arrow_array::Int64Array::from(vec![i64::from(attempt)])),
             ]);

@@ -15,10 +15,11 @@ use std::sync::Arc;
 use arrow_array::builder::{ArrayBuilder, StringBuilder};
 use arrow_array::{ArrayRef, NullArray, RecordBatch};
 
-use super::operators::{CsvLineParser, batch_of};
+use super::operators::CsvLineParser;
 use super::{SplitSource, TaskError};
 use crate::grant::Grants;
 use crate::graph::Operator;
+use crate::value::cells::batch_of;
 use crate::value::{BATCH_ROWS, SplitData, SplitPayloadData};
 
 /// Longest line a source reader takes from a `file-range` split, in bytes

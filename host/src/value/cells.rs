@@ -1,7 +1,7 @@
 //! Cells of Arrow record batches: the text of a value, and columns read as
 //! exact numbers.
 //!
-//! A [`RecordBatch`](arrow_array::RecordBatch) is what the data plane moves
+//! A [`RecordBatch`] is what the data plane moves
 //! (issue 16: operators, result partitions, sinks). Its columns are `Utf8`
 //! (text read by `read-lines` / `read-csv`), `Int64` (counts), `Decimal128`
 //! (sums and averages, Parquet decimals) or `Date32` (Parquet dates). Every
@@ -25,11 +25,12 @@
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Date32Type, Decimal128Type, Int64Type};
-use arrow_array::{Array, Decimal128Array, StringArray};
-use arrow_schema::DataType;
+use arrow_array::{Array, ArrayRef, Decimal128Array, RecordBatch, RecordBatchOptions, StringArray};
+use arrow_schema::{DataType, Field, Schema};
 
 /// Most rows in one record batch: sources cut their input into batches of
 /// at most this many rows, and operators that build batches (tokenize,
@@ -86,6 +87,27 @@ pub fn write_cell_text(column: &dyn Array, row: usize, out: &mut String) {
         }
         other => panic!("a column of type {other} is not part of the data plane"),
     }
+}
+
+/// A record batch of `columns` named `c0`, `c1`, … (operators address
+/// columns by index; the names only label Arrow IPC streams).
+///
+/// # Panics
+///
+/// If the columns differ in length.
+pub fn batch_of(columns: Vec<ArrayRef>) -> RecordBatch {
+    let rows = columns.first().map_or(0, |c| c.len());
+    let fields: Vec<Field> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| Field::new(format!("c{i}"), c.data_type().clone(), true))
+        .collect();
+    RecordBatch::try_new_with_options(
+        Arc::new(Schema::new(fields)),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(rows)),
+    )
+    .expect("columns of one length")
 }
 
 /// Appends `value * 10^-scale` with exactly `scale` digits after the point.
