@@ -36,9 +36,10 @@
 //! - `COORDHOST_BENCH_BIN`: the `coordhost` binary to run (default the
 //!   one cargo built with this bench, release);
 //! - `COORDHOST_BENCH_CHECKOUT`: the checkout whose `build/plugins/` the
-//!   jobs use and under whose `build/bench-data/shuffle-scale/` they run
-//!   (default this workspace); with the two above, the bench measures
-//!   another checkout's build;
+//!   jobs use (default this workspace); with the one above, the bench
+//!   measures another checkout's build. The jobs run under this
+//!   workspace's `build/bench-data/shuffle-scale/` (removed at the end)
+//!   with its `build/cache/`;
 //! - `COORDHOST_BENCH_MAX_FILES`: the file cap above;
 //! - `COORDHOST_BENCH_ONE_RUN_FILES`: a row expected to write more files
 //!   than this (default 200 000) runs once, as deleting them between runs
@@ -66,7 +67,8 @@ fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-/// Where the jobs' plugins, compiled-component cache and data folders are.
+/// Where the jobs' plugins are (what the bench writes, data folders and the
+/// compiled-component cache, stays under this workspace's `build/`).
 fn checkout() -> PathBuf {
     std::env::var_os("COORDHOST_BENCH_CHECKOUT").map_or_else(workspace, PathBuf::from)
 }
@@ -233,7 +235,7 @@ fn run_once(work: &Path, n: u32, edge: Edge, workers: Option<&str>) -> Result<Ru
         .arg("--summary-json")
         .arg(&summary)
         .arg("--cache-dir")
-        .arg(checkout().join("build/cache"));
+        .arg(workspace().join("build/cache"));
     if let Some(w) = workers {
         cmd.args(["--workers", w]);
     }
@@ -385,7 +387,7 @@ fn main() {
         .expect("COORDHOST_BENCH_ONE_RUN_FILES: a number");
     let workers = std::env::var("COORDHOST_BENCH_WORKERS").ok();
 
-    let work = checkout().join("build/bench-data/shuffle-scale");
+    let work = workspace().join("build/bench-data/shuffle-scale");
     if work.exists() {
         std::fs::remove_dir_all(&work).expect("remove the previous bench folder");
     }
