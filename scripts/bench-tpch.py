@@ -132,7 +132,7 @@ def run_coordhost(args, job, work, log):
     shutil.rmtree(data_dir, ignore_errors=True)
     summary = os.path.join(work, "summary.json")
     argv = [args.bin, "run", job, "--data-dir", data_dir, "--summary-json", summary,
-            "--cache-dir", os.path.join(args.checkout, "build/cache")]
+            "--cache-dir", args.cache]
     wall, rss, code = timed(argv, log)
     if code != 0:
         die(f"coordhost run {job} exited {code}; its output: {log.name}")
@@ -186,6 +186,7 @@ def main():
     p.add_argument("--python", required=True)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--work", required=True)
+    p.add_argument("--cache", required=True, help="coordhost's compiled-component cache")
     p.add_argument("--case", action="append", required=True,
                    help="FORMAT:DATA_FILE:EXAMPLE (e.g. csv:/x/lineitem-1.csv:examples/tpch-q1.toml)")
     args = p.parse_args()

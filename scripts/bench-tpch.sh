@@ -6,8 +6,9 @@
 #                         [--rounds N] [--scale SF] [--formats csv,parquet]
 #
 # --checkout  the checkout whose coordhost is measured: its examples/tpch-q1.toml
-#             (and examples/tpch-q1-parquet.toml), build/plugins/ (`make plugins`
-#             there) and build/cache/ (default: this script's checkout)
+#             (and examples/tpch-q1-parquet.toml) and build/plugins/ (`make
+#             plugins` there); nothing is written there (default: this script's
+#             checkout)
 # --bin       its release coordhost binary (default
 #             ${CARGO_TARGET_DIR:-CHECKOUT/target}/release/coordhost, built with
 #             `cargo build --release` in CHECKOUT when missing)
@@ -23,6 +24,7 @@
 #   build/bench-venv/          Python venv with DuckDB and Polars, exact pinned versions
 #   build/bench-data/tpch-sfSF-csv/lineitem-1.csv, ...-parquet/  the data, one file each
 #   build/bench-data/tpch-run/ the engines' scratch (coordhost's data folder, outputs)
+#   build/cache/               coordhost's compiled-component cache
 # The query is examples/tpch-q1.toml's, with recovery on and no record delay.
 # Prints, per input and engine, wall seconds min/median/max, the ratio to
 # DuckDB's median and the peak RSS; fails (exit 1) if the engines' results do
@@ -104,7 +106,7 @@ done
 [ ${#cases[@]} -gt 0 ] || die "no input format to measure" 2
 
 say "coordhost: $bin ($(cd "$checkout" && git rev-parse --short HEAD 2>/dev/null || echo "not a git checkout"))"
-"$bin" plugin check "$checkout/build/plugins/file-enumerator.wasm" --cache-dir "$checkout/build/cache" >/dev/null
-"$bin" plugin check "$checkout/build/plugins/local-shuffle.wasm" --cache-dir "$checkout/build/cache" >/dev/null
+"$bin" plugin check "$checkout/build/plugins/file-enumerator.wasm" --cache-dir "$here/build/cache" >/dev/null
+"$bin" plugin check "$checkout/build/plugins/local-shuffle.wasm" --cache-dir "$here/build/cache" >/dev/null
 exec "$venv/bin/python" "$here/scripts/bench-tpch.py" --checkout "$checkout" --bin "$bin" \
-    --python "$venv/bin/python" --rounds "$rounds" --work "$data/tpch-run" "${cases[@]}"
+    --python "$venv/bin/python" --rounds "$rounds" --work "$data/tpch-run" --cache "$here/build/cache" "${cases[@]}"

@@ -36,11 +36,17 @@
 //! - `COORDHOST_BENCH_BIN`: the `coordhost` binary to run (default the
 //!   one cargo built with this bench, release);
 //! - `COORDHOST_BENCH_CHECKOUT`: the checkout whose `build/plugins/` the
-//!   jobs use and under whose `build/bench-data/shuffle-scale/` they run
-//!   (default this workspace); with the two above, the bench measures
-//!   another checkout's build;
+//!   jobs use (default this workspace); with the one above, the bench
+//!   measures another checkout's build. The jobs run under this
+//!   workspace's `build/bench-data/shuffle-scale/` (removed at the end)
+//!   with its `build/cache/`;
 //! - `COORDHOST_BENCH_MAX_FILES`: the file cap above;
+//! - `COORDHOST_BENCH_ONE_RUN_FILES`: a row expected to write more files
+//!   than this (default 200 000) runs once, as deleting them between runs
+//!   can take longer than the run;
 //! - `COORDHOST_BENCH_WORKERS`: `--workers` (default: the job's, one per core).
+//!
+//! Each run also prints a line on stderr as it ends.
 //!
 //! `cargo test --benches` runs it once at N = 8 with one run.
 
@@ -61,7 +67,8 @@ fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-/// Where the jobs' plugins, compiled-component cache and data folders are.
+/// Where the jobs' plugins are (what the bench writes, data folders and the
+/// compiled-component cache, stays under this workspace's `build/`).
 fn checkout() -> PathBuf {
     std::env::var_os("COORDHOST_BENCH_CHECKOUT").map_or_else(workspace, PathBuf::from)
 }
@@ -228,7 +235,7 @@ fn run_once(work: &Path, n: u32, edge: Edge, workers: Option<&str>) -> Result<Ru
         .arg("--summary-json")
         .arg(&summary)
         .arg("--cache-dir")
-        .arg(checkout().join("build/cache"));
+        .arg(workspace().join("build/cache"));
     if let Some(w) = workers {
         cmd.args(["--workers", w]);
     }
@@ -375,9 +382,12 @@ fn main() {
     let max_files: f64 = env_or("COORDHOST_BENCH_MAX_FILES", "2000000")
         .parse()
         .expect("COORDHOST_BENCH_MAX_FILES: a number");
+    let one_run_files: f64 = env_or("COORDHOST_BENCH_ONE_RUN_FILES", "200000")
+        .parse()
+        .expect("COORDHOST_BENCH_ONE_RUN_FILES: a number");
     let workers = std::env::var("COORDHOST_BENCH_WORKERS").ok();
 
-    let work = checkout().join("build/bench-data/shuffle-scale");
+    let work = workspace().join("build/bench-data/shuffle-scale");
     if work.exists() {
         std::fs::remove_dir_all(&work).expect("remove the previous bench folder");
     }
@@ -433,8 +443,22 @@ fn main() {
                 );
                 continue;
             }
-            let all: Result<Vec<Run>, String> = (0..runs)
-                .map(|_| run_once(&work, n, edge, workers.as_deref()))
+            // Deleting a million files between runs takes longer than the
+            // run on a busy disk: such a row runs once.
+            let row_runs = if expected > one_run_files { 1 } else { runs };
+            let all: Result<Vec<Run>, String> = (0..row_runs)
+                .map(|i| {
+                    let r = run_once(&work, n, edge, workers.as_deref())?;
+                    eprintln!(
+                        "N = {n} {} run {}/{row_runs}: {:.2} s, {} files, peak RSS {:.1} MiB",
+                        edge.name(),
+                        i + 1,
+                        r.wall.as_secs_f64(),
+                        r.files,
+                        r.peak_rss_kib as f64 / 1024.0
+                    );
+                    Ok(r)
+                })
                 .collect();
             let all = match all {
                 Ok(all) => all,
@@ -449,7 +473,7 @@ fn main() {
             let last = all.last().expect("a run");
             let tasks = last.tasks as f64;
             println!(
-                "{n:>5} {:>8} {:>6} {:>22} {:>8.1} {:>8.2} {:>10} {:>13.2} {:>9.1}",
+                "{n:>5} {:>8} {:>6} {:>22} {:>8.1} {:>8.2} {:>10} {:>13.2} {:>9.1}{}",
                 edge.name(),
                 last.tasks,
                 format!("{min:.2}/{med:.2}/{max:.2}"),
@@ -458,6 +482,11 @@ fn main() {
                 last.files,
                 last.files as f64 / last.producers as f64,
                 all.iter().map(|r| r.peak_rss_kib).max().unwrap_or(0) as f64 / 1024.0,
+                if row_runs < runs {
+                    "  (1 run: many files)"
+                } else {
+                    ""
+                },
             );
         }
     }
