@@ -86,11 +86,6 @@ pub enum ConfigError {
 pub const MAX_NAME_CHARS: usize = 128;
 /// Largest `record-delay-us` (10 s per record).
 pub const MAX_RECORD_DELAY_US: u64 = 10_000_000;
-/// Most subpartition files one edge may make: producers (their parallelism,
-/// or `max-parallelism` when `auto`) times subpartitions (1 on a forward
-/// edge; the consumer's parallelism, or its `max-parallelism` when `auto`,
-/// on a hash edge). Every subpartition is a file (docs/job-file.md).
-pub const MAX_SUBPARTITIONS_PER_EDGE: u64 = 16_384;
 
 /// Makes `s` one line: line breaks and other control characters are
 /// escaped, so every refusal is exactly one line whatever the input held.

@@ -9,8 +9,7 @@ use std::time::Duration;
 use super::raw::*;
 use super::{
     ConfigError, DEFAULT_BYTES_PER_TASK, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PARALLELISM, JobConfig,
-    MAX_NAME_CHARS, MAX_RECORD_DELAY_US, MAX_SUBPARTITIONS_PER_EDGE, RecoverySettings, normalize,
-    one_line,
+    MAX_NAME_CHARS, MAX_RECORD_DELAY_US, RecoverySettings, normalize, one_line,
 };
 use crate::files;
 use crate::graph::{DistributionPattern, JobEdge, JobGraph, JobVertex, Parallelism};
@@ -446,7 +445,6 @@ impl Validator {
             if edges.iter().any(|e: &JobEdge| e.from == from && e.to == to) {
                 return Err(self.invalid(field, format!("duplicate edge {} -> {}", re.from, re.to)));
             }
-            self.check_subpartitions(&field, &vertices[from], &vertices[to], pattern)?;
             edges.push(JobEdge {
                 from,
                 to,
@@ -557,37 +555,6 @@ impl Validator {
             files::open_regular_file(component, files::MAX_COMPONENT_BYTES).map_err(io_error)?;
         let head = files::read_head(&mut f, files::PREAMBLE_BYTES).map_err(io_error)?;
         crate::plugin::check_magic(component, &head).map_err(|e| self.invalid(field, e.to_string()))
-    }
-
-    /// Bounds the subpartition files one edge can make
-    /// ([`MAX_SUBPARTITIONS_PER_EDGE`]).
-    fn check_subpartitions(
-        &self,
-        field: &str,
-        from: &JobVertex,
-        to: &JobVertex,
-        pattern: DistributionPattern,
-    ) -> Result<(), ConfigError> {
-        let most = |v: &JobVertex| match v.parallelism {
-            Parallelism::Fixed(n) => u64::from(n),
-            Parallelism::Auto => u64::from(v.max_parallelism),
-        };
-        let producers = most(from);
-        let subpartitions = match pattern {
-            DistributionPattern::Forward => 1,
-            DistributionPattern::Hash => most(to),
-        };
-        let files = producers * subpartitions;
-        if files > MAX_SUBPARTITIONS_PER_EDGE {
-            return Err(self.invalid(
-                field,
-                format!(
-                    "`{}` ({producers} subtasks at most) writes {subpartitions} subpartitions each for `{}`: {files} subpartition files, more than {MAX_SUBPARTITIONS_PER_EDGE} per edge; lower a parallelism or `max-parallelism`",
-                    from.id, to.id
-                ),
-            ));
-        }
-        Ok(())
     }
 }
 

@@ -616,20 +616,6 @@ fn cases() -> Vec<Case> {
                 plugin_path("local-shuffle").display()
             ),
         ),
-        // 8. Many subpartitions.
-        case(
-            "4096 producers for an auto consumer of max-parallelism 16",
-            edit("parallelism = 4\n", "parallelism = 4096\n"),
-            "{job}: field `edges[0]`: `tokenize` (4096 subtasks at most) writes 16 subpartitions each for `count`: 65536 subpartition files, more than 16384 per edge; lower a parallelism or `max-parallelism`",
-        ),
-        case(
-            "16 producers for max-parallelism 4096",
-            |e: &Env| {
-                e.edit("parallelism = 4\n", "parallelism = 16\n");
-                e.edit("max-parallelism = 16", "max-parallelism = 4096");
-            },
-            "{job}: field `edges[0]`: `tokenize` (16 subtasks at most) writes 4096 subpartitions each for `count`: 65536 subpartition files, more than 16384 per edge; lower a parallelism or `max-parallelism`",
-        ),
     ]
 }
 
