@@ -231,12 +231,22 @@ impl JobMaster {
             };
             for p in subtasks {
                 let ex = &producers[p as usize];
-                let location = ex
-                    .partitions
-                    .iter()
-                    .find(|pp| pp.edge == e)
-                    .map(|pp| pp.location.clone())
-                    .unwrap_or_default();
+                let produced = ex.partitions.iter().find(|pp| pp.edge == e);
+                // A producer that reported no byte for any of these
+                // subpartitions is not opened at all (Spark's reducers skip
+                // zero-sized blocks the same way): on an all-to-all edge most
+                // (producer, consumer) pairs of a small job are empty, and
+                // opening each pair's index would make the edge cost N².
+                // Unknown sizes (an empty list) are read as before.
+                if let Some(pp) = produced
+                    && !pp.bytes_per_subpartition.is_empty()
+                    && subpartitions
+                        .clone()
+                        .all(|i| pp.bytes_per_subpartition.get(i as usize) == Some(&0))
+                {
+                    continue;
+                }
+                let location = produced.map(|pp| pp.location.clone()).unwrap_or_default();
                 inputs.push(InputPartition {
                     producer: AttemptId {
                         vertex: edge.from,
