@@ -202,3 +202,84 @@ fn t1_without_faults_reads_every_split_once() {
     assert_eq!(summary.vertices[0].records_in, 300);
     assert_eq!(word_count_output(&state.join("out")), expected);
 }
+
+/// `source` (1 subtask, one inline split holding only the word `aaa`) →
+/// hash → `sink` (4 subtasks): the source's partition holds bytes for one
+/// subpartition only.
+fn one_word_job(dir: &Path) -> std::path::PathBuf {
+    let toml = format!(
+        r#"
+[job]
+name = "one-word"
+max-attempts = 3
+
+[shuffle]
+plugin = "shuffle"
+
+[plugins.splits]
+component = "{enumerator}"
+kind = "split-enumerator"
+config = {{ "split.0" = "aaa aaa\naaa" }}
+
+{shuffle}
+[[vertices]]
+id = "source"
+source = "splits"
+parallelism = 1
+operators = [{{ op = "read-lines" }}, {{ op = "tokenize", column = "line", as = "word" }}]
+
+[[vertices]]
+id = "sink"
+parallelism = 4
+operators = [
+  {{ op = "aggregate", key = ["word"], aggregates = [{{ fn = "count", as = "n" }}] }},
+  {{ op = "write-text", path = "${{data_dir}}/out" }},
+]
+
+[[edges]]
+from = "source"
+to = "sink"
+kind = "hash"
+key = ["word"]
+"#,
+        enumerator = plugin_path("static-enumerator").display(),
+        shuffle = crate::support::shuffle_table("shuffle", "local-shuffle", ""),
+    );
+    let job = dir.join("one-word.toml");
+    std::fs::write(&job, toml).expect("job");
+    job
+}
+
+/// docs/shuffle-format.md, "Reading": a consumer does not open a producer's
+/// partition that holds no byte for it (Spark's zero-size block skip). The
+/// source's partition is lost before the first consumer is deployed, so all
+/// four consumers run after the loss: only the one that reads `aaa` fails
+/// with PartitionNotFound (the three others have nothing there and skip
+/// it), and only it and the producer are reset.
+#[test]
+fn a_lost_partition_fails_only_the_consumer_it_holds_bytes_for() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let job = one_word_job(tmp.path());
+    let state = tmp.path().join("state");
+    let knobs = Knobs {
+        lost_partitions: vec![LostPartition {
+            consumer: "sink".into(),
+            consumer_subtask: 0,
+            consumer_attempt: 0,
+            producer: "source".into(),
+            producer_subtask: 0,
+        }],
+        ..Knobs::default()
+    };
+    let summary = run_ok_with(&options(&job, &state, 1), &knobs);
+    assert_eq!(
+        summary.reset_reasons.get("partition-not-found"),
+        Some(&1),
+        "{summary:?}"
+    );
+    assert_eq!(summary.tasks_reset, 2, "{summary:?}");
+    assert_eq!(
+        word_count_output(&state.join("out")),
+        BTreeMap::from([("aaa".to_string(), 3)])
+    );
+}
