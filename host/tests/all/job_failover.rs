@@ -121,6 +121,9 @@ config = {{ {splits} }}
 id = "source"
 source = "splits"
 parallelism = 5
+# Slow readers (60 ms a split), so that source 0 pulls a split before the
+# others have drained the enumerator and its partition holds bytes.
+record-delay-us = 2000
 operators = [{{ op = "read-lines" }}]
 
 [[vertices]]

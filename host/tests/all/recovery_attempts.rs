@@ -110,7 +110,10 @@ fn a_recovered_run_records_the_same_input_ranges_as_a_fresh_run() {
 #[test]
 fn an_attempt_number_is_never_reused_and_superseded_partitions_are_released() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let t1 = T1::new(tmp.path(), Enumerator::Files);
+    let mut t1 = T1::new(tmp.path(), Enumerator::Files);
+    // Slow readers, so that source 1 pulls a split and middle 1 holds bytes
+    // for the sink (see `T1::source_delay_us`).
+    t1.source_delay_us = 5_000;
     t1.write();
     let data = tmp.path().join("data");
 

@@ -46,7 +46,7 @@ fn a_kept_source_whose_enumerator_cannot_snapshot_restarts_in_full_once_then_one
 {
     let tmp = tempfile::tempdir().expect("tempdir");
     let mut t1 = T1::new(tmp.path(), Enumerator::Static);
-    t1.source_delay_us = 2_000;
+    t1.source_delay_us = 5_000;
     // Middles 1–4 are still running when middle 0 meets the lost partition.
     t1.middle_delay_us = 5_000;
     t1.write();
@@ -136,7 +136,7 @@ fn a_kept_source_whose_enumerator_cannot_snapshot_restarts_in_full_once_then_one
 fn consumers_that_finished_before_a_full_source_restart_do_not_keep_the_old_split_assignment() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let mut t1 = T1::new(tmp.path(), Enumerator::Static);
-    t1.source_delay_us = 2_000;
+    t1.source_delay_us = 5_000;
     t1.write();
     let data = tmp.path().join("data");
 
@@ -178,7 +178,7 @@ fn consumers_that_finished_before_a_full_source_restart_do_not_keep_the_old_spli
 fn splits_are_counted_through_a_partition_not_found_after_recovery() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let mut t1 = T1::new(tmp.path(), Enumerator::Files);
-    t1.source_delay_us = 2_000;
+    t1.source_delay_us = 5_000;
     t1.write();
     let data = tmp.path().join("data");
 
@@ -231,7 +231,7 @@ fn splits_are_counted_through_a_partition_not_found_after_recovery() {
 fn splits_are_counted_the_same_through_a_partition_not_found_without_a_crash() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let mut t1 = T1::new(tmp.path(), Enumerator::Files);
-    t1.source_delay_us = 2_000;
+    t1.source_delay_us = 5_000;
     t1.write();
     let data = tmp.path().join("data");
 

@@ -104,7 +104,7 @@ fn a_lost_partition_reruns_only_its_producer_and_gives_back_exactly_its_splits()
     let tmp = tempfile::tempdir().expect("tempdir");
     let mut t1 = T1::new(tmp.path(), Enumerator::Files);
     // Slow readers, so that the pulled splits spread over all of them.
-    t1.source_delay_us = 2_000;
+    t1.source_delay_us = 5_000;
     t1.write();
     let data = tmp.path().join("data");
 

@@ -127,7 +127,13 @@ pub struct T1 {
     pub dir: PathBuf,
     /// The enumerator of `source`.
     pub enumerator: Enumerator,
-    /// `record-delay-us` of `source` (per input line).
+    /// `record-delay-us` of `source` (per input line). Splits are pulled on
+    /// request, so with no delay a source subtask that starts late can find
+    /// the enumerator drained and read nothing; a consumer then skips its
+    /// empty partition (docs/shuffle-format.md, "Reading") and a lost
+    /// partition injected there never fires. A test that loses a source's
+    /// or a middle's partition sets a delay of a few ms (20 lines a split):
+    /// a subtask would have to start two splits' time late to read nothing.
     pub source_delay_us: u64,
     /// `record-delay-us` of `middle` (per input row).
     pub middle_delay_us: u64,
