@@ -5,7 +5,7 @@
 //! plugins add the WIT glue and, for `local-shuffle`, batch snapshots.
 
 use crate::partition_files::{
-    completed_sizes, create_location, is_strictly_inside, partition_location, release_location,
+    RootDir, create_location, is_strictly_inside, partition_location, release_location,
 };
 use crate::registry::{PartitionKey, PartitionRegistry, StoredDescriptor};
 
@@ -26,6 +26,7 @@ pub type ReportedPartition = (StoredDescriptor, Vec<u64>);
 #[derive(Debug)]
 pub struct PartitionPlacer {
     root: String,
+    dir: RootDir,
     registry: PartitionRegistry,
 }
 
@@ -40,8 +41,10 @@ impl PartitionPlacer {
     pub fn new(root: String) -> Result<Self, ShuffleFailure> {
         std::fs::create_dir_all(&root)
             .map_err(|e| ShuffleFailure::Io(format!("cannot create shuffle root {root}: {e}")))?;
+        let dir = RootDir::open(&root).map_err(ShuffleFailure::Io)?;
         Ok(Self {
             root,
+            dir,
             registry: PartitionRegistry::new(),
         })
     }
@@ -110,7 +113,10 @@ impl PartitionPlacer {
             let Some(descriptor) = self.registry.get(job_id, key) else {
                 continue;
             };
-            match completed_sizes(&descriptor.location, descriptor.num_subpartitions) {
+            match self
+                .dir
+                .completed_sizes(&descriptor.location, descriptor.num_subpartitions)
+            {
                 Ok(Some(sizes)) => reported.push((descriptor.clone(), sizes)),
                 Ok(None) => {}
                 Err(warning) => warnings.push(warning),
