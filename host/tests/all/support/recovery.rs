@@ -79,45 +79,61 @@ pub fn expected_lines() -> Vec<String> {
     lines
 }
 
-/// Bytes the middles write to the hash edge, measured with the host's
-/// own writer (docs/shuffle-format.md): the words of split `i` go to
-/// middle `i % 5`, each middle writes one partition of 4 subpartitions (the
-/// sink's default `max-parallelism`) routed by the key hash, as one batch
-/// of one Utf8 column. Which middle reads which split varies from run to
-/// run, so the real total differs a little (the words are the same, the
-/// number of blocks nearly so): far less than the ±33 % that
-/// [`bytes_per_task_for_two`] allows.
-pub fn middle_bytes() -> u64 {
-    static BYTES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *BYTES.get_or_init(|| {
-        use arrow_array::{ArrayRef, RecordBatch, StringArray};
-        use arrow_schema::{DataType, Field, Schema};
-        let scratch = tempfile::tempdir().expect("tempdir");
-        let schema =
-            std::sync::Arc::new(Schema::new(vec![Field::new("c0", DataType::Utf8, false)]));
-        let mut total = 0;
-        for middle in 0..5 {
-            let words: Vec<String> = (0..SPLITS)
-                .filter(|i| i % 5 == middle)
-                .flat_map(split_text)
-                .flat_map(|line| line.split(' ').map(str::to_string).collect::<Vec<_>>())
-                .collect();
-            let col: ArrayRef = std::sync::Arc::new(StringArray::from(words));
-            let batch = RecordBatch::try_new(schema.clone(), vec![col]).expect("batch");
-            let loc = scratch.path().join(format!("m{middle}"));
-            let mut w = coordhost::shuffle::PartitionWriter::create(&loc, 4).expect("create");
-            for (sub, part) in coordhost::shuffle::route_batch(&batch, &[0], 4) {
-                w.write_batch(sub, &part).expect("write");
-            }
-            total += w.finish().expect("finish").iter().sum::<u64>();
+/// Bytes the middles write to the hash edge when middle `m` reads the
+/// splits `middle_of(i) == m`, measured with the host's own writer
+/// (docs/shuffle-format.md): each middle writes one partition of 4
+/// subpartitions (the sink's default `max-parallelism`) routed by the key
+/// hash, as one batch of one Utf8 column (the writer merges a
+/// subpartition's batches into one block per region).
+fn middle_bytes(middle_of: impl Fn(u32) -> u32) -> u64 {
+    use arrow_array::{ArrayRef, RecordBatch, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let schema = std::sync::Arc::new(Schema::new(vec![Field::new("c0", DataType::Utf8, false)]));
+    let mut total = 0;
+    for middle in 0..5 {
+        let words: Vec<String> = (0..SPLITS)
+            .filter(|&i| middle_of(i) == middle)
+            .flat_map(split_text)
+            .flat_map(|line| line.split(' ').map(str::to_string).collect::<Vec<_>>())
+            .collect();
+        if words.is_empty() {
+            continue;
         }
-        total
-    })
+        let col: ArrayRef = std::sync::Arc::new(StringArray::from(words));
+        let batch = RecordBatch::try_new(schema.clone(), vec![col]).expect("batch");
+        let loc = scratch.path().join(format!("m{middle}"));
+        let mut w = coordhost::shuffle::PartitionWriter::create(&loc, 4).expect("create");
+        for (sub, part) in coordhost::shuffle::route_batch(&batch, &[0], 4) {
+            w.write_batch(sub, &part).expect("write");
+        }
+        total += w.finish().expect("finish").iter().sum::<u64>();
+    }
+    total
 }
 
-/// `bytes-per-task` that makes the `auto` sink 2: total / 1.5.
+/// `bytes-per-task` that makes the `auto` sink 2 however the splits spread.
+///
+/// Splits are pulled on request, so which middle reads which split varies
+/// from run to run. The words are the same, but every non-empty
+/// subpartition of every middle is one more block, each with its own
+/// framing and IPC schema: the edge's total is smallest when one middle
+/// reads every split (4 blocks) and largest when all five read some (20
+/// blocks). The sink is 2 when `bytes-per-task < total <= 2 ×
+/// bytes-per-task`; this picks the middle of the range that holds for both
+/// ends, and panics if the two ends are too far apart for any.
 pub fn bytes_per_task_for_two() -> u64 {
-    middle_bytes() * 2 / 3
+    static BYTES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *BYTES.get_or_init(|| {
+        let least = middle_bytes(|_| 0);
+        let most = middle_bytes(|i| i % 5);
+        let (low, high) = (most.div_ceil(2), least);
+        assert!(
+            low < high,
+            "T1's hash edge holds {least}..={most} bytes: no bytes-per-task makes the sink 2 for both"
+        );
+        (low + high) / 2
+    })
 }
 
 /// Topology T1 with its knobs.
