@@ -139,13 +139,15 @@ fn a_70_mib_snapshot_is_kept_in_a_side_file_and_restored_after_a_sigkill() {
         !tail.contains("the limit is"),
         "no record was too large:\n{tail}"
     );
+    // The second source's record, then the removal of the first source's
+    // superseded side file: a kill between the two leaves both.
     let files = side_files(&data);
-    assert_eq!(
-        files.len(),
-        1,
-        "one side file, of the newest snapshot (superseded ones removed): {files:?}"
+    assert!(
+        matches!(files.len(), 1 | 2),
+        "the newest snapshot's side file, and at most the one it superseded: {files:?}"
     );
-    let state_len = files[0].1;
+    let newest = files.last().expect("a side file").clone();
+    let state_len = newest.1;
     assert!(
         state_len > 70 << 20,
         "the side file holds the whole 70 MiB state: {files:?}"
@@ -167,8 +169,8 @@ fn a_70_mib_snapshot_is_kept_in_a_side_file_and_restored_after_a_sigkill() {
     );
     assert_eq!(
         side_files(&data),
-        files,
-        "no new source snapshot, so the side file the restart restored from stays"
+        vec![newest.clone()],
+        "no new source snapshot, so the side file the restart restored from stays, and only it"
     );
 
     // `log inspect` names the side file instead of printing 70 MiB.
@@ -181,7 +183,7 @@ fn a_70_mib_snapshot_is_kept_in_a_side_file_and_restored_after_a_sigkill() {
     assert!(
         text.contains(&format!(
             "{state_len} state bytes in side file {}",
-            files[0].0
+            newest.0
         )),
         "{text}"
     );
