@@ -365,7 +365,136 @@ pub struct ProducedPartition {
     /// Directory named by the shuffle descriptor.
     pub location: PathBuf,
     /// Bytes written per subpartition.
-    pub bytes_per_subpartition: Vec<u64>,
+    pub bytes_per_subpartition: SubpartitionBytes,
+}
+
+/// The bytes of each subpartition of one result partition, as its producer
+/// reported them, held compactly: the coordinator keeps one per finished
+/// producer, so an all-to-all edge of N × N would otherwise hold N² `u64`s
+/// (128 MiB at N = 4096), most of them 0 when a producer's rows go to few
+/// consumers.
+///
+/// Shape: `len()` subpartitions, each a byte count. Stored as the list of
+/// non-zero `(subpartition, bytes)` pairs when that is smaller (fewer than
+/// two thirds of the subpartitions hold bytes), else as the dense list. An
+/// empty list means "sizes unknown" (a partition recovery only releases).
+/// Serialized as the dense list, so its serde shape is a `Vec<u64>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "Vec<u64>", into = "Vec<u64>")]
+pub struct SubpartitionBytes {
+    len: u32,
+    repr: BytesRepr,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum BytesRepr {
+    Dense(Box<[u64]>),
+    /// Non-zero entries, subpartition ascending.
+    Sparse(Box<[(u32, u64)]>),
+}
+
+impl Default for BytesRepr {
+    fn default() -> Self {
+        Self::Dense(Box::default())
+    }
+}
+
+impl From<Vec<u64>> for SubpartitionBytes {
+    fn from(bytes: Vec<u64>) -> Self {
+        let len = u32::try_from(bytes.len()).expect("fewer than 2^32 subpartitions");
+        let non_zero = bytes.iter().filter(|&&b| b != 0).count();
+        // 12 bytes a sparse entry against 8 a dense one.
+        let repr = if non_zero * 3 < bytes.len() * 2 {
+            BytesRepr::Sparse(
+                (0..len)
+                    .zip(bytes)
+                    .filter(|&(_, b)| b != 0)
+                    .collect::<Vec<_>>()
+                    .into_boxed_slice(),
+            )
+        } else {
+            BytesRepr::Dense(bytes.into_boxed_slice())
+        };
+        Self { len, repr }
+    }
+}
+
+impl From<SubpartitionBytes> for Vec<u64> {
+    fn from(bytes: SubpartitionBytes) -> Self {
+        bytes.to_vec()
+    }
+}
+
+impl SubpartitionBytes {
+    /// Number of subpartitions.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether the sizes are unknown (no subpartition).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The bytes of subpartition `i`; `None` past the end.
+    pub fn get(&self, i: usize) -> Option<u64> {
+        if i >= self.len() {
+            return None;
+        }
+        Some(match &self.repr {
+            BytesRepr::Dense(d) => d[i],
+            BytesRepr::Sparse(s) => s
+                .binary_search_by_key(&(i as u32), |&(sub, _)| sub)
+                .map_or(0, |at| s[at].1),
+        })
+    }
+
+    /// The subpartitions that hold bytes, ascending, with their bytes.
+    pub fn non_zero(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        let (dense, sparse): (&[u64], &[(u32, u64)]) = match &self.repr {
+            BytesRepr::Dense(d) => (d, &[]),
+            BytesRepr::Sparse(s) => (&[], s),
+        };
+        dense
+            .iter()
+            .enumerate()
+            .filter(|&(_, &b)| b != 0)
+            .map(|(i, &b)| (i, b))
+            .chain(sparse.iter().map(|&(i, b)| (i as usize, b)))
+    }
+
+    /// Whether every subpartition in `range` holds 0 bytes (a range past
+    /// the end counts as holding none).
+    pub fn all_zero_in(&self, range: Range<u32>) -> bool {
+        match &self.repr {
+            BytesRepr::Dense(d) => range
+                .into_iter()
+                .all(|i| d.get(i as usize).is_none_or(|&b| b == 0)),
+            BytesRepr::Sparse(s) => {
+                let from = s.partition_point(|&(sub, _)| sub < range.start);
+                s.get(from).is_none_or(|&(sub, _)| sub >= range.end)
+            }
+        }
+    }
+
+    /// The sum over all subpartitions.
+    pub fn total(&self) -> u64 {
+        self.non_zero().map(|(_, b)| b).sum()
+    }
+
+    /// The dense list, one entry per subpartition (as the log records it).
+    pub fn to_vec(&self) -> Vec<u64> {
+        match &self.repr {
+            BytesRepr::Dense(d) => d.to_vec(),
+            BytesRepr::Sparse(s) => {
+                let mut out = vec![0; self.len()];
+                for &(i, b) in s.iter() {
+                    out[i as usize] = b;
+                }
+                out
+            }
+        }
+    }
 }
 
 /// One parallel subtask of a job vertex.
@@ -515,6 +644,50 @@ pub fn decide_parallelism(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn subpartition_bytes_answer_the_same_sparse_or_dense() {
+        use super::SubpartitionBytes;
+        for bytes in [
+            vec![],
+            vec![0, 0, 7, 0, 0, 0, 9, 0],
+            vec![1, 2, 3, 0],
+            vec![0; 5],
+            vec![u64::MAX, 0, 0],
+        ] {
+            let b = SubpartitionBytes::from(bytes.clone());
+            assert_eq!(b.len(), bytes.len());
+            assert_eq!(b.to_vec(), bytes);
+            assert_eq!(b.total(), bytes.iter().sum::<u64>());
+            for i in 0..=bytes.len() {
+                assert_eq!(b.get(i), bytes.get(i).copied(), "{bytes:?} at {i}");
+                for j in i..=bytes.len() + 1 {
+                    let want = (i..j).all(|k| bytes.get(k).is_none_or(|&x| x == 0));
+                    assert_eq!(
+                        b.all_zero_in(i as u32..j as u32),
+                        want,
+                        "{bytes:?} {i}..{j}"
+                    );
+                }
+            }
+            let non_zero: Vec<(usize, u64)> = b.non_zero().collect();
+            let want: Vec<(usize, u64)> = bytes
+                .iter()
+                .copied()
+                .enumerate()
+                .filter(|&(_, x)| x != 0)
+                .collect();
+            assert_eq!(non_zero, want);
+            let round: SubpartitionBytes =
+                postcard::from_bytes(&postcard::to_allocvec(&b).unwrap()).unwrap();
+            assert_eq!(round, b);
+            assert_eq!(
+                postcard::to_allocvec(&b).unwrap(),
+                postcard::to_allocvec(&bytes).unwrap(),
+                "serialized as the dense list"
+            );
+        }
+    }
+
     use super::*;
 
     #[test]

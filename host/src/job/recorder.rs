@@ -382,7 +382,7 @@ impl JobEventSink for EventRecorder {
                 .map(|p| LoggedPartition {
                     data_set: self.graph.data_set_id(p.edge),
                     location: p.location.to_string_lossy().into_owned(),
-                    bytes_per_subpartition: p.bytes_per_subpartition.clone(),
+                    bytes_per_subpartition: p.bytes_per_subpartition.to_vec(),
                 })
                 .collect(),
             enumerator_snapshots,

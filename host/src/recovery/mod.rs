@@ -202,7 +202,7 @@ fn replay(graph: &JobGraph, events: &[JobEvent]) -> Result<Replayed, RecoveryErr
                         Ok(ProducedPartition {
                             edge,
                             location: PathBuf::from(&p.location),
-                            bytes_per_subpartition: p.bytes_per_subpartition.clone(),
+                            bytes_per_subpartition: p.bytes_per_subpartition.clone().into(),
                         })
                     })
                     .collect::<Result<Vec<_>, RecoveryError>>()?;
@@ -466,7 +466,7 @@ fn partition_refs(
             attempt: *attempt,
             edge: p.edge,
             location: p.location.clone(),
-            bytes_per_subpartition: p.bytes_per_subpartition.clone(),
+            bytes_per_subpartition: p.bytes_per_subpartition.to_vec(),
         })
         .collect()
 }

@@ -76,7 +76,7 @@ impl JobMaster {
                     let from = self.graph.job.edges[e].from;
                     for ex in &self.graph.vertices[from].executions {
                         for p in ex.partitions.iter().filter(|p| p.edge == e) {
-                            for (i, b) in p.bytes_per_subpartition.iter().enumerate() {
+                            for (i, b) in p.bytes_per_subpartition.non_zero() {
                                 if let Some(slot) = bytes.get_mut(i) {
                                     *slot += b;
                                 }
@@ -240,9 +240,7 @@ impl JobMaster {
                 // Unknown sizes (an empty list) are read as before.
                 if let Some(pp) = produced
                     && !pp.bytes_per_subpartition.is_empty()
-                    && subpartitions
-                        .clone()
-                        .all(|i| pp.bytes_per_subpartition.get(i as usize) == Some(&0))
+                    && pp.bytes_per_subpartition.all_zero_in(subpartitions.clone())
                 {
                     continue;
                 }

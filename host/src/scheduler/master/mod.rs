@@ -401,7 +401,7 @@ impl JobMaster {
                 &ProducedPartition {
                     edge: p.edge,
                     location: p.location.clone(),
-                    bytes_per_subpartition: Vec::new(),
+                    bytes_per_subpartition: Default::default(),
                 },
             );
             if let Err(e) = self.shuffle.release_partition_externally(&d) {
@@ -688,7 +688,7 @@ impl JobMaster {
             partitions.push(ProducedPartition {
                 edge: *edge,
                 location,
-                bytes_per_subpartition: bytes.clone(),
+                bytes_per_subpartition: bytes.clone().into(),
             });
         }
         if let Some(s) = &vertex.sink {
@@ -712,7 +712,7 @@ impl JobMaster {
             records_out: report.records_out,
             bytes_out: partitions
                 .iter()
-                .flat_map(|p| &p.bytes_per_subpartition)
+                .map(|p| p.bytes_per_subpartition.total())
                 .sum(),
         };
         let completes = self.graph.vertices[v]
