@@ -35,7 +35,7 @@ pub use pool::WorkerPool;
 pub use source::{MAX_LINE_BYTES, VecSplitSource, needed_columns};
 
 use crate::grant::{Grants, PluginDir};
-use crate::graph::{AttemptId, DistributionPattern, Operator, SinkSpec};
+use crate::graph::{AttemptId, DistributionPattern, Operator, SinkSpec, SubpartitionBytes};
 use crate::shuffle::{PartitionWriter, ShuffleError, SubpartitionReader, route_batch};
 
 /// Why a task failed.
@@ -205,8 +205,10 @@ pub struct TaskReport {
     pub records_in: u64,
     /// Rows written to partitions or the sink.
     pub records_out: u64,
-    /// Per output: edge index and bytes per subpartition.
-    pub partitions: Vec<(usize, Vec<u64>)>,
+    /// Per output: edge index and bytes per subpartition (compact: a
+    /// finished task's report may wait in the coordinator's queue, and an
+    /// all-to-all edge has as many subpartitions as consumers).
+    pub partitions: Vec<(usize, SubpartitionBytes)>,
     /// Splits read (sources).
     pub splits: u64,
 }
@@ -321,7 +323,10 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
     }
     let (records_out, partitions) = chain.finish()?;
     report.records_out = records_out;
-    report.partitions = partitions;
+    report.partitions = partitions
+        .into_iter()
+        .map(|(edge, bytes)| (edge, SubpartitionBytes::from(bytes)))
+        .collect();
     Ok(report)
 }
 

@@ -688,7 +688,7 @@ impl JobMaster {
             partitions.push(ProducedPartition {
                 edge: *edge,
                 location,
-                bytes_per_subpartition: bytes.clone().into(),
+                bytes_per_subpartition: bytes.clone(),
             });
         }
         if let Some(s) = &vertex.sink {
