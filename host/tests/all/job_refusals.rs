@@ -892,3 +892,56 @@ fn a_refused_plugin_config_exits_2_and_the_fixed_job_runs_on_the_same_data_direc
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("different job graph"), "{stderr}");
 }
+
+/// A misspelt key in a sample plugin's `config` is refused in `create`
+/// (bad input, exit 2, one line naming the plugin and the key) instead of
+/// being ignored while the default applies.
+#[test]
+fn a_misspelt_plugin_config_key_is_bad_input_naming_the_key() {
+    let cases = [
+        (
+            "split-bytes = 1048576",
+            "split-byte = 1048576",
+            "coordhost: source coordinator of vertex `tokenize`: plugin `files`: `create` failed: invalid configuration: unknown config key `split-byte` (this plugin reads: dir, split-bytes, pattern, row-groups-per-split)",
+        ),
+        (
+            r#"config = { root = "${data_dir}/shuffle" }"#,
+            r#"config = { root = "${data_dir}/shuffle", rooot = "x" }"#,
+            "coordhost: plugin `shuffle`: `create` failed: invalid configuration: unknown config key `rooot` (this plugin reads: root, fail-first-reports, fail-restore-while)",
+        ),
+    ];
+    for (from, to, want) in cases {
+        let env = Env::new();
+        env.edit(from, to);
+        let out = env.run(&env.run_args());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{to}: {stderr}");
+        assert_eq!(stderr.lines().last(), Some(want), "{to}: {stderr}");
+        assert_eq!(stderr.matches("unknown config key").count(), 1, "{stderr}");
+    }
+}
+
+/// The file enumerator's `dir` must be a directory when the job starts: a
+/// missing one (inside the granted folder) is bad input named by its key in
+/// `create`, not a failed job at `start`.
+#[test]
+fn a_file_enumerator_dir_that_does_not_exist_is_bad_input_naming_the_key() {
+    let env = Env::new();
+    let dir = format!("dir = \"{}\"", env.words.display());
+    let missing = format!("dir = \"{}/missing\"", env.words.display());
+    env.edit(&dir, &missing);
+    let out = env.run(&env.run_args());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.lines().last(),
+        Some(
+            format!(
+                "coordhost: source coordinator of vertex `tokenize`: plugin `files`: `create` failed: invalid configuration: config key `dir`: {}/missing cannot be read: entity not found",
+                env.words.display()
+            )
+            .as_str()
+        ),
+        "{stderr}"
+    );
+}

@@ -73,6 +73,11 @@ struct Settings {
 
 impl Settings {
     fn from_config(config: &[(String, String)]) -> Result<Self, Error> {
+        config::only_keys(
+            config,
+            &["dir", "split-bytes", "pattern", "row-groups-per-split"],
+        )
+        .map_err(Error::InvalidConfig)?;
         let dir = config::absolute_path(config, "dir").map_err(Error::InvalidConfig)?;
         let split_bytes = config::parsed_or(config, "split-bytes", DEFAULT_SPLIT_BYTES)
             .map_err(Error::InvalidConfig)?;
@@ -228,6 +233,24 @@ impl FileEnumerator {
 impl GuestEnumerator for FileEnumerator {
     fn create(config: Vec<(String, String)>, _parallelism: u32) -> Result<Enumerator, Error> {
         let settings = Settings::from_config(&config)?;
+        // Checked here, not first at `start`: a `create` refusal is bad
+        // input (exit 2, nothing run), a `start` failure a failed job.
+        match std::fs::metadata(&settings.dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(Error::InvalidConfig(format!(
+                    "config key `dir`: {} is not a directory",
+                    settings.dir
+                )));
+            }
+            Err(e) => {
+                return Err(Error::InvalidConfig(format!(
+                    "config key `dir`: {} cannot be read: {}",
+                    settings.dir,
+                    e.kind()
+                )));
+            }
+        }
         Ok(Enumerator::new(Self::new(
             settings,
             EnumeratorState::default(),

@@ -114,6 +114,11 @@ pub struct LocalShuffleMaster {
 
 impl GuestShuffleMaster for LocalShuffleMaster {
     fn create(config: Vec<(String, String)>) -> Result<ShuffleMaster, Error> {
+        plugin_support::config::only_keys(
+            &config,
+            &["root", "fail-first-reports", "fail-restore-while"],
+        )
+        .map_err(Error::InvalidConfig)?;
         let root =
             plugin_support::config::absolute_path(&config, "root").map_err(Error::InvalidConfig)?;
         let failing_reports = plugin_support::config::parsed_or(&config, "fail-first-reports", 0)

@@ -53,6 +53,8 @@ pub struct MemoryShuffleMaster {
 
 impl GuestShuffleMaster for MemoryShuffleMaster {
     fn create(config: Vec<(String, String)>) -> Result<ShuffleMaster, Error> {
+        plugin_support::config::only_keys(&config, &["root", "fault"])
+            .map_err(Error::InvalidConfig)?;
         let root =
             plugin_support::config::absolute_path(&config, "root").map_err(Error::InvalidConfig)?;
         let trap_register_job = match plugin_support::config::value(&config, "fault") {

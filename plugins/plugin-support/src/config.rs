@@ -42,6 +42,23 @@ pub fn absolute_path(config: &[(String, String)], key: &str) -> Result<String, S
     Ok(if trimmed.is_empty() { "/" } else { trimmed }.to_owned())
 }
 
+/// Checks that every key of `config` is one of `known`: a misspelt key
+/// (`split-byte` for `split-bytes`) would otherwise be ignored and its
+/// default used without a word.
+///
+/// # Errors
+///
+/// A message naming the first unknown key and listing the known ones.
+pub fn only_keys(config: &[(String, String)], known: &[&str]) -> Result<(), String> {
+    match config.iter().find(|(k, _)| !known.contains(&k.as_str())) {
+        None => Ok(()),
+        Some((key, _)) => Err(format!(
+            "unknown config key `{key}` (this plugin reads: {})",
+            known.join(", ")
+        )),
+    }
+}
+
 /// The value of `key` parsed as `T`, or `default` when the key is absent.
 ///
 /// # Errors
@@ -64,6 +81,20 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_key_is_named() {
+        let c = vec![
+            ("dir".to_owned(), "/d".to_owned()),
+            ("split-byte".to_owned(), "5".to_owned()),
+        ];
+        assert!(only_keys(&c[..1], &["dir", "split-bytes"]).is_ok());
+        let err = only_keys(&c, &["dir", "split-bytes"]).unwrap_err();
+        assert_eq!(
+            err,
+            "unknown config key `split-byte` (this plugin reads: dir, split-bytes)"
+        );
+    }
 
     fn cfg(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs
