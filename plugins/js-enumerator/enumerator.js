@@ -5,6 +5,7 @@
 //
 // * config keys: `dir` (absolute path; the host grants it to the guest at the same path),
 //   `split-bytes` (positive integer, default 1048576), `pattern` (optional file-name suffix);
+//   any other key is refused (`invalid-config` naming it);
 // * `start` lists `dir` (non-recursive, regular files only, hidden files skipped, sorted by
 //   name) and cuts every file into `file-range` splits of at most `split-bytes` bytes, with
 //   ids `"<file name>:<index>"`; an empty file gives no split;
@@ -74,6 +75,16 @@ function compareCodePoints(a, b) {
  * @throws {PluginError} `invalid-config` naming the bad key
  */
 function parseSettings(config) {
+  const known = ['dir', 'split-bytes', 'pattern'];
+  for (const [key] of config) {
+    if (!known.includes(key)) {
+      // A misspelt key would otherwise be ignored and its default used without a word.
+      throw new PluginError(
+        'invalid-config',
+        `unknown config key \`${key}\` (this plugin reads: ${known.join(', ')})`,
+      );
+    }
+  }
   const values = new Map(config);
   const dir = values.get('dir');
   if (dir === undefined || dir === '') {

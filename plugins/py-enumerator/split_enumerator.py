@@ -5,6 +5,7 @@ A split enumerator over the files of one directory, with the same behaviour as t
 
 * config keys: `dir` (absolute path; the host grants it to the guest at the same path),
   `split-bytes` (positive integer, default 1048576), `pattern` (optional file-name suffix);
+  any other key is refused (`invalid-config` naming it);
 * `start` lists `dir` (non-recursive, regular files only, hidden files skipped, sorted by name)
   and cuts every file into `file-range` splits of at most `split-bytes` bytes, with ids
   `"<file name>:<index>"`; an empty file gives no split;
@@ -56,6 +57,7 @@ class Settings:
 
     def __init__(self, config: List[Tuple[str, str]]) -> None:
         """Parses the `config` map; raises `Err(Error_InvalidConfig)` naming the bad key."""
+        _only_keys(config, ("dir", "split-bytes", "pattern"))
         values = dict(config)
         directory = values.get("dir")
         if directory is None or directory == "":
@@ -72,6 +74,15 @@ class Settings:
         self.directory: str = directory.rstrip("/") or "/"
         self.split_bytes: int = split_bytes
         self.pattern: Optional[str] = values.get("pattern")
+
+
+def _only_keys(config: List[Tuple[str, str]], known: Tuple[str, ...]) -> None:
+    """Raises `Err(Error_InvalidConfig)` naming the first key not in `known` (a misspelt key
+    would otherwise be ignored and its default used without a word)."""
+    for key, _ in config:
+        if key not in known:
+            raise Err(Error_InvalidConfig(
+                f"unknown config key `{key}` (this plugin reads: {', '.join(known)})"))
 
 
 def _log(level: LogLevel, message: str) -> None:

@@ -4,7 +4,8 @@ A shuffle master that keeps partitions as directories under one local root, with
 behaviour as the Rust `local-shuffle` sample (Flink's `ShuffleMaster` with FLIP-383's
 `getPartitionWithMetrics` and batch snapshots):
 
-* config key `root`: an absolute directory, granted read-write to the guest at the same path;
+* config key `root`: an absolute directory, granted read-write to the guest at the same path
+  (any other key is refused, `invalid-config` naming it);
   `create` makes it if missing (an `io` error if it was not granted);
 * a job must be registered (`register-job`, or restored) before its partitions are;
 * a partition lives at `<root>/<job-id>/<intermediate-data-set>/<job-vertex>-<subtask>-<attempt>`,
@@ -256,6 +257,9 @@ class ShuffleMaster(wit_world.exports.shuffle_master.ShuffleMaster):
     @classmethod
     def create(cls, config: List[Tuple[str, str]]) -> "ShuffleMaster":
         """Parses `root`; raises `Err(Error_InvalidConfig)` if it is missing or relative."""
+        for key, _ in config:
+            if key != "root":
+                raise Err(Error_InvalidConfig(f"unknown config key `{key}` (this plugin reads: root)"))
         root = dict(config).get("root")
         if root is None or root == "":
             raise Err(Error_InvalidConfig("root: missing; set it to an absolute directory path"))

@@ -265,6 +265,47 @@ fn every_file_enumerator_reports_bad_config_and_ungranted_directories_as_error_v
     }
 }
 
+/// A misspelt config key is refused in `create` by every sample, naming the
+/// key, instead of being ignored while its default applies.
+#[test]
+fn every_sample_plugin_refuses_a_config_key_it_does_not_read() {
+    let dir = input_dir();
+    let root = tempfile::Builder::new()
+        .prefix("coordhost-shuffle")
+        .tempdir()
+        .unwrap();
+    let misspelt = |mut s: PluginSpec, key: &str| {
+        s.config.push((key.to_string(), "1".to_string()));
+        s
+    };
+    let check = |name: &str, result: Result<(), PluginError>, key: &str| match result {
+        Err(PluginError::Returned {
+            error: PluginFailure::InvalidConfig(msg),
+            ..
+        }) => assert!(
+            msg.contains(&format!("unknown config key `{key}`")),
+            "{name}: names the key: {msg}"
+        ),
+        other => panic!("{name}: expected invalid-config, got {other:?}"),
+    };
+    for name in FILE_ENUMERATORS {
+        let s = misspelt(enumerator_spec(name, dir.path(), 8), "split-byte");
+        check(
+            name,
+            host().load(&s).unwrap().split_enumerator(1).map(|_| ()),
+            "split-byte",
+        );
+    }
+    for name in SHUFFLE_MASTERS.into_iter().chain(["memory-shuffle"]) {
+        let s = misspelt(shuffle_spec(name, root.path()), "rooot");
+        check(
+            name,
+            host().load(&s).unwrap().shuffle_master().map(|_| ()),
+            "rooot",
+        );
+    }
+}
+
 #[test]
 fn every_sample_plugin_obeys_its_memory_cap_with_a_clear_error() {
     let dir = input_dir();
