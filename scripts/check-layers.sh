@@ -19,11 +19,11 @@ set -euo pipefail
 
 # The floors, lowest first; keep in step with docs/architecture.md ("Floors").
 FLOORS='
-0 value files failpoints
+0 value files failpoints rpc
 1 grant events graph
 2 shuffle plugin
 3 config runtime coordinator
-4 plan snapshot
+4 plan snapshot remote
 5 scheduler recovery
 6 job
 7 kit

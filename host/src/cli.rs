@@ -38,12 +38,39 @@ pub enum Command {
         #[command(subcommand)]
         command: PluginCommand,
     },
+    /// Run a worker process (Flink's TaskManager) for a coordinator started
+    /// with `run --listen HOST:PORT --external-workers N`; runs until killed
+    /// (docs/workers.md).
+    Worker(WorkerArgs),
     /// Read a job's event log.
     Log {
         /// What to do with the log.
         #[command(subcommand)]
         command: LogCommand,
     },
+}
+
+/// Arguments of `coordhost worker`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WorkerArgs {
+    /// The coordinator's `--listen` address.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub coordinator: String,
+    /// Where this worker keeps result partitions and staged sink output.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: PathBuf,
+    /// Attempts run at once (task slots).
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub slots: usize,
+    /// Where this worker serves its partitions (port 0: any free port).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:0")]
+    pub listen: String,
+    /// How long finished partitions are kept while no coordinator answers, ms.
+    #[arg(long, value_name = "MS", default_value_t = 60_000)]
+    pub keep_partitions_ms: u64,
+    /// The worker's id (default `w-<pid>-<port>`).
+    #[arg(long, value_name = "ID")]
+    pub id: Option<String>,
 }
 
 /// `coordhost log ...`
@@ -97,6 +124,7 @@ pub fn main() -> ExitCode {
     let uses_cache = !matches!(
         cli.command,
         Command::Log { .. }
+            | Command::Worker(_)
             | Command::Plugin {
                 command: PluginCommand::New(_)
             }
@@ -116,6 +144,7 @@ pub fn main() -> ExitCode {
     };
     match cli.command {
         Command::Run(args) => crate::job::run_command(&args, cache_dir),
+        Command::Worker(args) => worker_command(&args),
         Command::Plugin {
             command: PluginCommand::Check { file, json },
         } => plugin_check(&file, json, cache_dir),
@@ -279,6 +308,34 @@ fn log_inspect(dir: &Path, json: bool) -> ExitCode {
             let _ = out.flush();
             eprintln!("coordhost: {error}");
             ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
+/// Runs `coordhost worker` until it is killed; returns the exit code of a
+/// worker that could not start or was refused (2: a wrong argument or
+/// another protocol version; 1: folders or the socket).
+fn worker_command(args: &WorkerArgs) -> ExitCode {
+    let opts = crate::remote::WorkerOptions {
+        coordinator: args.coordinator.clone(),
+        data_dir: args.data_dir.clone(),
+        slots: args.slots,
+        listen: args.listen.clone(),
+        keep_partitions: std::time::Duration::from_millis(args.keep_partitions_ms),
+        id: args.id.clone(),
+    };
+    if args.slots == 0 {
+        eprintln!("coordhost: --slots: at least 1");
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
+    match crate::remote::run_worker(&opts) {
+        Ok(()) => ExitCode::from(EXIT_OK),
+        Err(e) => {
+            eprintln!("coordhost: {e}");
+            ExitCode::from(match e {
+                crate::remote::worker::WorkerError::Io { .. } => EXIT_FAILED,
+                _ => EXIT_BAD_INPUT,
+            })
         }
     }
 }

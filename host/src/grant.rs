@@ -31,7 +31,7 @@ use cap_std::fs::{Dir, OpenOptions};
 /// `plugins.NAME.dirs`). The guest sees it at the same absolute path as the
 /// host, so paths in splits and shuffle descriptors mean the same thing on
 /// both sides.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DirGrant {
     /// The directory (absolute).
     pub host: PathBuf,
@@ -318,6 +318,13 @@ impl PluginDir {
     /// The path as the plugin named it (for messages and the event log).
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The path below its grant's root: plain components only, at least
+    /// one. A worker process keeps a partition at this path below its own
+    /// partition root (`crate::remote`), never at the coordinator's.
+    pub fn relative(&self) -> &Path {
+        &self.rel
     }
 
     /// The plugin whose grant this is.

@@ -43,7 +43,7 @@ impl fmt::Display for Parallelism {
 
 /// How records of an edge travel from producer to consumer subtasks
 /// (Flink's `DistributionPattern` plus the partitioner).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DistributionPattern {
     /// Pointwise: producer subtask `i` feeds consumer subtask `i`.
     Forward,
@@ -52,7 +52,7 @@ pub enum DistributionPattern {
 }
 
 /// Comparison of a [`Operator::Filter`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CmpOp {
     /// `==`
     Eq,
@@ -84,7 +84,7 @@ impl CmpOp {
 }
 
 /// An aggregate function.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum AggFunction {
     /// Number of rows.
     Count,
@@ -99,7 +99,7 @@ pub enum AggFunction {
 }
 
 /// Where an aggregation sits in a two-phase plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum AggMode {
     /// Rows in, final values out.
     Complete,
@@ -110,7 +110,7 @@ pub enum AggMode {
 }
 
 /// One aggregate of an [`Operator::Aggregate`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Aggregate {
     /// The function.
     pub function: AggFunction,
@@ -133,7 +133,7 @@ impl Aggregate {
 }
 
 /// A built-in operator with its columns resolved to indices.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Operator {
     /// Source: one row `[line]` per line of the split.
     ReadLines,
@@ -189,7 +189,7 @@ pub enum Operator {
 }
 
 /// Output format of a sink.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SinkFormat {
     /// CSV, quoting fields that need it.
     Csv {
@@ -206,7 +206,7 @@ pub enum SinkFormat {
 }
 
 /// Where and how a sink vertex writes (its `write-csv` / `write-text`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SinkSpec {
     /// Output folder (absolute).
     pub dir: PathBuf,

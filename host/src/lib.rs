@@ -31,6 +31,8 @@ pub mod kit;
 pub mod plan;
 pub mod plugin;
 pub mod recovery;
+pub mod remote;
+pub mod rpc;
 pub mod runtime;
 pub mod scheduler;
 pub mod shuffle;

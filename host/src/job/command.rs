@@ -37,6 +37,21 @@ pub struct RunArgs {
     /// set aside, published output removed) and run it from scratch.
     #[arg(long)]
     pub fresh: bool,
+    /// Serve worker processes on HOST:PORT (their `--coordinator`); with
+    /// `--external-workers`, attempts run on them (docs/workers.md).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub listen: Option<String>,
+    /// Run the attempts on N worker processes (`coordhost worker`) instead
+    /// of threads of this process; waits for N to register.
+    #[arg(long, value_name = "N", requires = "listen")]
+    pub external_workers: Option<usize>,
+    /// Longest wait for the external workers to register, ms.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    pub worker_wait_ms: u64,
+    /// A worker without a heartbeat for this long is lost (and a worker
+    /// gives the coordinator up after as long), ms.
+    #[arg(long, value_name = "MS", default_value_t = 2_000)]
+    pub heartbeat_timeout_ms: u64,
 }
 
 /// Runs `coordhost run`; returns the exit code.
@@ -55,6 +70,15 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
         Arc::new(Lines)
     };
     opts.progress = Some(progress);
+    if let Some(n) = args.external_workers {
+        match start_cluster(args, n) {
+            Ok(cluster) => opts.external = Some(Arc::new(cluster)),
+            Err((code, line)) => {
+                eprintln!("coordhost: {line}");
+                return ExitCode::from(code);
+            }
+        }
+    }
     match run_job(&opts) {
         Ok(summary) => {
             print_summary(&summary);
@@ -90,6 +114,31 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
             ExitCode::from(exit_code(&e))
         }
     }
+}
+
+/// Serves workers on `--listen` and waits until `n` registered.
+fn start_cluster(args: &RunArgs, n: usize) -> Result<crate::remote::Cluster, (u8, String)> {
+    if n == 0 {
+        return Err((EXIT_BAD_INPUT, "--external-workers: at least 1".into()));
+    }
+    if args.heartbeat_timeout_ms < 100 {
+        return Err((
+            EXIT_BAD_INPUT,
+            "--heartbeat-timeout-ms: at least 100".into(),
+        ));
+    }
+    let mut options = crate::remote::ClusterOptions::new(args.listen.clone().unwrap_or_default());
+    options.heartbeat_timeout = std::time::Duration::from_millis(args.heartbeat_timeout_ms);
+    options.heartbeat_interval = options.heartbeat_timeout / 10;
+    let cluster = crate::remote::Cluster::start(options).map_err(|e| (EXIT_BAD_INPUT, e))?;
+    eprintln!(
+        "coordhost: serving workers on {}; waiting for {n}",
+        cluster.local_addr()
+    );
+    cluster
+        .wait_for_workers(n, std::time::Duration::from_millis(args.worker_wait_ms))
+        .map_err(|e| (EXIT_FAILED, e))?;
+    Ok(cluster)
 }
 
 fn print_summary(s: &Summary) {

@@ -99,6 +99,16 @@ pub enum TaskError {
         /// Why.
         reason: String,
     },
+    /// The worker process that ran the attempt failed it with an error
+    /// the coordinator does not act on by kind, or was lost
+    /// (`crate::remote`).
+    #[error("worker `{worker}`: {message}")]
+    Worker {
+        /// The worker's id.
+        worker: String,
+        /// What happened.
+        message: String,
+    },
     /// The job ended while the task ran.
     #[error("{attempt:?} canceled")]
     Canceled {
@@ -129,8 +139,25 @@ pub trait SplitSource: Send {
     fn next_split(&mut self) -> Result<Option<SplitData>, TaskError>;
 }
 
+/// Reads the subpartitions of a result partition another worker process
+/// holds (`crate::remote`): opens a stream of its blocks.
+pub trait PartitionFetch: Send + Sync {
+    /// A reader over subpartitions `subs` of the partition at `location`
+    /// (relative to the holder's partition root).
+    ///
+    /// # Errors
+    ///
+    /// [`ShuffleError::PartitionNotFound`] when the holder does not hold it
+    /// or cannot be reached; [`ShuffleError::Io`] otherwise.
+    fn open(
+        &self,
+        location: &std::path::Path,
+        subs: Range<u32>,
+    ) -> Result<SubpartitionReader, ShuffleError>;
+}
+
 /// One input partition a non-source task reads.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct InputPartition {
     /// Producer attempt (for PartitionNotFound).
     pub producer: AttemptId,
@@ -141,6 +168,20 @@ pub struct InputPartition {
     pub grants: Grants,
     /// Subpartitions to read.
     pub subpartitions: Range<u32>,
+    /// Set when another worker process holds the partition: `location` is
+    /// then relative to that worker's partition root and read through this.
+    pub remote: Option<Arc<dyn PartitionFetch>>,
+}
+
+impl std::fmt::Debug for InputPartition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InputPartition")
+            .field("producer", &self.producer)
+            .field("location", &self.location)
+            .field("subpartitions", &self.subpartitions)
+            .field("remote", &self.remote.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// A task's input.
@@ -308,12 +349,19 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
                 if p.subpartitions.is_empty() {
                     continue;
                 }
-                let dir = p
-                    .grants
-                    .writable_dir(&p.location)
-                    .map_err(|e| TaskError::Shuffle(ShuffleError::Grant(e)))?;
-                let mut r = SubpartitionReader::open_range_in(&dir, p.subpartitions.clone())
-                    .map_err(classify)?;
+                let mut r = match &p.remote {
+                    Some(fetch) => fetch
+                        .open(&p.location, p.subpartitions.clone())
+                        .map_err(classify)?,
+                    None => {
+                        let dir = p
+                            .grants
+                            .writable_dir(&p.location)
+                            .map_err(|e| TaskError::Shuffle(ShuffleError::Grant(e)))?;
+                        SubpartitionReader::open_range_in(&dir, p.subpartitions.clone())
+                            .map_err(classify)?
+                    }
+                };
                 while let Some(batch) = r.next_batch().map_err(classify)? {
                     tick(&mut report, batch.num_rows())?;
                     chain.push_batch(batch)?;

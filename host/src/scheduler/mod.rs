@@ -373,6 +373,10 @@ pub struct RunOptions {
     /// log is set aside, never deleted; published output is removed) and
     /// run from scratch.
     pub fresh: bool,
+    /// Run the attempts on worker processes registered with this cluster
+    /// (`coordhost run --listen ... --external-workers N`) instead of
+    /// threads of this process (`crate::remote`).
+    pub external: Option<Arc<crate::remote::Cluster>>,
 }
 
 impl RunOptions {
@@ -385,6 +389,7 @@ impl RunOptions {
             cache_dir: None,
             progress: None,
             fresh: false,
+            external: None,
         }
     }
 }
@@ -397,6 +402,7 @@ impl std::fmt::Debug for RunOptions {
             .field("workers", &self.workers)
             .field("cache_dir", &self.cache_dir)
             .field("fresh", &self.fresh)
+            .field("external", &self.external.as_ref().map(|c| c.local_addr()))
             .finish_non_exhaustive()
     }
 }

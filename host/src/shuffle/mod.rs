@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use crate::grant::GrantError;
 
 pub use format::{DATA_FILE, INDEX_FILE};
-pub use reader::SubpartitionReader;
+pub use reader::{RawRanges, SubpartitionReader};
 pub use route::{key_hash, route_batch};
 pub use writer::PartitionWriter;
 

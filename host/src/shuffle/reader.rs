@@ -18,10 +18,9 @@ use crate::grant::{self, PluginDir};
 
 /// Reads the batches of one subpartition (or of a range of them, one
 /// after the other) in the order they were written.
-#[derive(Debug)]
 pub struct SubpartitionReader {
     path: PathBuf,
-    data: BufReader<File>,
+    data: Data,
     /// Ranges `(offset, length)` still to read.
     ranges: VecDeque<(u64, u64)>,
     /// Offset of the next block header, and the end of its range.
@@ -29,7 +28,63 @@ pub struct SubpartitionReader {
     end: u64,
 }
 
+/// Where the blocks come from: the partition's `data` file, or a stream of
+/// the blocks of the subpartitions read (another worker's answer, in order).
+enum Data {
+    File(BufReader<File>),
+    Stream(Box<dyn Read + Send>),
+}
+
+impl std::fmt::Debug for SubpartitionReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubpartitionReader")
+            .field("path", &self.path)
+            .field("at", &self.at)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The raw bytes of some subpartitions of a partition on disk: the opened
+/// `data` file and the `(offset, length)` ranges to send, in order. What a
+/// worker serves to a consumer on another worker
+/// ([`SubpartitionReader::from_stream`] reads it there).
+#[derive(Debug)]
+pub struct RawRanges {
+    /// The `data` file (for messages).
+    pub path: PathBuf,
+    /// The opened `data` file.
+    pub data: File,
+    /// Ranges `(offset, length)` of `data`, in reading order.
+    pub ranges: Vec<(u64, u64)>,
+}
+
+impl RawRanges {
+    /// Total bytes of the ranges.
+    pub fn total(&self) -> u64 {
+        self.ranges.iter().map(|r| r.1).sum()
+    }
+}
+
 impl SubpartitionReader {
+    /// A reader over `stream`: the blocks of the subpartitions a consumer
+    /// reads, back to back, `total` bytes in all (a [`RawRanges`] sent by
+    /// the worker that holds the partition). `name` names the partition in
+    /// errors. Every block's checksum is checked here, at the consumer, so
+    /// damage on the way is found as damage on disk is.
+    pub fn from_stream(name: PathBuf, stream: Box<dyn Read + Send>, total: u64) -> Self {
+        Self {
+            path: name,
+            data: Data::Stream(stream),
+            ranges: if total == 0 {
+                VecDeque::new()
+            } else {
+                VecDeque::from([(0, total)])
+            },
+            at: 0,
+            end: 0,
+        }
+    }
+
     /// Opens subpartition `sub` of the partition at `location`, a directory
     /// the host chose itself; see [`SubpartitionReader::open_in`].
     ///
@@ -67,6 +122,27 @@ impl SubpartitionReader {
     /// As [`SubpartitionReader::open_in`]; `Corrupt` if the index counts
     /// fewer subpartitions than `subs.end`.
     pub fn open_range_in(location: &PluginDir, subs: Range<u32>) -> Result<Self, ShuffleError> {
+        let raw = Self::raw_ranges_in(location, subs)?;
+        Ok(Self {
+            path: raw.path,
+            data: Data::File(BufReader::with_capacity(IO_BUFFER, raw.data)),
+            ranges: raw.ranges.into(),
+            at: 0,
+            end: 0,
+        })
+    }
+
+    /// Opens the partition at `location` as [`SubpartitionReader::open_range_in`]
+    /// does (the same checks and errors) and returns its `data` file with
+    /// the ranges of subpartitions `subs`, unread.
+    ///
+    /// # Errors
+    ///
+    /// As [`SubpartitionReader::open_range_in`].
+    pub fn raw_ranges_in(
+        location: &PluginDir,
+        subs: Range<u32>,
+    ) -> Result<RawRanges, ShuffleError> {
         let not_found = || ShuffleError::PartitionNotFound {
             location: location.path().to_path_buf(),
         };
@@ -124,12 +200,10 @@ impl SubpartitionReader {
                 ),
             ));
         }
-        Ok(Self {
+        Ok(RawRanges {
             path,
-            data: BufReader::with_capacity(IO_BUFFER, data),
+            data,
             ranges: subs.flat_map(|sub| index.ranges(sub)).collect(),
-            at: 0,
-            end: 0,
         })
     }
 
@@ -147,9 +221,10 @@ impl SubpartitionReader {
             let Some((offset, len)) = self.ranges.pop_front() else {
                 return Ok(None);
             };
-            self.data
-                .seek(SeekFrom::Start(offset))
-                .map_err(|s| self.io(s))?;
+            // A stream holds one range and is read from its start.
+            if let Data::File(f) = &mut self.data {
+                f.seek(SeekFrom::Start(offset)).map_err(|s| self.io(s))?;
+            }
             self.at = offset;
             self.end = offset + len;
         }
@@ -180,7 +255,11 @@ impl SubpartitionReader {
 
     /// Reads exactly `buf.len()` bytes of the block at `block`.
     fn read_exact(&mut self, block: u64, buf: &mut [u8]) -> Result<(), ShuffleError> {
-        match self.data.read_exact(buf) {
+        let read = match &mut self.data {
+            Data::File(f) => f.read_exact(buf),
+            Data::Stream(r) => r.read_exact(buf),
+        };
+        match read {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == ErrorKind::UnexpectedEof => {
                 Err(self.corrupt(block, "the data file ends inside a block"))

@@ -5,7 +5,19 @@ use std::fmt;
 /// A decimal number with 6 digits after the point, stored as an integer
 /// count of millionths. Sums are exact, so an aggregate does not depend on
 /// the order its rows arrive in (unlike `f64`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub struct Decimal(i128);
 
 /// Millionths per unit.

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{CoordinatorSplits, Figures, JobMaster, Message};
+use super::{CoordinatorSplits, Executor, Figures, JobMaster, Message};
 use crate::coordinator::SourceCoordinator;
 use crate::grant::Grants;
 use crate::graph::{
@@ -13,7 +13,8 @@ use crate::graph::{
 use crate::plugin::{
     ExecutionAttemptId, PartitionDescriptor, ProducerDescriptor, ResultPartitionId,
 };
-use crate::runtime::{InputPartition, TaskInput, TaskOutput, TaskSpec, run_task};
+use crate::remote::{RemoteInput, RemoteOutput, RemoteTask, RemoteVertex};
+use crate::runtime::{InputPartition, TaskError, TaskInput, TaskOutput, TaskSpec, run_task};
 use crate::scheduler::{JobError, JobEventSink};
 
 impl JobMaster {
@@ -203,15 +204,95 @@ impl JobMaster {
         self.tasks_run += 1;
         tracing::debug!(vertex = %jv.id, subtask = s, attempt = attempt.attempt, "deploying");
         let tx = self.tx.clone();
-        self.pool.submit(move || {
-            let msg = match run_task(spec) {
-                Ok(report) => Message::Finished { attempt, report },
-                Err(error) => Message::Failed { attempt, error },
-            };
-            let _ignored = tx.send(msg);
-        });
+        match &self.executor {
+            Executor::Embedded(pool) => pool.submit(move || {
+                let msg = match run_task(spec) {
+                    Ok(report) => Message::Finished { attempt, report },
+                    Err(error) => Message::Failed { attempt, error },
+                };
+                let _ignored = tx.send(msg);
+            }),
+            Executor::External(cluster) => {
+                let task = self.remote_task(&jv, spec);
+                if let Err(message) = cluster.deploy(&task) {
+                    // Counted as a failed attempt: failover tries again
+                    // (up to max-attempts), when workers may be back.
+                    let _ignored = tx.send(Message::Failed {
+                        attempt,
+                        error: TaskError::Worker {
+                            worker: "(none)".into(),
+                            message,
+                        },
+                    });
+                }
+            }
+        }
         self.answer_waiting(v);
         Ok(())
+    }
+
+    /// `spec` as a worker process gets it: paths relative to the shuffle
+    /// master's grant (a worker keeps partitions below its own root).
+    fn remote_task(&self, jv: &crate::graph::JobVertex, spec: TaskSpec) -> RemoteTask {
+        let relative = |location: &std::path::Path| {
+            self.shuffle
+                .grants()
+                .writable_dir(location)
+                .map(|d| d.relative().to_path_buf())
+                // Never registered (a producer without a known
+                // partition): a name no worker holds, so the consumer
+                // fails with PartitionNotFound and the producer re-runs.
+                .unwrap_or_else(|_| "unknown-partition".into())
+        };
+        let inputs = match &spec.input {
+            TaskInput::Partitions(parts) => parts
+                .iter()
+                .map(|p| RemoteInput {
+                    producer: p.producer,
+                    location: relative(&p.location),
+                    subpartitions: p.subpartitions.clone(),
+                })
+                .collect(),
+            TaskInput::Splits(_) => Vec::new(),
+        };
+        let source = jv.source.as_ref().map(|name| {
+            let dirs = self
+                .plugins
+                .get(name)
+                .map(|p| p.spec().dirs.clone())
+                .unwrap_or_default();
+            (name.clone(), dirs)
+        });
+        RemoteTask {
+            job: self.job.clone(),
+            attempt: spec.attempt,
+            vertex_id: jv.id.clone(),
+            vertex: RemoteVertex {
+                operators: jv.operators.clone(),
+                routes: spec
+                    .outputs
+                    .iter()
+                    .map(|o| (o.edge, o.pattern, o.key.clone()))
+                    .collect(),
+                sink: jv.sink.clone(),
+                source,
+            },
+            inputs,
+            outputs: spec
+                .outputs
+                .iter()
+                .map(|o| RemoteOutput {
+                    edge: o.edge,
+                    location: o.location.relative().to_path_buf(),
+                    num_subpartitions: o.num_subpartitions,
+                })
+                .collect(),
+            record_delay: spec.record_delay,
+            #[cfg(feature = "failpoints")]
+            fail_after: spec.fail_after,
+            #[cfg(not(feature = "failpoints"))]
+            fail_after: None,
+        }
     }
 
     /// The partitions subtask `s` of vertex `v` reads.
@@ -254,6 +335,7 @@ impl JobMaster {
                     location,
                     grants: self.shuffle.grants().clone(),
                     subpartitions: subpartitions.clone(),
+                    remote: None,
                 });
             }
         }

@@ -145,11 +145,28 @@ impl JobMaster {
             .reset_reasons
             .entry(reason_kind(&reason).into())
             .or_default() += 1;
-        for d in self
+        let descriptors = self
             .descriptors
             .remove(&(v, attempt.subtask))
-            .unwrap_or_default()
-        {
+            .unwrap_or_default();
+        if let super::Executor::External(cluster) = &self.executor {
+            // The worker that holds them deletes them (below its own root).
+            let relative: Vec<std::path::PathBuf> = descriptors
+                .iter()
+                .filter_map(|d| {
+                    self.shuffle
+                        .grants()
+                        .writable_dir(std::path::Path::new(&d.location))
+                        .ok()
+                        .map(|p| p.relative().to_path_buf())
+                })
+                .collect();
+            cluster.release(attempt, &relative);
+            // A reset attempt still running stops; its report (canceled)
+            // ends it here as a superseded one.
+            cluster.cancel(attempt);
+        }
+        for d in descriptors {
             if let Err(e) = self.shuffle.release_partition_externally(&d) {
                 tracing::warn!(plugin = %self.shuffle_plugin, "releasing {}: {e}", d.location);
             }

@@ -23,6 +23,7 @@ mod cleanup;
 mod deploy;
 mod failover;
 
+use crate::remote::{Cluster, ClusterEvent};
 use crate::runtime::{SplitSource, TaskError, TaskReport, WorkerPool, sink};
 use crate::value::SplitData;
 
@@ -85,6 +86,14 @@ impl SplitSource for CoordinatorSplits {
     }
 }
 
+/// Where attempts run.
+enum Executor {
+    /// Threads of this process.
+    Embedded(WorkerPool),
+    /// Worker processes (`crate::remote`).
+    External(Arc<Cluster>),
+}
+
 /// Per-vertex run figures.
 #[derive(Default, Clone)]
 struct Figures {
@@ -111,7 +120,7 @@ pub struct JobMaster {
     descriptors: HashMap<(usize, u32), Vec<ShuffleDescriptor>>,
     figures: Vec<Vec<Figures>>,
     opts: RunOptions,
-    pool: WorkerPool,
+    executor: Executor,
     tx: Sender<Message>,
     rx: Receiver<Message>,
     cancel: Arc<AtomicBool>,
@@ -176,7 +185,39 @@ impl JobMaster {
         shuffle.register_job(&config.name).map_err(plugin_err)?;
         let snapshots_enabled = config.recovery.enabled && shuffle.supports_batch_snapshot();
         let (tx, rx) = channel();
-        let pool = WorkerPool::new(workers).map_err(|source| JobError::Workers { source })?;
+        let executor = match &opts.external {
+            Some(cluster) => {
+                let events = tx.clone();
+                cluster.set_events(move |e| {
+                    let msg = match e {
+                        ClusterEvent::SplitRequest { attempt, reply } => {
+                            Message::SplitRequest { attempt, reply }
+                        }
+                        ClusterEvent::Finished { attempt, report } => {
+                            Message::Finished { attempt, report }
+                        }
+                        ClusterEvent::Failed { attempt, error } => {
+                            Message::Failed { attempt, error }
+                        }
+                    };
+                    let _ignored = events.send(msg);
+                });
+                for (v, jv) in graph.job.vertices.iter().enumerate() {
+                    if let Some(plugin) = &jv.source {
+                        let wait = config
+                            .plugins
+                            .get(plugin)
+                            .map(|p| p.limits.split_wait)
+                            .unwrap_or(crate::plugin::DEFAULT_SPLIT_WAIT);
+                        cluster.set_split_wait(v, wait, plugin, &jv.id);
+                    }
+                }
+                Executor::External(cluster.clone())
+            }
+            None => Executor::Embedded(
+                WorkerPool::new(workers).map_err(|source| JobError::Workers { source })?,
+            ),
+        };
         let figures = vec![Vec::new(); graph.job.vertices.len()];
         Ok(Self {
             job: config.name.clone(),
@@ -195,7 +236,7 @@ impl JobMaster {
             descriptors: HashMap::new(),
             figures,
             opts: opts.clone(),
-            pool,
+            executor,
             tx,
             rx,
             cancel: Arc::new(AtomicBool::new(false)),
@@ -529,6 +570,9 @@ impl JobMaster {
         let started = Instant::now();
         let result = self.drive(events);
         self.cancel.store(true, Ordering::Relaxed);
+        if let Executor::External(cluster) = &self.executor {
+            cluster.cancel_all();
+        }
         self.waiting.clear();
         // Let running tasks see the cancel flag or a dropped reply, then stop.
         while self.running > 0 {
@@ -539,6 +583,13 @@ impl JobMaster {
                 Ok(_) => self.running -= 1,
                 Err(_) => break,
             }
+        }
+        if result.is_ok()
+            && let Executor::External(cluster) = &self.executor
+        {
+            // The job is over and every attempt has stopped: each
+            // partition and staged output on the workers is nobody's now.
+            cluster.release_job(&self.job);
         }
         // A simulated crash leaves everything as a dead process would.
         #[cfg(feature = "failpoints")]
@@ -692,6 +743,24 @@ impl JobMaster {
             });
         }
         if let Some(s) = &vertex.sink {
+            if let Executor::External(cluster) = &self.executor {
+                // The worker staged it; the coordinator copies it beside
+                // the part file and publishes it itself (a worker never
+                // publishes: docs/workers.md).
+                let staging = sink::staging_path(s, attempt.subtask, attempt.attempt);
+                if let Err(message) = cluster.fetch_sink(&self.job, &vertex.id, attempt, &staging) {
+                    // Its worker died after reporting, say: the attempt
+                    // failed and runs again.
+                    return self.on_failed(
+                        attempt,
+                        TaskError::Worker {
+                            worker: "(the one that ran it)".into(),
+                            message: format!("fetching the staged output: {message}"),
+                        },
+                        events,
+                    );
+                }
+            }
             sink::publish(s, attempt.subtask, attempt.attempt).map_err(|source| {
                 JobError::Commit {
                     vertex: vertex.id.clone(),
@@ -779,7 +848,10 @@ impl JobMaster {
             reset_reasons: self.reset_reasons.clone(),
             tasks_reset: self.tasks_reset,
             wall_ms: started.elapsed().as_millis() as u64,
-            workers: self.pool.size() as u64,
+            workers: match &self.executor {
+                Executor::Embedded(pool) => pool.size() as u64,
+                Executor::External(cluster) => cluster.slots(),
+            },
             coordinator_busy_us: self.busy.as_micros() as u64,
             vertices,
             outputs: self

@@ -1,0 +1,861 @@
+//! The coordinator's side of worker processes: the `Coordinator` gRPC
+//! service workers call, the registry of workers (Flink's
+//! `SlotPool`/`ResourceManager` in one), and the calls the JobMaster makes
+//! on them (deploy, cancel, fetch staged sink output, release).
+//!
+//! What happens to the JobMaster arrives as [`ClusterEvent`]s through the
+//! function it installs ([`Cluster::set_events`]): split requests, finished
+//! and failed attempts. A report is accepted only from the worker the
+//! attempt was deployed to, while that worker is registered in this
+//! coordinator's session; a worker silent past the heartbeat timeout is
+//! given up, its running attempts fail ([`TaskError::Worker`]) and a late
+//! report of theirs is refused. Its finished partitions are not moved:
+//! consumers that cannot read them fail with PartitionNotFound and the
+//! producers run again (Flink's region failover).
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::runtime::Runtime;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Request, Response, Status};
+
+use super::task::{RemoteTask, from_wire, to_wire};
+use crate::graph::{AttemptId, SubpartitionBytes};
+use crate::rpc::{self, coordinator_server, worker_client::WorkerClient};
+use crate::runtime::{TaskError, TaskReport};
+use crate::value::SplitData;
+
+/// Heartbeat settings of a coordinator that serves workers.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// Where the `Coordinator` service listens (`HOST:PORT`).
+    pub listen: String,
+    /// How often workers heartbeat.
+    pub heartbeat_interval: Duration,
+    /// After how long without a heartbeat a worker is given up (and, seen
+    /// from the worker, the coordinator).
+    pub heartbeat_timeout: Duration,
+}
+
+impl ClusterOptions {
+    /// Defaults: heartbeat every 200 ms, given up after 2 s.
+    pub fn new(listen: impl Into<String>) -> Self {
+        Self {
+            listen: listen.into(),
+            heartbeat_interval: Duration::from_millis(200),
+            heartbeat_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// What the cluster tells the JobMaster.
+#[derive(Debug)]
+pub enum ClusterEvent {
+    /// A source attempt asks for its next split; answer on `reply`.
+    SplitRequest {
+        /// The attempt.
+        attempt: AttemptId,
+        /// Where the answer goes.
+        reply: Sender<Result<Option<SplitData>, String>>,
+    },
+    /// An attempt finished (its report was accepted).
+    Finished {
+        /// The attempt.
+        attempt: AttemptId,
+        /// Its figures and partition sizes.
+        report: TaskReport,
+    },
+    /// An attempt failed: on its worker, or because its worker was lost.
+    Failed {
+        /// The attempt.
+        attempt: AttemptId,
+        /// Why.
+        error: TaskError,
+    },
+}
+
+type EventFn = Arc<dyn Fn(ClusterEvent) + Send + Sync>;
+
+/// One registered worker.
+struct WorkerEntry {
+    address: String,
+    slots: u32,
+    alive: bool,
+    last_seen: Instant,
+    client: WorkerClient<Channel>,
+    /// Partitions it reported holding when it registered.
+    held: Vec<rpc::HeldPartition>,
+}
+
+#[derive(Default)]
+struct State {
+    workers: BTreeMap<String, WorkerEntry>,
+    /// Running attempts and the worker each runs on.
+    running: HashMap<AttemptId, String>,
+    /// Finished attempts and the worker that holds their output.
+    holders: HashMap<AttemptId, String>,
+    /// Per source vertex: split wait, plugin name and vertex id (for the
+    /// message when the wait passes).
+    split_waits: HashMap<usize, (Duration, String, String)>,
+}
+
+struct Shared {
+    session: u64,
+    opts: ClusterOptions,
+    state: Mutex<State>,
+    changed: Condvar,
+    events: Mutex<Option<EventFn>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Shared {
+    fn emit(&self, event: ClusterEvent) {
+        let f = lock(&self.events).clone();
+        match f {
+            Some(f) => f(event),
+            None => {
+                if let ClusterEvent::SplitRequest { reply, .. } = event {
+                    let _ignored = reply.send(Err("no job is running".into()));
+                }
+            }
+        }
+    }
+
+    /// Gives up workers silent past the timeout; fails their attempts.
+    fn check_heartbeats(&self) {
+        let mut failed = Vec::new();
+        {
+            let mut st = lock(&self.state);
+            let timeout = self.opts.heartbeat_timeout;
+            let lost: Vec<String> = st
+                .workers
+                .iter()
+                .filter(|(_, w)| w.alive && w.last_seen.elapsed() > timeout)
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in lost {
+                if let Some(w) = st.workers.get_mut(&id) {
+                    w.alive = false;
+                }
+                tracing::warn!(worker = %id, "no heartbeat for {} ms: worker lost", timeout.as_millis());
+                let attempts: Vec<AttemptId> = st
+                    .running
+                    .iter()
+                    .filter(|(_, w)| **w == id)
+                    .map(|(a, _)| *a)
+                    .collect();
+                for a in attempts {
+                    st.running.remove(&a);
+                    failed.push((a, id.clone()));
+                }
+            }
+            if !failed.is_empty() {
+                self.changed.notify_all();
+            }
+        }
+        for (attempt, worker) in failed {
+            self.emit(ClusterEvent::Failed {
+                attempt,
+                error: TaskError::Worker {
+                    message: format!(
+                        "lost (no heartbeat for {} ms) while running {attempt:?}",
+                        self.opts.heartbeat_timeout.as_millis()
+                    ),
+                    worker,
+                },
+            });
+        }
+    }
+
+    fn known(&self, worker: &str, session: u64) -> bool {
+        session == self.session
+            && lock(&self.state)
+                .workers
+                .get(worker)
+                .is_some_and(|w| w.alive)
+    }
+}
+
+/// The coordinator's registry of worker processes and its gRPC service.
+/// Dropping it stops the service.
+pub struct Cluster {
+    rt: Runtime,
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("addr", &self.addr)
+            .field("session", &self.shared.session)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cluster {
+    /// Starts the `Coordinator` service on `opts.listen` and the heartbeat
+    /// check.
+    ///
+    /// # Errors
+    ///
+    /// The address does not parse or cannot be bound, or the async
+    /// runtime cannot start; the message names the address.
+    pub fn start(opts: ClusterOptions) -> Result<Self, String> {
+        let listen: SocketAddr = opts
+            .listen
+            .parse()
+            .map_err(|e| format!("--listen `{}`: {e}", opts.listen))?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .thread_name("coordhost-cluster")
+            .build()
+            .map_err(|e| format!("the async runtime: {e}"))?;
+        let listener =
+            std::net::TcpListener::bind(listen).map_err(|e| format!("--listen {listen}: {e}"))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| format!("--listen {listen}: {e}"))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| format!("--listen {listen}: {e}"))?;
+        // A fresh session per coordinator process: the clock's nanoseconds
+        // mixed with the pid, so two coordinators started in the same
+        // nanosecond still differ.
+        let session = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+            ^ (u64::from(std::process::id()) << 32);
+        let shared = Arc::new(Shared {
+            session,
+            opts,
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+            events: Mutex::new(None),
+        });
+        let service = coordinator_server::CoordinatorServer::new(Service {
+            shared: shared.clone(),
+        })
+        .max_decoding_message_size(rpc::MAX_MESSAGE_BYTES);
+        let incoming = {
+            let _guard = rt.enter();
+            tokio::net::TcpListener::from_std(listener)
+                .map_err(|e| format!("--listen {listen}: {e}"))?
+        };
+        rt.spawn(async move {
+            let incoming = tokio_stream::wrappers::TcpListenerStream::new(incoming);
+            if let Err(e) = tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming(incoming)
+                .await
+            {
+                tracing::error!("coordinator service: {e}");
+            }
+        });
+        let check = shared.clone();
+        rt.spawn(async move {
+            let every = check.opts.heartbeat_interval;
+            loop {
+                tokio::time::sleep(every).await;
+                let c = check.clone();
+                let _ignored = tokio::task::spawn_blocking(move || c.check_heartbeats()).await;
+            }
+        });
+        tracing::info!(address = %addr, session, "serving workers");
+        Ok(Self { rt, shared, addr })
+    }
+
+    /// The address the service is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// This coordinator's session number.
+    pub fn session(&self) -> u64 {
+        self.shared.session
+    }
+
+    /// Waits until `n` workers are registered and alive.
+    ///
+    /// # Errors
+    ///
+    /// How many registered when `timeout` passed.
+    pub fn wait_for_workers(&self, n: usize, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        let mut st = lock(&self.shared.state);
+        loop {
+            let alive = st.workers.values().filter(|w| w.alive).count();
+            if alive >= n {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(format!(
+                    "{n} workers expected (--external-workers), {alive} registered within {} ms (--worker-wait-ms)",
+                    timeout.as_millis()
+                ));
+            }
+            st = self
+                .shared
+                .changed
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// Installs where events go (the JobMaster's loop), replacing any
+    /// earlier one.
+    pub fn set_events(&self, f: impl Fn(ClusterEvent) + Send + Sync + 'static) {
+        *lock(&self.shared.events) = Some(Arc::new(f));
+    }
+
+    /// Names the split wait of source vertex `vertex` (its enumerator
+    /// plugin's `limits.split-wait-ms`), for split requests from workers.
+    pub fn set_split_wait(&self, vertex: usize, wait: Duration, plugin: &str, vertex_id: &str) {
+        lock(&self.shared.state)
+            .split_waits
+            .insert(vertex, (wait, plugin.to_owned(), vertex_id.to_owned()));
+    }
+
+    /// Slots of the workers alive now.
+    pub fn slots(&self) -> u64 {
+        lock(&self.shared.state)
+            .workers
+            .values()
+            .filter(|w| w.alive)
+            .map(|w| u64::from(w.slots))
+            .sum()
+    }
+
+    /// Partitions the workers alive now reported holding when they
+    /// registered: (worker id, producer attempt, edge, location, bytes).
+    pub fn reported_partitions(
+        &self,
+    ) -> Vec<(String, AttemptId, usize, PathBuf, SubpartitionBytes)> {
+        let st = lock(&self.shared.state);
+        let mut out = Vec::new();
+        for (id, w) in st.workers.iter().filter(|(_, w)| w.alive) {
+            for h in &w.held {
+                out.push((
+                    id.clone(),
+                    from_wire(h.producer.as_ref()),
+                    h.edge as usize,
+                    PathBuf::from(&h.location),
+                    SubpartitionBytes::from(h.bytes_per_subpartition.clone()),
+                ));
+            }
+        }
+        out
+    }
+
+    /// Deploys `task` on the alive worker with the most free slots (ties:
+    /// the lowest id). A worker that cannot be reached is given up and the
+    /// next one tried.
+    ///
+    /// # Errors
+    ///
+    /// No worker is alive, or every one refused; the message says why.
+    pub fn deploy(&self, task: &RemoteTask) -> Result<(), String> {
+        let vertex =
+            postcard::to_stdvec(&task.vertex).map_err(|e| format!("encoding the task: {e}"))?;
+        let mut tried: Vec<String> = Vec::new();
+        loop {
+            let (worker, mut client, inputs) = {
+                let st = lock(&self.shared.state);
+                let mut load: BTreeMap<&str, usize> = BTreeMap::new();
+                for w in st.running.values() {
+                    *load.entry(w.as_str()).or_default() += 1;
+                }
+                let pick = st
+                    .workers
+                    .iter()
+                    .filter(|(id, w)| w.alive && !tried.contains(id))
+                    .min_by_key(|(id, w)| {
+                        let busy = load.get(id.as_str()).copied().unwrap_or(0);
+                        // Free slots, most first; then the id.
+                        (busy as i64 - i64::from(w.slots), (*id).clone())
+                    });
+                let Some((id, w)) = pick else {
+                    return Err(if tried.is_empty() {
+                        "no worker is registered".into()
+                    } else {
+                        format!("no worker accepted the task (tried {})", tried.join(", "))
+                    });
+                };
+                let inputs: Vec<rpc::InputPartition> = task
+                    .inputs
+                    .iter()
+                    .map(|i| rpc::InputPartition {
+                        producer: Some(to_wire(i.producer)),
+                        address: st
+                            .holders
+                            .get(&i.producer)
+                            .and_then(|h| st.workers.get(h))
+                            .map(|h| h.address.clone())
+                            .unwrap_or_default(),
+                        location: i.location.to_string_lossy().into_owned(),
+                        first_subpartition: i.subpartitions.start,
+                        end_subpartition: i.subpartitions.end,
+                    })
+                    .collect();
+                (id.clone(), w.client.clone(), inputs)
+            };
+            let request = rpc::DeployRequest {
+                session: self.shared.session,
+                job: task.job.clone(),
+                attempt: Some(to_wire(task.attempt)),
+                vertex_id: task.vertex_id.clone(),
+                vertex: vertex.clone(),
+                inputs,
+                outputs: task
+                    .outputs
+                    .iter()
+                    .map(|o| rpc::OutputPartition {
+                        edge: o.edge as u32,
+                        location: o.location.to_string_lossy().into_owned(),
+                        num_subpartitions: o.num_subpartitions,
+                    })
+                    .collect(),
+                record_delay_us: task.record_delay.as_micros() as u64,
+                fail_after_records: task.fail_after.unwrap_or(0),
+            };
+            // Registered as running before the call: a report can come
+            // back before the call returns.
+            lock(&self.shared.state)
+                .running
+                .insert(task.attempt, worker.clone());
+            let sent = self.rt.block_on(async {
+                tokio::time::timeout(self.shared.opts.heartbeat_timeout, client.deploy(request))
+                    .await
+            });
+            match sent {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(status)) => {
+                    tracing::warn!(worker = %worker, "deploying {:?}: {}", task.attempt, status.message());
+                }
+                Err(_) => {
+                    tracing::warn!(worker = %worker, "deploying {:?}: no answer", task.attempt);
+                }
+            }
+            let mut st = lock(&self.shared.state);
+            if st.running.get(&task.attempt) == Some(&worker) {
+                st.running.remove(&task.attempt);
+            }
+            tried.push(worker);
+        }
+    }
+
+    /// Asks the workers to cancel every running attempt (the job is
+    /// ending). Best effort.
+    pub fn cancel_all(&self) {
+        let calls: Vec<(WorkerClient<Channel>, AttemptId)> = {
+            let st = lock(&self.shared.state);
+            st.running
+                .iter()
+                .filter_map(|(a, w)| st.workers.get(w).map(|w| (w.client.clone(), *a)))
+                .collect()
+        };
+        for (mut client, attempt) in calls {
+            let request = rpc::CancelRequest {
+                session: self.shared.session,
+                attempt: Some(to_wire(attempt)),
+            };
+            let _ignored = self.rt.block_on(async {
+                tokio::time::timeout(Duration::from_secs(1), client.cancel(request)).await
+            });
+        }
+    }
+
+    /// Asks the worker running `attempt` to cancel it. Best effort.
+    pub fn cancel(&self, attempt: AttemptId) {
+        let client = {
+            let st = lock(&self.shared.state);
+            st.running
+                .get(&attempt)
+                .and_then(|w| st.workers.get(w))
+                .map(|w| w.client.clone())
+        };
+        if let Some(mut client) = client {
+            let request = rpc::CancelRequest {
+                session: self.shared.session,
+                attempt: Some(to_wire(attempt)),
+            };
+            let _ignored = self.rt.block_on(async {
+                tokio::time::timeout(Duration::from_secs(1), client.cancel(request)).await
+            });
+        }
+    }
+
+    /// Whether `attempt` runs on a worker now.
+    pub fn is_running(&self, attempt: AttemptId) -> bool {
+        lock(&self.shared.state).running.contains_key(&attempt)
+    }
+
+    /// Copies the staged sink output of finished `attempt` of sink vertex
+    /// `vertex_id` from the worker that ran it to `dest` (created,
+    /// fsynced). Only the coordinator moves sink output; the worker never
+    /// publishes.
+    ///
+    /// # Errors
+    ///
+    /// The worker is unknown or unreachable, has no such output, or `dest`
+    /// cannot be written; the message names the worker or the file.
+    pub fn fetch_sink(
+        &self,
+        job: &str,
+        vertex_id: &str,
+        attempt: AttemptId,
+        dest: &Path,
+    ) -> Result<(), String> {
+        let (worker, mut client) = {
+            let st = lock(&self.shared.state);
+            let id = st
+                .holders
+                .get(&attempt)
+                .cloned()
+                .ok_or_else(|| format!("no worker ran {attempt:?}"))?;
+            let w = st
+                .workers
+                .get(&id)
+                .ok_or_else(|| format!("worker `{id}` is unknown"))?;
+            (id, w.client.clone())
+        };
+        let request = rpc::FetchSinkRequest {
+            session: self.shared.session,
+            attempt: Some(to_wire(attempt)),
+            job: job.to_owned(),
+            vertex_id: vertex_id.to_owned(),
+        };
+        let io = |e: std::io::Error| format!("{}: {e}", dest.display());
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent).map_err(io)?;
+        }
+        let mut file = std::fs::File::create(dest).map_err(io)?;
+        let fetched: Result<u64, String> = self.rt.block_on(async {
+            use std::io::Write;
+            let mut stream = client
+                .fetch_sink_output(request)
+                .await
+                .map_err(|s| format!("worker `{worker}`: {}", s.message()))?
+                .into_inner();
+            let mut total = None;
+            let mut got = 0u64;
+            while let Some(chunk) = stream
+                .message()
+                .await
+                .map_err(|s| format!("worker `{worker}`: {}", s.message()))?
+            {
+                if total.is_none() {
+                    total = Some(chunk.total_bytes);
+                    continue;
+                }
+                got += chunk.data.len() as u64;
+                file.write_all(&chunk.data).map_err(io)?;
+            }
+            match total {
+                Some(t) if t == got => Ok(got),
+                _ => Err(format!(
+                    "worker `{worker}`: the staged output of {attempt:?} ended after {got} bytes"
+                )),
+            }
+        });
+        fetched?;
+        file.sync_all().map_err(io)?;
+        Ok(())
+    }
+
+    /// Asks the worker holding `attempt`'s output to delete `locations`.
+    /// Best effort: a worker that is gone has nothing left to delete that
+    /// the next job's `release_job` would not.
+    pub fn release(&self, attempt: AttemptId, locations: &[PathBuf]) {
+        let client = {
+            let st = lock(&self.shared.state);
+            st.holders
+                .get(&attempt)
+                .and_then(|w| st.workers.get(w))
+                .map(|w| w.client.clone())
+        };
+        if let Some(mut client) = client {
+            let request = rpc::ReleaseRequest {
+                session: self.shared.session,
+                locations: locations
+                    .iter()
+                    .map(|l| l.to_string_lossy().into_owned())
+                    .collect(),
+                job: String::new(),
+                whole_job: false,
+            };
+            let _ignored = self.rt.block_on(async {
+                tokio::time::timeout(Duration::from_secs(2), client.release(request)).await
+            });
+        }
+        lock(&self.shared.state).holders.remove(&attempt);
+    }
+
+    /// Asks every alive worker to delete all it holds of `job` (its
+    /// partitions and staged sink output): the job is over.
+    pub fn release_job(&self, job: &str) {
+        let clients: Vec<(String, WorkerClient<Channel>)> = lock(&self.shared.state)
+            .workers
+            .iter()
+            .filter(|(_, w)| w.alive)
+            .map(|(id, w)| (id.clone(), w.client.clone()))
+            .collect();
+        for (id, mut client) in clients {
+            let request = rpc::ReleaseRequest {
+                session: self.shared.session,
+                locations: Vec::new(),
+                job: job.to_owned(),
+                whole_job: true,
+            };
+            let answer = self.rt.block_on(async {
+                tokio::time::timeout(Duration::from_secs(5), client.release(request)).await
+            });
+            if !matches!(answer, Ok(Ok(_))) {
+                tracing::warn!(worker = %id, "releasing the partitions of job `{job}` failed");
+            }
+        }
+        let mut st = lock(&self.shared.state);
+        st.holders.clear();
+        for w in st.workers.values_mut() {
+            w.held.clear();
+        }
+    }
+}
+
+/// The `Coordinator` service.
+struct Service {
+    shared: Arc<Shared>,
+}
+
+fn task_report(f: rpc::Finished) -> TaskReport {
+    TaskReport {
+        records_in: f.records_in,
+        records_out: f.records_out,
+        partitions: f
+            .partitions
+            .into_iter()
+            .map(|p| {
+                (
+                    p.edge as usize,
+                    SubpartitionBytes::from(p.bytes_per_subpartition),
+                )
+            })
+            .collect(),
+        splits: f.splits,
+    }
+}
+
+fn task_error(worker: &str, f: rpc::Failure) -> TaskError {
+    use rpc::failure::Kind;
+    let location = PathBuf::from(format!("worker `{worker}`"));
+    match f.kind {
+        Some(Kind::PartitionNotFound(p)) => TaskError::PartitionNotFound {
+            producer: from_wire(Some(&p)),
+            location,
+        },
+        Some(Kind::PartitionCorrupt(p)) => TaskError::PartitionCorrupt {
+            producer: from_wire(Some(&p)),
+            source: crate::shuffle::ShuffleError::Io {
+                path: location,
+                source: std::io::Error::other(f.message),
+            },
+        },
+        _ => TaskError::Worker {
+            worker: worker.to_owned(),
+            message: f.message,
+        },
+    }
+}
+
+#[tonic::async_trait]
+impl coordinator_server::Coordinator for Service {
+    async fn register(
+        &self,
+        request: Request<rpc::RegisterRequest>,
+    ) -> Result<Response<rpc::RegisterResponse>, Status> {
+        let req = request.into_inner();
+        if req.protocol_version != rpc::PROTOCOL_VERSION {
+            return Err(Status::failed_precondition(format!(
+                "worker `{}` speaks protocol coordhost.worker.v1 revision {}, this coordinator revision {}",
+                req.worker_id,
+                req.protocol_version,
+                rpc::PROTOCOL_VERSION
+            )));
+        }
+        let endpoint = Endpoint::from_shared(format!("http://{}", req.address))
+            .map_err(|e| Status::invalid_argument(format!("address `{}`: {e}", req.address)))?
+            .connect_timeout(Duration::from_secs(2));
+        let client = WorkerClient::new(endpoint.connect_lazy())
+            .max_decoding_message_size(rpc::MAX_MESSAGE_BYTES);
+        let failed: Vec<AttemptId> = {
+            let mut st = lock(&self.shared.state);
+            // A worker registering again lost its running attempts (it
+            // canceled them when it lost this coordinator).
+            let stale: Vec<AttemptId> = st
+                .running
+                .iter()
+                .filter(|(_, w)| **w == req.worker_id)
+                .map(|(a, _)| *a)
+                .collect();
+            for a in &stale {
+                st.running.remove(a);
+            }
+            tracing::info!(worker = %req.worker_id, address = %req.address, slots = req.slots, held = req.held.len(), "worker registered");
+            st.workers.insert(
+                req.worker_id.clone(),
+                WorkerEntry {
+                    address: req.address.clone(),
+                    slots: req.slots.max(1),
+                    alive: true,
+                    last_seen: Instant::now(),
+                    client,
+                    held: req.held,
+                },
+            );
+            self.shared.changed.notify_all();
+            stale
+        };
+        for attempt in failed {
+            self.shared.emit(ClusterEvent::Failed {
+                attempt,
+                error: TaskError::Worker {
+                    worker: req.worker_id.clone(),
+                    message: format!("registered again while running {attempt:?}"),
+                },
+            });
+        }
+        Ok(Response::new(rpc::RegisterResponse {
+            session: self.shared.session,
+            heartbeat_interval_ms: self.shared.opts.heartbeat_interval.as_millis() as u64,
+            heartbeat_timeout_ms: self.shared.opts.heartbeat_timeout.as_millis() as u64,
+        }))
+    }
+
+    async fn heartbeat(
+        &self,
+        request: Request<rpc::HeartbeatRequest>,
+    ) -> Result<Response<rpc::HeartbeatResponse>, Status> {
+        let req = request.into_inner();
+        let mut st = lock(&self.shared.state);
+        let known = match st.workers.get_mut(&req.worker_id) {
+            Some(w) if w.alive && req.session == self.shared.session => {
+                w.last_seen = Instant::now();
+                true
+            }
+            _ => false,
+        };
+        Ok(Response::new(rpc::HeartbeatResponse { known }))
+    }
+
+    async fn request_split(
+        &self,
+        request: Request<rpc::SplitRequest>,
+    ) -> Result<Response<rpc::SplitResponse>, Status> {
+        use rpc::split_response::Answer;
+        let req = request.into_inner();
+        let attempt = from_wire(req.attempt.as_ref());
+        let answer = |a| Ok(Response::new(rpc::SplitResponse { answer: Some(a) }));
+        let runs_there = lock(&self.shared.state).running.get(&attempt) == Some(&req.worker_id);
+        if !self.shared.known(&req.worker_id, req.session) || !runs_there {
+            return answer(Answer::Error(format!(
+                "{attempt:?} does not run on worker `{}` in this coordinator's session",
+                req.worker_id
+            )));
+        }
+        let (wait, plugin, vertex) = lock(&self.shared.state)
+            .split_waits
+            .get(&attempt.vertex)
+            .cloned()
+            .unwrap_or((
+                crate::plugin::DEFAULT_SPLIT_WAIT,
+                String::new(),
+                String::new(),
+            ));
+        let (reply, rx) = channel();
+        self.shared
+            .emit(ClusterEvent::SplitRequest { attempt, reply });
+        let waited = tokio::task::spawn_blocking(move || rx.recv_timeout(wait))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+        match waited {
+            Ok(Ok(Some(split))) => match postcard::to_stdvec(&split) {
+                Ok(bytes) => answer(Answer::Split(bytes)),
+                Err(e) => answer(Answer::Error(format!("encoding a split: {e}"))),
+            },
+            Ok(Ok(None)) => answer(Answer::EndOfSplits(true)),
+            Ok(Err(e)) => answer(Answer::Error(e)),
+            Err(RecvTimeoutError::Timeout) => answer(Answer::Error(format!(
+                "plugin `{plugin}` gave subtask {} of `{vertex}` no split and no end of splits within its split wait of {} ms (limits.split-wait-ms)",
+                attempt.subtask,
+                wait.as_millis()
+            ))),
+            Err(RecvTimeoutError::Disconnected) => {
+                answer(Answer::Error("the scheduler dropped the request".into()))
+            }
+        }
+    }
+
+    async fn report_attempt(
+        &self,
+        request: Request<rpc::AttemptReport>,
+    ) -> Result<Response<rpc::ReportResponse>, Status> {
+        let req = request.into_inner();
+        let attempt = from_wire(req.attempt.as_ref());
+        let accepted = {
+            let mut st = lock(&self.shared.state);
+            let alive = req.session == self.shared.session
+                && st.workers.get(&req.worker_id).is_some_and(|w| w.alive);
+            let ran_there = st.running.get(&attempt) == Some(&req.worker_id);
+            if alive && ran_there {
+                st.running.remove(&attempt);
+                if matches!(req.outcome, Some(rpc::attempt_report::Outcome::Finished(_))) {
+                    st.holders.insert(attempt, req.worker_id.clone());
+                }
+                self.shared.changed.notify_all();
+                true
+            } else {
+                false
+            }
+        };
+        if !accepted {
+            tracing::info!(worker = %req.worker_id, "refused the report of {attempt:?}: not current on this worker in this session");
+            return Ok(Response::new(rpc::ReportResponse { accepted: false }));
+        }
+        match req.outcome {
+            Some(rpc::attempt_report::Outcome::Finished(f)) => {
+                self.shared.emit(ClusterEvent::Finished {
+                    attempt,
+                    report: task_report(f),
+                });
+            }
+            Some(rpc::attempt_report::Outcome::Failed(f)) => {
+                self.shared.emit(ClusterEvent::Failed {
+                    attempt,
+                    error: task_error(&req.worker_id, f),
+                });
+            }
+            None => {
+                self.shared.emit(ClusterEvent::Failed {
+                    attempt,
+                    error: TaskError::Worker {
+                        worker: req.worker_id,
+                        message: "a report without an outcome".into(),
+                    },
+                });
+            }
+        }
+        Ok(Response::new(rpc::ReportResponse { accepted: true }))
+    }
+}

@@ -1,0 +1,908 @@
+//! `coordhost worker`: a worker process (Flink's TaskManager).
+//!
+//! It registers with the coordinator (reporting the finished partitions it
+//! still holds), heartbeats every interval the coordinator names, and runs
+//! the attempts it is deployed on a pool of `slots` threads with
+//! [`crate::runtime::run_task`]. Result partitions go below
+//! `<data-dir>/partitions/` at the path the shuffle master chose relative
+//! to its grant; sink output is staged below `<data-dir>/sink/` and only
+//! ever leaves through the coordinator's `FetchSinkOutput`, which the
+//! coordinator calls after accepting the attempt's report: a worker never
+//! publishes on its own.
+//!
+//! When the coordinator is gone (no successful heartbeat for the timeout,
+//! or it no longer knows this worker), the worker cancels its running
+//! attempts, keeps its finished partitions for `--keep-partitions-ms` and
+//! registers again with backoff. Partitions nobody claimed by then are
+//! deleted.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::runtime::Handle;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Request, Response, Status};
+
+use super::task::{RemoteVertex, from_wire, plain_relative, to_wire};
+use crate::grant::{DirGrant, Grants};
+use crate::graph::AttemptId;
+use crate::rpc::{self, coordinator_client::CoordinatorClient, worker_server};
+use crate::runtime::{
+    InputPartition, PartitionFetch, SplitSource, TaskError, TaskInput, TaskOutput, TaskReport,
+    TaskSpec, WorkerPool, run_task, sink,
+};
+use crate::shuffle::{ShuffleError, SubpartitionReader};
+use crate::value::SplitData;
+
+/// How to run a worker process.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// The coordinator's `HOST:PORT` (its `--listen`).
+    pub coordinator: String,
+    /// Where this worker keeps its partitions and staged sink output.
+    pub data_dir: PathBuf,
+    /// Attempts run at once (Flink's task slots), at least 1.
+    pub slots: usize,
+    /// Where this worker's own service listens (`HOST:PORT`; port 0 picks
+    /// a free one). The address registered is the one bound.
+    pub listen: String,
+    /// How long finished partitions are kept while no coordinator is
+    /// reachable (Flink's previous-worker timeout, seen from the worker).
+    pub keep_partitions: Duration,
+    /// The worker's id; default `w-<pid>-<port>`.
+    pub id: Option<String>,
+}
+
+/// Why a worker process stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkerError {
+    /// A folder, the listening socket or the async runtime could not be set up.
+    #[error("{what}: {source}")]
+    Io {
+        /// What failed, naming the path or address.
+        what: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// An argument is wrong (an address that does not parse).
+    #[error("{0}")]
+    Argument(String),
+    /// The coordinator refused the registration (another protocol version).
+    #[error("the coordinator at {coordinator} refused this worker: {reason}")]
+    Refused {
+        /// The coordinator's address.
+        coordinator: String,
+        /// Its words.
+        reason: String,
+    },
+}
+
+/// A finished partition this worker holds.
+#[derive(Debug, Clone)]
+struct Held {
+    job: String,
+    producer: AttemptId,
+    edge: u32,
+    location: PathBuf,
+    bytes: Vec<u64>,
+}
+
+/// What the worker's threads share.
+struct State {
+    id: String,
+    address: String,
+    coordinator: String,
+    partitions: PathBuf,
+    sinks: PathBuf,
+    /// The one writable grant of this worker: its partition root.
+    grants: Grants,
+    handle: Handle,
+    pool: WorkerPool,
+    /// The session of the coordinator this worker is registered with.
+    session: Mutex<Option<u64>>,
+    /// Cancel flags of running attempts.
+    running: Mutex<HashMap<AttemptId, Arc<AtomicBool>>>,
+    held: Mutex<Vec<Held>>,
+    channels: Mutex<HashMap<String, Channel>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl State {
+    fn session(&self) -> Option<u64> {
+        *lock(&self.session)
+    }
+
+    /// A channel to `address` (lazily connected, cached).
+    fn channel(&self, address: &str) -> Result<Channel, String> {
+        if let Some(c) = lock(&self.channels).get(address) {
+            return Ok(c.clone());
+        }
+        let endpoint = Endpoint::from_shared(format!("http://{address}"))
+            .map_err(|e| format!("address `{address}`: {e}"))?
+            .connect_timeout(Duration::from_secs(2));
+        // A lazy channel spawns its connection task on the runtime, so
+        // it needs the runtime's context on a plain (pool) thread too.
+        let _context = self.handle.enter();
+        let c = endpoint.connect_lazy();
+        lock(&self.channels).insert(address.to_owned(), c.clone());
+        Ok(c)
+    }
+
+    fn coordinator_client(&self) -> Result<CoordinatorClient<Channel>, String> {
+        Ok(CoordinatorClient::new(self.channel(&self.coordinator)?)
+            .max_decoding_message_size(rpc::MAX_MESSAGE_BYTES))
+    }
+
+    /// Cancels every running attempt (the coordinator is gone).
+    fn cancel_all(&self) {
+        for flag in lock(&self.running).values() {
+            flag.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn partition_path(&self, location: &Path) -> PathBuf {
+        self.partitions.join(location)
+    }
+
+    fn sink_dir(&self, job: &str, vertex: &str) -> PathBuf {
+        self.sinks.join(job).join(vertex)
+    }
+
+    /// Deletes partitions below the root (plain relative locations only).
+    fn delete_partitions(&self, locations: &[PathBuf]) {
+        for l in locations {
+            let dir = self.partition_path(l);
+            match self.grants.writable_dir(&dir).map(|d| d.remove_all()) {
+                Ok(Ok(())) => tracing::debug!("deleted partition {}", dir.display()),
+                Ok(Err(e)) | Err(e) => tracing::warn!("deleting {}: {e}", dir.display()),
+            }
+        }
+    }
+
+    fn held_on_wire(&self) -> (String, Vec<rpc::HeldPartition>) {
+        let held = lock(&self.held);
+        let job = held.first().map(|h| h.job.clone()).unwrap_or_default();
+        let list = held
+            .iter()
+            .filter(|h| h.job == job)
+            .map(|h| rpc::HeldPartition {
+                producer: Some(to_wire(h.producer)),
+                edge: h.edge,
+                location: h.location.to_string_lossy().into_owned(),
+                bytes_per_subpartition: h.bytes.clone(),
+            })
+            .collect();
+        (job, list)
+    }
+}
+
+/// Runs a worker process until it is killed.
+///
+/// # Errors
+///
+/// [`WorkerError`] when it cannot start (folders, socket, runtime) or the
+/// coordinator refuses it for good (another protocol version).
+pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
+    let io = |what: String| move |source| WorkerError::Io { what, source };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("coordhost-worker-rpc")
+        .build()
+        .map_err(io("the async runtime".into()))?;
+    let partitions = opts.data_dir.join("partitions");
+    let sinks = opts.data_dir.join("sink");
+    for d in [&partitions, &sinks] {
+        std::fs::create_dir_all(d).map_err(io(format!("--data-dir {}", d.display())))?;
+    }
+    let partitions = std::fs::canonicalize(&partitions)
+        .map_err(io(format!("--data-dir {}", partitions.display())))?;
+    let listen: SocketAddr = opts
+        .listen
+        .parse()
+        .map_err(|e| WorkerError::Argument(format!("--listen `{}`: {e}", opts.listen)))?;
+    let listener = std::net::TcpListener::bind(listen).map_err(io(format!("--listen {listen}")))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(io(format!("--listen {listen}")))?;
+    let bound = listener
+        .local_addr()
+        .map_err(io(format!("--listen {listen}")))?;
+    let id = opts
+        .id
+        .clone()
+        .unwrap_or_else(|| format!("w-{}-{}", std::process::id(), bound.port()));
+    let pool = WorkerPool::new(opts.slots.max(1)).map_err(io("worker threads".into()))?;
+    let state = Arc::new(State {
+        id: id.clone(),
+        address: bound.to_string(),
+        coordinator: opts.coordinator.clone(),
+        grants: Grants::new(
+            &format!("worker {id}"),
+            &[DirGrant {
+                host: partitions.clone(),
+                writable: true,
+            }],
+        ),
+        partitions,
+        sinks,
+        handle: rt.handle().clone(),
+        pool,
+        session: Mutex::new(None),
+        running: Mutex::new(HashMap::new()),
+        held: Mutex::new(Vec::new()),
+        channels: Mutex::new(HashMap::new()),
+    });
+    let service = worker_server::WorkerServer::new(Service {
+        state: state.clone(),
+    })
+    .max_decoding_message_size(rpc::MAX_MESSAGE_BYTES)
+    .max_encoding_message_size(rpc::MAX_MESSAGE_BYTES);
+    rt.spawn(async move {
+        let incoming = match tokio::net::TcpListener::from_std(listener) {
+            Ok(l) => tokio_stream::wrappers::TcpListenerStream::new(l),
+            Err(e) => {
+                tracing::error!("worker service: {e}");
+                return;
+            }
+        };
+        if let Err(e) = tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(incoming)
+            .await
+        {
+            tracing::error!("worker service: {e}");
+        }
+    });
+    tracing::info!(worker = %id, address = %bound, coordinator = %opts.coordinator, "worker started");
+    eprintln!("coordhost worker {id}: serving on {bound}");
+    rt.block_on(stay_registered(state, opts.keep_partitions))
+}
+
+/// Registers, heartbeats while the coordinator answers, and registers again
+/// (with backoff) when it does not; forever, or until refused for good.
+async fn stay_registered(state: Arc<State>, keep: Duration) -> Result<(), WorkerError> {
+    let mut backoff = Duration::from_millis(50);
+    let mut lost_since: Option<Instant> = None;
+    loop {
+        let (job, held) = state.held_on_wire();
+        let request = rpc::RegisterRequest {
+            protocol_version: rpc::PROTOCOL_VERSION,
+            worker_id: state.id.clone(),
+            address: state.address.clone(),
+            slots: state.pool.size() as u32,
+            held,
+            job,
+        };
+        let answer = match state.coordinator_client() {
+            Ok(mut c) => c.register(request).await,
+            Err(e) => return Err(WorkerError::Argument(format!("--coordinator: {e}"))),
+        };
+        let reg = match answer {
+            Ok(r) => r.into_inner(),
+            Err(s) if s.code() == tonic::Code::FailedPrecondition => {
+                return Err(WorkerError::Refused {
+                    coordinator: state.coordinator.clone(),
+                    reason: s.message().to_owned(),
+                });
+            }
+            Err(s) => {
+                tracing::debug!("registering with {}: {}", state.coordinator, s.message());
+                if let Some(since) = lost_since
+                    && since.elapsed() >= keep
+                {
+                    forget_held(&state);
+                    lost_since = None;
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        backoff = Duration::from_millis(50);
+        *lock(&state.session) = Some(reg.session);
+        tracing::info!(worker = %state.id, session = reg.session, "registered");
+        let interval = Duration::from_millis(reg.heartbeat_interval_ms.max(10));
+        let timeout = Duration::from_millis(reg.heartbeat_timeout_ms.max(100));
+        let mut last_ok = Instant::now();
+        loop {
+            tokio::time::sleep(interval).await;
+            let beat = rpc::HeartbeatRequest {
+                worker_id: state.id.clone(),
+                session: reg.session,
+            };
+            let known = match state.coordinator_client() {
+                Ok(mut c) => {
+                    match tokio::time::timeout(
+                        interval.max(Duration::from_millis(200)),
+                        c.heartbeat(beat),
+                    )
+                    .await
+                    {
+                        Ok(Ok(r)) => Some(r.into_inner().known),
+                        _ => None,
+                    }
+                }
+                Err(_) => None,
+            };
+            match known {
+                Some(true) => last_ok = Instant::now(),
+                Some(false) => break,
+                None if last_ok.elapsed() >= timeout => break,
+                None => {}
+            }
+        }
+        tracing::warn!(worker = %state.id, "lost the coordinator: canceling running attempts, keeping finished partitions");
+        *lock(&state.session) = None;
+        state.cancel_all();
+        lost_since = Some(Instant::now());
+    }
+}
+
+/// No coordinator claimed the held partitions in time: delete them.
+fn forget_held(state: &State) {
+    let held: Vec<Held> = std::mem::take(&mut *lock(&state.held));
+    if held.is_empty() {
+        return;
+    }
+    tracing::info!(
+        worker = %state.id,
+        "no coordinator came back within the keep time: deleting {} partitions",
+        held.len()
+    );
+    state.delete_partitions(&held.iter().map(|h| h.location.clone()).collect::<Vec<_>>());
+}
+
+/// The worker's gRPC service.
+struct Service {
+    state: Arc<State>,
+}
+
+impl Service {
+    async fn check_session(&self, session: u64) -> Result<(), Status> {
+        // The coordinator may call as soon as it answered the registration,
+        // a moment before this worker stored the session: wait a little.
+        for _ in 0..100 {
+            if self.state.session().is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        match self.state.session() {
+            Some(s) if s == session => Ok(()),
+            Some(s) => Err(Status::failed_precondition(format!(
+                "worker `{}` serves coordinator session {s}, not {session}",
+                self.state.id
+            ))),
+            None => Err(Status::failed_precondition(format!(
+                "worker `{}` is not registered with a coordinator",
+                self.state.id
+            ))),
+        }
+    }
+}
+
+/// Sends the bytes of `ranges` of `file` as chunks (the first carrying the
+/// total), from a blocking thread.
+fn stream_file(
+    handle: &Handle,
+    mut file: std::fs::File,
+    ranges: Vec<(u64, u64)>,
+    name: PathBuf,
+) -> ReceiverStream<Result<rpc::Chunk, Status>> {
+    let (tx, rx) = mpsc::channel(4);
+    handle.spawn_blocking(move || {
+        use std::io::{Seek, SeekFrom};
+        let total: u64 = ranges.iter().map(|r| r.1).sum();
+        if tx
+            .blocking_send(Ok(rpc::Chunk {
+                total_bytes: total,
+                data: Vec::new(),
+            }))
+            .is_err()
+        {
+            return;
+        }
+        for (offset, len) in ranges {
+            if let Err(e) = file.seek(SeekFrom::Start(offset)) {
+                let _ignored =
+                    tx.blocking_send(Err(Status::internal(format!("{}: {e}", name.display()))));
+                return;
+            }
+            let mut left = len;
+            while left > 0 {
+                let n = left.min(rpc::CHUNK_BYTES as u64) as usize;
+                let mut buf = vec![0u8; n];
+                if let Err(e) = file.read_exact(&mut buf) {
+                    let _ignored =
+                        tx.blocking_send(Err(Status::internal(format!("{}: {e}", name.display()))));
+                    return;
+                }
+                left -= n as u64;
+                if tx
+                    .blocking_send(Ok(rpc::Chunk {
+                        total_bytes: 0,
+                        data: buf,
+                    }))
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }
+    });
+    ReceiverStream::new(rx)
+}
+
+#[tonic::async_trait]
+impl worker_server::Worker for Service {
+    async fn deploy(
+        &self,
+        request: Request<rpc::DeployRequest>,
+    ) -> Result<Response<rpc::DeployResponse>, Status> {
+        let req = request.into_inner();
+        self.check_session(req.session).await?;
+        let state = self.state.clone();
+        let attempt = from_wire(req.attempt.as_ref());
+        let spec = task_spec(&state, &req)?;
+        let cancel = spec.cancel.clone();
+        lock(&state.running).insert(attempt, cancel);
+        let session = req.session;
+        let job = req.job.clone();
+        let outputs: Vec<(u32, PathBuf)> = req
+            .outputs
+            .iter()
+            .filter_map(|o| plain_relative(&o.location).map(|l| (o.edge, l)))
+            .collect();
+        let sink_staging = spec
+            .sink
+            .as_ref()
+            .map(|s| sink::staging_path(s, attempt.subtask, attempt.attempt));
+        tracing::debug!(worker = %state.id, vertex = %req.vertex_id, subtask = attempt.subtask, attempt = attempt.attempt, "running");
+        let pool_state = state.clone();
+        pool_state.pool.submit(move || {
+            let result = run_task(spec);
+            lock(&state.running).remove(&attempt);
+            let accepted = report(&state, session, attempt, &result);
+            match (result, accepted) {
+                (Ok(report), true) => {
+                    let mut held = lock(&state.held);
+                    for (edge, bytes) in report.partitions {
+                        if let Some((_, location)) =
+                            outputs.iter().find(|(e, _)| *e as usize == edge)
+                        {
+                            held.push(Held {
+                                job: job.clone(),
+                                producer: attempt,
+                                edge: edge as u32,
+                                location: location.clone(),
+                                bytes: bytes.to_vec(),
+                            });
+                        }
+                    }
+                }
+                _ => {
+                    // Failed, or refused (a superseded attempt, or a
+                    // coordinator that gave this worker up): what it wrote
+                    // is nobody's.
+                    state.delete_partitions(
+                        &outputs.iter().map(|o| o.1.clone()).collect::<Vec<_>>(),
+                    );
+                    if let Some(p) = &sink_staging {
+                        let _ignored = std::fs::remove_file(p);
+                    }
+                }
+            }
+        });
+        Ok(Response::new(rpc::DeployResponse {}))
+    }
+
+    async fn cancel(
+        &self,
+        request: Request<rpc::CancelRequest>,
+    ) -> Result<Response<rpc::CancelResponse>, Status> {
+        let req = request.into_inner();
+        self.check_session(req.session).await?;
+        let attempt = from_wire(req.attempt.as_ref());
+        if let Some(flag) = lock(&self.state.running).get(&attempt) {
+            flag.store(true, Ordering::Relaxed);
+        }
+        Ok(Response::new(rpc::CancelResponse {}))
+    }
+
+    type ReadSubpartitionsStream = ReceiverStream<Result<rpc::Chunk, Status>>;
+
+    async fn read_subpartitions(
+        &self,
+        request: Request<rpc::ReadRequest>,
+    ) -> Result<Response<Self::ReadSubpartitionsStream>, Status> {
+        let req = request.into_inner();
+        let location = plain_relative(&req.location).ok_or_else(|| {
+            Status::invalid_argument(format!(
+                "location `{}` is not a plain relative path",
+                req.location
+            ))
+        })?;
+        if req.end_subpartition < req.first_subpartition {
+            return Err(Status::invalid_argument("an empty subpartition range"));
+        }
+        let dir = self
+            .state
+            .grants
+            .writable_dir(&self.state.partition_path(&location))
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let raw = match SubpartitionReader::raw_ranges_in(
+            &dir,
+            req.first_subpartition..req.end_subpartition,
+        ) {
+            Ok(raw) => raw,
+            Err(ShuffleError::PartitionNotFound { .. }) => {
+                return Err(Status::not_found(format!(
+                    "worker `{}` holds no partition at {}",
+                    self.state.id, req.location
+                )));
+            }
+            Err(e) => return Err(Status::data_loss(e.to_string())),
+        };
+        Ok(Response::new(stream_file(
+            &self.state.handle,
+            raw.data,
+            raw.ranges,
+            raw.path,
+        )))
+    }
+
+    type FetchSinkOutputStream = ReceiverStream<Result<rpc::Chunk, Status>>;
+
+    async fn fetch_sink_output(
+        &self,
+        request: Request<rpc::FetchSinkRequest>,
+    ) -> Result<Response<Self::FetchSinkOutputStream>, Status> {
+        let req = request.into_inner();
+        self.check_session(req.session).await?;
+        let job = plain_relative(&req.job)
+            .ok_or_else(|| Status::invalid_argument("a job name that is not a plain name"))?;
+        let vertex = plain_relative(&req.vertex_id)
+            .ok_or_else(|| Status::invalid_argument("a vertex id that is not a plain name"))?;
+        let attempt = from_wire(req.attempt.as_ref());
+        let dir = self
+            .state
+            .sinks
+            .join(job)
+            .join(vertex)
+            .join(sink::STAGING_DIR);
+        let prefix = format!("part-{:05}-attempt-{}.", attempt.subtask, attempt.attempt);
+        let found = std::fs::read_dir(&dir).ok().and_then(|entries| {
+            entries.flatten().map(|e| e.path()).find(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
+            })
+        });
+        let Some(path) = found else {
+            return Err(Status::not_found(format!(
+                "worker `{}` has no staged output of {:?}",
+                self.state.id, attempt
+            )));
+        };
+        let file = std::fs::File::open(&path)
+            .map_err(|e| Status::internal(format!("{}: {e}", path.display())))?;
+        let len = file
+            .metadata()
+            .map_err(|e| Status::internal(format!("{}: {e}", path.display())))?
+            .len();
+        Ok(Response::new(stream_file(
+            &self.state.handle,
+            file,
+            vec![(0, len)],
+            path,
+        )))
+    }
+
+    async fn release(
+        &self,
+        request: Request<rpc::ReleaseRequest>,
+    ) -> Result<Response<rpc::ReleaseResponse>, Status> {
+        let req = request.into_inner();
+        self.check_session(req.session).await?;
+        let state = &self.state;
+        let mut locations: Vec<PathBuf> = req
+            .locations
+            .iter()
+            .filter_map(|l| plain_relative(l))
+            .collect();
+        {
+            let mut held = lock(&state.held);
+            if req.whole_job {
+                locations.extend(
+                    held.iter()
+                        .filter(|h| h.job == req.job)
+                        .map(|h| h.location.clone()),
+                );
+                held.retain(|h| h.job != req.job);
+            } else {
+                held.retain(|h| !locations.contains(&h.location));
+            }
+        }
+        state.delete_partitions(&locations);
+        if req.whole_job
+            && let Some(job) = plain_relative(&req.job)
+        {
+            let _ignored = std::fs::remove_dir_all(state.sinks.join(job));
+        }
+        Ok(Response::new(rpc::ReleaseResponse {}))
+    }
+}
+
+/// Reports how `attempt` ended; whether the coordinator accepted it.
+fn report(
+    state: &State,
+    session: u64,
+    attempt: AttemptId,
+    result: &Result<TaskReport, TaskError>,
+) -> bool {
+    let outcome = match result {
+        Ok(r) => rpc::attempt_report::Outcome::Finished(rpc::Finished {
+            records_in: r.records_in,
+            records_out: r.records_out,
+            splits: r.splits,
+            partitions: r
+                .partitions
+                .iter()
+                .map(|(edge, bytes)| rpc::PartitionBytes {
+                    edge: *edge as u32,
+                    bytes_per_subpartition: bytes.to_vec(),
+                })
+                .collect(),
+        }),
+        Err(e) => {
+            use rpc::failure::Kind;
+            let kind = match e {
+                TaskError::PartitionNotFound { producer, .. } => {
+                    Kind::PartitionNotFound(to_wire(*producer))
+                }
+                TaskError::PartitionCorrupt { producer, .. } => {
+                    Kind::PartitionCorrupt(to_wire(*producer))
+                }
+                TaskError::Canceled { .. } => Kind::Canceled(true),
+                _ => Kind::Other(true),
+            };
+            rpc::attempt_report::Outcome::Failed(rpc::Failure {
+                kind: Some(kind),
+                message: e.to_string(),
+            })
+        }
+    };
+    let request = rpc::AttemptReport {
+        worker_id: state.id.clone(),
+        session,
+        attempt: Some(to_wire(attempt)),
+        outcome: Some(outcome),
+    };
+    let Ok(mut client) = state.coordinator_client() else {
+        return false;
+    };
+    match state.handle.block_on(client.report_attempt(request)) {
+        Ok(r) => r.into_inner().accepted,
+        Err(s) => {
+            tracing::warn!(worker = %state.id, "reporting {attempt:?}: {}", s.message());
+            false
+        }
+    }
+}
+
+/// The runtime's task for a deployment, checking every path it names.
+fn task_spec(state: &Arc<State>, req: &rpc::DeployRequest) -> Result<TaskSpec, Status> {
+    let attempt = from_wire(req.attempt.as_ref());
+    let vertex: RemoteVertex = postcard::from_bytes(&req.vertex)
+        .map_err(|e| Status::invalid_argument(format!("the task of `{}`: {e}", req.vertex_id)))?;
+    let plain = |l: &str| {
+        plain_relative(l).ok_or_else(|| {
+            Status::invalid_argument(format!("location `{l}` is not a plain relative path"))
+        })
+    };
+    let mut outputs = Vec::new();
+    for o in &req.outputs {
+        let (pattern, key) = vertex
+            .routes
+            .iter()
+            .find(|r| r.0 == o.edge as usize)
+            .map(|r| (r.1, r.2.clone()))
+            .ok_or_else(|| Status::invalid_argument(format!("edge {} has no route", o.edge)))?;
+        let location = state
+            .grants
+            .writable_dir(&state.partition_path(&plain(&o.location)?))
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        outputs.push(TaskOutput {
+            edge: o.edge as usize,
+            location,
+            num_subpartitions: o.num_subpartitions,
+            pattern,
+            key,
+        });
+    }
+    let sink = match &vertex.sink {
+        Some(s) => {
+            let job = plain(&req.job)?;
+            let v = plain(&req.vertex_id)?;
+            let mut local = s.clone();
+            local.dir = state.sink_dir(&job.to_string_lossy(), &v.to_string_lossy());
+            Some(Arc::new(local))
+        }
+        None => None,
+    };
+    let input = if vertex.source.is_some() {
+        TaskInput::Splits(Box::new(RemoteSplits {
+            state: state.clone(),
+            session: req.session,
+            attempt,
+        }))
+    } else {
+        let mut inputs = Vec::new();
+        for i in &req.inputs {
+            let location = plain(&i.location)?;
+            let producer = from_wire(i.producer.as_ref());
+            let subpartitions = i.first_subpartition..i.end_subpartition.max(i.first_subpartition);
+            if i.address == state.address {
+                inputs.push(InputPartition {
+                    producer,
+                    location: state.partition_path(&location),
+                    grants: state.grants.clone(),
+                    subpartitions,
+                    remote: None,
+                });
+            } else {
+                inputs.push(InputPartition {
+                    producer,
+                    location,
+                    grants: state.grants.clone(),
+                    subpartitions,
+                    remote: Some(Arc::new(RemoteFetch {
+                        state: state.clone(),
+                        address: i.address.clone(),
+                    })),
+                });
+            }
+        }
+        TaskInput::Partitions(inputs)
+    };
+    let source_grants = vertex
+        .source
+        .as_ref()
+        .map(|(plugin, dirs)| Grants::new(plugin, dirs));
+    Ok(TaskSpec {
+        attempt,
+        vertex_id: req.vertex_id.clone(),
+        operators: Arc::new(vertex.operators),
+        input,
+        outputs,
+        sink,
+        source_grants,
+        record_delay: Duration::from_micros(req.record_delay_us),
+        #[cfg(feature = "failpoints")]
+        fail_after: (req.fail_after_records > 0).then_some(req.fail_after_records),
+        cancel: Arc::new(AtomicBool::new(false)),
+    })
+}
+
+/// A source attempt's splits, pulled from the coordinator.
+struct RemoteSplits {
+    state: Arc<State>,
+    session: u64,
+    attempt: AttemptId,
+}
+
+impl SplitSource for RemoteSplits {
+    fn next_split(&mut self) -> Result<Option<SplitData>, TaskError> {
+        let failed = |reason: String| TaskError::SplitRequest { reason };
+        let mut client = self.state.coordinator_client().map_err(failed)?;
+        let request = rpc::SplitRequest {
+            worker_id: self.state.id.clone(),
+            session: self.session,
+            attempt: Some(to_wire(self.attempt)),
+        };
+        let answer = self
+            .state
+            .handle
+            .block_on(client.request_split(request))
+            .map_err(|s| failed(format!("the coordinator: {}", s.message())))?
+            .into_inner();
+        match answer.answer {
+            Some(rpc::split_response::Answer::Split(bytes)) => postcard::from_bytes(&bytes)
+                .map(Some)
+                .map_err(|e| failed(format!("a split that does not decode: {e}"))),
+            Some(rpc::split_response::Answer::EndOfSplits(_)) => Ok(None),
+            Some(rpc::split_response::Answer::Error(e)) => Err(failed(e)),
+            None => Err(failed("an empty answer".into())),
+        }
+    }
+}
+
+/// Reads a partition another worker holds, over its `ReadSubpartitions`.
+struct RemoteFetch {
+    state: Arc<State>,
+    address: String,
+}
+
+impl PartitionFetch for RemoteFetch {
+    fn open(&self, location: &Path, subs: Range<u32>) -> Result<SubpartitionReader, ShuffleError> {
+        let name = PathBuf::from(format!("{}:{}", self.address, location.display()));
+        let not_found = || ShuffleError::PartitionNotFound {
+            location: name.clone(),
+        };
+        let channel = self.state.channel(&self.address).map_err(|_| not_found())?;
+        let mut client = rpc::worker_client::WorkerClient::new(channel)
+            .max_decoding_message_size(rpc::MAX_MESSAGE_BYTES);
+        let request = rpc::ReadRequest {
+            location: location.to_string_lossy().into_owned(),
+            first_subpartition: subs.start,
+            end_subpartition: subs.end,
+        };
+        let handle = &self.state.handle;
+        let mut stream = match handle.block_on(client.read_subpartitions(request)) {
+            Ok(s) => s.into_inner(),
+            Err(s) if s.code() == tonic::Code::DataLoss => {
+                return Err(ShuffleError::Io {
+                    path: name,
+                    source: std::io::Error::other(s.message().to_owned()),
+                });
+            }
+            // Not held, or the holder cannot be reached: lost either way
+            // (Flink's PartitionNotFound), so its producer runs again.
+            Err(_) => return Err(not_found()),
+        };
+        let total = match handle.block_on(stream.message()) {
+            Ok(Some(first)) => first.total_bytes,
+            _ => return Err(not_found()),
+        };
+        let reader = ChunkReader {
+            handle: handle.clone(),
+            stream,
+            buf: Vec::new(),
+            at: 0,
+        };
+        Ok(SubpartitionReader::from_stream(
+            name,
+            Box::new(reader),
+            total,
+        ))
+    }
+}
+
+/// `Read` over a stream of chunks.
+struct ChunkReader {
+    handle: Handle,
+    stream: tonic::Streaming<rpc::Chunk>,
+    buf: Vec<u8>,
+    at: usize,
+}
+
+impl Read for ChunkReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        while self.at == self.buf.len() {
+            match self.handle.block_on(self.stream.message()) {
+                Ok(Some(chunk)) => {
+                    self.buf = chunk.data;
+                    self.at = 0;
+                }
+                Ok(None) => return Ok(0),
+                Err(s) => return Err(std::io::Error::other(s.message().to_owned())),
+            }
+        }
+        let n = out.len().min(self.buf.len() - self.at);
+        out[..n].copy_from_slice(&self.buf[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
