@@ -429,6 +429,7 @@ pub fn recover_into(
             &config.graph,
             config.recovery.previous_worker_timeout,
         ),
+        previous_worker_timeout: config.recovery.previous_worker_timeout,
     };
     crate::recovery::recover(&config.graph, events, &mut target)
 }
@@ -441,6 +442,8 @@ struct Restore<'a> {
     oracle: ShuffleOracle<'a>,
     /// Per job vertex: a source whose enumerator supports batch snapshots.
     supports: Vec<bool>,
+    /// How long recovery waits for partitions to be reported.
+    previous_worker_timeout: std::time::Duration,
 }
 
 impl PartitionOracle for Restore<'_> {
@@ -448,7 +451,70 @@ impl PartitionOracle for Restore<'_> {
         &mut self,
         needed: &[PartitionRef],
     ) -> Result<BTreeSet<PartitionRef>, crate::plugin::PluginError> {
+        if let Some(cluster) = self.master.external_cluster() {
+            let grants = self.master.shuffle_master().grants().clone();
+            return Ok(reported_by_workers(
+                &cluster,
+                &grants,
+                needed,
+                self.previous_worker_timeout,
+            ));
+        }
         self.oracle.ask(self.master.shuffle_master(), needed)
+    }
+}
+
+/// With worker processes, which of `needed` survive: those a worker that
+/// outlived the previous coordinator reported holding at registration,
+/// with the producer attempt, edge, place (the shuffle master's location
+/// relative to its grant) and bytes per subpartition the log recorded. The
+/// host plays FLIP-383's job shuffle context here: the workers' reports
+/// are the answer, checked against the coordinator's own durable record
+/// (docs/workers.md). Waits at most `wait` (the previous-worker timeout)
+/// for more workers to report, ending as soon as every needed partition is.
+fn reported_by_workers(
+    cluster: &crate::remote::Cluster,
+    grants: &crate::grant::Grants,
+    needed: &[PartitionRef],
+    wait: std::time::Duration,
+) -> BTreeSet<PartitionRef> {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        let reports = cluster.reported_partitions();
+        let mut found = BTreeSet::new();
+        let mut holders = Vec::new();
+        for p in needed {
+            let Ok(dir) = grants.writable_dir(&p.location) else {
+                continue;
+            };
+            let attempt = crate::graph::AttemptId {
+                vertex: p.vertex,
+                subtask: p.subtask,
+                attempt: p.attempt,
+            };
+            let held = reports.iter().find(|(_, a, edge, location, bytes)| {
+                *a == attempt
+                    && *edge == p.edge
+                    && location.as_path() == dir.relative()
+                    && bytes.to_vec() == p.bytes_per_subpartition
+            });
+            if let Some((worker, ..)) = held {
+                found.insert(p.clone());
+                holders.push((attempt, worker.clone()));
+            }
+        }
+        if found.len() == needed.len() || std::time::Instant::now() >= deadline {
+            for (attempt, worker) in holders {
+                cluster.adopt(attempt, &worker);
+            }
+            tracing::info!(
+                found = found.len(),
+                needed = needed.len(),
+                "partitions reported by workers"
+            );
+            return found;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
 

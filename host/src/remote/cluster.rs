@@ -359,6 +359,15 @@ impl Cluster {
         out
     }
 
+    /// Records that `worker` holds the output of finished `attempt` (a
+    /// partition it reported at registration that recovery kept), so
+    /// consumers are sent there.
+    pub fn adopt(&self, attempt: AttemptId, worker: &str) {
+        lock(&self.shared.state)
+            .holders
+            .insert(attempt, worker.to_owned());
+    }
+
     /// Deploys `task` on the alive worker with the most free slots (ties:
     /// the lowest id). A worker that cannot be reached is given up and the
     /// next one tried.

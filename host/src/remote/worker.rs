@@ -205,6 +205,12 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
     let partitions = opts.data_dir.join("partitions");
     let sinks = opts.data_dir.join("sink");
     for d in [&partitions, &sinks] {
+        // A new worker process holds nothing: what an earlier one left in
+        // its data directory is nobody's (no coordinator can claim files
+        // this process never reported).
+        if d.exists() {
+            std::fs::remove_dir_all(d).map_err(io(format!("--data-dir {}", d.display())))?;
+        }
         std::fs::create_dir_all(d).map_err(io(format!("--data-dir {}", d.display())))?;
     }
     let partitions = std::fs::canonicalize(&partitions)
@@ -348,6 +354,13 @@ async fn stay_registered(state: Arc<State>, keep: Duration) -> Result<(), Worker
         *lock(&state.session) = None;
         state.cancel_all();
         lost_since = Some(Instant::now());
+        // Register again only when every attempt of the old session has
+        // stopped and its output is deleted: a new coordinator may deploy
+        // an attempt with the same number and location.
+        while !lock(&state.running).is_empty() {
+            state.cancel_all();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 }
 
@@ -474,7 +487,6 @@ impl worker_server::Worker for Service {
         let pool_state = state.clone();
         pool_state.pool.submit(move || {
             let result = run_task(spec);
-            lock(&state.running).remove(&attempt);
             let accepted = report(&state, session, attempt, &result);
             match (result, accepted) {
                 (Ok(report), true) => {
@@ -505,6 +517,9 @@ impl worker_server::Worker for Service {
                     }
                 }
             }
+            // Only now: a worker registers again once nothing of an old
+            // session runs or is being cleaned up (`stay_registered`).
+            lock(&state.running).remove(&attempt);
         });
         Ok(Response::new(rpc::DeployResponse {}))
     }

@@ -342,8 +342,16 @@ impl JobMaster {
             .map_err(shuffle_err)
     }
 
-    /// The shuffle master, for the partition oracle of a recovery
-    /// (docs/recovery.md step 6).
+    /// The worker processes this run uses, if it runs on them
+    /// (`coordhost run --external-workers`).
+    pub fn external_cluster(&self) -> Option<Arc<Cluster>> {
+        match &self.executor {
+            Executor::External(c) => Some(c.clone()),
+            Executor::Embedded(_) => None,
+        }
+    }
+
+    /// The shuffle master instance.
     pub fn shuffle_master(&mut self) -> &mut ShuffleMaster {
         &mut self.shuffle
     }
