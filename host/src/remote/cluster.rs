@@ -70,6 +70,14 @@ pub enum ClusterEvent {
         /// Its figures and partition sizes.
         report: TaskReport,
     },
+    /// A worker was given up (no heartbeat for the timeout). `held` are
+    /// the finished attempts whose output it held: lost with it.
+    WorkerLost {
+        /// The worker's id.
+        worker: String,
+        /// Finished attempts whose partitions it held.
+        held: Vec<AttemptId>,
+    },
     /// An attempt failed: on its worker, or because its worker was lost.
     Failed {
         /// The attempt.
@@ -132,6 +140,7 @@ impl Shared {
     /// Gives up workers silent past the timeout; fails their attempts.
     fn check_heartbeats(&self) {
         let mut failed = Vec::new();
+        let mut lost_held = Vec::new();
         {
             let mut st = lock(&self.state);
             let timeout = self.opts.heartbeat_timeout;
@@ -146,6 +155,16 @@ impl Shared {
                     w.alive = false;
                 }
                 tracing::warn!(worker = %id, "no heartbeat for {} ms: worker lost", timeout.as_millis());
+                let held: Vec<AttemptId> = st
+                    .holders
+                    .iter()
+                    .filter(|(_, w)| **w == id)
+                    .map(|(a, _)| *a)
+                    .collect();
+                for a in &held {
+                    st.holders.remove(a);
+                }
+                lost_held.push((id.clone(), held));
                 let attempts: Vec<AttemptId> = st
                     .running
                     .iter()
@@ -160,6 +179,9 @@ impl Shared {
             if !failed.is_empty() {
                 self.changed.notify_all();
             }
+        }
+        for (worker, held) in lost_held {
+            self.emit(ClusterEvent::WorkerLost { worker, held });
         }
         for (attempt, worker) in failed {
             self.emit(ClusterEvent::Failed {
@@ -458,9 +480,13 @@ impl Cluster {
                 }
             }
             let mut st = lock(&self.shared.state);
-            if st.running.get(&task.attempt) == Some(&worker) {
-                st.running.remove(&task.attempt);
+            if st.running.get(&task.attempt) != Some(&worker) {
+                // The worker was given up meanwhile and the attempt already
+                // reported failed (`check_heartbeats`): once is enough.
+                return Ok(());
             }
+            st.running.remove(&task.attempt);
+            drop(st);
             tried.push(worker);
         }
     }
@@ -839,7 +865,7 @@ impl coordinator_server::Coordinator for Service {
             }
         };
         if !accepted {
-            tracing::info!(worker = %req.worker_id, "refused the report of {attempt:?}: not current on this worker in this session");
+            tracing::warn!(worker = %req.worker_id, "refused the report of {attempt:?}: not current on this worker in this session");
             return Ok(Response::new(rpc::ReportResponse { accepted: false }));
         }
         match req.outcome {

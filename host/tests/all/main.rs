@@ -65,6 +65,7 @@ mod recovery_without_shuffle_snapshots;
 mod sandbox_audit;
 mod sandbox_authority;
 mod shuffle_golden;
+mod workers;
 
 /// Without the `failpoints` feature the tests that use test knobs are not
 /// built: this fails, so that such a run never looks complete.

@@ -94,6 +94,48 @@ impl JobMaster {
         )
     }
 
+    /// A worker process was lost with the partitions of the finished
+    /// attempts `held`: each one still current whose output some consumer
+    /// has yet to read is reset now, so consumers wait for the re-run
+    /// instead of failing one by one on PartitionNotFound (Flink releases a
+    /// lost TaskManager's partitions the same way).
+    pub(super) fn on_worker_lost(
+        &mut self,
+        worker: &str,
+        held: &[AttemptId],
+        events: &mut dyn JobEventSink,
+    ) -> Result<(), JobError> {
+        for &a in held {
+            let Some(e) = self.graph.vertices[a.vertex]
+                .executions
+                .get(a.subtask as usize)
+            else {
+                continue;
+            };
+            if e.attempt != a.attempt || e.state != ExecutionState::Finished {
+                continue;
+            }
+            let needed = self.graph.job.outputs(a.vertex).iter().any(|&edge| {
+                let to = self.graph.job.edges[edge].to;
+                let consumers = &self.graph.vertices[to].executions;
+                consumers.is_empty()
+                    || consumers
+                        .iter()
+                        .any(|c| c.state != ExecutionState::Finished)
+            });
+            if needed {
+                self.reset(
+                    a,
+                    ResetReason::Failover {
+                        message: format!("worker `{worker}`, which held its partitions, was lost"),
+                    },
+                    events,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
     /// Resets one execution vertex: releases its partitions, gives a
     /// source's splits back, and makes a new attempt in `Created`. The first
     /// reset of a subtask of a source that recovery kept although its

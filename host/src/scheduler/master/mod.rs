@@ -44,6 +44,11 @@ enum Message {
         attempt: AttemptId,
         error: TaskError,
     },
+    /// A worker process was lost with the output of `held`.
+    WorkerLost {
+        worker: String,
+        held: Vec<AttemptId>,
+    },
 }
 
 /// A source task's view of its source coordinator: a request message and a
@@ -198,6 +203,9 @@ impl JobMaster {
                         }
                         ClusterEvent::Failed { attempt, error } => {
                             Message::Failed { attempt, error }
+                        }
+                        ClusterEvent::WorkerLost { worker, held } => {
+                            Message::WorkerLost { worker, held }
                         }
                     };
                     let _ignored = events.send(msg);
@@ -588,6 +596,7 @@ impl JobMaster {
                 Ok(Message::SplitRequest { reply, .. }) => {
                     let _ignored = reply.send(Err("the job is ending".into()));
                 }
+                Ok(Message::WorkerLost { .. }) => {}
                 Ok(_) => self.running -= 1,
                 Err(_) => break,
             }
@@ -663,6 +672,10 @@ impl JobMaster {
             Message::Failed { attempt, error } => {
                 self.running -= 1;
                 self.on_failed(attempt, error, events)?;
+                self.schedule(events)
+            }
+            Message::WorkerLost { worker, held } => {
+                self.on_worker_lost(&worker, &held, events)?;
                 self.schedule(events)
             }
         }

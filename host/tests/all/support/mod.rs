@@ -21,6 +21,7 @@ pub mod job;
 pub mod knobs;
 #[cfg(feature = "failpoints")]
 pub mod recovery;
+pub mod workers;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,210 @@
+//! Helpers of the `workers_*` tests (issue 14): real `coordhost worker`
+//! processes beside a real `coordhost run --listen ... --external-workers N`
+//! ([`super::crash::Coordhost`] with [`external_args`]).
+//!
+//! - [`free_port`]: a loopback port nobody listens on now.
+//! - [`Workers::start`] spawns N workers, each with its own data directory
+//!   and stderr file; [`Workers::kill`], [`Workers::stop`] /
+//!   [`Workers::resume`] (SIGSTOP / SIGCONT) and [`Workers::restart`] act on
+//!   one; dropping [`Workers`] kills them all.
+//! - [`Workers::files_left`]: every file still in the workers' partition
+//!   and sink folders (after a finished job: none).
+
+use std::os::unix::process::ExitStatusExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+
+use super::cache_dir;
+
+/// A loopback address with a port nobody listened on a moment ago.
+///
+/// # Panics
+/// If no port can be bound.
+pub fn free_port() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    l.local_addr().expect("local addr").to_string()
+}
+
+/// The `run` arguments that put a job on `n` worker processes registering
+/// at `addr`, giving a silent worker up after `heartbeat_ms`.
+pub fn external_args(addr: &str, n: usize, heartbeat_ms: u64) -> Vec<String> {
+    vec![
+        "--listen".into(),
+        addr.into(),
+        "--external-workers".into(),
+        n.to_string(),
+        "--heartbeat-timeout-ms".into(),
+        heartbeat_ms.to_string(),
+        "--worker-wait-ms".into(),
+        "60000".into(),
+    ]
+}
+
+/// Worker processes of one test.
+#[derive(Debug)]
+pub struct Workers {
+    coordinator: String,
+    base: PathBuf,
+    slots: u32,
+    children: Vec<Option<Child>>,
+    starts: u32,
+}
+
+impl Workers {
+    /// Starts `n` workers (`w0` … `w<n-1>`, `slots` slots each) for the
+    /// coordinator at `coordinator`, data in `base/w<i>`.
+    ///
+    /// # Panics
+    /// If a worker cannot be spawned.
+    pub fn start(n: usize, coordinator: &str, base: &Path, slots: u32) -> Self {
+        let mut w = Self {
+            coordinator: coordinator.into(),
+            base: base.to_path_buf(),
+            slots,
+            children: Vec::new(),
+            starts: 0,
+        };
+        for i in 0..n {
+            let c = w.spawn(i);
+            w.children.push(Some(c));
+        }
+        w
+    }
+
+    fn spawn(&mut self, i: usize) -> Child {
+        self.starts += 1;
+        let err = self.base.join(format!("w{i}.start{}.err", self.starts));
+        std::fs::create_dir_all(&self.base).expect("worker base dir");
+        let file = std::fs::File::create(&err).expect("worker stderr file");
+        super::coordhost()
+            .arg("--cache-dir")
+            .arg(cache_dir())
+            .arg("worker")
+            .arg("--coordinator")
+            .arg(&self.coordinator)
+            .arg("--data-dir")
+            .arg(self.data_dir(i))
+            .arg("--slots")
+            .arg(self.slots.to_string())
+            .arg("--id")
+            .arg(format!("w{i}"))
+            .arg("--keep-partitions-ms")
+            .arg("60000")
+            .env("COORDHOST_LOG", "coordhost::remote=info")
+            .stderr(file)
+            .spawn()
+            .expect("spawn coordhost worker")
+    }
+
+    /// Worker `i`'s data directory.
+    pub fn data_dir(&self, i: usize) -> PathBuf {
+        self.base.join(format!("w{i}"))
+    }
+
+    /// SIGKILLs worker `i` and reaps it.
+    ///
+    /// # Panics
+    /// If it is not running or did not die of SIGKILL.
+    pub fn kill(&mut self, i: usize) {
+        let mut c = self.children[i].take().expect("worker running");
+        c.kill().expect("SIGKILL worker");
+        let status = c.wait().expect("reap worker");
+        assert_eq!(status.signal(), Some(9), "worker w{i} ended {status}");
+    }
+
+    /// Sends `signal` (by `kill -SIG`) to worker `i`.
+    fn signal(&self, i: usize, signal: &str) {
+        let pid = self.children[i].as_ref().expect("worker running").id();
+        let ok = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .expect("run kill");
+        assert!(ok.success(), "kill -{signal} {pid}");
+    }
+
+    /// Pauses worker `i` (SIGSTOP).
+    pub fn stop(&self, i: usize) {
+        self.signal(i, "STOP");
+    }
+
+    /// Resumes worker `i` (SIGCONT).
+    pub fn resume(&self, i: usize) {
+        self.signal(i, "CONT");
+    }
+
+    /// Starts worker `i` again (a new process, same id and data directory)
+    /// after it was killed.
+    pub fn restart(&mut self, i: usize) {
+        assert!(self.children[i].is_none(), "w{i} still runs");
+        let c = self.spawn(i);
+        self.children[i] = Some(c);
+    }
+
+    /// Whether worker `i` runs.
+    pub fn is_running(&mut self, i: usize) -> bool {
+        self.children[i]
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Every file left in the `partitions` and `sink` folders of the
+    /// workers that run (a killed worker's folder is cleared by the next
+    /// worker process started on it).
+    pub fn files_left(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for i in (0..self.children.len()).filter(|&i| self.children[i].is_some()) {
+            for sub in ["partitions", "sink"] {
+                walk(&self.data_dir(i).join(sub), &mut out);
+            }
+        }
+        out
+    }
+
+    /// The workers' stderr, all starts, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut text = String::new();
+        if let Ok(entries) = std::fs::read_dir(&self.base) {
+            let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+            paths.sort();
+            for p in paths
+                .iter()
+                .filter(|p| p.extension().is_some_and(|e| e == "err"))
+            {
+                let t = std::fs::read_to_string(p).unwrap_or_default();
+                let lines: Vec<&str> = t.lines().collect();
+                let from = lines.len().saturating_sub(15);
+                text += &format!("--- {} ---\n{}\n", p.display(), lines[from..].join("\n"));
+            }
+        }
+        text
+    }
+}
+
+/// Every file below `dir` (none if it does not exist).
+pub fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
+    walk(dir, out);
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            walk(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for c in self.children.iter_mut().flatten() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
