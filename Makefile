@@ -13,6 +13,7 @@ help:
 	@echo "  plugins-js  build the JavaScript sample plugin (js-enumerator); part of plugins"
 	@echo "  data      write the example data: TPC-H lineitem SF 0.1 (CSV and Parquet) and text files, under $(DATA_DIR)"
 	@echo "  demo      the README's run command: data, plugins, then the TPC-H Q1 example; prints the result"
+	@echo "  demo-workers  the demo on 1 coordinator + 3 worker processes, the coordinator killed midway"
 	@echo "  bench-tpch  TPC-H Q1 SF 1, coordhost vs DuckDB vs Polars (scripts/bench-tpch.sh; BENCH_ARGS=...)"
 	@echo "  bench-shuffle  all-to-all vs forward edges at N = 256, 1024, 4096 (benches/shuffle_scale.rs)"
 
@@ -131,6 +132,18 @@ demo: data
 	scripts/demo-recovery.sh $(COORDHOST_RELEASE) examples/tpch-q1.toml $(DEMO_DIR)
 	@echo "--- result ($(DEMO_DIR)/output/tpch-q1) ---"
 	@cat $(DEMO_DIR)/output/tpch-q1/part-*.csv
+
+# demo-workers: the same example on 1 coordinator + 3 worker processes
+# (coordhost worker), the coordinator killed midway and started again
+# (scripts/demo-workers.sh, docs/workers.md).
+.PHONY: demo-workers
+demo-workers: data
+	test -f $(PLUGINS_OUT)/file-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins
+	$(CARGO) build --quiet --release --locked -p coordhost --bin coordhost
+	rm -rf $(CURDIR)/build/demo-workers
+	scripts/demo-workers.sh $(COORDHOST_RELEASE) examples/tpch-q1.toml $(CURDIR)/build/demo-workers
+	@echo "--- result (build/demo-workers/coordinator/output/tpch-q1) ---"
+	@cat $(CURDIR)/build/demo-workers/coordinator/output/tpch-q1/part-*.csv
 
 # ---------------------------------------------------------------------------
 # bench-tpch, bench-shuffle: the side-by-side figures of issue 16 (README,

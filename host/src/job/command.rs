@@ -132,7 +132,7 @@ fn start_cluster(args: &RunArgs, n: usize) -> Result<crate::remote::Cluster, (u8
     options.heartbeat_interval = options.heartbeat_timeout / 10;
     let cluster = crate::remote::Cluster::start(options).map_err(|e| (EXIT_BAD_INPUT, e))?;
     eprintln!(
-        "coordhost: serving workers on {}; waiting for {n}",
+        "coordhost run: serving workers on {}; waiting for {n}",
         cluster.local_addr()
     );
     cluster

@@ -367,6 +367,12 @@ async fn stay_registered(state: Arc<State>, keep: Duration) -> Result<(), Worker
 /// No coordinator claimed the held partitions in time: delete them.
 fn forget_held(state: &State) {
     let held: Vec<Held> = std::mem::take(&mut *lock(&state.held));
+    // Staged sink output no coordinator fetched is nobody's either.
+    if let Ok(entries) = std::fs::read_dir(&state.sinks) {
+        for e in entries.flatten() {
+            let _ignored = std::fs::remove_dir_all(e.path());
+        }
+    }
     if held.is_empty() {
         return;
     }

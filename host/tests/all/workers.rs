@@ -126,9 +126,11 @@ fn a_worker_killed_while_the_job_runs_makes_its_producers_run_again() {
 #[test]
 fn a_paused_worker_is_given_up_and_its_late_report_is_refused() {
     let fx = Fixture::words();
+    // The sinks are slow enough that the job outlasts the pause: the late
+    // report must find the coordinator there to refuse it.
     let file = job(&fx, "job.toml", |j| {
         j.source_delay_us = 100;
-        j.sink_delay_us = 0;
+        j.sink_delay_us = 2000;
     });
     let addr = free_port();
     let workers = Workers::start(3, &addr, &fx.path("workers"), 2);
@@ -228,5 +230,164 @@ fn the_coordinator_killed_at_random_with_workers_alive_recovers_from_their_parti
         skipped_total > 0,
         "no trial skipped a task: the workers' partitions were never used\n{}",
         rows.join("\n")
+    );
+}
+
+/// Runs the binary with `args`; returns (exit code, stderr).
+fn run_cli(args: &[&str]) -> (Option<i32>, String) {
+    let out = crate::support::coordhost()
+        .args(args)
+        .output()
+        .expect("run coordhost");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn worker_and_run_flags_that_cannot_work_are_refused_in_one_line() {
+    let fx = Fixture::words();
+    let file = job(&fx, "job.toml", |_| {});
+    let file = file.to_str().expect("utf-8 path");
+    let data = fx.path("data");
+    let data = data.to_str().expect("utf-8 path");
+    let wdir = fx.path("w");
+    let wdir = wdir.to_str().expect("utf-8 path");
+    let cases: Vec<(Vec<&str>, i32, &str)> = vec![
+        (
+            vec!["run", file, "--data-dir", data, "--external-workers", "3"],
+            2,
+            "--listen",
+        ),
+        (
+            vec![
+                "run",
+                file,
+                "--data-dir",
+                data,
+                "--listen",
+                "nowhere",
+                "--external-workers",
+                "1",
+            ],
+            2,
+            "--listen `nowhere`",
+        ),
+        (
+            vec![
+                "run",
+                file,
+                "--data-dir",
+                data,
+                "--listen",
+                "127.0.0.1:0",
+                "--external-workers",
+                "0",
+            ],
+            2,
+            "--external-workers: at least 1",
+        ),
+        (
+            vec![
+                "worker",
+                "--coordinator",
+                "127.0.0.1:1",
+                "--data-dir",
+                wdir,
+                "--listen",
+                "nowhere",
+            ],
+            2,
+            "--listen `nowhere`",
+        ),
+        (
+            vec![
+                "worker",
+                "--coordinator",
+                "127.0.0.1:1",
+                "--data-dir",
+                wdir,
+                "--slots",
+                "0",
+            ],
+            2,
+            "--slots: at least 1",
+        ),
+        (
+            vec![
+                "run",
+                file,
+                "--data-dir",
+                data,
+                "--listen",
+                "127.0.0.1:0",
+                "--external-workers",
+                "2",
+                "--worker-wait-ms",
+                "300",
+            ],
+            1,
+            "2 workers expected (--external-workers), 0 registered within 300 ms",
+        ),
+    ];
+    for (args, code, says) in cases {
+        let (got, stderr) = run_cli(&args);
+        assert_eq!(got, Some(code), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(says),
+            "{args:?} should say `{says}`:\n{stderr}"
+        );
+        let lines: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("coordhost:") || l.starts_with("error:"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{args:?}: one error line:\n{stderr}");
+    }
+    assert!(
+        !std::path::Path::new(data).join("wordcount").exists(),
+        "a refused run created the job's folder"
+    );
+}
+
+#[test]
+fn partitions_no_coordinator_claims_within_the_keep_time_are_deleted() {
+    let fx = Fixture::words();
+    let file = job(&fx, "job.toml", |j| {
+        j.source_delay_us = 0;
+        j.sink_delay_us = 3000;
+    });
+    let addr = free_port();
+    let workers = Workers::start_keeping(3, &addr, &fx.path("workers"), 2, 500);
+    let data = fx.path("data");
+    let mut run = Coordhost::new(&file, &data);
+    run.extra_args = external_args(&addr, 3, HEARTBEAT_MS);
+    let mut running = run.start();
+    running
+        .poll_until(|| {
+            EventLog::read(&data)
+                .filter(|l| l.finished(SOURCE).len() == 4)
+                .map(|_| ())
+        })
+        .expect("the sources finish");
+    assert!(
+        !workers.files_left().is_empty(),
+        "the workers hold the sources' partitions"
+    );
+    assert!(
+        matches!(running.kill(), Kill::Killed { .. }),
+        "killed midway"
+    );
+    // Noticed after the heartbeat timeout, kept 500 ms, deleted at the
+    // next failed registration (backoff at most 1 s).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !workers.files_left().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        workers.files_left().is_empty(),
+        "still held 30 s after the coordinator died, keep time 500 ms: {:?}\n{}",
+        workers.files_left(),
+        workers.logs()
     );
 }

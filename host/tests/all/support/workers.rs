@@ -46,6 +46,7 @@ pub struct Workers {
     coordinator: String,
     base: PathBuf,
     slots: u32,
+    keep_ms: u64,
     children: Vec<Option<Child>>,
     starts: u32,
 }
@@ -57,10 +58,26 @@ impl Workers {
     /// # Panics
     /// If a worker cannot be spawned.
     pub fn start(n: usize, coordinator: &str, base: &Path, slots: u32) -> Self {
+        Self::start_keeping(n, coordinator, base, slots, 60_000)
+    }
+
+    /// As [`Workers::start`], keeping partitions for `keep_ms` while no
+    /// coordinator answers (`--keep-partitions-ms`).
+    ///
+    /// # Panics
+    /// If a worker cannot be spawned.
+    pub fn start_keeping(
+        n: usize,
+        coordinator: &str,
+        base: &Path,
+        slots: u32,
+        keep_ms: u64,
+    ) -> Self {
         let mut w = Self {
             coordinator: coordinator.into(),
             base: base.to_path_buf(),
             slots,
+            keep_ms,
             children: Vec::new(),
             starts: 0,
         };
@@ -89,7 +106,7 @@ impl Workers {
             .arg("--id")
             .arg(format!("w{i}"))
             .arg("--keep-partitions-ms")
-            .arg("60000")
+            .arg(self.keep_ms.to_string())
             .env("COORDHOST_LOG", "coordhost::remote=info")
             .stderr(file)
             .spawn()
