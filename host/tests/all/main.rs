@@ -66,6 +66,8 @@ mod sandbox_audit;
 mod sandbox_authority;
 mod shuffle_golden;
 mod workers;
+mod workers_contract;
+mod workers_netns;
 
 /// Without the `failpoints` feature the tests that use test knobs are not
 /// built: this fails, so that such a run never looks complete.

@@ -19,6 +19,7 @@ pub mod events;
 pub mod job;
 #[cfg(feature = "failpoints")]
 pub mod knobs;
+pub mod netns;
 #[cfg(feature = "failpoints")]
 pub mod recovery;
 pub mod workers;

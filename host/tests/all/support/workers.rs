@@ -9,6 +9,8 @@
 //!   one; dropping [`Workers`] kills them all.
 //! - [`Workers::files_left`]: every file still in the workers' partition
 //!   and sink folders (after a finished job: none).
+//! - [`Workers::start_in_namespaces`]: workers each in a network namespace
+//!   of [`super::netns::Netns`], listening on its address.
 
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
@@ -49,6 +51,11 @@ pub struct Workers {
     keep_ms: u64,
     children: Vec<Option<Child>>,
     starts: u32,
+    /// Per worker: the network namespace it runs in and its `--listen`
+    /// address (none: the root namespace, loopback).
+    places: Vec<(String, String)>,
+    /// `COORDHOST_LOG` of the workers.
+    log: &'static str,
 }
 
 impl Workers {
@@ -80,6 +87,42 @@ impl Workers {
             keep_ms,
             children: Vec::new(),
             starts: 0,
+            places: Vec::new(),
+            log: "coordhost::remote=info",
+        };
+        for i in 0..n {
+            let c = w.spawn(i);
+            w.children.push(Some(c));
+        }
+        w
+    }
+
+    /// Starts one worker (`w<i>`, `slots` slots, data in `base/w<i>`) in
+    /// each namespace of `net`, listening on the namespace's address (port
+    /// chosen by the system), for the coordinator at `coordinator`; they
+    /// log at debug level (`coordhost::remote=debug`: each attempt run,
+    /// each partition deleted).
+    ///
+    /// # Panics
+    /// If a worker cannot be spawned.
+    pub fn start_in_namespaces(
+        net: &super::netns::Netns,
+        n: usize,
+        coordinator: &str,
+        base: &Path,
+        slots: u32,
+    ) -> Self {
+        let mut w = Self {
+            coordinator: coordinator.into(),
+            base: base.to_path_buf(),
+            slots,
+            keep_ms: 60_000,
+            children: Vec::new(),
+            starts: 0,
+            places: (0..n)
+                .map(|i| (net.name(i).to_string(), format!("{}:0", net.ip(i))))
+                .collect(),
+            log: "coordhost::remote=debug",
         };
         for i in 0..n {
             let c = w.spawn(i);
@@ -93,7 +136,11 @@ impl Workers {
         let err = self.base.join(format!("w{i}.start{}.err", self.starts));
         std::fs::create_dir_all(&self.base).expect("worker base dir");
         let file = std::fs::File::create(&err).expect("worker stderr file");
-        super::coordhost()
+        let mut command = match self.places.get(i) {
+            Some((ns, _)) => super::netns::coordhost_in(ns),
+            None => super::coordhost(),
+        };
+        command
             .arg("--cache-dir")
             .arg(cache_dir())
             .arg("worker")
@@ -107,7 +154,13 @@ impl Workers {
             .arg(format!("w{i}"))
             .arg("--keep-partitions-ms")
             .arg(self.keep_ms.to_string())
-            .env("COORDHOST_LOG", "coordhost::remote=info")
+            .args(
+                self.places
+                    .get(i)
+                    .into_iter()
+                    .flat_map(|(_, listen)| ["--listen", listen.as_str()]),
+            )
+            .env("COORDHOST_LOG", self.log)
             .stderr(file)
             .spawn()
             .expect("spawn coordhost worker")
@@ -176,6 +229,37 @@ impl Workers {
             }
         }
         out
+    }
+
+    /// The whole stderr of worker `i`, all its starts, oldest first.
+    pub fn log_of(&self, i: usize) -> String {
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(&self.base)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name().is_some_and(|n| {
+                    let n = n.to_string_lossy();
+                    n.starts_with(&format!("w{i}.start")) && n.ends_with(".err")
+                })
+            })
+            .collect();
+        paths.sort_by_key(|p| {
+            let n = p
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            n.trim_start_matches(&format!("w{i}.start"))
+                .trim_end_matches(".err")
+                .parse::<u32>()
+                .unwrap_or(0)
+        });
+        paths
+            .iter()
+            .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+            .collect()
     }
 
     /// The workers' stderr, all starts, for failure messages.

@@ -1,0 +1,209 @@
+//! Helpers of the `workers_netns` test (issue 14, item 7): machines of
+//! their own, made inside this one with Linux network namespaces.
+//!
+//! - [`Netns::create`] makes `n` network namespaces, each joined to a bridge
+//!   of the root namespace by a veth pair, with private addresses on one
+//!   `10.199.X.0/24` subnet (the bridge `.1`, namespace `i` `.10+i`); names
+//!   carry the test process's id, and the subnet is one no other test
+//!   process holds (a lock file per subnet) and no interface of the root
+//!   namespace uses. Dropping it deletes the namespaces, the veths and the
+//!   bridge, also when the test panics.
+//! - [`coordhost_in`]: the `coordhost` command run inside a namespace
+//!   (`ip netns exec`, which execs the binary: the child's pid is the
+//!   binary's, so killing the child kills `coordhost`).
+//!
+//! Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) and iproute2's `ip`; without
+//! them [`Netns::create`] fails saying so (never skips).
+
+use std::fs::File;
+use std::process::{Command, Stdio};
+
+use super::cache_dir;
+
+/// iproute2's `ip`: `/usr/sbin/ip` when it is there, else from `PATH`.
+fn ip_binary() -> &'static str {
+    if std::path::Path::new("/usr/sbin/ip").is_file() {
+        "/usr/sbin/ip"
+    } else {
+        "ip"
+    }
+}
+
+/// Runs `ip ARGS`; `Err` with the command and its stderr when it fails.
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new(ip_binary())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("`{} {}` could not run: {e}", ip_binary(), args.join(" ")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{} {}` failed ({}): {}",
+            ip_binary(),
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Runs `ip ARGS` and panics with the command and its stderr if it fails.
+fn ip_ok(args: &[&str]) {
+    if let Err(e) = ip(args) {
+        panic!("setting up the network namespaces: {e}");
+    }
+}
+
+/// Network namespaces joined by a bridge; torn down when dropped.
+#[derive(Debug)]
+pub struct Netns {
+    /// Third byte of the subnet `10.199.X.0/24`.
+    subnet: u8,
+    /// The namespaces created so far.
+    names: Vec<String>,
+    /// The root-namespace ends of the veth pairs created so far.
+    veths: Vec<String>,
+    /// The bridge, once created.
+    bridge: Option<String>,
+    /// Held (`flock`) while the subnet is in use by this process.
+    _lock: Option<File>,
+}
+
+impl Netns {
+    /// Creates `n` namespaces (at most 100) joined by a bridge.
+    ///
+    /// # Panics
+    /// If `ip netns add` fails (not root, or no iproute2): one message
+    /// saying what the test needs; or if a later step fails (the command and
+    /// its error).
+    pub fn create(n: usize) -> Self {
+        assert!(n <= 100, "at most 100 namespaces");
+        let pid = std::process::id();
+        let mut net = Self {
+            subnet: 0,
+            names: Vec::new(),
+            veths: Vec::new(),
+            bridge: None,
+            _lock: None,
+        };
+        // Interface names (`chbr<pid>`, `chv<pid>x<i>`, `chp<pid>x<i>`)
+        // stay within 15 bytes: a pid has at most 7 digits.
+        for i in 0..n {
+            let name = format!("coordhost-{pid}-{i}");
+            if let Err(e) = ip(&["netns", "add", &name]) {
+                panic!(
+                    "this test needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN) and iproute2 \
+                     (`ip`, e.g. /usr/sbin/ip) to create network namespaces; {e}"
+                );
+            }
+            net.names.push(name);
+        }
+        let (subnet, lock) = free_subnet();
+        net.subnet = subnet;
+        net._lock = Some(lock);
+        let bridge = format!("chbr{pid}");
+        ip_ok(&["link", "add", &bridge, "type", "bridge"]);
+        net.bridge = Some(bridge.clone());
+        ip_ok(&[
+            "addr",
+            "add",
+            &format!("{}/24", net.bridge_ip()),
+            "dev",
+            &bridge,
+        ]);
+        ip_ok(&["link", "set", &bridge, "up"]);
+        for i in 0..n {
+            let ns = net.names[i].clone();
+            let outer = format!("chv{pid}x{i}");
+            let inner = format!("chp{pid}x{i}");
+            ip_ok(&[
+                "link", "add", &outer, "type", "veth", "peer", "name", &inner, "netns", &ns,
+            ]);
+            net.veths.push(outer.clone());
+            ip_ok(&["link", "set", &outer, "master", &bridge]);
+            ip_ok(&["link", "set", &outer, "up"]);
+            let cidr = format!("{}/24", net.ip(i));
+            ip_ok(&["-n", &ns, "addr", "add", &cidr, "dev", &inner]);
+            ip_ok(&["-n", &ns, "link", "set", &inner, "up"]);
+            ip_ok(&["-n", &ns, "link", "set", "lo", "up"]);
+        }
+        net
+    }
+
+    /// The bridge's address (in the root namespace).
+    pub fn bridge_ip(&self) -> String {
+        format!("10.199.{}.1", self.subnet)
+    }
+
+    /// Namespace `i`'s address.
+    pub fn ip(&self, i: usize) -> String {
+        format!("10.199.{}.{}", self.subnet, 10 + i)
+    }
+
+    /// Namespace `i`'s name.
+    pub fn name(&self, i: usize) -> &str {
+        &self.names[i]
+    }
+}
+
+/// A subnet `10.199.X.0/24` that no other process running this helper holds
+/// (an exclusive `flock` on a file per subnet, released when the process
+/// dies) and that no address of the root namespace is in.
+fn free_subnet() -> (u8, File) {
+    let used = Command::new(ip_binary())
+        .args(["-o", "-4", "addr", "show"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let start = std::process::id() % 200;
+    for k in 0..200 {
+        let x = (20 + (start + k) % 200) as u8;
+        if used.contains(&format!("10.199.{x}.")) {
+            continue;
+        }
+        let path = std::env::temp_dir().join(format!("coordhost-netns-10.199.{x}.lock"));
+        let Ok(file) = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+        else {
+            continue;
+        };
+        if file.try_lock().is_ok() {
+            return (x, file);
+        }
+    }
+    panic!("no free subnet 10.199.20-219.0/24 for the network namespaces");
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        // Deleting a namespace destroys the veth end inside it and so its
+        // peer; the explicit delete covers a peer still being torn down.
+        for name in &self.names {
+            let _ = ip(&["netns", "delete", name]);
+        }
+        for veth in &self.veths {
+            let _ = ip(&["link", "delete", veth]);
+        }
+        if let Some(bridge) = &self.bridge {
+            let _ = ip(&["link", "delete", bridge]);
+        }
+    }
+}
+
+/// The `coordhost` binary run inside namespace `ns`, as
+/// [`super::coordhost`] runs it (shared cache, no `COORDHOST_LOG` from the
+/// test's environment, no standard input).
+pub fn coordhost_in(ns: &str) -> Command {
+    let mut c = Command::new(ip_binary());
+    c.args(["netns", "exec", ns])
+        .arg(env!("CARGO_BIN_EXE_coordhost"))
+        .env("COORDHOST_CACHE_DIR", cache_dir())
+        .env_remove("COORDHOST_LOG")
+        .stdin(Stdio::null());
+    c
+}
