@@ -36,6 +36,9 @@ PLUGINS_TARGET_DIR ?= $(PLUGINS_SRC)/target
 PLUGINS_RELEASE := $(PLUGINS_TARGET_DIR)/$(PLUGIN_TARGET)/release
 # Component crates (folder name = crate name = component name). The library
 # crate plugins/plugin-support is not a component and is not listed.
+# local-shuffle is also built against the frozen WIT 0.1.0 (feature
+# wit-0-1-0, its own target folder so the two builds do not replace each
+# other) into local-shuffle-0.1.0.wasm.
 PLUGIN_NAMES := file-enumerator static-enumerator faulty-enumerator \
 	local-shuffle memory-shuffle hostile-shuffle wrong-world not-a-plugin
 
@@ -46,6 +49,11 @@ plugins:
 		--manifest-path $(PLUGINS_SRC)/Cargo.toml --target-dir $(PLUGINS_TARGET_DIR)
 	mkdir -p $(PLUGINS_OUT)
 	$(foreach name,$(PLUGIN_NAMES),cp $(PLUGINS_RELEASE)/$(subst -,_,$(name)).wasm $(PLUGINS_OUT)/$(name).wasm &&) true
+	$(CARGO) build --locked --release --target $(PLUGIN_TARGET) \
+		--manifest-path $(PLUGINS_SRC)/Cargo.toml -p local-shuffle --features wit-0-1-0 \
+		--target-dir $(PLUGINS_TARGET_DIR)/wit-0.1.0
+	cp $(PLUGINS_TARGET_DIR)/wit-0.1.0/$(PLUGIN_TARGET)/release/local_shuffle.wasm \
+		$(PLUGINS_OUT)/local-shuffle-0.1.0.wasm
 
 # ---------------------------------------------------------------------------
 # plugins-py, plugins-js: the Python (componentize-py) and JavaScript

@@ -265,6 +265,17 @@ fn write_info(
             "no"
         }
     )?;
+    if info.kind == crate::plugin::PluginKind::ShuffleMaster {
+        writeln!(
+            out,
+            "  reads worker reports:    {}",
+            if info.reads_worker_reports {
+                "yes (imports job-shuffle-context)"
+            } else {
+                "no (with worker processes the host answers from their reports)"
+            }
+        )?;
+    }
     // The plugin interface first; anything else the component exports is
     // never called by coordhost, and says so (issue 17, item 7).
     let (plugin, other): (Vec<&String>, Vec<&String>) = info

@@ -1,4 +1,4 @@
-"""The `shuffle-master` resource of `coordhost:plugin/shuffle-master@0.1.0`, in Python.
+"""The `shuffle-master` resource of `coordhost:plugin/shuffle-master@0.1.1`, in Python.
 
 A shuffle master that keeps partitions as directories under one local root, with the same
 behaviour as the Rust `local-shuffle` sample (Flink's `ShuffleMaster` with FLIP-383's
@@ -17,6 +17,10 @@ behaviour as the Rust `local-shuffle` sample (Flink's `ShuffleMaster` with FLIP-
   reported when its descriptor is known and its `index` exists, with the bytes of every
   subpartition read from the index; one whose index is damaged or whose `data` is missing or
   has another length than the index records is left out, with a warning;
+* with worker processes (`job-shuffle-context.reported-partitions` answers a list, WIT
+  0.1.1), `get-partitions-with-metrics` answers from the workers' reports instead of files:
+  an expected partition is reported when a worker holds it at the place this plugin chose
+  (relative to its grant) with one size per subpartition;
 * `release-partition-externally` deletes the directory, only if it lies strictly under the root;
 * snapshots are per job: the first one (and the first after a restore) is full, later ones
   are incremental and hold only the descriptors registered since the previous snapshot;
@@ -39,7 +43,7 @@ from typing import Dict, List, Optional, Tuple
 
 import wit_world.exports.shuffle_master
 from componentize_py_types import Err
-from wit_world.imports import host_log
+from wit_world.imports import host_log, job_shuffle_context
 from wit_world.imports.types import (
     Error_CorruptSnapshot,
     Error_InvalidConfig,
@@ -50,6 +54,7 @@ from wit_world.imports.types import (
     PartitionDescriptor,
     PartitionWithMetrics,
     ProducerDescriptor,
+    ReportedPartition,
     ResultPartitionId,
     ShuffleDescriptor,
     ShuffleMasterSnapshot,
@@ -412,6 +417,9 @@ class ShuffleMaster(wit_world.exports.shuffle_master.ShuffleMaster):
         job = self.jobs.get(job_id)
         if job is None:
             return []
+        reports = job_shuffle_context.reported_partitions(job_id)
+        if reports is not None:
+            return self._held_by_workers(job, expected, reports)
         found = []
         for partition in expected:
             descriptor = job.partitions.get(partition_key(partition))
@@ -428,6 +436,38 @@ class ShuffleMaster(wit_world.exports.shuffle_master.ShuffleMaster):
             if sizes is None:
                 continue
             found.append(PartitionWithMetrics(descriptor, sizes))
+        return found
+
+    @staticmethod
+    def _held_by_workers(
+        job: JobState, expected: List[ResultPartitionId], reports: List[ReportedPartition]
+    ) -> List[PartitionWithMetrics]:
+        """With worker processes: each expected partition a worker reports at this plugin's place.
+
+        A report counts if its relative location is the tail of the descriptor's location
+        (whole path components) and it has one size per subpartition. No file is read.
+        """
+        held: Dict[PartitionKey, List[ReportedPartition]] = {}
+        for report in reports:
+            held.setdefault(partition_key(report.id), []).append(report)
+        found = []
+        for partition in expected:
+            key = partition_key(partition)
+            descriptor = job.partitions.get(key)
+            if descriptor is None:
+                continue
+            place = descriptor.location.rstrip("/").split("/")
+            for report in held.get(key, []):
+                tail = [c for c in report.relative_location.split("/") if c]
+                if (
+                    tail
+                    and place[-len(tail):] == tail
+                    and len(report.bytes_per_subpartition) == descriptor.num_subpartitions
+                ):
+                    found.append(
+                        PartitionWithMetrics(descriptor, list(report.bytes_per_subpartition))
+                    )
+                    break
         return found
 
     def unregister_job(self, job_id: str) -> None:

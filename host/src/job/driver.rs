@@ -451,8 +451,14 @@ impl PartitionOracle for Restore<'_> {
         &mut self,
         needed: &[PartitionRef],
     ) -> Result<BTreeSet<PartitionRef>, crate::plugin::PluginError> {
-        if let Some(cluster) = self.master.external_cluster() {
-            let grants = self.master.shuffle_master().grants().clone();
+        let Some(cluster) = self.master.external_cluster() else {
+            return self.oracle.ask(self.master.shuffle_master(), needed);
+        };
+        let shuffle = self.master.shuffle_master();
+        let grants = shuffle.grants().clone();
+        if !shuffle.reads_worker_reports() {
+            // A shuffle master of WIT 0.1.0 cannot see the workers: the host
+            // answers from their reports itself (docs/workers.md).
             return Ok(reported_by_workers(
                 &cluster,
                 &grants,
@@ -460,18 +466,45 @@ impl PartitionOracle for Restore<'_> {
                 self.previous_worker_timeout,
             ));
         }
-        self.oracle.ask(self.master.shuffle_master(), needed)
+        // WIT 0.1.1: the shuffle master answers from the reports it reads
+        // through `job-shuffle-context` (set by the JobMaster), waiting as
+        // in embedded mode; the host then keeps only what a live worker
+        // holds as the log recorded. The plugin's word alone never sends a
+        // consumer to a worker.
+        let answered: Vec<PartitionRef> = self.oracle.ask(shuffle, needed)?.into_iter().collect();
+        let (held, holders) = held_by_workers(&cluster, &grants, &answered);
+        let unheld: Vec<&PartitionRef> = answered.iter().filter(|p| !held.contains(*p)).collect();
+        if let Some(first) = unheld.first() {
+            tracing::warn!(
+                plugin = shuffle.name(),
+                "the shuffle master reports {} partition(s) that no live worker holds as the log recorded (the first at {}, subtask {} attempt {}); they count as missing",
+                unheld.len(),
+                first.location.display(),
+                first.subtask,
+                first.attempt
+            );
+        }
+        for (attempt, worker) in holders {
+            cluster.adopt(attempt, &worker);
+        }
+        tracing::info!(
+            found = held.len(),
+            needed = needed.len(),
+            plugin = shuffle.name(),
+            "partitions reported by workers, as the shuffle master answered"
+        );
+        Ok(held)
     }
 }
 
-/// With worker processes, which of `needed` survive: those a worker that
-/// outlived the previous coordinator reported holding at registration,
-/// with the producer attempt, edge, place (the shuffle master's location
-/// relative to its grant) and bytes per subpartition the log recorded. The
-/// host plays FLIP-383's job shuffle context here: the workers' reports
-/// are the answer, checked against the coordinator's own durable record
-/// (docs/workers.md). Waits at most `wait` (the previous-worker timeout)
-/// for more workers to report, ending as soon as every needed partition is.
+/// With worker processes and a shuffle master of WIT 0.1.0, which of
+/// `needed` survive: those a worker that outlived the previous
+/// coordinator reported holding at registration ([`held_by_workers`]). The
+/// host plays FLIP-383's job shuffle context and the shuffle master here:
+/// the workers' reports are the answer, checked against the coordinator's
+/// own durable record (docs/workers.md). Waits at most `wait` (the
+/// previous-worker timeout) for more workers to report, ending as soon as
+/// every needed partition is.
 fn reported_by_workers(
     cluster: &crate::remote::Cluster,
     grants: &crate::grant::Grants,
@@ -480,29 +513,7 @@ fn reported_by_workers(
 ) -> BTreeSet<PartitionRef> {
     let deadline = std::time::Instant::now() + wait;
     loop {
-        let reports = cluster.reported_partitions();
-        let mut found = BTreeSet::new();
-        let mut holders = Vec::new();
-        for p in needed {
-            let Ok(dir) = grants.writable_dir(&p.location) else {
-                continue;
-            };
-            let attempt = crate::graph::AttemptId {
-                vertex: p.vertex,
-                subtask: p.subtask,
-                attempt: p.attempt,
-            };
-            let held = reports.iter().find(|(_, a, edge, location, bytes)| {
-                *a == attempt
-                    && *edge == p.edge
-                    && location.as_path() == dir.relative()
-                    && bytes.to_vec() == p.bytes_per_subpartition
-            });
-            if let Some((worker, ..)) = held {
-                found.insert(p.clone());
-                holders.push((attempt, worker.clone()));
-            }
-        }
+        let (found, holders) = held_by_workers(cluster, grants, needed);
         if found.len() == needed.len() || std::time::Instant::now() >= deadline {
             for (attempt, worker) in holders {
                 cluster.adopt(attempt, &worker);
@@ -516,6 +527,44 @@ fn reported_by_workers(
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+/// Which of `candidates` a live worker reports holding with the producer
+/// attempt, edge, place (the shuffle master's location relative to its
+/// grant) and bytes per subpartition the log recorded, and which worker
+/// holds each.
+fn held_by_workers(
+    cluster: &crate::remote::Cluster,
+    grants: &crate::grant::Grants,
+    candidates: &[PartitionRef],
+) -> (
+    BTreeSet<PartitionRef>,
+    Vec<(crate::graph::AttemptId, String)>,
+) {
+    let reports = cluster.reported_partitions();
+    let mut found = BTreeSet::new();
+    let mut holders = Vec::new();
+    for p in candidates {
+        let Ok(dir) = grants.writable_dir(&p.location) else {
+            continue;
+        };
+        let attempt = crate::graph::AttemptId {
+            vertex: p.vertex,
+            subtask: p.subtask,
+            attempt: p.attempt,
+        };
+        let held = reports.iter().find(|(_, a, edge, location, bytes)| {
+            *a == attempt
+                && *edge == p.edge
+                && location.as_path() == dir.relative()
+                && bytes.to_vec() == p.bytes_per_subpartition
+        });
+        if let Some((worker, ..)) = held {
+            found.insert(p.clone());
+            holders.push((attempt, worker.clone()));
+        }
+    }
+    (found, holders)
 }
 
 impl RecoveryTarget for Restore<'_> {

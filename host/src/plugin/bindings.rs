@@ -1,5 +1,9 @@
 //! The one place that generates host bindings for the plugin contract in
-//! `wit/` (package `coordhost:plugin@0.1.0`): one `bindgen!` per world.
+//! `wit/` (package `coordhost:plugin@0.1.1`): one `bindgen!` per world.
+//!
+//! Plugins of 0.1.0 (`wit/0.1.0/`) load through the same bindings: 0.1.1
+//! only adds, and wasmtime matches a `@0.1.0` import or export with the
+//! host's `@0.1.1` one (semver-compatible names, as for WASI).
 //!
 //! The shuffle-master world reuses the types and host interfaces generated
 //! for the split-enumerator world (`with`), so both plugin kinds share one
@@ -38,7 +42,15 @@ pub mod shuffle {
 /// The WIT package this host implements, as it appears in export names.
 pub const WIT_PACKAGE: &str = "coordhost:plugin";
 /// The WIT package version this host implements.
-pub const WIT_VERSION: &str = "0.1.0";
+pub const WIT_VERSION: &str = "0.1.1";
+/// Every package version whose plugins this host loads: the ones
+/// semver-compatible with [`WIT_VERSION`] (docs/write-a-plugin.md,
+/// "Contract versions").
+pub const WIT_VERSIONS_LOADED: &[&str] = &["0.1.0", WIT_VERSION];
+/// Import name of the job-shuffle-context interface (without version): a
+/// shuffle master that imports it reads the partitions worker processes
+/// report (new in 0.1.1).
+pub const JOB_SHUFFLE_CONTEXT_INTERFACE: &str = "coordhost:plugin/job-shuffle-context";
 /// Export name of the split-enumerator interface (without version).
 pub const SPLIT_ENUMERATOR_INTERFACE: &str = "coordhost:plugin/split-enumerator";
 /// Export name of the shuffle-master interface (without version).

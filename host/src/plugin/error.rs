@@ -67,7 +67,7 @@ pub enum PluginError {
     },
     /// The component implements the plugin interface at another version of
     /// the WIT package.
-    #[error("{}: exports `{interface}` at version {found}, but this host implements version {expected}", path.display())]
+    #[error("{}: exports `{interface}` at version {found}, but this host loads version {expected}", path.display())]
     IncompatibleVersion {
         /// The component file.
         path: PathBuf,
@@ -75,7 +75,7 @@ pub enum PluginError {
         interface: String,
         /// The version the component was built against.
         found: String,
-        /// The version this host implements.
+        /// The versions this host loads, e.g. `0.1.0 or 0.1.1`.
         expected: String,
     },
     /// The job file says one kind, the component implements the other.

@@ -1,6 +1,6 @@
 //! The plugin host: runs split enumerators and shuffle masters that are
 //! WebAssembly components implementing the WIT package
-//! `coordhost:plugin@0.1.0` (see `wit/types.wit`).
+//! `coordhost:plugin@0.1.1` (see `wit/types.wit`), and those of 0.1.0.
 //!
 //! One [`PluginHost`] per process owns the wasmtime `Engine`, one `Linker`
 //! per plugin kind, an epoch ticker thread (deadlines) and the on-disk
@@ -48,15 +48,15 @@ pub use actions::{
 };
 pub use bindings::enumerator::coordhost::plugin::types::{
     Error as PluginFailure, ExecutionAttemptId, FileRange, PartitionDescriptor,
-    PartitionWithMetrics, ProducerDescriptor, ResultPartitionId, ShuffleDescriptor,
-    ShuffleMasterSnapshot, Split, SplitPayload,
+    PartitionWithMetrics, ProducerDescriptor, ReportedPartition, ResultPartitionId,
+    ShuffleDescriptor, ShuffleMasterSnapshot, Split, SplitPayload,
 };
-pub use bindings::{WIT_PACKAGE, WIT_VERSION};
+pub use bindings::{WIT_PACKAGE, WIT_VERSION, WIT_VERSIONS_LOADED};
 pub use cache::{CacheOutcome, CompileNotice, NOTICE_AFTER};
 pub use enumerator::SplitEnumerator;
 pub use error::PluginError;
 pub use output::{MAX_MESSAGE_BYTES, one_line};
-pub use shuffle::ShuffleMaster;
+pub use shuffle::{JobShuffleContext, ShuffleMaster};
 
 use bindings::enumerator::{SplitEnumeratorPlugin, SplitEnumeratorPluginPre};
 use bindings::shuffle::{ShuffleMasterPlugin, ShuffleMasterPluginPre};
@@ -203,6 +203,9 @@ pub struct PluginInfo {
     pub version: String,
     /// Whether the plugin supports batch snapshots (FLIP-383).
     pub supports_batch_snapshot: bool,
+    /// Whether it imports `job-shuffle-context` (WIT 0.1.1): a shuffle
+    /// master that reads the partitions worker processes report.
+    pub reads_worker_reports: bool,
     /// The component's exports.
     pub exports: Vec<String>,
     /// Whether machine code came from the cache.
@@ -336,7 +339,8 @@ impl PluginHost {
     /// asking the plugin whether it supports batch snapshots.
     pub fn load(&self, spec: &PluginSpec) -> Result<LoadedPlugin, PluginError> {
         let (component, cache) = self.compile(&spec.path)?;
-        let (kind, _exports) = detect_kind(&self.inner.engine, &spec.path, &component)?;
+        let detected = detect_kind(&self.inner.engine, &spec.path, &component)?;
+        let kind = detected.kind;
         if kind != spec.kind {
             return Err(PluginError::KindMismatch {
                 plugin: spec.name.clone(),
@@ -379,6 +383,8 @@ impl PluginHost {
             pre,
             supports_batch_snapshot: false,
             cache,
+            version: detected.version,
+            reads_worker_reports: detected.reads_worker_reports,
         };
         loaded.supports_batch_snapshot = instance::query_supports_batch_snapshot(&loaded)?;
         Ok(LoadedPlugin {
@@ -393,14 +399,20 @@ impl PluginHost {
     /// As [`PluginHost::load`], without [`PluginError::KindMismatch`].
     pub fn check(&self, path: &Path) -> Result<PluginInfo, PluginError> {
         let (component, _) = self.compile(path)?;
-        let (kind, exports) = detect_kind(&self.inner.engine, path, &component)?;
+        let Detected {
+            kind,
+            exports,
+            version,
+            reads_worker_reports,
+        } = detect_kind(&self.inner.engine, path, &component)?;
         let loaded = self.load(&PluginSpec::bare(path, kind))?;
         Ok(PluginInfo {
             kind,
             world: kind.world().to_string(),
             package: WIT_PACKAGE.to_string(),
-            version: WIT_VERSION.to_string(),
+            version,
             supports_batch_snapshot: loaded.supports_batch_snapshot(),
+            reads_worker_reports,
             exports,
             cache: loaded.cache_outcome(),
         })
@@ -456,17 +468,38 @@ pub(crate) fn check_magic(path: &Path, bytes: &[u8]) -> Result<(), PluginError> 
     ))
 }
 
-/// Finds which plugin interface the component exports, at which version.
+/// What [`detect_kind`] found in a component.
+struct Detected {
+    kind: PluginKind,
+    /// The package version of its plugin export, one of [`bindings::WIT_VERSIONS_LOADED`].
+    version: String,
+    exports: Vec<String>,
+    /// Whether it imports `job-shuffle-context` (0.1.1 shuffle masters that read worker reports).
+    reads_worker_reports: bool,
+}
+
+/// The versions this host loads, for messages: `0.1.0 or 0.1.1`.
+fn versions_loaded() -> String {
+    bindings::WIT_VERSIONS_LOADED.join(" or ")
+}
+
+/// Finds which plugin interface the component exports, at which version
+/// (one of [`bindings::WIT_VERSIONS_LOADED`]), and whether it imports the
+/// job shuffle context.
 fn detect_kind(
     engine: &Engine,
     path: &Path,
     component: &Component,
-) -> Result<(PluginKind, Vec<String>), PluginError> {
-    let exports: Vec<String> = component
-        .component_type()
+) -> Result<Detected, PluginError> {
+    let ty = component.component_type();
+    let exports: Vec<String> = ty
         .exports(engine)
         .map(|(name, _)| name.to_string())
         .collect();
+    let reads_worker_reports = ty.imports(engine).any(|(name, _)| {
+        name.strip_prefix(bindings::JOB_SHUFFLE_CONTEXT_INTERFACE)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('@'))
+    });
     for (interface, kind) in [
         (
             bindings::SPLIT_ENUMERATOR_INTERFACE,
@@ -482,7 +515,14 @@ fn detect_kind(
                 continue;
             };
             let found = match rest.strip_prefix('@') {
-                Some(version) if version == WIT_VERSION => return Ok((kind, exports)),
+                Some(version) if bindings::WIT_VERSIONS_LOADED.contains(&version) => {
+                    return Ok(Detected {
+                        kind,
+                        version: version.to_string(),
+                        exports,
+                        reads_worker_reports,
+                    });
+                }
                 Some(version) => version.to_string(),
                 None if rest.is_empty() => "(unversioned)".to_string(),
                 None => continue,
@@ -491,7 +531,7 @@ fn detect_kind(
                 path: path.to_path_buf(),
                 interface: interface.to_string(),
                 found,
-                expected: WIT_VERSION.to_string(),
+                expected: versions_loaded(),
             });
         }
     }
@@ -526,6 +566,10 @@ pub(crate) struct LoadedInner {
     pub(crate) pre: KindPre,
     pub(crate) supports_batch_snapshot: bool,
     pub(crate) cache: CacheOutcome,
+    /// The WIT package version the component targets.
+    pub(crate) version: String,
+    /// Whether it imports `job-shuffle-context`.
+    pub(crate) reads_worker_reports: bool,
 }
 
 pub(crate) enum KindPre {
@@ -548,6 +592,20 @@ impl LoadedPlugin {
     /// `SupportsBatchSnapshot`), as it answered at load.
     pub fn supports_batch_snapshot(&self) -> bool {
         self.inner.supports_batch_snapshot
+    }
+
+    /// The WIT package version the component targets, one of
+    /// [`bindings::WIT_VERSIONS_LOADED`] (e.g. `0.1.0`).
+    pub fn wit_version(&self) -> &str {
+        &self.inner.version
+    }
+
+    /// Whether the component imports `job-shuffle-context` (a 0.1.1 shuffle
+    /// master that reads the partitions worker processes report). Without
+    /// it, the host answers FLIP-383's partition query from the workers'
+    /// reports itself when the job runs on worker processes (docs/workers.md).
+    pub fn reads_worker_reports(&self) -> bool {
+        self.inner.reads_worker_reports
     }
 
     /// Whether the load compiled the component or found it cached.

@@ -2,6 +2,7 @@
 //! `ShuffleMaster` with FLIP-383's batch snapshot and partition report).
 
 use std::path::Path;
+use std::sync::Arc;
 
 use wasmtime::Store;
 use wasmtime::component::ResourceAny;
@@ -12,10 +13,22 @@ use super::instance::{self, Fault};
 use super::store::PluginState;
 use super::{
     KindPre, LoadedPlugin, PartitionDescriptor, PartitionWithMetrics, PluginError, PluginFailure,
-    PluginKind, ProducerDescriptor, ResultPartitionId, ShuffleDescriptor, ShuffleMasterSnapshot,
-    TrapPolicy,
+    PluginKind, ProducerDescriptor, ReportedPartition, ResultPartitionId, ShuffleDescriptor,
+    ShuffleMasterSnapshot, TrapPolicy,
 };
 use crate::grant::{Grants, PluginDir};
+
+/// The host side of `job-shuffle-context` (WIT 0.1.1): where a job's
+/// partitions are held. Flink's `JobShuffleContext`, through which
+/// FLIP-383's shuffle master asks the TaskExecutors which partitions they
+/// still hold. The host implements it over its worker registry
+/// (`crate::remote::Cluster`); a shuffle master without a context is told
+/// `none` (embedded workers).
+pub trait JobShuffleContext: Send + Sync {
+    /// The partitions of `job_id` that worker processes report holding now;
+    /// `None` when the job runs on embedded workers.
+    fn reported_partitions(&self, job_id: &str) -> Option<Vec<ReportedPartition>>;
+}
 
 /// One live shuffle master. Every method is one call into the plugin under
 /// its deadline and memory cap.
@@ -32,6 +45,8 @@ pub struct ShuffleMaster {
     /// The plugin's granted directories: every location it returns is
     /// checked against them (`crate::grant`).
     grants: Grants,
+    /// What `job-shuffle-context` answers; kept across rebuilds.
+    context: Option<Arc<dyn JobShuffleContext>>,
 }
 
 struct Live {
@@ -44,7 +59,7 @@ impl ShuffleMaster {
     pub(crate) fn create(plugin: LoadedPlugin) -> Result<Self, PluginError> {
         instance::expect_kind(&plugin, PluginKind::ShuffleMaster)?;
         tracing::debug!(plugin = plugin.name(), call = "create", "host -> plugin");
-        let live = instantiate(&plugin)?;
+        let live = instantiate(&plugin, None)?;
         let grants = Grants::new(plugin.name(), &plugin.spec().dirs);
         Ok(Self {
             plugin,
@@ -53,7 +68,24 @@ impl ShuffleMaster {
             jobs: Vec::new(),
             poisoned: None,
             grants,
+            context: None,
         })
+    }
+
+    /// Sets what `job-shuffle-context.reported-partitions` answers from now
+    /// on (this instance and any rebuilt after a trap): the worker registry
+    /// when the job runs on worker processes.
+    pub fn set_job_shuffle_context(&mut self, context: Arc<dyn JobShuffleContext>) {
+        if let Some(live) = self.live.as_mut() {
+            live.store.data_mut().job_shuffle_context = Some(context.clone());
+        }
+        self.context = Some(context);
+    }
+
+    /// Whether the plugin imports `job-shuffle-context` (WIT 0.1.1), i.e.
+    /// answers the partition query from the workers' reports itself.
+    pub fn reads_worker_reports(&self) -> bool {
+        self.plugin.reads_worker_reports()
     }
 
     /// The plugin's name in the job file.
@@ -293,7 +325,7 @@ impl ShuffleMaster {
     }
 
     fn rebuild(&mut self) -> Result<(), PluginError> {
-        self.live = Some(instantiate(&self.plugin)?);
+        self.live = Some(instantiate(&self.plugin, self.context.clone())?);
         for job in self.jobs.clone() {
             self.call("register-job", |g, store, h| {
                 g.call_register_job(store, h, &job)
@@ -317,7 +349,10 @@ fn partition_name(id: &ResultPartitionId) -> String {
     )
 }
 
-fn instantiate(plugin: &LoadedPlugin) -> Result<Live, PluginError> {
+fn instantiate(
+    plugin: &LoadedPlugin,
+    context: Option<Arc<dyn JobShuffleContext>>,
+) -> Result<Live, PluginError> {
     let inner = plugin.inner();
     let KindPre::Shuffle(pre) = &inner.pre else {
         return Err(PluginError::KindMismatch {
@@ -328,6 +363,7 @@ fn instantiate(plugin: &LoadedPlugin) -> Result<Live, PluginError> {
         });
     };
     let mut store = instance::new_store(inner)?;
+    store.data_mut().job_shuffle_context = context;
     let world = match pre.instantiate(&mut store) {
         Ok(world) => world,
         Err(e) => return Err(Fault::classify(&store, &e).into_error(inner, "instantiate", false)),

@@ -1,6 +1,7 @@
 //! What one plugin's wasmtime `Store` holds: its WASI context (nothing
 //! granted unless configured), its memory cap, and the host side of the
-//! imported interfaces (`host-log`, `enumerator-context`).
+//! imported interfaces (`host-log`, `enumerator-context`,
+//! `job-shuffle-context`).
 
 use std::collections::BTreeSet;
 use std::pin::Pin;
@@ -34,6 +35,9 @@ pub(crate) struct PluginState {
     /// When the call in progress must end; WASI waits give up then
     /// (see `plugin/deadline.rs`).
     pub(crate) call_deadline: Option<std::time::Instant>,
+    /// What `job-shuffle-context` answers (shuffle masters only); `None`:
+    /// the job runs on embedded workers.
+    pub(crate) job_shuffle_context: Option<Arc<dyn super::JobShuffleContext>>,
 }
 
 /// The host side of `enumerator-context` for one enumerator instance.
@@ -119,6 +123,7 @@ impl PluginState {
             context: EnumeratorContextState::default(),
             budget,
             call_deadline: None,
+            job_shuffle_context: None,
         })
     }
 
@@ -184,6 +189,14 @@ impl ResourceLimiter for MemoryCap {
 }
 
 impl types::Host for PluginState {}
+
+impl super::bindings::shuffle::coordhost::plugin::job_shuffle_context::Host for PluginState {
+    fn reported_partitions(&mut self, job_id: String) -> Option<Vec<types::ReportedPartition>> {
+        self.job_shuffle_context
+            .as_ref()
+            .and_then(|context| context.reported_partitions(&job_id))
+    }
+}
 
 impl host_log::Host for PluginState {
     fn log(&mut self, level: types::LogLevel, message: String) {

@@ -381,6 +381,28 @@ impl Cluster {
         out
     }
 
+    /// The registry as a shuffle master's `job-shuffle-context` (WIT
+    /// 0.1.1) for job `job` of `graph`: the partitions the live workers
+    /// reported at registration, named as the shuffle master names them
+    /// (data set `<from>-<to>`, producer vertex id). A report whose edge
+    /// or vertex does not exist in `graph`, or whose producer is not the
+    /// edge's source, is left out: a worker's report is checked before the
+    /// plugin sees it.
+    pub fn job_shuffle_context(
+        self: &Arc<Self>,
+        job: &str,
+        graph: &crate::graph::JobGraph,
+    ) -> Arc<dyn crate::plugin::JobShuffleContext> {
+        Arc::new(ReportsForShuffle {
+            cluster: self.clone(),
+            job: job.to_owned(),
+            vertices: graph.vertices.iter().map(|v| v.id.clone()).collect(),
+            edges: (0..graph.edges.len())
+                .map(|e| (graph.edges[e].from, graph.data_set_id(e)))
+                .collect(),
+        })
+    }
+
     /// Records that `worker` holds the output of finished `attempt` (a
     /// partition it reported at registration that recovery kept), so
     /// consumers are sent there.
@@ -892,5 +914,50 @@ impl coordinator_server::Coordinator for Service {
             }
         }
         Ok(Response::new(rpc::ReportResponse { accepted: true }))
+    }
+}
+
+/// [`Cluster::job_shuffle_context`]: the worker registry seen by a shuffle
+/// master plugin.
+struct ReportsForShuffle {
+    cluster: Arc<Cluster>,
+    job: String,
+    /// Job vertex ids, by index.
+    vertices: Vec<String>,
+    /// Per edge: its source vertex and its data set id.
+    edges: Vec<(usize, String)>,
+}
+
+impl crate::plugin::JobShuffleContext for ReportsForShuffle {
+    fn reported_partitions(&self, job_id: &str) -> Option<Vec<crate::plugin::ReportedPartition>> {
+        use crate::plugin::{ExecutionAttemptId, ReportedPartition, ResultPartitionId};
+        if job_id != self.job {
+            // Workers serve the coordinator's one job: nothing of another.
+            return Some(Vec::new());
+        }
+        let reports = self.cluster.reported_partitions();
+        let named = reports
+            .into_iter()
+            .filter_map(|(worker, attempt, edge, location, bytes)| {
+                let (from, data_set) = self.edges.get(edge)?;
+                if *from != attempt.vertex {
+                    return None;
+                }
+                Some(ReportedPartition {
+                    worker_id: worker,
+                    id: ResultPartitionId {
+                        intermediate_data_set: data_set.clone(),
+                        producer: ExecutionAttemptId {
+                            job_vertex: self.vertices.get(attempt.vertex)?.clone(),
+                            subtask: attempt.subtask,
+                            attempt: attempt.attempt,
+                        },
+                    },
+                    relative_location: location.to_str()?.to_owned(),
+                    bytes_per_subpartition: bytes.to_vec(),
+                })
+            })
+            .collect();
+        Some(named)
     }
 }

@@ -907,7 +907,7 @@ fn a_misspelt_plugin_config_key_is_bad_input_naming_the_key() {
         (
             r#"config = { root = "${data_dir}/shuffle" }"#,
             r#"config = { root = "${data_dir}/shuffle", rooot = "x" }"#,
-            "coordhost: plugin `shuffle`: `create` failed: invalid configuration: unknown config key `rooot` (this plugin reads: root, fail-first-reports, fail-restore-while)",
+            "coordhost: plugin `shuffle`: `create` failed: invalid configuration: unknown config key `rooot` (this plugin reads: root, fail-first-reports, fail-restore-while, ignore-worker-reports)",
         ),
     ];
     for (from, to, want) in cases {

@@ -68,6 +68,7 @@ mod shuffle_golden;
 mod workers;
 mod workers_contract;
 mod workers_netns;
+mod workers_shuffle_context;
 
 /// Without the `failpoints` feature the tests that use test knobs are not
 /// built: this fails, so that such a run never looks complete.

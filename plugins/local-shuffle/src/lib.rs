@@ -10,6 +10,7 @@
 //! |---|---|
 //! | `root` | absolute directory, granted read-write at the same path on host and guest |
 //! | `fail-restore-while` | fault mode for tests (default none): an absolute path under `root`; while a file exists there, `restore-state` returns `error::io` |
+//! | `ignore-worker-reports` | fault mode for tests (default `false`): `true` answers `get-partitions-with-metrics` from the files under `root` even when worker processes report what they hold, as a shuffle master that is wrong would (the host must not keep a partition no live worker holds) |
 //! | `fail-first-reports` | fault mode for tests (default 0): the first N `get-partitions-with-metrics` calls of this instance (one instance per `coordhost` process) return `error::io("not reachable yet")`, as a shuffle service that is still starting would |
 //!
 //! A partition lives in `<root>/<job-id>/<intermediate-data-set>/<job-vertex>-<subtask>-<attempt>`
@@ -27,10 +28,32 @@
 //! (1), then the `postcard` encoding of [`SnapshotBody`]: the job id and the
 //! descriptors (data set, job vertex, subtask, attempt, location, number of
 //! subpartitions).
+//!
+//! # Worker processes
+//!
+//! When `job-shuffle-context.reported-partitions` (WIT 0.1.1) answers a list
+//! (the job runs on `coordhost worker` processes), `get-partitions-with-metrics`
+//! answers from it: a partition exists if a worker reports it at the place this
+//! plugin chose (relative to its grant) with one size per subpartition. No file
+//! is read then. When it answers `none` (embedded workers), the files under
+//! `root` are checked as before. Built with the feature `wit-0-1-0`, it targets
+//! the frozen contract 0.1.0 and always checks files.
 
+// The current contract; with the feature `wit-0-1-0` the same plugin is
+// built against the frozen 0.1.0 (`wit/0.1.0/`), without
+// `job-shuffle-context` (`make plugins` ships it as
+// `local-shuffle-0.1.0.wasm`, for the host's tests of 0.1.0 plugins).
+#[cfg(not(feature = "wit-0-1-0"))]
 mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",
+        world: "shuffle-master-plugin",
+    });
+}
+#[cfg(feature = "wit-0-1-0")]
+mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit/0.1.0",
         world: "shuffle-master-plugin",
     });
 }
@@ -110,13 +133,21 @@ pub struct LocalShuffleMaster {
     failing_reports: RefCell<u32>,
     /// `fail-restore-while`: `restore-state` fails while this file exists.
     fail_restore_while: Option<String>,
+    /// `ignore-worker-reports`: answer from the files under `root` even
+    /// when workers report (a shuffle master that is wrong on purpose).
+    ignore_worker_reports: bool,
 }
 
 impl GuestShuffleMaster for LocalShuffleMaster {
     fn create(config: Vec<(String, String)>) -> Result<ShuffleMaster, Error> {
         plugin_support::config::only_keys(
             &config,
-            &["root", "fail-first-reports", "fail-restore-while"],
+            &[
+                "root",
+                "fail-first-reports",
+                "fail-restore-while",
+                "ignore-worker-reports",
+            ],
         )
         .map_err(Error::InvalidConfig)?;
         let root =
@@ -127,8 +158,12 @@ impl GuestShuffleMaster for LocalShuffleMaster {
             .map(|_| plugin_support::config::absolute_path(&config, "fail-restore-while"))
             .transpose()
             .map_err(Error::InvalidConfig)?;
+        let ignore_worker_reports =
+            plugin_support::config::parsed_or(&config, "ignore-worker-reports", false)
+                .map_err(Error::InvalidConfig)?;
         let placer = PartitionPlacer::new(root).map_err(failure_to_wit)?;
         Ok(ShuffleMaster::new(Self {
+            ignore_worker_reports,
             placer: RefCell::new(placer),
             warned: RefCell::new(std::collections::BTreeSet::new()),
             failing_reports: RefCell::new(failing_reports),
@@ -251,12 +286,25 @@ impl GuestShuffleMaster for LocalShuffleMaster {
             }
         }
         let keys: Vec<_> = expected.iter().map(key_of).collect();
-        let (reported, warnings) = self.placer.borrow().report(&job_id, &keys);
-        for warning in warnings {
-            if self.warned.borrow_mut().insert(warning.clone()) {
-                host_log::log(LogLevel::Warn, &warning);
+        // Worker processes (WIT 0.1.1): what they report holding is the
+        // answer; the files are on their disks, not in this plugin's grant.
+        let held = if self.ignore_worker_reports {
+            None
+        } else {
+            worker_reports(&job_id)
+        };
+        let reported = match held {
+            Some(held) => self.placer.borrow().report_held(&job_id, &keys, &held),
+            None => {
+                let (reported, warnings) = self.placer.borrow().report(&job_id, &keys);
+                for warning in warnings {
+                    if self.warned.borrow_mut().insert(warning.clone()) {
+                        host_log::log(LogLevel::Warn, &warning);
+                    }
+                }
+                reported
             }
-        }
+        };
         Ok(reported
             .iter()
             .map(|(descriptor, sizes)| PartitionWithMetrics {
@@ -269,6 +317,29 @@ impl GuestShuffleMaster for LocalShuffleMaster {
     fn unregister_job(&self, job_id: String) {
         self.placer.borrow_mut().registry().unregister_job(&job_id);
     }
+}
+
+/// What `job-shuffle-context.reported-partitions` answers, as (partition,
+/// place relative to the grant, bytes per subpartition); `None` with
+/// embedded workers, and always in the 0.1.0 build.
+#[cfg(not(feature = "wit-0-1-0"))]
+fn worker_reports(
+    job_id: &str,
+) -> Option<Vec<(plugin_support::registry::PartitionKey, String, Vec<u64>)>> {
+    let reports = bindings::coordhost::plugin::job_shuffle_context::reported_partitions(job_id)?;
+    Some(
+        reports
+            .into_iter()
+            .map(|r| (key_of(&r.id), r.relative_location, r.bytes_per_subpartition))
+            .collect(),
+    )
+}
+
+#[cfg(feature = "wit-0-1-0")]
+fn worker_reports(
+    _job_id: &str,
+) -> Option<Vec<(plugin_support::registry::PartitionKey, String, Vec<u64>)>> {
+    None
 }
 
 plugin_support::wit_partition_conversions!(bindings::coordhost::plugin::types);

@@ -3,7 +3,9 @@
 //! descriptors only in memory and does **not** support batch snapshots. With
 //! it the host cannot recover a job's progress (FLIP-383: a shuffle master
 //! without `SupportsBatchSnapshot` disables job recovery), so it shows the
-//! "restart from scratch" path.
+//! "restart from scratch" path. It targets the WIT package 0.1.0
+//! (`wit/0.1.0/types.wit`), the contract before 0.1.1 added
+//! `job-shuffle-context`.
 //!
 //! # Config
 //!
@@ -16,9 +18,11 @@
 //! instance whose `index` exists and checks out; `snapshot-state` and
 //! `restore-state` return `error::other("not supported")`.
 
+// Built against the frozen contract 0.1.0 (`wit/0.1.0/`), not the current
+// `wit/`: the host's tests load it to show that 0.1.0 plugins still work.
 mod bindings {
     wit_bindgen::generate!({
-        path: "../../wit",
+        path: "../../wit/0.1.0",
         world: "shuffle-master-plugin",
     });
 }

@@ -125,6 +125,42 @@ impl PartitionPlacer {
         (reported, warnings)
     }
 
+    /// Of the `expected` partitions of `job_id`, those with a known
+    /// descriptor that a worker process reports holding (WIT 0.1.1,
+    /// `job-shuffle-context.reported-partitions`), with the sizes the worker
+    /// counted, in the order asked. `held` gives, per worker report, the
+    /// partition, its location relative to the granted directory and its
+    /// bytes per subpartition. A report counts only if its relative
+    /// location is the tail of the descriptor's location (component-wise)
+    /// and it has one size per subpartition: a worker holding the partition
+    /// somewhere else holds another one. No file is read, so the answer
+    /// costs no file-system call (the workers' disks are not the
+    /// coordinator's anyway).
+    pub fn report_held<'a>(
+        &self,
+        job_id: &str,
+        expected: impl IntoIterator<Item = &'a PartitionKey>,
+        held: &[(PartitionKey, String, Vec<u64>)],
+    ) -> Vec<ReportedPartition> {
+        let mut reported = Vec::new();
+        for key in expected {
+            let Some(descriptor) = self.registry.get(job_id, key) else {
+                continue;
+            };
+            let at = std::path::Path::new(&descriptor.location);
+            let found = held.iter().find(|(k, relative, sizes)| {
+                k == key
+                    && !relative.is_empty()
+                    && at.ends_with(relative)
+                    && sizes.len() == descriptor.num_subpartitions as usize
+            });
+            if let Some((_, _, sizes)) = found {
+                reported.push((descriptor.clone(), sizes.clone()));
+            }
+        }
+        reported
+    }
+
     /// Deletes the directory of a partition and forgets its descriptor.
     ///
     /// # Errors
@@ -238,6 +274,33 @@ mod tests {
         placer.release(&key(0), &placed.location).unwrap();
         assert!(!std::path::Path::new(&placed.location).exists());
         assert!(placer.report("j", [&key(0)]).0.is_empty());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn partitions_held_by_workers_are_reported_at_the_place_and_size_they_give() {
+        let root = std::env::temp_dir().join(format!(
+            "plugin-support-shuffle-held-{}",
+            std::process::id()
+        ));
+        let root = root.to_str().unwrap().to_owned();
+        let mut placer = PartitionPlacer::new(root.clone()).unwrap();
+        placer.registry().register_job("j");
+        let placed = placer.place("j", key(0), 2).unwrap();
+        placer.place("j", key(1), 2).unwrap();
+        let held = [
+            (key(0), "j/ds/map-0-0".to_owned(), vec![5, 1]),
+            // Another place, a wrong count of sizes, an unknown partition.
+            (key(1), "j/ds/map-9-0".to_owned(), vec![1, 1]),
+            (key(1), "j/ds/map-1-0".to_owned(), vec![1]),
+            (key(2), "j/ds/map-2-0".to_owned(), vec![1, 1]),
+        ];
+        let reported = placer.report_held("j", [&key(0), &key(1), &key(2)], &held);
+        assert_eq!(reported, [(placed, vec![5, 1])]);
+        // A bare name that is only a suffix of the last component is no match.
+        let partial = [(key(0), "0-0".to_owned(), vec![5, 1])];
+        assert!(placer.report_held("j", [&key(0)], &partial).is_empty());
+        assert!(placer.report_held("other", [&key(0)], &held).is_empty());
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

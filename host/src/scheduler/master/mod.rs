@@ -220,6 +220,10 @@ impl JobMaster {
                         cluster.set_split_wait(v, wait, plugin, &jv.id);
                     }
                 }
+                // FLIP-383's job shuffle context: the shuffle master (WIT
+                // 0.1.1) learns what the workers report holding.
+                shuffle
+                    .set_job_shuffle_context(cluster.job_shuffle_context(&config.name, &graph.job));
                 Executor::External(cluster.clone())
             }
             None => Executor::Embedded(

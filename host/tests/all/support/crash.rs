@@ -117,6 +117,13 @@ pub struct WordJob {
     /// `fail-restore-while` of the `local-shuffle` plugin: while this file
     /// exists, its `restore-state` fails (`None`: never).
     pub shuffle_fail_restore_while: Option<PathBuf>,
+    /// The shuffle master component (a name under `build/plugins/`):
+    /// `local-shuffle` unless a test picks `py-shuffle` or
+    /// `local-shuffle-0.1.0`, which take the same fault keys or none.
+    pub shuffle_plugin: &'static str,
+    /// `ignore-worker-reports` of `local-shuffle`: answer from files even
+    /// when workers report.
+    pub shuffle_ignore_worker_reports: bool,
 }
 
 impl WordJob {
@@ -138,6 +145,8 @@ impl WordJob {
             snapshot_min_pause_ms: 1_000,
             shuffle_fail_first_reports: 0,
             shuffle_fail_restore_while: None,
+            shuffle_plugin: "local-shuffle",
+            shuffle_ignore_worker_reports: false,
         }
     }
 
@@ -202,7 +211,7 @@ key = ["word"]
             timeout = self.previous_worker_timeout_ms,
             pause = self.snapshot_min_pause_ms,
             enumerator = plugin_path("file-enumerator").display(),
-            shuffle = super::shuffle_table("shuffle", "local-shuffle", &self.shuffle_faults()),
+            shuffle = super::shuffle_table("shuffle", self.shuffle_plugin, &self.shuffle_faults()),
             split = self.split_bytes,
             sources = self.sources,
             source_delay = self.source_delay_us,
@@ -223,6 +232,9 @@ impl WordJob {
         let mut keys = String::new();
         if self.shuffle_fail_first_reports > 0 {
             keys += &format!(", fail-first-reports = {}", self.shuffle_fail_first_reports);
+        }
+        if self.shuffle_ignore_worker_reports {
+            keys += ", ignore-worker-reports = true";
         }
         if let Some(marker) = &self.shuffle_fail_restore_while {
             keys += &format!(", fail-restore-while = \"{}\"", marker.display());
@@ -271,6 +283,8 @@ pub struct Coordhost {
     pub summary: PathBuf,
     /// More arguments of `run` (e.g. `--fresh`), for the next starts.
     pub extra_args: Vec<String>,
+    /// `COORDHOST_LOG` of the next starts (`None`: the default, warnings).
+    pub log: Option<&'static str>,
     starts: u32,
 }
 
@@ -285,6 +299,7 @@ impl Coordhost {
             data_dir: data_dir.to_path_buf(),
             summary: PathBuf::from(summary),
             extra_args: Vec::new(),
+            log: None,
             starts: 0,
         }
     }
@@ -305,7 +320,11 @@ impl Coordhost {
         let file = |p: &Path| {
             std::fs::File::create(p).unwrap_or_else(|e| panic!("create {}: {e}", p.display()))
         };
-        let child = crate::support::coordhost()
+        let mut command = crate::support::coordhost();
+        if let Some(filter) = self.log {
+            command.env("COORDHOST_LOG", filter);
+        }
+        let child = command
             .arg("--cache-dir")
             .arg(cache_dir())
             .arg("run")
