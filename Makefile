@@ -16,6 +16,7 @@ help:
 	@echo "  demo-workers  the demo on 1 coordinator + 3 worker processes, the coordinator killed midway"
 	@echo "  bench-tpch  TPC-H Q1 SF 1, coordhost vs DuckDB vs Polars (scripts/bench-tpch.sh; BENCH_ARGS=...)"
 	@echo "  bench-shuffle  all-to-all vs forward edges at N = 256, 1024, 4096 (benches/shuffle_scale.rs)"
+	@echo "  bench-workers  embedded vs 3 worker processes: cost per task, restart with 10 000 partitions, shuffle MB/s (benches/workers.rs)"
 
 # ---------------------------------------------------------------------------
 # plugins: the sample Rust plugins (plugins/Cargo.toml, a workspace of its own)
@@ -173,3 +174,11 @@ bench-tpch:
 bench-shuffle:
 	test -f $(PLUGINS_OUT)/static-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins
 	$(CARGO) bench --locked -p coordhost --bench shuffle_scale
+
+# bench-workers: the figures of issue 14 (docs/workers.md, "Figures"): the
+# workers bench starts the release coordhost as a coordinator and 3 worker
+# processes on loopback. Not part of `test`.
+.PHONY: bench-workers
+bench-workers:
+	test -f $(PLUGINS_OUT)/static-enumerator.wasm -a -f $(PLUGINS_OUT)/file-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins
+	$(CARGO) bench --locked -p coordhost --bench workers
