@@ -8,6 +8,7 @@ help:
 	@echo "targets:"
 	@echo "  test      the README's test command: build the plugins, then every test of the workspace, then kit-check"
 	@echo "  kit-check build and test a project of every plugin template (coordhost plugin new/test)"
+	@echo "  ha-deps   install what the host build and HA tests need: protoc (+ well-known types) and etcd, from Debian's packages"
 	@echo "  plugins   build the sample Rust plugins into $(PLUGINS_OUT)/NAME.wasm"
 	@echo "  plugins-py  build the Python sample plugins (py-enumerator, py-shuffle); part of plugins"
 	@echo "  plugins-js  build the JavaScript sample plugin (js-enumerator); part of plugins"
@@ -17,6 +18,7 @@ help:
 	@echo "  bench-tpch  TPC-H Q1 SF 1, coordhost vs DuckDB vs Polars (scripts/bench-tpch.sh; BENCH_ARGS=...)"
 	@echo "  bench-shuffle  all-to-all vs forward edges at N = 256, 1024, 4096 (benches/shuffle_scale.rs)"
 	@echo "  bench-workers  embedded vs 3 worker processes: cost per task, restart with 10 000 partitions, shuffle MB/s (benches/workers.rs)"
+	@echo "  bench-ha  failover time (etcd, 2 coordinators, 3 workers, leader killed) and the steady-state cost of --ha (benches/ha.rs)"
 
 # ---------------------------------------------------------------------------
 # plugins: the sample Rust plugins (plugins/Cargo.toml, a workspace of its own)
@@ -68,6 +70,19 @@ include plugins/languages.mk
 plugins: plugins-py plugins-js
 
 # ---------------------------------------------------------------------------
+# ha-deps: what building the host needs besides cargo since high availability
+# (issue 15, docs/ha.md): Debian's protobuf-compiler and libprotobuf-dev
+# (the etcd-client crate runs protoc at build time) and etcd-server (the HA
+# tests start a real etcd). scripts/install-ha-deps.sh installs what is
+# missing (as root, with apt-get) and says what; nothing when all is there.
+# Every target that builds the host depends on it.
+# ---------------------------------------------------------------------------
+
+.PHONY: ha-deps
+ha-deps:
+	scripts/install-ha-deps.sh
+
+# ---------------------------------------------------------------------------
 # test: the README's test command (and what .ci/run calls). Builds every
 # sample plugin from source (installing the wasm32-wasip2 target and the
 # pinned Python/JavaScript tools into the project's folders), checks the
@@ -80,7 +95,7 @@ plugins: plugins-py plugins-js
 # ---------------------------------------------------------------------------
 
 .PHONY: test
-test: plugins
+test: plugins ha-deps
 	scripts/check-layers.sh --self-test
 	scripts/check-layers.sh
 	$(CARGO) test --locked --manifest-path $(PLUGINS_SRC)/Cargo.toml \
@@ -98,7 +113,7 @@ test: plugins
 COORDHOST_DEBUG := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/debug/coordhost
 
 .PHONY: kit-check
-kit-check: plugins
+kit-check: plugins ha-deps
 	$(CARGO) build --locked -p coordhost --bin coordhost
 	scripts/kit-check.sh $(COORDHOST_DEBUG)
 
@@ -134,7 +149,7 @@ $(DATA_DIR)/words.done:
 	$(DATAGEN) words --files 16 --lines 20000 --out $(DATA_DIR)/words
 	touch $@
 
-demo: data
+demo: data ha-deps
 	test -f $(PLUGINS_OUT)/file-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins
 	$(CARGO) build --quiet --release --locked -p coordhost --bin coordhost
 	rm -rf $(DEMO_DIR)
@@ -146,7 +161,7 @@ demo: data
 # (coordhost worker), the coordinator killed midway and started again
 # (scripts/demo-workers.sh, docs/workers.md).
 .PHONY: demo-workers
-demo-workers: data
+demo-workers: data ha-deps
 	test -f $(PLUGINS_OUT)/file-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins
 	$(CARGO) build --quiet --release --locked -p coordhost --bin coordhost
 	rm -rf $(CURDIR)/build/demo-workers
@@ -166,12 +181,12 @@ demo-workers: data
 BENCH_ARGS ?=
 
 .PHONY: bench-tpch bench-shuffle
-bench-tpch:
+bench-tpch: ha-deps
 	test -f $(PLUGINS_OUT)/file-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins
 	$(CARGO) build --quiet --release --locked -p coordhost -p coordhost-datagen
 	scripts/bench-tpch.sh $(BENCH_ARGS)
 
-bench-shuffle:
+bench-shuffle: ha-deps
 	test -f $(PLUGINS_OUT)/static-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins
 	$(CARGO) bench --locked -p coordhost --bench shuffle_scale
 
@@ -182,3 +197,12 @@ bench-shuffle:
 bench-workers:
 	test -f $(PLUGINS_OUT)/static-enumerator.wasm -a -f $(PLUGINS_OUT)/file-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins
 	$(CARGO) bench --locked -p coordhost --bench workers
+
+# bench-ha: the figures of issue 15 (docs/ha.md, "Figures"): the ha bench
+# starts its own etcd, two release coordhost coordinators (--ha, lease TTL
+# 1 s) and 3 worker processes on loopback, kills the leader midway of the
+# TPC-H example and times the takeover; then the example with and without
+# --ha. Not part of `test`.
+.PHONY: bench-ha
+bench-ha: plugins ha-deps data
+	$(CARGO) bench --locked -p coordhost --bench ha

@@ -26,6 +26,7 @@ pub mod failpoints;
 pub mod files;
 pub mod grant;
 pub mod graph;
+pub mod ha;
 pub mod job;
 pub mod kit;
 pub mod plan;

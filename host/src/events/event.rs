@@ -523,6 +523,21 @@ pub struct RecoveryFinished {
     pub reset: Vec<RecoveryReset>,
 }
 
+/// High availability (`coordhost run --ha`, docs/ha.md): the coordinator
+/// that writes this segment leads the job in this term. The first record
+/// of the segment it starts; recovery does not use it, `log inspect`
+/// shows which term wrote what.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaderElected {
+    /// The term: the etcd revision at which this leadership began; a
+    /// newer leader's is larger.
+    pub term: u64,
+    /// The etcd cluster of the election (`etcd://HOST:PORT,...`).
+    pub etcd: String,
+    /// The address the leader serves workers on (empty without workers).
+    pub address: String,
+}
+
 /// Every durable job event. The variant decides the kind id and the schema
 /// version written in the record frame.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -542,6 +557,8 @@ pub enum JobEvent {
     RecoveryStarted(RecoveryStarted),
     /// See [`RecoveryFinished`].
     RecoveryFinished(RecoveryFinished),
+    /// See [`LeaderElected`].
+    LeaderElected(LeaderElected),
 }
 
 /// Why a checksum-valid record could not become an event.
@@ -570,6 +587,7 @@ impl JobEvent {
             Self::SinkCommitted(_) => kind::SINK_COMMITTED,
             Self::RecoveryStarted(_) => kind::RECOVERY_STARTED,
             Self::RecoveryFinished(_) => kind::RECOVERY_FINISHED,
+            Self::LeaderElected(_) => kind::LEADER_ELECTED,
         }
     }
 
@@ -609,6 +627,7 @@ impl JobEvent {
             Self::SinkCommitted(e) => postcard::to_stdvec(e),
             Self::RecoveryStarted(e) => postcard::to_stdvec(e),
             Self::RecoveryFinished(e) => postcard::to_stdvec(e),
+            Self::LeaderElected(e) => postcard::to_stdvec(e),
         }
     }
 
@@ -640,6 +659,7 @@ impl JobEvent {
             kind::SINK_COMMITTED => exact(payload).map(Self::SinkCommitted),
             kind::RECOVERY_STARTED => exact(payload).map(Self::RecoveryStarted),
             kind::RECOVERY_FINISHED => exact(payload).map(Self::RecoveryFinished),
+            kind::LEADER_ELECTED => exact(payload).map(Self::LeaderElected),
             _ => Err(DecodeProblem::UnknownKind),
         }
     }
@@ -670,6 +690,7 @@ pub fn max_known_version(kind_id: u16) -> Option<u16> {
         kind::SINK_COMMITTED => schema::SINK_COMMITTED,
         kind::RECOVERY_STARTED => schema::RECOVERY_STARTED,
         kind::RECOVERY_FINISHED => schema::RECOVERY_FINISHED,
+        kind::LEADER_ELECTED => schema::LEADER_ELECTED,
         _ => return None,
     })
 }
@@ -685,6 +706,7 @@ pub fn kind_name(kind_id: u16) -> Option<&'static str> {
         kind::SINK_COMMITTED => "SinkCommitted",
         kind::RECOVERY_STARTED => "RecoveryStarted",
         kind::RECOVERY_FINISHED => "RecoveryFinished",
+        kind::LEADER_ELECTED => "LeaderElected",
         _ => return None,
     })
 }

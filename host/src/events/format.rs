@@ -86,9 +86,11 @@ pub mod kind {
     pub const RECOVERY_STARTED: u16 = 6;
     /// [`RecoveryFinished`](crate::events::RecoveryFinished).
     pub const RECOVERY_FINISHED: u16 = 7;
+    /// [`LeaderElected`](crate::events::LeaderElected).
+    pub const LEADER_ELECTED: u16 = 8;
     /// The largest kind id this binary knows; a record of a larger one was
     /// written by a newer coordhost.
-    pub const NEWEST: u16 = RECOVERY_FINISHED;
+    pub const NEWEST: u16 = LEADER_ELECTED;
 }
 
 /// Newest schema version of each kind's payload that this binary knows.
@@ -112,6 +114,8 @@ pub mod schema {
     pub const RECOVERY_STARTED: u16 = 1;
     /// Schema version of `RecoveryFinished` payloads.
     pub const RECOVERY_FINISHED: u16 = 1;
+    /// Schema version of `LeaderElected` payloads.
+    pub const LEADER_ELECTED: u16 = 1;
 }
 
 /// File name of the segment written by coordinator attempt `attempt`.

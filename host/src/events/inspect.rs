@@ -174,6 +174,17 @@ pub fn inspect(dir: &Path, json: bool, out: &mut impl Write) -> Result<(), Event
 pub fn describe(event: &JobEvent) -> String {
     let mut line = format!("{:<21}", event.kind_name());
     let _infallible = match event {
+        JobEvent::LeaderElected(e) => write!(
+            line,
+            "term {} ({}){}",
+            e.term,
+            e.etcd,
+            if e.address.is_empty() {
+                String::new()
+            } else {
+                format!(" serving workers on {}", e.address)
+            }
+        ),
         JobEvent::JobStarted(e) => write!(
             line,
             "job {} graph {} recovery {}",

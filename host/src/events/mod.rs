@@ -33,7 +33,7 @@ mod writer;
 pub use error::{Damage, EventsError};
 pub use event::{
     AttemptId, EncodedSplit, EnumeratorSnapshot, ExecutionFinished, ExecutionVertexId,
-    ExecutionsReset, JobEvent, JobStarted, JobVertexInitialized, ProducedPartition,
+    ExecutionsReset, JobEvent, JobStarted, JobVertexInitialized, LeaderElected, ProducedPartition,
     RecoveryFinished, RecoveryReset, RecoveryStarted, ResetReason, ShuffleSnapshot, SinkCommitted,
     SnapshotFile, SplitAssignment, SubtaskInputRange, kind_name, max_known_version,
 };
@@ -41,5 +41,8 @@ pub use inspect::{describe, inspect, locate_log_dir};
 pub use lock::{LockHolder, LogLock};
 pub use reader::{Position, Replay, ReplayedEvent, SegmentSummary, TornTail, replay};
 pub use snapshot_file::{load_snapshot_files, newest_snapshot_files, remove_snapshot_files_except};
-pub use storage::{FaultPoint, FileStorage, MemoryStorage, SegmentAppender, Storage};
-pub use writer::{EventLogWriter, FsyncPolicy, Sequence, WriterOptions, job_log_dir, open_job_log};
+pub use storage::{FaultPoint, Fence, FileStorage, MemoryStorage, SegmentAppender, Storage};
+pub use writer::{
+    EventLogWriter, FsyncPolicy, Sequence, WriterOptions, job_log_dir, open_job_log,
+    open_job_log_fenced,
+};

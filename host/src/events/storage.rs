@@ -60,12 +60,34 @@ pub trait SegmentAppender: Send + Debug {
     fn sync(&mut self) -> io::Result<()>;
 }
 
-/// Segments as files in one job's log directory, optionally holding the
-/// directory's [`LogLock`].
+/// What a writer checks before it changes the log: that it may still write
+/// this job's log. The [`LogLock`]'s holder checks that the locked folder
+/// is still there; with high availability (`crate::ha`) the leadership's
+/// fence checks that the etcd lease still holds. An error stops the writer
+/// before the change: it makes no further record durable.
+pub trait Fence: Send + Sync + Debug {
+    /// `Ok` while this process may write.
+    ///
+    /// # Errors
+    /// An error naming why it may not (the lock or the leadership was lost).
+    fn verify(&self) -> io::Result<()>;
+}
+
+impl Fence for super::lock::LockHolder {
+    fn verify(&self) -> io::Result<()> {
+        super::lock::LockHolder::verify(self)
+    }
+}
+
+/// Segments as files in one job's log directory, holding the directory's
+/// [`LogLock`] or guarded by another [`Fence`] (or, to read, neither).
 #[derive(Debug)]
 pub struct FileStorage {
     dir: PathBuf,
     lock: Option<LogLock>,
+    /// With high availability: checked before every segment creation,
+    /// append and sync, in place of the lock.
+    fence: Option<std::sync::Arc<dyn Fence>>,
 }
 
 impl FileStorage {
@@ -78,6 +100,39 @@ impl FileStorage {
     /// [`EventsError::Io`] for other failures.
     pub fn open_for_writing(log_dir: &Path) -> Result<Self, EventsError> {
         let lock = LogLock::acquire(log_dir)?;
+        Self::remove_temp_files(log_dir)?;
+        Ok(Self {
+            dir: log_dir.to_path_buf(),
+            lock: Some(lock),
+            fence: None,
+        })
+    }
+
+    /// Opens `log_dir` for writing under `fence` instead of the lock (high
+    /// availability: the elected leader writes a log every coordinator of
+    /// the job can read; a deposed one is stopped by its fence, and what it
+    /// wrote after a newer segment sealed it is ignored by replay).
+    ///
+    /// # Errors
+    /// [`EventsError::Io`] when the folder cannot be created or cleaned.
+    pub fn open_for_writing_fenced(
+        log_dir: &Path,
+        fence: std::sync::Arc<dyn Fence>,
+    ) -> Result<Self, EventsError> {
+        fs::create_dir_all(log_dir).map_err(|source| EventsError::Io {
+            path: log_dir.to_path_buf(),
+            source,
+        })?;
+        Self::remove_temp_files(log_dir)?;
+        Ok(Self {
+            dir: log_dir.to_path_buf(),
+            lock: None,
+            fence: Some(fence),
+        })
+    }
+
+    /// Removes leftover `*.tmp` files of an interrupted segment creation.
+    fn remove_temp_files(log_dir: &Path) -> Result<(), EventsError> {
         let io = |source| EventsError::Io {
             path: log_dir.to_path_buf(),
             source,
@@ -88,10 +143,7 @@ impl FileStorage {
                 fs::remove_file(&path).map_err(|source| EventsError::Io { path, source })?;
             }
         }
-        Ok(Self {
-            dir: log_dir.to_path_buf(),
-            lock: Some(lock),
-        })
+        Ok(())
     }
 
     /// Opens `log_dir` to read only, without the lock (e.g. `log inspect`
@@ -101,6 +153,7 @@ impl FileStorage {
         Self {
             dir: log_dir.to_path_buf(),
             lock: None,
+            fence: None,
         }
     }
 
@@ -142,6 +195,9 @@ impl Storage for FileStorage {
     }
 
     fn create_segment(&self, attempt: u32, header: &[u8]) -> io::Result<Box<dyn SegmentAppender>> {
+        if let Some(fence) = &self.fence {
+            fence.verify()?;
+        }
         let path = self.segment_path(attempt);
         let mut tmp_name = path.clone().into_os_string();
         tmp_name.push(TEMP_SUFFIX);
@@ -161,21 +217,36 @@ impl Storage for FileStorage {
         fs::rename(&tmp, &path)?;
         File::open(&self.dir)?.sync_all()?;
         let file = OpenOptions::new().append(true).open(&path)?;
-        let holder = self.lock.as_ref().map(LogLock::holder).transpose()?;
-        Ok(Box::new(FileAppender { file, holder }))
+        let holder: Option<std::sync::Arc<dyn Fence>> = match &self.lock {
+            Some(lock) => Some(std::sync::Arc::new(lock.holder()?)),
+            None => None,
+        };
+        Ok(Box::new(FileAppender {
+            file,
+            holder: holder.or_else(|| self.fence.clone()),
+            fence_appends: self.fence.is_some(),
+        }))
     }
 }
 
 #[derive(Debug)]
 struct FileAppender {
     file: File,
-    /// The lock this storage holds, verified before every sync (see
-    /// `events/lock.rs`).
-    holder: Option<super::lock::LockHolder>,
+    /// The lock this storage holds (see `events/lock.rs`) or its fence,
+    /// verified before every sync.
+    holder: Option<std::sync::Arc<dyn Fence>>,
+    /// Whether appends are checked too (a fence is a clock comparison;
+    /// the lock's check reads metadata and stays at the syncs).
+    fence_appends: bool,
 }
 
 impl SegmentAppender for FileAppender {
     fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if self.fence_appends
+            && let Some(fence) = &self.holder
+        {
+            fence.verify()?;
+        }
         self.file.write_all(bytes)
     }
 

@@ -138,7 +138,25 @@ pub fn open_job_log(
     job_id: &str,
     options: WriterOptions,
 ) -> Result<(EventLogWriter, Replay), EventsError> {
-    let storage = FileStorage::open_for_writing(&job_log_dir(data_dir, job_id)?)?;
+    open_job_log_fenced(data_dir, job_id, options, None)
+}
+
+/// As [`open_job_log`]; with `fence` (high availability, `crate::ha`) the
+/// log is guarded by the leadership's fence instead of the lock.
+///
+/// # Errors
+/// As [`open_job_log`], without [`EventsError::Locked`] when fenced.
+pub fn open_job_log_fenced(
+    data_dir: &Path,
+    job_id: &str,
+    options: WriterOptions,
+    fence: Option<Arc<dyn super::Fence>>,
+) -> Result<(EventLogWriter, Replay), EventsError> {
+    let dir = job_log_dir(data_dir, job_id)?;
+    let storage = match fence {
+        Some(fence) => FileStorage::open_for_writing_fenced(&dir, fence)?,
+        None => FileStorage::open_for_writing(&dir)?,
+    };
     EventLogWriter::open(Arc::new(storage), options)
 }
 

@@ -52,6 +52,20 @@ pub struct RunArgs {
     /// gives the coordinator up after as long), ms.
     #[arg(long, value_name = "MS", default_value_t = 2_000)]
     pub heartbeat_timeout_ms: u64,
+    /// High availability: campaign through etcd for the leadership of the
+    /// job, wait as a standby while another coordinator leads, and run (or
+    /// recover) the job once elected (docs/ha.md). Every coordinator of the
+    /// job must see the same `--data-dir`.
+    #[arg(
+        long,
+        value_name = "etcd://HOST:PORT[,HOST:PORT...]",
+        conflicts_with = "fresh"
+    )]
+    pub ha: Option<String>,
+    /// Time to live of the leader's etcd lease, whole seconds (at least 1):
+    /// a leader that dies or is cut off is replaced after about this long.
+    #[arg(long, value_name = "S", default_value_t = 3, requires = "ha")]
+    pub ha_lease_ttl_s: u64,
 }
 
 /// Runs `coordhost run`; returns the exit code.
@@ -70,15 +84,44 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
         Arc::new(Lines)
     };
     opts.progress = Some(progress);
-    if let Some(n) = args.external_workers {
-        match start_cluster(args, n) {
-            Ok(cluster) => opts.external = Some(Arc::new(cluster)),
+    let cluster = match args.external_workers.map(|n| start_cluster(args, n)) {
+        None => None,
+        Some(Ok(cluster)) => Some(Arc::new(cluster)),
+        Some(Err((code, line))) => {
+            eprintln!("coordhost: {line}");
+            return ExitCode::from(code);
+        }
+    };
+    // High availability: lead before touching the log or any worker.
+    let _leadership = match &args.ha {
+        None => None,
+        Some(url) => match lead(args, url, cluster.as_deref()) {
+            Ok(leadership) => {
+                opts.fence = Some(leadership.fence());
+                opts.leader = Some(crate::events::LeaderElected {
+                    term: leadership.term(),
+                    etcd: url.clone(),
+                    address: cluster
+                        .as_ref()
+                        .map(|c| c.local_addr().to_string())
+                        .unwrap_or_default(),
+                });
+                Some(leadership)
+            }
             Err((code, line)) => {
                 eprintln!("coordhost: {line}");
                 return ExitCode::from(code);
             }
-        }
+        },
+    };
+    if let (Some(cluster), Some(n)) = (&cluster, args.external_workers)
+        && let Err(e) =
+            cluster.wait_for_workers(n, std::time::Duration::from_millis(args.worker_wait_ms))
+    {
+        eprintln!("coordhost: {e}");
+        return ExitCode::from(EXIT_FAILED);
     }
+    opts.external = cluster;
     match run_job(&opts) {
         Ok(summary) => {
             print_summary(&summary);
@@ -130,15 +173,85 @@ fn start_cluster(args: &RunArgs, n: usize) -> Result<crate::remote::Cluster, (u8
     let mut options = crate::remote::ClusterOptions::new(args.listen.clone().unwrap_or_default());
     options.heartbeat_timeout = std::time::Duration::from_millis(args.heartbeat_timeout_ms);
     options.heartbeat_interval = options.heartbeat_timeout / 10;
+    options.standby = args.ha.is_some();
     let cluster = crate::remote::Cluster::start(options).map_err(|e| (EXIT_BAD_INPUT, e))?;
     eprintln!(
         "coordhost run: serving workers on {}; waiting for {n}",
         cluster.local_addr()
     );
-    cluster
-        .wait_for_workers(n, std::time::Duration::from_millis(args.worker_wait_ms))
-        .map_err(|e| (EXIT_FAILED, e))?;
     Ok(cluster)
+}
+
+/// `--ha`: campaigns for the leadership of the job (blocking while another
+/// coordinator leads) and returns it; the cluster, if any, then serves
+/// workers with the term as its session. Losing the leadership later ends
+/// the process at once (exit 1), before it writes or commands anything
+/// more.
+fn lead(
+    args: &RunArgs,
+    url: &str,
+    cluster: Option<&crate::remote::Cluster>,
+) -> Result<crate::ha::Leadership, (u8, String)> {
+    let etcd =
+        crate::ha::EtcdUrl::parse(url).map_err(|e| (EXIT_BAD_INPUT, format!("--ha: {e}")))?;
+    if !etcd.path.is_empty() {
+        return Err((
+            EXIT_BAD_INPUT,
+            format!(
+                "--ha: `{url}`: a coordinator takes etcd://HOST:PORT without a path (the election is named after the job)"
+            ),
+        ));
+    }
+    if args.ha_lease_ttl_s == 0 {
+        return Err((EXIT_BAD_INPUT, "--ha-lease-ttl-s: at least 1".into()));
+    }
+    let job = crate::config::load_job(
+        &args.job,
+        &crate::config::LoadOptions {
+            data_dir: args.data_dir.clone(),
+        },
+    )
+    .map_err(|e| (EXIT_BAD_INPUT, crate::config::one_line(&e.to_string())))?
+    .name;
+    let options = crate::ha::CampaignOptions {
+        etcd: etcd.clone(),
+        job: job.clone(),
+        ttl: std::time::Duration::from_secs(args.ha_lease_ttl_s),
+        address: cluster
+            .map(|c| c.local_addr().to_string())
+            .unwrap_or_default(),
+    };
+    let lost_job = job.clone();
+    let leadership = crate::ha::campaign(
+        &options,
+        |term, address| {
+            let who = if address.is_empty() {
+                "another coordinator".to_owned()
+            } else {
+                format!("the coordinator serving workers at {address}")
+            };
+            eprintln!(
+                "coordhost run: standby for job `{job}`: {who} leads (term {term}); waiting ({etcd})"
+            );
+        },
+        move |term| {
+            // The one place a deposed leader ends: at once, so that it
+            // neither writes, nor publishes, nor commands a worker again.
+            eprintln!(
+                "coordhost: lost the leadership of job `{lost_job}` (term {term}): another coordinator may lead it now; stopping"
+            );
+            std::process::exit(i32::from(EXIT_FAILED));
+        },
+    )
+    .map_err(|e| (EXIT_FAILED, format!("--ha: {e}")))?;
+    eprintln!(
+        "coordhost run: leading job `{job}` (term {}, {etcd})",
+        leadership.term()
+    );
+    if let Some(cluster) = cluster {
+        cluster.lead(leadership.term(), leadership.fence());
+    }
+    Ok(leadership)
 }
 
 fn print_summary(s: &Summary) {

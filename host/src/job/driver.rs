@@ -6,13 +6,14 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::plugins::load_plugins;
 use super::recorder::{EventRecorder, job_fingerprint};
 use crate::config::JobConfig;
 use crate::events::{
     EventsError, JobEvent, JobStarted, RecoveryStarted, Replay, ShuffleSnapshot, WriterOptions,
-    job_log_dir, open_job_log,
+    job_log_dir,
 };
 use crate::graph::ExecutionGraph;
 use crate::plan::{PartitionRef, RecoveryPlan};
@@ -105,7 +106,7 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
         refuse_if_edited(config, &data_dir, &fingerprint)?;
         refuse_if_unlogged_output(config, &data_dir)?;
     }
-    let (writer, replay) = open_log(config, &data_dir)?;
+    let (writer, replay) = open_log(config, &data_dir, opts.fence.as_ref())?;
     let log_dir = writer.log_dir().to_path_buf();
     // Snapshot side files: keep those of the newest snapshots (all that
     // recovery can need), remove leftovers and superseded ones
@@ -167,6 +168,10 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
             recovery_enabled: config.recovery.enabled,
         }))?;
         master.prepare_fresh_sinks()?;
+    }
+    if let Some(leader) = &opts.leader {
+        // High availability: which term writes this segment (docs/ha.md).
+        recorder.append_durable(&JobEvent::LeaderElected(leader.clone()))?;
     }
     let summary = master.run(&mut recorder);
     recorder.close()?;
@@ -326,8 +331,17 @@ fn discard_log(config: &JobConfig, data_dir: &Path) -> Result<(), JobError> {
 fn open_log(
     config: &JobConfig,
     data_dir: &Path,
+    fence: Option<&Arc<dyn crate::events::Fence>>,
 ) -> Result<(crate::events::EventLogWriter, Replay), JobError> {
-    match open_job_log(data_dir, &config.name, WriterOptions::default()) {
+    let open = || {
+        crate::events::open_job_log_fenced(
+            data_dir,
+            &config.name,
+            WriterOptions::default(),
+            fence.cloned(),
+        )
+    };
+    match open() {
         Ok(opened) => Ok(opened),
         // Only damage is set aside: a log written by a newer coordhost is
         // intact and refused (`refuse_if_edited` already did, before this).
@@ -340,11 +354,7 @@ fn open_log(
                 "{reason}; it is kept at {} and the job runs again from scratch",
                 aside.display()
             );
-            Ok(open_job_log(
-                data_dir,
-                &config.name,
-                WriterOptions::default(),
-            )?)
+            Ok(open()?)
         }
         Err(e) => Err(e.into()),
     }

@@ -56,6 +56,7 @@ impl JobError {
             | Self::RecoveryRetryLater { .. }
             // A plugin or a task failed while the job ran.
             | Self::Commit { .. }
+            | Self::LostLeadership { .. }
             | Self::TaskFailed { .. } => false,
             // A split enumerator that refused its configuration is bad
             // input; any other failure of it is a failure of the run.

@@ -262,7 +262,8 @@ fn replay(graph: &JobGraph, events: &[JobEvent]) -> Result<Replayed, RecoveryErr
             JobEvent::JobStarted(_)
             | JobEvent::SinkCommitted(_)
             | JobEvent::RecoveryStarted(_)
-            | JobEvent::RecoveryFinished(_) => {}
+            | JobEvent::RecoveryFinished(_)
+            | JobEvent::LeaderElected(_) => {}
         }
     }
     let enumerators = enumerators

@@ -40,6 +40,9 @@ pub struct ClusterOptions {
     /// After how long without a heartbeat a worker is given up (and, seen
     /// from the worker, the coordinator).
     pub heartbeat_timeout: Duration,
+    /// High availability: start as a standby, refusing registrations
+    /// (`UNAVAILABLE`) until [`Cluster::lead`].
+    pub standby: bool,
 }
 
 impl ClusterOptions {
@@ -49,6 +52,7 @@ impl ClusterOptions {
             listen: listen.into(),
             heartbeat_interval: Duration::from_millis(200),
             heartbeat_timeout: Duration::from_secs(2),
+            standby: false,
         }
     }
 }
@@ -113,7 +117,13 @@ struct State {
 }
 
 struct Shared {
-    session: u64,
+    /// This coordinator's session: a fresh number per process, or the
+    /// leadership's term with high availability ([`Cluster::lead`]).
+    session: std::sync::atomic::AtomicU64,
+    /// Whether workers may register (false while a standby).
+    leading: std::sync::atomic::AtomicBool,
+    /// High availability: checked before every command to a worker.
+    fence: Mutex<Option<Arc<dyn crate::events::Fence>>>,
     opts: ClusterOptions,
     state: Mutex<State>,
     changed: Condvar,
@@ -197,8 +207,21 @@ impl Shared {
         }
     }
 
+    fn session(&self) -> u64 {
+        self.session.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// `Err` naming why when this coordinator may not command workers (a
+    /// lost leadership).
+    fn fenced(&self) -> Result<(), String> {
+        match &*lock(&self.fence) {
+            Some(fence) => fence.verify().map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+
     fn known(&self, worker: &str, session: u64) -> bool {
-        session == self.session
+        session == self.session()
             && lock(&self.state)
                 .workers
                 .get(worker)
@@ -218,7 +241,7 @@ impl std::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cluster")
             .field("addr", &self.addr)
-            .field("session", &self.shared.session)
+            .field("session", &self.shared.session())
             .finish_non_exhaustive()
     }
 }
@@ -258,8 +281,11 @@ impl Cluster {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0)
             ^ (u64::from(std::process::id()) << 32);
+        let leading = !opts.standby;
         let shared = Arc::new(Shared {
-            session,
+            session: std::sync::atomic::AtomicU64::new(session),
+            leading: std::sync::atomic::AtomicBool::new(leading),
+            fence: Mutex::new(None),
             opts,
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
@@ -275,7 +301,7 @@ impl Cluster {
                 .map_err(|e| format!("--listen {listen}: {e}"))?
         };
         rt.spawn(async move {
-            let incoming = tokio_stream::wrappers::TcpListenerStream::new(incoming);
+            let incoming = rpc::accepted_without_delay(incoming);
             if let Err(e) = tonic::transport::Server::builder()
                 .add_service(service)
                 .serve_with_incoming(incoming)
@@ -304,7 +330,21 @@ impl Cluster {
 
     /// This coordinator's session number.
     pub fn session(&self) -> u64 {
-        self.shared.session
+        self.shared.session()
+    }
+
+    /// High availability: this coordinator now leads with `term`, which
+    /// becomes its session (a newer leader's is always larger), and checks
+    /// `fence` before every command to a worker; workers may register.
+    pub fn lead(&self, term: u64, fence: Arc<dyn crate::events::Fence>) {
+        *lock(&self.shared.fence) = Some(fence);
+        self.shared
+            .session
+            .store(term, std::sync::atomic::Ordering::SeqCst);
+        self.shared
+            .leading
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        tracing::info!(term, "leading: serving workers");
     }
 
     /// Waits until `n` workers are registered and alive.
@@ -403,6 +443,17 @@ impl Cluster {
         })
     }
 
+    /// Whether the fence forbids commanding workers now; logs it once per call.
+    fn refused_by_fence(&self, command: &str) -> bool {
+        match self.shared.fenced() {
+            Ok(()) => false,
+            Err(reason) => {
+                tracing::warn!("not sending {command} to workers: {reason}");
+                true
+            }
+        }
+    }
+
     /// Records that `worker` holds the output of finished `attempt` (a
     /// partition it reported at registration that recovery kept), so
     /// consumers are sent there.
@@ -420,6 +471,7 @@ impl Cluster {
     ///
     /// No worker is alive, or every one refused; the message says why.
     pub fn deploy(&self, task: &RemoteTask) -> Result<(), String> {
+        self.shared.fenced()?;
         let vertex =
             postcard::to_stdvec(&task.vertex).map_err(|e| format!("encoding the task: {e}"))?;
         let mut tried: Vec<String> = Vec::new();
@@ -465,7 +517,7 @@ impl Cluster {
                 (id.clone(), w.client.clone(), inputs)
             };
             let request = rpc::DeployRequest {
-                session: self.shared.session,
+                session: self.shared.session(),
                 job: task.job.clone(),
                 attempt: Some(to_wire(task.attempt)),
                 vertex_id: task.vertex_id.clone(),
@@ -516,6 +568,9 @@ impl Cluster {
     /// Asks the workers to cancel every running attempt (the job is
     /// ending). Best effort.
     pub fn cancel_all(&self) {
+        if self.refused_by_fence("cancel") {
+            return;
+        }
         let calls: Vec<(WorkerClient<Channel>, AttemptId)> = {
             let st = lock(&self.shared.state);
             st.running
@@ -525,7 +580,7 @@ impl Cluster {
         };
         for (mut client, attempt) in calls {
             let request = rpc::CancelRequest {
-                session: self.shared.session,
+                session: self.shared.session(),
                 attempt: Some(to_wire(attempt)),
             };
             let _ignored = self.rt.block_on(async {
@@ -536,6 +591,9 @@ impl Cluster {
 
     /// Asks the worker running `attempt` to cancel it. Best effort.
     pub fn cancel(&self, attempt: AttemptId) {
+        if self.refused_by_fence("cancel") {
+            return;
+        }
         let client = {
             let st = lock(&self.shared.state);
             st.running
@@ -545,7 +603,7 @@ impl Cluster {
         };
         if let Some(mut client) = client {
             let request = rpc::CancelRequest {
-                session: self.shared.session,
+                session: self.shared.session(),
                 attempt: Some(to_wire(attempt)),
             };
             let _ignored = self.rt.block_on(async {
@@ -575,6 +633,7 @@ impl Cluster {
         attempt: AttemptId,
         dest: &Path,
     ) -> Result<(), String> {
+        self.shared.fenced()?;
         let (worker, mut client) = {
             let st = lock(&self.shared.state);
             let id = st
@@ -589,7 +648,7 @@ impl Cluster {
             (id, w.client.clone())
         };
         let request = rpc::FetchSinkRequest {
-            session: self.shared.session,
+            session: self.shared.session(),
             attempt: Some(to_wire(attempt)),
             job: job.to_owned(),
             vertex_id: vertex_id.to_owned(),
@@ -636,6 +695,9 @@ impl Cluster {
     /// Best effort: a worker that is gone has nothing left to delete that
     /// the next job's `release_job` would not.
     pub fn release(&self, attempt: AttemptId, locations: &[PathBuf]) {
+        if self.refused_by_fence("release") {
+            return;
+        }
         let client = {
             let st = lock(&self.shared.state);
             st.holders
@@ -645,7 +707,7 @@ impl Cluster {
         };
         if let Some(mut client) = client {
             let request = rpc::ReleaseRequest {
-                session: self.shared.session,
+                session: self.shared.session(),
                 locations: locations
                     .iter()
                     .map(|l| l.to_string_lossy().into_owned())
@@ -663,6 +725,9 @@ impl Cluster {
     /// Asks every alive worker to delete all it holds of `job` (its
     /// partitions and staged sink output): the job is over.
     pub fn release_job(&self, job: &str) {
+        if self.refused_by_fence("release") {
+            return;
+        }
         let clients: Vec<(String, WorkerClient<Channel>)> = lock(&self.shared.state)
             .workers
             .iter()
@@ -671,7 +736,7 @@ impl Cluster {
             .collect();
         for (id, mut client) in clients {
             let request = rpc::ReleaseRequest {
-                session: self.shared.session,
+                session: self.shared.session(),
                 locations: Vec::new(),
                 job: job.to_owned(),
                 whole_job: true,
@@ -743,6 +808,15 @@ impl coordinator_server::Coordinator for Service {
         request: Request<rpc::RegisterRequest>,
     ) -> Result<Response<rpc::RegisterResponse>, Status> {
         let req = request.into_inner();
+        if !self
+            .shared
+            .leading
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return Err(Status::unavailable(
+                "this coordinator is a standby: it does not lead the job (yet)",
+            ));
+        }
         if req.protocol_version != rpc::PROTOCOL_VERSION {
             return Err(Status::failed_precondition(format!(
                 "worker `{}` speaks protocol coordhost.worker.v1 revision {}, this coordinator revision {}",
@@ -794,7 +868,7 @@ impl coordinator_server::Coordinator for Service {
             });
         }
         Ok(Response::new(rpc::RegisterResponse {
-            session: self.shared.session,
+            session: self.shared.session(),
             heartbeat_interval_ms: self.shared.opts.heartbeat_interval.as_millis() as u64,
             heartbeat_timeout_ms: self.shared.opts.heartbeat_timeout.as_millis() as u64,
         }))
@@ -807,7 +881,7 @@ impl coordinator_server::Coordinator for Service {
         let req = request.into_inner();
         let mut st = lock(&self.shared.state);
         let known = match st.workers.get_mut(&req.worker_id) {
-            Some(w) if w.alive && req.session == self.shared.session => {
+            Some(w) if w.alive && req.session == self.shared.session() => {
                 w.last_seen = Instant::now();
                 true
             }
@@ -872,7 +946,7 @@ impl coordinator_server::Coordinator for Service {
         let attempt = from_wire(req.attempt.as_ref());
         let accepted = {
             let mut st = lock(&self.shared.state);
-            let alive = req.session == self.shared.session
+            let alive = req.session == self.shared.session()
                 && st.workers.get(&req.worker_id).is_some_and(|w| w.alive);
             let ran_there = st.running.get(&attempt) == Some(&req.worker_id);
             if alive && ran_there {

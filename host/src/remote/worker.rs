@@ -45,7 +45,10 @@ use crate::value::SplitData;
 /// How to run a worker process.
 #[derive(Debug, Clone)]
 pub struct WorkerOptions {
-    /// The coordinator's `HOST:PORT` (its `--listen`).
+    /// The coordinator's `HOST:PORT` (its `--listen`), or, with high
+    /// availability, `etcd://HOST:PORT[,...]/JOB`: the worker asks etcd
+    /// which coordinator leads job `JOB` each time it registers
+    /// (`crate::ha::leader_address`).
     pub coordinator: String,
     /// Where this worker keeps its partitions and staged sink output.
     pub data_dir: PathBuf,
@@ -100,7 +103,18 @@ struct Held {
 struct State {
     id: String,
     address: String,
-    coordinator: String,
+    /// The coordinator's address; with etcd, the leader found last.
+    coordinator: Mutex<String>,
+    /// With high availability: where to look the leader up, and the job.
+    leader_from: Option<crate::ha::EtcdUrl>,
+    /// With high availability: the newest term registered with; an older
+    /// leader is never registered with again.
+    newest_term: Mutex<u64>,
+    /// Longest wait for the coordinator's answer to a report: its
+    /// heartbeat timeout. A coordinator that does not answer (dead, or
+    /// paused) refuses the report, so a canceled attempt never waits on it
+    /// and the worker can register with another one.
+    report_timeout: Mutex<Duration>,
     partitions: PathBuf,
     sinks: PathBuf,
     /// The one writable grant of this worker: its partition root.
@@ -140,8 +154,12 @@ impl State {
         Ok(c)
     }
 
+    fn coordinator(&self) -> String {
+        lock(&self.coordinator).clone()
+    }
+
     fn coordinator_client(&self) -> Result<CoordinatorClient<Channel>, String> {
-        Ok(CoordinatorClient::new(self.channel(&self.coordinator)?)
+        Ok(CoordinatorClient::new(self.channel(&self.coordinator())?)
             .max_decoding_message_size(rpc::MAX_MESSAGE_BYTES))
     }
 
@@ -196,6 +214,19 @@ impl State {
 /// coordinator refuses it for good (another protocol version).
 pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
     let io = |what: String| move |source| WorkerError::Io { what, source };
+    let leader_from = if opts.coordinator.starts_with("etcd://") {
+        let etcd = crate::ha::EtcdUrl::parse(&opts.coordinator)
+            .map_err(|e| WorkerError::Argument(format!("--coordinator: {e}")))?;
+        if etcd.path.is_empty() || etcd.path.contains('/') {
+            return Err(WorkerError::Argument(format!(
+                "--coordinator `{}`: name the job after the endpoints (etcd://HOST:PORT/JOB)",
+                opts.coordinator
+            )));
+        }
+        Some(etcd)
+    } else {
+        None
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -234,7 +265,14 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
     let state = Arc::new(State {
         id: id.clone(),
         address: bound.to_string(),
-        coordinator: opts.coordinator.clone(),
+        coordinator: Mutex::new(if leader_from.is_some() {
+            String::new()
+        } else {
+            opts.coordinator.clone()
+        }),
+        leader_from,
+        newest_term: Mutex::new(0),
+        report_timeout: Mutex::new(Duration::from_secs(2)),
         grants: Grants::new(
             &format!("worker {id}"),
             &[DirGrant {
@@ -258,7 +296,7 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
     .max_encoding_message_size(rpc::MAX_MESSAGE_BYTES);
     rt.spawn(async move {
         let incoming = match tokio::net::TcpListener::from_std(listener) {
-            Ok(l) => tokio_stream::wrappers::TcpListenerStream::new(l),
+            Ok(l) => rpc::accepted_without_delay(l),
             Err(e) => {
                 tracing::error!("worker service: {e}");
                 return;
@@ -283,6 +321,19 @@ async fn stay_registered(state: Arc<State>, keep: Duration) -> Result<(), Worker
     let mut backoff = Duration::from_millis(50);
     let mut lost_since: Option<Instant> = None;
     loop {
+        if let Some(etcd) = &state.leader_from
+            && !find_leader(&state, etcd).await
+        {
+            if let Some(since) = lost_since
+                && since.elapsed() >= keep
+            {
+                forget_held(&state);
+                lost_since = None;
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(max_backoff(&state));
+            continue;
+        }
         let (job, held) = state.held_on_wire();
         let request = rpc::RegisterRequest {
             protocol_version: rpc::PROTOCOL_VERSION,
@@ -293,19 +344,23 @@ async fn stay_registered(state: Arc<State>, keep: Duration) -> Result<(), Worker
             job,
         };
         let answer = match state.coordinator_client() {
-            Ok(mut c) => c.register(request).await,
+            // Bounded: a coordinator that is paused (SIGSTOP) accepts the
+            // connection and never answers.
+            Ok(mut c) => tokio::time::timeout(Duration::from_secs(2), c.register(request))
+                .await
+                .unwrap_or_else(|_| Err(Status::deadline_exceeded("no answer within 2 s"))),
             Err(e) => return Err(WorkerError::Argument(format!("--coordinator: {e}"))),
         };
         let reg = match answer {
             Ok(r) => r.into_inner(),
             Err(s) if s.code() == tonic::Code::FailedPrecondition => {
                 return Err(WorkerError::Refused {
-                    coordinator: state.coordinator.clone(),
+                    coordinator: state.coordinator(),
                     reason: s.message().to_owned(),
                 });
             }
             Err(s) => {
-                tracing::debug!("registering with {}: {}", state.coordinator, s.message());
+                tracing::debug!("registering with {}: {}", state.coordinator(), s.message());
                 if let Some(since) = lost_since
                     && since.elapsed() >= keep
                 {
@@ -313,7 +368,7 @@ async fn stay_registered(state: Arc<State>, keep: Duration) -> Result<(), Worker
                     lost_since = None;
                 }
                 tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
+                backoff = (backoff * 2).min(max_backoff(&state));
                 continue;
             }
         };
@@ -322,6 +377,7 @@ async fn stay_registered(state: Arc<State>, keep: Duration) -> Result<(), Worker
         tracing::info!(worker = %state.id, session = reg.session, "registered");
         let interval = Duration::from_millis(reg.heartbeat_interval_ms.max(10));
         let timeout = Duration::from_millis(reg.heartbeat_timeout_ms.max(100));
+        *lock(&state.report_timeout) = timeout;
         let mut last_ok = Instant::now();
         loop {
             tokio::time::sleep(interval).await;
@@ -347,6 +403,10 @@ async fn stay_registered(state: Arc<State>, keep: Duration) -> Result<(), Worker
                 Some(true) => last_ok = Instant::now(),
                 Some(false) => break,
                 None if last_ok.elapsed() >= timeout => break,
+                // High availability: a heartbeat that fails is a reason to
+                // ask etcd at once; a newer leader ends this registration
+                // without waiting out the timeout (docs/ha.md, "Figures").
+                None if newer_leader(&state, reg.session, interval).await => break,
                 None => {}
             }
         }
@@ -362,6 +422,63 @@ async fn stay_registered(state: Arc<State>, keep: Duration) -> Result<(), Worker
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+}
+
+/// High availability: looks up the coordinator that leads the job in etcd
+/// and makes it the one to register with. False while no coordinator
+/// leads, etcd cannot be reached, or the leader's term is older than one
+/// this worker already served (a deposed leader is never served again).
+async fn find_leader(state: &State, etcd: &crate::ha::EtcdUrl) -> bool {
+    match crate::ha::leader_address(etcd, &etcd.path).await {
+        Ok(Some((term, address))) if !address.is_empty() => {
+            let mut newest = lock(&state.newest_term);
+            if term < *newest {
+                tracing::warn!(
+                    term,
+                    newest = *newest,
+                    "etcd names an older leader; waiting"
+                );
+                return false;
+            }
+            *newest = term;
+            let mut current = lock(&state.coordinator);
+            if *current != address {
+                tracing::info!(worker = %state.id, term, coordinator = %address, "the job's leader");
+                *current = address;
+            }
+            true
+        }
+        Ok(_) => {
+            tracing::debug!("no coordinator leads job `{}` yet", etcd.path);
+            false
+        }
+        Err(e) => {
+            tracing::debug!("looking up the leader: {e}");
+            false
+        }
+    }
+}
+
+/// Longest pause between two registration attempts: 1 s, or 200 ms with
+/// high availability, where etcd may name the new leader any moment.
+fn max_backoff(state: &State) -> Duration {
+    if state.leader_from.is_some() {
+        Duration::from_millis(200)
+    } else {
+        Duration::from_secs(1)
+    }
+}
+
+/// High availability: whether etcd names a leader of a newer term than
+/// `session` (the term this worker is registered with), asked within `wait`.
+async fn newer_leader(state: &State, session: u64, wait: Duration) -> bool {
+    let Some(etcd) = &state.leader_from else {
+        return false;
+    };
+    matches!(
+        tokio::time::timeout(wait, crate::ha::leader_address(etcd, &etcd.path)).await,
+        Ok(Ok(Some((term, _)))) if term > session
+    )
 }
 
 /// No coordinator claimed the held partitions in time: delete them.
@@ -399,17 +516,20 @@ impl Service {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        match self.state.session() {
-            Some(s) if s == session => Ok(()),
-            Some(s) => Err(Status::failed_precondition(format!(
+        let refusal = match self.state.session() {
+            Some(s) if s == session => return Ok(()),
+            Some(s) => format!(
                 "worker `{}` serves coordinator session {s}, not {session}",
                 self.state.id
-            ))),
-            None => Err(Status::failed_precondition(format!(
+            ),
+            None => format!(
                 "worker `{}` is not registered with a coordinator",
                 self.state.id
-            ))),
-        }
+            ),
+        };
+        // Logged: a refused command is a deposed or stale coordinator.
+        tracing::warn!("refused a command of coordinator session {session}: {refusal}");
+        Err(Status::failed_precondition(refusal))
     }
 }
 
@@ -653,15 +773,26 @@ impl worker_server::Worker for Service {
                 );
                 held.retain(|h| h.job != req.job);
             } else {
-                held.retain(|h| !locations.contains(&h.location));
+                let released: std::collections::HashSet<&PathBuf> = locations.iter().collect();
+                held.retain(|h| !released.contains(&h.location));
             }
         }
-        state.delete_partitions(&locations);
-        if req.whole_job
-            && let Some(job) = plain_relative(&req.job)
-        {
-            let _ignored = std::fs::remove_dir_all(state.sinks.join(job));
-        }
+        // Deleting thousands of folders must not hold up the runtime that
+        // answers heartbeats (`make bench-workers` saw a worker given up).
+        let state = state.clone();
+        let sink = if req.whole_job {
+            plain_relative(&req.job).map(|job| state.sinks.join(job))
+        } else {
+            None
+        };
+        tokio::task::spawn_blocking(move || {
+            state.delete_partitions(&locations);
+            if let Some(sink) = sink {
+                let _ignored = std::fs::remove_dir_all(sink);
+            }
+        })
+        .await
+        .map_err(|e| Status::internal(format!("deleting the released partitions: {e}")))?;
         Ok(Response::new(rpc::ReleaseResponse {}))
     }
 }
@@ -714,7 +845,18 @@ fn report(
     let Ok(mut client) = state.coordinator_client() else {
         return false;
     };
-    match state.handle.block_on(client.report_attempt(request)) {
+    let wait = *lock(&state.report_timeout);
+    let answer = state.handle.block_on(async {
+        tokio::time::timeout(wait, client.report_attempt(request))
+            .await
+            .unwrap_or_else(|_| {
+                Err(Status::deadline_exceeded(format!(
+                    "no answer within {} ms",
+                    wait.as_millis()
+                )))
+            })
+    });
+    match answer {
         Ok(r) => r.into_inner().accepted,
         Err(s) => {
             tracing::warn!(worker = %state.id, "reporting {attempt:?}: {}", s.message());

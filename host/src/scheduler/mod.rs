@@ -100,6 +100,14 @@ pub enum JobError {
         /// Why it failed.
         source: Box<TaskError>,
     },
+    /// With high availability: this coordinator lost the leadership of
+    /// the job (its etcd lease expired) and stopped before the next step
+    /// that needs it (a sink publication, a command to a worker).
+    #[error("{reason}; this coordinator stops without writing or commanding anything more")]
+    LostLeadership {
+        /// What the leadership's fence said.
+        reason: String,
+    },
     /// The job event log cannot be opened (another coordinator holds it, or
     /// an I/O error).
     #[error("job event log: {source}")]
@@ -377,6 +385,13 @@ pub struct RunOptions {
     /// (`coordhost run --listen ... --external-workers N`) instead of
     /// threads of this process (`crate::remote`).
     pub external: Option<Arc<crate::remote::Cluster>>,
+    /// With high availability (`coordhost run --ha`): the leadership's
+    /// fence (`crate::ha`). The event log is guarded by it instead of its
+    /// lock, and sink publication checks it first.
+    pub fence: Option<Arc<dyn crate::events::Fence>>,
+    /// With high availability: the leadership, recorded in the log as
+    /// `LeaderElected` once the run starts or recovers.
+    pub leader: Option<crate::events::LeaderElected>,
 }
 
 impl RunOptions {
@@ -390,6 +405,8 @@ impl RunOptions {
             progress: None,
             fresh: false,
             external: None,
+            fence: None,
+            leader: None,
         }
     }
 }

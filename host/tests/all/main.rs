@@ -25,6 +25,7 @@ mod events_inspect;
 mod events_inspect_cli;
 mod events_proptest;
 mod events_replay;
+mod ha;
 mod job_cli;
 mod job_config;
 mod job_driver;

@@ -116,6 +116,9 @@ pub struct JobMaster {
     plugins: BTreeMap<String, LoadedPlugin>,
     shuffle: ShuffleMaster,
     shuffle_plugin: String,
+    /// With high availability: the leadership's fence, checked before a
+    /// sink publication (`RunOptions::fence`).
+    fence: Option<Arc<dyn crate::events::Fence>>,
     coordinators: HashMap<usize, SourceCoordinator>,
     /// Split wait of each split enumerator plugin, by plugin name.
     split_waits: BTreeMap<String, Duration>,
@@ -238,6 +241,7 @@ impl JobMaster {
             plugins,
             shuffle,
             shuffle_plugin,
+            fence: opts.fence.clone(),
             coordinators: HashMap::new(),
             split_waits: config
                 .plugins
@@ -785,6 +789,13 @@ impl JobMaster {
                         events,
                     );
                 }
+            }
+            // High availability: a deposed leader never publishes
+            // (docs/ha.md, "Fencing").
+            if let Some(fence) = &self.fence {
+                fence.verify().map_err(|e| JobError::LostLeadership {
+                    reason: e.to_string(),
+                })?;
             }
             sink::publish(s, attempt.subtask, attempt.attempt).map_err(|source| {
                 JobError::Commit {

@@ -15,6 +15,7 @@
 
 pub mod crash;
 pub mod damage;
+pub mod etcd;
 pub mod events;
 pub mod job;
 #[cfg(feature = "failpoints")]

@@ -1,0 +1,484 @@
+//! High availability (issue 15, docs/ha.md): coordinators of one job elect
+//! a leader through etcd, and the leader holds its leadership only while
+//! its etcd lease lives.
+//!
+//! The election is etcd's (`v3election`): every coordinator of job `J`
+//! campaigns on `coordhost/leader/J` with a lease of `ttl`; etcd makes the
+//! oldest live campaign the leader. The campaign's value is the address
+//! the leader serves workers on, so workers find the leader with a
+//! `Leader` query ([`leader_address`]). The **term** of a leadership is
+//! the etcd revision at which its leader key was created: it grows with
+//! every election, so a newer leader always has a larger term (Flink's
+//! fencing token, ZooKeeper's epoch).
+//!
+//! A leader keeps its lease alive from a thread of its own. It counts
+//! itself the leader only until `sent + ttl` of the last keep-alive etcd
+//! answered (a conservative bound: etcd restarts the lease's clock when it
+//! *receives* the keep-alive, after `sent`). Past that instant, or when
+//! etcd answers that the lease is gone, the leadership is lost for good:
+//! the [`Leadership`]'s [`Fence`] fails every check from then on, and the
+//! process stops (`on_lost`). Every durable step of the event log, every
+//! sink publication and every command to a worker checks the fence first,
+//! so a leader that was paused (SIGSTOP) past its lease and resumed does
+//! none of them, even before its keep-alive thread runs again.
+//!
+//! Where the idea comes from: Flink's `LeaderElectionService` with the
+//! ZooKeeper or Kubernetes drivers, and etcd's own `concurrency.Election`.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, ConnectOptions};
+
+use crate::events::Fence;
+
+/// Prefix of every election name: `coordhost/leader/<job>`.
+pub const ELECTION_PREFIX: &str = "coordhost/leader/";
+
+/// Why HA could not be set up or kept.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HaError {
+    /// The `--ha` or `--coordinator` URL is not `etcd://HOST:PORT[,HOST:PORT...]`.
+    #[error("{0}")]
+    Url(String),
+    /// etcd could not be reached or refused a call.
+    #[error("etcd at {endpoints}: {what}: {source}")]
+    Etcd {
+        /// The endpoints, comma-separated.
+        endpoints: String,
+        /// The step that failed.
+        what: &'static str,
+        /// etcd-client's error.
+        source: etcd_client::Error,
+    },
+    /// The async runtime could not be started.
+    #[error("cannot start the runtime for etcd: {0}")]
+    Runtime(std::io::Error),
+    /// The lease expired before the campaign was won.
+    #[error("the etcd lease expired while campaigning for the leadership of job `{job}`")]
+    LeaseExpired {
+        /// The job.
+        job: String,
+    },
+}
+
+/// An etcd cluster, as `etcd://HOST:PORT[,HOST:PORT...]` names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdUrl {
+    /// `HOST:PORT` of each member.
+    pub endpoints: Vec<String>,
+    /// The path after the endpoints, without its `/` (workers: the job).
+    pub path: String,
+}
+
+impl EtcdUrl {
+    /// Parses `etcd://HOST:PORT[,HOST:PORT...][/PATH]`.
+    ///
+    /// # Errors
+    /// [`HaError::Url`] naming what is wrong.
+    pub fn parse(url: &str) -> Result<Self, HaError> {
+        let rest = url.strip_prefix("etcd://").ok_or_else(|| {
+            HaError::Url(format!(
+                "`{url}` is not an etcd URL (etcd://HOST:PORT[,HOST:PORT...])"
+            ))
+        })?;
+        let (hosts, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let endpoints: Vec<String> = hosts
+            .split(',')
+            .filter(|h| !h.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if endpoints.is_empty() {
+            return Err(HaError::Url(format!("`{url}` names no etcd endpoint")));
+        }
+        for e in &endpoints {
+            let ok = e
+                .rsplit_once(':')
+                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+            if !ok {
+                return Err(HaError::Url(format!(
+                    "`{url}`: endpoint `{e}` is not HOST:PORT"
+                )));
+            }
+        }
+        Ok(Self {
+            endpoints,
+            path: path.trim_end_matches('/').to_owned(),
+        })
+    }
+
+    fn joined(&self) -> String {
+        self.endpoints.join(",")
+    }
+
+    fn runtime() -> Result<tokio::runtime::Runtime, HaError> {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("coordhost-etcd")
+            .enable_all()
+            .build()
+            .map_err(HaError::Runtime)
+    }
+
+    async fn connect(&self) -> Result<Client, HaError> {
+        let options = ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(2))
+            .with_timeout(Duration::from_secs(5));
+        Client::connect(&self.endpoints, Some(options))
+            .await
+            .map_err(|source| self.error("connect", source))
+    }
+
+    fn error(&self, what: &'static str, source: etcd_client::Error) -> HaError {
+        HaError::Etcd {
+            endpoints: self.joined(),
+            what,
+            source,
+        }
+    }
+}
+
+impl fmt::Display for EtcdUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "etcd://{}", self.joined())?;
+        if !self.path.is_empty() {
+            write!(f, "/{}", self.path)?;
+        }
+        Ok(())
+    }
+}
+
+/// The election name of job `job`.
+#[must_use]
+pub fn election_name(job: &str) -> String {
+    format!("{ELECTION_PREFIX}{job}")
+}
+
+/// Options of a campaign.
+#[derive(Debug, Clone)]
+pub struct CampaignOptions {
+    /// The etcd cluster.
+    pub etcd: EtcdUrl,
+    /// The job: the election is `coordhost/leader/<job>`.
+    pub job: String,
+    /// The lease's time to live; etcd counts whole seconds (at least 1).
+    pub ttl: Duration,
+    /// What the campaign announces: the address this coordinator serves
+    /// workers on (empty without worker processes).
+    pub address: String,
+}
+
+/// State shared by a [`Leadership`], its keep-alive thread and its fence.
+#[derive(Debug)]
+struct Shared {
+    term: u64,
+    job: String,
+    /// The leadership holds until this instant at the latest.
+    valid_until: Mutex<Instant>,
+    lost: AtomicBool,
+}
+
+impl Shared {
+    fn holds(&self) -> bool {
+        !self.lost.load(Ordering::SeqCst)
+            && Instant::now()
+                < *self
+                    .valid_until
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// This process leads the job: its term and its lease, kept alive by a
+/// thread until the leadership is lost or this value is dropped (which
+/// resigns, so a standby takes over at once).
+pub struct Leadership {
+    shared: Arc<Shared>,
+    stop: Arc<AtomicBool>,
+    runtime: Option<tokio::runtime::Runtime>,
+    client: Client,
+    lease: i64,
+}
+
+impl fmt::Debug for Leadership {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Leadership")
+            .field("term", &self.shared.term)
+            .field("job", &self.shared.job)
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Campaigns for the leadership of `options.job` and blocks until this
+/// process leads (a standby waits here; `waiting` is called once if
+/// another coordinator leads at the start, with its term and address).
+/// Then keeps the lease alive from a thread; `on_lost` runs on that thread
+/// when the leadership is lost (the lease expired or etcd said it is gone),
+/// once.
+///
+/// # Errors
+/// [`HaError::Etcd`] when etcd cannot be reached, the lease cannot be
+/// granted or the campaign fails; [`HaError::Runtime`].
+pub fn campaign(
+    options: &CampaignOptions,
+    waiting: impl FnOnce(u64, &str),
+    on_lost: impl FnOnce(u64) + Send + 'static,
+) -> Result<Leadership, HaError> {
+    let runtime = EtcdUrl::runtime()?;
+    let etcd = &options.etcd;
+    let ttl_s = i64::try_from(options.ttl.as_secs().max(1)).unwrap_or(i64::MAX);
+    let name = election_name(&options.job);
+    let (client, lease, term, valid_until) = runtime.block_on(async {
+        let mut client = etcd.connect().await?;
+        let granted_at = Instant::now();
+        let lease = client
+            .lease_grant(ttl_s, None)
+            .await
+            .map_err(|e| etcd.error("lease grant", e))?;
+        // The lease must outlive a campaign that waits: keep it alive from
+        // the start.
+        let (mut keeper, mut answers) = client
+            .lease_keep_alive(lease.id())
+            .await
+            .map_err(|e| etcd.error("lease keep-alive", e))?;
+        if let Ok(current) = client.leader(name.clone()).await
+            && let Some(kv) = current.kv()
+        {
+            waiting(
+                u64::try_from(kv.create_revision()).unwrap_or(0),
+                &String::from_utf8_lossy(kv.value()),
+            );
+        }
+        let period = Duration::from_secs(u64::try_from(ttl_s).unwrap_or(1)) / 3;
+        let mut campaigner = client.clone();
+        let mut campaigning = Box::pin(campaigner.campaign(
+            name.clone(),
+            options.address.clone(),
+            lease.id(),
+        ));
+        let mut valid_until = granted_at + Duration::from_secs(u64::try_from(lease.ttl()).unwrap_or(0));
+        let elected = loop {
+            tokio::select! {
+                elected = &mut campaigning => break elected.map_err(|e| etcd.error("campaign", e))?,
+                () = tokio::time::sleep(period) => {
+                    let sent = Instant::now();
+                    keeper.keep_alive().await.map_err(|e| etcd.error("lease keep-alive", e))?;
+                    match answers.message().await {
+                        Ok(Some(a)) if a.ttl() > 0 => {
+                            valid_until = sent + Duration::from_secs(u64::try_from(a.ttl()).unwrap_or(0));
+                        }
+                        Ok(_) => return Err(HaError::LeaseExpired { job: options.job.clone() }),
+                        Err(e) => return Err(etcd.error("lease keep-alive", e)),
+                    }
+                }
+            }
+        };
+        let term = elected
+            .leader()
+            .map_or(0, |k| u64::try_from(k.rev()).unwrap_or(0));
+        drop((keeper, answers));
+        Ok::<_, HaError>((client, lease.id(), term, valid_until))
+    })?;
+    let shared = Arc::new(Shared {
+        term,
+        job: options.job.clone(),
+        valid_until: Mutex::new(valid_until),
+        lost: AtomicBool::new(false),
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    keep_alive(
+        &runtime,
+        etcd.clone(),
+        client.clone(),
+        lease,
+        options.ttl.max(Duration::from_secs(1)),
+        shared.clone(),
+        stop.clone(),
+        on_lost,
+    );
+    Ok(Leadership {
+        shared,
+        stop,
+        runtime: Some(runtime),
+        client,
+        lease,
+    })
+}
+
+/// Spawns the keep-alive task: a keep-alive every third of the TTL; each
+/// answer moves the end of the leadership to `sent + ttl`. The leadership
+/// is lost when etcd answers TTL 0, or when the end passes without an
+/// answer (a paused process finds it passed the moment it runs again).
+#[expect(clippy::too_many_arguments, reason = "one private spawn site")]
+fn keep_alive(
+    runtime: &tokio::runtime::Runtime,
+    etcd: EtcdUrl,
+    mut client: Client,
+    lease: i64,
+    ttl: Duration,
+    shared: Arc<Shared>,
+    stop: Arc<AtomicBool>,
+    on_lost: impl FnOnce(u64) + Send + 'static,
+) {
+    let period = (ttl / 3).max(Duration::from_millis(100));
+    runtime.spawn(async move {
+        let mut stream = None;
+        loop {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            if !shared.holds() {
+                break;
+            }
+            if stream.is_none() {
+                stream = client.lease_keep_alive(lease).await.ok();
+            }
+            let sent = Instant::now();
+            let mut answered = false;
+            if let Some((keeper, answers)) = stream.as_mut() {
+                let round = async {
+                    keeper.keep_alive().await?;
+                    answers.message().await
+                };
+                match tokio::time::timeout(period, round).await {
+                    Ok(Ok(Some(a))) if a.ttl() > 0 => {
+                        let until = sent + Duration::from_secs(u64::try_from(a.ttl()).unwrap_or(0));
+                        let mut v = shared
+                            .valid_until
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner);
+                        // Never extend a leadership that already ended.
+                        if *v > Instant::now() {
+                            *v = until;
+                        }
+                        answered = true;
+                    }
+                    Ok(Ok(Some(_) | None)) => {
+                        tracing::warn!(term = shared.term, "etcd says the lease is gone");
+                        shared.lost.store(true, Ordering::SeqCst);
+                        break;
+                    }
+                    Ok(Err(e)) => {
+                        tracing::warn!(term = shared.term, "keep-alive to {etcd} failed: {e}");
+                        stream = None;
+                    }
+                    Err(_elapsed) => stream = None,
+                }
+            }
+            let pause = if answered {
+                period
+            } else {
+                Duration::from_millis(100)
+            };
+            tokio::time::sleep(pause).await;
+        }
+        shared.lost.store(true, Ordering::SeqCst);
+        if !stop.load(Ordering::SeqCst) {
+            on_lost(shared.term);
+        }
+    });
+}
+
+impl Leadership {
+    /// The term: the etcd revision at which this leadership began.
+    #[must_use]
+    pub fn term(&self) -> u64 {
+        self.shared.term
+    }
+
+    /// Whether the leadership still holds (lease alive by the local bound).
+    #[must_use]
+    pub fn holds(&self) -> bool {
+        self.shared.holds()
+    }
+
+    /// The fence that the event log, sink publication and worker commands
+    /// check: it fails once the leadership is lost.
+    #[must_use]
+    pub fn fence(&self) -> Arc<dyn Fence> {
+        Arc::new(LeaseFence {
+            shared: self.shared.clone(),
+        })
+    }
+}
+
+impl Drop for Leadership {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(runtime) = self.runtime.take() {
+            // Revoking the lease deletes the leader key: a standby is
+            // elected at once instead of after the TTL.
+            let mut client = self.client.clone();
+            let lease = self.lease;
+            let _ignored = runtime.block_on(async {
+                tokio::time::timeout(Duration::from_secs(1), client.lease_revoke(lease)).await
+            });
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// The [`Fence`] of a [`Leadership`].
+#[derive(Debug)]
+struct LeaseFence {
+    shared: Arc<Shared>,
+}
+
+impl Fence for LeaseFence {
+    fn verify(&self) -> std::io::Result<()> {
+        if self.shared.holds() {
+            Ok(())
+        } else {
+            Err(std::io::Error::other(format!(
+                "lost the leadership of job `{}` (term {}): another coordinator may lead it now",
+                self.shared.job, self.shared.term
+            )))
+        }
+    }
+}
+
+/// The current leader of job `job`: its term and the address it serves
+/// workers on, or `None` when no coordinator leads.
+///
+/// # Errors
+/// [`HaError::Etcd`] when etcd cannot be reached.
+pub async fn leader_address(etcd: &EtcdUrl, job: &str) -> Result<Option<(u64, String)>, HaError> {
+    let mut client = etcd.connect().await?;
+    match client.leader(election_name(job)).await {
+        Ok(answer) => Ok(answer.kv().map(|kv| {
+            (
+                u64::try_from(kv.create_revision()).unwrap_or(0),
+                String::from_utf8_lossy(kv.value()).into_owned(),
+            )
+        })),
+        // etcd answers "election: no leader" as an error.
+        Err(etcd_client::Error::GRpcStatus(s)) if s.message().contains("no leader") => Ok(None),
+        Err(e) => Err(etcd.error("leader", e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etcd_urls_name_endpoints_and_an_optional_path() {
+        let u = EtcdUrl::parse("etcd://127.0.0.1:2379,10.0.0.2:2379/tpch").unwrap();
+        assert_eq!(u.endpoints, ["127.0.0.1:2379", "10.0.0.2:2379"]);
+        assert_eq!(u.path, "tpch");
+        assert_eq!(u.to_string(), "etcd://127.0.0.1:2379,10.0.0.2:2379/tpch");
+        for bad in [
+            "http://x:1",
+            "etcd://",
+            "etcd://host",
+            "etcd://host:port",
+            "etcd://:1",
+        ] {
+            assert!(EtcdUrl::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,784 @@
+//! Issue 15, high availability through etcd (docs/ha.md): real `coordhost
+//! run --ha` processes on a real etcd ([`Etcd`]) and one shared data
+//! directory, word count job of the crash tests.
+//!
+//! - the leader SIGKILLed once its sources finished: the standby is elected
+//!   after the lease's TTL, recovers the job (the sources skipped) and
+//!   finishes it with the right counts;
+//! - the leader SIGSTOPped past its lease, with 3 worker processes that
+//!   find the leader in etcd: the standby takes over with the workers; the
+//!   old leader, resumed, stops (exit 1) without appending to the log,
+//!   publishing output or commanding a worker;
+//! - etcd killed under the leader: the leader stops once its lease ran out
+//!   by its own clock; with etcd restarted, a new coordinator recovers;
+//! - HA flags that cannot work are refused in one line.
+
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use crate::support::crash::{
+    EventLog, Fixture, JOB, RunSummary, SINK, SOURCE, WordJob, expected_output, first_difference,
+    log_dir, output_dir, sorted_output,
+};
+use crate::support::etcd::Etcd;
+use crate::support::workers::{Workers, external_args, free_port};
+use crate::support::{cache_dir, segment_files};
+
+/// The leases of these tests, seconds: a dead leader is replaced after
+/// about this long.
+const TTL_S: u64 = 1;
+/// Heartbeat timeout between coordinators and workers, ms.
+const HEARTBEAT_MS: u64 = 1000;
+/// Longest wait for anything one step of a test waits for (an election,
+/// a log state, a process's end): a guard against a wedged test on a
+/// loaded machine, not a timing assertion.
+const STEP: Duration = Duration::from_secs(120);
+/// Longest wait for the workers to register with a newly elected leader:
+/// they notice the old one is gone after [`HEARTBEAT_MS`] and look the
+/// leader up in etcd (backoff at most 1 s).
+const TURN_WITHIN: Duration = Duration::from_secs(30);
+/// SIGKILL's number.
+const SIGKILL: i32 = 9;
+
+/// One `coordhost run JOB --ha ETCD` process of a test, named (`A`, `B`)
+/// so that its files can be told apart: stdout and stderr in
+/// `<base>/<name>.out|.err`, summary in `<base>/<name>.summary.json`.
+/// Dropping it kills it (SIGKILL also ends a stopped process).
+struct Coordinator {
+    name: &'static str,
+    child: Child,
+    stderr: PathBuf,
+    summary: PathBuf,
+    /// Folders whose `*.err` files (e.g. the workers') failure messages
+    /// show too.
+    also_show: Vec<PathBuf>,
+}
+
+impl Coordinator {
+    /// Spawns `coordhost run job --data-dir data --ha etcd
+    /// --ha-lease-ttl-s TTL_S` with `extra` arguments.
+    fn start(
+        name: &'static str,
+        job: &Path,
+        data: &Path,
+        etcd: &Etcd,
+        base: &Path,
+        extra: &[String],
+    ) -> Self {
+        std::fs::create_dir_all(base).expect("create the coordinators' folder");
+        let stderr = base.join(format!("{name}.err"));
+        let stdout = base.join(format!("{name}.out"));
+        let summary = base.join(format!("{name}.summary.json"));
+        let file = |p: &Path| {
+            std::fs::File::create(p).unwrap_or_else(|e| panic!("create {}: {e}", p.display()))
+        };
+        let child = crate::support::coordhost()
+            .arg("--cache-dir")
+            .arg(cache_dir())
+            .arg("run")
+            .arg(job)
+            .arg("--data-dir")
+            .arg(data)
+            .arg("--summary-json")
+            .arg(&summary)
+            .arg("--ha")
+            .arg(etcd.url())
+            .arg("--ha-lease-ttl-s")
+            .arg(TTL_S.to_string())
+            .args(extra)
+            .stdout(file(&stdout))
+            .stderr(file(&stderr))
+            .spawn()
+            .expect("spawn coordhost run");
+        Self {
+            name,
+            child,
+            stderr,
+            summary,
+            also_show: Vec::new(),
+        }
+    }
+
+    /// Its whole stderr so far.
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Its stderr, labelled, for failure messages.
+    fn context(&self) -> String {
+        let mut text = format!(
+            "--- stderr of coordinator {} ({}) ---\n{}",
+            self.name,
+            self.stderr.display(),
+            self.stderr()
+        );
+        for dir in &self.also_show {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "err"))
+                .collect();
+            files.sort();
+            for f in files {
+                let t = std::fs::read_to_string(&f).unwrap_or_default();
+                let lines: Vec<&str> = t.lines().collect();
+                let from = lines.len().saturating_sub(30);
+                text += &format!("\n--- {} ---\n{}", f.display(), lines[from..].join("\n"));
+            }
+        }
+        text
+    }
+
+    /// Waits until its stderr has a line containing `needle` (polling every
+    /// 10 ms, at most [`STEP`]); returns that line and when it was seen.
+    ///
+    /// # Panics
+    /// If the process ends first or the line does not come in time.
+    fn wait_for_line(&mut self, needle: &str) -> (String, Instant) {
+        let deadline = Instant::now() + STEP;
+        loop {
+            if let Some(line) = self.stderr().lines().find(|l| l.contains(needle)) {
+                return (line.to_owned(), Instant::now());
+            }
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                panic!(
+                    "coordinator {} ended ({status}) before printing `{needle}`\n{}",
+                    self.name,
+                    self.context()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "coordinator {} did not print `{needle}` within {STEP:?}\n{}",
+                self.name,
+                self.context()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Polls `condition` every 20 ms until it holds (at most [`STEP`]).
+    ///
+    /// # Panics
+    /// If this process ends first (`what` says what was awaited) or time
+    /// runs out.
+    fn poll_until<T>(&mut self, what: &str, mut condition: impl FnMut() -> Option<T>) -> T {
+        let deadline = Instant::now() + STEP;
+        loop {
+            if let Some(t) = condition() {
+                return t;
+            }
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                panic!(
+                    "coordinator {} ended ({status}) before {what}\n{}",
+                    self.name,
+                    self.context()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: not within {STEP:?}\n{}",
+                self.context()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Whether the process has ended.
+    fn ended(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Sends `signal` to it with `kill -SIG`.
+    fn signal(&self, signal: &str) {
+        let pid = self.child.id();
+        let ok = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .expect("run kill");
+        assert!(
+            ok.success(),
+            "kill -{signal} {pid} (coordinator {})",
+            self.name
+        );
+    }
+
+    /// SIGKILLs it and reaps it; checks it died of the signal (it had not
+    /// ended on its own before).
+    fn kill(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!(
+                "coordinator {} had already ended ({status}) before the kill\n{}",
+                self.name,
+                self.context()
+            );
+        }
+        self.child.kill().expect("SIGKILL coordhost");
+        let status = self.child.wait().expect("reap coordhost");
+        assert_eq!(
+            status.signal(),
+            Some(SIGKILL),
+            "coordinator {} ended {status}, not by the kill\n{}",
+            self.name,
+            self.context()
+        );
+    }
+
+    /// Waits at most `within` for it to end; returns its exit code (`None`
+    /// for a signal) and when it was seen ended.
+    ///
+    /// # Panics
+    /// If it still runs after `within` (it is killed first).
+    fn wait(&mut self, within: Duration) -> (Option<i32>, Instant) {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return (status.code(), Instant::now());
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "coordinator {} did not end within {within:?}; killed it\n{}",
+                    self.name,
+                    self.context()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Waits (at most [`STEP`]) until it ends and checks it finished the
+    /// job: exit 0, summary status `finished`; returns the summary.
+    fn finish(&mut self) -> RunSummary {
+        let (code, _) = self.wait(STEP);
+        assert_eq!(
+            code,
+            Some(0),
+            "coordinator {} did not finish the job\n{}",
+            self.name,
+            self.context()
+        );
+        let text = std::fs::read_to_string(&self.summary).unwrap_or_else(|e| {
+            panic!(
+                "coordinator {} exited 0 without a readable summary: {e}\n{}",
+                self.name,
+                self.context()
+            )
+        });
+        let summary = RunSummary(serde_json::from_str(&text).expect("the summary is JSON"));
+        assert_eq!(summary.status(), "finished", "{text}");
+        summary
+    }
+}
+
+impl Drop for Coordinator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The term in a `leading job ... (term T, ...)` or `... leads (term T)`
+/// line.
+fn term_in(line: &str) -> u64 {
+    line.split("(term ")
+        .nth(1)
+        .and_then(|rest| {
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or_else(|| panic!("no term in `{line}`"))
+}
+
+/// The line a coordinator prints once elected.
+fn leading_line() -> String {
+    format!("coordhost run: leading job `{JOB}` (term ")
+}
+
+/// The line a coordinator prints while another leads.
+fn standby_line() -> String {
+    format!("coordhost run: standby for job `{JOB}`: ")
+}
+
+/// `Some` once the log shows every one of the job's `sources` source
+/// subtasks finished.
+fn sources_finished(data: &Path, sources: u32) -> Option<()> {
+    EventLog::read(data)
+        .filter(|l| l.finished(SOURCE).len() == sources as usize)
+        .map(|_| ())
+}
+
+fn assert_counts(data: &Path, fx: &Fixture, context: &str) {
+    let got = sorted_output(data);
+    let want = expected_output(&fx.input);
+    assert!(
+        got == want,
+        "{context}: output differs from the counts: {}",
+        first_difference(&got, &want)
+    );
+}
+
+#[test]
+fn a_standby_takes_over_when_the_leader_is_killed_and_recovers_the_job() {
+    let fx = Fixture::words();
+    let etcd = Etcd::start(&fx.path("etcd"));
+    let mut j = WordJob::new(&fx.input);
+    // Sources done in about a second, sinks several seconds more: the
+    // leader is killed with its sources' partitions on disk.
+    j.source_delay_us = 40;
+    j.sink_delay_us = 2000;
+    let file = j.write(&fx.path("job.toml"));
+    let data = fx.path("data");
+    let base = fx.path("coordinators");
+    let mut a = Coordinator::start("A", &file, &data, &etcd, &base, &[]);
+    let (a_leads, _) = a.wait_for_line(&leading_line());
+    let mut b = Coordinator::start("B", &file, &data, &etcd, &base, &[]);
+    let (b_waits, _) = b.wait_for_line(&standby_line());
+    assert_eq!(
+        term_in(&b_waits),
+        term_in(&a_leads),
+        "B names another leader than A:\n{}\n{}",
+        a.context(),
+        b.context()
+    );
+    a.poll_until("A's sources finish", || sources_finished(&data, j.sources));
+    assert!(
+        b.stderr().lines().all(|l| !l.contains(&leading_line())),
+        "B leads while A runs:\n{}",
+        b.context()
+    );
+    let killed = Instant::now();
+    a.kill();
+    let (b_leads, seen) = b.wait_for_line(&leading_line());
+    let takeover = seen - killed;
+    eprintln!(
+        "takeover: {} ms from SIGKILL of the leader to the standby's `leading` line (TTL {TTL_S} s)",
+        takeover.as_millis()
+    );
+    assert!(
+        term_in(&b_leads) > term_in(&a_leads),
+        "B's term is not newer than A's: {b_leads} / {a_leads}"
+    );
+    let summary = b.finish();
+    assert!(summary.recovered(), "B did not recover: {}", summary.0);
+    assert!(
+        summary.tasks_skipped() > 0,
+        "B skipped nothing that A finished: {}",
+        summary.brief()
+    );
+    assert_counts(&data, &fx, "after the takeover");
+    let log = EventLog::read(&data).expect("the job has a log");
+    let terms: Vec<u64> = log
+        .events
+        .iter()
+        .filter(|e| e["event"]["kind"] == "LeaderElected")
+        .filter_map(|e| e["event"]["event"]["term"].as_u64())
+        .collect();
+    assert_eq!(
+        terms,
+        [term_in(&a_leads), term_in(&b_leads)],
+        "the log records A's then B's leadership"
+    );
+}
+
+#[test]
+fn a_leader_cut_off_from_etcd_stops_and_a_later_coordinator_recovers_the_job() {
+    let fx = Fixture::words();
+    let mut etcd = Etcd::start(&fx.path("etcd"));
+    let mut j = WordJob::new(&fx.input);
+    j.source_delay_us = 40;
+    j.sink_delay_us = 2000;
+    let file = j.write(&fx.path("job.toml"));
+    let data = fx.path("data");
+    let base = fx.path("coordinators");
+    let mut a = Coordinator::start("A", &file, &data, &etcd, &base, &[]);
+    let (a_leads, _) = a.wait_for_line(&leading_line());
+    a.poll_until("A's sources finish", || sources_finished(&data, j.sources));
+    let cut = Instant::now();
+    etcd.kill();
+    // Without answers to its keep-alives, A's leadership ends after the
+    // TTL by its own clock.
+    let (code, ended) = a.wait(Duration::from_secs(60));
+    eprintln!(
+        "the leader cut off from etcd stopped {} ms after etcd died (TTL {TTL_S} s)",
+        (ended - cut).as_millis()
+    );
+    assert_eq!(code, Some(1), "A's exit once cut off\n{}", a.context());
+    let lost = format!(
+        "coordhost: lost the leadership of job `{JOB}` (term {})",
+        term_in(&a_leads)
+    );
+    assert!(
+        a.stderr().contains(&lost),
+        "A does not say `{lost}`\n{}",
+        a.context()
+    );
+    assert!(
+        !crate::support::crash::job_succeeded(&data),
+        "the job finished although A was cut off while its sinks ran"
+    );
+    etcd.restart();
+    let mut b = Coordinator::start("B", &file, &data, &etcd, &base, &[]);
+    let (b_leads, _) = b.wait_for_line(&leading_line());
+    assert!(
+        term_in(&b_leads) > term_in(&a_leads),
+        "B's term is not newer than A's: {b_leads} / {a_leads}"
+    );
+    let summary = b.finish();
+    assert!(summary.recovered(), "B did not recover: {}", summary.0);
+    assert!(
+        summary.tasks_skipped() > 0,
+        "B skipped nothing that A finished: {}",
+        summary.brief()
+    );
+    assert_counts(&data, &fx, "after the leader was cut off from etcd");
+}
+
+/// Whether a worker's log (at `coordhost::remote=info`) shows that it found
+/// the coordinator at `address` as the job's leader of `term` in etcd and
+/// then registered with it (the session is the term).
+fn registered_with(log: &str, address: &str, term: u64) -> bool {
+    let mut lines = log.lines().skip_while(|l| {
+        !(l.contains("the job's leader")
+            && l.contains(&format!("term={term} "))
+            && l.ends_with(&format!("coordinator={address}")))
+    });
+    lines.next().is_some()
+        && lines.any(|l| l.contains("registered") && l.ends_with(&format!("session={term}")))
+}
+
+/// Size of every segment file of the job's log.
+fn segment_sizes(data: &Path) -> BTreeMap<PathBuf, u64> {
+    segment_files(&log_dir(data))
+        .into_iter()
+        .map(|p| {
+            let len = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+            (p, len)
+        })
+        .collect()
+}
+
+/// Every file of the sink folder (published parts, `_SUCCESS`, staging),
+/// path relative to it → contents.
+fn output_files(data: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let out = output_dir(data);
+    let mut files = Vec::new();
+    crate::support::workers::files_under(&out, &mut files);
+    files
+        .into_iter()
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap_or_default();
+            (p.strip_prefix(&out).unwrap_or(&p).to_path_buf(), bytes)
+        })
+        .collect()
+}
+
+/// The log segment (its coordinator attempt) whose `LeaderElected` names
+/// `term`.
+fn segment_of_term(log: &EventLog, term: u64) -> Option<u64> {
+    log.events
+        .iter()
+        .find(|e| {
+            e["event"]["kind"] == "LeaderElected"
+                && e["event"]["event"]["term"].as_u64() == Some(term)
+        })
+        .and_then(|e| e["position"]["attempt"].as_u64())
+}
+
+#[test]
+fn a_paused_leader_is_deposed_and_stops_without_writing_publishing_or_commanding() {
+    let fx = Fixture::words();
+    let etcd = Etcd::start(&fx.path("etcd"));
+    let mut j = WordJob::new(&fx.input);
+    j.previous_worker_timeout_ms = 1500;
+    j.source_delay_us = 40;
+    j.sink_delay_us = 2000;
+    let file = j.write(&fx.path("job.toml"));
+    let data = fx.path("data");
+    let base = fx.path("coordinators");
+    // Both coordinators listen before the workers start: a worker's own
+    // port (chosen by the system) cannot take one of theirs.
+    let (a_addr, b_addr) = (free_port(), free_port());
+    let mut a = Coordinator::start(
+        "A",
+        &file,
+        &data,
+        &etcd,
+        &base,
+        &external_args(&a_addr, 3, HEARTBEAT_MS),
+    );
+    a.also_show.push(fx.path("workers"));
+    let (a_leads, _) = a.wait_for_line(&leading_line());
+    let mut b = Coordinator::start(
+        "B",
+        &file,
+        &data,
+        &etcd,
+        &base,
+        &external_args(&b_addr, 3, HEARTBEAT_MS),
+    );
+    b.also_show.push(fx.path("workers"));
+    let (b_waits, _) = b.wait_for_line(&standby_line());
+    assert!(
+        b_waits.contains(&a_addr),
+        "B's standby line names A's worker address {a_addr}: {b_waits}"
+    );
+    let workers = Workers::start(3, &format!("{}/{JOB}", etcd.url()), &fx.path("workers"), 2);
+    a.poll_until("A's sources finish on the workers", || {
+        sources_finished(&data, j.sources)
+    });
+    let a_term = term_in(&a_leads);
+    a.signal("STOP");
+    let stopped = Instant::now();
+    let (b_leads, seen) = b.wait_for_line(&leading_line());
+    let b_term = term_in(&b_leads);
+    eprintln!(
+        "takeover: {} ms from SIGSTOP of the leader to the standby's `leading` line (TTL {TTL_S} s)",
+        (seen - stopped).as_millis()
+    );
+    assert!(
+        b_term > a_term,
+        "B's term {b_term} is not newer than A's {a_term}"
+    );
+    // While A stays paused, every worker turns to B: it looks the leader
+    // up in etcd and registers with B's term as its session.
+    let turned = Instant::now() + TURN_WITHIN;
+    loop {
+        let missing: Vec<usize> = (0..3)
+            .filter(|&i| !registered_with(&workers.log_of(i), &b_addr, b_term))
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < turned && !b.ended(),
+            "workers {missing:?} did not register with B (term {b_term}, {b_addr}) within \
+             {TURN_WITHIN:?} of B's election while the old leader A stays paused: \
+             a worker must not wait on a coordinator that stopped answering\n{}",
+            b.context()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // B made progress: a task of its own finished (in its log segment), or
+    // it finished the job.
+    let b_segment = b.poll_until("B finishes a task of its own", || {
+        let log = EventLog::read(&data)?;
+        let seg = segment_of_term(&log, b_term)?;
+        let own =
+            log.finished_in_segment(SINK, seg).len() + log.finished_in_segment(SOURCE, seg).len();
+        (own > 0).then_some(seg)
+    });
+    let log = EventLog::read(&data).expect("the job has a log");
+    let a_segment = segment_of_term(&log, a_term).expect("A's segment records its term");
+    assert_ne!(a_segment, b_segment);
+    let a_file = log_dir(&data).join(format!("segment-{a_segment:08}.log"));
+    assert!(
+        a_file.is_file(),
+        "no segment file {} of A's attempt: {:?}",
+        a_file.display(),
+        segment_sizes(&data)
+    );
+    let sizes_before = segment_sizes(&data);
+    let outputs_before = output_files(&data);
+    let b_done_before = b.ended();
+    a.signal("CONT");
+    let resumed = Instant::now();
+    let (code, a_ended) = a.wait(Duration::from_secs(30));
+    eprintln!(
+        "the resumed leader stopped {} ms after SIGCONT (B had {} finished then)",
+        (a_ended - resumed).as_millis(),
+        if b_done_before { "already" } else { "not" }
+    );
+    assert_eq!(code, Some(1), "the deposed leader's exit\n{}", a.context());
+    let lost = format!("coordhost: lost the leadership of job `{JOB}` (term {a_term})");
+    assert!(
+        a.stderr().contains(&lost),
+        "A does not say `{lost}`\n{}",
+        a.context()
+    );
+    let sizes_after = segment_sizes(&data);
+    assert_eq!(
+        sizes_after.get(&a_file),
+        sizes_before.get(&a_file),
+        "A appended to its segment {} after it was resumed\n{}",
+        a_file.display(),
+        a.context()
+    );
+    let summary = b.finish();
+    assert!(summary.recovered(), "B did not recover: {}", summary.0);
+    // Nothing published before the resume changed afterwards: A published
+    // nothing over it (B publishes each part once).
+    let outputs_after = output_files(&data);
+    for (name, bytes) in &outputs_before {
+        assert!(
+            outputs_after.get(name) == Some(bytes),
+            "{} changed after the deposed leader was resumed",
+            name.display()
+        );
+    }
+    if b_done_before {
+        assert_eq!(
+            outputs_after.keys().collect::<Vec<_>>(),
+            outputs_before.keys().collect::<Vec<_>>(),
+            "files appeared in the output after B had finished"
+        );
+        assert_eq!(
+            sizes_after, sizes_before,
+            "the log changed after B had finished"
+        );
+    }
+    assert_counts(&data, &fx, "after the paused leader was deposed");
+    // A worker logs every command it refuses; the deposed leader's fence
+    // kept it from sending any (a command of A's term reaching a worker
+    // registered with B would be refused, and logged, here).
+    let refused = format!("refused a command of coordinator session {a_term}:");
+    for i in 0..3 {
+        let log = workers.log_of(i);
+        assert!(
+            !log.contains(&refused),
+            "w{i} received a command of the deposed leader (term {a_term})\n{log}"
+        );
+    }
+    let mut workers = workers;
+    for i in 0..3 {
+        assert!(workers.is_running(i), "w{i} ended\n{}", workers.logs());
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !workers.files_left().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let left = workers.files_left();
+    assert!(
+        left.is_empty(),
+        "files left on the workers after the job: {left:?}\n{}",
+        workers.logs()
+    );
+}
+
+/// Runs the binary with `args` (at most 60 s); returns (exit code, stderr,
+/// how long it took).
+fn run_cli(args: &[&str]) -> (Option<i32>, String, Duration) {
+    let started = Instant::now();
+    let mut child = crate::support::coordhost()
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run coordhost");
+    let mut stderr = child.stderr.take().expect("stderr piped");
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        text
+    });
+    let deadline = started + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("try_wait") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("coordhost {args:?} did not end within 60 s (killed)");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let text = reader.join().expect("stderr reader");
+    (status.code(), text, started.elapsed())
+}
+
+#[test]
+fn ha_flags_that_cannot_work_are_refused_in_one_line() {
+    let fx = Fixture::words();
+    let file = WordJob::new(&fx.input).write(&fx.path("job.toml"));
+    let file = file.to_str().expect("utf-8 path");
+    let data = fx.path("data");
+    let data = data.to_str().expect("utf-8 path");
+    let wdir = fx.path("w");
+    let wdir = wdir.to_str().expect("utf-8 path");
+    let run = |more: &[&'static str]| -> Vec<String> {
+        let mut v: Vec<String> = ["run", file, "--data-dir", data]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        v.extend(more.iter().map(|s| (*s).to_owned()));
+        v
+    };
+    let closed = free_port();
+    let closed_url = format!("etcd://{closed}");
+    let mut cases: Vec<(Vec<String>, i32, String)> = vec![
+        (
+            run(&["--ha", "http://x:1"]),
+            2,
+            "--ha: `http://x:1` is not an etcd URL".into(),
+        ),
+        (
+            run(&["--ha", "etcd://127.0.0.1:1/job"]),
+            2,
+            "--ha: `etcd://127.0.0.1:1/job`: a coordinator takes etcd://HOST:PORT without a path"
+                .into(),
+        ),
+        (
+            run(&["--ha", "etcd://127.0.0.1:1", "--ha-lease-ttl-s", "0"]),
+            2,
+            "--ha-lease-ttl-s: at least 1".into(),
+        ),
+        (
+            run(&["--ha", "etcd://127.0.0.1:1", "--fresh"]),
+            2,
+            "cannot be used with '--fresh'".into(),
+        ),
+        (
+            run(&["--ha-lease-ttl-s", "3"]),
+            2,
+            "the following required arguments were not provided:\n  --ha <etcd://".into(),
+        ),
+        (
+            [
+                "worker",
+                "--coordinator",
+                "etcd://127.0.0.1:1",
+                "--data-dir",
+                wdir,
+            ]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect(),
+            2,
+            "coordhost: --coordinator `etcd://127.0.0.1:1`: name the job".into(),
+        ),
+    ];
+    let mut closed_args = run(&[]);
+    closed_args.extend(["--ha".to_owned(), closed_url.clone()]);
+    cases.push((closed_args, 1, format!("etcd at {closed}")));
+    for (args, code, says) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (got, stderr, took) = run_cli(&args);
+        assert_eq!(got, Some(code), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(&says),
+            "{args:?} should say `{says}`:\n{stderr}"
+        );
+        let lines: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("coordhost:") || l.starts_with("error:"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{args:?}: one error line:\n{stderr}");
+        assert!(
+            took < Duration::from_secs(15),
+            "{args:?} took {took:?} to be refused"
+        );
+    }
+    assert!(
+        !Path::new(data).join(JOB).exists(),
+        "a refused run created the job's folder"
+    );
+}

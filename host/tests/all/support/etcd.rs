@@ -1,0 +1,211 @@
+//! A real etcd server for the high-availability tests (issue 15,
+//! docs/ha.md): [`Etcd::start`] runs `etcd` on two free loopback ports
+//! (clients, peers) with its own data directory and waits until it answers
+//! `GET /health` with `"health":"true"`; [`Etcd::url`] is what `--ha` and
+//! `worker --coordinator` take; [`Etcd::kill`] and [`Etcd::restart`] act
+//! on it; dropping it kills it.
+//!
+//! etcd must be installed (`make ha-deps`, scripts/install-ha-deps.sh): a
+//! missing etcd fails the test, it never skips it.
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Longest wait for etcd to answer healthy after a start (generous: a
+/// loaded 2-core machine; etcd itself is ready in under a second).
+const READY_WITHIN: Duration = Duration::from_secs(30);
+
+/// One single-member etcd cluster, its process and its folder.
+#[derive(Debug)]
+pub struct Etcd {
+    binary: PathBuf,
+    dir: PathBuf,
+    client_port: u16,
+    peer_port: u16,
+    child: Option<Child>,
+    starts: u32,
+}
+
+/// The `etcd` binary on `PATH` (or `/usr/bin/etcd`).
+///
+/// # Panics
+/// With one line saying how to install it, when it is nowhere.
+pub fn etcd_binary() -> PathBuf {
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("etcd"))
+        .chain([PathBuf::from("/usr/bin/etcd")])
+        .find(|p| p.is_file());
+    on_path.unwrap_or_else(|| {
+        panic!("etcd not found: `make ha-deps` installs it (scripts/install-ha-deps.sh)")
+    })
+}
+
+/// A loopback port nobody listens on a moment ago.
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    l.local_addr().expect("local addr").port()
+}
+
+impl Etcd {
+    /// Starts etcd with its data in `dir/data` and its output in
+    /// `dir/etcd.start<N>.log`, on two free loopback ports, and waits until
+    /// it is healthy.
+    ///
+    /// # Panics
+    /// If etcd is not installed, cannot be spawned, exits, or is not
+    /// healthy within 30 s (the message carries its log).
+    pub fn start(dir: &Path) -> Self {
+        let binary = etcd_binary();
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+        let mut etcd = Self {
+            binary,
+            dir: dir.to_path_buf(),
+            client_port: free_port(),
+            peer_port: free_port(),
+            child: None,
+            starts: 0,
+        };
+        etcd.spawn();
+        etcd
+    }
+
+    /// `etcd://127.0.0.1:<client port>`: the `--ha` value.
+    pub fn url(&self) -> String {
+        format!("etcd://127.0.0.1:{}", self.client_port)
+    }
+
+    /// `HOST:PORT` of the client endpoint.
+    pub fn endpoint(&self) -> String {
+        format!("127.0.0.1:{}", self.client_port)
+    }
+
+    /// SIGKILLs etcd and reaps it (nothing happens if it is not running).
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts etcd again on the same data directory and ports (killing it
+    /// first if it runs) and waits until it is healthy.
+    ///
+    /// # Panics
+    /// As [`Etcd::start`].
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// The output of every start so far, for failure messages.
+    pub fn log(&self) -> String {
+        (1..=self.starts)
+            .map(|n| {
+                let p = self.log_path(n);
+                format!(
+                    "--- {} ---\n{}",
+                    p.display(),
+                    std::fs::read_to_string(&p).unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+
+    fn log_path(&self, start: u32) -> PathBuf {
+        self.dir.join(format!("etcd.start{start}.log"))
+    }
+
+    fn spawn(&mut self) {
+        self.starts += 1;
+        let log = self.log_path(self.starts);
+        let out =
+            std::fs::File::create(&log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
+        let err = out.try_clone().expect("clone the log file");
+        let client = format!("http://127.0.0.1:{}", self.client_port);
+        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let child = Command::new(&self.binary)
+            .arg("--name")
+            .arg("e1")
+            .arg("--data-dir")
+            .arg(self.dir.join("data"))
+            .arg("--listen-client-urls")
+            .arg(&client)
+            .arg("--advertise-client-urls")
+            .arg(&client)
+            .arg("--listen-peer-urls")
+            .arg(&peer)
+            .arg("--initial-advertise-peer-urls")
+            .arg(&peer)
+            .arg("--initial-cluster")
+            .arg(format!("e1={peer}"))
+            .arg("--heartbeat-interval")
+            .arg("10")
+            .arg("--election-timeout")
+            .arg("100")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", self.binary.display()));
+        self.child = Some(child);
+        self.wait_healthy();
+    }
+
+    /// Polls `GET /health` until etcd answers healthy.
+    fn wait_healthy(&mut self) {
+        let deadline = Instant::now() + READY_WITHIN;
+        loop {
+            if let Some(c) = self.child.as_mut()
+                && let Ok(Some(status)) = c.try_wait()
+            {
+                self.child = None;
+                panic!(
+                    "etcd exited ({status}) before it was healthy on {}\n{}",
+                    self.endpoint(),
+                    self.log()
+                );
+            }
+            if self.healthy() {
+                return;
+            }
+            if Instant::now() > deadline {
+                self.kill();
+                panic!(
+                    "etcd was not healthy on {} within {READY_WITHIN:?}; killed it\n{}",
+                    self.endpoint(),
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Whether `GET /health` answers `"health":"true"` now.
+    pub fn healthy(&self) -> bool {
+        let Ok(mut s) = TcpStream::connect(self.endpoint()) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        let request = format!(
+            "GET /health HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            self.endpoint()
+        );
+        if s.write_all(request.as_bytes()).is_err() {
+            return false;
+        }
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        answer.contains("\"health\":\"true\"")
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
