@@ -324,14 +324,7 @@ async fn stay_registered(state: Arc<State>, keep: Duration) -> Result<(), Worker
         if let Some(etcd) = &state.leader_from
             && !find_leader(&state, etcd).await
         {
-            if let Some(since) = lost_since
-                && since.elapsed() >= keep
-            {
-                forget_held(&state);
-                lost_since = None;
-            }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(max_backoff(&state));
+            retry_later(&state, keep, &mut lost_since, &mut backoff).await;
             continue;
         }
         let (job, held) = state.held_on_wire();
@@ -361,14 +354,7 @@ async fn stay_registered(state: Arc<State>, keep: Duration) -> Result<(), Worker
             }
             Err(s) => {
                 tracing::debug!("registering with {}: {}", state.coordinator(), s.message());
-                if let Some(since) = lost_since
-                    && since.elapsed() >= keep
-                {
-                    forget_held(&state);
-                    lost_since = None;
-                }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(max_backoff(&state));
+                retry_later(&state, keep, &mut lost_since, &mut backoff).await;
                 continue;
             }
         };
@@ -457,6 +443,25 @@ async fn find_leader(state: &State, etcd: &crate::ha::EtcdUrl) -> bool {
             false
         }
     }
+}
+
+/// No coordinator to register with now: past the keep time since the
+/// last one was lost, forget what is held; then wait `backoff`, doubled for
+/// the next time up to [`max_backoff`].
+async fn retry_later(
+    state: &State,
+    keep: Duration,
+    lost_since: &mut Option<Instant>,
+    backoff: &mut Duration,
+) {
+    if let Some(since) = *lost_since
+        && since.elapsed() >= keep
+    {
+        forget_held(state);
+        *lost_since = None;
+    }
+    tokio::time::sleep(*backoff).await;
+    *backoff = (*backoff * 2).min(max_backoff(state));
 }
 
 /// Longest pause between two registration attempts: 1 s, or 200 ms with
