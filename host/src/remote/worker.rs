@@ -618,9 +618,17 @@ impl worker_server::Worker for Service {
         let pool_state = state.clone();
         pool_state.pool.submit(move || {
             let result = run_task(spec);
-            let accepted = report(&state, session, attempt, &result);
-            match (result, accepted) {
-                (Ok(report), true) => {
+            let reported = report(&state, session, attempt, &result);
+            match (result, reported) {
+                (Ok(report), Reported::Accepted | Reported::Unanswered) => {
+                    if reported == Reported::Unanswered
+                        && let Some(p) = &sink_staging
+                    {
+                        // Only a coordinator that accepted the report
+                        // fetches staged output: a new one runs the sink
+                        // again.
+                        let _ignored = std::fs::remove_file(p);
+                    }
                     let mut held = lock(&state.held);
                     for (edge, bytes) in report.partitions {
                         if let Some((_, location)) =
@@ -802,13 +810,29 @@ impl worker_server::Worker for Service {
     }
 }
 
-/// Reports how `attempt` ended; whether the coordinator accepted it.
+/// What became of a report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reported {
+    /// The coordinator accepted it: the attempt's partitions are held.
+    Accepted,
+    /// The coordinator refused it (a superseded attempt, a worker given
+    /// up): what the attempt wrote is nobody's.
+    Refused,
+    /// No answer (the coordinator died or hangs): it may have recorded the
+    /// attempt as finished. Its partitions are held, and the next
+    /// coordinator keeps them only if its log recorded them (the worker
+    /// reports them when it registers); a released job or the keep time
+    /// deletes them otherwise.
+    Unanswered,
+}
+
+/// Reports how `attempt` ended.
 fn report(
     state: &State,
     session: u64,
     attempt: AttemptId,
     result: &Result<TaskReport, TaskError>,
-) -> bool {
+) -> Reported {
     let outcome = match result {
         Ok(r) => rpc::attempt_report::Outcome::Finished(rpc::Finished {
             records_in: r.records_in,
@@ -848,7 +872,7 @@ fn report(
         outcome: Some(outcome),
     };
     let Ok(mut client) = state.coordinator_client() else {
-        return false;
+        return Reported::Unanswered;
     };
     let wait = *lock(&state.report_timeout);
     let answer = state.handle.block_on(async {
@@ -862,10 +886,11 @@ fn report(
             })
     });
     match answer {
-        Ok(r) => r.into_inner().accepted,
+        Ok(r) if r.get_ref().accepted => Reported::Accepted,
+        Ok(_) => Reported::Refused,
         Err(s) => {
-            tracing::warn!(worker = %state.id, "reporting {attempt:?}: {}", s.message());
-            false
+            tracing::warn!(worker = %state.id, "reporting {attempt:?}: {}; keeping its partitions for the next coordinator to claim", s.message());
+            Reported::Unanswered
         }
     }
 }
