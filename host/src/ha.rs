@@ -123,10 +123,18 @@ impl EtcdUrl {
             .map_err(HaError::Runtime)
     }
 
+    /// A client whose every request times out after 5 s.
     async fn connect(&self) -> Result<Client, HaError> {
-        let options = ConnectOptions::new()
-            .with_connect_timeout(Duration::from_secs(2))
-            .with_timeout(Duration::from_secs(5));
+        self.connect_with(Some(Duration::from_secs(5))).await
+    }
+
+    /// A client whose requests time out after `timeout`, or never (a
+    /// campaign blocks until it is won).
+    async fn connect_with(&self, timeout: Option<Duration>) -> Result<Client, HaError> {
+        let mut options = ConnectOptions::new().with_connect_timeout(Duration::from_secs(2));
+        if let Some(timeout) = timeout {
+            options = options.with_timeout(timeout);
+        }
         Client::connect(&self.endpoints, Some(options))
             .await
             .map_err(|source| self.error("connect", source))
@@ -232,56 +240,24 @@ pub fn campaign(
     let etcd = &options.etcd;
     let ttl_s = i64::try_from(options.ttl.as_secs().max(1)).unwrap_or(i64::MAX);
     let name = election_name(&options.job);
+    let mut waiting = Some(waiting);
+    let mut started = false;
     let (client, lease, term, valid_until) = runtime.block_on(async {
-        let mut client = etcd.connect().await?;
-        let granted_at = Instant::now();
-        let lease = client
-            .lease_grant(ttl_s, None)
-            .await
-            .map_err(|e| etcd.error("lease grant", e))?;
-        // The lease must outlive a campaign that waits: keep it alive from
-        // the start.
-        let (mut keeper, mut answers) = client
-            .lease_keep_alive(lease.id())
-            .await
-            .map_err(|e| etcd.error("lease keep-alive", e))?;
-        if let Ok(current) = client.leader(name.clone()).await
-            && let Some(kv) = current.kv()
-        {
-            waiting(
-                u64::try_from(kv.create_revision()).unwrap_or(0),
-                &String::from_utf8_lossy(kv.value()),
-            );
-        }
-        let period = Duration::from_secs(u64::try_from(ttl_s).unwrap_or(1)) / 3;
-        let mut campaigner = client.clone();
-        let mut campaigning = Box::pin(campaigner.campaign(
-            name.clone(),
-            options.address.clone(),
-            lease.id(),
-        ));
-        let mut valid_until = granted_at + Duration::from_secs(u64::try_from(lease.ttl()).unwrap_or(0));
-        let elected = loop {
-            tokio::select! {
-                elected = &mut campaigning => break elected.map_err(|e| etcd.error("campaign", e))?,
-                () = tokio::time::sleep(period) => {
-                    let sent = Instant::now();
-                    keeper.keep_alive().await.map_err(|e| etcd.error("lease keep-alive", e))?;
-                    match answers.message().await {
-                        Ok(Some(a)) if a.ttl() > 0 => {
-                            valid_until = sent + Duration::from_secs(u64::try_from(a.ttl()).unwrap_or(0));
-                        }
-                        Ok(_) => return Err(HaError::LeaseExpired { job: options.job.clone() }),
-                        Err(e) => return Err(etcd.error("lease keep-alive", e)),
-                    }
+        loop {
+            match campaign_once(options, &name, ttl_s, &mut waiting, &mut started).await {
+                Ok(won) => return Ok(won),
+                // etcd not there at the start: one clear error.
+                Err(e) if !started => return Err(e),
+                // A standby outlives etcd's restarts: it campaigns again.
+                Err(e) => {
+                    tracing::warn!(
+                        "while waiting to lead job `{}`: {e}; campaigning again",
+                        options.job
+                    );
+                    tokio::time::sleep(Duration::from_millis(500)).await;
                 }
             }
-        };
-        let term = elected
-            .leader()
-            .map_or(0, |k| u64::try_from(k.rev()).unwrap_or(0));
-        drop((keeper, answers));
-        Ok::<_, HaError>((client, lease.id(), term, valid_until))
+        }
     })?;
     let shared = Arc::new(Shared {
         term,
@@ -307,6 +283,69 @@ pub fn campaign(
         client,
         lease,
     })
+}
+
+/// One campaign: a lease (kept alive while waiting), then etcd's
+/// `Campaign`, which returns once this process leads. `started` is set once
+/// etcd granted the lease; `waiting` is called (once in all) when another
+/// coordinator leads. Returns the client, the lease, the term and the end
+/// of the leadership by the last keep-alive.
+async fn campaign_once(
+    options: &CampaignOptions,
+    name: &str,
+    ttl_s: i64,
+    waiting: &mut Option<impl FnOnce(u64, &str)>,
+    started: &mut bool,
+) -> Result<(Client, i64, u64, Instant), HaError> {
+    let etcd = &options.etcd;
+    let mut client = etcd.connect().await?;
+    let granted_at = Instant::now();
+    let lease = client
+        .lease_grant(ttl_s, None)
+        .await
+        .map_err(|e| etcd.error("lease grant", e))?;
+    *started = true;
+    // The lease must outlive a campaign that waits: keep it alive from the
+    // start.
+    let (mut keeper, mut answers) = client
+        .lease_keep_alive(lease.id())
+        .await
+        .map_err(|e| etcd.error("lease keep-alive", e))?;
+    if let Ok(current) = client.leader(name.to_owned()).await
+        && let Some(kv) = current.kv()
+        && let Some(waiting) = waiting.take()
+    {
+        waiting(
+            u64::try_from(kv.create_revision()).unwrap_or(0),
+            &String::from_utf8_lossy(kv.value()),
+        );
+    }
+    let period = Duration::from_secs(u64::try_from(ttl_s).unwrap_or(1)) / 3;
+    // No request timeout: the campaign blocks until this process leads.
+    let mut campaigner = etcd.connect_with(None).await?;
+    let mut campaigning =
+        Box::pin(campaigner.campaign(name.to_owned(), options.address.clone(), lease.id()));
+    let mut valid_until = granted_at + Duration::from_secs(u64::try_from(lease.ttl()).unwrap_or(0));
+    let elected = loop {
+        tokio::select! {
+            elected = &mut campaigning => break elected.map_err(|e| etcd.error("campaign", e))?,
+            () = tokio::time::sleep(period) => {
+                let sent = Instant::now();
+                keeper.keep_alive().await.map_err(|e| etcd.error("lease keep-alive", e))?;
+                match answers.message().await {
+                    Ok(Some(a)) if a.ttl() > 0 => {
+                        valid_until = sent + Duration::from_secs(u64::try_from(a.ttl()).unwrap_or(0));
+                    }
+                    Ok(_) => return Err(HaError::LeaseExpired { job: options.job.clone() }),
+                    Err(e) => return Err(etcd.error("lease keep-alive", e)),
+                }
+            }
+        }
+    };
+    let term = elected
+        .leader()
+        .map_or(0, |k| u64::try_from(k.rev()).unwrap_or(0));
+    Ok((client, lease.id(), term, valid_until))
 }
 
 /// Spawns the keep-alive task: a keep-alive every third of the TTL; each

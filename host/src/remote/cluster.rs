@@ -830,7 +830,7 @@ impl coordinator_server::Coordinator for Service {
             .connect_timeout(Duration::from_secs(2));
         let client = WorkerClient::new(endpoint.connect_lazy())
             .max_decoding_message_size(rpc::MAX_MESSAGE_BYTES);
-        let failed: Vec<AttemptId> = {
+        let (failed, lost) = {
             let mut st = lock(&self.shared.state);
             // A worker registering again lost its running attempts (it
             // canceled them when it lost this coordinator).
@@ -842,6 +842,24 @@ impl coordinator_server::Coordinator for Service {
                 .collect();
             for a in &stale {
                 st.running.remove(a);
+            }
+            // Finished output it held before and does not report now is
+            // gone (a new process under the same id starts empty): lost at
+            // once, as when a worker is given up, rather than found missing
+            // by one consumer after another.
+            let still: std::collections::HashSet<AttemptId> = req
+                .held
+                .iter()
+                .map(|h| from_wire(h.producer.as_ref()))
+                .collect();
+            let lost: Vec<AttemptId> = st
+                .holders
+                .iter()
+                .filter(|(a, w)| **w == req.worker_id && !still.contains(a))
+                .map(|(a, _)| *a)
+                .collect();
+            for a in &lost {
+                st.holders.remove(a);
             }
             tracing::info!(worker = %req.worker_id, address = %req.address, slots = req.slots, held = req.held.len(), "worker registered");
             st.workers.insert(
@@ -856,8 +874,15 @@ impl coordinator_server::Coordinator for Service {
                 },
             );
             self.shared.changed.notify_all();
-            stale
+            (stale, lost)
         };
+        if !lost.is_empty() {
+            tracing::warn!(worker = %req.worker_id, lost = lost.len(), "registered again without partitions it held: they are lost");
+            self.shared.emit(ClusterEvent::WorkerLost {
+                worker: req.worker_id.clone(),
+                held: lost,
+            });
+        }
         for attempt in failed {
             self.shared.emit(ClusterEvent::Failed {
                 attempt,
