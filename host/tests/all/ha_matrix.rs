@@ -26,8 +26,11 @@
 //! - Every coordinator must end by itself except the ones the test kills:
 //!   exit 0 with summary status `finished` (the one that finished the job,
 //!   and the standbys elected after it, which find it finished), or exit 1
-//!   with `coordhost: lost the leadership of job` when it was paused by the
-//!   test or etcd was down while it ran, or exit 1 with a one-line
+//!   with error lines that each say `lost the leadership of job` (the
+//!   keep-alive thread's `coordhost: lost the leadership ...; stopping`, or
+//!   a fenced step that failed first, e.g. `coordhost: recording a job
+//!   event failed: ...: lost the leadership of job ...`) when it was paused
+//!   by the test or etcd was down while it ran, or exit 1 with a one-line
 //!   `coordhost: --ha: ...` error when etcd was down while it ran (a clear
 //!   error: no coordinator can run without etcd). Any other end fails the
 //!   test.
@@ -296,6 +299,14 @@ fn published_state(data: &Path) -> BTreeMap<String, (u64, u64, i64)> {
     s
 }
 
+/// At most the first 110 characters of `line`, for the rows.
+fn short(line: &str) -> String {
+    match line.char_indices().nth(110) {
+        Some((at, _)) => format!("{}...", &line[..at]),
+        None => line.to_owned(),
+    }
+}
+
 /// The plan of trial `t`: its faults, sorted by their moment.
 fn plan(rng: &mut Rng) -> Vec<(Duration, Fault)> {
     let n = 1 + rng.below(2);
@@ -492,14 +503,20 @@ impl Trial<'_> {
                     done.get_or_insert((name, summary));
                 }
                 Some(1) => {
-                    let outage = self.outage_during(&self.coords[i]);
-                    let lost = stderr.contains(&format!(
-                        "coordhost: lost the leadership of job `{JOB}` (term "
-                    ));
                     let errors: Vec<&str> = stderr
                         .lines()
                         .filter(|l| l.starts_with("coordhost:") || l.starts_with("error:"))
                         .collect();
+                    let outage = self.outage_during(&self.coords[i]);
+                    // The keep-alive thread's `coordhost: lost the leadership
+                    // of job ...; stopping`, or a fenced step that failed
+                    // first (`recording a job event failed: ...: lost the
+                    // leadership of job ...`).
+                    // Both may print before the process ends.
+                    let lost = !errors.is_empty()
+                        && errors.iter().all(|l| {
+                            l.contains(&format!("lost the leadership of job `{JOB}` (term "))
+                        });
                     let ha_error = errors.len() == 1 && errors[0].starts_with("coordhost: --ha: ");
                     let waited = self.coords[i]
                         .ended
@@ -508,11 +525,11 @@ impl Trial<'_> {
                             at.saturating_duration_since(self.coords[i].started)
                         });
                     if lost && (self.coords[i].was_paused || outage) {
-                        self.log(format!("{name} exited 1: lost the leadership"));
+                        self.log(format!("{name} exited 1: {}", short(errors[0])));
                     } else if ha_error && outage {
                         self.log(format!(
                             "{name} exited 1 while etcd was down: {}",
-                            errors[0]
+                            short(errors[0])
                         ));
                     } else if self.coords[i].term().is_some()
                         && errors.len() == 1
@@ -537,7 +554,7 @@ impl Trial<'_> {
                             "{name} exited 1 after waiting {} ms as a standby with etcd up \
                              (BUG: campaign timeout): {}",
                             waited.as_millis(),
-                            errors[0]
+                            short(errors[0])
                         ));
                         self.campaign_timeouts.push(format!(
                             "trial {}: {name} after {} ms: {}",
