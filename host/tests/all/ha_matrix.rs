@@ -37,8 +37,8 @@
 //! - Once a coordinator exited 0 with the job finished, the others must end
 //!   within [`AFTER_FINISH`] (none is killed by the test then).
 //! - The output equals the counts the test computes itself (sorted; no word
-//!   twice), the sink folder holds `_SUCCESS` and `part-0.txt ..
-//!   part-<n-1>.txt` (numbered without gaps, each once) and nothing else,
+//!   twice), the sink folder holds `_SUCCESS` and `part-NNNNN.txt` files
+//!   numbered 0..n without gaps, each once, and nothing else,
 //!   no published file changed (inode, length, mtime) after the first
 //!   coordinator finished — except `_SUCCESS`'s mtime: a standby elected
 //!   after the job finished recovers it as finished and writes the empty
@@ -261,8 +261,8 @@ fn output_state(data: &Path) -> BTreeMap<String, (u64, u64, i64)> {
         .collect()
 }
 
-/// Checks the sink folder holds `_SUCCESS` and `part-<i>.txt` for `i` in
-/// `0..n` (each once, numbered without gaps) and nothing else; returns n.
+/// Checks the sink folder holds `_SUCCESS` and `part-<i>.txt` (`i`
+/// zero-padded) for `i` in `0..n`, each once, and nothing else; returns n.
 fn check_part_names(data: &Path) -> Result<usize, String> {
     let names: Vec<String> = output_state(data).into_keys().collect();
     let mut numbers: Vec<u64> = Vec::new();
