@@ -26,6 +26,7 @@ mod events_inspect_cli;
 mod events_proptest;
 mod events_replay;
 mod ha;
+mod ha_matrix;
 mod job_cli;
 mod job_config;
 mod job_driver;
