@@ -15,6 +15,7 @@ help:
 	@echo "  data      write the example data: TPC-H lineitem SF 0.1 (CSV and Parquet) and text files, under $(DATA_DIR)"
 	@echo "  demo      the README's run command: data, plugins, then the TPC-H Q1 example; prints the result"
 	@echo "  demo-workers  the demo on 1 coordinator + 3 worker processes, the coordinator killed midway"
+	@echo "  demo-ha   the demo with two --ha coordinators and etcd; the leader killed midway, the standby takes over"
 	@echo "  bench-tpch  TPC-H Q1 SF 1, coordhost vs DuckDB vs Polars (scripts/bench-tpch.sh; BENCH_ARGS=...)"
 	@echo "  bench-shuffle  all-to-all vs forward edges at N = 256, 1024, 4096 (benches/shuffle_scale.rs)"
 	@echo "  bench-workers  embedded vs 3 worker processes: cost per task, restart with 10 000 partitions, shuffle MB/s (benches/workers.rs)"
@@ -168,6 +169,16 @@ demo-workers: data ha-deps
 	scripts/demo-workers.sh $(COORDHOST_RELEASE) examples/tpch-q1.toml $(CURDIR)/build/demo-workers
 	@echo "--- result (build/demo-workers/coordinator/output/tpch-q1) ---"
 	@cat $(CURDIR)/build/demo-workers/coordinator/output/tpch-q1/part-*.csv
+
+# demo-ha: the same example with two --ha coordinators on one data directory
+# and an etcd of its own; the leader is killed midway and the standby takes
+# over (scripts/demo-ha.sh, docs/ha.md).
+.PHONY: demo-ha
+demo-ha: data ha-deps
+	test -f $(PLUGINS_OUT)/file-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins
+	$(CARGO) build --quiet --release --locked -p coordhost --bin coordhost
+	rm -rf $(CURDIR)/build/demo-ha
+	scripts/demo-ha.sh $(COORDHOST_RELEASE) examples/tpch-q1.toml $(CURDIR)/build/demo-ha
 
 # ---------------------------------------------------------------------------
 # bench-tpch, bench-shuffle: the side-by-side figures of issue 16 (README,

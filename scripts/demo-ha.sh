@@ -176,11 +176,16 @@ while :; do
     case $progress in done*) break ;; esac
     sleep 0.1
 done
-kill -KILL "$a_pid" 2>/dev/null || die "A ended on its own just before the kill; nothing to take over"
-killed_at=$(now_ms)
 status=0
-# (braces: no "Killed" notice from the shell)
-{ wait "$a_pid"; } 2>/dev/null || status=$?
+killed=0
+# One group with stderr closed: the shell's "Killed" notice for A, which it
+# prints at the first command after A ends, goes nowhere.
+{
+    kill -KILL "$a_pid" && killed=1
+    killed_at=$(now_ms)
+    wait "$a_pid" || status=$?
+} 2>/dev/null
+[ "$killed" = 1 ] || die "A ended on its own just before the kill; nothing to take over"
 a_pid=""
 [ "$status" -eq 137 ] || die "A ended with exit $status, not by the kill; nothing to take over"
 say "killed the leader A with SIGKILL after every source subtask finished (${progress#done })"
