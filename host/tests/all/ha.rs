@@ -24,8 +24,8 @@ use crate::support::crash::{
     log_dir, output_dir, sorted_output,
 };
 use crate::support::etcd::Etcd;
+use crate::support::segment_files;
 use crate::support::workers::{Workers, external_args, free_port};
-use crate::support::{cache_dir, segment_files};
 
 /// The leases of these tests, seconds: a dead leader is replaced after
 /// about this long.
@@ -68,31 +68,11 @@ impl Coordinator {
         base: &Path,
         extra: &[String],
     ) -> Self {
-        std::fs::create_dir_all(base).expect("create the coordinators' folder");
-        let stderr = base.join(format!("{name}.err"));
-        let stdout = base.join(format!("{name}.out"));
-        let summary = base.join(format!("{name}.summary.json"));
-        let file = |p: &Path| {
-            std::fs::File::create(p).unwrap_or_else(|e| panic!("create {}: {e}", p.display()))
-        };
-        let child = crate::support::coordhost()
-            .arg("--cache-dir")
-            .arg(cache_dir())
-            .arg("run")
-            .arg(job)
-            .arg("--data-dir")
-            .arg(data)
-            .arg("--summary-json")
-            .arg(&summary)
-            .arg("--ha")
-            .arg(etcd.url())
-            .arg("--ha-lease-ttl-s")
-            .arg(TTL_S.to_string())
-            .args(extra)
-            .stdout(file(&stdout))
-            .stderr(file(&stderr))
-            .spawn()
-            .expect("spawn coordhost run");
+        let crate::support::etcd::HaRun {
+            child,
+            stderr,
+            summary,
+        } = crate::support::etcd::spawn_ha_run(name, job, data, etcd, TTL_S, base, extra);
         Self {
             name,
             child,

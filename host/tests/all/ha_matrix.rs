@@ -69,7 +69,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
-use crate::support::cache_dir;
 use crate::support::crash::{
     Fixture, JOB, Rng, RunSummary, WordJob, expected_output, first_difference, output_dir, seed,
     sorted_output,
@@ -138,30 +137,12 @@ struct Coord {
 
 impl Coord {
     fn start(name: String, job: &Path, data: &Path, etcd: &Etcd, base: &Path) -> Self {
-        std::fs::create_dir_all(base).expect("create the coordinators' folder");
-        let stderr = base.join(format!("{name}.err"));
-        let summary = base.join(format!("{name}.summary.json"));
-        let file = |p: &Path| {
-            std::fs::File::create(p).unwrap_or_else(|e| panic!("create {}: {e}", p.display()))
-        };
-        let child = crate::support::coordhost()
-            .arg("--cache-dir")
-            .arg(cache_dir())
-            .arg("run")
-            .arg(job)
-            .arg("--data-dir")
-            .arg(data)
-            .arg("--summary-json")
-            .arg(&summary)
-            .arg("--ha")
-            .arg(etcd.url())
-            .arg("--ha-lease-ttl-s")
-            .arg(TTL_S.to_string())
-            .args(external_args(&free_port(), WORKERS, HEARTBEAT_MS))
-            .stdout(file(&base.join(format!("{name}.out"))))
-            .stderr(file(&stderr))
-            .spawn()
-            .expect("spawn coordhost run");
+        let extra = external_args(&free_port(), WORKERS, HEARTBEAT_MS);
+        let crate::support::etcd::HaRun {
+            child,
+            stderr,
+            summary,
+        } = crate::support::etcd::spawn_ha_run(&name, job, data, etcd, TTL_S, base, &extra);
         Self {
             name,
             child,

@@ -209,3 +209,61 @@ impl Drop for Etcd {
         self.kill();
     }
 }
+
+/// The files of one `coordhost run --ha` process started by
+/// [`spawn_ha_run`]: `<base>/<name>.err`, `.out` and `.summary.json`.
+pub struct HaRun {
+    /// The process.
+    pub child: std::process::Child,
+    /// Its stderr file.
+    pub stderr: std::path::PathBuf,
+    /// Its `--summary-json` file.
+    pub summary: std::path::PathBuf,
+}
+
+/// Spawns `coordhost --cache-dir <shared> run JOB --data-dir DATA
+/// --summary-json <base>/<name>.summary.json --ha <etcd> --ha-lease-ttl-s
+/// TTL_S EXTRA...`, stdout and stderr to `<base>/<name>.out` / `.err` (one
+/// pair per process: several coordinators share one data directory).
+///
+/// # Panics
+/// If `base` or a file cannot be created, or the binary cannot be spawned.
+pub fn spawn_ha_run(
+    name: &str,
+    job: &std::path::Path,
+    data: &std::path::Path,
+    etcd: &Etcd,
+    ttl_s: u64,
+    base: &std::path::Path,
+    extra: &[String],
+) -> HaRun {
+    std::fs::create_dir_all(base).expect("create the coordinators' folder");
+    let stderr = base.join(format!("{name}.err"));
+    let summary = base.join(format!("{name}.summary.json"));
+    let file = |p: &std::path::Path| {
+        std::fs::File::create(p).unwrap_or_else(|e| panic!("create {}: {e}", p.display()))
+    };
+    let child = super::coordhost()
+        .arg("--cache-dir")
+        .arg(super::cache_dir())
+        .arg("run")
+        .arg(job)
+        .arg("--data-dir")
+        .arg(data)
+        .arg("--summary-json")
+        .arg(&summary)
+        .arg("--ha")
+        .arg(etcd.url())
+        .arg("--ha-lease-ttl-s")
+        .arg(ttl_s.to_string())
+        .args(extra)
+        .stdout(file(&base.join(format!("{name}.out"))))
+        .stderr(file(&stderr))
+        .spawn()
+        .expect("spawn coordhost run");
+    HaRun {
+        child,
+        stderr,
+        summary,
+    }
+}
