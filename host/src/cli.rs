@@ -53,8 +53,10 @@ pub enum Command {
 /// Arguments of `coordhost worker`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct WorkerArgs {
-    /// The coordinator's `--listen` address.
-    #[arg(long, value_name = "HOST:PORT")]
+    /// The coordinator's `--listen` address, or, with high availability,
+    /// `etcd://HOST:PORT[,HOST:PORT...]/JOB`: whichever coordinator leads
+    /// job JOB in etcd (docs/ha.md).
+    #[arg(long, value_name = "HOST:PORT | etcd://HOST:PORT/JOB")]
     pub coordinator: String,
     /// Where this worker keeps result partitions and staged sink output.
     #[arg(long, value_name = "DIR")]

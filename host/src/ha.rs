@@ -242,6 +242,7 @@ pub fn campaign(
     let name = election_name(&options.job);
     let mut waiting = Some(waiting);
     let mut started = false;
+    let mut said = false;
     let (client, lease, term, valid_until) = runtime.block_on(async {
         loop {
             match campaign_once(options, &name, ttl_s, &mut waiting, &mut started).await {
@@ -250,10 +251,15 @@ pub fn campaign(
                 Err(e) if !started => return Err(e),
                 // A standby outlives etcd's restarts: it campaigns again.
                 Err(e) => {
-                    tracing::warn!(
-                        "while waiting to lead job `{}`: {e}; campaigning again",
-                        options.job
-                    );
+                    // Said once; every retry goes to the debug log.
+                    if !said {
+                        tracing::warn!(
+                            "while waiting to lead job `{}`: {e}; campaigning again until etcd answers",
+                            options.job
+                        );
+                        said = true;
+                    }
+                    tracing::debug!("campaign for job `{}`: {e}", options.job);
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
             }

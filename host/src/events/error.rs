@@ -143,6 +143,16 @@ pub enum EventsError {
         /// The lock file.
         path: PathBuf,
     },
+    /// The job's log is led through etcd (a coordinator ran it with
+    /// `--ha`, docs/ha.md): a coordinator without `--ha` is refused, and a
+    /// coordinator with `--ha` is refused while one without holds the lock.
+    #[error("the job's event log in {} {why}", path.display())]
+    HaMismatch {
+        /// The log directory.
+        path: PathBuf,
+        /// What is wrong and what to do.
+        why: &'static str,
+    },
     /// A write or fsync failed earlier; the writer refuses all further work.
     /// Events appended after the last durable one may be lost.
     #[error("event log write to {segment} failed at byte {offset}: {source}")]

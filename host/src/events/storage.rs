@@ -79,6 +79,10 @@ impl Fence for super::lock::LockHolder {
     }
 }
 
+/// File in a job's log directory that says the log is led through etcd
+/// (`coordhost run --ha`): a coordinator without `--ha` refuses it.
+pub const HA_MARKER: &str = "HA";
+
 /// Segments as files in one job's log directory, holding the directory's
 /// [`LogLock`] or guarded by another [`Fence`] (or, to read, neither).
 #[derive(Debug)]
@@ -99,7 +103,21 @@ impl FileStorage {
     /// [`EventsError::Locked`] if another coordinator holds the log;
     /// [`EventsError::Io`] for other failures.
     pub fn open_for_writing(log_dir: &Path) -> Result<Self, EventsError> {
+        let led_through_etcd = || {
+            log_dir.join(HA_MARKER).exists().then(|| EventsError::HaMismatch {
+                path: log_dir.to_path_buf(),
+                why: "is led through etcd (it was run with --ha): run it with --ha, or remove its HA file once no coordinator runs it with --ha",
+            })
+        };
+        // Asked before the lock too, for the message: a leader with --ha
+        // may hold the lock.
+        if let Some(e) = led_through_etcd() {
+            return Err(e);
+        }
         let lock = LogLock::acquire(log_dir)?;
+        if let Some(e) = led_through_etcd() {
+            return Err(e);
+        }
         Self::remove_temp_files(log_dir)?;
         Ok(Self {
             dir: log_dir.to_path_buf(),
@@ -123,10 +141,36 @@ impl FileStorage {
             path: log_dir.to_path_buf(),
             source,
         })?;
+        // The lock too, when free: it keeps a coordinator without --ha out.
+        // Held, it is a deposed leader's (paused, still holding it) only if
+        // the log is already led through etcd; else one without --ha runs.
+        let marker = log_dir.join(HA_MARKER);
+        let lock = match LogLock::acquire(log_dir) {
+            Ok(lock) => Some(lock),
+            Err(EventsError::Locked { .. }) if marker.exists() => None,
+            Err(EventsError::Locked { .. }) => {
+                return Err(EventsError::HaMismatch {
+                    path: log_dir.to_path_buf(),
+                    why: "is held by a coordinator started without --ha: stop it, or run every coordinator of the job with --ha",
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        if !marker.exists() {
+            fs::write(
+                &marker,
+                b"led through etcd: coordhost run --ha (docs/ha.md)\n",
+            )
+            .and_then(|()| File::open(log_dir)?.sync_all())
+            .map_err(|source| EventsError::Io {
+                path: marker.clone(),
+                source,
+            })?;
+        }
         Self::remove_temp_files(log_dir)?;
         Ok(Self {
             dir: log_dir.to_path_buf(),
-            lock: None,
+            lock,
             fence: Some(fence),
         })
     }
@@ -223,7 +267,9 @@ impl Storage for FileStorage {
         };
         Ok(Box::new(FileAppender {
             file,
-            holder: holder.or_else(|| self.fence.clone()),
+            // With high availability the fence decides (a lock taken beside
+            // it only keeps coordinators without --ha out).
+            holder: self.fence.clone().or(holder),
             fence_appends: self.fence.is_some(),
         }))
     }

@@ -115,6 +115,8 @@ struct State {
     /// paused) refuses the report, so a canceled attempt never waits on it
     /// and the worker can register with another one.
     report_timeout: Mutex<Duration>,
+    /// With high availability: why it last waited for a leader (said once).
+    waiting_note: Mutex<String>,
     partitions: PathBuf,
     sinks: PathBuf,
     /// The one writable grant of this worker: its partition root.
@@ -273,6 +275,7 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
         leader_from,
         newest_term: Mutex::new(0),
         report_timeout: Mutex::new(Duration::from_secs(2)),
+        waiting_note: Mutex::new(String::new()),
         grants: Grants::new(
             &format!("worker {id}"),
             &[DirGrant {
@@ -427,6 +430,7 @@ async fn find_leader(state: &State, etcd: &crate::ha::EtcdUrl) -> bool {
                 return false;
             }
             *newest = term;
+            lock(&state.waiting_note).clear();
             let mut current = lock(&state.coordinator);
             if *current != address {
                 tracing::info!(worker = %state.id, term, coordinator = %address, "the job's leader");
@@ -435,14 +439,43 @@ async fn find_leader(state: &State, etcd: &crate::ha::EtcdUrl) -> bool {
             true
         }
         Ok(_) => {
-            tracing::debug!("no coordinator leads job `{}` yet", etcd.path);
+            note_waiting(
+                state,
+                format!(
+                    "no coordinator leads job `{}` yet ({etcd}); waiting",
+                    etcd.path
+                ),
+            );
             false
         }
         Err(e) => {
-            tracing::debug!("looking up the leader: {e}");
+            note_waiting(
+                state,
+                format!(
+                    "cannot look the leader up: {}; retrying",
+                    one_line_error(&e)
+                ),
+            );
             false
         }
     }
+}
+
+/// Says on stderr why the worker waits, once per reason (the lookup is
+/// retried every 200 ms at most).
+fn note_waiting(state: &State, why: String) {
+    let mut last = lock(&state.waiting_note);
+    if *last != why {
+        eprintln!("coordhost worker {}: {why}", state.id);
+        *last = why;
+    }
+}
+
+/// An etcd error on one line, without the transport's debug detail.
+fn one_line_error(e: &crate::ha::HaError) -> String {
+    let text = e.to_string();
+    let first = text.split(": grpc request error").next().unwrap_or(&text);
+    first.lines().next().unwrap_or(first).to_owned()
 }
 
 /// No coordinator to register with now: past the keep time since the

@@ -369,6 +369,57 @@ fn a_standby_takes_over_when_the_leader_is_killed_and_recovers_the_job() {
     );
 }
 
+/// The lock is the fence of coordinators without `--ha`, the lease that of
+/// coordinators with it: mixing them on one job is refused either way, so
+/// that two coordinators never run one job (docs/ha.md, "Fencing").
+#[test]
+fn coordinators_with_and_without_ha_never_run_one_job_together() {
+    let fx = Fixture::words();
+    let etcd = Etcd::start(&fx.path("etcd"));
+    let mut j = WordJob::new(&fx.input);
+    j.source_delay_us = 40;
+    j.sink_delay_us = 2000;
+    let file = j.write(&fx.path("job.toml"));
+    let base = fx.path("coordinators");
+    // Without --ha first: a coordinator with --ha is refused while it runs.
+    let data = fx.path("plain-first");
+    let mut plain = crate::support::crash::Coordhost::new(&file, &data);
+    let mut running = plain.start();
+    running
+        .poll_until(|| EventLog::read(&data).map(|_| ()))
+        .expect("the coordinator without --ha starts its log");
+    let mut ha = Coordinator::start("HA", &file, &data, &etcd, &base, &[]);
+    let (code, _) = ha.wait(STEP);
+    assert_eq!(code, Some(2), "{}", ha.context());
+    assert!(
+        ha.stderr()
+            .contains("is held by a coordinator started without --ha"),
+        "{}",
+        ha.context()
+    );
+    running.finish();
+    assert_counts(&data, &fx, "the coordinator without --ha");
+    // With --ha first: a coordinator without it is refused on that log,
+    // also once the job finished.
+    let data = fx.path("ha-first");
+    let mut leader = Coordinator::start("L", &file, &data, &etcd, &base, &[]);
+    leader.wait_for_line(&leading_line());
+    leader.poll_until("its log", || EventLog::read(&data).map(|_| ()));
+    for when in ["while the leader runs", "after the job finished"] {
+        if when == "after the job finished" {
+            leader.finish();
+        }
+        let mut plain = crate::support::crash::Coordhost::new(&file, &data);
+        let (code, stderr) = plain.start().exit();
+        assert_eq!(code, Some(2), "{when}: {stderr}");
+        assert!(
+            stderr.contains("is led through etcd (it was run with --ha)"),
+            "{when}: {stderr}"
+        );
+    }
+    assert_counts(&data, &fx, "the leader");
+}
+
 #[test]
 fn a_leader_cut_off_from_etcd_stops_and_a_later_coordinator_recovers_the_job() {
     let fx = Fixture::words();
