@@ -389,6 +389,16 @@ pub struct Finished {
 }
 
 impl Running {
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Its whole stderr so far.
+    pub fn stderr_text(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
     /// Time since the process was spawned.
     pub fn elapsed(&self) -> Duration {
         self.started.elapsed()

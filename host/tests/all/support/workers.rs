@@ -56,6 +56,8 @@ pub struct Workers {
     places: Vec<(String, String)>,
     /// `COORDHOST_LOG` of the workers.
     log: &'static str,
+    /// Per worker: more arguments (e.g. its TLS files).
+    extra: Vec<Vec<String>>,
 }
 
 impl Workers {
@@ -66,6 +68,36 @@ impl Workers {
     /// If a worker cannot be spawned.
     pub fn start(n: usize, coordinator: &str, base: &Path, slots: u32) -> Self {
         Self::start_keeping(n, coordinator, base, slots, 60_000)
+    }
+
+    /// As [`Workers::start`], worker `i` with the more arguments
+    /// `extra(i)` (e.g. its TLS files).
+    ///
+    /// # Panics
+    /// If a worker cannot be spawned.
+    pub fn start_with(
+        n: usize,
+        coordinator: &str,
+        base: &Path,
+        slots: u32,
+        extra: impl Fn(usize) -> Vec<String>,
+    ) -> Self {
+        let mut w = Self {
+            coordinator: coordinator.into(),
+            base: base.to_path_buf(),
+            slots,
+            keep_ms: 60_000,
+            children: Vec::new(),
+            starts: 0,
+            places: Vec::new(),
+            log: "coordhost::remote=info,coordhost::tls=info",
+            extra: (0..n).map(extra).collect(),
+        };
+        for i in 0..n {
+            let c = w.spawn(i);
+            w.children.push(Some(c));
+        }
+        w
     }
 
     /// As [`Workers::start`], keeping partitions for `keep_ms` while no
@@ -89,6 +121,7 @@ impl Workers {
             starts: 0,
             places: Vec::new(),
             log: "coordhost::remote=info",
+            extra: Vec::new(),
         };
         for i in 0..n {
             let c = w.spawn(i);
@@ -112,6 +145,22 @@ impl Workers {
         base: &Path,
         slots: u32,
     ) -> Self {
+        Self::start_in_namespaces_with(net, n, coordinator, base, slots, |_| Vec::new())
+    }
+
+    /// As [`Workers::start_in_namespaces`], worker `i` with the more
+    /// arguments `extra(i)` (e.g. `--tls-cert ...`).
+    ///
+    /// # Panics
+    /// If a worker cannot be spawned.
+    pub fn start_in_namespaces_with(
+        net: &super::netns::Netns,
+        n: usize,
+        coordinator: &str,
+        base: &Path,
+        slots: u32,
+        extra: impl Fn(usize) -> Vec<String>,
+    ) -> Self {
         let mut w = Self {
             coordinator: coordinator.into(),
             base: base.to_path_buf(),
@@ -122,7 +171,8 @@ impl Workers {
             places: (0..n)
                 .map(|i| (net.name(i).to_string(), format!("{}:0", net.ip(i))))
                 .collect(),
-            log: "coordhost::remote=debug",
+            log: "coordhost::remote=debug,coordhost::tls=debug",
+            extra: (0..n).map(extra).collect(),
         };
         for i in 0..n {
             let c = w.spawn(i);
@@ -160,10 +210,19 @@ impl Workers {
                     .into_iter()
                     .flat_map(|(_, listen)| ["--listen", listen.as_str()]),
             )
+            .args(self.extra.get(i).into_iter().flatten())
             .env("COORDHOST_LOG", self.log)
             .stderr(file)
             .spawn()
             .expect("spawn coordhost worker")
+    }
+
+    /// Worker `i`'s process id.
+    ///
+    /// # Panics
+    /// If it is not running.
+    pub fn pid(&self, i: usize) -> u32 {
+        self.children[i].as_ref().expect("worker running").id()
     }
 
     /// Worker `i`'s data directory.
