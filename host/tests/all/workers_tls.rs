@@ -146,7 +146,8 @@ fn run_stranger(ns: &str, what: &[String]) -> Vec<String> {
     );
     stdout
         .lines()
-        .filter_map(|l| l.strip_prefix("STRANGER ").map(str::to_owned))
+        // The first may follow libtest's `test NAME ... ` on its line.
+        .filter_map(|l| l.split_once("STRANGER ").map(|(_, r)| r.to_owned()))
         .collect()
 }
 

@@ -394,11 +394,6 @@ impl Running {
         self.child.id()
     }
 
-    /// Its whole stderr so far.
-    pub fn stderr_text(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
     /// Time since the process was spawned.
     pub fn elapsed(&self) -> Duration {
         self.started.elapsed()

@@ -9,7 +9,7 @@
 //!   one; dropping [`Workers`] kills them all.
 //! - [`Workers::files_left`]: every file still in the workers' partition
 //!   and sink folders (after a finished job: none).
-//! - [`Workers::start_in_namespaces`]: workers each in a network namespace
+//! - [`Workers::start_in_namespaces_with`]: workers each in a network namespace
 //!   of [`super::netns::Netns`], listening on its address.
 
 use std::os::unix::process::ExitStatusExt as _;
@@ -132,24 +132,10 @@ impl Workers {
 
     /// Starts one worker (`w<i>`, `slots` slots, data in `base/w<i>`) in
     /// each namespace of `net`, listening on the namespace's address (port
-    /// chosen by the system), for the coordinator at `coordinator`; they
-    /// log at debug level (`coordhost::remote=debug`: each attempt run,
-    /// each partition deleted).
-    ///
-    /// # Panics
-    /// If a worker cannot be spawned.
-    pub fn start_in_namespaces(
-        net: &super::netns::Netns,
-        n: usize,
-        coordinator: &str,
-        base: &Path,
-        slots: u32,
-    ) -> Self {
-        Self::start_in_namespaces_with(net, n, coordinator, base, slots, |_| Vec::new())
-    }
-
-    /// As [`Workers::start_in_namespaces`], worker `i` with the more
-    /// arguments `extra(i)` (e.g. `--tls-cert ...`).
+    /// chosen by the system), for the coordinator at `coordinator`, with
+    /// the more arguments `extra(i)` (e.g. `--tls-cert ...`); they log at
+    /// debug level (`coordhost::remote=debug`: each attempt run, each
+    /// partition deleted).
     ///
     /// # Panics
     /// If a worker cannot be spawned.
