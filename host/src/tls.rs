@@ -504,7 +504,8 @@ pub fn endpoint(
 struct Open {
     total: usize,
     per_peer: HashMap<IpAddr, usize>,
-    /// Peers told about (logged) since they last went under the limit.
+    /// Peers told about (logged) since they last went down to half the
+    /// limit.
     warned: std::collections::HashSet<IpAddr>,
 }
 
@@ -544,11 +545,15 @@ impl Drop for Slot {
         o.total = o.total.saturating_sub(1);
         if let Some(n) = o.per_peer.get_mut(&self.peer) {
             *n = n.saturating_sub(1);
-            if *n == 0 {
+            let left = *n;
+            if left == 0 {
                 o.per_peer.remove(&self.peer);
             }
+            // Told again only once it came well under the limit.
+            if left <= Limits::CONNECTIONS_PER_PEER / 2 {
+                o.warned.remove(&self.peer);
+            }
         }
-        o.warned.remove(&self.peer);
     }
 }
 
