@@ -42,6 +42,12 @@ pub enum Command {
     /// with `run --listen HOST:PORT --external-workers N`; runs until killed
     /// (docs/workers.md).
     Worker(WorkerArgs),
+    /// Work with a cluster of coordinators and workers.
+    Cluster {
+        /// What to do.
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
     /// Read a job's event log.
     Log {
         /// What to do with the log.
@@ -56,7 +62,7 @@ pub struct WorkerArgs {
     /// The coordinator's `--listen` address, or, with high availability,
     /// `etcd://HOST:PORT[,HOST:PORT...]/JOB`: whichever coordinator leads
     /// job JOB in etcd (docs/ha.md).
-    #[arg(long, value_name = "HOST:PORT | etcd://HOST:PORT/JOB")]
+    #[arg(long, value_name = "HOST:PORT | etcd[s]://HOST:PORT/JOB")]
     pub coordinator: String,
     /// Where this worker keeps result partitions and staged sink output.
     #[arg(long, value_name = "DIR")]
@@ -70,9 +76,41 @@ pub struct WorkerArgs {
     /// How long finished partitions are kept while no coordinator answers, ms.
     #[arg(long, value_name = "MS", default_value_t = 60_000)]
     pub keep_partitions_ms: u64,
-    /// The worker's id (default `w-<pid>-<port>`).
+    /// The worker's id (default `w-<pid>-<port>`; with TLS the one its
+    /// certificate names, and an --id must be that one).
     #[arg(long, value_name = "ID")]
     pub id: Option<String>,
+    /// Mutual TLS with the coordinator and the other workers
+    /// (docs/workers.md, "Security").
+    #[command(flatten)]
+    pub tls: crate::tls::TlsArgs,
+    /// TLS and user authentication to etcd, with `--coordinator
+    /// etcds://...` (docs/ha.md, "Security").
+    #[command(flatten)]
+    pub etcd: crate::ha::EtcdArgs,
+}
+
+/// `coordhost cluster ...`
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Make a CA and the certificates of a test cluster in DIR (an existing
+    /// DIR/ca.pem + ca.key is reused, so one CA can sign several jobs):
+    /// coordinator.pem/.key (`coordinator.JOB`), per worker ID.pem/.key
+    /// (`ID.worker.JOB`), with --etcd-host etcd.pem/.key. Keys are 0600.
+    Certs {
+        /// Where the files go (created).
+        dir: PathBuf,
+        /// The job's name (`[job] name` of its job file).
+        #[arg(long, value_name = "JOB")]
+        job: String,
+        /// Worker ids, comma separated (default w0,w1,w2).
+        #[arg(long, value_name = "ID,...", value_delimiter = ',', default_value = "w0,w1,w2")]
+        workers: Vec<String>,
+        /// A DNS name or IP address of an etcd server (repeatable): also
+        /// make etcd.pem/.key, a server certificate for these names.
+        #[arg(long, value_name = "HOST")]
+        etcd_host: Vec<String>,
+    },
 }
 
 /// `coordhost log ...`
@@ -127,6 +165,7 @@ pub fn main() -> ExitCode {
         cli.command,
         Command::Log { .. }
             | Command::Worker(_)
+            | Command::Cluster { .. }
             | Command::Plugin {
                 command: PluginCommand::New(_)
             }
@@ -162,6 +201,20 @@ pub fn main() -> ExitCode {
         Command::Log {
             command: LogCommand::Inspect { dir, json },
         } => log_inspect(&dir, json),
+        Command::Cluster {
+            command:
+                ClusterCommand::Certs {
+                    dir,
+                    job,
+                    workers,
+                    etcd_host,
+                },
+        } => cluster_certs(crate::tls::CertsRequest {
+            dir,
+            job,
+            workers,
+            etcd_hosts: etcd_host,
+        }),
     }
 }
 
@@ -325,6 +378,22 @@ fn log_inspect(dir: &Path, json: bool) -> ExitCode {
     }
 }
 
+/// `coordhost cluster certs`: prints each file written.
+fn cluster_certs(req: crate::tls::CertsRequest) -> ExitCode {
+    match crate::tls::make_certs(&req) {
+        Ok(files) => {
+            for f in files {
+                println!("{}", f.display());
+            }
+            ExitCode::from(EXIT_OK)
+        }
+        Err(e) => {
+            eprintln!("coordhost: {e}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
 /// Runs `coordhost worker` until it is killed; returns the exit code of a
 /// worker that could not start or was refused (2: a wrong argument or
 /// another protocol version; 1: folders or the socket).
@@ -336,9 +405,21 @@ fn worker_command(args: &WorkerArgs) -> ExitCode {
         listen: args.listen.clone(),
         keep_partitions: std::time::Duration::from_millis(args.keep_partitions_ms),
         id: args.id.clone(),
+        tls: args.tls.files(),
+        etcd: match args.etcd.security() {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("coordhost: {e}");
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+        },
     };
     if args.slots == 0 {
         eprintln!("coordhost: --slots: at least 1");
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
+    if let Err(e) = args.tls.check_listen(&args.listen) {
+        eprintln!("coordhost: {e}");
         return ExitCode::from(EXIT_BAD_INPUT);
     }
     match crate::remote::run_worker(&opts) {

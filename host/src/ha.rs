@@ -65,13 +65,105 @@ pub enum HaError {
     },
 }
 
-/// An etcd cluster, as `etcd://HOST:PORT[,HOST:PORT...]` names it.
+/// An etcd cluster, as `etcd://HOST:PORT[,HOST:PORT...]` (plain) or
+/// `etcds://...` (TLS) names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EtcdUrl {
     /// `HOST:PORT` of each member.
     pub endpoints: Vec<String>,
     /// The path after the endpoints, without its `/` (workers: the job).
     pub path: String,
+    /// `etcds://`: TLS to etcd (then [`EtcdUrl::security`] must carry a CA).
+    pub secure: bool,
+    /// The CA, client certificate and user of the connections
+    /// ([`EtcdUrl::with_security`]).
+    pub security: EtcdSecurity,
+}
+
+/// How a client authenticates to etcd (issue 25): TLS with the server's
+/// CA and optionally a client certificate (etcd `--client-cert-auth`),
+/// and/or etcd's user authentication.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct EtcdSecurity {
+    /// PEM of the CA that signed etcd's server certificate.
+    pub ca: Option<Vec<u8>>,
+    /// PEM of the client certificate and its key.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+    /// etcd user name and password.
+    pub user: Option<(String, String)>,
+}
+
+impl fmt::Debug for EtcdSecurity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never the key or the password.
+        f.debug_struct("EtcdSecurity")
+            .field("ca", &self.ca.is_some())
+            .field("identity", &self.identity.is_some())
+            .field("user", &self.user.as_ref().map(|u| &u.0))
+            .finish()
+    }
+}
+
+/// The etcd flags of `run --ha` and `worker --coordinator etcd(s)://…`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct EtcdArgs {
+    /// The CA of etcd's server certificate (PEM); needs an `etcds://` URL.
+    #[arg(long, value_name = "FILE")]
+    pub ha_ca: Option<std::path::PathBuf>,
+    /// A client certificate for etcd (PEM; etcd `--client-cert-auth`).
+    #[arg(long, value_name = "FILE", requires_all = ["ha_key", "ha_ca"])]
+    pub ha_cert: Option<std::path::PathBuf>,
+    /// The key of --ha-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "ha_cert")]
+    pub ha_key: Option<std::path::PathBuf>,
+    /// etcd user authentication: the user; the password comes from
+    /// --ha-password-file or the COORDHOST_HA_PASSWORD variable, never
+    /// from the command line.
+    #[arg(long, value_name = "NAME")]
+    pub ha_user: Option<String>,
+    /// A file whose first line is the etcd user's password.
+    #[arg(long, value_name = "FILE", requires = "ha_user")]
+    pub ha_password_file: Option<std::path::PathBuf>,
+}
+
+/// The variable an etcd user's password may come from.
+pub const PASSWORD_VARIABLE: &str = "COORDHOST_HA_PASSWORD";
+
+impl EtcdArgs {
+    /// Reads the files the flags name.
+    ///
+    /// # Errors
+    /// A file cannot be read, or a user has no password; the message names
+    /// the flag and the file.
+    pub fn security(&self) -> Result<EtcdSecurity, String> {
+        let read = |flag: &str, p: &std::path::Path| {
+            std::fs::read(p).map_err(|e| format!("{flag} {}: {e}", p.display()))
+        };
+        let ca = self.ha_ca.as_deref().map(|p| read("--ha-ca", p)).transpose()?;
+        let identity = match (&self.ha_cert, &self.ha_key) {
+            (Some(c), Some(k)) => Some((read("--ha-cert", c)?, read("--ha-key", k)?)),
+            _ => None,
+        };
+        let user = match &self.ha_user {
+            None => None,
+            Some(name) => {
+                let password = match &self.ha_password_file {
+                    Some(p) => String::from_utf8_lossy(&read("--ha-password-file", p)?)
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    None => std::env::var(PASSWORD_VARIABLE).map_err(|_| {
+                        format!(
+                            "--ha-user {name}: no password: give --ha-password-file FILE or set {PASSWORD_VARIABLE}"
+                        )
+                    })?,
+                };
+                Some((name.clone(), password))
+            }
+        };
+        Ok(EtcdSecurity { ca, identity, user })
+    }
 }
 
 impl EtcdUrl {
@@ -80,11 +172,15 @@ impl EtcdUrl {
     /// # Errors
     /// [`HaError::Url`] naming what is wrong.
     pub fn parse(url: &str) -> Result<Self, HaError> {
-        let rest = url.strip_prefix("etcd://").ok_or_else(|| {
-            HaError::Url(format!(
-                "`{url}` is not an etcd URL (etcd://HOST:PORT[,HOST:PORT...])"
-            ))
-        })?;
+        let (secure, rest) = match (url.strip_prefix("etcd://"), url.strip_prefix("etcds://")) {
+            (Some(rest), _) => (false, rest),
+            (None, Some(rest)) => (true, rest),
+            (None, None) => {
+                return Err(HaError::Url(format!(
+                    "`{url}` is not an etcd URL (etcd://HOST:PORT[,HOST:PORT...], or etcds:// for TLS)"
+                )));
+            }
+        };
         let (hosts, path) = rest.split_once('/').unwrap_or((rest, ""));
         let endpoints: Vec<String> = hosts
             .split(',')
@@ -107,7 +203,34 @@ impl EtcdUrl {
         Ok(Self {
             endpoints,
             path: path.trim_end_matches('/').to_owned(),
+            secure,
+            security: EtcdSecurity::default(),
         })
+    }
+
+    /// Whether `url` names etcd (`etcd://` or `etcds://`).
+    pub fn is_etcd(url: &str) -> bool {
+        url.starts_with("etcd://") || url.starts_with("etcds://")
+    }
+
+    /// This URL with `security`.
+    ///
+    /// # Errors
+    /// [`HaError::Url`]: `etcds://` without a CA, or a CA or client
+    /// certificate with a plain `etcd://` URL.
+    pub fn with_security(mut self, security: EtcdSecurity) -> Result<Self, HaError> {
+        if self.secure && security.ca.is_none() {
+            return Err(HaError::Url(format!(
+                "`{self}`: TLS to etcd needs the CA of its certificate (--ha-ca FILE)"
+            )));
+        }
+        if !self.secure && (security.ca.is_some() || security.identity.is_some()) {
+            return Err(HaError::Url(format!(
+                "`{self}`: --ha-ca and --ha-cert are for TLS: write etcds://"
+            )));
+        }
+        self.security = security;
+        Ok(self)
     }
 
     fn joined(&self) -> String {
@@ -135,6 +258,17 @@ impl EtcdUrl {
         if let Some(timeout) = timeout {
             options = options.with_timeout(timeout);
         }
+        if let Some(ca) = &self.security.ca {
+            let mut tls = etcd_client::TlsOptions::new()
+                .ca_certificate(etcd_client::Certificate::from_pem(ca));
+            if let Some((cert, key)) = &self.security.identity {
+                tls = tls.identity(etcd_client::Identity::from_pem(cert, key));
+            }
+            options = options.with_tls(tls);
+        }
+        if let Some((user, password)) = &self.security.user {
+            options = options.with_user(user.clone(), password.clone());
+        }
         Client::connect(&self.endpoints, Some(options))
             .await
             .map_err(|source| self.error("connect", source))
@@ -151,7 +285,8 @@ impl EtcdUrl {
 
 impl fmt::Display for EtcdUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "etcd://{}", self.joined())?;
+        let scheme = if self.secure { "etcds" } else { "etcd" };
+        write!(f, "{scheme}://{}", self.joined())?;
         if !self.path.is_empty() {
             write!(f, "/{}", self.path)?;
         }

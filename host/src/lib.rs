@@ -38,4 +38,5 @@ pub mod runtime;
 pub mod scheduler;
 pub mod shuffle;
 pub mod snapshot;
+pub mod tls;
 pub mod value;

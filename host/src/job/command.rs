@@ -58,7 +58,7 @@ pub struct RunArgs {
     /// job must see the same `--data-dir`.
     #[arg(
         long,
-        value_name = "etcd://HOST:PORT[,HOST:PORT...]",
+        value_name = "etcd[s]://HOST:PORT[,HOST:PORT...]",
         conflicts_with = "fresh"
     )]
     pub ha: Option<String>,
@@ -66,6 +66,12 @@ pub struct RunArgs {
     /// a leader that dies or is cut off is replaced after about this long.
     #[arg(long, value_name = "S", default_value_t = 3, requires = "ha")]
     pub ha_lease_ttl_s: u64,
+    /// Mutual TLS with the workers (docs/workers.md, "Security").
+    #[command(flatten)]
+    pub tls: crate::tls::TlsArgs,
+    /// TLS and user authentication to etcd (docs/ha.md, "Security").
+    #[command(flatten)]
+    pub etcd: crate::ha::EtcdArgs,
 }
 
 /// Runs `coordhost run`; returns the exit code.
@@ -170,7 +176,29 @@ fn start_cluster(args: &RunArgs, n: usize) -> Result<crate::remote::Cluster, (u8
             "--heartbeat-timeout-ms: at least 100".into(),
         ));
     }
-    let mut options = crate::remote::ClusterOptions::new(args.listen.clone().unwrap_or_default());
+    let listen = args.listen.clone().unwrap_or_default();
+    args.tls
+        .check_listen(&listen)
+        .map_err(|e| (EXIT_BAD_INPUT, e))?;
+    let tls = match args.tls.files() {
+        Some(files) => {
+            let job = crate::config::load_job(
+                &args.job,
+                &crate::config::LoadOptions {
+                    data_dir: args.data_dir.clone(),
+                },
+            )
+            .map_err(|e| (EXIT_BAD_INPUT, crate::config::one_line(&e.to_string())))?
+            .name;
+            Some(
+                crate::tls::ClusterTls::coordinator(&files, &job)
+                    .map_err(|e| (EXIT_BAD_INPUT, e.to_string()))?,
+            )
+        }
+        None => None,
+    };
+    let mut options = crate::remote::ClusterOptions::new(listen);
+    options.tls = tls;
     options.heartbeat_timeout = std::time::Duration::from_millis(args.heartbeat_timeout_ms);
     options.heartbeat_interval = options.heartbeat_timeout / 10;
     options.standby = args.ha.is_some();
@@ -192,8 +220,10 @@ fn lead(
     url: &str,
     cluster: Option<&crate::remote::Cluster>,
 ) -> Result<crate::ha::Leadership, (u8, String)> {
-    let etcd =
-        crate::ha::EtcdUrl::parse(url).map_err(|e| (EXIT_BAD_INPUT, format!("--ha: {e}")))?;
+    let security = args.etcd.security().map_err(|e| (EXIT_BAD_INPUT, e))?;
+    let etcd = crate::ha::EtcdUrl::parse(url)
+        .and_then(|u| u.with_security(security))
+        .map_err(|e| (EXIT_BAD_INPUT, format!("--ha: {e}")))?;
     if !etcd.path.is_empty() {
         return Err((
             EXIT_BAD_INPUT,

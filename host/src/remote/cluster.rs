@@ -21,7 +21,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::runtime::Runtime;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
 use super::task::{RemoteTask, from_wire, to_wire};
@@ -43,6 +43,11 @@ pub struct ClusterOptions {
     /// High availability: start as a standby, refusing registrations
     /// (`UNAVAILABLE`) until [`Cluster::lead`].
     pub standby: bool,
+    /// Mutual TLS (issue 25): the coordinator's identity; every worker
+    /// must present a certificate of the same CA naming it
+    /// `ID.worker.JOB` for the id it registers with. None: plain gRPC
+    /// (loopback only, or `--insecure-listen`).
+    pub tls: Option<crate::tls::ClusterTls>,
 }
 
 impl ClusterOptions {
@@ -53,6 +58,7 @@ impl ClusterOptions {
             heartbeat_interval: Duration::from_millis(200),
             heartbeat_timeout: Duration::from_secs(2),
             standby: false,
+            tls: None,
         }
     }
 }
@@ -125,6 +131,8 @@ struct Shared {
     /// High availability: checked before every command to a worker.
     fence: Mutex<Option<Arc<dyn crate::events::Fence>>>,
     opts: ClusterOptions,
+    /// This process's key of partition read grants.
+    grants: crate::tls::ReadGrants,
     state: Mutex<State>,
     changed: Condvar,
     events: Mutex<Option<EventFn>>,
@@ -282,7 +290,10 @@ impl Cluster {
             .unwrap_or(0)
             ^ (u64::from(std::process::id()) << 32);
         let leading = !opts.standby;
+        let grants = crate::tls::ReadGrants::random()?;
+        let tls_config = opts.tls.as_ref().map(crate::tls::ClusterTls::server_config);
         let shared = Arc::new(Shared {
+            grants,
             session: std::sync::atomic::AtomicU64::new(session),
             leading: std::sync::atomic::AtomicBool::new(leading),
             fence: Mutex::new(None),
@@ -301,11 +312,9 @@ impl Cluster {
                 .map_err(|e| format!("--listen {listen}: {e}"))?
         };
         rt.spawn(async move {
-            let incoming = rpc::accepted_without_delay(incoming);
-            if let Err(e) = tonic::transport::Server::builder()
-                .add_service(service)
-                .serve_with_incoming(incoming)
-                .await
+            let router = crate::tls::server_builder().add_service(service);
+            if let Err(e) =
+                crate::tls::serve(router, incoming, tls_config, "coordinator service").await
             {
                 tracing::error!("coordinator service: {e}");
             }
@@ -319,7 +328,7 @@ impl Cluster {
                 let _ignored = tokio::task::spawn_blocking(move || c.check_heartbeats()).await;
             }
         });
-        tracing::info!(address = %addr, session, "serving workers");
+        tracing::info!(address = %addr, session, tls = shared.opts.tls.is_some(), "serving workers");
         Ok(Self { rt, shared, addr })
     }
 
@@ -501,17 +510,33 @@ impl Cluster {
                 let inputs: Vec<rpc::InputPartition> = task
                     .inputs
                     .iter()
-                    .map(|i| rpc::InputPartition {
-                        producer: Some(to_wire(i.producer)),
-                        address: st
-                            .holders
-                            .get(&i.producer)
-                            .and_then(|h| st.workers.get(h))
-                            .map(|h| h.address.clone())
-                            .unwrap_or_default(),
-                        location: i.location.to_string_lossy().into_owned(),
-                        first_subpartition: i.subpartitions.start,
-                        end_subpartition: i.subpartitions.end,
+                    .map(|i| {
+                        let location = i.location.to_string_lossy().into_owned();
+                        // Only this worker may read it, only for this attempt.
+                        let grant = self.shared.grants.sign(&crate::tls::Grant {
+                            reader: id,
+                            attempt: (
+                                task.attempt.vertex as u32,
+                                task.attempt.subtask,
+                                task.attempt.attempt,
+                            ),
+                            location: &location,
+                            first: i.subpartitions.start,
+                            end: i.subpartitions.end,
+                        });
+                        rpc::InputPartition {
+                            producer: Some(to_wire(i.producer)),
+                            address: st
+                                .holders
+                                .get(&i.producer)
+                                .and_then(|h| st.workers.get(h))
+                                .map(|h| h.address.clone())
+                                .unwrap_or_default(),
+                            location,
+                            first_subpartition: i.subpartitions.start,
+                            end_subpartition: i.subpartitions.end,
+                            grant,
+                        }
                     })
                     .collect();
                 (id.clone(), w.client.clone(), inputs)
@@ -761,6 +786,43 @@ struct Service {
     shared: Arc<Shared>,
 }
 
+/// A caller's certificates and address, taken before the request is
+/// consumed.
+type Caller = (
+    Option<Arc<Vec<tonic::transport::CertificateDer<'static>>>>,
+    Option<SocketAddr>,
+);
+
+fn caller<T>(request: &Request<T>) -> Caller {
+    (request.peer_certs(), request.remote_addr())
+}
+
+impl Service {
+    /// With TLS: `Ok` only when the caller's certificate names it worker
+    /// `worker` of this coordinator's job (`ID.worker.JOB`); a refusal is
+    /// logged once and answered `PERMISSION_DENIED` naming what the
+    /// certificate says. Without TLS there is no identity to check.
+    fn check_worker(&self, caller: &Caller, worker: &str, call: &str) -> Result<(), Status> {
+        let Some(tls) = &self.shared.opts.tls else {
+            return Ok(());
+        };
+        let name = crate::tls::worker_name(worker, tls.job());
+        let certs = caller.0.as_deref().map(Vec::as_slice);
+        if crate::tls::peer_is(certs, &name) {
+            return Ok(());
+        }
+        let from = caller
+            .1
+            .map_or_else(|| "an unknown address".to_owned(), |a| a.to_string());
+        let why = format!(
+            "{call} as worker `{worker}` refused: the caller at {from} ({}) is not `{name}`",
+            crate::tls::describe_peer(certs)
+        );
+        tracing::warn!("{why}");
+        Err(Status::permission_denied(why))
+    }
+}
+
 fn task_report(f: rpc::Finished) -> TaskReport {
     TaskReport {
         records_in: f.records_in,
@@ -807,7 +869,9 @@ impl coordinator_server::Coordinator for Service {
         &self,
         request: Request<rpc::RegisterRequest>,
     ) -> Result<Response<rpc::RegisterResponse>, Status> {
+        let who = caller(&request);
         let req = request.into_inner();
+        self.check_worker(&who, &req.worker_id, "Register")?;
         if !self
             .shared
             .leading
@@ -825,9 +889,18 @@ impl coordinator_server::Coordinator for Service {
                 rpc::PROTOCOL_VERSION
             )));
         }
-        let endpoint = Endpoint::from_shared(format!("http://{}", req.address))
-            .map_err(|e| Status::invalid_argument(format!("address `{}`: {e}", req.address)))?
-            .connect_timeout(Duration::from_secs(2));
+        let tls = self
+            .shared
+            .opts
+            .tls
+            .as_ref()
+            .map(|t| (t, crate::tls::any_worker_name(t.job())));
+        let endpoint = crate::tls::endpoint(
+            &req.address,
+            tls.as_ref().map(|(t, name)| (*t, name.as_str())),
+            Duration::from_secs(2),
+        )
+        .map_err(Status::invalid_argument)?;
         let client = WorkerClient::new(endpoint.connect_lazy())
             .max_decoding_message_size(rpc::MAX_MESSAGE_BYTES);
         let (failed, lost) = {
@@ -896,6 +969,7 @@ impl coordinator_server::Coordinator for Service {
             session: self.shared.session(),
             heartbeat_interval_ms: self.shared.opts.heartbeat_interval.as_millis() as u64,
             heartbeat_timeout_ms: self.shared.opts.heartbeat_timeout.as_millis() as u64,
+            read_key: self.shared.grants.bytes().to_vec(),
         }))
     }
 
@@ -903,7 +977,9 @@ impl coordinator_server::Coordinator for Service {
         &self,
         request: Request<rpc::HeartbeatRequest>,
     ) -> Result<Response<rpc::HeartbeatResponse>, Status> {
+        let who = caller(&request);
         let req = request.into_inner();
+        self.check_worker(&who, &req.worker_id, "Heartbeat")?;
         let mut st = lock(&self.shared.state);
         let known = match st.workers.get_mut(&req.worker_id) {
             Some(w) if w.alive && req.session == self.shared.session() => {
@@ -920,7 +996,9 @@ impl coordinator_server::Coordinator for Service {
         request: Request<rpc::SplitRequest>,
     ) -> Result<Response<rpc::SplitResponse>, Status> {
         use rpc::split_response::Answer;
+        let who = caller(&request);
         let req = request.into_inner();
+        self.check_worker(&who, &req.worker_id, "RequestSplit")?;
         let attempt = from_wire(req.attempt.as_ref());
         let answer = |a| Ok(Response::new(rpc::SplitResponse { answer: Some(a) }));
         let runs_there = lock(&self.shared.state).running.get(&attempt) == Some(&req.worker_id);
@@ -967,7 +1045,9 @@ impl coordinator_server::Coordinator for Service {
         &self,
         request: Request<rpc::AttemptReport>,
     ) -> Result<Response<rpc::ReportResponse>, Status> {
+        let who = caller(&request);
         let req = request.into_inner();
+        self.check_worker(&who, &req.worker_id, "ReportAttempt")?;
         let attempt = from_wire(req.attempt.as_ref());
         let accepted = {
             let mut st = lock(&self.shared.state);

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
 use super::task::{RemoteVertex, from_wire, plain_relative, to_wire};
@@ -60,8 +60,15 @@ pub struct WorkerOptions {
     /// How long finished partitions are kept while no coordinator is
     /// reachable (Flink's previous-worker timeout, seen from the worker).
     pub keep_partitions: Duration,
-    /// The worker's id; default `w-<pid>-<port>`.
+    /// The worker's id; default `w-<pid>-<port>`, or with TLS the one its
+    /// certificate names.
     pub id: Option<String>,
+    /// Mutual TLS (issue 25): this worker's certificate, key and the
+    /// cluster's CA. None: plain gRPC (loopback only, or
+    /// `--insecure-listen`).
+    pub tls: Option<crate::tls::TlsFiles>,
+    /// With `etcds://`: the CA, client certificate and user for etcd.
+    pub etcd: crate::ha::EtcdSecurity,
 }
 
 /// Why a worker process stopped.
@@ -128,7 +135,12 @@ struct State {
     /// Cancel flags of running attempts.
     running: Mutex<HashMap<AttemptId, Arc<AtomicBool>>>,
     held: Mutex<Vec<Held>>,
-    channels: Mutex<HashMap<String, Channel>>,
+    /// Channels by (address, the name the peer's certificate must carry).
+    channels: Mutex<HashMap<(String, String), Channel>>,
+    /// With TLS: this worker's identity (its job and id).
+    tls: Option<crate::tls::ClusterTls>,
+    /// The read-grant key of the session registered with.
+    read_grants: Mutex<Option<crate::tls::ReadGrants>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -140,20 +152,40 @@ impl State {
         *lock(&self.session)
     }
 
-    /// A channel to `address` (lazily connected, cached).
-    fn channel(&self, address: &str) -> Result<Channel, String> {
-        if let Some(c) = lock(&self.channels).get(address) {
+    /// A channel to `address` (lazily connected, cached); with TLS, to a
+    /// peer whose certificate carries `peer` (a name of [`crate::tls`]).
+    fn channel(&self, address: &str, peer: &str) -> Result<Channel, String> {
+        let key = (address.to_owned(), peer.to_owned());
+        if let Some(c) = lock(&self.channels).get(&key) {
             return Ok(c.clone());
         }
-        let endpoint = Endpoint::from_shared(format!("http://{address}"))
-            .map_err(|e| format!("address `{address}`: {e}"))?
-            .connect_timeout(Duration::from_secs(2));
+        let endpoint = crate::tls::endpoint(
+            address,
+            self.tls.as_ref().map(|t| (t, peer)),
+            Duration::from_secs(2),
+        )?;
         // A lazy channel spawns its connection task on the runtime, so
         // it needs the runtime's context on a plain (pool) thread too.
         let _context = self.handle.enter();
         let c = endpoint.connect_lazy();
-        lock(&self.channels).insert(address.to_owned(), c.clone());
+        lock(&self.channels).insert(key, c.clone());
         Ok(c)
+    }
+
+    /// The name a coordinator of this worker's job carries (TLS), or "".
+    fn coordinator_peer(&self) -> String {
+        self.tls
+            .as_ref()
+            .map(|t| crate::tls::coordinator_name(t.job()))
+            .unwrap_or_default()
+    }
+
+    /// The name every worker of this worker's job carries (TLS), or "".
+    fn worker_peer(&self) -> String {
+        self.tls
+            .as_ref()
+            .map(|t| crate::tls::any_worker_name(t.job()))
+            .unwrap_or_default()
     }
 
     fn coordinator(&self) -> String {
@@ -161,7 +193,7 @@ impl State {
     }
 
     fn coordinator_client(&self) -> Result<CoordinatorClient<Channel>, String> {
-        Ok(CoordinatorClient::new(self.channel(&self.coordinator())?)
+        Ok(CoordinatorClient::new(self.channel(&self.coordinator(), &self.coordinator_peer())?)
             .max_decoding_message_size(rpc::MAX_MESSAGE_BYTES))
     }
 
@@ -216,8 +248,9 @@ impl State {
 /// coordinator refuses it for good (another protocol version).
 pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
     let io = |what: String| move |source| WorkerError::Io { what, source };
-    let leader_from = if opts.coordinator.starts_with("etcd://") {
+    let leader_from = if crate::ha::EtcdUrl::is_etcd(&opts.coordinator) {
         let etcd = crate::ha::EtcdUrl::parse(&opts.coordinator)
+            .and_then(|u| u.with_security(opts.etcd.clone()))
             .map_err(|e| WorkerError::Argument(format!("--coordinator: {e}")))?;
         if etcd.path.is_empty() || etcd.path.contains('/') {
             return Err(WorkerError::Argument(format!(
@@ -252,6 +285,13 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
         .listen
         .parse()
         .map_err(|e| WorkerError::Argument(format!("--listen `{}`: {e}", opts.listen)))?;
+    let tls = match &opts.tls {
+        Some(files) => Some(
+            crate::tls::ClusterTls::worker(files, opts.id.as_deref())
+                .map_err(|e| WorkerError::Argument(e.to_string()))?,
+        ),
+        None => None,
+    };
     let listener = std::net::TcpListener::bind(listen).map_err(io(format!("--listen {listen}")))?;
     listener
         .set_nonblocking(true)
@@ -259,10 +299,14 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
     let bound = listener
         .local_addr()
         .map_err(io(format!("--listen {listen}")))?;
-    let id = opts
-        .id
-        .clone()
-        .unwrap_or_else(|| format!("w-{}-{}", std::process::id(), bound.port()));
+    let id = match tls.as_ref().map(crate::tls::ClusterTls::role) {
+        Some(crate::tls::Role::Worker { id }) => id.clone(),
+        _ => opts
+            .id
+            .clone()
+            .unwrap_or_else(|| format!("w-{}-{}", std::process::id(), bound.port())),
+    };
+    let tls_config = tls.as_ref().map(crate::tls::ClusterTls::server_config);
     let pool = WorkerPool::new(opts.slots.max(1)).map_err(io("worker threads".into()))?;
     let state = Arc::new(State {
         id: id.clone(),
@@ -291,6 +335,8 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
         running: Mutex::new(HashMap::new()),
         held: Mutex::new(Vec::new()),
         channels: Mutex::new(HashMap::new()),
+        tls,
+        read_grants: Mutex::new(None),
     });
     let service = worker_server::WorkerServer::new(Service {
         state: state.clone(),
@@ -299,21 +345,19 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
     .max_encoding_message_size(rpc::MAX_MESSAGE_BYTES);
     rt.spawn(async move {
         let incoming = match tokio::net::TcpListener::from_std(listener) {
-            Ok(l) => rpc::accepted_without_delay(l),
+            Ok(l) => l,
             Err(e) => {
                 tracing::error!("worker service: {e}");
                 return;
             }
         };
-        if let Err(e) = tonic::transport::Server::builder()
-            .add_service(service)
-            .serve_with_incoming(incoming)
-            .await
+        let router = crate::tls::server_builder().add_service(service);
+        if let Err(e) = crate::tls::serve(router, incoming, tls_config, "worker service").await
         {
             tracing::error!("worker service: {e}");
         }
     });
-    tracing::info!(worker = %id, address = %bound, coordinator = %opts.coordinator, "worker started");
+    tracing::info!(worker = %id, address = %bound, coordinator = %opts.coordinator, tls = opts.tls.is_some(), "worker started");
     eprintln!("coordhost worker {id}: serving on {bound}");
     rt.block_on(stay_registered(state, opts.keep_partitions))
 }
@@ -362,6 +406,7 @@ async fn stay_registered(state: Arc<State>, keep: Duration) -> Result<(), Worker
             }
         };
         backoff = Duration::from_millis(50);
+        *lock(&state.read_grants) = Some(crate::tls::ReadGrants::from_bytes(&reg.read_key));
         *lock(&state.session) = Some(reg.session);
         tracing::info!(worker = %state.id, session = reg.session, "registered");
         let interval = Duration::from_millis(reg.heartbeat_interval_ms.max(10));
@@ -544,7 +589,90 @@ struct Service {
     state: Arc<State>,
 }
 
+/// A caller's certificates and address, taken before the request is
+/// consumed.
+type Caller = (
+    Option<Arc<Vec<tonic::transport::CertificateDer<'static>>>>,
+    Option<SocketAddr>,
+);
+
+fn caller<T>(request: &Request<T>) -> Caller {
+    (request.peer_certs(), request.remote_addr())
+}
+
 impl Service {
+    /// With TLS: `Ok` only when the caller's certificate carries `name`; a
+    /// refusal is logged once and answered `PERMISSION_DENIED` naming what
+    /// the certificate says.
+    fn check_caller(&self, caller: &Caller, name: &str, call: &str) -> Result<(), Status> {
+        if self.state.tls.is_none() {
+            return Ok(());
+        }
+        let certs = caller.0.as_deref().map(Vec::as_slice);
+        if crate::tls::peer_is(certs, name) {
+            return Ok(());
+        }
+        let from = caller
+            .1
+            .map_or_else(|| "an unknown address".to_owned(), |a| a.to_string());
+        let why = format!(
+            "worker `{}` refused {call}: the caller at {from} ({}) is not `{name}`",
+            self.state.id,
+            crate::tls::describe_peer(certs)
+        );
+        tracing::warn!("{why}");
+        Err(Status::permission_denied(why))
+    }
+
+    /// A command (`Deploy`, `Cancel`, `FetchSinkOutput`, `Release`): with
+    /// TLS only from a coordinator of this worker's job; then only of the
+    /// session this worker is registered in.
+    async fn check_command(&self, caller: &Caller, session: u64, call: &str) -> Result<(), Status> {
+        self.check_caller(caller, &self.state.coordinator_peer(), call)?;
+        self.check_session(session).await
+    }
+
+    /// `ReadSubpartitions`: the caller must be the worker the grant names
+    /// (with TLS, by its certificate), of the session this worker serves,
+    /// and the grant the coordinator's for exactly this read.
+    fn check_read(&self, caller: &Caller, req: &rpc::ReadRequest) -> Result<(), Status> {
+        if let Some(tls) = &self.state.tls {
+            let name = crate::tls::worker_name(&req.consumer_worker, tls.job());
+            self.check_caller(caller, &name, "ReadSubpartitions")?;
+        }
+        let refuse = |why: String| {
+            let why = format!(
+                "worker `{}` refused ReadSubpartitions of {} for worker `{}`: {why}",
+                self.state.id, req.location, req.consumer_worker
+            );
+            tracing::warn!("{why}");
+            Err(Status::permission_denied(why))
+        };
+        match self.state.session() {
+            Some(s) if s == req.session => {}
+            Some(s) => return refuse(format!("it serves coordinator session {s}, not {}", req.session)),
+            None => return refuse("it is registered with no coordinator".into()),
+        }
+        let consumer = from_wire(req.consumer.as_ref());
+        let grant = crate::tls::Grant {
+            reader: &req.consumer_worker,
+            attempt: (consumer.vertex as u32, consumer.subtask, consumer.attempt),
+            location: &req.location,
+            first: req.first_subpartition,
+            end: req.end_subpartition,
+        };
+        let verified = lock(&self.state.read_grants)
+            .as_ref()
+            .is_some_and(|g| g.verify(&grant, &req.grant));
+        if !verified {
+            return refuse(format!(
+                "no grant of this session's coordinator for {consumer:?} to read subpartitions {}..{}",
+                req.first_subpartition, req.end_subpartition
+            ));
+        }
+        Ok(())
+    }
+
     async fn check_session(&self, session: u64) -> Result<(), Status> {
         // The coordinator may call as soon as it answered the registration,
         // a moment before this worker stored the session: wait a little.
@@ -629,8 +757,9 @@ impl worker_server::Worker for Service {
         &self,
         request: Request<rpc::DeployRequest>,
     ) -> Result<Response<rpc::DeployResponse>, Status> {
+        let who = caller(&request);
         let req = request.into_inner();
-        self.check_session(req.session).await?;
+        self.check_command(&who, req.session, "Deploy").await?;
         let state = self.state.clone();
         let attempt = from_wire(req.attempt.as_ref());
         let spec = task_spec(&state, &req)?;
@@ -700,8 +829,9 @@ impl worker_server::Worker for Service {
         &self,
         request: Request<rpc::CancelRequest>,
     ) -> Result<Response<rpc::CancelResponse>, Status> {
+        let who = caller(&request);
         let req = request.into_inner();
-        self.check_session(req.session).await?;
+        self.check_command(&who, req.session, "Cancel").await?;
         let attempt = from_wire(req.attempt.as_ref());
         if let Some(flag) = lock(&self.state.running).get(&attempt) {
             flag.store(true, Ordering::Relaxed);
@@ -715,7 +845,9 @@ impl worker_server::Worker for Service {
         &self,
         request: Request<rpc::ReadRequest>,
     ) -> Result<Response<Self::ReadSubpartitionsStream>, Status> {
+        let who = caller(&request);
         let req = request.into_inner();
+        self.check_read(&who, &req)?;
         let location = plain_relative(&req.location).ok_or_else(|| {
             Status::invalid_argument(format!(
                 "location `{}` is not a plain relative path",
@@ -757,8 +889,9 @@ impl worker_server::Worker for Service {
         &self,
         request: Request<rpc::FetchSinkRequest>,
     ) -> Result<Response<Self::FetchSinkOutputStream>, Status> {
+        let who = caller(&request);
         let req = request.into_inner();
-        self.check_session(req.session).await?;
+        self.check_command(&who, req.session, "FetchSinkOutput").await?;
         let job = plain_relative(&req.job)
             .ok_or_else(|| Status::invalid_argument("a job name that is not a plain name"))?;
         let vertex = plain_relative(&req.vertex_id)
@@ -801,8 +934,9 @@ impl worker_server::Worker for Service {
         &self,
         request: Request<rpc::ReleaseRequest>,
     ) -> Result<Response<rpc::ReleaseResponse>, Status> {
+        let who = caller(&request);
         let req = request.into_inner();
-        self.check_session(req.session).await?;
+        self.check_command(&who, req.session, "Release").await?;
         let state = &self.state;
         let mut locations: Vec<PathBuf> = req
             .locations
@@ -997,6 +1131,9 @@ fn task_spec(state: &Arc<State>, req: &rpc::DeployRequest) -> Result<TaskSpec, S
                     remote: Some(Arc::new(RemoteFetch {
                         state: state.clone(),
                         address: i.address.clone(),
+                        session: req.session,
+                        consumer: attempt,
+                        grant: i.grant.clone(),
                     })),
                 });
             }
@@ -1055,10 +1192,15 @@ impl SplitSource for RemoteSplits {
     }
 }
 
-/// Reads a partition another worker holds, over its `ReadSubpartitions`.
+/// Reads a partition another worker holds, over its `ReadSubpartitions`,
+/// for consumer attempt `consumer` of coordinator session `session`, with
+/// the coordinator's `grant`.
 struct RemoteFetch {
     state: Arc<State>,
     address: String,
+    session: u64,
+    consumer: AttemptId,
+    grant: Vec<u8>,
 }
 
 impl PartitionFetch for RemoteFetch {
@@ -1067,13 +1209,20 @@ impl PartitionFetch for RemoteFetch {
         let not_found = || ShuffleError::PartitionNotFound {
             location: name.clone(),
         };
-        let channel = self.state.channel(&self.address).map_err(|_| not_found())?;
+        let channel = self
+            .state
+            .channel(&self.address, &self.state.worker_peer())
+            .map_err(|_| not_found())?;
         let mut client = rpc::worker_client::WorkerClient::new(channel)
             .max_decoding_message_size(rpc::MAX_MESSAGE_BYTES);
         let request = rpc::ReadRequest {
             location: location.to_string_lossy().into_owned(),
             first_subpartition: subs.start,
             end_subpartition: subs.end,
+            session: self.session,
+            consumer: Some(to_wire(self.consumer)),
+            consumer_worker: self.state.id.clone(),
+            grant: self.grant.clone(),
         };
         let handle = &self.state.handle;
         let mut stream = match handle.block_on(client.read_subpartitions(request)) {

@@ -770,7 +770,7 @@ fn ha_flags_that_cannot_work_are_refused_in_one_line() {
         (
             run(&["--ha-lease-ttl-s", "3"]),
             2,
-            "the following required arguments were not provided:\n  --ha <etcd://".into(),
+            "the following required arguments were not provided:\n  --ha <etcd[s]://".into(),
         ),
         (
             [

@@ -27,6 +27,7 @@ mod events_proptest;
 mod events_replay;
 mod ha;
 mod ha_matrix;
+mod ha_tls;
 mod job_cli;
 mod job_config;
 mod job_driver;
@@ -71,6 +72,7 @@ mod workers;
 mod workers_contract;
 mod workers_netns;
 mod workers_shuffle_context;
+mod workers_tls;
 
 /// Without the `failpoints` feature the tests that use test knobs are not
 /// built: this fails, so that such a run never looks complete.

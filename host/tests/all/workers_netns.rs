@@ -63,10 +63,20 @@ fn workers_in_separate_network_namespaces_give_the_output_embedded_workers_give(
     );
 
     let addr = format!("{}:{}", net.bridge_ip(), free_port_on(&net.bridge_ip()));
-    let workers = Workers::start_in_namespaces(&net, 3, &addr, &tmp.path().join("workers"), 1);
+    // Plain gRPC off loopback must be asked for (workers_tls.rs runs the
+    // same cluster over mutual TLS).
+    let workers = Workers::start_in_namespaces_with(
+        &net,
+        3,
+        &addr,
+        &tmp.path().join("workers"),
+        1,
+        |_| vec!["--insecure-listen".into()],
+    );
     let data = tmp.path().join("external");
     let mut external = Coordhost::new(&job, &data);
     external.extra_args = external_args(&addr, 3, HEARTBEAT_MS);
+    external.extra_args.push("--insecure-listen".into());
     let run = external.run_to_end();
     assert_eq!(
         run.summary.0["workers"].as_u64(),

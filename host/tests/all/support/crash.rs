@@ -389,6 +389,11 @@ pub struct Finished {
 }
 
 impl Running {
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Time since the process was spawned.
     pub fn elapsed(&self) -> Duration {
         self.started.elapsed()

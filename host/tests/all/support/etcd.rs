@@ -27,6 +27,12 @@ pub struct Etcd {
     peer_port: u16,
     child: Option<Child>,
     starts: u32,
+    /// TLS: the folder of `coordhost cluster certs ... --etcd-host
+    /// 127.0.0.1` (`ca.pem`, `etcd.pem`, `etcd.key`); clients must present
+    /// a certificate of that CA (`--client-cert-auth`). Health is then
+    /// asked on a plain metrics port.
+    tls: Option<PathBuf>,
+    metrics_port: u16,
 }
 
 /// The `etcd` binary on `PATH` (or `/usr/bin/etcd`).
@@ -69,14 +75,42 @@ impl Etcd {
             peer_port: free_port(),
             child: None,
             starts: 0,
+            tls: None,
+            metrics_port: 0,
         };
         etcd.spawn();
         etcd
     }
 
-    /// `etcd://127.0.0.1:<client port>`: the `--ha` value.
+    /// As [`Etcd::start`], over TLS with client certificates
+    /// (`--client-cert-auth`): its server certificate and CA from `pki`
+    /// (`ca.pem`, `etcd.pem`, `etcd.key`, as `coordhost cluster certs DIR
+    /// --etcd-host 127.0.0.1` writes them).
+    ///
+    /// # Panics
+    /// As [`Etcd::start`].
+    pub fn start_tls(dir: &Path, pki: &Path) -> Self {
+        let binary = etcd_binary();
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+        let mut etcd = Self {
+            binary,
+            dir: dir.to_path_buf(),
+            client_port: free_port(),
+            peer_port: free_port(),
+            child: None,
+            starts: 0,
+            tls: Some(pki.to_path_buf()),
+            metrics_port: free_port(),
+        };
+        etcd.spawn();
+        etcd
+    }
+
+    /// `etcd://127.0.0.1:<client port>` (`etcds://` with TLS): the `--ha`
+    /// value.
     pub fn url(&self) -> String {
-        format!("etcd://127.0.0.1:{}", self.client_port)
+        let scheme = if self.tls.is_some() { "etcds" } else { "etcd" };
+        format!("{scheme}://127.0.0.1:{}", self.client_port)
     }
 
     /// `HOST:PORT` of the client endpoint.
@@ -126,9 +160,23 @@ impl Etcd {
         let out =
             std::fs::File::create(&log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
         let err = out.try_clone().expect("clone the log file");
-        let client = format!("http://127.0.0.1:{}", self.client_port);
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let client = format!("{scheme}://127.0.0.1:{}", self.client_port);
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
-        let child = Command::new(&self.binary)
+        let mut command = Command::new(&self.binary);
+        if let Some(pki) = &self.tls {
+            command
+                .arg("--cert-file")
+                .arg(pki.join("etcd.pem"))
+                .arg("--key-file")
+                .arg(pki.join("etcd.key"))
+                .arg("--trusted-ca-file")
+                .arg(pki.join("ca.pem"))
+                .arg("--client-cert-auth")
+                .arg("--listen-metrics-urls")
+                .arg(format!("http://127.0.0.1:{}", self.metrics_port));
+        }
+        let child = command
             .arg("--name")
             .arg("e1")
             .arg("--data-dir")
@@ -187,7 +235,12 @@ impl Etcd {
 
     /// Whether `GET /health` answers `"health":"true"` now.
     pub fn healthy(&self) -> bool {
-        let Ok(mut s) = TcpStream::connect(self.endpoint()) else {
+        let at = if self.tls.is_some() {
+            format!("127.0.0.1:{}", self.metrics_port)
+        } else {
+            self.endpoint()
+        };
+        let Ok(mut s) = TcpStream::connect(&at) else {
             return false;
         };
         let _ = s.set_read_timeout(Some(Duration::from_secs(2)));

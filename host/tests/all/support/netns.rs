@@ -80,7 +80,11 @@ impl Netns {
     /// its error).
     pub fn create(n: usize) -> Self {
         assert!(n <= 100, "at most 100 namespaces");
-        let pid = std::process::id();
+        // Several tests of one process may each hold namespaces at once:
+        // the pid and a number per `Netns` of this process (0-9).
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 10;
+        let pid = format!("{}{k}", std::process::id());
         let mut net = Self {
             subnet: 0,
             names: Vec::new(),
@@ -88,8 +92,9 @@ impl Netns {
             bridge: None,
             _lock: None,
         };
-        // Interface names (`chbr<pid>`, `chv<pid>x<i>`, `chp<pid>x<i>`)
-        // stay within 15 bytes: a pid has at most 7 digits.
+        // Interface names (`chbr<pid><k>`, `chv<pid><k>x<i>`,
+        // `chp<pid><k>x<i>`) stay within 15 bytes: a pid has at most 7
+        // digits.
         for i in 0..n {
             let name = format!("coordhost-{pid}-{i}");
             if let Err(e) = ip(&["netns", "add", &name]) {

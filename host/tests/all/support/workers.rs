@@ -9,7 +9,7 @@
 //!   one; dropping [`Workers`] kills them all.
 //! - [`Workers::files_left`]: every file still in the workers' partition
 //!   and sink folders (after a finished job: none).
-//! - [`Workers::start_in_namespaces`]: workers each in a network namespace
+//! - [`Workers::start_in_namespaces_with`]: workers each in a network namespace
 //!   of [`super::netns::Netns`], listening on its address.
 
 use std::os::unix::process::ExitStatusExt as _;
@@ -56,6 +56,8 @@ pub struct Workers {
     places: Vec<(String, String)>,
     /// `COORDHOST_LOG` of the workers.
     log: &'static str,
+    /// Per worker: more arguments (e.g. its TLS files).
+    extra: Vec<Vec<String>>,
 }
 
 impl Workers {
@@ -66,6 +68,36 @@ impl Workers {
     /// If a worker cannot be spawned.
     pub fn start(n: usize, coordinator: &str, base: &Path, slots: u32) -> Self {
         Self::start_keeping(n, coordinator, base, slots, 60_000)
+    }
+
+    /// As [`Workers::start`], worker `i` with the more arguments
+    /// `extra(i)` (e.g. its TLS files).
+    ///
+    /// # Panics
+    /// If a worker cannot be spawned.
+    pub fn start_with(
+        n: usize,
+        coordinator: &str,
+        base: &Path,
+        slots: u32,
+        extra: impl Fn(usize) -> Vec<String>,
+    ) -> Self {
+        let mut w = Self {
+            coordinator: coordinator.into(),
+            base: base.to_path_buf(),
+            slots,
+            keep_ms: 60_000,
+            children: Vec::new(),
+            starts: 0,
+            places: Vec::new(),
+            log: "coordhost::remote=info,coordhost::tls=info",
+            extra: (0..n).map(extra).collect(),
+        };
+        for i in 0..n {
+            let c = w.spawn(i);
+            w.children.push(Some(c));
+        }
+        w
     }
 
     /// As [`Workers::start`], keeping partitions for `keep_ms` while no
@@ -89,6 +121,7 @@ impl Workers {
             starts: 0,
             places: Vec::new(),
             log: "coordhost::remote=info",
+            extra: Vec::new(),
         };
         for i in 0..n {
             let c = w.spawn(i);
@@ -99,18 +132,20 @@ impl Workers {
 
     /// Starts one worker (`w<i>`, `slots` slots, data in `base/w<i>`) in
     /// each namespace of `net`, listening on the namespace's address (port
-    /// chosen by the system), for the coordinator at `coordinator`; they
-    /// log at debug level (`coordhost::remote=debug`: each attempt run,
-    /// each partition deleted).
+    /// chosen by the system), for the coordinator at `coordinator`, with
+    /// the more arguments `extra(i)` (e.g. `--tls-cert ...`); they log at
+    /// debug level (`coordhost::remote=debug`: each attempt run, each
+    /// partition deleted).
     ///
     /// # Panics
     /// If a worker cannot be spawned.
-    pub fn start_in_namespaces(
+    pub fn start_in_namespaces_with(
         net: &super::netns::Netns,
         n: usize,
         coordinator: &str,
         base: &Path,
         slots: u32,
+        extra: impl Fn(usize) -> Vec<String>,
     ) -> Self {
         let mut w = Self {
             coordinator: coordinator.into(),
@@ -122,7 +157,8 @@ impl Workers {
             places: (0..n)
                 .map(|i| (net.name(i).to_string(), format!("{}:0", net.ip(i))))
                 .collect(),
-            log: "coordhost::remote=debug",
+            log: "coordhost::remote=debug,coordhost::tls=debug",
+            extra: (0..n).map(extra).collect(),
         };
         for i in 0..n {
             let c = w.spawn(i);
@@ -160,10 +196,19 @@ impl Workers {
                     .into_iter()
                     .flat_map(|(_, listen)| ["--listen", listen.as_str()]),
             )
+            .args(self.extra.get(i).into_iter().flatten())
             .env("COORDHOST_LOG", self.log)
             .stderr(file)
             .spawn()
             .expect("spawn coordhost worker")
+    }
+
+    /// Worker `i`'s process id.
+    ///
+    /// # Panics
+    /// If it is not running.
+    pub fn pid(&self, i: usize) -> u32 {
+        self.children[i].as_ref().expect("worker running").id()
     }
 
     /// Worker `i`'s data directory.
