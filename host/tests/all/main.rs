@@ -70,6 +70,8 @@ mod shuffle_golden;
 mod workers;
 mod workers_contract;
 mod workers_netns;
+#[cfg(feature = "failpoints")]
+mod workers_placement;
 mod workers_shuffle_context;
 
 /// Without the `failpoints` feature the tests that use test knobs are not

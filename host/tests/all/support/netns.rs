@@ -8,6 +8,10 @@
 //!   process holds (a lock file per subnet) and no interface of the root
 //!   namespace uses. Dropping it deletes the namespaces, the veths and the
 //!   bridge, also when the test panics.
+//! - [`Netns::cut_bridge_from`] / [`Netns::heal_bridge_from`]: cut the
+//!   root namespace (the coordinator, on the bridge's address) off from
+//!   namespace `i` and back, with bogus neighbour entries on both sides
+//!   (no iptables): the namespaces still reach each other.
 //! - [`coordhost_in`]: the `coordhost` command run inside a namespace
 //!   (`ip netns exec`, which execs the binary: the child's pid is the
 //!   binary's, so killing the child kills `coordhost`).
@@ -146,7 +150,62 @@ impl Netns {
     pub fn name(&self, i: usize) -> &str {
         &self.names[i]
     }
+
+    /// Cuts the root namespace off from namespace `i` (both ways) while
+    /// the namespaces still reach each other: each side's neighbour entry
+    /// for the other's address is replaced by a permanent one naming a MAC
+    /// address no interface has, so frames between the two are dropped by
+    /// the bridge's ports (nothing is refused: a connection just hangs).
+    ///
+    /// # Panics
+    /// If `ip neigh replace` fails.
+    pub fn cut_bridge_from(&self, i: usize) {
+        let pid = std::process::id();
+        let bridge = self.bridge.clone().expect("the bridge exists");
+        let inner = format!("chp{pid}x{i}");
+        ip_ok(&[
+            "neigh", "replace", &self.ip(i), "lladdr", BOGUS_MAC, "dev", &bridge, "nud",
+            "permanent",
+        ]);
+        ip_ok(&[
+            "-n",
+            &self.names[i],
+            "neigh",
+            "replace",
+            &self.bridge_ip(),
+            "lladdr",
+            BOGUS_MAC,
+            "dev",
+            &inner,
+            "nud",
+            "permanent",
+        ]);
+    }
+
+    /// Undoes [`Netns::cut_bridge_from`]: the bogus neighbour entries are
+    /// deleted, and the next packets resolve the real addresses again.
+    ///
+    /// # Panics
+    /// If `ip neigh del` fails.
+    pub fn heal_bridge_from(&self, i: usize) {
+        let pid = std::process::id();
+        let bridge = self.bridge.clone().expect("the bridge exists");
+        let inner = format!("chp{pid}x{i}");
+        ip_ok(&["neigh", "del", &self.ip(i), "dev", &bridge]);
+        ip_ok(&[
+            "-n",
+            &self.names[i],
+            "neigh",
+            "del",
+            &self.bridge_ip(),
+            "dev",
+            &inner,
+        ]);
+    }
 }
+
+/// A locally administered unicast MAC address no interface here has.
+const BOGUS_MAC: &str = "02:00:00:c0:ff:ee";
 
 /// A subnet `10.199.X.0/24` that no other process running this helper holds
 /// (an exclusive `flock` on a file per subnet, released when the process

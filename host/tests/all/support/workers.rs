@@ -56,6 +56,8 @@ pub struct Workers {
     places: Vec<(String, String)>,
     /// `COORDHOST_LOG` of the workers.
     log: &'static str,
+    /// Per worker index: the `FAILPOINTS` of its processes (test knobs).
+    knobs: Vec<(usize, String)>,
 }
 
 impl Workers {
@@ -89,6 +91,7 @@ impl Workers {
             starts: 0,
             places: Vec::new(),
             log: "coordhost::remote=info",
+            knobs: Vec::new(),
         };
         for i in 0..n {
             let c = w.spawn(i);
@@ -123,6 +126,38 @@ impl Workers {
                 .map(|i| (net.name(i).to_string(), format!("{}:0", net.ip(i))))
                 .collect(),
             log: "coordhost::remote=debug",
+            knobs: Vec::new(),
+        };
+        for i in 0..n {
+            let c = w.spawn(i);
+            w.children.push(Some(c));
+        }
+        w
+    }
+
+    /// As [`Workers::start`], worker `i` of each `(i, failpoints)` of
+    /// `knobs` started with `FAILPOINTS=failpoints` (the test knobs of
+    /// `host/src/failpoints.rs`, e.g. `worker::fail-every-task=return`).
+    ///
+    /// # Panics
+    /// If a worker cannot be spawned.
+    pub fn start_with_knobs(
+        n: usize,
+        coordinator: &str,
+        base: &Path,
+        slots: u32,
+        knobs: &[(usize, &str)],
+    ) -> Self {
+        let mut w = Self {
+            coordinator: coordinator.into(),
+            base: base.to_path_buf(),
+            slots,
+            keep_ms: 60_000,
+            children: Vec::new(),
+            starts: 0,
+            places: Vec::new(),
+            log: "coordhost::remote=info",
+            knobs: knobs.iter().map(|(i, k)| (*i, (*k).to_owned())).collect(),
         };
         for i in 0..n {
             let c = w.spawn(i);
@@ -161,6 +196,12 @@ impl Workers {
                     .flat_map(|(_, listen)| ["--listen", listen.as_str()]),
             )
             .env("COORDHOST_LOG", self.log)
+            .envs(
+                self.knobs
+                    .iter()
+                    .filter(|(k, _)| *k == i)
+                    .map(|(_, f)| ("FAILPOINTS", f.as_str())),
+            )
             .stderr(file)
             .spawn()
             .expect("spawn coordhost worker")
