@@ -263,7 +263,8 @@ impl JobMaster {
             Some(_) => None,
             None => {
                 self.waiting_since.entry(key).or_insert(now);
-                let first = self.unplaced.is_empty();
+                // Said once while nothing waits for this reason already.
+                let first = self.unplaced.values().all(|u| u.why != NO_WORKER);
                 let u = self.unplaced.entry(key).or_insert_with(|| Unplaced {
                     retry_at: now,
                     why: String::new(),

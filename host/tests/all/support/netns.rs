@@ -4,7 +4,7 @@
 //! - [`Netns::create`] makes `n` network namespaces, each joined to a bridge
 //!   of the root namespace by a veth pair, with private addresses on one
 //!   `10.199.X.0/24` subnet (the bridge `.1`, namespace `i` `.10+i`); names
-//!   carry the test process's id, and the subnet is one no other test
+//!   carry the test process's id and a counter (tests of one process may hold sets at once), and the subnet is one no other test
 //!   process holds (a lock file per subnet) and no interface of the root
 //!   namespace uses. Dropping it deletes the namespaces, the veths and the
 //!   bridge, also when the test panics.
@@ -63,6 +63,8 @@ fn ip_ok(args: &[&str]) {
 /// Network namespaces joined by a bridge; torn down when dropped.
 #[derive(Debug)]
 pub struct Netns {
+    /// The pid and the set's digit, in every name.
+    tag: String,
     /// Third byte of the subnet `10.199.X.0/24`.
     subnet: u8,
     /// The namespaces created so far.
@@ -84,16 +86,24 @@ impl Netns {
     /// its error).
     pub fn create(n: usize) -> Self {
         assert!(n <= 100, "at most 100 namespaces");
-        let pid = std::process::id();
+        // The pid and a digit counting the sets this process made: tests
+        // of one process may hold sets at the same time.
+        static SETS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let pid = format!(
+            "{}{}",
+            std::process::id(),
+            SETS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 10
+        );
         let mut net = Self {
+            tag: pid.clone(),
             subnet: 0,
             names: Vec::new(),
             veths: Vec::new(),
             bridge: None,
             _lock: None,
         };
-        // Interface names (`chbr<pid>`, `chv<pid>x<i>`, `chp<pid>x<i>`)
-        // stay within 15 bytes: a pid has at most 7 digits.
+        // Interface names (`chbr<tag>`, `chv<tag>x<i>`, `chp<tag>x<i>`)
+        // stay within 15 bytes: a pid has at most 7 digits, the tag 8.
         for i in 0..n {
             let name = format!("coordhost-{pid}-{i}");
             if let Err(e) = ip(&["netns", "add", &name]) {
@@ -160,9 +170,8 @@ impl Netns {
     /// # Panics
     /// If `ip neigh replace` fails.
     pub fn cut_bridge_from(&self, i: usize) {
-        let pid = std::process::id();
         let bridge = self.bridge.clone().expect("the bridge exists");
-        let inner = format!("chp{pid}x{i}");
+        let inner = format!("chp{}x{i}", self.tag);
         ip_ok(&[
             "neigh", "replace", &self.ip(i), "lladdr", BOGUS_MAC, "dev", &bridge, "nud",
             "permanent",
@@ -188,9 +197,8 @@ impl Netns {
     /// # Panics
     /// If `ip neigh del` fails.
     pub fn heal_bridge_from(&self, i: usize) {
-        let pid = std::process::id();
         let bridge = self.bridge.clone().expect("the bridge exists");
-        let inner = format!("chp{pid}x{i}");
+        let inner = format!("chp{}x{i}", self.tag);
         ip_ok(&["neigh", "del", &self.ip(i), "dev", &bridge]);
         ip_ok(&[
             "-n",
