@@ -313,6 +313,8 @@ fn scripted_peer_loses_no_split(script: Script) {
     let workers = Workers::start(2, &addr, &fx.path("workers"), 2);
     let done = running.finish();
     let stderr = std::fs::read_to_string(fx.path("data.run1.err")).unwrap_or_default();
+    // First what the user sees: every word counted exactly once.
+    assert_output(&data, &fx, &format!("{script:?}"));
     let seen = seen.lock().expect("seen");
     assert!(
         seen.splits >= 1,
@@ -343,7 +345,6 @@ fn scripted_peer_loses_no_split(script: Script) {
             "{script:?}: {id:?} was reset for another reason than the scripted worker's Deploy: {message}"
         );
     }
-    assert_output(&data, &fx, &format!("{script:?}"));
     assert!(workers.files_left().is_empty(), "{}", workers.logs());
 }
 
