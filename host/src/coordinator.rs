@@ -121,6 +121,9 @@ pub struct SourceCoordinator {
     held: HashSet<String>,
     /// Bytes of the splits in the history (see `plugin::split_bytes`).
     held_bytes: u64,
+    /// Subtasks whose reader was answered "no more splits" since its last
+    /// reset (or, restored, whose history says so).
+    ended: BTreeSet<u32>,
 }
 
 impl SourceCoordinator {
@@ -151,6 +154,7 @@ impl SourceCoordinator {
             rebuilt_without_progress: false,
             held: HashSet::new(),
             held_bytes: 0,
+            ended: BTreeSet::new(),
         };
         c.start_enumerator()?;
         Ok(c)
@@ -204,6 +208,13 @@ impl SourceCoordinator {
             rebuilt_without_progress: false,
             held,
             held_bytes,
+            ended: snapshot
+                .readers
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.no_more_splits)
+                .map(|(s, _)| s as u32)
+                .collect(),
         };
         c.start_enumerator()?;
         Ok(c)
@@ -412,6 +423,7 @@ impl SourceCoordinator {
             r.delivered += 1;
             Some(SplitAnswer::Split(r.assigned[r.delivered - 1].clone()))
         } else if r.no_more_splits {
+            self.ended.insert(subtask);
             Some(SplitAnswer::NoMoreSplits)
         } else {
             None
@@ -485,6 +497,7 @@ impl SourceCoordinator {
     pub fn reset_subtask(&mut self, subtask: u32) -> Result<usize, CoordinatorError> {
         let r = std::mem::take(&mut self.readers[subtask as usize]);
         self.waiting.remove(&subtask);
+        self.ended.remove(&subtask);
         let n = r.assigned.len();
         for s in &r.assigned {
             self.held.remove(&s.id);
@@ -505,6 +518,64 @@ impl SourceCoordinator {
             }
         }
         Ok(n)
+    }
+
+    /// Checks the report of a source attempt of `subtask` that finished
+    /// having read `splits_read` splits: it must have been answered "no
+    /// more splits" and have read exactly the splits handed to it since its
+    /// last reset, and none may wait in its history undelivered. Otherwise
+    /// the finish cannot be accepted (a split would be lost): `Err` says
+    /// why, and the attempt fails, giving its splits back.
+    ///
+    /// # Errors
+    ///
+    /// The reason, in words naming the vertex and the counts.
+    pub fn check_finished(&self, subtask: u32, splits_read: u64) -> Result<(), String> {
+        let Some(r) = self.readers.get(subtask as usize) else {
+            return Err(format!(
+                "vertex `{}` has no reader subtask {subtask}",
+                self.vertex
+            ));
+        };
+        if !self.ended.contains(&subtask) {
+            return Err(format!(
+                "subtask {subtask} of `{}` reported finished before it was told there are no more splits",
+                self.vertex
+            ));
+        }
+        if r.delivered as u64 != splits_read || r.delivered != r.assigned.len() {
+            return Err(format!(
+                "subtask {subtask} of `{}` reported reading {splits_read} splits; it was handed {} of the {} assigned to it",
+                self.vertex,
+                r.delivered,
+                r.assigned.len()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks, when the job's vertices all finished, that every split in the
+    /// assignment history was handed to its reader: an enumerator that
+    /// assigns a split to a reader after that reader finished would
+    /// otherwise lose it without a word.
+    ///
+    /// # Errors
+    ///
+    /// [`CoordinatorError::Plugin`] (a protocol error naming the plugin,
+    /// the subtask and the split).
+    pub fn check_all_read(&self) -> Result<(), CoordinatorError> {
+        for (subtask, r) in self.readers.iter().enumerate() {
+            if let Some(split) = r.assigned.get(r.delivered) {
+                return Err(self.broke(
+                    "assign-splits",
+                    format!(
+                        "assigned split `{}` to subtask {subtask} after that reader was told there are no more splits; it was never read",
+                        split.id
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The assignment history of every subtask.

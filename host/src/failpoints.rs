@@ -17,6 +17,8 @@
 //! | `task::fail::<vertex>::<subtask>::<attempt>` | that execution attempt fails on purpose ([`TaskError::Injected`](crate::runtime::TaskError)) | the input records it reads first |
 //! | `partition::lost::<vertex>::<subtask>::<attempt>` | before that consumer attempt runs, the result partitions of the listed producer subtasks are deleted, so it meets a real PartitionNotFound | `producer:subtask`, comma-separated |
 //! | `snapshot::max-bytes` | the largest enumerator batch snapshot state recorded is lowered (to test the refusal without a 1 GiB snapshot) | bytes |
+//! | `worker::hold-deploy-answer` | in a `coordhost worker`: a `Deploy` of a source attempt starts the task, waits until it pulled its first split (logging `test knob: ... pulled a split`), then holds its answer this long (a worker that dies or hangs between the two) | milliseconds |
+//! | `worker::fail-every-task` | in a `coordhost worker`: every attempt it runs fails after its first input records, as on a worker whose disk is full | none |
 //!
 //! An argument that does not parse is refused with a panic naming the fail
 //! point: a test knob set wrong must not look like a passing run.
@@ -106,4 +108,28 @@ pub fn max_snapshot_bytes() -> Option<u64> {
             panic!("fail point snapshot::max-bytes: `{arg}` is not a byte count: {e}")
         })
     })
+}
+
+/// How long a worker holds its answer to the `Deploy` of a source attempt
+/// once the attempt pulled its first split (fail point
+/// `worker::hold-deploy-answer`), if it does.
+///
+/// # Panics
+/// If the fail point's argument is not a number of milliseconds.
+#[must_use]
+pub fn worker_holds_deploy_answer() -> Option<std::time::Duration> {
+    fail::eval("worker::hold-deploy-answer", |arg| {
+        let arg = arg.unwrap_or_default();
+        let ms: u64 = arg.trim().parse().unwrap_or_else(|e| {
+            panic!("fail point worker::hold-deploy-answer: `{arg}` is not milliseconds: {e}")
+        });
+        std::time::Duration::from_millis(ms)
+    })
+}
+
+/// Whether every attempt this worker runs fails (fail point
+/// `worker::fail-every-task`).
+#[must_use]
+pub fn worker_fails_every_task() -> bool {
+    fail::eval("worker::fail-every-task", |_| ()).is_some()
 }

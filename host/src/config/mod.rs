@@ -26,6 +26,11 @@ pub const DEFAULT_BYTES_PER_TASK: u64 = 64 * 1024 * 1024;
 pub const DEFAULT_MAX_PARALLELISM: u32 = 32;
 /// Default number of attempts an execution vertex gets before the job fails.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+/// Default `job.slot-request-timeout-ms`: 5 minutes, as Flink's
+/// `slot.request.timeout`.
+pub const DEFAULT_SLOT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+/// Largest `job.slot-request-timeout-ms`: one day.
+pub const MAX_SLOT_REQUEST_TIMEOUT_MS: i64 = 86_400_000;
 
 /// Everything that can be wrong with a job file.
 #[derive(Debug, thiserror::Error)]
@@ -137,6 +142,10 @@ pub struct JobConfig {
     pub workers: Option<usize>,
     /// Attempts per execution vertex before the job fails.
     pub max_attempts: u32,
+    /// On worker processes: how long an execution vertex may wait for a
+    /// worker to run on before the job fails (`job.slot-request-timeout-ms`,
+    /// Flink's `slot.request.timeout`).
+    pub slot_request_timeout: Duration,
     /// Plugin instances by name: each entry's settings as the plugin host
     /// takes them (component path absolute and checked readable, granted
     /// directories resolved, limits defaulted as [`Limits::default`]).

@@ -24,6 +24,7 @@ pub(super) struct RawJob {
     pub(super) name: String,
     pub(super) workers: Option<i64>,
     pub(super) max_attempts: Option<i64>,
+    pub(super) slot_request_timeout_ms: Option<i64>,
 }
 
 #[derive(Deserialize)]

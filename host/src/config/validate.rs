@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use super::raw::*;
 use super::{
-    ConfigError, DEFAULT_BYTES_PER_TASK, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PARALLELISM, JobConfig,
-    MAX_NAME_CHARS, MAX_RECORD_DELAY_US, RecoverySettings, normalize, one_line,
+    ConfigError, DEFAULT_BYTES_PER_TASK, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PARALLELISM,
+    DEFAULT_SLOT_REQUEST_TIMEOUT, JobConfig, MAX_NAME_CHARS, MAX_SLOT_REQUEST_TIMEOUT_MS, MAX_RECORD_DELAY_US, RecoverySettings, normalize, one_line,
 };
 use crate::files;
 use crate::graph::{DistributionPattern, JobEdge, JobGraph, JobVertex, Parallelism};
@@ -172,6 +172,18 @@ impl Validator {
                 return Err(self.invalid("job.max-attempts", format!("{n} is not in 1..=100")));
             }
         };
+        let slot_request_timeout = match raw.job.slot_request_timeout_ms {
+            None => DEFAULT_SLOT_REQUEST_TIMEOUT,
+            Some(n) if (1..=MAX_SLOT_REQUEST_TIMEOUT_MS).contains(&n) => {
+                Duration::from_millis(n as u64)
+            }
+            Some(n) => {
+                return Err(self.invalid(
+                    "job.slot-request-timeout-ms",
+                    format!("{n} is not in 1..={MAX_SLOT_REQUEST_TIMEOUT_MS}"),
+                ));
+            }
+        };
         let recovery = raw.recovery.map_or(
             RecoverySettings {
                 enabled: true,
@@ -212,6 +224,7 @@ impl Validator {
             name: raw.job.name,
             workers,
             max_attempts,
+            slot_request_timeout,
             plugins,
             shuffle_plugin: raw.shuffle.plugin,
             recovery,

@@ -57,6 +57,7 @@ impl JobError {
             // A plugin or a task failed while the job ran.
             | Self::Commit { .. }
             | Self::LostLeadership { .. }
+            | Self::NoWorker { .. }
             | Self::TaskFailed { .. } => false,
             // A split enumerator that refused its configuration is bad
             // input; any other failure of it is a failure of the run.

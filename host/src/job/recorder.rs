@@ -123,7 +123,7 @@ fn data_dir_neutral(text: &str, data_dir: &Path) -> String {
 /// folders, patterns) and granted directories (a source pointed at other
 /// input must not reuse the old run's output). Left out: the job name (it
 /// names the job's folder, so a renamed job never meets the old log),
-/// worker count, attempt limit, recovery settings and plugin limits.
+/// worker count, attempt limit, slot request timeout, recovery settings and plugin limits.
 ///
 /// `data_dir` is the run's data directory (resolved by
 /// [`crate::config::resolve_physical`], as `${data_dir}` is): paths under it are
@@ -134,6 +134,7 @@ pub fn job_fingerprint(config: &crate::config::JobConfig, data_dir: &Path) -> St
         name: _,
         workers: _,
         max_attempts: _,
+        slot_request_timeout: _,
         plugins,
         shuffle_plugin,
         recovery: _,

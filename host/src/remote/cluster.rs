@@ -11,7 +11,11 @@
 //! given up, its running attempts fail ([`TaskError::Worker`]) and a late
 //! report of theirs is refused. Its finished partitions are not moved:
 //! consumers that cannot read them fail with PartitionNotFound and the
-//! producers run again (Flink's region failover).
+//! producers run again (Flink's region failover). An attempt is deployed
+//! once, to one worker, without waiting for the answer; a `Deploy` that
+//! fails in any way ends the attempt ([`ClusterEvent::DeployFailed`]): it
+//! is never resent elsewhere under the same attempt number, which would
+//! lose the splits it pulled where it was first sent.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -95,6 +99,19 @@ pub enum ClusterEvent {
         /// Why.
         error: TaskError,
     },
+    /// The `Deploy` of an attempt to `worker` was refused, failed or got no
+    /// answer in time ([`Cluster::deploy`]): the attempt never counts as
+    /// running there, though it may have started and pulled splits.
+    DeployFailed {
+        /// The attempt.
+        attempt: AttemptId,
+        /// The worker it was sent to.
+        worker: String,
+        /// What the call came back with (`did not take the Deploy (CODE:
+        /// ...)`, `did not answer the Deploy within N ms`, `lost (no
+        /// heartbeat for N ms) before it answered the Deploy`).
+        message: String,
+    },
 }
 
 type EventFn = Arc<dyn Fn(ClusterEvent) + Send + Sync>;
@@ -115,6 +132,10 @@ struct State {
     workers: BTreeMap<String, WorkerEntry>,
     /// Running attempts and the worker each runs on.
     running: HashMap<AttemptId, String>,
+    /// Running attempts whose `Deploy` has not been answered yet: when
+    /// their worker is lost, they were never placed
+    /// ([`ClusterEvent::DeployFailed`], not a failed attempt).
+    unacked: std::collections::HashSet<AttemptId>,
     /// Finished attempts and the worker that holds their output.
     holders: HashMap<AttemptId, String>,
     /// Per source vertex: split wait, plugin name and vertex id (for the
@@ -155,6 +176,26 @@ impl Shared {
         }
     }
 
+    /// How an attempt running on a worker that is gone ends: failed, or,
+    /// if its `Deploy` was never answered, not placed.
+    fn ended(st: &mut State, attempt: AttemptId, worker: String, why: String) -> ClusterEvent {
+        if st.unacked.remove(&attempt) {
+            ClusterEvent::DeployFailed {
+                attempt,
+                worker,
+                message: format!("{why} before it answered the Deploy"),
+            }
+        } else {
+            ClusterEvent::Failed {
+                attempt,
+                error: TaskError::Worker {
+                    message: format!("{why} while running {attempt:?}"),
+                    worker,
+                },
+            }
+        }
+    }
+
     /// Gives up workers silent past the timeout; fails their attempts.
     fn check_heartbeats(&self) {
         let mut failed = Vec::new();
@@ -191,7 +232,8 @@ impl Shared {
                     .collect();
                 for a in attempts {
                     st.running.remove(&a);
-                    failed.push((a, id.clone()));
+                    let why = format!("lost (no heartbeat for {} ms)", timeout.as_millis());
+                    failed.push(Self::ended(&mut st, a, id.clone(), why));
                 }
             }
             if !failed.is_empty() {
@@ -201,17 +243,8 @@ impl Shared {
         for (worker, held) in lost_held {
             self.emit(ClusterEvent::WorkerLost { worker, held });
         }
-        for (attempt, worker) in failed {
-            self.emit(ClusterEvent::Failed {
-                attempt,
-                error: TaskError::Worker {
-                    message: format!(
-                        "lost (no heartbeat for {} ms) while running {attempt:?}",
-                        self.opts.heartbeat_timeout.as_millis()
-                    ),
-                    worker,
-                },
-            });
+        for event in failed {
+            self.emit(event);
         }
     }
 
@@ -472,122 +505,171 @@ impl Cluster {
             .insert(attempt, worker.to_owned());
     }
 
-    /// Deploys `task` on the alive worker with the most free slots (ties:
-    /// the lowest id). A worker that cannot be reached is given up and the
-    /// next one tried.
+    /// The alive worker the next attempt of an execution vertex goes to:
+    /// one not in `avoid` (the workers its earlier attempts failed on) if
+    /// there is one, then the most free slots, then the lowest id. `None`
+    /// when no worker is alive: the attempt cannot be placed now.
+    pub fn pick_worker(&self, avoid: &std::collections::BTreeSet<String>) -> Option<String> {
+        let st = lock(&self.shared.state);
+        let mut load: BTreeMap<&str, usize> = BTreeMap::new();
+        for w in st.running.values() {
+            *load.entry(w.as_str()).or_default() += 1;
+        }
+        st.workers
+            .iter()
+            .filter(|(_, w)| w.alive)
+            .min_by_key(|(id, w)| {
+                let busy = load.get(id.as_str()).copied().unwrap_or(0);
+                // Not failed on before; free slots, most first; the id.
+                (
+                    avoid.contains(*id),
+                    busy as i64 - i64::from(w.slots),
+                    (*id).clone(),
+                )
+            })
+            .map(|(id, _)| id.clone())
+    }
+
+    /// Deploys `task` on `worker` (from [`Cluster::pick_worker`]) and
+    /// returns at once: the `Deploy` call runs on the cluster's runtime,
+    /// so a worker that hangs never holds the JobMaster's loop. An attempt
+    /// is deployed once, to one worker: when the call is refused, fails,
+    /// or gets no answer within the heartbeat timeout (or the worker is
+    /// gone before it is sent), the attempt may have started there and
+    /// pulled splits, so it is never sent elsewhere under the same number:
+    /// [`ClusterEvent::DeployFailed`] ends it (unless its report or the
+    /// worker's loss ended it first), the worker is asked to cancel it, and
+    /// the JobMaster runs the execution vertex again under a new attempt.
     ///
     /// # Errors
     ///
-    /// No worker is alive, or every one refused; the message says why.
-    pub fn deploy(&self, task: &RemoteTask) -> Result<(), String> {
+    /// Only when this coordinator may not command workers (a lost
+    /// leadership); the message says why.
+    pub fn deploy(&self, task: &RemoteTask, worker: &str) -> Result<(), String> {
         self.shared.fenced()?;
-        let vertex =
-            postcard::to_stdvec(&task.vertex).map_err(|e| format!("encoding the task: {e}"))?;
-        let mut tried: Vec<String> = Vec::new();
-        loop {
-            let (worker, mut client, inputs) = {
-                let st = lock(&self.shared.state);
-                let mut load: BTreeMap<&str, usize> = BTreeMap::new();
-                for w in st.running.values() {
-                    *load.entry(w.as_str()).or_default() += 1;
-                }
-                let pick = st
-                    .workers
-                    .iter()
-                    .filter(|(id, w)| w.alive && !tried.contains(id))
-                    .min_by_key(|(id, w)| {
-                        let busy = load.get(id.as_str()).copied().unwrap_or(0);
-                        // Free slots, most first; then the id.
-                        (busy as i64 - i64::from(w.slots), (*id).clone())
-                    });
-                let Some((id, w)) = pick else {
-                    return Err(if tried.is_empty() {
-                        "no worker is registered".into()
-                    } else {
-                        format!("no worker accepted the task (tried {})", tried.join(", "))
-                    });
-                };
-                let inputs: Vec<rpc::InputPartition> = task
-                    .inputs
-                    .iter()
-                    .map(|i| {
-                        let location = i.location.to_string_lossy().into_owned();
-                        // Only this worker may read it, only for this attempt.
-                        let grant = self.shared.grants.sign(&crate::tls::Grant {
-                            reader: id,
-                            attempt: (
-                                task.attempt.vertex as u32,
-                                task.attempt.subtask,
-                                task.attempt.attempt,
-                            ),
-                            location: &location,
-                            first: i.subpartitions.start,
-                            end: i.subpartitions.end,
-                        });
-                        rpc::InputPartition {
-                            producer: Some(to_wire(i.producer)),
-                            address: st
-                                .holders
-                                .get(&i.producer)
-                                .and_then(|h| st.workers.get(h))
-                                .map(|h| h.address.clone())
-                                .unwrap_or_default(),
-                            location,
-                            first_subpartition: i.subpartitions.start,
-                            end_subpartition: i.subpartitions.end,
-                            grant,
-                        }
-                    })
-                    .collect();
-                (id.clone(), w.client.clone(), inputs)
-            };
-            let request = rpc::DeployRequest {
-                session: self.shared.session(),
-                job: task.job.clone(),
-                attempt: Some(to_wire(task.attempt)),
-                vertex_id: task.vertex_id.clone(),
-                vertex: vertex.clone(),
-                inputs,
-                outputs: task
-                    .outputs
-                    .iter()
-                    .map(|o| rpc::OutputPartition {
-                        edge: o.edge as u32,
-                        location: o.location.to_string_lossy().into_owned(),
-                        num_subpartitions: o.num_subpartitions,
-                    })
-                    .collect(),
-                record_delay_us: task.record_delay.as_micros() as u64,
-                fail_after_records: task.fail_after.unwrap_or(0),
-            };
-            // Registered as running before the call: a report can come
-            // back before the call returns.
-            lock(&self.shared.state)
-                .running
-                .insert(task.attempt, worker.clone());
-            let sent = self.rt.block_on(async {
-                tokio::time::timeout(self.shared.opts.heartbeat_timeout, client.deploy(request))
-                    .await
+        let attempt = task.attempt;
+        let failed = |message: String| {
+            self.shared.emit(ClusterEvent::DeployFailed {
+                attempt,
+                worker: worker.to_owned(),
+                message,
             });
-            match sent {
-                Ok(Ok(_)) => return Ok(()),
-                Ok(Err(status)) => {
-                    tracing::warn!(worker = %worker, "deploying {:?}: {}", task.attempt, status.message());
-                }
-                Err(_) => {
-                    tracing::warn!(worker = %worker, "deploying {:?}: no answer", task.attempt);
-                }
-            }
+            Ok(())
+        };
+        let vertex = match postcard::to_stdvec(&task.vertex) {
+            Ok(v) => v,
+            Err(e) => return failed(format!("was not sent the task: encoding it failed: {e}")),
+        };
+        let (mut client, inputs) = {
             let mut st = lock(&self.shared.state);
-            if st.running.get(&task.attempt) != Some(&worker) {
-                // The worker was given up meanwhile and the attempt already
-                // reported failed (`check_heartbeats`): once is enough.
-                return Ok(());
+            let Some(w) = st.workers.get(worker).filter(|w| w.alive) else {
+                drop(st);
+                return failed("was lost before the Deploy was sent".into());
+            };
+            let client = w.client.clone();
+            let inputs: Vec<rpc::InputPartition> = task
+                .inputs
+                .iter()
+                .map(|i| {
+                    let location = i.location.to_string_lossy().into_owned();
+                    // Only this worker may read it, only for this attempt.
+                    let grant = self.shared.grants.sign(&crate::tls::Grant {
+                        reader: worker,
+                        attempt: (attempt.vertex as u32, attempt.subtask, attempt.attempt),
+                        location: &location,
+                        first: i.subpartitions.start,
+                        end: i.subpartitions.end,
+                    });
+                    rpc::InputPartition {
+                        producer: Some(to_wire(i.producer)),
+                        address: st
+                            .holders
+                            .get(&i.producer)
+                            .and_then(|h| st.workers.get(h))
+                            .map(|h| h.address.clone())
+                            .unwrap_or_default(),
+                        location,
+                        first_subpartition: i.subpartitions.start,
+                        end_subpartition: i.subpartitions.end,
+                        grant,
+                    }
+                })
+                .collect();
+            // Registered as running before the call: a report (and split
+            // requests) can come before the call returns.
+            st.running.insert(attempt, worker.to_owned());
+            st.unacked.insert(attempt);
+            (client, inputs)
+        };
+        let session = self.shared.session();
+        let request = rpc::DeployRequest {
+            session,
+            job: task.job.clone(),
+            attempt: Some(to_wire(attempt)),
+            vertex_id: task.vertex_id.clone(),
+            vertex,
+            inputs,
+            outputs: task
+                .outputs
+                .iter()
+                .map(|o| rpc::OutputPartition {
+                    edge: o.edge as u32,
+                    location: o.location.to_string_lossy().into_owned(),
+                    num_subpartitions: o.num_subpartitions,
+                })
+                .collect(),
+            record_delay_us: task.record_delay.as_micros() as u64,
+            fail_after_records: task.fail_after.unwrap_or(0),
+        };
+        tracing::info!(worker = %worker, vertex = %task.vertex_id, subtask = attempt.subtask, attempt = attempt.attempt, "deploying");
+        let shared = self.shared.clone();
+        let worker = worker.to_owned();
+        self.rt.spawn(async move {
+            let timeout = shared.opts.heartbeat_timeout;
+            let message = match tokio::time::timeout(timeout, client.deploy(request)).await {
+                Ok(Ok(_)) => {
+                    lock(&shared.state).unacked.remove(&attempt);
+                    return;
+                }
+                Ok(Err(status)) => format!(
+                    "did not take the Deploy ({:?}: {})",
+                    status.code(),
+                    status.message()
+                ),
+                Err(_) => format!(
+                    "did not answer the Deploy within {} ms",
+                    timeout.as_millis()
+                ),
+            };
+            {
+                let mut st = lock(&shared.state);
+                if st.running.get(&attempt) != Some(&worker) {
+                    // Its report, or the worker's loss, ended it already:
+                    // once is enough.
+                    return;
+                }
+                st.running.remove(&attempt);
+                st.unacked.remove(&attempt);
+                shared.changed.notify_all();
             }
-            st.running.remove(&task.attempt);
-            drop(st);
-            tried.push(worker);
-        }
+            tracing::warn!(worker = %worker, "deploying {attempt:?}: {message}");
+            shared.emit(ClusterEvent::DeployFailed {
+                attempt,
+                worker: worker.clone(),
+                message,
+            });
+            // It may run there all the same: ask it to stop (best effort;
+            // its split requests and its report are refused anyway).
+            if shared.fenced().is_ok() {
+                let cancel = rpc::CancelRequest {
+                    session,
+                    attempt: Some(to_wire(attempt)),
+                };
+                let _ignored =
+                    tokio::time::timeout(Duration::from_secs(1), client.cancel(cancel)).await;
+            }
+        });
+        Ok(())
     }
 
     /// Asks the workers to cancel every running attempt (the job is
@@ -913,9 +995,14 @@ impl coordinator_server::Coordinator for Service {
                 .filter(|(_, w)| **w == req.worker_id)
                 .map(|(a, _)| *a)
                 .collect();
-            for a in &stale {
-                st.running.remove(a);
-            }
+            let stale: Vec<ClusterEvent> = stale
+                .into_iter()
+                .map(|a| {
+                    st.running.remove(&a);
+                    let why = "registered again".to_owned();
+                    Shared::ended(&mut st, a, req.worker_id.clone(), why)
+                })
+                .collect();
             // Finished output it held before and does not report now is
             // gone (a new process under the same id starts empty): lost at
             // once, as when a worker is given up, rather than found missing
@@ -956,14 +1043,8 @@ impl coordinator_server::Coordinator for Service {
                 held: lost,
             });
         }
-        for attempt in failed {
-            self.shared.emit(ClusterEvent::Failed {
-                attempt,
-                error: TaskError::Worker {
-                    worker: req.worker_id.clone(),
-                    message: format!("registered again while running {attempt:?}"),
-                },
-            });
+        for event in failed {
+            self.shared.emit(event);
         }
         Ok(Response::new(rpc::RegisterResponse {
             session: self.shared.session(),
@@ -1056,6 +1137,7 @@ impl coordinator_server::Coordinator for Service {
             let ran_there = st.running.get(&attempt) == Some(&req.worker_id);
             if alive && ran_there {
                 st.running.remove(&attempt);
+                st.unacked.remove(&attempt);
                 if matches!(req.outcome, Some(rpc::attempt_report::Outcome::Finished(_))) {
                     st.holders.insert(attempt, req.worker_id.clone());
                 }

@@ -762,7 +762,12 @@ impl worker_server::Worker for Service {
         self.check_command(&who, req.session, "Deploy").await?;
         let state = self.state.clone();
         let attempt = from_wire(req.attempt.as_ref());
-        let spec = task_spec(&state, &req)?;
+        let pulled = Arc::new(AtomicBool::new(false));
+        let spec = task_spec(&state, &req, pulled.clone())?;
+        #[cfg(feature = "failpoints")]
+        let hold = matches!(spec.input, TaskInput::Splits(_))
+            .then(crate::failpoints::worker_holds_deploy_answer)
+            .flatten();
         let cancel = spec.cancel.clone();
         lock(&state.running).insert(attempt, cancel);
         let session = req.session;
@@ -822,6 +827,19 @@ impl worker_server::Worker for Service {
             // session runs or is being cleaned up (`stay_registered`).
             lock(&state.running).remove(&attempt);
         });
+        // Test knob: a worker that dies or hangs after its attempt pulled a
+        // split and before it answered the Deploy.
+        #[cfg(feature = "failpoints")]
+        if let Some(hold) = hold {
+            let began = Instant::now();
+            while !pulled.load(Ordering::Relaxed) && began.elapsed() < hold {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            tracing::warn!(worker = %self.state.id, "test knob: {attempt:?} pulled a split; holding the Deploy answer for {} ms", hold.as_millis());
+            tokio::time::sleep(hold).await;
+        }
+        #[cfg(not(feature = "failpoints"))]
+        drop(pulled);
         Ok(Response::new(rpc::DeployResponse {}))
     }
 
@@ -1063,7 +1081,11 @@ fn report(
 }
 
 /// The runtime's task for a deployment, checking every path it names.
-fn task_spec(state: &Arc<State>, req: &rpc::DeployRequest) -> Result<TaskSpec, Status> {
+fn task_spec(
+    state: &Arc<State>,
+    req: &rpc::DeployRequest,
+    pulled: Arc<AtomicBool>,
+) -> Result<TaskSpec, Status> {
     let attempt = from_wire(req.attempt.as_ref());
     let vertex: RemoteVertex = postcard::from_bytes(&req.vertex)
         .map_err(|e| Status::invalid_argument(format!("the task of `{}`: {e}", req.vertex_id)))?;
@@ -1107,6 +1129,7 @@ fn task_spec(state: &Arc<State>, req: &rpc::DeployRequest) -> Result<TaskSpec, S
             state: state.clone(),
             session: req.session,
             attempt,
+            pulled,
         }))
     } else {
         let mut inputs = Vec::new();
@@ -1154,7 +1177,9 @@ fn task_spec(state: &Arc<State>, req: &rpc::DeployRequest) -> Result<TaskSpec, S
         source_grants,
         record_delay: Duration::from_micros(req.record_delay_us),
         #[cfg(feature = "failpoints")]
-        fail_after: (req.fail_after_records > 0).then_some(req.fail_after_records),
+        fail_after: (req.fail_after_records > 0)
+            .then_some(req.fail_after_records)
+            .or_else(|| crate::failpoints::worker_fails_every_task().then_some(0)),
         cancel: Arc::new(AtomicBool::new(false)),
     })
 }
@@ -1164,6 +1189,9 @@ struct RemoteSplits {
     state: Arc<State>,
     session: u64,
     attempt: AttemptId,
+    /// Set once a split arrived (the `worker::hold-deploy-answer` test knob
+    /// waits for it).
+    pulled: Arc<AtomicBool>,
 }
 
 impl SplitSource for RemoteSplits {
@@ -1182,9 +1210,12 @@ impl SplitSource for RemoteSplits {
             .map_err(|s| failed(format!("the coordinator: {}", s.message())))?
             .into_inner();
         match answer.answer {
-            Some(rpc::split_response::Answer::Split(bytes)) => postcard::from_bytes(&bytes)
-                .map(Some)
-                .map_err(|e| failed(format!("a split that does not decode: {e}"))),
+            Some(rpc::split_response::Answer::Split(bytes)) => {
+                let split = postcard::from_bytes(&bytes)
+                    .map_err(|e| failed(format!("a split that does not decode: {e}")))?;
+                self.pulled.store(true, Ordering::Relaxed);
+                Ok(Some(split))
+            }
             Some(rpc::split_response::Answer::EndOfSplits(_)) => Ok(None),
             Some(rpc::split_response::Answer::Error(e)) => Err(failed(e)),
             None => Err(failed("an empty answer".into())),

@@ -10,7 +10,9 @@
 //! deployed once all its inputs are finished; every result partition is
 //! registered with the shuffle master plugin before its producer runs. A
 //! failed attempt is re-run (up to `max-attempts` attempts per execution
-//! vertex); a consumer that finds an input partition missing
+//! vertex; on worker processes, an attempt that could not be placed — no
+//! worker alive, a `Deploy` refused or unanswered — does not count: it
+//! waits for a worker, at most `job.slot-request-timeout-ms`); a consumer that finds an input partition missing
 //! (PartitionNotFound) resets that producer first (Flink's region
 //! failover, reduced to blocking edges).
 //!
@@ -99,6 +101,23 @@ pub enum JobError {
         max_attempts: u32,
         /// Why it failed.
         source: Box<TaskError>,
+    },
+    /// On worker processes: an execution vertex found no worker to run on
+    /// (none was alive, or every `Deploy` of it failed) for
+    /// `job.slot-request-timeout-ms` (Flink's `slot.request.timeout`).
+    #[error(
+        "vertex `{vertex}` subtask {subtask} found no worker to run on within {waited_ms} ms (job.slot-request-timeout-ms): {why}"
+    )]
+    NoWorker {
+        /// The job vertex id.
+        vertex: String,
+        /// The subtask.
+        subtask: u32,
+        /// The setting's value, ms.
+        waited_ms: u64,
+        /// Why the last try to place it failed (`no worker is registered`,
+        /// or the worker and its answer to the `Deploy`).
+        why: String,
     },
     /// With high availability: this coordinator lost the leadership of
     /// the job (its etcd lease expired) and stopped before the next step
@@ -476,7 +495,8 @@ pub struct Summary {
     pub tasks_reset: u64,
     /// Resets by reason: `unfinished`, `no-snapshot`, `partition-missing`,
     /// `enumerator-cannot-snapshot`, `upstream-reset` (recovery) and
-    /// `failover`, `partition-not-found` (during the run).
+    /// `failover`, `partition-not-found`, `not-placed` (during the run; the
+    /// last: a `Deploy` to a worker process failed, which costs no attempt).
     pub reset_reasons: std::collections::BTreeMap<String, u64>,
     /// Wall-clock time of the run, milliseconds.
     pub wall_ms: u64,

@@ -71,6 +71,8 @@ mod shuffle_golden;
 mod workers;
 mod workers_contract;
 mod workers_netns;
+#[cfg(feature = "failpoints")]
+mod workers_placement;
 mod workers_shuffle_context;
 mod workers_tls;
 

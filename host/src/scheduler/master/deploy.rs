@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use super::{CoordinatorSplits, Executor, Figures, JobMaster, Message};
+use std::time::Instant;
+
+use super::{CoordinatorSplits, Executor, Figures, JobMaster, Message, NO_WORKER, Unplaced};
 use crate::coordinator::SourceCoordinator;
 use crate::grant::Grants;
 use crate::graph::{
@@ -14,7 +16,7 @@ use crate::plugin::{
     ExecutionAttemptId, PartitionDescriptor, ProducerDescriptor, ResultPartitionId,
 };
 use crate::remote::{RemoteInput, RemoteOutput, RemoteTask, RemoteVertex};
-use crate::runtime::{InputPartition, TaskError, TaskInput, TaskOutput, TaskSpec, run_task};
+use crate::runtime::{InputPartition, TaskInput, TaskOutput, TaskSpec, run_task};
 use crate::scheduler::{JobError, JobEventSink};
 
 impl JobMaster {
@@ -100,6 +102,17 @@ impl JobMaster {
     }
 
     pub(super) fn deploy(&mut self, v: usize, s: u32) -> Result<(), JobError> {
+        // On worker processes, a worker is chosen first: an attempt that
+        // cannot be placed is not started (and not counted), it waits.
+        let worker = match self.external_cluster() {
+            Some(cluster) => {
+                let Some(worker) = self.place(&cluster, v, s) else {
+                    return Ok(());
+                };
+                Some(worker)
+            }
+            None => None,
+        };
         let attempt = self.graph.attempt_id(v, s);
         let jv = self.graph.job.vertices[v].clone();
         // Register one result partition per outgoing edge with the shuffle master.
@@ -214,21 +227,62 @@ impl JobMaster {
             }),
             Executor::External(cluster) => {
                 let task = self.remote_task(&jv, spec);
-                if let Err(message) = cluster.deploy(&task) {
-                    // Counted as a failed attempt: failover tries again
-                    // (up to max-attempts), when workers may be back.
-                    let _ignored = tx.send(Message::Failed {
-                        attempt,
-                        error: TaskError::Worker {
-                            worker: "(none)".into(),
-                            message,
-                        },
-                    });
+                let worker = worker.unwrap_or_default();
+                // Returns at once; a failed Deploy comes back as a message.
+                if let Err(reason) = cluster.deploy(&task, &worker) {
+                    // Nothing was sent: no message will end this attempt.
+                    self.running -= 1;
+                    return Err(JobError::LostLeadership { reason });
                 }
+                self.placed_on.insert(attempt, worker);
             }
         }
         self.answer_waiting(v);
         Ok(())
+    }
+
+    /// The worker the next attempt of execution vertex (`v`, `s`) goes to,
+    /// or `None` when it must wait (it is then in `unplaced`): no worker is
+    /// alive, or its last `Deploy` failed a moment ago and only the worker
+    /// that failed it is there. Workers an earlier attempt failed on are
+    /// taken only when no other is alive.
+    fn place(&mut self, cluster: &crate::remote::Cluster, v: usize, s: u32) -> Option<String> {
+        let key = (v, s);
+        let now = Instant::now();
+        let avoid = self.failed_on.get(&key).cloned().unwrap_or_default();
+        match cluster.pick_worker(&avoid) {
+            Some(w)
+                if !avoid.contains(&w)
+                    || self.unplaced.get(&key).is_none_or(|u| u.retry_at <= now) =>
+            {
+                if self.unplaced.remove(&key).is_some() {
+                    tracing::info!(vertex = %self.graph.job.vertices[v].id, subtask = s, worker = %w, "placed after waiting for a worker");
+                }
+                Some(w)
+            }
+            Some(_) => None,
+            None => {
+                self.waiting_since.entry(key).or_insert(now);
+                // Said once while nothing waits for this reason already.
+                let first = self.unplaced.values().all(|u| u.why != NO_WORKER);
+                let u = self.unplaced.entry(key).or_insert_with(|| Unplaced {
+                    retry_at: now,
+                    why: String::new(),
+                    failures: 0,
+                });
+                if u.why != NO_WORKER {
+                    u.why = NO_WORKER.into();
+                    let vertex = &self.graph.job.vertices[v].id;
+                    let wait = self.slot_request_timeout.as_millis();
+                    if first {
+                        tracing::warn!(%vertex, subtask = s, "{NO_WORKER}: waiting for one (at most {wait} ms, job.slot-request-timeout-ms); an attempt that waits is not a failed one");
+                    } else {
+                        tracing::debug!(%vertex, subtask = s, "{NO_WORKER}: waiting for one");
+                    }
+                }
+                None
+            }
+        }
     }
 
     /// `spec` as a worker process gets it: paths relative to the shuffle

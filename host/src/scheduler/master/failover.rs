@@ -17,11 +17,24 @@ impl JobMaster {
         error: TaskError,
         events: &mut dyn JobEventSink,
     ) -> Result<(), JobError> {
+        let worker = self.placed_on.remove(&attempt);
         if !self.is_current(attempt) {
             return Ok(());
         }
+        let key = (attempt.vertex, attempt.subtask);
+        self.waiting_since.remove(&key);
         let vertex_id = self.graph.job.vertices[attempt.vertex].id.clone();
-        tracing::warn!(vertex = %vertex_id, subtask = attempt.subtask, attempt = attempt.attempt, "attempt failed: {error}");
+        match &worker {
+            Some(w) => {
+                tracing::warn!(vertex = %vertex_id, subtask = attempt.subtask, attempt = attempt.attempt, worker = %w, "attempt failed: {error}");
+                // Its next attempt prefers another worker (a full disk, say,
+                // fails every attempt sent back there).
+                self.failed_on.entry(key).or_default().insert(w.clone());
+            }
+            None => {
+                tracing::warn!(vertex = %vertex_id, subtask = attempt.subtask, attempt = attempt.attempt, "attempt failed: {error}");
+            }
+        }
         if let Some(p) = &self.opts.progress {
             p.task_failed(
                 &vertex_id,
@@ -94,6 +107,57 @@ impl JobMaster {
         )
     }
 
+    /// The `Deploy` of `attempt` to `worker` failed (refused, no answer in
+    /// time, the worker gone): the attempt was not placed, so it is not a
+    /// failed attempt of `max-attempts`. It may have started there and
+    /// pulled splits all the same, so it is reset like a failed one (its
+    /// splits go back to the enumerator, `add-splits-back`) and the
+    /// execution vertex runs again under a new attempt number, on another
+    /// worker if one is alive, else on the same after a pause (100 ms,
+    /// doubling up to 1 s), within `job.slot-request-timeout-ms`.
+    pub(super) fn on_deploy_failed(
+        &mut self,
+        attempt: AttemptId,
+        worker: String,
+        message: &str,
+        events: &mut dyn JobEventSink,
+    ) -> Result<(), JobError> {
+        self.placed_on.remove(&attempt);
+        if !self.is_current(attempt) {
+            return Ok(());
+        }
+        let key = (attempt.vertex, attempt.subtask);
+        let vertex_id = self.graph.job.vertices[attempt.vertex].id.clone();
+        let why = format!("worker `{worker}` {message}");
+        tracing::warn!(vertex = %vertex_id, subtask = attempt.subtask, attempt = attempt.attempt, worker = %worker, "not placed: {why}; its splits go back and it runs again under a new attempt number (not counted against max-attempts)");
+        let ev = &mut self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize];
+        ev.attempts_started = ev.attempts_started.saturating_sub(1);
+        ev.state = ExecutionState::Failed;
+        self.failed_on.entry(key).or_default().insert(worker);
+        let now = std::time::Instant::now();
+        self.waiting_since.entry(key).or_insert(now);
+        let failures = self.unplaced.get(&key).map_or(0, |u| u.failures) + 1;
+        let pause = std::time::Duration::from_millis(100 << (failures - 1).min(4)).min(
+            std::time::Duration::from_secs(1),
+        );
+        self.unplaced.insert(
+            key,
+            super::Unplaced {
+                retry_at: now + pause,
+                why: why.clone(),
+                failures,
+            },
+        );
+        self.reset_as(
+            attempt,
+            ResetReason::Failover {
+                message: format!("not placed: {why}"),
+            },
+            "not-placed",
+            events,
+        )
+    }
+
     /// A worker process was lost with the partitions of the finished
     /// attempts `held`: each one still current whose output some consumer
     /// has yet to read is reset now, so consumers wait for the re-run
@@ -148,6 +212,20 @@ impl JobMaster {
         reason: ResetReason,
         events: &mut dyn JobEventSink,
     ) -> Result<(), JobError> {
+        let kind = reason_kind(&reason);
+        self.reset_as(attempt, reason, kind, events)
+    }
+
+    /// [`JobMaster::reset`], counted in the summary's `reset_reasons` as
+    /// `kind` (`not-placed` for an attempt whose `Deploy` failed, which the
+    /// log records as a failover).
+    pub(super) fn reset_as(
+        &mut self,
+        attempt: AttemptId,
+        reason: ResetReason,
+        kind: &'static str,
+        events: &mut dyn JobEventSink,
+    ) -> Result<(), JobError> {
         let restarts = self.restart_all_once.contains(&attempt.vertex);
         let graph = &self.graph;
         let also = crate::plan::restart_all_once(
@@ -170,7 +248,7 @@ impl JobMaster {
             let other = self.graph.attempt_id(v, s);
             self.reset_one(other, why, events)?;
         }
-        self.reset_one(attempt, reason, events)?;
+        self.reset_one_as(attempt, reason, kind, events)?;
         self.crash_point("executions-reset", events)
     }
 
@@ -180,13 +258,21 @@ impl JobMaster {
         reason: ResetReason,
         events: &mut dyn JobEventSink,
     ) -> Result<(), JobError> {
+        let kind = reason_kind(&reason);
+        self.reset_one_as(attempt, reason, kind, events)
+    }
+
+    fn reset_one_as(
+        &mut self,
+        attempt: AttemptId,
+        reason: ResetReason,
+        kind: &'static str,
+        events: &mut dyn JobEventSink,
+    ) -> Result<(), JobError> {
         let v = attempt.vertex;
         let vertex_id = self.graph.job.vertices[v].id.clone();
         events.executions_reset(&vertex_id, &[attempt], &reason)?;
-        *self
-            .reset_reasons
-            .entry(reason_kind(&reason).into())
-            .or_default() += 1;
+        *self.reset_reasons.entry(kind.into()).or_default() += 1;
         let descriptors = self
             .descriptors
             .remove(&(v, attempt.subtask))

@@ -49,7 +49,29 @@ enum Message {
         worker: String,
         held: Vec<AttemptId>,
     },
+    /// The `Deploy` of `attempt` to `worker` failed: the attempt was not
+    /// placed (it may have started there and pulled splits).
+    DeployFailed {
+        attempt: AttemptId,
+        worker: String,
+        message: String,
+    },
 }
+
+/// An execution vertex that waits for a worker (external workers only):
+/// none was alive, or its last `Deploy` failed.
+struct Unplaced {
+    /// Not tried again before this (a pause after a failed `Deploy`, when
+    /// only the worker that failed it is there).
+    retry_at: Instant,
+    /// Why it waits, for the log and the error when the wait ends.
+    why: String,
+    /// Failed `Deploy`s in a row (the pause doubles with each).
+    failures: u32,
+}
+
+/// What a wait for a worker is, as `Unplaced::why` says it.
+const NO_WORKER: &str = "no worker is registered";
 
 /// A source task's view of its source coordinator: a request message and a
 /// wait for the reply (Flink's pull-based split requests) of at most the
@@ -161,6 +183,19 @@ pub struct JobMaster {
     split_counts: HashMap<usize, (u64, u64)>,
     /// Subtasks recovery skipped, per vertex.
     skipped_here: HashMap<usize, u64>,
+    /// External workers: the worker each attempt in flight was deployed to.
+    placed_on: HashMap<AttemptId, String>,
+    /// Per execution vertex: the workers one of its attempts failed on (or
+    /// whose `Deploy` failed); its next attempt prefers another worker.
+    failed_on: HashMap<(usize, u32), BTreeSet<String>>,
+    /// Execution vertices waiting for a worker (external workers only).
+    unplaced: BTreeMap<(usize, u32), Unplaced>,
+    /// Since when each execution vertex has been waiting to be placed: set
+    /// when it first could not be, kept through failed `Deploy`s, cleared
+    /// when one of its attempts finishes or fails after being placed.
+    waiting_since: HashMap<(usize, u32), Instant>,
+    /// The longest wait for a worker (`job.slot-request-timeout-ms`).
+    slot_request_timeout: Duration,
 }
 
 impl JobMaster {
@@ -210,6 +245,15 @@ impl JobMaster {
                         ClusterEvent::WorkerLost { worker, held } => {
                             Message::WorkerLost { worker, held }
                         }
+                        ClusterEvent::DeployFailed {
+                            attempt,
+                            worker,
+                            message,
+                        } => Message::DeployFailed {
+                            attempt,
+                            worker,
+                            message,
+                        },
                     };
                     let _ignored = events.send(msg);
                 });
@@ -271,6 +315,11 @@ impl JobMaster {
             reset_reasons: BTreeMap::new(),
             split_counts: HashMap::new(),
             skipped_here: HashMap::new(),
+            placed_on: HashMap::new(),
+            failed_on: HashMap::new(),
+            unplaced: BTreeMap::new(),
+            waiting_since: HashMap::new(),
+            slot_request_timeout: config.slot_request_timeout,
         })
     }
 
@@ -605,6 +654,7 @@ impl JobMaster {
                     let _ignored = reply.send(Err("the job is ending".into()));
                 }
                 Ok(Message::WorkerLost { .. }) => {}
+                // Finished, Failed, DeployFailed: one per deployed attempt.
                 Ok(_) => self.running -= 1,
                 Err(_) => break,
             }
@@ -649,14 +699,32 @@ impl JobMaster {
         self.schedule(events)?;
         self.busy += t.elapsed();
         while !self.graph.is_finished() {
-            let msg = self.rx.recv().map_err(|_| JobError::Internal {
+            let closed = || JobError::Internal {
                 reason: "the task channel closed".into(),
-            })?;
+            };
+            // While execution vertices wait for a worker, look again every
+            // tick: workers register without a message to this loop.
+            let msg = if self.unplaced.is_empty() {
+                Some(self.rx.recv().map_err(|_| closed())?)
+            } else {
+                match self.rx.recv_timeout(PLACEMENT_TICK) {
+                    Ok(msg) => Some(msg),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => return Err(closed()),
+                }
+            };
             let t = Instant::now();
-            self.handle(msg, events)?;
+            match msg {
+                Some(msg) => self.handle(msg, events)?,
+                None => self.schedule(events)?,
+            }
+            self.check_slot_waits()?;
             self.busy += t.elapsed();
         }
         self.release_superseded();
+        for c in self.coordinators.values() {
+            c.check_all_read()?;
+        }
         events.job_finished()?;
         for v in &self.graph.job.vertices {
             if let Some(s) = &v.sink {
@@ -686,7 +754,36 @@ impl JobMaster {
                 self.on_worker_lost(&worker, &held, events)?;
                 self.schedule(events)
             }
+            Message::DeployFailed {
+                attempt,
+                worker,
+                message,
+            } => {
+                self.running -= 1;
+                self.on_deploy_failed(attempt, worker, &message, events)?;
+                self.schedule(events)
+            }
         }
+    }
+
+    /// Fails the job when an execution vertex has waited for a worker
+    /// longer than `job.slot-request-timeout-ms` (Flink's
+    /// `slot.request.timeout`).
+    fn check_slot_waits(&self) -> Result<(), JobError> {
+        for (&(v, s), u) in &self.unplaced {
+            let Some(since) = self.waiting_since.get(&(v, s)) else {
+                continue;
+            };
+            if since.elapsed() >= self.slot_request_timeout {
+                return Err(JobError::NoWorker {
+                    vertex: self.graph.job.vertices[v].id.clone(),
+                    subtask: s,
+                    waited_ms: self.slot_request_timeout.as_millis() as u64,
+                    why: u.why.clone(),
+                });
+            }
+        }
+        Ok(())
     }
 
     fn is_current(&self, a: AttemptId) -> bool {
@@ -751,6 +848,15 @@ impl JobMaster {
             return Ok(());
         }
         let v = attempt.vertex;
+        // A source attempt finished only if it read every split it was
+        // handed, through the end of its splits: a report that says
+        // otherwise (a worker's word) fails the attempt, and its splits go
+        // back to the enumerator instead of being lost.
+        if let Some(c) = self.coordinators.get(&v)
+            && let Err(reason) = c.check_finished(attempt.subtask, report.splits)
+        {
+            return self.on_failed(attempt, TaskError::SplitRequest { reason }, events);
+        }
         let vertex = self.graph.job.vertices[v].clone();
         let descriptors = self
             .descriptors
@@ -837,6 +943,8 @@ impl JobMaster {
             || format!("after a finished execution of `{}`", vertex.id),
             events,
         )?;
+        self.placed_on.remove(&attempt);
+        self.waiting_since.remove(&(v, attempt.subtask));
         let ev = &mut self.graph.vertices[v].executions[attempt.subtask as usize];
         ev.state = ExecutionState::Finished;
         ev.partitions = partitions;
@@ -902,6 +1010,10 @@ impl JobMaster {
         }
     }
 }
+
+/// How often the loop looks for a worker while execution vertices wait
+/// for one.
+const PLACEMENT_TICK: Duration = Duration::from_millis(50);
 
 /// Whether a sink's output folder holds published output (`_SUCCESS` or a
 /// `part-*` file).

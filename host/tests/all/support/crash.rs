@@ -905,3 +905,30 @@ impl EventLog {
             .collect()
     }
 }
+
+impl EventLog {
+    /// Every execution vertex an `ExecutionsReset` of reason `Failover`
+    /// names, `(job vertex, subtask)`, with the failover's message, in log
+    /// order.
+    pub fn failovers(&self) -> Vec<((String, u64), String)> {
+        let mut out = Vec::new();
+        for e in self
+            .events
+            .iter()
+            .filter(|e| e["event"]["kind"] == "ExecutionsReset")
+        {
+            let body = &e["event"]["event"];
+            let Some(message) = body["reason"]["Failover"]["message"].as_str() else {
+                continue;
+            };
+            for x in body["executions"].as_array().into_iter().flatten() {
+                let id = (
+                    x["job_vertex"].as_str().unwrap_or("?").to_owned(),
+                    x["subtask"].as_u64().unwrap_or(u64::MAX),
+                );
+                out.push((id, message.to_owned()));
+            }
+        }
+        out
+    }
+}

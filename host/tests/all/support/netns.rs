@@ -4,10 +4,14 @@
 //! - [`Netns::create`] makes `n` network namespaces, each joined to a bridge
 //!   of the root namespace by a veth pair, with private addresses on one
 //!   `10.199.X.0/24` subnet (the bridge `.1`, namespace `i` `.10+i`); names
-//!   carry the test process's id, and the subnet is one no other test
+//!   carry the test process's id and a counter (tests of one process may hold sets at once), and the subnet is one no other test
 //!   process holds (a lock file per subnet) and no interface of the root
 //!   namespace uses. Dropping it deletes the namespaces, the veths and the
 //!   bridge, also when the test panics.
+//! - [`Netns::cut_bridge_from`] / [`Netns::heal_bridge_from`]: cut the
+//!   root namespace (the coordinator, on the bridge's address) off from
+//!   namespace `i` and back, with bogus neighbour entries on both sides
+//!   (no iptables): the namespaces still reach each other.
 //! - [`coordhost_in`]: the `coordhost` command run inside a namespace
 //!   (`ip netns exec`, which execs the binary: the child's pid is the
 //!   binary's, so killing the child kills `coordhost`).
@@ -59,6 +63,8 @@ fn ip_ok(args: &[&str]) {
 /// Network namespaces joined by a bridge; torn down when dropped.
 #[derive(Debug)]
 pub struct Netns {
+    /// The pid and the set's digit, in every name.
+    tag: String,
     /// Third byte of the subnet `10.199.X.0/24`.
     subnet: u8,
     /// The namespaces created so far.
@@ -80,21 +86,24 @@ impl Netns {
     /// its error).
     pub fn create(n: usize) -> Self {
         assert!(n <= 100, "at most 100 namespaces");
-        // Several tests of one process may each hold namespaces at once:
-        // the pid and a number per `Netns` of this process (0-9).
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 10;
-        let pid = format!("{}{k}", std::process::id());
+        // The pid and a digit counting the sets this process made: tests
+        // of one process may hold sets at the same time.
+        static SETS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let pid = format!(
+            "{}{}",
+            std::process::id(),
+            SETS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 10
+        );
         let mut net = Self {
+            tag: pid.clone(),
             subnet: 0,
             names: Vec::new(),
             veths: Vec::new(),
             bridge: None,
             _lock: None,
         };
-        // Interface names (`chbr<pid><k>`, `chv<pid><k>x<i>`,
-        // `chp<pid><k>x<i>`) stay within 15 bytes: a pid has at most 7
-        // digits.
+        // Interface names (`chbr<tag>`, `chv<tag>x<i>`, `chp<tag>x<i>`)
+        // stay within 15 bytes: a pid has at most 7 digits, the tag 8.
         for i in 0..n {
             let name = format!("coordhost-{pid}-{i}");
             if let Err(e) = ip(&["netns", "add", &name]) {
@@ -151,7 +160,60 @@ impl Netns {
     pub fn name(&self, i: usize) -> &str {
         &self.names[i]
     }
+
+    /// Cuts the root namespace off from namespace `i` (both ways) while
+    /// the namespaces still reach each other: each side's neighbour entry
+    /// for the other's address is replaced by a permanent one naming a MAC
+    /// address no interface has, so frames between the two are dropped by
+    /// the bridge's ports (nothing is refused: a connection just hangs).
+    ///
+    /// # Panics
+    /// If `ip neigh replace` fails.
+    pub fn cut_bridge_from(&self, i: usize) {
+        let bridge = self.bridge.clone().expect("the bridge exists");
+        let inner = format!("chp{}x{i}", self.tag);
+        ip_ok(&[
+            "neigh", "replace", &self.ip(i), "lladdr", BOGUS_MAC, "dev", &bridge, "nud",
+            "permanent",
+        ]);
+        ip_ok(&[
+            "-n",
+            &self.names[i],
+            "neigh",
+            "replace",
+            &self.bridge_ip(),
+            "lladdr",
+            BOGUS_MAC,
+            "dev",
+            &inner,
+            "nud",
+            "permanent",
+        ]);
+    }
+
+    /// Undoes [`Netns::cut_bridge_from`]: the bogus neighbour entries are
+    /// deleted, and the next packets resolve the real addresses again.
+    ///
+    /// # Panics
+    /// If `ip neigh del` fails.
+    pub fn heal_bridge_from(&self, i: usize) {
+        let bridge = self.bridge.clone().expect("the bridge exists");
+        let inner = format!("chp{}x{i}", self.tag);
+        ip_ok(&["neigh", "del", &self.ip(i), "dev", &bridge]);
+        ip_ok(&[
+            "-n",
+            &self.names[i],
+            "neigh",
+            "del",
+            &self.bridge_ip(),
+            "dev",
+            &inner,
+        ]);
+    }
 }
+
+/// A locally administered unicast MAC address no interface here has.
+const BOGUS_MAC: &str = "02:00:00:c0:ff:ee";
 
 /// A subnet `10.199.X.0/24` that no other process running this helper holds
 /// (an exclusive `flock` on a file per subnet, released when the process

@@ -58,6 +58,8 @@ pub struct Workers {
     log: &'static str,
     /// Per worker: more arguments (e.g. its TLS files).
     extra: Vec<Vec<String>>,
+    /// Per worker index: the `FAILPOINTS` of its processes (test knobs).
+    knobs: Vec<(usize, String)>,
 }
 
 impl Workers {
@@ -92,6 +94,7 @@ impl Workers {
             places: Vec::new(),
             log: "coordhost::remote=info,coordhost::tls=info",
             extra: (0..n).map(extra).collect(),
+            knobs: Vec::new(),
         };
         for i in 0..n {
             let c = w.spawn(i);
@@ -122,6 +125,7 @@ impl Workers {
             places: Vec::new(),
             log: "coordhost::remote=info",
             extra: Vec::new(),
+            knobs: Vec::new(),
         };
         for i in 0..n {
             let c = w.spawn(i);
@@ -159,6 +163,39 @@ impl Workers {
                 .collect(),
             log: "coordhost::remote=debug,coordhost::tls=debug",
             extra: (0..n).map(extra).collect(),
+            knobs: Vec::new(),
+        };
+        for i in 0..n {
+            let c = w.spawn(i);
+            w.children.push(Some(c));
+        }
+        w
+    }
+
+    /// As [`Workers::start`], worker `i` of each `(i, failpoints)` of
+    /// `knobs` started with `FAILPOINTS=failpoints` (the test knobs of
+    /// `host/src/failpoints.rs`, e.g. `worker::fail-every-task=return`).
+    ///
+    /// # Panics
+    /// If a worker cannot be spawned.
+    pub fn start_with_knobs(
+        n: usize,
+        coordinator: &str,
+        base: &Path,
+        slots: u32,
+        knobs: &[(usize, &str)],
+    ) -> Self {
+        let mut w = Self {
+            coordinator: coordinator.into(),
+            base: base.to_path_buf(),
+            slots,
+            keep_ms: 60_000,
+            children: Vec::new(),
+            starts: 0,
+            places: Vec::new(),
+            log: "coordhost::remote=info",
+            extra: Vec::new(),
+            knobs: knobs.iter().map(|(i, k)| (*i, (*k).to_owned())).collect(),
         };
         for i in 0..n {
             let c = w.spawn(i);
@@ -198,6 +235,12 @@ impl Workers {
             )
             .args(self.extra.get(i).into_iter().flatten())
             .env("COORDHOST_LOG", self.log)
+            .envs(
+                self.knobs
+                    .iter()
+                    .filter(|(k, _)| *k == i)
+                    .map(|(_, f)| ("FAILPOINTS", f.as_str())),
+            )
             .stderr(file)
             .spawn()
             .expect("spawn coordhost worker")
