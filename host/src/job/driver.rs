@@ -596,6 +596,31 @@ impl RecoveryTarget for Restore<'_> {
         self.supports.get(vertex).copied().unwrap_or(false)
     }
 
+    fn restore_enumerator(
+        &mut self,
+        vertex: usize,
+        snapshot: &crate::coordinator::CoordinatorSnapshot,
+    ) -> Result<bool, JobError> {
+        match self.master.restore_coordinator(vertex, snapshot) {
+            Ok(()) => Ok(true),
+            // The plugin's `restore` or `start` failed (an error value or a
+            // trap): the source starts over with a fresh enumerator, and
+            // the rest of the job keeps its finished work (docs/recovery.md
+            // step 5).
+            Err(JobError::Coordinator(
+                e @ (crate::coordinator::CoordinatorError::Plugin { .. }
+                | crate::coordinator::CoordinatorError::FaultedAgain { .. }),
+            )) => {
+                tracing::warn!(
+                    plugin = self.master.source_plugin(vertex).unwrap_or("?"),
+                    "recovery: {e}; the source starts over with a fresh split enumerator, and what read its output runs again"
+                );
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     fn apply(&mut self, plan: &RecoveryPlan) -> Result<(), JobError> {
         self.master.apply_recovery(plan, self.sink)
     }

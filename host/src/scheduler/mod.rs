@@ -475,7 +475,8 @@ pub struct Summary {
     /// Execution attempts reset (failover, PartitionNotFound, recovery).
     pub tasks_reset: u64,
     /// Resets by reason: `unfinished`, `no-snapshot`, `partition-missing`,
-    /// `enumerator-cannot-snapshot`, `upstream-reset` (recovery) and
+    /// `enumerator-cannot-snapshot`, `enumerator-restore-failed`,
+    /// `upstream-reset` (recovery) and
     /// `failover`, `partition-not-found` (during the run).
     pub reset_reasons: std::collections::BTreeMap<String, u64>,
     /// Wall-clock time of the run, milliseconds.

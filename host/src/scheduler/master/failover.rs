@@ -148,7 +148,7 @@ impl JobMaster {
         reason: ResetReason,
         events: &mut dyn JobEventSink,
     ) -> Result<(), JobError> {
-        let restarts = self.restart_all_once.contains(&attempt.vertex);
+        let restarts = self.restart_all_once.contains_key(&attempt.vertex);
         let graph = &self.graph;
         let also = crate::plan::restart_all_once(
             &graph.job,

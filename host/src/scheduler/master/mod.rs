@@ -150,7 +150,7 @@ pub struct JobMaster {
     snapshot_min_pause: Duration,
     /// Finished sources whose enumerator cannot snapshot, kept by recovery:
     /// the first later reset of one of their subtasks resets all of them.
-    restart_all_once: BTreeSet<usize>,
+    restart_all_once: BTreeMap<usize, ResetReason>,
     /// Executions recovery skipped.
     tasks_skipped: u64,
     /// Whether this run recovered from a log.
@@ -265,7 +265,7 @@ impl JobMaster {
             last_snapshot: None,
             snapshots_enabled,
             snapshot_min_pause: config.recovery.snapshot_min_pause,
-            restart_all_once: BTreeSet::new(),
+            restart_all_once: BTreeMap::new(),
             tasks_skipped: 0,
             recovered: false,
             reset_reasons: BTreeMap::new(),
@@ -388,6 +388,43 @@ impl JobMaster {
             .collect()
     }
 
+    /// Restores the source coordinator of source vertex `v` from its batch
+    /// snapshot (docs/recovery.md step 5: the enumerator plugin's
+    /// `restore`, then `start`, with the split-assignment history of
+    /// `snapshot`, one reader per entry of `snapshot.readers`) and keeps
+    /// it: [`JobMaster::apply_recovery`] gives the splits of the subtasks
+    /// that are not kept back to it.
+    ///
+    /// # Errors
+    ///
+    /// [`JobError::Coordinator`] when the enumerator cannot be restored
+    /// (a plugin error, [`crate::coordinator::CoordinatorError::Plugin`],
+    /// means its `restore` or `start` failed); [`JobError::Internal`] if
+    /// `v` is not a source. Nothing is kept then.
+    pub fn restore_coordinator(
+        &mut self,
+        v: usize,
+        snapshot: &CoordinatorSnapshot,
+    ) -> Result<(), JobError> {
+        let vertex = &self.graph.job.vertices[v];
+        let plugin = vertex
+            .source
+            .as_ref()
+            .and_then(|p| self.plugins.get(p))
+            .ok_or_else(|| JobError::Internal {
+                reason: format!("source plugin of `{}` not loaded", vertex.id),
+            })?;
+        let parallelism = snapshot.readers.len() as u32;
+        let c = SourceCoordinator::restore(&vertex.id, plugin, parallelism, snapshot)?;
+        self.coordinators.insert(v, c);
+        Ok(())
+    }
+
+    /// The split enumerator plugin of source vertex `v`, if it is one.
+    pub fn source_plugin(&self, v: usize) -> Option<&str> {
+        self.graph.job.vertices.get(v)?.source.as_deref()
+    }
+
     /// Installs a recovery plan before anything is scheduled
     /// (docs/recovery.md step 7): recorded parallelism and input ranges,
     /// kept executions with their attempt ids and partitions, restored
@@ -437,17 +474,20 @@ impl JobMaster {
                 .or_default() += 1;
         }
         for (&v, snapshot) in &plan.coordinators {
-            let Some(snapshot) = snapshot else { continue };
-            let vertex = self.graph.job.vertices[v].clone();
-            let plugin = vertex
-                .source
-                .as_ref()
-                .and_then(|p| self.plugins.get(p))
-                .ok_or_else(|| JobError::Internal {
-                    reason: format!("source plugin of `{}` not loaded", vertex.id),
-                })?;
+            let Some(snapshot) = snapshot else {
+                // A fresh enumerator (started when the vertex is scheduled).
+                self.coordinators.remove(&v);
+                continue;
+            };
             let parallelism = self.graph.vertices[v].executions.len() as u32;
-            let mut c = SourceCoordinator::restore(&vertex.id, plugin, parallelism, snapshot)?;
+            if snapshot.readers.len() != parallelism as usize || !self.coordinators.contains_key(&v)
+            {
+                // Not restored in step 5 (or for another parallelism).
+                self.restore_coordinator(v, snapshot)?;
+            }
+            let Some(mut c) = self.coordinators.remove(&v) else {
+                continue;
+            };
             // Unfinished subtasks are reset explicitly: their splits go back
             // to the restored enumerator and "no more splits" is cleared.
             for s in 0..parallelism {
@@ -932,6 +972,7 @@ fn reason_kind(reason: &ResetReason) -> &'static str {
         ResetReason::RecoveryEnumeratorWithoutSnapshot => "enumerator-cannot-snapshot",
         ResetReason::RecoveryPartitionMissing { .. } => "partition-missing",
         ResetReason::RecoveryUpstreamReset { .. } => "upstream-reset",
+        ResetReason::RecoveryEnumeratorRestoreFailed => "enumerator-restore-failed",
     }
 }
 
