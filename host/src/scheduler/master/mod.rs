@@ -570,6 +570,42 @@ impl JobMaster {
         })
     }
 
+    /// The error of a refused `ExecutionFinished`: when the record is over
+    /// the event log's limit (`MAX_PAYLOAD_LEN`) only because of the
+    /// shuffle master's batch snapshot in it (it would fit without it), a
+    /// failure of the shuffle plugin, naming it and both sizes, as a
+    /// contract breach of its `snapshot-state` (an inline shuffle snapshot
+    /// must fit one record, docs/log-format.md); any other error as it is.
+    fn name_oversized_shuffle_snapshot(
+        &self,
+        snapshots: &BatchSnapshots,
+        e: super::RecordingError,
+    ) -> JobError {
+        let (
+            super::RecordingError::Log(crate::events::EventsError::RecordTooLarge {
+                len, max, ..
+            }),
+            Some(shuffle),
+        ) = (&e, &snapshots.shuffle)
+        else {
+            return e.into();
+        };
+        if len.saturating_sub(shuffle.data.len()) > *max as usize {
+            return e.into();
+        }
+        JobError::Plugin {
+            plugin: self.shuffle_plugin.clone(),
+            source: crate::plugin::PluginError::Protocol {
+                plugin: self.shuffle_plugin.clone(),
+                call: "snapshot-state",
+                reason: format!(
+                    "its batch snapshot is {} bytes; the `ExecutionFinished` record that carries it would be {len} bytes, over the event log's limit of {max} bytes per record, so it cannot be recorded",
+                    shuffle.data.len()
+                ),
+            },
+        }
+    }
+
     /// Takes batch snapshots if recording is on and `vertex_complete` or the
     /// minimum pause passed (FLIP-383 "recording").
     fn take_snapshots(&mut self, vertex_complete: bool) -> Result<BatchSnapshots, JobError> {
@@ -869,7 +905,9 @@ impl JobMaster {
         if !snapshots.is_empty() {
             self.crash_point("snapshot-taken", events)?;
         }
-        events.execution_finished(&vertex.id, attempt, &partitions, &snapshots)?;
+        events
+            .execution_finished(&vertex.id, attempt, &partitions, &snapshots)
+            .map_err(|e| self.name_oversized_shuffle_snapshot(&snapshots, e))?;
         self.crash_point("execution-finished", events)?;
         #[cfg(feature = "failpoints")]
         crash_if(
