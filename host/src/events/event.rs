@@ -934,8 +934,14 @@ mod tests {
             })
         };
         for (event, kind_id) in [
-            (reset(ResetReason::RecoveryUnfinished), kind::EXECUTIONS_RESET),
-            (finished(ResetReason::RecoveryUnfinished), kind::RECOVERY_FINISHED),
+            (
+                reset(ResetReason::RecoveryUnfinished),
+                kind::EXECUTIONS_RESET,
+            ),
+            (
+                finished(ResetReason::RecoveryUnfinished),
+                kind::RECOVERY_FINISHED,
+            ),
         ] {
             assert_eq!(event.schema_version(), 1, "{event:?}");
             let bytes = event.encode_payload().expect("encode");

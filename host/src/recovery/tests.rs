@@ -603,8 +603,14 @@ fn an_unfinished_source_whose_enumerator_cannot_be_restored_restarts_its_region(
 
 #[test]
 fn a_finished_source_whose_enumerator_cannot_be_restored_is_kept_and_restarts_in_full_once() {
-    let plan = plan_unrestorable(&t1(), &sources_finished(), &|_| true, &[0], &mut shuffle(&[]))
-        .unwrap();
+    let plan = plan_unrestorable(
+        &t1(),
+        &sources_finished(),
+        &|_| true,
+        &[0],
+        &mut shuffle(&[]),
+    )
+    .unwrap();
     assert_eq!(plan.kept.len(), 5, "{plan:?}");
     assert!(plan.coordinators[&0].is_none(), "a fresh enumerator");
     assert_eq!(

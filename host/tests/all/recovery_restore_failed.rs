@@ -342,7 +342,9 @@ fn a_finished_source_whose_restore_fails_restarts_in_full_with_its_published_sin
     let published = before
         .iter()
         .find_map(|e| match e {
-            JobEvent::SinkCommitted(c) if c.attempt.job_vertex == "b-sink" => Some(c.attempt.clone()),
+            JobEvent::SinkCommitted(c) if c.attempt.job_vertex == "b-sink" => {
+                Some(c.attempt.clone())
+            }
             _ => None,
         })
         .expect("a b-sink subtask published");
@@ -456,9 +458,6 @@ fn an_enumerator_that_can_be_neither_restored_nor_created_fails_the_run_naming_i
         summary.tasks_skipped, 4,
         "pipeline A is still skipped: {summary:#?}"
     );
-    assert_eq!(
-        vertex(&summary, "b-source").records_in,
-        u64::from(B_SPLITS)
-    );
+    assert_eq!(vertex(&summary, "b-source").records_in, u64::from(B_SPLITS));
     job.assert_output_exact();
 }

@@ -134,7 +134,6 @@ enum Fault {
     Loop,
     GrowMemory,
     Trap,
-    /// Returns `error::other` on the faulty call.
     Error,
     ReadFile(String),
     Sleep(u64),

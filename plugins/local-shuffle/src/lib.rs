@@ -374,6 +374,20 @@ mod tests {
     use plugin_support::registry::PartitionKey;
 
     #[test]
+    fn snapshot_padding_is_stripped_only_when_it_is_there_and_zero() {
+        let mut data = vec![1, 2, 3];
+        data.resize(3 + 8, 0);
+        assert_eq!(without_padding(&data, 8).unwrap(), &[1, 2, 3]);
+        assert_eq!(without_padding(&data, 0).unwrap(), &data[..]);
+        assert!(
+            without_padding(&data, 12).is_err(),
+            "shorter than its padding"
+        );
+        data[5] = 7;
+        assert!(without_padding(&data, 8).is_err(), "padding not zero");
+    }
+
+    #[test]
     fn snapshot_data_round_trips_and_bad_bytes_are_refused() {
         let body = SnapshotBody {
             job_id: "j".into(),
