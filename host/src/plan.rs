@@ -8,7 +8,7 @@
 //! so that neither imports the other (docs/architecture.md). The one policy
 //! both apply, "restart all, once" ([`restart_all_once`]), lives here too.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::coordinator::CoordinatorSnapshot;
@@ -108,9 +108,12 @@ pub struct RecoveryPlan {
     pub coordinators: BTreeMap<usize, Option<CoordinatorSnapshot>>,
     /// Shuffle-master snapshots to restore, oldest first, from the last full one.
     pub shuffle_snapshots: Vec<ShuffleSnapshot>,
-    /// Finished source vertices whose enumerator cannot snapshot: the first
-    /// later restart of any of their subtasks restarts all of them, once.
-    pub restart_all_once: BTreeSet<usize>,
+    /// Finished source vertices whose enumerator cannot snapshot (or could
+    /// not be restored from its snapshot), each with the reason its other
+    /// subtasks get (`enumerator-cannot-snapshot`,
+    /// `enumerator-restore-failed`): the first later restart of any of
+    /// their subtasks restarts all of them, once.
+    pub restart_all_once: BTreeMap<usize, ResetReason>,
     /// Partitions of finished attempts that run again: to release.
     pub release: Vec<PartitionRef>,
     /// For every execution vertex seen in the log, the highest attempt
@@ -159,37 +162,56 @@ impl RecoveryPlan {
 }
 
 /// FLIP-383 "restart all, once": a finished source vertex whose split
-/// enumerator cannot take batch snapshots is kept by a recovery, but the
-/// first later reset of any of its subtasks restarts all of them with a
-/// fresh enumerator — and, because a fresh enumerator may hand the splits
-/// to other subtasks than before, everything downstream that read (or is
-/// reading) the old partitions runs again too, as Flink restarts a whole
-/// region. The one copy of this policy: recovery applies it while it
-/// reconciles partitions (docs/recovery.md step 6), the scheduler on an
-/// in-run reset (`scheduler/master/failover.rs`).
+/// enumerator cannot take batch snapshots (or could not be restored from
+/// one) is kept by a recovery, but the first later reset of any of its
+/// subtasks restarts all of them with a fresh enumerator — and, because a
+/// fresh enumerator may hand the splits to other subtasks than before,
+/// everything downstream that read (or is reading) the old partitions runs
+/// again too, as Flink restarts a whole region ([`restart_source`]). The
+/// one copy of this policy: recovery applies it while it reconciles
+/// partitions (docs/recovery.md step 6), the scheduler on an in-run reset
+/// (`scheduler/master/failover.rs`).
 ///
 /// Returns the resets that come with resetting execution vertex `key`:
-/// every other live subtask of its vertex (reason
-/// `enumerator-cannot-snapshot`), then every live execution of every vertex
-/// downstream (reason `upstream-reset`, naming `key`), in vertex then
-/// subtask order; `key` itself is not among them. `live` says which
-/// executions hold output or are running; `parallelism` gives a vertex's
-/// subtask count. Empty, and nothing changes, unless `key`'s vertex is in
-/// `pending`, from which it is removed: the restart happens once.
+/// [`restart_source`] with the reason `pending` holds for its vertex
+/// (`enumerator-cannot-snapshot` or `enumerator-restore-failed`) for the
+/// other subtasks of the vertex. Empty, and nothing changes, unless `key`'s
+/// vertex is in `pending`, from which it is removed: the restart happens once.
 pub fn restart_all_once(
     graph: &JobGraph,
-    pending: &mut BTreeSet<usize>,
+    pending: &mut BTreeMap<usize, ResetReason>,
     key: ExecutionKey,
     parallelism: &dyn Fn(usize) -> u32,
     live: &dyn Fn(ExecutionKey) -> bool,
 ) -> Vec<(ExecutionKey, ResetReason)> {
-    let (v, subtask) = key;
-    if !pending.remove(&v) {
+    let Some(sibling) = pending.remove(&key.0) else {
         return Vec::new();
-    }
+    };
+    restart_source(graph, key, &sibling, parallelism, live)
+}
+
+/// The region of a source vertex that starts over with a fresh split
+/// enumerator because execution vertex `key` of it is reset: every other
+/// live subtask of the source (reason `sibling`), then every live
+/// execution of every vertex downstream of it (reason `upstream-reset`,
+/// naming `key`), in vertex then subtask order; `key` itself is not among
+/// them. A fresh enumerator may hand the splits to other subtasks than the
+/// old one did, so nothing that read the old partitions may be kept: a
+/// downstream sink subtask that already published runs again and its part
+/// file is replaced (docs/recovery.md, "Sink output when a region runs
+/// again"). `live` says which executions hold output or are running;
+/// `parallelism` gives a vertex's subtask count (0: not initialized).
+pub fn restart_source(
+    graph: &JobGraph,
+    key: ExecutionKey,
+    sibling: &ResetReason,
+    parallelism: &dyn Fn(usize) -> u32,
+    live: &dyn Fn(ExecutionKey) -> bool,
+) -> Vec<(ExecutionKey, ResetReason)> {
+    let (v, subtask) = key;
     let mut resets: Vec<(ExecutionKey, ResetReason)> = (0..parallelism(v))
         .filter(|&s| s != subtask && live((v, s)))
-        .map(|s| ((v, s), ResetReason::RecoveryEnumeratorWithoutSnapshot))
+        .map(|s| ((v, s), sibling.clone()))
         .collect();
     let upstream = ExecutionVertexId {
         job_vertex: graph.vertices[v].id.clone(),

@@ -220,8 +220,27 @@ impl Validator {
                 ),
             ));
         }
-        if d.writable {
+        if d.writable && g.starts_with(&self.data_dir) {
+            // The host creates it (the shuffle root `${data_dir}/shuffle`).
             creatable(g).map_err(|r| self.invalid(&field, r))?;
+        } else if d.writable {
+            // Outside the data directory the host creates nothing: a
+            // misspelt folder would be made, left behind and written to.
+            match std::fs::metadata(g) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    return Err(self.invalid(field, format!("`{shown}` is not a folder")));
+                }
+                Err(e) => {
+                    return Err(self.invalid(
+                        field,
+                        format!(
+                            "`{shown}`: {e} (a writable grant outside the data directory `{}` must exist; only folders inside it are created)",
+                            self.data_dir.display()
+                        ),
+                    ));
+                }
+            }
         } else {
             match std::fs::metadata(g) {
                 Ok(m) if m.is_dir() => {}

@@ -473,6 +473,21 @@ pub enum ResetReason {
         /// The upstream execution vertex that was reset.
         upstream: ExecutionVertexId,
     },
+    /// Recovery: its source's split enumerator could not be restored from
+    /// its batch snapshot (the plugin's `restore` or the `start` after it
+    /// failed), so the source vertex starts over with a fresh enumerator.
+    /// Added in schema version 2 of `ExecutionsReset` and
+    /// `RecoveryFinished`: a record that holds it is written as version 2,
+    /// every other as version 1 (docs/log-format.md, "Kinds").
+    RecoveryEnumeratorRestoreFailed,
+}
+
+impl ResetReason {
+    /// True for a reason only schema version 2 of `ExecutionsReset` and
+    /// `RecoveryFinished` holds.
+    fn needs_version_2(&self) -> bool {
+        matches!(self, Self::RecoveryEnumeratorRestoreFailed)
+    }
 }
 
 /// Execution vertices were reset: their latest finished attempt no longer
@@ -483,6 +498,14 @@ pub struct ExecutionsReset {
     pub executions: Vec<ExecutionVertexId>,
     /// Why.
     pub reason: ResetReason,
+}
+
+impl ExecutionsReset {
+    /// The oldest schema version that holds this record: 2 for a reason
+    /// added in version 2, else 1 (readable by older binaries).
+    fn version(&self) -> u16 {
+        if self.reason.needs_version_2() { 2 } else { 1 }
+    }
 }
 
 /// A sink subtask's staged output was published under its final name.
@@ -521,6 +544,18 @@ pub struct RecoveryFinished {
     pub skipped: Vec<AttemptId>,
     /// Execution vertices that run again.
     pub reset: Vec<RecoveryReset>,
+}
+
+impl RecoveryFinished {
+    /// The oldest schema version that holds this record: 2 when a reset's
+    /// reason was added in version 2, else 1 (readable by older binaries).
+    fn version(&self) -> u16 {
+        if self.reset.iter().any(|r| r.reason.needs_version_2()) {
+            2
+        } else {
+            1
+        }
+    }
 }
 
 /// High availability (`coordhost run --ha`, docs/ha.md): the coordinator
@@ -592,13 +627,17 @@ impl JobEvent {
     }
 
     /// Schema version this binary writes for the event: the newest of its
-    /// kind, except that an `ExecutionFinished` is written in the oldest
-    /// version that holds it (1 without snapshot side files or incremental
-    /// histories, 2 with side files; readable by older binaries).
+    /// kind, except that an `ExecutionFinished`, an `ExecutionsReset` and a
+    /// `RecoveryFinished` are written in the oldest version that holds them
+    /// (`ExecutionFinished`: 1 without snapshot side files or incremental
+    /// histories, 2 with side files; the other two: 1 unless a reset reason
+    /// of version 2 is in them; readable by older binaries).
     #[must_use]
     pub fn schema_version(&self) -> u16 {
         match self {
             Self::ExecutionFinished(e) => e.version(),
+            Self::ExecutionsReset(e) => e.version(),
+            Self::RecoveryFinished(e) => e.version(),
             _ => max_known_version(self.kind_id()).unwrap_or(0),
         }
     }
@@ -655,14 +694,34 @@ impl JobEvent {
                 exact::<ExecutionFinishedV2>(payload).map(|v2| Self::ExecutionFinished(v2.into()))
             }
             kind::EXECUTION_FINISHED => exact(payload).map(Self::ExecutionFinished),
-            kind::EXECUTIONS_RESET => exact(payload).map(Self::ExecutionsReset),
+            // Version 2 only appends a `ResetReason` variant: both decode
+            // as the same type, and a version 1 record cannot hold it.
+            kind::EXECUTIONS_RESET => exact::<ExecutionsReset>(payload).and_then(|e| {
+                within_version(version, e.version())?;
+                Ok(Self::ExecutionsReset(e))
+            }),
             kind::SINK_COMMITTED => exact(payload).map(Self::SinkCommitted),
             kind::RECOVERY_STARTED => exact(payload).map(Self::RecoveryStarted),
-            kind::RECOVERY_FINISHED => exact(payload).map(Self::RecoveryFinished),
+            kind::RECOVERY_FINISHED => exact::<RecoveryFinished>(payload).and_then(|e| {
+                within_version(version, e.version())?;
+                Ok(Self::RecoveryFinished(e))
+            }),
             kind::LEADER_ELECTED => exact(payload).map(Self::LeaderElected),
             _ => Err(DecodeProblem::UnknownKind),
         }
     }
+}
+
+/// Refuses a record of schema `version` that holds what only schema
+/// version `needs` (newer) can: a version 1 payload with a reset reason
+/// added in version 2 was not written by any coordhost.
+fn within_version(version: u16, needs: u16) -> Result<(), DecodeProblem> {
+    if needs > version {
+        return Err(DecodeProblem::Malformed(format!(
+            "a schema version {version} record holds a value of version {needs}"
+        )));
+    }
+    Ok(())
 }
 
 /// Decodes `payload` as `T`, refusing trailing bytes.
@@ -851,5 +910,65 @@ mod tests {
         let mut folded = before.since(None);
         folded.fold(recorded);
         assert_eq!(folded, after);
+    }
+
+    #[test]
+    fn a_reset_for_a_failed_enumerator_restore_is_version_2_and_others_stay_version_1() {
+        let vertex = ExecutionVertexId {
+            job_vertex: "source".into(),
+            subtask: 1,
+        };
+        let reset = |reason: ResetReason| {
+            JobEvent::ExecutionsReset(ExecutionsReset {
+                executions: vec![vertex.clone()],
+                reason,
+            })
+        };
+        let finished = |reason: ResetReason| {
+            JobEvent::RecoveryFinished(RecoveryFinished {
+                skipped: Vec::new(),
+                reset: vec![RecoveryReset {
+                    execution: vertex.clone(),
+                    reason,
+                }],
+            })
+        };
+        for (event, kind_id) in [
+            (
+                reset(ResetReason::RecoveryUnfinished),
+                kind::EXECUTIONS_RESET,
+            ),
+            (
+                finished(ResetReason::RecoveryUnfinished),
+                kind::RECOVERY_FINISHED,
+            ),
+        ] {
+            assert_eq!(event.schema_version(), 1, "{event:?}");
+            let bytes = event.encode_payload().expect("encode");
+            assert_eq!(JobEvent::decode(kind_id, 1, &bytes).expect("v1"), event);
+        }
+        for (event, kind_id) in [
+            (
+                reset(ResetReason::RecoveryEnumeratorRestoreFailed),
+                kind::EXECUTIONS_RESET,
+            ),
+            (
+                finished(ResetReason::RecoveryEnumeratorRestoreFailed),
+                kind::RECOVERY_FINISHED,
+            ),
+        ] {
+            assert_eq!(event.schema_version(), 2, "{event:?}");
+            let bytes = event.encode_payload().expect("encode");
+            assert_eq!(JobEvent::decode(kind_id, 2, &bytes).expect("v2"), event);
+            // No coordhost writes the new reason as version 1.
+            assert!(matches!(
+                JobEvent::decode(kind_id, 1, &bytes),
+                Err(DecodeProblem::Malformed(_))
+            ));
+            assert!(matches!(
+                JobEvent::decode(kind_id, 3, &bytes),
+                Err(DecodeProblem::NewerVersion { max_known: 2 })
+            ));
+        }
     }
 }

@@ -106,14 +106,17 @@ pub mod schema {
     /// (`EnumeratorSnapshot::incremental`); the oldest version that holds
     /// a record is the one written.
     pub const EXECUTION_FINISHED: u16 = 3;
-    /// Schema version of `ExecutionsReset` payloads.
-    pub const EXECUTIONS_RESET: u16 = 1;
+    /// Schema version of `ExecutionsReset` payloads: 2 adds the reset
+    /// reason `RecoveryEnumeratorRestoreFailed`; the oldest version that
+    /// holds a record is the one written.
+    pub const EXECUTIONS_RESET: u16 = 2;
     /// Schema version of `SinkCommitted` payloads.
     pub const SINK_COMMITTED: u16 = 1;
     /// Schema version of `RecoveryStarted` payloads.
     pub const RECOVERY_STARTED: u16 = 1;
-    /// Schema version of `RecoveryFinished` payloads.
-    pub const RECOVERY_FINISHED: u16 = 1;
+    /// Schema version of `RecoveryFinished` payloads: 2 adds the reset
+    /// reason `RecoveryEnumeratorRestoreFailed` (as `EXECUTIONS_RESET`).
+    pub const RECOVERY_FINISHED: u16 = 2;
     /// Schema version of `LeaderElected` payloads.
     pub const LEADER_ELECTED: u16 = 1;
 }

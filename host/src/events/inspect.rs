@@ -327,5 +327,8 @@ fn reason(r: &ResetReason) -> String {
         ResetReason::RecoveryUpstreamReset { upstream } => {
             format!("recovery: upstream {} runs again", vertex(upstream))
         }
+        ResetReason::RecoveryEnumeratorRestoreFailed => {
+            "recovery: enumerator could not be restored from its snapshot".to_owned()
+        }
     }
 }

@@ -118,7 +118,14 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
     )?;
     let mut recorder = EventRecorder::new(writer, config.graph.clone());
     recorder.adopt_snapshot_files(newest_files);
-    let mut master = fresh_master()?;
+    let mut master = match fresh_master() {
+        Ok(master) => master,
+        Err(e) if !e.is_bad_input() => {
+            recorder.close()?;
+            return Ok(failed_before_start(config, opts, workers, &e));
+        }
+        Err(e) => return Err(e),
+    };
     let history = current_run(&replay);
     if history.is_empty() && config.recovery.enabled && !master.snapshots_enabled() {
         // FLIP-383: without shuffle-master snapshots there is no progress recovery.
@@ -156,7 +163,14 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
                 Err(e) => {
                     refuse_if_committed_after(config, &e)?;
                     tracing::error!("recovery failed: {e}; the job runs again from scratch");
-                    master = fresh_master()?;
+                    master = match fresh_master() {
+                        Ok(master) => master,
+                        Err(e) if !e.is_bad_input() => {
+                            recorder.close()?;
+                            return Ok(failed_before_start(config, opts, workers, &e));
+                        }
+                        Err(e) => return Err(e),
+                    };
                 }
             },
         }
@@ -176,6 +190,63 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
     let summary = master.run(&mut recorder);
     recorder.close()?;
     Ok(summary)
+}
+
+/// The summary of a run whose shuffle master failed while the run started
+/// (its `create` or `register-job` trapped, missed its deadline or returned
+/// an error other than `invalid-config`): nothing ran, the job failed with
+/// `error` (exit 1), and `--summary-json` says so like any failed run.
+fn failed_before_start(
+    config: &JobConfig,
+    opts: &RunOptions,
+    workers: usize,
+    error: &JobError,
+) -> Summary {
+    Summary {
+        job: config.name.clone(),
+        status: crate::scheduler::JobStatus::Failed,
+        recovered: false,
+        tasks_total: 0,
+        tasks_run: 0,
+        tasks_skipped: 0,
+        tasks_reset: 0,
+        reset_reasons: Default::default(),
+        wall_ms: 0,
+        workers: opts
+            .external
+            .as_ref()
+            .map_or(workers as u64, |cluster| cluster.slots()),
+        coordinator_busy_us: 0,
+        vertices: config
+            .graph
+            .vertices
+            .iter()
+            .map(|v| crate::scheduler::VertexSummary {
+                id: v.id.clone(),
+                parallelism: 0,
+                records_in: 0,
+                records_out: 0,
+                bytes_out: 0,
+                splits_assigned: 0,
+                splits_returned: 0,
+                skipped: 0,
+            })
+            .collect(),
+        // Only folders that hold published output (of an earlier run).
+        outputs: config
+            .graph
+            .vertices
+            .iter()
+            .filter_map(|v| v.sink.as_ref())
+            .filter(|s| !published_files(&s.dir).is_empty())
+            .map(|s| s.dir.clone())
+            .collect(),
+        error: Some(crate::plugin::one_line(
+            &error.to_string(),
+            4 * crate::plugin::MAX_MESSAGE_BYTES,
+        )),
+        bad_input: false,
+    }
 }
 
 /// Refuses a data directory whose log was written for another job file,
@@ -594,6 +665,31 @@ impl RecoveryTarget for Restore<'_> {
 
     fn supports_batch_snapshot(&self, vertex: usize) -> bool {
         self.supports.get(vertex).copied().unwrap_or(false)
+    }
+
+    fn restore_enumerator(
+        &mut self,
+        vertex: usize,
+        snapshot: &crate::coordinator::CoordinatorSnapshot,
+    ) -> Result<bool, JobError> {
+        match self.master.restore_coordinator(vertex, snapshot) {
+            Ok(()) => Ok(true),
+            // The plugin's `restore` or `start` failed (an error value or a
+            // trap): the source starts over with a fresh enumerator, and
+            // the rest of the job keeps its finished work (docs/recovery.md
+            // step 5).
+            Err(JobError::Coordinator(
+                e @ (crate::coordinator::CoordinatorError::Plugin { .. }
+                | crate::coordinator::CoordinatorError::FaultedAgain { .. }),
+            )) => {
+                tracing::warn!(
+                    plugin = self.master.source_plugin(vertex).unwrap_or("?"),
+                    "recovery: {e}; the source starts over with a fresh split enumerator, and what read its output runs again"
+                );
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn apply(&mut self, plan: &RecoveryPlan) -> Result<(), JobError> {

@@ -435,6 +435,7 @@ impl JobEventSink for EventRecorder {
                 | ResetReason::RecoveryEnumeratorWithoutSnapshot
                 | ResetReason::RecoveryPartitionMissing { .. }
                 | ResetReason::RecoveryUpstreamReset { .. }
+                | ResetReason::RecoveryEnumeratorRestoreFailed
         );
         if during_recovery {
             self.append(&event)

@@ -59,6 +59,12 @@ pub enum BadStep {
         /// The steps the kind knows.
         known: &'static str,
     },
+    /// A script with no step at all (an empty value, only commas, or a
+    /// script file of blank lines and comments): nothing would be called.
+    #[error(
+        "--steps: the script has no steps (only blanks, commas or `#` comments); give at least `create`, or leave --steps out for the default script"
+    )]
+    Empty,
     /// A script that does not begin with `create`: every other step needs
     /// the instance `create` makes (`restore` needs its snapshot too).
     #[error(
@@ -97,8 +103,8 @@ const SHUFFLE_KNOWN: &str = "create, register-job, register:N, produce:N, report
 /// Parses a comma-separated script for `kind`.
 ///
 /// # Errors
-/// [`BadStep`] naming the first step the kind does not know, or a script
-/// that does not begin with `create`.
+/// [`BadStep`] naming the first step the kind does not know, a script
+/// without steps, or one that does not begin with `create`.
 fn parse(steps: &str, kind: PluginKind) -> Result<Vec<Step>, BadStep> {
     let known = match kind {
         PluginKind::SplitEnumerator => ENUMERATOR_KNOWN,
@@ -141,6 +147,7 @@ fn parse(steps: &str, kind: PluginKind) -> Result<Vec<Step>, BadStep> {
         })
         .collect::<Result<Vec<_>, _>>()
         .and_then(|steps| match steps.first() {
+            None => Err(BadStep::Empty),
             Some((text, first)) if *first != Step::Create => Err(BadStep::NotCreateFirst {
                 step: (*text).to_string(),
             }),

@@ -50,6 +50,18 @@ pub enum PrepareError {
     /// A `--grant` folder is not absolute.
     #[error("--grant {}: give an absolute folder", .0.display())]
     RelativeGrant(PathBuf),
+    /// A `--grant` or `--grant-rw` folder is the root folder (as a job
+    /// file's `dirs`, docs/job-file.md, it is refused).
+    #[error(
+        "{option} {}: grants the root folder; grant only the folders the plugin needs",
+        dir.display()
+    )]
+    RootGrant {
+        /// `--grant` or `--grant-rw`.
+        option: &'static str,
+        /// The folder as given.
+        dir: PathBuf,
+    },
     /// Loading failed (not a component, wrong world, ...).
     #[error(transparent)]
     Plugin(#[from] PluginError),
@@ -68,6 +80,22 @@ pub fn prepare(
     grants: &[PathBuf],
     grants_rw: &[PathBuf],
 ) -> Result<Prepared, PrepareError> {
+    // The grants first: a refused one leaves nothing behind.
+    for (list, option) in [(grants, "--grant"), (grants_rw, "--grant-rw")] {
+        for dir in list {
+            if !dir.is_absolute() {
+                return Err(PrepareError::RelativeGrant(dir.clone()));
+            }
+            // `/..` or `/.` is `/` too.
+            let resolved = crate::config::resolve_physical(dir).unwrap_or_else(|_| dir.clone());
+            if resolved.parent().is_none() {
+                return Err(PrepareError::RootGrant {
+                    option,
+                    dir: dir.clone(),
+                });
+            }
+        }
+    }
     let info = host.check(path)?;
     let scratch = tempfile::Builder::new()
         .prefix("coordhost-kit")
@@ -93,9 +121,6 @@ pub fn prepare(
     }];
     for (list, writable) in [(grants, false), (grants_rw, true)] {
         for dir in list {
-            if !dir.is_absolute() {
-                return Err(PrepareError::RelativeGrant(dir.clone()));
-            }
             dirs.push(DirGrant {
                 host: dir.clone(),
                 writable,

@@ -83,6 +83,19 @@ pub enum NewError {
         "NAME `{0}`: use lowercase letters, digits and `-`, starting with a letter (it names the folder, the crate and the component)"
     )]
     BadName(String),
+    /// The name is longer than [`MAX_NAME_LEN`].
+    #[error(
+        "NAME: has {0} characters, more than {MAX_NAME_LEN} (it names the folder, the crate and the component)"
+    )]
+    NameTooLong(usize),
+    /// `--dir` is not a folder and cannot be made one.
+    #[error("--dir {}: {reason}", dir.display())]
+    BadDir {
+        /// The `--dir` value.
+        dir: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// No template for this language and kind.
     #[error(
         "--lang {lang} --kind {kind}: no template; a {kind} template exists for --lang rust and --lang python"
@@ -149,6 +162,36 @@ pub fn render(text: &str, name: &str) -> String {
     out
 }
 
+/// The longest project name, in characters (bytes: it is ASCII).
+pub const MAX_NAME_LEN: usize = 64;
+
+/// `--dir` must be a folder, or creatable as one: the nearest existing
+/// ancestor of a folder that does not exist must be a folder.
+fn check_parent(parent: &Path) -> Result<(), NewError> {
+    let bad = |reason: String| NewError::BadDir {
+        dir: parent.to_path_buf(),
+        reason,
+    };
+    let mut at = Some(parent);
+    while let Some(p) = at {
+        if p.as_os_str().is_empty() {
+            return Ok(());
+        }
+        match std::fs::metadata(p) {
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(_) if p == parent => return Err(bad("is not a folder".to_string())),
+            Ok(_) => {
+                return Err(bad(format!(
+                    "cannot be created: `{}` is not a folder",
+                    p.display()
+                )));
+            }
+            Err(_) => at = p.parent(),
+        }
+    }
+    Ok(())
+}
+
 fn valid_name(name: &str) -> bool {
     name.starts_with(|c: char| c.is_ascii_lowercase())
         && name
@@ -168,9 +211,13 @@ pub fn create(
     lang: Lang,
     parent: &Path,
 ) -> Result<(PathBuf, Vec<String>), NewError> {
+    if name.len() > MAX_NAME_LEN {
+        return Err(NewError::NameTooLong(name.chars().count()));
+    }
     if !valid_name(name) {
         return Err(NewError::BadName(name.to_string()));
     }
+    check_parent(parent)?;
     let files = template(lang, kind).ok_or(NewError::NoTemplate { lang, kind })?;
     let dir = parent.join(name);
     let write_error = |path: &Path| {

@@ -64,6 +64,27 @@ pub trait RecoveryTarget: PartitionOracle {
     /// enumerator that supports batch snapshots (docs/recovery.md step 5).
     fn supports_batch_snapshot(&self, vertex: usize) -> bool;
 
+    /// Step 5: restores the split enumerator of source vertex `vertex`
+    /// from `snapshot` (its newest batch snapshot in the log, decoded) and
+    /// keeps it for step 7, which gives the splits of every subtask that is
+    /// not kept back to it.
+    ///
+    /// Returns `Ok(false)` when the enumerator plugin cannot be restored
+    /// from the snapshot (its `restore`, or the `start` after it, returned
+    /// an error or trapped): nothing is kept, and recovery treats the
+    /// vertex like one whose enumerator cannot snapshot — a fresh
+    /// enumerator, every subtask of an unfinished vertex reset (reason
+    /// `enumerator-restore-failed`) with what read its old partitions.
+    ///
+    /// # Errors
+    /// The target's, for a failure that is not the plugin's (recovery
+    /// gives up, step 8).
+    fn restore_enumerator(
+        &mut self,
+        vertex: usize,
+        snapshot: &CoordinatorSnapshot,
+    ) -> Result<bool, Self::Error>;
+
     /// Step 7: installs the plan (kept attempts, restored enumerators,
     /// recorded resets, released partitions) before anything is scheduled.
     ///
@@ -91,11 +112,12 @@ pub fn recover<T: RecoveryTarget>(
     let mut replayed = replay(graph, current_run(events))?;
     // Step 3: finishes that no snapshot reflects run again.
     distrust_unsnapshotted(&mut replayed);
-    // Step 4: the shuffle master from its snapshots (the enumerators are
-    // restored from `plan.coordinators` in step 7).
+    // Step 4: the shuffle master from its snapshots (the enumerators in
+    // step 5, where a failed restore changes the decision).
     target.restore_shuffle_master(&replayed.plan.shuffle_snapshots)?;
-    // Step 5: reset or skip per source vertex.
-    reset_or_skip_sources(graph, &mut replayed, &|v| target.supports_batch_snapshot(v))?;
+    // Step 5: reset or skip per source vertex (restoring the enumerators
+    // that can be, from their newest snapshots).
+    reset_or_skip_sources(graph, &mut replayed, target)?;
     // Step 6: keep only producers whose needed partitions survive.
     let mut plan = keep_finished(replayed);
     reconcile_partitions(graph, &mut plan, target)?;
@@ -132,14 +154,17 @@ struct Replayed {
 }
 
 /// Step 5 for every source vertex, in job-graph order.
-fn reset_or_skip_sources(
+fn reset_or_skip_sources<T: RecoveryTarget>(
     graph: &JobGraph,
     replayed: &mut Replayed,
-    supports_snapshot: &dyn Fn(usize) -> bool,
-) -> Result<(), RecoveryError> {
+    target: &mut T,
+) -> Result<(), T::Error> {
     for v in 0..graph.vertices.len() {
         if graph.vertices[v].source.is_some() {
-            reset_or_skip_source(graph, replayed, v, supports_snapshot(v))?;
+            let supports = target.supports_batch_snapshot(v);
+            reset_or_skip_source(graph, replayed, v, supports, &mut |v, snapshot| {
+                target.restore_enumerator(v, snapshot)
+            })?;
         }
     }
     Ok(())
@@ -389,13 +414,29 @@ fn vertex_init(
     })
 }
 
-/// Step 5 for one source vertex: the reset-or-skip table.
-fn reset_or_skip_source(
+/// Where a source vertex's split enumerator comes from (step 5).
+enum Enumerator {
+    /// Restored from its newest batch snapshot.
+    Restored(CoordinatorSnapshot),
+    /// It supports batch snapshots, but the log has none of it: a fresh one.
+    NoSnapshotYet,
+    /// A fresh one, because it cannot take batch snapshots, or because
+    /// restoring it from its snapshot failed (`reason`, for the resets).
+    Fresh {
+        /// Why its subtasks reset when its vertex is unfinished.
+        reason: ResetReason,
+    },
+}
+
+/// Step 5 for one source vertex: the reset-or-skip table. `restore`
+/// restores its enumerator from a snapshot ([`RecoveryTarget::restore_enumerator`]).
+fn reset_or_skip_source<E: From<RecoveryError>>(
     graph: &JobGraph,
     replayed: &mut Replayed,
     v: usize,
     supports_snapshot: bool,
-) -> Result<(), RecoveryError> {
+    restore: &mut dyn FnMut(usize, &CoordinatorSnapshot) -> Result<bool, E>,
+) -> Result<(), E> {
     let Replayed {
         plan,
         finished,
@@ -412,26 +453,63 @@ fn reset_or_skip_source(
         return Ok(());
     };
     let all_finished = (0..parallelism).all(|s| finished.contains_key(&(v, s)));
-    if supports_snapshot {
-        let restored = enumerators
-            .get(&v)
-            .map(|snap| coordinator_snapshot(graph, v, parallelism, snap))
-            .transpose()?;
-        plan.coordinators.insert(v, restored);
-        // Unfinished subtasks are reset explicitly by the scheduler (their
-        // splits go back); `mark_unfinished` records why.
-    } else if all_finished {
-        plan.coordinators.insert(v, None);
-        plan.restart_all_once.insert(v);
-    } else {
-        plan.coordinators.insert(v, None);
-        for s in 0..parallelism {
-            if let Some(f) = finished.remove(&(v, s)) {
-                plan.release
-                    .extend(partition_refs((v, s), &f.attempt, &f.partitions));
+    let enumerator = match enumerators.get(&v) {
+        Some(snap) if supports_snapshot => {
+            let decoded = coordinator_snapshot(graph, v, parallelism, snap)?;
+            if restore(v, &decoded)? {
+                Enumerator::Restored(decoded)
+            } else {
+                Enumerator::Fresh {
+                    reason: ResetReason::RecoveryEnumeratorRestoreFailed,
+                }
             }
-            plan.reset
-                .insert((v, s), ResetReason::RecoveryEnumeratorWithoutSnapshot);
+        }
+        None if supports_snapshot => Enumerator::NoSnapshotYet,
+        _ => Enumerator::Fresh {
+            reason: ResetReason::RecoveryEnumeratorWithoutSnapshot,
+        },
+    };
+    match enumerator {
+        Enumerator::Restored(snapshot) => {
+            plan.coordinators.insert(v, Some(snapshot));
+            // Unfinished subtasks are reset explicitly by the scheduler
+            // (their splits go back); `mark_unfinished` records why.
+        }
+        Enumerator::NoSnapshotYet => {
+            plan.coordinators.insert(v, None);
+        }
+        Enumerator::Fresh { reason } if all_finished => {
+            plan.coordinators.insert(v, None);
+            plan.restart_all_once.insert(v, reason);
+        }
+        Enumerator::Fresh { reason } => {
+            plan.coordinators.insert(v, None);
+            // The whole region starts over: every subtask of the source
+            // and everything downstream that read its old partitions
+            // (`crate::plan::restart_source`), else a kept consumer would
+            // hold splits the fresh enumerator hands out again.
+            let initialized: BTreeMap<usize, u32> = plan
+                .initialized
+                .iter()
+                .map(|(iv, init)| (*iv, init.parallelism))
+                .collect();
+            let live: BTreeSet<ExecutionKey> = finished.keys().copied().collect();
+            let downstream = crate::plan::restart_source(
+                graph,
+                (v, 0),
+                &reason,
+                &|x| initialized.get(&x).copied().unwrap_or(0),
+                &|k| live.contains(&k),
+            );
+            let own = (0..parallelism).map(|s| ((v, s), reason.clone()));
+            let region = own.chain(downstream.into_iter().filter(|((x, _), _)| *x != v));
+            for (key, why) in region {
+                if let Some(f) = finished.remove(&key) {
+                    plan.release
+                        .extend(partition_refs(key, &f.attempt, &f.partitions));
+                }
+                plan.reset.insert(key, why);
+            }
         }
     }
     Ok(())

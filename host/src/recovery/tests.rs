@@ -150,6 +150,10 @@ impl PartitionOracle for Shuffle {
 /// records what [`recover`] restores and applies.
 struct Target<'a> {
     supports: &'a dyn Fn(usize) -> bool,
+    /// Source vertices whose enumerator's `restore` fails.
+    unrestorable: Vec<usize>,
+    /// Source vertices restored, in order.
+    restored_enumerators: Vec<usize>,
     oracle: &'a mut Shuffle,
     restored: Option<Vec<ShuffleSnapshot>>,
     applied: Option<RecoveryPlan>,
@@ -180,6 +184,18 @@ impl RecoveryTarget for Target<'_> {
     fn supports_batch_snapshot(&self, vertex: usize) -> bool {
         (self.supports)(vertex)
     }
+    fn restore_enumerator(
+        &mut self,
+        vertex: usize,
+        _snapshot: &CoordinatorSnapshot,
+    ) -> Result<bool, RecoveryError> {
+        assert!(self.supports_batch_snapshot(vertex));
+        if self.unrestorable.contains(&vertex) {
+            return Ok(false);
+        }
+        self.restored_enumerators.push(vertex);
+        Ok(true)
+    }
     fn apply(&mut self, plan: &RecoveryPlan) -> Result<(), RecoveryError> {
         self.applied = Some(plan.clone());
         Ok(())
@@ -193,8 +209,21 @@ fn plan(
     supports: &dyn Fn(usize) -> bool,
     oracle: &mut Shuffle,
 ) -> Result<RecoveryPlan, RecoveryError> {
+    plan_unrestorable(graph, events, supports, &[], oracle)
+}
+
+/// [`plan`] where restoring the enumerators of `unrestorable` fails.
+fn plan_unrestorable(
+    graph: &JobGraph,
+    events: &[JobEvent],
+    supports: &dyn Fn(usize) -> bool,
+    unrestorable: &[usize],
+    oracle: &mut Shuffle,
+) -> Result<RecoveryPlan, RecoveryError> {
     let mut target = Target {
         supports,
+        unrestorable: unrestorable.to_vec(),
+        restored_enumerators: Vec::new(),
         oracle,
         restored: None,
         applied: None,
@@ -324,7 +353,10 @@ fn a_finished_vertex_whose_enumerator_cannot_snapshot_is_kept_and_restarts_in_fu
     }));
     let kept = plan(&t1(), &events, &|_| false, &mut shuffle(&[])).unwrap();
     assert_eq!(kept.kept.len(), 5);
-    assert!(kept.restart_all_once.contains(&0));
+    assert_eq!(
+        kept.restart_all_once.get(&0),
+        Some(&ResetReason::RecoveryEnumeratorWithoutSnapshot)
+    );
 
     let lost = plan(&t1(), &events, &|_| false, &mut shuffle(&["source-2-0"])).unwrap();
     assert!(
@@ -485,6 +517,8 @@ fn recovery_restores_the_shuffle_master_from_the_current_runs_snapshots_only() {
     let mut oracle = shuffle(&[]);
     let mut target = Target {
         supports: &|_| true,
+        unrestorable: Vec::new(),
+        restored_enumerators: Vec::new(),
         oracle: &mut oracle,
         restored: None,
         applied: None,
@@ -506,6 +540,8 @@ fn recovery_restores_the_shuffle_master_from_the_current_runs_snapshots_only() {
     let mut oracle = shuffle(&[]);
     let mut target = Target {
         supports: &|_| true,
+        unrestorable: Vec::new(),
+        restored_enumerators: Vec::new(),
         oracle: &mut oracle,
         restored: None,
         applied: None,
@@ -516,5 +552,133 @@ fn recovery_restores_the_shuffle_master_from_the_current_runs_snapshots_only() {
     assert_eq!(
         reasons(&plan, 0),
         vec![Some(ResetReason::RecoveryUnfinished); 5]
+    );
+}
+
+/// Source 0 and middle 0 (its forward consumer) finished, with snapshots;
+/// sources 1–4 did not.
+fn source_0_region_finished() -> Vec<JobEvent> {
+    vec![
+        init("source", 5),
+        init("middle", 5),
+        finished("source", 0, 0, true),
+        finished("middle", 0, 0, true),
+    ]
+}
+
+#[test]
+fn an_unfinished_source_whose_enumerator_cannot_be_restored_restarts_its_region() {
+    let g = t1();
+    let mut oracle = shuffle(&[]);
+    let plan = plan_unrestorable(
+        &g,
+        &source_0_region_finished(),
+        &|_| true,
+        &[0],
+        &mut oracle,
+    )
+    .unwrap();
+    assert!(plan.coordinators[&0].is_none(), "a fresh enumerator");
+    assert_eq!(
+        reasons(&plan, 0),
+        vec![Some(ResetReason::RecoveryEnumeratorRestoreFailed); 5],
+        "every source subtask, the finished one too"
+    );
+    assert_eq!(
+        plan.reset[&(1, 0)],
+        ResetReason::RecoveryUpstreamReset {
+            upstream: crate::events::ExecutionVertexId {
+                job_vertex: "source".into(),
+                subtask: 0,
+            }
+        },
+        "the middle that read source 0's old partition runs again"
+    );
+    assert!(plan.kept.is_empty(), "{plan:?}");
+    let released: BTreeSet<(usize, u32)> =
+        plan.release.iter().map(|p| (p.vertex, p.subtask)).collect();
+    assert_eq!(released, BTreeSet::from([(0, 0), (1, 0)]));
+    assert!(oracle.asked.is_empty(), "nothing kept, nothing to ask");
+}
+
+#[test]
+fn a_finished_source_whose_enumerator_cannot_be_restored_is_kept_and_restarts_in_full_once() {
+    let plan = plan_unrestorable(
+        &t1(),
+        &sources_finished(),
+        &|_| true,
+        &[0],
+        &mut shuffle(&[]),
+    )
+    .unwrap();
+    assert_eq!(plan.kept.len(), 5, "{plan:?}");
+    assert!(plan.coordinators[&0].is_none(), "a fresh enumerator");
+    assert_eq!(
+        plan.restart_all_once.get(&0),
+        Some(&ResetReason::RecoveryEnumeratorRestoreFailed)
+    );
+
+    let lost = plan_unrestorable(
+        &t1(),
+        &sources_finished(),
+        &|_| true,
+        &[0],
+        &mut shuffle(&["source-1-0"]),
+    )
+    .unwrap();
+    assert!(
+        lost.kept.is_empty(),
+        "one lost partition restarts every source subtask"
+    );
+    assert_eq!(
+        lost.reset[&(0, 0)],
+        ResetReason::RecoveryEnumeratorRestoreFailed
+    );
+    assert_eq!(
+        lost.reset[&(0, 1)],
+        ResetReason::RecoveryPartitionMissing {
+            data_set: "source-middle".into()
+        }
+    );
+}
+
+#[test]
+fn a_restored_enumerator_is_restored_once_before_the_plan_is_applied() {
+    let g = t1();
+    let mut oracle = shuffle(&[]);
+    let mut target = Target {
+        supports: &|_| true,
+        unrestorable: Vec::new(),
+        restored_enumerators: Vec::new(),
+        oracle: &mut oracle,
+        restored: None,
+        applied: None,
+    };
+    let plan = recover(&g, &source_0_region_finished(), &mut target).unwrap();
+    assert_eq!(target.restored_enumerators, vec![0]);
+    assert!(plan.coordinators[&0].is_some());
+    assert!(plan.kept.contains_key(&(0, 0)) && plan.kept.contains_key(&(1, 0)));
+}
+
+#[test]
+fn an_unfinished_source_that_cannot_snapshot_also_resets_a_finished_consumer_of_its_old_output() {
+    let mut events = source_0_region_finished();
+    for e in &mut events {
+        if let JobEvent::ExecutionFinished(f) = e {
+            f.enumerator_snapshots.clear();
+        }
+    }
+    let plan = plan(&t1(), &events, &|_| false, &mut shuffle(&[])).unwrap();
+    assert!(plan.kept.is_empty(), "{plan:?}");
+    assert_eq!(
+        reasons(&plan, 0),
+        vec![Some(ResetReason::RecoveryEnumeratorWithoutSnapshot); 5]
+    );
+    assert!(
+        matches!(
+            plan.reset[&(1, 0)],
+            ResetReason::RecoveryUpstreamReset { .. }
+        ),
+        "{plan:?}"
     );
 }

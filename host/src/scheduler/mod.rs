@@ -494,9 +494,10 @@ pub struct Summary {
     /// Execution attempts reset (failover, PartitionNotFound, recovery).
     pub tasks_reset: u64,
     /// Resets by reason: `unfinished`, `no-snapshot`, `partition-missing`,
-    /// `enumerator-cannot-snapshot`, `upstream-reset` (recovery) and
-    /// `failover`, `partition-not-found`, `not-placed` (during the run; the
-    /// last: a `Deploy` to a worker process failed, which costs no attempt).
+    /// `enumerator-cannot-snapshot`, `enumerator-restore-failed`,
+    /// `upstream-reset` (recovery) and `failover`, `partition-not-found`,
+    /// `not-placed` (during the run; the last: a `Deploy` to a worker
+    /// process failed, which costs no attempt).
     pub reset_reasons: std::collections::BTreeMap<String, u64>,
     /// Wall-clock time of the run, milliseconds.
     pub wall_ms: u64,

@@ -498,17 +498,13 @@ fn cases() -> Vec<Case> {
             "{job}: field `job.name`: has 5000 characters, more than 128 (it names a folder)",
         ),
         case(
-            "a new writable grant outside the data directory and a later refusal",
+            // It used to be created (and left behind) and the job ran.
+            "a writable grant outside the data directory that does not exist",
             |e: &Env| {
-                std::fs::create_dir_all(e.tmp().join("out")).expect("out");
-                std::fs::write(e.tmp().join("out/notes.txt"), "mine\n").expect("user file");
                 e.edit(FILES_DIRS.replace("{words}", &e.words.display().to_string()).as_str(),
                     &e.fill(r#"dirs = [{ path = "{words}", writable = false }, { path = "{tmp}/newgrant", writable = true }]"#));
-                e.edit(SINK, &e.fill(r#"path = "{tmp}/out""#));
             },
-            &sink(
-                "`{tmp}/out` already holds `notes.txt`, which this job did not write; empty the folder, name another, or set `overwrite = true` to let a fresh run remove `part-*`, `_SUCCESS` and `_staging` there",
-            ),
+            "{job}: field `plugins.files.dirs[1].path`: `{tmp}/newgrant`: No such file or directory (os error 2) (a writable grant outside the data directory `{state}` must exist; only folders inside it are created)",
         ),
         with_args(
             case(
@@ -679,7 +675,10 @@ fn memory_shuffle_with_fault(env: &Env, fault: &str) {
 fn a_trap_in_the_shuffle_masters_register_job_is_a_plugin_failure_exit_1_naming_it_once() {
     let env = Env::new();
     memory_shuffle_with_fault(&env, "trap-register-job");
-    let out = env.run(&env.run_args());
+    let summary = env.tmp().join("summary.json");
+    let mut args = env.run_args();
+    args.extend(["--summary-json".into(), summary.clone().into()]);
+    let out = env.run(&args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     let last = stderr.lines().last().unwrap_or_default();
@@ -692,6 +691,55 @@ fn a_trap_in_the_shuffle_masters_register_job_is_a_plugin_failure_exit_1_naming_
         "{stderr}"
     );
     assert_eq!(last.matches("plugin `shuffle`").count(), 1, "{stderr}");
+    // A failed run like any other: its summary says so.
+    let text = std::fs::read_to_string(&summary)
+        .unwrap_or_else(|e| panic!("--summary-json is written: {e}\n{stderr}"));
+    let written: coordhost::job::Summary = serde_json::from_str(&text).expect("a summary");
+    assert_eq!(written.status, coordhost::job::JobStatus::Failed, "{text}");
+    assert_eq!(
+        written.error.as_deref(),
+        last.strip_prefix("coordhost: "),
+        "the summary's error is the line printed: {text}"
+    );
+    assert_eq!((written.tasks_run, written.tasks_total), (0, 0), "{text}");
+    assert!(written.outputs.is_empty(), "no output: {text}");
+}
+
+#[test]
+fn a_shuffle_snapshot_over_the_log_record_limit_fails_the_run_naming_the_plugin() {
+    let env = Env::new();
+    // 65 MiB of padding: over the 64 MiB of one log record.
+    env.edit(
+        r#"config = { root = "${data_dir}/shuffle" }"#,
+        r#"config = { root = "${data_dir}/shuffle", snapshot-pad-mib = 65 }"#,
+    );
+    let summary = env.tmp().join("summary.json");
+    let mut args = env.run_args();
+    args.extend(["--summary-json".into(), summary.clone().into()]);
+    let out = env.run(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    let prefix = "coordhost: plugin `shuffle`: `snapshot-state` broke the plugin contract: its batch snapshot is ";
+    assert!(last.starts_with(prefix), "{stderr}");
+    assert!(
+        last.ends_with(&format!(
+            "over the event log's limit of {} bytes per record, so it cannot be recorded",
+            coordhost::events::format::MAX_PAYLOAD_LEN
+        )),
+        "{stderr}"
+    );
+    let size: u64 = last[prefix.len()..]
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the line gives the snapshot's size: {last}"));
+    assert!(size > 65 << 20, "{last}");
+    assert_eq!(last.matches("plugin `shuffle`").count(), 1, "{stderr}");
+    let written: coordhost::job::Summary =
+        serde_json::from_str(&std::fs::read_to_string(&summary).expect("--summary-json"))
+            .expect("a summary");
+    assert_eq!(written.status, coordhost::job::JobStatus::Failed);
 }
 
 #[test]
@@ -907,7 +955,7 @@ fn a_misspelt_plugin_config_key_is_bad_input_naming_the_key() {
         (
             r#"config = { root = "${data_dir}/shuffle" }"#,
             r#"config = { root = "${data_dir}/shuffle", rooot = "x" }"#,
-            "coordhost: plugin `shuffle`: `create` failed: invalid configuration: unknown config key `rooot` (this plugin reads: root, fail-first-reports, fail-restore-while, ignore-worker-reports)",
+            "coordhost: plugin `shuffle`: `create` failed: invalid configuration: unknown config key `rooot` (this plugin reads: root, fail-first-reports, fail-restore-while, ignore-worker-reports, snapshot-pad-mib)",
         ),
     ];
     for (from, to, want) in cases {

@@ -62,6 +62,8 @@ mod recovery_large_snapshot;
 mod recovery_log;
 mod recovery_refusals;
 #[cfg(feature = "failpoints")]
+mod recovery_restore_failed;
+#[cfg(feature = "failpoints")]
 mod recovery_scenarios;
 #[cfg(feature = "failpoints")]
 mod recovery_without_shuffle_snapshots;

@@ -614,3 +614,147 @@ operators = [
     records.sort_unstable();
     assert_eq!(records, (1..=12).collect::<Vec<_>>());
 }
+
+/// Every file and folder under `root`, sorted (for "nothing written").
+fn tree(root: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p.clone());
+            }
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Asserts `out` is a refusal: exit 2 and exactly the one line `expected`.
+fn assert_refused(out: &Output, expected: &str) {
+    assert_eq!(out.status.code(), Some(2), "{}", show(out));
+    assert_eq!(
+        text(&out.stderr).lines().collect::<Vec<_>>(),
+        [expected],
+        "{}",
+        show(out)
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "a refusal calls nothing: {}",
+        show(out)
+    );
+}
+
+#[test]
+fn plugin_call_refuses_a_script_without_steps_in_one_line() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let comments = scratch.path().join("comments.steps");
+    std::fs::write(&comments, "# only a comment\n\n   # and another\n").expect("script");
+    let blank = scratch.path().join("blank.steps");
+    std::fs::write(&blank, "").expect("script");
+    let expected = "coordhost: --steps: the script has no steps (only blanks, commas or `#` comments); give at least `create`, or leave --steps out for the default script";
+    let before = tree(scratch.path());
+    for steps in [
+        String::new(),
+        " , ,".to_string(),
+        format!("@{}", comments.display()),
+        format!("@{}", blank.display()),
+    ] {
+        let out = coordhost(&[
+            "plugin",
+            "call",
+            &plugin("static-enumerator"),
+            "--config",
+            "split.0=x",
+            "--steps",
+            &steps,
+        ]);
+        assert_refused(&out, expected);
+    }
+    assert_eq!(tree(scratch.path()), before, "nothing written");
+}
+
+#[test]
+fn plugin_call_refuses_granting_the_root_folder_as_a_job_file_does() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    for (option, dir) in [
+        ("--grant", "/"),
+        ("--grant-rw", "/"),
+        ("--grant", "/.."),
+        ("--grant-rw", "/./"),
+    ] {
+        let out = coordhost_in(
+            scratch.path(),
+            &[
+                "plugin",
+                "call",
+                &plugin("static-enumerator"),
+                "--config",
+                "split.0=x",
+                option,
+                dir,
+            ],
+            &[],
+        );
+        assert_refused(
+            &out,
+            &format!(
+                "coordhost: {option} {dir}: grants the root folder; grant only the folders the plugin needs"
+            ),
+        );
+    }
+    assert_eq!(
+        tree(scratch.path()),
+        Vec::<std::path::PathBuf>::new(),
+        "refused before the component is loaded: nothing compiled into the cache"
+    );
+}
+
+#[test]
+fn plugin_new_refuses_an_over_long_name_and_a_dir_that_is_a_file() {
+    let parent = tempfile::tempdir().expect("tempdir");
+    let file = parent.path().join("a-file");
+    std::fs::write(&file, "not a folder\n").expect("file");
+    let before = tree(parent.path());
+    let new = |name: &str, dir: &Path| {
+        coordhost(&[
+            "plugin",
+            "new",
+            name,
+            "--kind",
+            "split-enumerator",
+            "--lang",
+            "rust",
+            "--dir",
+            dir.to_str().expect("utf-8"),
+        ])
+    };
+    let long = "a".repeat(65);
+    assert_refused(
+        &new(&long, parent.path()),
+        "coordhost: NAME: has 65 characters, more than 64 (it names the folder, the crate and the component)",
+    );
+    assert_refused(
+        &new("my-plugin", &file),
+        &format!("coordhost: --dir {}: is not a folder", file.display()),
+    );
+    let under = file.join("sub");
+    assert_refused(
+        &new("my-plugin", &under),
+        &format!(
+            "coordhost: --dir {}: cannot be created: `{}` is not a folder",
+            under.display(),
+            file.display()
+        ),
+    );
+    assert_eq!(tree(parent.path()), before, "nothing written");
+    // 64 characters is still a name.
+    let out = new(&"b".repeat(64), parent.path());
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+}

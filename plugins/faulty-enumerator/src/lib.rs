@@ -8,8 +8,9 @@
 //! | key | meaning |
 //! |---|---|
 //! | `splits` | number N of splits, default 4; split `i` has id `split-<i>` and payload `inline("line-<i>")` |
-//! | `fault` | `none` (default), `loop` (spin forever), `grow-memory` (allocate and touch 1 MiB blocks forever), `trap` (panic with "faulty-enumerator: trap on <call>"), `read-file` (read the file at `path`) |
-//! | `on` | the call where the fault strikes: `create`, `start`, `handle-split-request` (default), `add-reader`, `snapshot-state`, `add-splits-back`, `restore` |
+//! | `fault` | `none` (default), `loop` (spin forever), `grow-memory` (allocate and touch 1 MiB blocks forever), `trap` (panic with "faulty-enumerator: trap on <call>"), `error` (return `error::other("faulty-enumerator: error on <call>")`, an error value, not a trap), `read-file` (read the file at `path`) |
+//! | `on` | the call where the fault strikes, or several, comma-separated (`restore,create`): `create`, `start`, `handle-split-request` (default), `add-reader`, `snapshot-state`, `add-splits-back`, `restore` |
+//! | `fault-while` | an absolute path: the fault strikes only while a file exists there (its folder must be granted; without a grant the file is never seen and the fault never strikes), so a test can turn the fault on and off between runs without editing the job file; default: always |
 //! | `trap-after` | number of calls of kind `on` that succeed before the fault strikes, default 0; counted per component instance (a store rebuilt by the host counts from 0 again) and applied to every fault kind |
 //! | `path` | for `read-file`: the file to read; for `assign-file`: the file the split names |
 //! | `snapshot-pad-mib` | MiB of padding appended to every batch snapshot, default 0: a large snapshot, to test the host's handling of one (side files, its size limit) |
@@ -133,6 +134,7 @@ enum Fault {
     Loop,
     GrowMemory,
     Trap,
+    Error,
     ReadFile(String),
     Sleep(u64),
     Silent,
@@ -169,7 +171,10 @@ fn list(config: &[(String, String)], key: &str) -> Vec<String> {
 struct Settings {
     splits: u32,
     fault: Fault,
-    on: Call,
+    /// The calls where the fault strikes.
+    on: Vec<Call>,
+    /// `fault-while`: the fault strikes only while this file exists.
+    fault_while: Option<String>,
     trap_after: u32,
     /// Bytes of padding at the end of every snapshot.
     snapshot_pad: usize,
@@ -184,6 +189,7 @@ impl Settings {
             "loop" => Fault::Loop,
             "grow-memory" => Fault::GrowMemory,
             "trap" => Fault::Trap,
+            "error" => Fault::Error,
             "read-file" => Fault::ReadFile(
                 config::required(config, "path")
                     .map_err(|e| {
@@ -225,18 +231,25 @@ impl Settings {
             },
             other => {
                 return Err(Error::InvalidConfig(format!(
-                    "config key `fault`: unknown fault `{other}` (expected none, loop, grow-memory, trap, read-file, sleep, silent, flood, probe, assign-file, duplicate-ids, assign-before-reader or split-flood)"
+                    "config key `fault`: unknown fault `{other}` (expected none, loop, grow-memory, trap, error, read-file, sleep, silent, flood, probe, assign-file, duplicate-ids, assign-before-reader or split-flood)"
                 )));
             }
         };
-        let on_name = config::value(config, "on").unwrap_or(Call::HandleSplitRequest.name());
-        let on = Call::parse(on_name).ok_or_else(|| {
-            let names: Vec<_> = Call::ALL.iter().map(|c| c.name()).collect();
-            Error::InvalidConfig(format!(
-                "config key `on`: unknown call `{on_name}` (expected one of {})",
-                names.join(", ")
-            ))
-        })?;
+        let on_names = config::value(config, "on").unwrap_or(Call::HandleSplitRequest.name());
+        let on = on_names
+            .split(',')
+            .map(str::trim)
+            .map(|on_name| {
+                Call::parse(on_name).ok_or_else(|| {
+                    let names: Vec<_> = Call::ALL.iter().map(|c| c.name()).collect();
+                    Error::InvalidConfig(format!(
+                        "config key `on`: unknown call `{on_name}` (expected one of {}, or several of them comma-separated)",
+                        names.join(", ")
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let fault_while = config::value(config, "fault-while").map(str::to_owned);
         let trap_after =
             config::parsed_or(config, "trap-after", 0u32).map_err(Error::InvalidConfig)?;
         let pad_mib: u32 =
@@ -245,6 +258,7 @@ impl Settings {
             splits,
             fault,
             on,
+            fault_while,
             trap_after,
             snapshot_pad: pad_mib as usize * (1 << 20),
         })
@@ -254,7 +268,12 @@ impl Settings {
     /// enough calls of its kind succeeded. Returns whether a split was
     /// assigned to `subtask` (by `read-file`).
     fn maybe_fault(&self, call: Call, subtask: Option<u32>) -> Result<bool, Error> {
-        if call != self.on || self.fault == Fault::None {
+        if !self.on.contains(&call) || self.fault == Fault::None {
+            return Ok(false);
+        }
+        if let Some(marker) = &self.fault_while
+            && !std::path::Path::new(marker).exists()
+        {
             return Ok(false);
         }
         let done = CALLS[call as usize].fetch_add(1, Ordering::Relaxed);
@@ -270,6 +289,10 @@ impl Settings {
             Fault::Loop => spin_forever(),
             Fault::GrowMemory => grow_memory_forever(),
             Fault::Trap => panic!("faulty-enumerator: trap on {}", call.name()),
+            Fault::Error => Err(Error::Other(format!(
+                "faulty-enumerator: error on {}",
+                call.name()
+            ))),
             Fault::ReadFile(path) => read_file(path, subtask),
             Fault::Sleep(ms) => {
                 std::thread::sleep(std::time::Duration::from_millis(*ms));
@@ -677,7 +700,8 @@ mod tests {
         let settings = Settings::from_config(&cfg(&[])).unwrap();
         assert_eq!(settings.splits, DEFAULT_SPLITS);
         assert_eq!(settings.fault, Fault::None);
-        assert_eq!(settings.on, Call::HandleSplitRequest);
+        assert_eq!(settings.on, vec![Call::HandleSplitRequest]);
+        assert_eq!(settings.fault_while, None);
         assert_eq!(settings.trap_after, 0);
         assert_eq!(settings.snapshot_pad, 0);
     }
@@ -701,6 +725,7 @@ mod tests {
         assert!(Settings::from_config(&cfg(&[("fault", "explode")])).is_err());
         assert!(Settings::from_config(&cfg(&[("on", "sometimes")])).is_err());
         assert!(Settings::from_config(&cfg(&[("on", "restore")])).is_ok());
+        assert!(Settings::from_config(&cfg(&[("on", "restore,sometimes")])).is_err());
         assert!(Settings::from_config(&cfg(&[("fault", "read-file")])).is_err());
         assert!(Settings::from_config(&cfg(&[("trap-after", "-1")])).is_err());
         assert!(Settings::from_config(&cfg(&[("fault", "sleep"), ("sleep-ms", "x")])).is_err());
@@ -727,6 +752,18 @@ mod tests {
         );
         let silent = Settings::from_config(&cfg(&[("fault", "silent")])).unwrap();
         assert_eq!(silent.fault, Fault::Silent);
+        let error = Settings::from_config(&cfg(&[
+            ("fault", "error"),
+            ("on", "restore, create"),
+            ("fault-while", "/no/such/marker"),
+        ]))
+        .unwrap();
+        assert_eq!(error.fault, Fault::Error);
+        assert_eq!(error.on, vec![Call::Restore, Call::Create]);
+        assert!(
+            error.maybe_fault(Call::Restore, None).is_ok(),
+            "no marker file, no fault"
+        );
     }
 
     #[test]

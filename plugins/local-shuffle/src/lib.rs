@@ -12,6 +12,7 @@
 //! | `fail-restore-while` | fault mode for tests (default none): an absolute path under `root`; while a file exists there, `restore-state` returns `error::io` |
 //! | `ignore-worker-reports` | fault mode for tests (default `false`): `true` answers `get-partitions-with-metrics` from the files under `root` even when worker processes report what they hold, as a shuffle master that is wrong would (the host must not keep a partition no live worker holds) |
 //! | `fail-first-reports` | fault mode for tests (default 0): the first N `get-partitions-with-metrics` calls of this instance (one instance per `coordhost` process) return `error::io("not reachable yet")`, as a shuffle service that is still starting would |
+//! | `snapshot-pad-mib` | test knob (default 0): N MiB of zero bytes appended to the `data` of every snapshot (`restore-state` checks and strips them), so the host's limit on the size of a shuffle snapshot can be tested |
 //!
 //! A partition lives in `<root>/<job-id>/<intermediate-data-set>/<job-vertex>-<subtask>-<attempt>`
 //! (see `plugin_support::partition_files`); the host writes its `data` file there and
@@ -136,6 +137,20 @@ pub struct LocalShuffleMaster {
     /// `ignore-worker-reports`: answer from the files under `root` even
     /// when workers report (a shuffle master that is wrong on purpose).
     ignore_worker_reports: bool,
+    /// `snapshot-pad-mib`, in bytes: zero bytes after every snapshot's body.
+    snapshot_pad: usize,
+}
+
+/// The body of snapshot `data` that ends in `pad` zero bytes of padding.
+fn without_padding(data: &[u8], pad: usize) -> Result<&[u8], String> {
+    let body = data
+        .len()
+        .checked_sub(pad)
+        .ok_or_else(|| format!("snapshot data is shorter than its {pad} bytes of padding"))?;
+    if data[body..].iter().any(|&b| b != 0) {
+        return Err("snapshot padding is not zero".to_owned());
+    }
+    Ok(&data[..body])
 }
 
 impl GuestShuffleMaster for LocalShuffleMaster {
@@ -147,6 +162,7 @@ impl GuestShuffleMaster for LocalShuffleMaster {
                 "fail-first-reports",
                 "fail-restore-while",
                 "ignore-worker-reports",
+                "snapshot-pad-mib",
             ],
         )
         .map_err(Error::InvalidConfig)?;
@@ -161,8 +177,11 @@ impl GuestShuffleMaster for LocalShuffleMaster {
         let ignore_worker_reports =
             plugin_support::config::parsed_or(&config, "ignore-worker-reports", false)
                 .map_err(Error::InvalidConfig)?;
+        let pad_mib: u32 = plugin_support::config::parsed_or(&config, "snapshot-pad-mib", 0)
+            .map_err(Error::InvalidConfig)?;
         let placer = PartitionPlacer::new(root).map_err(failure_to_wit)?;
         Ok(ShuffleMaster::new(Self {
+            snapshot_pad: pad_mib as usize * (1 << 20),
             ignore_worker_reports,
             placer: RefCell::new(placer),
             warned: RefCell::new(std::collections::BTreeSet::new()),
@@ -212,9 +231,11 @@ impl GuestShuffleMaster for LocalShuffleMaster {
             job_id,
             descriptors: snapshot.descriptors,
         };
+        let mut data = body.encode().map_err(Error::Other)?;
+        data.resize(data.len() + self.snapshot_pad, 0);
         Ok(ShuffleMasterSnapshot {
             incremental: snapshot.incremental,
-            data: body.encode().map_err(Error::Other)?,
+            data,
         })
     }
 
@@ -238,7 +259,8 @@ impl GuestShuffleMaster for LocalShuffleMaster {
             .iter()
             .enumerate()
             .map(|(i, s)| {
-                SnapshotBody::decode(&s.data)
+                without_padding(&s.data, self.snapshot_pad)
+                    .and_then(SnapshotBody::decode)
                     .map(|body| (s.incremental, body))
                     .map_err(|e| Error::CorruptSnapshot(format!("snapshot {i}: {e}")))
             })
@@ -350,6 +372,20 @@ bindings::export!(Component with_types_in bindings);
 mod tests {
     use super::*;
     use plugin_support::registry::PartitionKey;
+
+    #[test]
+    fn snapshot_padding_is_stripped_only_when_it_is_there_and_zero() {
+        let mut data = vec![1, 2, 3];
+        data.resize(3 + 8, 0);
+        assert_eq!(without_padding(&data, 8).unwrap(), &[1, 2, 3]);
+        assert_eq!(without_padding(&data, 0).unwrap(), &data[..]);
+        assert!(
+            without_padding(&data, 12).is_err(),
+            "shorter than its padding"
+        );
+        data[5] = 7;
+        assert!(without_padding(&data, 8).is_err(), "padding not zero");
+    }
 
     #[test]
     fn snapshot_data_round_trips_and_bad_bytes_are_refused() {

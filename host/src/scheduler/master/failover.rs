@@ -226,7 +226,7 @@ impl JobMaster {
         kind: &'static str,
         events: &mut dyn JobEventSink,
     ) -> Result<(), JobError> {
-        let restarts = self.restart_all_once.contains(&attempt.vertex);
+        let restarts = self.restart_all_once.contains_key(&attempt.vertex);
         let graph = &self.graph;
         let also = crate::plan::restart_all_once(
             &graph.job,

@@ -172,7 +172,7 @@ pub struct JobMaster {
     snapshot_min_pause: Duration,
     /// Finished sources whose enumerator cannot snapshot, kept by recovery:
     /// the first later reset of one of their subtasks resets all of them.
-    restart_all_once: BTreeSet<usize>,
+    restart_all_once: BTreeMap<usize, ResetReason>,
     /// Executions recovery skipped.
     tasks_skipped: u64,
     /// Whether this run recovered from a log.
@@ -309,7 +309,7 @@ impl JobMaster {
             last_snapshot: None,
             snapshots_enabled,
             snapshot_min_pause: config.recovery.snapshot_min_pause,
-            restart_all_once: BTreeSet::new(),
+            restart_all_once: BTreeMap::new(),
             tasks_skipped: 0,
             recovered: false,
             reset_reasons: BTreeMap::new(),
@@ -437,6 +437,43 @@ impl JobMaster {
             .collect()
     }
 
+    /// Restores the source coordinator of source vertex `v` from its batch
+    /// snapshot (docs/recovery.md step 5: the enumerator plugin's
+    /// `restore`, then `start`, with the split-assignment history of
+    /// `snapshot`, one reader per entry of `snapshot.readers`) and keeps
+    /// it: [`JobMaster::apply_recovery`] gives the splits of the subtasks
+    /// that are not kept back to it.
+    ///
+    /// # Errors
+    ///
+    /// [`JobError::Coordinator`] when the enumerator cannot be restored
+    /// (a plugin error, [`crate::coordinator::CoordinatorError::Plugin`],
+    /// means its `restore` or `start` failed); [`JobError::Internal`] if
+    /// `v` is not a source. Nothing is kept then.
+    pub fn restore_coordinator(
+        &mut self,
+        v: usize,
+        snapshot: &CoordinatorSnapshot,
+    ) -> Result<(), JobError> {
+        let vertex = &self.graph.job.vertices[v];
+        let plugin = vertex
+            .source
+            .as_ref()
+            .and_then(|p| self.plugins.get(p))
+            .ok_or_else(|| JobError::Internal {
+                reason: format!("source plugin of `{}` not loaded", vertex.id),
+            })?;
+        let parallelism = snapshot.readers.len() as u32;
+        let c = SourceCoordinator::restore(&vertex.id, plugin, parallelism, snapshot)?;
+        self.coordinators.insert(v, c);
+        Ok(())
+    }
+
+    /// The split enumerator plugin of source vertex `v`, if it is one.
+    pub fn source_plugin(&self, v: usize) -> Option<&str> {
+        self.graph.job.vertices.get(v)?.source.as_deref()
+    }
+
     /// Installs a recovery plan before anything is scheduled
     /// (docs/recovery.md step 7): recorded parallelism and input ranges,
     /// kept executions with their attempt ids and partitions, restored
@@ -486,17 +523,20 @@ impl JobMaster {
                 .or_default() += 1;
         }
         for (&v, snapshot) in &plan.coordinators {
-            let Some(snapshot) = snapshot else { continue };
-            let vertex = self.graph.job.vertices[v].clone();
-            let plugin = vertex
-                .source
-                .as_ref()
-                .and_then(|p| self.plugins.get(p))
-                .ok_or_else(|| JobError::Internal {
-                    reason: format!("source plugin of `{}` not loaded", vertex.id),
-                })?;
+            let Some(snapshot) = snapshot else {
+                // A fresh enumerator (started when the vertex is scheduled).
+                self.coordinators.remove(&v);
+                continue;
+            };
             let parallelism = self.graph.vertices[v].executions.len() as u32;
-            let mut c = SourceCoordinator::restore(&vertex.id, plugin, parallelism, snapshot)?;
+            if snapshot.readers.len() != parallelism as usize || !self.coordinators.contains_key(&v)
+            {
+                // Not restored in step 5 (or for another parallelism).
+                self.restore_coordinator(v, snapshot)?;
+            }
+            let Some(mut c) = self.coordinators.remove(&v) else {
+                continue;
+            };
             // Unfinished subtasks are reset explicitly: their splits go back
             // to the restored enumerator and "no more splits" is cleared.
             for s in 0..parallelism {
@@ -577,6 +617,42 @@ impl JobMaster {
                 vertex.id
             )
         })
+    }
+
+    /// The error of a refused `ExecutionFinished`: when the record is over
+    /// the event log's limit (`MAX_PAYLOAD_LEN`) only because of the
+    /// shuffle master's batch snapshot in it (it would fit without it), a
+    /// failure of the shuffle plugin, naming it and both sizes, as a
+    /// contract breach of its `snapshot-state` (an inline shuffle snapshot
+    /// must fit one record, docs/log-format.md); any other error as it is.
+    fn name_oversized_shuffle_snapshot(
+        &self,
+        snapshots: &BatchSnapshots,
+        e: super::RecordingError,
+    ) -> JobError {
+        let (
+            super::RecordingError::Log(crate::events::EventsError::RecordTooLarge {
+                len, max, ..
+            }),
+            Some(shuffle),
+        ) = (&e, &snapshots.shuffle)
+        else {
+            return e.into();
+        };
+        if len.saturating_sub(shuffle.data.len()) > *max as usize {
+            return e.into();
+        }
+        JobError::Plugin {
+            plugin: self.shuffle_plugin.clone(),
+            source: crate::plugin::PluginError::Protocol {
+                plugin: self.shuffle_plugin.clone(),
+                call: "snapshot-state",
+                reason: format!(
+                    "its batch snapshot is {} bytes; the `ExecutionFinished` record that carries it would be {len} bytes, over the event log's limit of {max} bytes per record, so it cannot be recorded",
+                    shuffle.data.len()
+                ),
+            },
+        }
     }
 
     /// Takes batch snapshots if recording is on and `vertex_complete` or the
@@ -935,7 +1011,9 @@ impl JobMaster {
         if !snapshots.is_empty() {
             self.crash_point("snapshot-taken", events)?;
         }
-        events.execution_finished(&vertex.id, attempt, &partitions, &snapshots)?;
+        events
+            .execution_finished(&vertex.id, attempt, &partitions, &snapshots)
+            .map_err(|e| self.name_oversized_shuffle_snapshot(&snapshots, e))?;
         self.crash_point("execution-finished", events)?;
         #[cfg(feature = "failpoints")]
         crash_if(
@@ -1044,6 +1122,7 @@ fn reason_kind(reason: &ResetReason) -> &'static str {
         ResetReason::RecoveryEnumeratorWithoutSnapshot => "enumerator-cannot-snapshot",
         ResetReason::RecoveryPartitionMissing { .. } => "partition-missing",
         ResetReason::RecoveryUpstreamReset { .. } => "upstream-reset",
+        ResetReason::RecoveryEnumeratorRestoreFailed => "enumerator-restore-failed",
     }
 }
 
