@@ -18,8 +18,11 @@ tonic::include_proto!("coordhost.worker.v1");
 /// The revision of the `coordhost.worker.v1` protocol this build speaks.
 /// A worker and a coordinator that differ refuse each other at
 /// registration. Raised whenever a message's meaning changes, including the
-/// postcard-encoded task (`bytes vertex` of `DeployRequest`).
-pub const PROTOCOL_VERSION: u32 = 1;
+/// postcard-encoded task (`bytes vertex` of `DeployRequest`). Revision 2:
+/// inputs and outputs name their partitions' producer, and
+/// `ReadSubpartitions` sends the partition's index (result partition
+/// format version 2).
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Largest message either side accepts, bytes (a task with its inputs on
 /// an all-to-all edge of many producers; a chunk is at most [`CHUNK_BYTES`]).
