@@ -18,6 +18,10 @@
 //!   nothing wrong, sizes are equal; the consumer's check of the entries'
 //!   blocks finds it).
 //!
+//! The mid-run copy is also run on two worker processes, where consumers on
+//! the other worker read source 0's partition through `ReadSubpartitions`
+//! and check it themselves.
+//!
 //! Each run must end with exit 0 and exactly the word counts of the input,
 //! source 0 having run again — never exit 0 with other counts.
 
@@ -26,9 +30,10 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::crash::{
-    EventLog, SINK, SOURCE, WordJob, expected_output, first_difference, sorted_output,
+    EventLog, JOB, SINK, SOURCE, WordJob, expected_output, first_difference, sorted_output,
     sources_done,
 };
+use crate::support::workers::{Workers, external_args, free_port};
 
 /// Words both source files hold once each.
 const VOCABULARY: usize = 300;
@@ -60,10 +65,12 @@ fn write_input(dir: &Path) {
 
 /// A test's folder: the input, the job file, the data directory.
 struct Fixture {
-    _tmp: tempfile::TempDir,
+    tmp: tempfile::TempDir,
     input: PathBuf,
     job: PathBuf,
     data_dir: PathBuf,
+    /// More arguments of `run` (worker processes).
+    extra_args: Vec<String>,
 }
 
 impl Fixture {
@@ -88,10 +95,11 @@ impl Fixture {
         .write(&tmp.path().join("job.toml"));
         let data_dir = tmp.path().join("data");
         Self {
-            _tmp: tmp,
+            tmp,
             input,
             job,
             data_dir,
+            extra_args: Vec::new(),
         }
     }
 
@@ -104,6 +112,7 @@ impl Fixture {
             .arg(&self.job)
             .arg("--data-dir")
             .arg(&self.data_dir)
+            .args(&self.extra_args)
             .env("FAILPOINTS", failpoints)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&err).expect("stderr file"))
@@ -193,10 +202,15 @@ fn reset_reasons(data_dir: &Path, vertex: &str, subtask: u64) -> Vec<String> {
 
 /// Asserts that `SOURCE` 0 was reset for `reason` (a `ResetReason` kind).
 fn assert_reset_for(data_dir: &Path, reason: &str, how: Forgery) {
-    let reasons = reset_reasons(data_dir, SOURCE, 0);
+    assert_subtask_reset_for(data_dir, 0, reason, how);
+}
+
+/// Asserts that `SOURCE` `subtask` was reset for `reason`.
+fn assert_subtask_reset_for(data_dir: &Path, subtask: u32, reason: &str, how: Forgery) {
+    let reasons = reset_reasons(data_dir, SOURCE, u64::from(subtask));
     assert!(
         reasons.iter().any(|r| r.contains(reason)),
-        "{how:?}: {SOURCE} 0 was reset for {reason}: {reasons:?}"
+        "{how:?}: {SOURCE} {subtask} was reset for {reason}: {reasons:?}"
     );
 }
 
@@ -211,16 +225,18 @@ enum Forgery {
     HardLinkedData,
 }
 
-fn forge(how: Forgery, p0: &Path, p1: &Path, n: u32) {
+/// Replaces the partition at `p0`, source `victim`'s, as `how` says (`p1`:
+/// the other source's partition; `n`: subpartitions).
+fn forge(how: Forgery, victim: u32, p0: &Path, p1: &Path, n: u32) {
     match how {
         Forgery::EmptyOfTheRightProducer => {
             // The host's own writer: what is left is exactly a valid,
             // complete partition of the right producer with no rows.
             let producer = coordhost::shuffle::PartitionProducer {
-                job: crate::support::crash::JOB.into(),
+                job: JOB.into(),
                 data_set: format!("{SOURCE}-{SINK}"),
                 job_vertex: SOURCE.into(),
-                subtask: 0,
+                subtask: victim,
                 attempt: 0,
             };
             coordhost::shuffle::PartitionWriter::create(p0, n, producer)
@@ -242,6 +258,11 @@ fn forge(how: Forgery, p0: &Path, p1: &Path, n: u32) {
 /// The run ended exactly: exit 0 and the input's word counts; source 0 ran
 /// again (some attempt above 0 finished).
 fn assert_exact(fx: &Fixture, code: Option<i32>, stderr: &str, how: Forgery) {
+    assert_exact_rerun(fx, code, stderr, how, 0);
+}
+
+/// As [`assert_exact`], for source `victim`.
+fn assert_exact_rerun(fx: &Fixture, code: Option<i32>, stderr: &str, how: Forgery, victim: u32) {
     assert_eq!(code, Some(0), "{how:?}: the job finishes:\n{stderr}");
     let got = sorted_output(&fx.data_dir);
     let want = expected_output(&fx.input);
@@ -253,8 +274,8 @@ fn assert_exact(fx: &Fixture, code: Option<i32>, stderr: &str, how: Forgery) {
     let log = EventLog::read(&fx.data_dir).expect("the event log");
     let attempts = log.finished_attempts(SOURCE);
     assert!(
-        attempts.iter().any(|&(s, a)| s == 0 && a > 0),
-        "{how:?}: {SOURCE} 0 ran again: {attempts:?}"
+        attempts.iter().any(|&(s, a)| s == victim && a > 0),
+        "{how:?}: {SOURCE} {victim} ran again: {attempts:?}"
     );
 }
 
@@ -274,7 +295,7 @@ fn forged_mid_run(how: Forgery) {
         std::thread::sleep(Duration::from_millis(50));
     }
     let (p0, p1, n) = equal_partitions(&fx.data_dir);
-    forge(how, &p0, &p1, n);
+    forge(how, 0, &p0, &p1, n);
     let held = start.elapsed();
     let code = wait(&mut child, Duration::from_secs(240));
     let stderr = std::fs::read_to_string(&err).unwrap_or_default();
@@ -310,7 +331,7 @@ fn forged_after_crash(how: Forgery) -> (String, Fixture) {
         "the first run crashed on purpose (exit {code:?}):\n{stderr}"
     );
     let (p0, p1, n) = equal_partitions(&fx.data_dir);
-    forge(how, &p0, &p1, n);
+    forge(how, 0, &p0, &p1, n);
     let (code, stderr) = fx.run("", 2);
     eprintln!("{how:?}: the rerun\n{stderr}");
     assert_exact(&fx, code, &stderr, how);
@@ -341,4 +362,63 @@ fn a_valid_empty_partition_put_in_place_before_a_rerun_is_missing_at_recovery() 
     let how = Forgery::EmptyOfTheRightProducer;
     let (_, fx) = forged_after_crash(how);
     assert_reset_for(&fx.data_dir, "RecoveryPartitionMissing", how);
+}
+
+/// Where worker `i` keeps the partition the coordinator names `location`
+/// (below `<worker data>/partitions/`, at its path relative to the shuffle
+/// master's grant, `<data>/shuffle`).
+fn on_worker(fx: &Fixture, workers: &Workers, location: &Path) -> Option<PathBuf> {
+    let relative = location
+        .strip_prefix(fx.data_dir.join("shuffle"))
+        .expect("a location under the shuffle root");
+    (0..2)
+        .map(|i| workers.data_dir(i).join("partitions").join(relative))
+        .find(|p| p.join("index").is_file())
+}
+
+/// On two workers of two slots: source 0 runs on `w0`, source 1 on `w1`
+/// (most free slots first, ties by id), and the first consumer subtask on
+/// `w0`, so it reads source 1's partition from `w1` through
+/// `ReadSubpartitions`. Source 1's partition is replaced by a copy of
+/// source 0's while the scheduler is held: the consumer must refuse what
+/// `w1` sends.
+#[test]
+fn another_producers_partition_copied_in_mid_run_on_worker_processes_is_not_read() {
+    let how = Forgery::CopyOfAnotherProducer;
+    let mut fx = Fixture::new();
+    let addr = free_port();
+    let workers = Workers::start(2, &addr, &fx.tmp.path().join("workers"), 2);
+    fx.extra_args = external_args(&addr, 2, 2_000);
+    let (mut child, err) = fx.spawn("crash::finished::tokenize=1*off->1*sleep(6000)", 1);
+    let start = Instant::now();
+    while sources_done(&fx.data_dir, 2).is_none() {
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "the run ended before both sources finished:\n{}",
+            std::fs::read_to_string(&err).unwrap_or_default()
+        );
+        assert!(start.elapsed() < Duration::from_secs(120), "sources never finished");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (l0, l1, n) = equal_partitions(&fx.data_dir);
+    let p0 = on_worker(&fx, &workers, &l0).expect("a worker holds source 0's partition");
+    let p1 = on_worker(&fx, &workers, &l1).expect("a worker holds source 1's partition");
+    assert!(
+        p1.starts_with(workers.data_dir(1)),
+        "source 1 ran on w1: {}",
+        p1.display()
+    );
+    forge(how, 1, &p1, &p0, n);
+    let code = wait(&mut child, Duration::from_secs(240));
+    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
+    eprintln!("{how:?} on workers:\n{stderr}\n{}", workers.logs());
+    assert_exact_rerun(&fx, code, &stderr, how, 1);
+    assert_subtask_reset_for(&fx.data_dir, 1, "PartitionNotFound", how);
+    // A consumer on w0 refused what w1 sent (the partition named as
+    // `<w1 address>:<location>`, checked at the consumer).
+    let remote = format!(":{JOB}/{SOURCE}-{SINK}/{SOURCE}-1-0: its index names");
+    assert!(
+        stderr.contains(&remote),
+        "a consumer on another worker refused the partition it was sent:\n{stderr}"
+    );
 }
