@@ -22,6 +22,9 @@
 //! the other worker read source 0's partition through `ReadSubpartitions`
 //! and check it themselves.
 //!
+//! The copy before a rerun is also run with the Python shuffle master
+//! (`py-shuffle`), which must leave the partition out as the Rust one does.
+//!
 //! Each run must end with exit 0 and exactly the word counts of the input,
 //! source 0 having run again — never exit 0 with other counts.
 
@@ -75,6 +78,11 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Self {
+        Self::with_shuffle("local-shuffle")
+    }
+
+    /// As [`Fixture::new`], with the shuffle master component `shuffle`.
+    fn with_shuffle(shuffle: &'static str) -> Self {
         let tmp = tempfile::tempdir().expect("tempdir");
         let input = tmp.path().join("words");
         write_input(&input);
@@ -90,6 +98,7 @@ impl Fixture {
             bytes_per_task: 1_000,
             max_sink_parallelism: 4,
             previous_worker_timeout_ms: 3_000,
+            shuffle_plugin: shuffle,
             ..WordJob::new(&input)
         }
         .write(&tmp.path().join("job.toml"));
@@ -324,7 +333,11 @@ fn another_producers_data_hard_linked_in_mid_run_is_not_read() {
 /// forges source 0's partition, runs the same command again; the rerun's
 /// stderr and data directory.
 fn forged_after_crash(how: Forgery) -> (String, Fixture) {
-    let fx = Fixture::new();
+    forged_after_crash_with(how, Fixture::new())
+}
+
+/// As [`forged_after_crash`], on the fixture `fx`.
+fn forged_after_crash_with(how: Forgery, fx: Fixture) -> (String, Fixture) {
     let (code, stderr) = fx.run("crash::finished::tokenize=1*off->return", 1);
     assert!(
         stderr.contains("simulated coordinator crash"),
@@ -345,6 +358,17 @@ fn another_producers_partition_copied_in_before_a_rerun_is_missing_at_recovery()
     // The shuffle master left it out of its report: its index names
     // another producer.
     assert_reset_for(&fx.data_dir, "RecoveryPartitionMissing", how);
+}
+
+#[test]
+fn the_python_shuffle_master_refuses_another_producers_partition_copied_in_before_a_rerun() {
+    let how = Forgery::CopyOfAnotherProducer;
+    let (stderr, fx) = forged_after_crash_with(how, Fixture::with_shuffle("py-shuffle"));
+    assert_reset_for(&fx.data_dir, "RecoveryPartitionMissing", how);
+    assert!(
+        stderr.contains("names producer"),
+        "py-shuffle says why it left the partition out:\n{stderr}"
+    );
 }
 
 #[test]
