@@ -14,19 +14,21 @@
 //! - after a simulated crash right after both sources finished, before the
 //!   rerun: by a copy of source 1's `data` and `index` (the shuffle master
 //!   sees an index naming another producer: the partition is missing at
-//!   recovery), or by source 1's `data` hard-linked (the shuffle master sees
-//!   nothing wrong, sizes are equal; the consumer's check of the entries'
-//!   blocks finds it).
+//!   recovery), by a valid empty partition (the shuffle master reports 0
+//!   bytes where the log recorded others), or by source 1's `data`
+//!   hard-linked (the shuffle master sees nothing wrong, sizes are equal;
+//!   the consumer's check of the entries' blocks finds it).
 //!
-//! The mid-run copy is also run on two worker processes, where consumers on
-//! the other worker read source 0's partition through `ReadSubpartitions`
-//! and check it themselves.
+//! A mid-run copy is also run on two worker processes: source 1's partition
+//! (on `w1`) is replaced by source 0's, and a consumer on `w0` reads it
+//! through `ReadSubpartitions` and refuses it itself.
 //!
 //! The copy before a rerun is also run with the Python shuffle master
 //! (`py-shuffle`), which must leave the partition out as the Rust one does.
 //!
 //! Each run must end with exit 0 and exactly the word counts of the input,
-//! source 0 having run again — never exit 0 with other counts.
+//! the forged partition's producer having run again — never exit 0 with
+//! other counts.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
