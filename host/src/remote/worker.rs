@@ -1096,7 +1096,10 @@ impl PartitionFetch for RemoteFetch {
         let name = PathBuf::from(format!("{}:{}", self.address, location.display()));
         let not_found = || ShuffleError::PartitionNotFound {
             location: name.clone(),
-            reason: format!("worker {} does not hold it or cannot be reached", self.address),
+            reason: format!(
+                "worker {} does not hold it or cannot be reached",
+                self.address
+            ),
         };
         let channel = self.state.channel(&self.address).map_err(|_| not_found())?;
         let mut client = rpc::worker_client::WorkerClient::new(channel)

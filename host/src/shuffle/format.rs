@@ -145,7 +145,11 @@ impl Index {
                 .as_ref()
                 .expect("an index of version 2 names its producer");
             for name in [&p.job, &p.data_set, &p.job_vertex] {
-                assert!(name.len() <= MAX_NAME_BYTES, "a name of {} bytes", name.len());
+                assert!(
+                    name.len() <= MAX_NAME_BYTES,
+                    "a name of {} bytes",
+                    name.len()
+                );
                 out.extend_from_slice(&u32_len(name.len()).to_le_bytes());
                 out.extend_from_slice(name.as_bytes());
             }

@@ -352,7 +352,10 @@ fn an_index_is_refused_for_each_broken_rule_with_its_offset() {
         );
         assert_eq!(
             broken(&|i| i.num_subpartitions = 2),
-            (second_entry, "an entry names a subpartition beyond the count")
+            (
+                second_entry,
+                "an entry names a subpartition beyond the count"
+            )
         );
         assert_eq!(
             broken(&|i| i.data_len = 31).1,
@@ -575,7 +578,11 @@ fn a_stream_of_raw_ranges_reads_bound_at_the_consumer() {
     write_plan(&y, 2, &[(0, 1, 3), (1, 6, 3)], usize::MAX);
     let index_x = fs::read(x.join(INDEX_FILE)).expect("index");
     let data_y = fs::read(y.join(DATA_FILE)).expect("data");
-    assert_eq!(data_y.len() as u64, bytes_x.iter().sum::<u64>(), "equal sizes");
+    assert_eq!(
+        data_y.len() as u64,
+        bytes_x.iter().sum::<u64>(),
+        "equal sizes"
+    );
     let mut r = SubpartitionReader::from_stream(
         "peer:x".into(),
         Box::new(std::io::Cursor::new(data_y.clone())),
@@ -599,7 +606,10 @@ fn a_stream_of_raw_ranges_reads_bound_at_the_consumer() {
         0..2,
         &expect(&bytes_x, 0..2),
     );
-    assert!(matches!(short, Err(ShuffleError::Corrupt { .. })), "{short:?}");
+    assert!(
+        matches!(short, Err(ShuffleError::Corrupt { .. })),
+        "{short:?}"
+    );
 }
 
 #[test]

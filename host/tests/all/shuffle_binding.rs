@@ -163,8 +163,7 @@ fn source_partition(log: &EventLog, subtask: u64) -> (PathBuf, Vec<u64>) {
         .iter()
         .filter(|e| e["event"]["kind"] == "ExecutionFinished")
         .map(|e| &e["event"]["event"])
-        .filter(|b| b["attempt"]["job_vertex"] == SOURCE && b["attempt"]["subtask"] == subtask)
-        .next_back()
+        .rfind(|b| b["attempt"]["job_vertex"] == SOURCE && b["attempt"]["subtask"] == subtask)
         .unwrap_or_else(|| panic!("no finished {SOURCE} {subtask} in the log"));
     let p = &b["produced"][0];
     let location = PathBuf::from(p["location"].as_str().expect("a location"));
@@ -302,7 +301,10 @@ fn forged_mid_run(how: Forgery) {
             "the run ended before both sources finished:\n{}",
             std::fs::read_to_string(&err).unwrap_or_default()
         );
-        assert!(start.elapsed() < Duration::from_secs(120), "sources never finished");
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "sources never finished"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let (p0, p1, n) = equal_partitions(&fx.data_dir);
@@ -423,7 +425,10 @@ fn another_producers_partition_copied_in_mid_run_on_worker_processes_is_not_read
             "the run ended before both sources finished:\n{}",
             std::fs::read_to_string(&err).unwrap_or_default()
         );
-        assert!(start.elapsed() < Duration::from_secs(120), "sources never finished");
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "sources never finished"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let (l0, l1, n) = equal_partitions(&fx.data_dir);

@@ -607,7 +607,10 @@ mod tests {
         // The opened root answers the same (in a WASI 0.2 guest through its
         // own calls, which the host's recovery tests exercise).
         let root = RootDir::open(dir.to_str().unwrap()).unwrap();
-        assert_eq!(root.completed_sizes(location, 2, &p).unwrap(), Some(vec![3, 5]));
+        assert_eq!(
+            root.completed_sizes(location, 2, &p).unwrap(),
+            Some(vec![3, 5])
+        );
         assert!(
             root.completed_sizes(location, 3, &p)
                 .unwrap_err()

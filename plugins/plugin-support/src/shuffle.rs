@@ -5,7 +5,8 @@
 //! plugins add the WIT glue and, for `local-shuffle`, batch snapshots.
 
 use crate::partition_files::{
-    IndexProducer, RootDir, create_location, is_strictly_inside, partition_location, release_location,
+    IndexProducer, RootDir, create_location, is_strictly_inside, partition_location,
+    release_location,
 };
 use crate::registry::{PartitionKey, PartitionRegistry, StoredDescriptor};
 

@@ -89,7 +89,9 @@ fn partition_sizes(
             return None;
         }
     }
-    if take(4)?.1 != u64::from(id.producer.subtask) || take(4)?.1 != u64::from(id.producer.attempt) {
+    if take(4)?.1 != u64::from(id.producer.subtask)
+        || take(4)?.1 != u64::from(id.producer.attempt)
+    {
         return None;
     }
     let mut sizes = vec![0u64; num_subpartitions as usize];

@@ -15,8 +15,8 @@ use crate::plugin::{
 };
 use crate::remote::{RemoteInput, RemoteOutput, RemoteTask, RemoteVertex};
 use crate::runtime::{InputPartition, TaskError, TaskInput, TaskOutput, TaskSpec, run_task};
-use crate::shuffle::{ExpectedPartition, PartitionProducer};
 use crate::scheduler::{JobError, JobEventSink};
+use crate::shuffle::{ExpectedPartition, PartitionProducer};
 
 impl JobMaster {
     /// Initializes every vertex whose inputs are finished and deploys every
