@@ -215,12 +215,19 @@ fn build_state(config: &JobConfig, opts: &RunOptions, data_dir: &Path, n: u32) -
     }
     let shuffle_time = t.elapsed();
     let t = Instant::now();
-    for location in &locations {
+    for (s, location) in (0..).zip(&locations) {
         // An empty partition written by the host's own writer
         // (docs/shuffle-format.md): an empty `data` and an `index` of no regions.
         coordhost::shuffle::PartitionWriter::create(
             Path::new(location),
             graph.num_subpartitions(0),
+            coordhost::shuffle::PartitionProducer {
+                job: JOB.into(),
+                data_set: data_set.clone(),
+                job_vertex: "source".into(),
+                subtask: s,
+                attempt: 0,
+            },
         )
         .and_then(coordhost::shuffle::PartitionWriter::finish)
         .expect("an empty partition");

@@ -19,8 +19,11 @@ tonic::include_proto!("coordhost.worker.v1");
 /// A worker and a coordinator that differ refuse each other at
 /// registration. Raised whenever a message's meaning changes, including the
 /// postcard-encoded task (`bytes vertex` of `DeployRequest`). Revision 2
-/// (issue 25): read grants (`RegisterResponse.read_key`,
-/// `InputPartition.grant`, the session and consumer of `ReadRequest`).
+/// (issue 25 and issue 24): read grants (`RegisterResponse.read_key`,
+/// `InputPartition.grant`, the session and consumer of `ReadRequest`);
+/// inputs and outputs name their partitions' producer, and
+/// `ReadSubpartitions` sends the partition's index (result partition
+/// format version 2).
 pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Largest message either side accepts, bytes (a task with its inputs on

@@ -70,8 +70,11 @@ DATA_FILE = "data"
 INDEX_FILE = "index"
 #: First 8 bytes of an index.
 INDEX_MAGIC = b"CHSHUFX1"
-#: Index format version this code reads.
-INDEX_VERSION = 1
+#: Index format version this code reads (version 1 names no producer and is refused: its
+#: producer runs again and writes version 2).
+INDEX_VERSION = 2
+#: Longest producer name an index may hold, bytes.
+MAX_NAME_BYTES = 4096
 
 #: Key of a partition inside one job: (intermediate data set, job vertex, subtask, attempt).
 PartitionKey = Tuple[str, str, int, int]
@@ -110,10 +113,11 @@ def crc32c(data: bytes) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-def parse_index(data: bytes, num_subpartitions: int) -> Tuple[int, List[int]]:
-    """Parses an index (docs/shuffle-format.md): the length `data` must have and the bytes of
-    each subpartition. Raises `ValueError` saying what is wrong (checksum, magic, version,
-    subpartition count, entries that do not tile `data` in order)."""
+def parse_index(data: bytes, num_subpartitions: int) -> Tuple[int, List[int], Tuple[str, str, str, int, int]]:
+    """Parses an index (docs/shuffle-format.md, version 2): the length `data` must have, the
+    bytes of each subpartition and the producer it names (job, intermediate data set, job
+    vertex, subtask, attempt). Raises `ValueError` saying what is wrong (checksum, magic,
+    version, subpartition count, producer names, entries that do not tile `data` in order)."""
     if len(data) < 32:
         raise ValueError("it is shorter than its header")
     body = data[:-4]
@@ -130,15 +134,29 @@ def parse_index(data: bytes, num_subpartitions: int) -> Tuple[int, List[int]]:
     sizes = [0] * count
     following = 0
     try:
+        names = []
+        for _ in range(3):
+            (length,) = struct.unpack_from("<I", body, at)
+            if length > MAX_NAME_BYTES or at + 4 + length > len(body):
+                raise ValueError(f"its producer name at byte {at} is too long")
+            try:
+                names.append(body[at + 4 : at + 4 + length].decode("utf-8"))
+            except UnicodeDecodeError:
+                raise ValueError(f"its producer name at byte {at} is not UTF-8")
+            at += 4 + length
+        subtask, attempt = struct.unpack_from("<II", body, at)
+        at += 8
+        producer = (names[0], names[1], names[2], subtask, attempt)
         for _ in range(regions):
             (entries,) = struct.unpack_from("<I", body, at)
             at += 4
             last = -1
             for _ in range(entries):
-                sub, offset, length = struct.unpack_from("<IQQ", body, at)
+                # Records and the header checksum are the consumer's to check.
+                sub, offset, length, _records, _crc = struct.unpack_from("<IQQQI", body, at)
                 if sub >= count or sub <= last or length == 0 or offset != following:
                     raise ValueError(f"its entry at byte {at} is out of order")
-                at += 20
+                at += 32
                 last = sub
                 following = offset + length
                 sizes[sub] += length
@@ -146,7 +164,7 @@ def parse_index(data: bytes, num_subpartitions: int) -> Tuple[int, List[int]]:
         raise ValueError(f"it ends early at byte {at}")
     if at != len(body) or following != data_len:
         raise ValueError("its entries do not cover the data file")
-    return data_len, sizes
+    return data_len, sizes, producer
 
 
 def partition_key(partition: ResultPartitionId) -> PartitionKey:
@@ -384,11 +402,12 @@ class ShuffleMaster(wit_world.exports.shuffle_master.ShuffleMaster):
         """Nothing to prepare: partitions are found by looking at the files."""
         host_log.log(LogLevel.INFO, f"partition recovery started for job {job_id}")
 
-    def _metrics(self, descriptor: ShuffleDescriptor) -> Optional[List[int]]:
+    def _metrics(self, job_id: str, descriptor: ShuffleDescriptor) -> Optional[List[int]]:
         """Bytes of each subpartition from the partition's index, or `None` without an index.
 
         Raises `ValueError` when the index exists but the partition is damaged: the index does
-        not parse, or `data` is unreadable or has another length than the index records.
+        not parse or names another producer than the one registered there, or `data` is
+        unreadable or has another length than the index records.
         """
         location = descriptor.location
         try:
@@ -399,9 +418,14 @@ class ShuffleMaster(wit_world.exports.shuffle_master.ShuffleMaster):
         except OSError as error:
             raise ValueError(f"cannot read {location}/{INDEX_FILE}: {error}")
         try:
-            data_len, sizes = parse_index(raw, descriptor.num_subpartitions)
+            data_len, sizes, named = parse_index(raw, descriptor.num_subpartitions)
         except ValueError as error:
             raise ValueError(f"its index is damaged: {error}")
+        # The index must name the attempt registered at this place: another producer's
+        # partition copied here is damage.
+        registered = (job_id,) + partition_key(descriptor.id)
+        if named != registered:
+            raise ValueError(f"its index names producer {named}, not {registered} registered there")
         try:
             actual = os.stat(f"{location}/{DATA_FILE}").st_size
         except OSError as error:
@@ -426,7 +450,7 @@ class ShuffleMaster(wit_world.exports.shuffle_master.ShuffleMaster):
             if descriptor is None:
                 continue
             try:
-                sizes = self._metrics(descriptor)
+                sizes = self._metrics(job_id, descriptor)
             except ValueError as error:
                 host_log.log(
                     LogLevel.WARN,

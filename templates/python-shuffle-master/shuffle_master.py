@@ -82,10 +82,12 @@ def crc32c(data: bytes) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-def partition_sizes(location: str, num_subpartitions: int) -> Optional[List[int]]:
-    """The bytes of each subpartition from `<location>/index` (magic `CHSHUFX1`, version 1,
-    subpartition count, length of `data`, regions of (subpartition, offset, length) entries,
-    CRC32C); `None` when the index is missing or damaged or `data` has another length."""
+def partition_sizes(location: str, num_subpartitions: int, producer: tuple) -> Optional[List[int]]:
+    """The bytes of each subpartition from `<location>/index` (magic `CHSHUFX1`, version 2,
+    subpartition count, length of `data`, region count, the producer it names, regions of
+    (subpartition, offset, length, records, header CRC32C) entries, CRC32C); `None` when the
+    index is missing or damaged, names another producer than `producer` (job, intermediate
+    data set, job vertex, subtask, attempt), or `data` has another length."""
     try:
         with open(f"{location}/index", "rb") as f:
             raw = f.read()
@@ -96,16 +98,27 @@ def partition_sizes(location: str, num_subpartitions: int) -> Optional[List[int]
     if len(raw) < 32 or crc32c(body) != struct.unpack_from("<I", raw, len(body))[0]:
         return None
     version, count, data_len, regions = struct.unpack_from("<IIQI", body, 8)
-    if body[:8] != b"CHSHUFX1" or version != 1 or count != num_subpartitions:
+    if body[:8] != b"CHSHUFX1" or version != 2 or count != num_subpartitions:
         return None
     sizes, at, following = [0] * count, 28, 0
     try:
+        names = []
+        for _ in range(3):
+            (length,) = struct.unpack_from("<I", body, at)
+            names.append(body[at + 4 : at + 4 + length].decode("utf-8", "replace"))
+            at += 4 + length
+        subtask, attempt = struct.unpack_from("<II", body, at)
+        at += 8
+        # Another producer's partition copied to this place is not this one.
+        if (names[0], names[1], names[2], subtask, attempt) != producer:
+            return None
         for _ in range(regions):
             (entries,) = struct.unpack_from("<I", body, at)
             at += 4
             for _ in range(entries):
-                sub, offset, length = struct.unpack_from("<IQQ", body, at)
-                at += 20
+                # Records and the header checksum are the host's to check.
+                sub, offset, length, _records, _crc = struct.unpack_from("<IQQQI", body, at)
+                at += 32
                 if sub >= count or offset != following or length == 0:
                     return None
                 following = offset + length
@@ -206,7 +219,8 @@ class ShuffleMaster(wit_world.exports.shuffle_master.ShuffleMaster):
         found = []
         for partition in expected:
             d = self.partitions.get(key(partition))
-            sizes = None if d is None else partition_sizes(d.location, d.num_subpartitions)
+            producer = (job_id,) + key(partition)
+            sizes = None if d is None else partition_sizes(d.location, d.num_subpartitions, producer)
             if sizes is not None:
                 found.append(PartitionWithMetrics(d, sizes))
         return found

@@ -26,7 +26,7 @@ use crate::plugin::{
     ShuffleMaster, Split, SplitEnumerator,
 };
 use crate::shuffle::format::{INDEX_FILE, INDEX_TMP_FILE};
-use crate::shuffle::{PartitionWriter, ShuffleError};
+use crate::shuffle::{PartitionProducer, PartitionWriter, ShuffleError};
 
 /// Parallelism of the source the enumerator checks create (readers 0 and 1).
 pub const PARALLELISM: u32 = 2;
@@ -537,7 +537,14 @@ pub(crate) fn write_partition(
         .partition_dir("register-partition-with-producer", &d.location)
         .map_err(|e| said(&e))?;
     let failed = |e: ShuffleError| format!("cannot write a partition at {}: {e}", d.location);
-    let mut w = PartitionWriter::create_in(&dir, rows.len() as u32).map_err(failed)?;
+    let producer = PartitionProducer {
+        job: JOB_ID.to_owned(),
+        data_set: d.id.intermediate_data_set.clone(),
+        job_vertex: d.id.producer.job_vertex.clone(),
+        subtask: d.id.producer.subtask,
+        attempt: d.id.producer.attempt,
+    };
+    let mut w = PartitionWriter::create_in(&dir, rows.len() as u32, producer).map_err(failed)?;
     let schema = Arc::new(Schema::new(vec![Field::new("word", DataType::Utf8, false)]));
     for (sub, &n) in rows.iter().enumerate() {
         let words = StringArray::from_iter_values((0..n).map(|i| format!("w{sub}-{i}")));

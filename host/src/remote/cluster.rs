@@ -592,6 +592,9 @@ impl Cluster {
                         first_subpartition: i.subpartitions.start,
                         end_subpartition: i.subpartitions.end,
                         grant,
+                        data_set: i.expected.producer.data_set.clone(),
+                        producer_vertex_id: i.expected.producer.job_vertex.clone(),
+                        bytes_per_subpartition: i.expected.bytes.clone().unwrap_or_default(),
                     }
                 })
                 .collect();
@@ -616,6 +619,7 @@ impl Cluster {
                     edge: o.edge as u32,
                     location: o.location.to_string_lossy().into_owned(),
                     num_subpartitions: o.num_subpartitions,
+                    data_set: o.data_set.clone(),
                 })
                 .collect(),
             record_delay_us: task.record_delay.as_micros() as u64,
@@ -930,6 +934,7 @@ fn task_error(worker: &str, f: rpc::Failure) -> TaskError {
         Some(Kind::PartitionNotFound(p)) => TaskError::PartitionNotFound {
             producer: from_wire(Some(&p)),
             location,
+            reason: f.message,
         },
         Some(Kind::PartitionCorrupt(p)) => TaskError::PartitionCorrupt {
             producer: from_wire(Some(&p)),

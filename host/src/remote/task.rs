@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::grant::DirGrant;
 use crate::graph::{AttemptId, DistributionPattern, Operator, SinkSpec};
 use crate::rpc;
+use crate::shuffle::ExpectedPartition;
 
 /// What every attempt of one job vertex runs: its operator chain, the
 /// routing of its outgoing edges, its sink and, for a source, the split
@@ -38,6 +39,8 @@ pub struct RemoteInput {
     pub location: PathBuf,
     /// Subpartitions read.
     pub subpartitions: Range<u32>,
+    /// What the partition must be (its producer, the bytes reported).
+    pub expected: ExpectedPartition,
 }
 
 /// One result partition an attempt writes.
@@ -50,6 +53,8 @@ pub struct RemoteOutput {
     pub location: PathBuf,
     /// Number of subpartitions.
     pub num_subpartitions: u32,
+    /// The intermediate data set, as the partition's index names it.
+    pub data_set: String,
 }
 
 /// Everything a worker process needs to run one execution attempt.

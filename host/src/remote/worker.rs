@@ -39,7 +39,7 @@ use crate::runtime::{
     InputPartition, PartitionFetch, SplitSource, TaskError, TaskInput, TaskOutput, TaskReport,
     TaskSpec, WorkerPool, run_task, sink,
 };
-use crate::shuffle::{ShuffleError, SubpartitionReader};
+use crate::shuffle::{ExpectedPartition, PartitionProducer, ShuffleError, SubpartitionReader};
 use crate::value::SplitData;
 
 /// How to run a worker process.
@@ -706,6 +706,7 @@ fn stream_file(
     mut file: std::fs::File,
     ranges: Vec<(u64, u64)>,
     name: PathBuf,
+    index: Vec<u8>,
 ) -> ReceiverStream<Result<rpc::Chunk, Status>> {
     let (tx, rx) = mpsc::channel(4);
     handle.spawn_blocking(move || {
@@ -715,6 +716,7 @@ fn stream_file(
             .blocking_send(Ok(rpc::Chunk {
                 total_bytes: total,
                 data: Vec::new(),
+                index,
             }))
             .is_err()
         {
@@ -740,6 +742,7 @@ fn stream_file(
                     .blocking_send(Ok(rpc::Chunk {
                         total_bytes: 0,
                         data: buf,
+                        index: Vec::new(),
                     }))
                     .is_err()
                 {
@@ -898,6 +901,7 @@ impl worker_server::Worker for Service {
             raw.data,
             raw.ranges,
             raw.path,
+            raw.index,
         )))
     }
 
@@ -945,6 +949,7 @@ impl worker_server::Worker for Service {
             file,
             vec![(0, len)],
             path,
+            Vec::new(),
         )))
     }
 
@@ -1110,6 +1115,13 @@ fn task_spec(
             edge: o.edge as usize,
             location,
             num_subpartitions: o.num_subpartitions,
+            producer: PartitionProducer {
+                job: req.job.clone(),
+                data_set: o.data_set.clone(),
+                job_vertex: req.vertex_id.clone(),
+                subtask: attempt.subtask,
+                attempt: attempt.attempt,
+            },
             pattern,
             key,
         });
@@ -1137,12 +1149,24 @@ fn task_spec(
             let location = plain(&i.location)?;
             let producer = from_wire(i.producer.as_ref());
             let subpartitions = i.first_subpartition..i.end_subpartition.max(i.first_subpartition);
+            let expected = ExpectedPartition {
+                producer: PartitionProducer {
+                    job: req.job.clone(),
+                    data_set: i.data_set.clone(),
+                    job_vertex: i.producer_vertex_id.clone(),
+                    subtask: producer.subtask,
+                    attempt: producer.attempt,
+                },
+                bytes: (!i.bytes_per_subpartition.is_empty())
+                    .then(|| i.bytes_per_subpartition.clone()),
+            };
             if i.address == state.address {
                 inputs.push(InputPartition {
                     producer,
                     location: state.partition_path(&location),
                     grants: state.grants.clone(),
                     subpartitions,
+                    expected,
                     remote: None,
                 });
             } else {
@@ -1151,6 +1175,7 @@ fn task_spec(
                     location,
                     grants: state.grants.clone(),
                     subpartitions,
+                    expected,
                     remote: Some(Arc::new(RemoteFetch {
                         state: state.clone(),
                         address: i.address.clone(),
@@ -1235,10 +1260,19 @@ struct RemoteFetch {
 }
 
 impl PartitionFetch for RemoteFetch {
-    fn open(&self, location: &Path, subs: Range<u32>) -> Result<SubpartitionReader, ShuffleError> {
+    fn open(
+        &self,
+        location: &Path,
+        subs: Range<u32>,
+        expected: &ExpectedPartition,
+    ) -> Result<SubpartitionReader, ShuffleError> {
         let name = PathBuf::from(format!("{}:{}", self.address, location.display()));
         let not_found = || ShuffleError::PartitionNotFound {
             location: name.clone(),
+            reason: format!(
+                "worker {} does not hold it or cannot be reached",
+                self.address
+            ),
         };
         let channel = self
             .state
@@ -1268,8 +1302,8 @@ impl PartitionFetch for RemoteFetch {
             // (Flink's PartitionNotFound), so its producer runs again.
             Err(_) => return Err(not_found()),
         };
-        let total = match handle.block_on(stream.message()) {
-            Ok(Some(first)) => first.total_bytes,
+        let (total, index) = match handle.block_on(stream.message()) {
+            Ok(Some(first)) => (first.total_bytes, first.index),
             _ => return Err(not_found()),
         };
         let reader = ChunkReader {
@@ -1278,11 +1312,7 @@ impl PartitionFetch for RemoteFetch {
             buf: Vec::new(),
             at: 0,
         };
-        Ok(SubpartitionReader::from_stream(
-            name,
-            Box::new(reader),
-            total,
-        ))
+        SubpartitionReader::from_stream(name, Box::new(reader), total, &index, subs, expected)
     }
 }
 

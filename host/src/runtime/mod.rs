@@ -36,20 +36,27 @@ pub use source::{MAX_LINE_BYTES, VecSplitSource, needed_columns};
 
 use crate::grant::{Grants, PluginDir};
 use crate::graph::{AttemptId, DistributionPattern, Operator, SinkSpec, SubpartitionBytes};
-use crate::shuffle::{PartitionWriter, ShuffleError, SubpartitionReader, route_batch};
+use crate::shuffle::{
+    ExpectedPartition, PartitionProducer, PartitionWriter, ShuffleError, SubpartitionReader,
+    route_batch,
+};
 
 /// Why a task failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TaskError {
-    /// An input partition does not exist (Flink's `PartitionNotFoundException`):
-    /// the scheduler re-runs `producer` before this consumer.
-    #[error("input partition of {producer:?} not found at {location}")]
+    /// An input partition does not exist (Flink's `PartitionNotFoundException`),
+    /// or is not the one its producer wrote (another producer's, of
+    /// other bytes than reported, `data` not its index's): the scheduler
+    /// re-runs `producer` before this consumer.
+    #[error("input partition of {producer:?} not found at {location}: {reason}")]
     PartitionNotFound {
         /// The attempt that should have produced it.
         producer: AttemptId,
         /// Where it should be.
         location: PathBuf,
+        /// What is missing or what differs.
+        reason: String,
     },
     /// An input partition exists but its data fails to decode or checksum
     /// ([`ShuffleError::Corrupt`]): treated like a lost partition, so the
@@ -143,16 +150,20 @@ pub trait SplitSource: Send {
 /// holds (`crate::remote`): opens a stream of its blocks.
 pub trait PartitionFetch: Send + Sync {
     /// A reader over subpartitions `subs` of the partition at `location`
-    /// (relative to the holder's partition root).
+    /// (relative to the holder's partition root), bound to `expected`
+    /// here, at the consumer ([`SubpartitionReader::from_stream`]).
     ///
     /// # Errors
     ///
     /// [`ShuffleError::PartitionNotFound`] when the holder does not hold it
-    /// or cannot be reached; [`ShuffleError::Io`] otherwise.
+    /// or cannot be reached, or it is not the partition `expected` names;
+    /// [`ShuffleError::Corrupt`] for an index that does not parse;
+    /// [`ShuffleError::Io`] otherwise.
     fn open(
         &self,
         location: &std::path::Path,
         subs: Range<u32>,
+        expected: &ExpectedPartition,
     ) -> Result<SubpartitionReader, ShuffleError>;
 }
 
@@ -168,6 +179,10 @@ pub struct InputPartition {
     pub grants: Grants,
     /// Subpartitions to read.
     pub subpartitions: Range<u32>,
+    /// What the partition must be: the producer attempt its index names,
+    /// and the bytes of each subpartition read as the producer reported
+    /// them (docs/shuffle-format.md, "Reading").
+    pub expected: ExpectedPartition,
     /// Set when another worker process holds the partition: `location` is
     /// then relative to that worker's partition root and read through this.
     pub remote: Option<Arc<dyn PartitionFetch>>,
@@ -202,6 +217,8 @@ pub struct TaskOutput {
     pub location: PluginDir,
     /// Number of subpartitions.
     pub num_subpartitions: u32,
+    /// The attempt writing it, as its index names it.
+    pub producer: PartitionProducer,
     /// Routing.
     pub pattern: DistributionPattern,
     /// Key column indices for hash routing.
@@ -336,10 +353,13 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
         TaskInput::Partitions(parts) => {
             for p in parts {
                 let classify = |e: ShuffleError| match e {
-                    ShuffleError::PartitionNotFound { location } => TaskError::PartitionNotFound {
-                        producer: p.producer,
-                        location,
-                    },
+                    ShuffleError::PartitionNotFound { location, reason } => {
+                        TaskError::PartitionNotFound {
+                            producer: p.producer,
+                            location,
+                            reason,
+                        }
+                    }
                     corrupt @ ShuffleError::Corrupt { .. } => TaskError::PartitionCorrupt {
                         producer: p.producer,
                         source: corrupt,
@@ -351,15 +371,19 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
                 }
                 let mut r = match &p.remote {
                     Some(fetch) => fetch
-                        .open(&p.location, p.subpartitions.clone())
+                        .open(&p.location, p.subpartitions.clone(), &p.expected)
                         .map_err(classify)?,
                     None => {
                         let dir = p
                             .grants
                             .writable_dir(&p.location)
                             .map_err(|e| TaskError::Shuffle(ShuffleError::Grant(e)))?;
-                        SubpartitionReader::open_range_in(&dir, p.subpartitions.clone())
-                            .map_err(classify)?
+                        SubpartitionReader::open_expected_in(
+                            &dir,
+                            p.subpartitions.clone(),
+                            &p.expected,
+                        )
+                        .map_err(classify)?
                     }
                 };
                 while let Some(batch) = r.next_batch().map_err(classify)? {
@@ -392,7 +416,7 @@ impl PartitionOutputs {
         for o in outputs {
             writers.push((
                 o.clone(),
-                PartitionWriter::create_in(&o.location, o.num_subpartitions)?,
+                PartitionWriter::create_in(&o.location, o.num_subpartitions, o.producer.clone())?,
             ));
         }
         Ok(Self { writers, rows: 0 })

@@ -1,6 +1,8 @@
 //! The bytes of a result partition: the named constants of
 //! docs/shuffle-format.md, the block framing of `data` and the `index`
-//! codec. Change both in the same commit.
+//! codec (version 2, which names the producer attempt and checks each
+//! entry's blocks; version 1 is still parsed, without that binding).
+//! Change both in the same commit.
 
 use std::sync::Arc;
 
@@ -19,15 +21,27 @@ pub const INDEX_FILE: &str = "index";
 pub const INDEX_TMP_FILE: &str = "index.tmp";
 /// First 8 bytes of an index.
 pub const INDEX_MAGIC: [u8; 8] = *b"CHSHUFX1";
-/// Format version this code writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// Format version this code writes: the index names its producer
+/// ([`PartitionProducer`]) and each entry carries its record count and the
+/// CRC32C of its block headers.
+pub const FORMAT_VERSION: u32 = 2;
+/// The first format version: no producer, entries of
+/// [`INDEX_ENTRY_BYTES_V1`] bytes. Still parsed (a consumer task refuses
+/// it, since it cannot tell whose partition it is).
+pub const FORMAT_VERSION_1: u32 = 1;
 /// Size of a block header in `data` (payload length, CRC32C), bytes.
 pub const BLOCK_HEADER_BYTES: usize = 8;
 /// Size of the index header (magic, version, subpartitions, data length,
 /// region count), bytes.
 pub const INDEX_HEADER_BYTES: usize = 28;
-/// Size of one index entry (subpartition, offset, length), bytes.
-pub const INDEX_ENTRY_BYTES: usize = 20;
+/// Size of one index entry of version 2 (subpartition, offset, length,
+/// records, CRC32C of its block headers), bytes.
+pub const INDEX_ENTRY_BYTES: usize = 32;
+/// Size of one index entry of version 1 (subpartition, offset, length), bytes.
+pub const INDEX_ENTRY_BYTES_V1: usize = 20;
+/// Longest name (job, data set, job vertex) the producer part of an index
+/// of version 2 may hold, bytes of UTF-8.
+pub const MAX_NAME_BYTES: usize = 4096;
 /// Size of the CRC32C that closes the index, bytes.
 pub const INDEX_CRC_BYTES: usize = 4;
 /// Default bound of a writer's in-memory buffer, bytes of batches: when
@@ -40,8 +54,37 @@ const IPC_ALIGNMENT: usize = 8;
 /// The end-of-stream marker that closes every block's IPC stream.
 const IPC_END: [u8; 8] = [0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0];
 
+/// Who wrote a result partition, as an index of version 2 names it: the
+/// job, the intermediate data set (`<from>-<to>` job vertex ids), and the
+/// producer's execution attempt (job vertex id, subtask, attempt number).
+/// A consumer compares it with the producer it expects
+/// (docs/shuffle-format.md, "Reading").
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PartitionProducer {
+    /// The job's name.
+    pub job: String,
+    /// The intermediate data set (the edge's `<from>-<to>`).
+    pub data_set: String,
+    /// The producer's job vertex id.
+    pub job_vertex: String,
+    /// The producer's subtask.
+    pub subtask: u32,
+    /// The producer's attempt number.
+    pub attempt: u32,
+}
+
+impl std::fmt::Display for PartitionProducer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "job `{}` data set `{}` producer `{}` subtask {} attempt {}",
+            self.job, self.data_set, self.job_vertex, self.subtask, self.attempt
+        )
+    }
+}
+
 /// One index entry: the bytes of subpartition `sub` within one region.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Entry {
     /// The subpartition.
     pub sub: u32,
@@ -49,15 +92,23 @@ pub(crate) struct Entry {
     pub offset: u64,
     /// Length of its blocks in this region, framing included.
     pub len: u64,
+    /// Rows in its blocks (version 2; 0 in version 1).
+    pub records: u64,
+    /// CRC32C of its blocks' headers, in order (version 2; 0 in version 1).
+    pub headers_crc: u32,
 }
 
 /// A parsed index.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Index {
+    /// [`FORMAT_VERSION`] or [`FORMAT_VERSION_1`].
+    pub version: u32,
     /// Number of subpartitions of the partition.
     pub num_subpartitions: u32,
     /// Length of `data`, bytes.
     pub data_len: u64,
+    /// Who wrote it (`None` in version 1, which does not say).
+    pub producer: Option<PartitionProducer>,
     /// The regions in the order written, each its entries by subpartition.
     pub regions: Vec<Vec<Entry>>,
 }
@@ -66,23 +117,55 @@ pub(crate) struct Index {
 pub(crate) type Bad = (u64, &'static str);
 
 impl Index {
-    /// The index's bytes, CRC32C included.
+    /// The index's bytes, CRC32C included, in its `version`'s layout.
+    ///
+    /// # Panics
+    ///
+    /// If a version-2 index has no producer, or a name is longer than
+    /// [`MAX_NAME_BYTES`].
     pub fn encode(&self) -> Vec<u8> {
+        let v2 = self.version != FORMAT_VERSION_1;
         let entries: usize = self.regions.iter().map(Vec::len).sum();
+        let entry_bytes = if v2 {
+            INDEX_ENTRY_BYTES
+        } else {
+            INDEX_ENTRY_BYTES_V1
+        };
         let mut out = Vec::with_capacity(
-            INDEX_HEADER_BYTES + 4 * self.regions.len() + INDEX_ENTRY_BYTES * entries + 4,
+            INDEX_HEADER_BYTES + 64 + 4 * self.regions.len() + entry_bytes * entries + 4,
         );
         out.extend_from_slice(&INDEX_MAGIC);
-        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&self.version.to_le_bytes());
         out.extend_from_slice(&self.num_subpartitions.to_le_bytes());
         out.extend_from_slice(&self.data_len.to_le_bytes());
         out.extend_from_slice(&u32_len(self.regions.len()).to_le_bytes());
+        if v2 {
+            let p = self
+                .producer
+                .as_ref()
+                .expect("an index of version 2 names its producer");
+            for name in [&p.job, &p.data_set, &p.job_vertex] {
+                assert!(
+                    name.len() <= MAX_NAME_BYTES,
+                    "a name of {} bytes",
+                    name.len()
+                );
+                out.extend_from_slice(&u32_len(name.len()).to_le_bytes());
+                out.extend_from_slice(name.as_bytes());
+            }
+            out.extend_from_slice(&p.subtask.to_le_bytes());
+            out.extend_from_slice(&p.attempt.to_le_bytes());
+        }
         for region in &self.regions {
             out.extend_from_slice(&u32_len(region.len()).to_le_bytes());
             for e in region {
                 out.extend_from_slice(&e.sub.to_le_bytes());
                 out.extend_from_slice(&e.offset.to_le_bytes());
                 out.extend_from_slice(&e.len.to_le_bytes());
+                if v2 {
+                    out.extend_from_slice(&e.records.to_le_bytes());
+                    out.extend_from_slice(&e.headers_crc.to_le_bytes());
+                }
             }
         }
         let crc = crc32c::crc32c(&out);
@@ -90,9 +173,11 @@ impl Index {
         out
     }
 
-    /// Parses and checks an index: its CRC32C, magic, version, and that its
-    /// entries tile `data` from byte 0 to the recorded length, in order,
-    /// with subpartitions strictly ascending within each region.
+    /// Parses and checks an index of version 2 or 1: its CRC32C, magic,
+    /// version, the producer's names (version 2: UTF-8, at most
+    /// [`MAX_NAME_BYTES`]), and that its entries tile `data` from byte 0 to
+    /// the recorded length, in order, with subpartitions strictly ascending
+    /// within each region.
     ///
     /// # Errors
     ///
@@ -110,12 +195,40 @@ impl Index {
         if r.take(8)? != INDEX_MAGIC {
             return Err((0, "not an index (bad magic)"));
         }
-        if r.u32()? != FORMAT_VERSION {
+        let version = r.u32()?;
+        if version != FORMAT_VERSION && version != FORMAT_VERSION_1 {
             return Err((8, "unknown index format version"));
         }
+        let v2 = version == FORMAT_VERSION;
+        let entry_bytes = if v2 {
+            INDEX_ENTRY_BYTES
+        } else {
+            INDEX_ENTRY_BYTES_V1
+        };
         let num_subpartitions = r.u32()?;
         let data_len = r.u64()?;
         let num_regions = r.u32()? as usize;
+        let producer = if v2 {
+            let mut name = || -> Result<String, Bad> {
+                let at = r.at as u64;
+                let len = r.u32()? as usize;
+                if len > MAX_NAME_BYTES {
+                    return Err((at, "a producer name longer than the limit"));
+                }
+                String::from_utf8(r.take(len)?.to_vec())
+                    .map_err(|_| (at, "a producer name that is not UTF-8"))
+            };
+            let (job, data_set, job_vertex) = (name()?, name()?, name()?);
+            Some(PartitionProducer {
+                job,
+                data_set,
+                job_vertex,
+                subtask: r.u32()?,
+                attempt: r.u32()?,
+            })
+        } else {
+            None
+        };
         // Each region takes at least 4 bytes: a count cannot ask for more
         // memory than the index holds.
         if num_regions > r.left() / 4 {
@@ -126,17 +239,22 @@ impl Index {
         for _ in 0..num_regions {
             let count_at = r.at as u64;
             let count = r.u32()? as usize;
-            if count > r.left() / INDEX_ENTRY_BYTES {
+            if count > r.left() / entry_bytes {
                 return Err((count_at, "more entries than the index holds"));
             }
             let mut region: Vec<Entry> = Vec::with_capacity(count);
             for _ in 0..count {
                 let at = r.at as u64;
-                let e = Entry {
+                let mut e = Entry {
                     sub: r.u32()?,
                     offset: r.u64()?,
                     len: r.u64()?,
+                    ..Entry::default()
                 };
+                if v2 {
+                    e.records = r.u64()?;
+                    e.headers_crc = r.u32()?;
+                }
                 if e.sub >= num_subpartitions {
                     return Err((at, "an entry names a subpartition beyond the count"));
                 }
@@ -164,8 +282,10 @@ impl Index {
             return Err((16, "the entries do not cover the data file's length"));
         }
         Ok(Self {
+            version,
             num_subpartitions,
             data_len,
+            producer,
             regions,
         })
     }
@@ -179,14 +299,18 @@ impl Index {
         out
     }
 
-    /// The `(offset, length)` ranges of subpartition `sub`, in region order.
-    pub fn ranges(&self, sub: u32) -> Vec<(u64, u64)> {
+    /// The entries of subpartition `sub`, in region order.
+    pub fn entries(&self, sub: u32) -> impl Iterator<Item = Entry> + '_ {
         self.regions
             .iter()
             .flatten()
-            .filter(|e| e.sub == sub)
-            .map(|e| (e.offset, e.len))
-            .collect()
+            .filter(move |e| e.sub == sub)
+            .copied()
+    }
+
+    /// The `(offset, length)` ranges of subpartition `sub`, in region order.
+    pub fn ranges(&self, sub: u32) -> Vec<(u64, u64)> {
+        self.entries(sub).map(|e| (e.offset, e.len)).collect()
     }
 }
 
@@ -247,6 +371,28 @@ pub(crate) fn encode_block(batch: &RecordBatch, out: &mut Vec<u8>) -> Result<(),
     out[start..start + 4].copy_from_slice(&len.to_le_bytes());
     out[start + 4..start + BLOCK_HEADER_BYTES].copy_from_slice(&crc.to_le_bytes());
     Ok(())
+}
+
+/// CRC32C of the block headers in `blocks` (whole blocks, back to back, as
+/// one entry's bytes): what a version-2 entry records. Each header holds
+/// its payload's length and CRC32C, so this binds the entry to every
+/// payload byte without hashing the payloads twice.
+///
+/// # Panics
+///
+/// If `blocks` does not split into whole blocks (the writer encoded them).
+pub(crate) fn headers_crc(blocks: &[u8]) -> u32 {
+    let mut crc = 0;
+    let mut at = 0;
+    while at < blocks.len() {
+        let header: &[u8; BLOCK_HEADER_BYTES] = blocks[at..at + BLOCK_HEADER_BYTES]
+            .try_into()
+            .expect("a whole header");
+        crc = crc32c::crc32c_append(crc, header);
+        at += BLOCK_HEADER_BYTES + block_header(header).0 as usize;
+    }
+    assert_eq!(at, blocks.len(), "whole blocks");
+    crc
 }
 
 /// Splits a block header into payload length and CRC32C.

@@ -12,7 +12,10 @@
 //! [`PluginDir`](crate::grant::PluginDir) checked against the shuffle master's writable grants and
 //! do every file operation through the grant's capability, never following
 //! a symlink (`crate::grant`). A partition without `index` does not exist
-//! ([`ShuffleError::PartitionNotFound`]); a damaged one is
+//! ([`ShuffleError::PartitionNotFound`]), nor does one whose index names
+//! another producer ([`PartitionProducer`]), records other bytes than its
+//! producer reported, or does not match its `data` (a consumer opens it
+//! bound to an [`ExpectedPartition`]); a damaged one is
 //! [`ShuffleError::Corrupt`], and the scheduler re-runs its producer either
 //! way (docs/recovery.md, "Damaged partitions").
 
@@ -26,8 +29,8 @@ use std::path::{Path, PathBuf};
 
 use crate::grant::GrantError;
 
-pub use format::{DATA_FILE, INDEX_FILE};
-pub use reader::{RawRanges, SubpartitionReader};
+pub use format::{DATA_FILE, INDEX_FILE, PartitionProducer};
+pub use reader::{ExpectedPartition, RawRanges, SubpartitionReader};
 pub use route::{key_hash, route_batch};
 pub use writer::PartitionWriter;
 
@@ -38,11 +41,16 @@ pub const IO_BUFFER: usize = 64 * 1024;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ShuffleError {
-    /// The partition has no `index` (or its directory or `data` is gone).
-    #[error("partition not found at {location}")]
+    /// The partition has no `index` (or its directory or `data` is gone),
+    /// or it is not the partition its consumer expects: its index names
+    /// another producer or is of format version 1, records other bytes
+    /// than the producer reported, or does not match its `data`.
+    #[error("partition not found at {location}: {reason}")]
     PartitionNotFound {
         /// The partition's directory.
         location: PathBuf,
+        /// Why: what is missing, or what differs.
+        reason: String,
     },
     /// Reading or writing a file failed.
     #[error("{path}: {source}")]

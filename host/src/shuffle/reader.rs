@@ -1,6 +1,9 @@
 //! [`SubpartitionReader`]: one subpartition of a result partition, read
 //! range by range from `data` as its `index` names them
-//! (docs/shuffle-format.md, "Reading").
+//! (docs/shuffle-format.md, "Reading"). A consumer task opens it bound to
+//! what it expects ([`ExpectedPartition`]: the producer attempt, and the
+//! bytes its producer reported), so a partition that is not the one its
+//! producer wrote is [`ShuffleError::PartitionNotFound`], never input.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -11,21 +14,58 @@ use std::path::{Path, PathBuf};
 use arrow_array::RecordBatch;
 
 use super::format::{
-    BLOCK_HEADER_BYTES, DATA_FILE, INDEX_FILE, Index, block_header, decode_payload,
+    BLOCK_HEADER_BYTES, DATA_FILE, INDEX_FILE, Index, PartitionProducer, block_header,
+    decode_payload,
 };
 use super::{IO_BUFFER, ShuffleError, grant_error};
 use crate::grant::{self, PluginDir};
 
+/// What a consumer expects of one input partition: who wrote it and, when
+/// known, how many bytes each subpartition it reads holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpectedPartition {
+    /// The producer attempt, as the index must name it.
+    pub producer: PartitionProducer,
+    /// The bytes of each subpartition read, in order (one per subpartition
+    /// of the range), as the producer reported them and the log recorded
+    /// them; `None` when unknown.
+    pub bytes: Option<Vec<u64>>,
+}
+
 /// Reads the batches of one subpartition (or of a range of them, one
 /// after the other) in the order they were written.
 pub struct SubpartitionReader {
+    /// The partition (its directory, or the peer and path), for messages.
+    location: PathBuf,
+    /// The `data` file (or the stream's name), for messages.
     path: PathBuf,
     data: Data,
-    /// Ranges `(offset, length)` still to read.
-    ranges: VecDeque<(u64, u64)>,
+    /// Ranges still to read.
+    ranges: VecDeque<Span>,
     /// Offset of the next block header, and the end of its range.
     at: u64,
     end: u64,
+    /// The range being read: its start and what its blocks must add up to.
+    start: u64,
+    check: Option<SpanCheck>,
+    /// What its blocks read so far add up to.
+    got: SpanCheck,
+}
+
+/// One index entry to read: its range of `data` and, for format version
+/// 2, what its blocks must add up to.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    offset: u64,
+    len: u64,
+    check: Option<SpanCheck>,
+}
+
+/// The rows of an entry's blocks and the CRC32C of their headers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct SpanCheck {
+    records: u64,
+    headers_crc: u32,
 }
 
 /// Where the blocks come from: the partition's `data` file, or a stream of
@@ -45,9 +85,9 @@ impl std::fmt::Debug for SubpartitionReader {
 }
 
 /// The raw bytes of some subpartitions of a partition on disk: the opened
-/// `data` file and the `(offset, length)` ranges to send, in order. What a
-/// worker serves to a consumer on another worker
-/// ([`SubpartitionReader::from_stream`] reads it there).
+/// `data` file, the `(offset, length)` ranges to send, in order, and the
+/// index they come from. What a worker serves to a consumer on another
+/// worker ([`SubpartitionReader::from_stream`] reads and checks it there).
 #[derive(Debug)]
 pub struct RawRanges {
     /// The `data` file (for messages).
@@ -56,6 +96,9 @@ pub struct RawRanges {
     pub data: File,
     /// Ranges `(offset, length)` of `data`, in reading order.
     pub ranges: Vec<(u64, u64)>,
+    /// The bytes of `index`, checked (sent along so the consumer checks
+    /// the partition against what it expects).
+    pub index: Vec<u8>,
 }
 
 impl RawRanges {
@@ -65,24 +108,155 @@ impl RawRanges {
     }
 }
 
+/// `PartitionNotFound` for the partition at `location`, saying why.
+fn not_found(location: &Path, reason: impl Into<String>) -> ShuffleError {
+    ShuffleError::PartitionNotFound {
+        location: location.to_path_buf(),
+        reason: reason.into(),
+    }
+}
+
+/// The partition's files, opened and checked against each other.
+struct Opened {
+    index: Index,
+    index_bytes: Vec<u8>,
+    data: File,
+    data_path: PathBuf,
+}
+
+/// Checks that `index` is the partition `expected` names: format version
+/// 2, the same producer, and (when known) the same bytes for every
+/// subpartition in `subs`.
+fn bind(
+    location: &Path,
+    index: &Index,
+    subs: &Range<u32>,
+    expected: &ExpectedPartition,
+) -> Result<(), ShuffleError> {
+    let Some(producer) = &index.producer else {
+        return Err(not_found(
+            location,
+            format!(
+                "its index is of format version {}, which does not name its producer; {} is expected",
+                index.version, expected.producer
+            ),
+        ));
+    };
+    if *producer != expected.producer {
+        return Err(not_found(
+            location,
+            format!(
+                "its index names {producer}, not the expected {}",
+                expected.producer
+            ),
+        ));
+    }
+    if let Some(bytes) = &expected.bytes {
+        if bytes.len() != subs.len() {
+            return Err(not_found(
+                location,
+                format!(
+                    "{} sizes were expected for subpartitions {subs:?}",
+                    bytes.len()
+                ),
+            ));
+        }
+        for (sub, &want) in subs.clone().zip(bytes) {
+            let have: u64 = index.entries(sub).map(|e| e.len).sum();
+            if have != want {
+                return Err(not_found(
+                    location,
+                    format!(
+                        "its index records {have} bytes for subpartition {sub}, its producer reported {want}"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The entries of `subs` as spans to read, in order.
+fn spans(index: &Index, subs: Range<u32>) -> VecDeque<Span> {
+    let v2 = index.producer.is_some();
+    subs.flat_map(|sub| index.entries(sub))
+        .map(|e| Span {
+            offset: e.offset,
+            len: e.len,
+            check: v2.then_some(SpanCheck {
+                records: e.records,
+                headers_crc: e.headers_crc,
+            }),
+        })
+        .collect()
+}
+
 impl SubpartitionReader {
-    /// A reader over `stream`: the blocks of the subpartitions a consumer
-    /// reads, back to back, `total` bytes in all (a [`RawRanges`] sent by
-    /// the worker that holds the partition). `name` names the partition in
-    /// errors. Every block's checksum is checked here, at the consumer, so
-    /// damage on the way is found as damage on disk is.
-    pub fn from_stream(name: PathBuf, stream: Box<dyn Read + Send>, total: u64) -> Self {
+    fn new(location: PathBuf, path: PathBuf, data: Data, ranges: VecDeque<Span>) -> Self {
         Self {
-            path: name,
-            data: Data::Stream(stream),
-            ranges: if total == 0 {
-                VecDeque::new()
-            } else {
-                VecDeque::from([(0, total)])
-            },
+            location,
+            path,
+            data,
+            ranges,
             at: 0,
             end: 0,
+            start: 0,
+            check: None,
+            got: SpanCheck::default(),
         }
+    }
+
+    /// A reader over `stream`: the blocks of subpartitions `subs` of a
+    /// partition, back to back, `total` bytes in all, as another worker
+    /// sends them (a [`RawRanges`]), with the bytes of that partition's
+    /// `index`. `name` names the partition in errors. The index is parsed
+    /// and bound to `expected` here, at the consumer, and every block's
+    /// checksum and every entry's record count and header checksum are
+    /// checked as it is read, so damage or a wrong partition on the way is
+    /// found as it is on disk.
+    ///
+    /// # Errors
+    ///
+    /// [`ShuffleError::Corrupt`] if the index does not parse, counts fewer
+    /// subpartitions than `subs.end`, or its ranges do not add up to
+    /// `total`; [`ShuffleError::PartitionNotFound`] if it is not the
+    /// partition `expected` names.
+    pub fn from_stream(
+        name: PathBuf,
+        stream: Box<dyn Read + Send>,
+        total: u64,
+        index_bytes: &[u8],
+        subs: Range<u32>,
+        expected: &ExpectedPartition,
+    ) -> Result<Self, ShuffleError> {
+        let index_name = name.join(INDEX_FILE);
+        let corrupt = |(offset, reason): (u64, &'static str)| ShuffleError::Corrupt {
+            path: index_name.clone(),
+            offset,
+            reason,
+        };
+        let index = Index::parse(index_bytes).map_err(corrupt)?;
+        if subs.end > index.num_subpartitions {
+            return Err(corrupt((
+                12,
+                "the index counts fewer subpartitions than the consumer reads",
+            )));
+        }
+        bind(&name, &index, &subs, expected)?;
+        let ranges = spans(&index, subs);
+        if ranges.iter().map(|s| s.len).sum::<u64>() != total {
+            return Err(ShuffleError::Corrupt {
+                path: name,
+                offset: total,
+                reason: "the stream's length differs from its index's ranges",
+            });
+        }
+        Ok(Self::new(
+            name.clone(),
+            name.join(DATA_FILE),
+            Data::Stream(stream),
+            ranges,
+        ))
     }
 
     /// Opens subpartition `sub` of the partition at `location`, a directory
@@ -99,7 +273,9 @@ impl SubpartitionReader {
     /// Opens subpartition `sub` of the partition at `location` (inside a
     /// shuffle master's grant) without following any symlink: reads and
     /// checks the whole index, and checks that `data` has the length the
-    /// index records.
+    /// index records. It does not ask whose partition it is (tools and
+    /// tests; a consumer task uses [`SubpartitionReader::open_expected_in`]),
+    /// and it reads format version 1 too.
     ///
     /// # Errors
     ///
@@ -122,19 +298,44 @@ impl SubpartitionReader {
     /// As [`SubpartitionReader::open_in`]; `Corrupt` if the index counts
     /// fewer subpartitions than `subs.end`.
     pub fn open_range_in(location: &PluginDir, subs: Range<u32>) -> Result<Self, ShuffleError> {
-        let raw = Self::raw_ranges_in(location, subs)?;
-        Ok(Self {
-            path: raw.path,
-            data: Data::File(BufReader::with_capacity(IO_BUFFER, raw.data)),
-            ranges: raw.ranges.into(),
-            at: 0,
-            end: 0,
-        })
+        let o = Self::open_files(location, &subs)?;
+        Ok(Self::new(
+            location.path().to_path_buf(),
+            o.data_path,
+            Data::File(BufReader::with_capacity(IO_BUFFER, o.data)),
+            spans(&o.index, subs),
+        ))
+    }
+
+    /// As [`SubpartitionReader::open_range_in`], bound to `expected`: what
+    /// a consumer task opens. The index must be of format version 2 and
+    /// name `expected.producer`, and record for each subpartition of `subs`
+    /// the bytes in `expected.bytes` (when known); reading then checks each
+    /// entry's record count and header checksum against its blocks.
+    ///
+    /// # Errors
+    ///
+    /// As [`SubpartitionReader::open_range_in`], and
+    /// [`ShuffleError::PartitionNotFound`], saying what differs, when the
+    /// partition is not the one `expected` names.
+    pub fn open_expected_in(
+        location: &PluginDir,
+        subs: Range<u32>,
+        expected: &ExpectedPartition,
+    ) -> Result<Self, ShuffleError> {
+        let o = Self::open_files(location, &subs)?;
+        bind(location.path(), &o.index, &subs, expected)?;
+        Ok(Self::new(
+            location.path().to_path_buf(),
+            o.data_path,
+            Data::File(BufReader::with_capacity(IO_BUFFER, o.data)),
+            spans(&o.index, subs),
+        ))
     }
 
     /// Opens the partition at `location` as [`SubpartitionReader::open_range_in`]
     /// does (the same checks and errors) and returns its `data` file with
-    /// the ranges of subpartitions `subs`, unread.
+    /// the ranges of subpartitions `subs`, unread, and its index.
     ///
     /// # Errors
     ///
@@ -143,19 +344,31 @@ impl SubpartitionReader {
         location: &PluginDir,
         subs: Range<u32>,
     ) -> Result<RawRanges, ShuffleError> {
-        let not_found = || ShuffleError::PartitionNotFound {
-            location: location.path().to_path_buf(),
-        };
+        let o = Self::open_files(location, &subs)?;
+        Ok(RawRanges {
+            path: o.data_path,
+            data: o.data,
+            ranges: subs.flat_map(|sub| o.index.ranges(sub)).collect(),
+            index: o.index_bytes,
+        })
+    }
+
+    fn open_files(location: &PluginDir, subs: &Range<u32>) -> Result<Opened, ShuffleError> {
+        let here = location.path();
         let dir = match location.open() {
             Ok(dir) => dir,
-            Err(e) if e.is_not_found() => return Err(not_found()),
+            Err(e) if e.is_not_found() => {
+                return Err(not_found(here, "its directory does not exist"));
+            }
             Err(e) => return Err(ShuffleError::Grant(e)),
         };
         let open = |name: &str| {
-            let path = location.path().join(name);
+            let path = here.join(name);
             match grant::open_file_nofollow(&dir, name) {
                 Ok(f) => Ok((f, path)),
-                Err(e) if e.kind() == ErrorKind::NotFound => Err(not_found()),
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    Err(not_found(here, format!("it has no `{name}`")))
+                }
                 Err(source) => Err(ShuffleError::Io { path, source }),
             }
         };
@@ -200,10 +413,11 @@ impl SubpartitionReader {
                 ),
             ));
         }
-        Ok(RawRanges {
-            path,
+        Ok(Opened {
+            index,
+            index_bytes: bytes,
             data,
-            ranges: subs.flat_map(|sub| index.ranges(sub)).collect(),
+            data_path: path,
         })
     }
 
@@ -214,19 +428,27 @@ impl SubpartitionReader {
     /// [`ShuffleError::Corrupt`] naming `data` and the block's offset when
     /// a block's checksum does not match, a block does not fit its range
     /// (ranges that do not tile into whole blocks), or its payload is not
-    /// one Arrow IPC stream of one batch; [`ShuffleError::Io`] for a read
-    /// error.
+    /// one Arrow IPC stream of one batch; [`ShuffleError::PartitionNotFound`]
+    /// when, at the end of an entry of format version 2, its blocks do not
+    /// hold the rows or the header checksum the index records (a `data`
+    /// that is not the one the index was written with);
+    /// [`ShuffleError::Io`] for a read error.
     pub fn next_batch(&mut self) -> Result<Option<RecordBatch>, ShuffleError> {
         if self.at == self.end {
-            let Some((offset, len)) = self.ranges.pop_front() else {
+            self.end_span()?;
+            let Some(span) = self.ranges.pop_front() else {
                 return Ok(None);
             };
-            // A stream holds one range and is read from its start.
+            // A stream holds the ranges back to back and is read in order.
             if let Data::File(f) = &mut self.data {
-                f.seek(SeekFrom::Start(offset)).map_err(|s| self.io(s))?;
+                f.seek(SeekFrom::Start(span.offset))
+                    .map_err(|s| self.io(s))?;
             }
-            self.at = offset;
-            self.end = offset + len;
+            self.at = span.offset;
+            self.start = span.offset;
+            self.end = span.offset + span.len;
+            self.check = span.check;
+            self.got = SpanCheck::default();
         }
         let start = self.at;
         if self.end - start < BLOCK_HEADER_BYTES as u64 {
@@ -249,8 +471,43 @@ impl SubpartitionReader {
             return Err(self.corrupt(start, "block checksum (CRC32C) does not match"));
         }
         let batch = decode_payload(payload).map_err(|reason| self.corrupt(start, reason))?;
+        self.got.headers_crc = crc32c::crc32c_append(self.got.headers_crc, &header);
+        self.got.records += batch.num_rows() as u64;
         self.at = next;
         Ok(Some(batch))
+    }
+
+    /// Checks the entry just read (format version 2) against its index
+    /// entry: its rows and the CRC32C of its block headers.
+    fn end_span(&mut self) -> Result<(), ShuffleError> {
+        let Some(want) = self.check.take() else {
+            return Ok(());
+        };
+        if self.got.headers_crc != want.headers_crc {
+            return Err(not_found(
+                &self.location,
+                format!(
+                    "the blocks at bytes {}..{} of {} do not match its index's checksum of them: `data` is not the one the index was written with",
+                    self.start,
+                    self.end,
+                    self.path.display()
+                ),
+            ));
+        }
+        if self.got.records != want.records {
+            return Err(not_found(
+                &self.location,
+                format!(
+                    "the blocks at bytes {}..{} of {} hold {} rows, its index records {}",
+                    self.start,
+                    self.end,
+                    self.path.display(),
+                    self.got.records,
+                    want.records
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Reads exactly `buf.len()` bytes of the block at `block`.

@@ -1,4 +1,5 @@
 use std::fs;
+use std::ops::Range;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
@@ -7,8 +8,19 @@ use arrow_array::{ArrayRef, Date32Array, Decimal128Array, Int64Array, RecordBatc
 use arrow_schema::{DataType, Field, Schema};
 use proptest::prelude::*;
 
-use super::format::{Entry, INDEX_TMP_FILE, Index};
+use super::format::{Entry, FORMAT_VERSION, FORMAT_VERSION_1, INDEX_TMP_FILE, Index};
 use super::*;
+
+/// The producer the tests' partitions name.
+fn producer() -> PartitionProducer {
+    PartitionProducer {
+        job: "j".into(),
+        data_set: "a-b".into(),
+        job_vertex: "a".into(),
+        subtask: 0,
+        attempt: 0,
+    }
+}
 
 fn schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
@@ -68,7 +80,7 @@ fn write_plan(
     plan: &[(u32, i64, usize)],
     spill: usize,
 ) -> (Vec<Vec<Row>>, Vec<u64>) {
-    let mut w = PartitionWriter::create(loc, n)
+    let mut w = PartitionWriter::create(loc, n, producer())
         .expect("create")
         .with_spill_bytes(spill);
     let mut want = vec![Vec::new(); n as usize];
@@ -157,7 +169,7 @@ fn small_batches_of_a_region_are_merged_into_blocks_of_at_most_block_rows() {
 fn a_partition_without_batches_has_an_index_of_no_regions_and_reads_empty() {
     let dir = tempfile::tempdir().expect("tempdir");
     let loc = dir.path().join("p");
-    let bytes = PartitionWriter::create(&loc, 3)
+    let bytes = PartitionWriter::create(&loc, 3, producer())
         .expect("create")
         .finish()
         .expect("finish");
@@ -173,7 +185,7 @@ fn a_partition_without_batches_has_an_index_of_no_regions_and_reads_empty() {
 fn a_partition_without_its_index_is_not_found() {
     let dir = tempfile::tempdir().expect("tempdir");
     let loc = dir.path().join("p");
-    let mut w = PartitionWriter::create(&loc, 1).expect("create");
+    let mut w = PartitionWriter::create(&loc, 1, producer()).expect("create");
     w.write_batch(0, &batch(0, 5)).expect("write");
     drop(w);
     assert!(!partition_exists(&loc));
@@ -301,72 +313,303 @@ fn ranges_that_do_not_split_data_into_whole_blocks_are_corrupt() {
     }
 }
 
-#[test]
-fn an_index_is_refused_for_each_broken_rule_with_its_offset() {
-    let good = Index {
+/// An index of 3 subpartitions over 30 bytes of `data`, in `version`'s layout.
+fn sample_index(version: u32) -> Index {
+    let e = |sub, offset| Entry {
+        sub,
+        offset,
+        len: 10,
+        records: if version == FORMAT_VERSION { 4 } else { 0 },
+        headers_crc: if version == FORMAT_VERSION { 77 } else { 0 },
+    };
+    Index {
+        version,
         num_subpartitions: 3,
         data_len: 30,
-        regions: vec![
-            vec![
-                Entry {
-                    sub: 0,
-                    offset: 0,
-                    len: 10,
-                },
-                Entry {
-                    sub: 2,
-                    offset: 10,
-                    len: 10,
-                },
-            ],
-            vec![Entry {
-                sub: 2,
-                offset: 20,
-                len: 10,
-            }],
-        ],
-    };
-    assert_eq!(Index::parse(&good.encode()), Ok(good.clone()));
-    assert_eq!(good.bytes_per_subpartition(), vec![10, 0, 20]);
-    assert_eq!(good.ranges(2), vec![(10, 10), (20, 10)]);
-    let broken = |f: &dyn Fn(&mut Index)| {
-        let mut i = good.clone();
-        f(&mut i);
-        Index::parse(&i.encode()).expect_err("refused")
-    };
-    assert_eq!(
-        broken(&|i| i.regions[0][1].sub = 0).1,
-        "subpartitions are not strictly ascending in a region"
-    );
-    assert_eq!(
-        broken(&|i| i.num_subpartitions = 2),
-        (52, "an entry names a subpartition beyond the count")
-    );
-    assert_eq!(
-        broken(&|i| i.data_len = 31).1,
-        "the entries do not cover the data file's length"
-    );
-    assert_eq!(
-        broken(&|i| i.regions[1][0].offset = 21).1,
-        "the entries do not tile the data file"
-    );
-    assert_eq!(
-        broken(&|i| i.regions[1][0].len = 0).1,
-        "an entry of length 0"
-    );
-    let mut bytes = good.encode();
-    bytes[8] = 2;
+        producer: (version == FORMAT_VERSION).then(producer),
+        regions: vec![vec![e(0, 0), e(2, 10)], vec![e(2, 20)]],
+    }
+}
+
+#[test]
+fn an_index_is_refused_for_each_broken_rule_with_its_offset() {
+    // Version 2: the producer's names (1 + 3 + 1 bytes, each after its
+    // length) and two numbers follow the header; entries of 32 bytes.
+    // Version 1: entries of 20 bytes right after the header.
+    for (version, second_entry) in [(FORMAT_VERSION, 28 + 25 + 4 + 32), (FORMAT_VERSION_1, 52)] {
+        let good = sample_index(version);
+        assert_eq!(Index::parse(&good.encode()), Ok(good.clone()));
+        assert_eq!(good.bytes_per_subpartition(), vec![10, 0, 20]);
+        assert_eq!(good.ranges(2), vec![(10, 10), (20, 10)]);
+        let broken = |f: &dyn Fn(&mut Index)| {
+            let mut i = good.clone();
+            f(&mut i);
+            Index::parse(&i.encode()).expect_err("refused")
+        };
+        assert_eq!(
+            broken(&|i| i.regions[0][1].sub = 0).1,
+            "subpartitions are not strictly ascending in a region"
+        );
+        assert_eq!(
+            broken(&|i| i.num_subpartitions = 2),
+            (
+                second_entry,
+                "an entry names a subpartition beyond the count"
+            )
+        );
+        assert_eq!(
+            broken(&|i| i.data_len = 31).1,
+            "the entries do not cover the data file's length"
+        );
+        assert_eq!(
+            broken(&|i| i.regions[1][0].offset = 21).1,
+            "the entries do not tile the data file"
+        );
+        assert_eq!(
+            broken(&|i| i.regions[1][0].len = 0).1,
+            "an entry of length 0"
+        );
+        let mut bytes = good.encode();
+        bytes[8] = 3;
+        let n = bytes.len() - 4;
+        let crc = crc32c::crc32c(&bytes[..n]);
+        bytes[n..].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            Index::parse(&bytes),
+            Err((8, "unknown index format version"))
+        );
+        bytes[0] = b'X';
+        let crc = crc32c::crc32c(&bytes[..n]);
+        bytes[n..].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(Index::parse(&bytes), Err((0, "not an index (bad magic)")));
+    }
+    // A name that is not UTF-8.
+    let mut bytes = sample_index(FORMAT_VERSION).encode();
+    bytes[32] = 0xff;
     let n = bytes.len() - 4;
     let crc = crc32c::crc32c(&bytes[..n]);
     bytes[n..].copy_from_slice(&crc.to_le_bytes());
     assert_eq!(
         Index::parse(&bytes),
-        Err((8, "unknown index format version"))
+        Err((28, "a producer name that is not UTF-8"))
     );
-    bytes[0] = b'X';
-    let crc = crc32c::crc32c(&bytes[..n]);
-    bytes[n..].copy_from_slice(&crc.to_le_bytes());
-    assert_eq!(Index::parse(&bytes), Err((0, "not an index (bad magic)")));
+}
+
+/// What a consumer of subpartitions `subs` of a partition written by
+/// `write_plan` (its bytes `bytes`) expects.
+fn expect(bytes: &[u64], subs: Range<u32>) -> ExpectedPartition {
+    ExpectedPartition {
+        producer: producer(),
+        bytes: Some(bytes[subs.start as usize..subs.end as usize].to_vec()),
+    }
+}
+
+/// Every row of `subs` read bound to `expected`, or the error.
+fn read_bound(
+    loc: &Path,
+    subs: Range<u32>,
+    expected: &ExpectedPartition,
+) -> Result<Vec<Row>, ShuffleError> {
+    let dir = crate::grant::PluginDir::host_chosen(loc).expect("dir");
+    let mut r = SubpartitionReader::open_expected_in(&dir, subs, expected)?;
+    let mut out = Vec::new();
+    while let Some(b) = r.next_batch()? {
+        out.extend(rows(&b));
+    }
+    Ok(out)
+}
+
+/// The reason of a `PartitionNotFound`; panics on anything else.
+fn not_found_reason(r: Result<Vec<Row>, ShuffleError>, what: &str) -> String {
+    match r {
+        Err(ShuffleError::PartitionNotFound { reason, .. }) => reason,
+        other => panic!("{what}: expected PartitionNotFound, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_bound_read_of_the_right_partition_reads_every_row() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let loc = dir.path().join("p");
+    let (want, bytes) = write_plan(&loc, 12, &sample_plan(), 4096);
+    for subs in [0..1, 2..7, 3..4, 0..12] {
+        let got = read_bound(&loc, subs.clone(), &expect(&bytes, subs.clone())).expect("bound");
+        assert_eq!(got, want[subs.start as usize..subs.end as usize].concat());
+    }
+    // Sizes unknown: the producer is still checked.
+    let unknown = ExpectedPartition {
+        producer: producer(),
+        bytes: None,
+    };
+    assert_eq!(read_bound(&loc, 2..3, &unknown).expect("bound"), want[2]);
+}
+
+#[test]
+fn a_partition_of_another_producer_or_of_other_bytes_is_not_found() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let loc = dir.path().join("p");
+    let (_, bytes) = write_plan(&loc, 12, &sample_plan(), 4096);
+    for other in [
+        PartitionProducer {
+            attempt: 1,
+            ..producer()
+        },
+        PartitionProducer {
+            subtask: 3,
+            ..producer()
+        },
+        PartitionProducer {
+            job_vertex: "b".into(),
+            ..producer()
+        },
+        PartitionProducer {
+            data_set: "a-c".into(),
+            ..producer()
+        },
+        PartitionProducer {
+            job: "k".into(),
+            ..producer()
+        },
+    ] {
+        let e = ExpectedPartition {
+            producer: other.clone(),
+            bytes: None,
+        };
+        let reason = not_found_reason(read_bound(&loc, 0..1, &e), "another producer");
+        assert!(reason.contains("names job `j`"), "{reason}");
+        assert!(reason.contains(&other.to_string()), "{reason}");
+    }
+    let mut e = expect(&bytes, 0..2);
+    e.bytes.as_mut().expect("known")[1] += 1;
+    let reason = not_found_reason(read_bound(&loc, 0..2, &e), "other bytes");
+    assert!(reason.contains("subpartition 1"), "{reason}");
+    // A valid empty partition of the right producer in its place.
+    let (_, empty) = write_plan(&loc, 12, &[], 4096);
+    assert_eq!(empty, vec![0; 12]);
+    let reason = not_found_reason(read_bound(&loc, 0..12, &expect(&bytes, 0..12)), "empty");
+    assert!(reason.contains("its producer reported"), "{reason}");
+}
+
+#[test]
+fn an_index_of_version_1_is_read_unbound_and_refused_bound() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let loc = dir.path().join("p");
+    let (want, bytes) = write_plan(&loc, 2, &[(0, 0, 3), (1, 5, 3)], usize::MAX);
+    let mut index = index_of(&loc);
+    index.version = FORMAT_VERSION_1;
+    index.producer = None;
+    for e in index.regions.iter_mut().flatten() {
+        e.records = 0;
+        e.headers_crc = 0;
+    }
+    fs::write(loc.join(INDEX_FILE), index.encode()).expect("index");
+    assert_eq!(read_sub(&loc, 1).expect("unbound"), want[1]);
+    let reason = not_found_reason(read_bound(&loc, 0..2, &expect(&bytes, 0..2)), "v1");
+    assert!(reason.contains("version 1"), "{reason}");
+}
+
+#[test]
+fn data_that_is_not_its_index_s_is_not_found_even_with_equal_sizes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    // Equal sizes, other values: the same shapes one value apart.
+    let (_, bytes) = write_plan(&a, 2, &[(0, 0, 3), (1, 5, 3)], usize::MAX);
+    let (_, bytes_b) = write_plan(&b, 2, &[(0, 1, 3), (1, 6, 3)], usize::MAX);
+    assert_eq!(bytes, bytes_b, "equal sizes");
+    fs::remove_file(a.join(DATA_FILE)).expect("rm");
+    fs::hard_link(b.join(DATA_FILE), a.join(DATA_FILE)).expect("hard link");
+    let reason = not_found_reason(read_bound(&a, 0..2, &expect(&bytes, 0..2)), "hard link");
+    assert!(reason.contains("checksum"), "{reason}");
+    // Rows the index does not record (its checksum recomputed).
+    write_plan(&a, 2, &[(0, 0, 3), (1, 5, 3)], usize::MAX);
+    let mut index = index_of(&a);
+    index.regions[0][1].records = 4;
+    fs::write(a.join(INDEX_FILE), index.encode()).expect("index");
+    let reason = not_found_reason(read_bound(&a, 1..2, &expect(&bytes, 1..2)), "records");
+    assert!(reason.contains("3 rows, its index records 4"), "{reason}");
+}
+
+#[test]
+fn a_stream_of_raw_ranges_reads_bound_at_the_consumer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let loc = dir.path().join("p");
+    let (want, bytes) = write_plan(&loc, 12, &sample_plan(), 4096);
+    let plugin_dir = crate::grant::PluginDir::host_chosen(&loc).expect("dir");
+    let stream_of = |subs: Range<u32>| {
+        let raw = SubpartitionReader::raw_ranges_in(&plugin_dir, subs).expect("raw");
+        let data = fs::read(loc.join(DATA_FILE)).expect("data");
+        let mut sent = Vec::new();
+        for &(offset, len) in &raw.ranges {
+            sent.extend_from_slice(&data[offset as usize..(offset + len) as usize]);
+        }
+        (raw.total(), raw.index, sent)
+    };
+    let (total, index, sent) = stream_of(2..7);
+    let read = |expected: &ExpectedPartition, sent: Vec<u8>| {
+        let mut r = SubpartitionReader::from_stream(
+            "peer:p".into(),
+            Box::new(std::io::Cursor::new(sent)),
+            total,
+            &index,
+            2..7,
+            expected,
+        )?;
+        let mut out = Vec::new();
+        while let Some(b) = r.next_batch()? {
+            out.extend(rows(&b));
+        }
+        Ok(out)
+    };
+    assert_eq!(
+        read(&expect(&bytes, 2..7), sent.clone()).expect("bound"),
+        want[2..7].concat()
+    );
+    let other = ExpectedPartition {
+        producer: PartitionProducer {
+            attempt: 9,
+            ..producer()
+        },
+        bytes: None,
+    };
+    not_found_reason(read(&other, sent.clone()), "another producer on the wire");
+    // The blocks of another partition of equal sizes under this index.
+    let (x, y) = (dir.path().join("x"), dir.path().join("y"));
+    let (_, bytes_x) = write_plan(&x, 2, &[(0, 0, 3), (1, 5, 3)], usize::MAX);
+    write_plan(&y, 2, &[(0, 1, 3), (1, 6, 3)], usize::MAX);
+    let index_x = fs::read(x.join(INDEX_FILE)).expect("index");
+    let data_y = fs::read(y.join(DATA_FILE)).expect("data");
+    assert_eq!(
+        data_y.len() as u64,
+        bytes_x.iter().sum::<u64>(),
+        "equal sizes"
+    );
+    let mut r = SubpartitionReader::from_stream(
+        "peer:x".into(),
+        Box::new(std::io::Cursor::new(data_y.clone())),
+        data_y.len() as u64,
+        &index_x,
+        0..2,
+        &expect(&bytes_x, 0..2),
+    )
+    .expect("the index binds");
+    let got = std::iter::from_fn(|| r.next_batch().transpose()).find_map(Result::err);
+    assert!(
+        matches!(got, Some(ShuffleError::PartitionNotFound { .. })),
+        "another partition's blocks: {got:?}"
+    );
+    // A stream shorter than its index's ranges.
+    let short = SubpartitionReader::from_stream(
+        "peer:x".into(),
+        Box::new(std::io::Cursor::new(Vec::new())),
+        1,
+        &index_x,
+        0..2,
+        &expect(&bytes_x, 0..2),
+    );
+    assert!(
+        matches!(short, Err(ShuffleError::Corrupt { .. })),
+        "{short:?}"
+    );
 }
 
 #[test]

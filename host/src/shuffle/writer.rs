@@ -11,8 +11,8 @@ use arrow_select::concat::concat_batches;
 use cap_std::fs::Dir;
 
 use super::format::{
-    BLOCK_ROWS, DATA_FILE, Entry, INDEX_FILE, INDEX_TMP_FILE, Index, SPILL_BYTES, encode_block,
-    same_schema,
+    BLOCK_ROWS, DATA_FILE, Entry, FORMAT_VERSION, INDEX_FILE, INDEX_TMP_FILE, Index,
+    PartitionProducer, SPILL_BYTES, encode_block, headers_crc, same_schema,
 };
 use super::{IO_BUFFER, ShuffleError, grant_error};
 use crate::grant::{self, PluginDir};
@@ -30,6 +30,8 @@ pub struct PartitionWriter {
     data: BufWriter<File>,
     data_len: u64,
     num_subpartitions: u32,
+    /// Who writes it: named in the index (format version 2).
+    producer: PartitionProducer,
     /// Per subpartition: batches not yet spilled, in the order written.
     pending: Vec<Vec<RecordBatch>>,
     /// Memory of the pending batches (their slices), bytes.
@@ -44,12 +46,16 @@ impl PartitionWriter {
     /// Creates `location` (and parents) afresh, removing what an earlier
     /// try left there, and opens its `data` file. For a directory the host
     /// chose itself; a location a shuffle master returned goes through
-    /// [`PartitionWriter::create_in`].
+    /// [`PartitionWriter::create_in`]. `producer` is named in the index.
     ///
     /// # Errors
     ///
     /// [`ShuffleError::Io`] if the directory or the file cannot be created.
-    pub fn create(location: &Path, num_subpartitions: u32) -> Result<Self, ShuffleError> {
+    pub fn create(
+        location: &Path,
+        num_subpartitions: u32,
+        producer: PartitionProducer,
+    ) -> Result<Self, ShuffleError> {
         // The host chose the path: its parents are made as needed.
         if let Some(parent) = location.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|source| ShuffleError::Io {
@@ -58,7 +64,7 @@ impl PartitionWriter {
             })?;
         }
         let dir = PluginDir::host_chosen(location).map_err(|e| grant_error(location, e))?;
-        Self::create_in(&dir, num_subpartitions)
+        Self::create_in(&dir, num_subpartitions, producer)
     }
 
     /// As [`PartitionWriter::create`], for a directory inside a shuffle
@@ -69,7 +75,11 @@ impl PartitionWriter {
     ///
     /// [`ShuffleError::Grant`] if the directory cannot be created there
     /// (e.g. a symlink on the way); [`ShuffleError::Io`] for the file.
-    pub fn create_in(location: &PluginDir, num_subpartitions: u32) -> Result<Self, ShuffleError> {
+    pub fn create_in(
+        location: &PluginDir,
+        num_subpartitions: u32,
+        producer: PartitionProducer,
+    ) -> Result<Self, ShuffleError> {
         let dir = location.create_fresh().map_err(ShuffleError::Grant)?;
         let location = location.path().to_path_buf();
         let data = grant::create_new_file(&dir, DATA_FILE).map_err(|source| ShuffleError::Io {
@@ -82,6 +92,7 @@ impl PartitionWriter {
             data: BufWriter::with_capacity(IO_BUFFER, data),
             data_len: 0,
             num_subpartitions,
+            producer,
             pending: vec![Vec::new(); num_subpartitions as usize],
             pending_bytes: 0,
             spill_bytes: SPILL_BYTES,
@@ -153,6 +164,7 @@ impl PartitionWriter {
             self.scratch.clear();
             let mut group: Vec<RecordBatch> = Vec::new();
             let mut rows = 0;
+            let records: usize = batches.iter().map(RecordBatch::num_rows).sum();
             for b in batches {
                 let fits = group
                     .last()
@@ -177,6 +189,8 @@ impl PartitionWriter {
                 sub,
                 offset: self.data_len,
                 len,
+                records: records as u64,
+                headers_crc: headers_crc(&self.scratch),
             });
             self.data_len += len;
         }
@@ -222,8 +236,10 @@ impl PartitionWriter {
             source,
         })?;
         let index = Index {
+            version: FORMAT_VERSION,
             num_subpartitions: self.num_subpartitions,
             data_len: self.data_len,
+            producer: Some(self.producer),
             regions: self.regions,
         };
         let tmp_path = self.location.join(INDEX_TMP_FILE);

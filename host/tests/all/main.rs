@@ -69,6 +69,8 @@ mod recovery_scenarios;
 mod recovery_without_shuffle_snapshots;
 mod sandbox_audit;
 mod sandbox_authority;
+#[cfg(feature = "failpoints")]
+mod shuffle_binding;
 mod shuffle_golden;
 mod workers;
 mod workers_contract;

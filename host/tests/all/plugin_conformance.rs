@@ -430,14 +430,22 @@ fn partition(data_set: &str, vertex: &str, subtask: u32, attempt: u32) -> Partit
     }
 }
 
-/// Writes a partition with the host's writer: `rows[i]` rows into
+/// Writes a partition of `job` with the host's writer (its index naming
+/// `d`'s producer): `rows[i]` rows into
 /// subpartition `i`, `data`, then `index`; unless `complete`, the index is
 /// left as `index.tmp` (a producer that died before its rename). Returns
 /// the bytes per subpartition the writer reported.
-fn produce(d: &ShuffleDescriptor, rows: [usize; 2], complete: bool) -> Vec<u64> {
+fn produce(job: &str, d: &ShuffleDescriptor, rows: [usize; 2], complete: bool) -> Vec<u64> {
     let location = Path::new(&d.location);
     let schema = Arc::new(Schema::new(vec![Field::new("w", DataType::Utf8, false)]));
-    let mut w = PartitionWriter::create(location, 2).unwrap();
+    let producer = coordhost::shuffle::PartitionProducer {
+        job: job.into(),
+        data_set: d.id.intermediate_data_set.clone(),
+        job_vertex: d.id.producer.job_vertex.clone(),
+        subtask: d.id.producer.subtask,
+        attempt: d.id.producer.attempt,
+    };
+    let mut w = PartitionWriter::create(location, 2, producer).unwrap();
     for (sub, n) in rows.into_iter().enumerate() {
         let words = StringArray::from_iter_values((0..n).map(|i| format!("{sub}-{i}")));
         let b = RecordBatch::try_new(schema.clone(), vec![Arc::new(words) as ArrayRef]).unwrap();
@@ -494,8 +502,8 @@ fn every_shuffle_master_places_partitions_reports_complete_ones_and_restores_fro
             incremental.incremental,
             "{name}: later snapshots are incremental"
         );
-        let sizes0 = produce(&d0, [3, 5], true);
-        let sizes1 = produce(&d1, [4, 4], false);
+        let sizes0 = produce("job-1", &d0, [3, 5], true);
+        let sizes1 = produce("job-1", &d1, [4, 4], false);
         assert!(sizes0.iter().all(|&b| b > 0), "{sizes0:?}");
 
         let expected = [p0.id.clone(), p1.id.clone()];
@@ -577,7 +585,7 @@ fn every_shuffle_master_leaves_out_a_partition_whose_index_or_data_is_damaged() 
                 .unwrap_or_else(|e| panic!("{name}, {what}: {e}"));
             report.into_iter().map(|p| p.bytes_per_subpartition).next()
         };
-        let sizes = produce(&d, [6, 2], true);
+        let sizes = produce("job-1", &d, [6, 2], true);
         assert_eq!(reported("intact"), Some(sizes.clone()), "{name}");
         let index = std::fs::read(location.join("index")).unwrap();
         let data = std::fs::read(location.join("data")).unwrap();
@@ -628,7 +636,7 @@ fn the_memory_shuffle_cannot_snapshot_and_forgets_partitions_with_its_instance()
     let d = m
         .register_partition_with_producer("j", &p, &producer())
         .unwrap();
-    produce(&d, [1, 2], true);
+    produce("j", &d, [1, 2], true);
     assert_eq!(
         m.get_partitions_with_metrics("j", std::slice::from_ref(&p.id), 0)
             .unwrap()

@@ -1,10 +1,13 @@
 //! The result partition format stays readable (docs/shuffle-format.md,
-//! "Golden partition"): `host/tests/data/shuffle-golden/` was written by
-//! the first build of format version 1 and is read here, batch by batch.
+//! "Golden partitions"): `host/tests/data/shuffle-golden/` was written by
+//! the first build of format version 1, `host/tests/data/shuffle-golden-v2/`
+//! by the first build of version 2; both are read here, batch by batch.
+//! Version 1 names no producer: it reads unbound, and a consumer task
+//! (bound to its producer) refuses it as not found.
 //!
-//! It is never regenerated for a change of the format (a new version gets
-//! a new directory). To write it afresh for version 1 only — e.g. if it
-//! was lost — run
+//! Neither is regenerated for a change of the format (a new version gets a
+//! new directory). To write the version-2 one afresh — e.g. if it was lost —
+//! delete it, run
 //! `COORDHOST_WRITE_SHUFFLE_GOLDEN=1 cargo test -p coordhost --test all shuffle_golden`
 //! and commit the two files.
 
@@ -13,11 +16,35 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Decimal128Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
-use coordhost::shuffle::{PartitionWriter, SubpartitionReader};
+use coordhost::grant::PluginDir;
+use coordhost::shuffle::{
+    ExpectedPartition, PartitionProducer, PartitionWriter, ShuffleError, SubpartitionReader,
+};
 
+/// The version-1 golden partition.
 fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/shuffle-golden")
 }
+
+/// The version-2 golden partition.
+fn golden_v2_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/shuffle-golden-v2")
+}
+
+/// The producer the version-2 golden partition names.
+fn golden_producer() -> PartitionProducer {
+    PartitionProducer {
+        job: "golden".into(),
+        data_set: "source-sink".into(),
+        job_vertex: "source".into(),
+        subtask: 1,
+        attempt: 2,
+    }
+}
+
+/// The bytes per subpartition of the golden partitions (`data` is the same
+/// in both versions).
+const GOLDEN_BYTES: [u64; 3] = [1144, 0, 1168];
 
 /// A batch of (word, count, price with 2 decimals).
 fn batch(words: &[&str], counts: &[i64], cents: &[i128]) -> RecordBatch {
@@ -62,7 +89,7 @@ fn expected() -> Vec<Vec<RecordBatch>> {
 /// subpartition (a buffer of 1 byte spills after each pair of writes).
 fn write_golden(dir: &Path) -> Vec<u64> {
     let want = expected();
-    let mut w = PartitionWriter::create(dir, 3).expect("create");
+    let mut w = PartitionWriter::create(dir, 3, golden_producer()).expect("create");
     for (first, third) in want[0].iter().zip(&want[2]) {
         // Buffer both batches of the region, then let the second spill it.
         w = w.with_spill_bytes(usize::MAX);
@@ -73,10 +100,57 @@ fn write_golden(dir: &Path) -> Vec<u64> {
     w.finish().expect("finish")
 }
 
+/// Every batch of every subpartition of the partition at `dir`, read
+/// unbound.
+fn read_unbound(dir: &Path) -> Vec<Vec<RecordBatch>> {
+    (0..3)
+        .map(|sub| {
+            let mut r = SubpartitionReader::open(dir, sub).expect("open");
+            std::iter::from_fn(|| r.next_batch().expect("intact")).collect()
+        })
+        .collect()
+}
+
+/// Subpartitions `subs` of the partition at `dir`, read bound to the golden
+/// producer and bytes.
+fn read_bound(dir: &Path, subs: std::ops::Range<u32>) -> Result<Vec<RecordBatch>, ShuffleError> {
+    let expected = ExpectedPartition {
+        producer: golden_producer(),
+        bytes: Some(GOLDEN_BYTES[subs.start as usize..subs.end as usize].to_vec()),
+    };
+    let dir = PluginDir::host_chosen(dir).expect("dir");
+    let mut r = SubpartitionReader::open_expected_in(&dir, subs, &expected)?;
+    let mut got = Vec::new();
+    while let Some(b) = r.next_batch()? {
+        got.push(b);
+    }
+    Ok(got)
+}
+
 #[test]
-fn the_golden_partition_reads_back_batch_by_batch() {
+fn the_golden_partition_of_version_1_reads_back_unbound_and_is_refused_bound() {
     let dir = golden_dir();
-    if std::env::var_os("COORDHOST_WRITE_SHUFFLE_GOLDEN").is_some() {
+    let index = std::fs::read(dir.join("index")).expect("the golden index");
+    assert_eq!(&index[..8], b"CHSHUFX1");
+    assert_eq!(u32::from_le_bytes(index[8..12].try_into().unwrap()), 1);
+    assert_eq!(
+        u32::from_le_bytes(index[24..28].try_into().unwrap()),
+        2,
+        "two regions"
+    );
+    assert_eq!(read_unbound(&dir), expected());
+    match read_bound(&dir, 0..3) {
+        Err(ShuffleError::PartitionNotFound { reason, .. }) => {
+            assert!(reason.contains("version 1"), "{reason}");
+        }
+        other => panic!("a bound read of version 1: {other:?}"),
+    }
+}
+
+#[test]
+fn the_golden_partition_of_version_2_reads_back_unbound_and_bound() {
+    let dir = golden_v2_dir();
+    if std::env::var_os("COORDHOST_WRITE_SHUFFLE_GOLDEN").is_some() && !dir.exists() {
         let sizes = write_golden(&dir);
         eprintln!(
             "wrote {} with bytes per subpartition {sizes:?}",
@@ -85,33 +159,32 @@ fn the_golden_partition_reads_back_batch_by_batch() {
     }
     let index = std::fs::read(dir.join("index")).expect("the golden index");
     assert_eq!(&index[..8], b"CHSHUFX1");
-    assert_eq!(
-        u32::from_le_bytes(index[24..28].try_into().unwrap()),
-        2,
-        "two regions"
-    );
-    for (sub, want) in expected().iter().enumerate() {
-        let mut r = SubpartitionReader::open(&dir, sub as u32).expect("open");
-        let mut got = Vec::new();
-        while let Some(b) = r.next_batch().expect("intact") {
-            got.push(b);
-        }
-        assert_eq!(&got, want, "subpartition {sub}");
+    assert_eq!(u32::from_le_bytes(index[8..12].try_into().unwrap()), 2);
+    assert_eq!(read_unbound(&dir), expected());
+    for sub in 0..3u32 {
+        let got = read_bound(&dir, sub..sub + 1).expect("bound");
+        assert_eq!(got, expected()[sub as usize], "subpartition {sub}");
     }
+    assert_eq!(read_bound(&dir, 0..3).expect("bound"), expected().concat());
 }
 
 #[test]
 fn a_partition_written_today_has_the_golden_bytes() {
     let scratch = tempfile::tempdir().expect("tempdir");
     let fresh = scratch.path().join("p");
-    write_golden(&fresh);
+    assert_eq!(write_golden(&fresh), GOLDEN_BYTES);
     for file in ["index", "data"] {
-        let golden = std::fs::read(golden_dir().join(file)).expect("golden");
+        let golden = std::fs::read(golden_v2_dir().join(file)).expect("golden");
         let today = std::fs::read(fresh.join(file)).expect("fresh");
         assert!(
             golden == today,
             "{file} differs from the golden partition's: the writer's output changed; \
-             readers of old partitions are covered by the test above"
+             readers of old partitions are covered by the tests above"
         );
     }
+    assert!(
+        std::fs::read(golden_dir().join("data")).expect("v1 data")
+            == std::fs::read(fresh.join("data")).expect("fresh"),
+        "version 2 changed the index only: `data` is as in version 1"
+    );
 }

@@ -7,9 +7,11 @@
 //! The host writes the partition as two files there (the WIT
 //! `shuffle-descriptor` contract; byte tables in docs/shuffle-format.md):
 //! `data`, the blocks of every subpartition, then `index`, which says where
-//! each subpartition's bytes are. A partition without `index` does not
-//! exist yet; one whose `index` is damaged or whose `data` has another
-//! length than the index records is damaged.
+//! each subpartition's bytes are, and names the producer attempt that wrote
+//! it (index format version 2). A partition without `index` does not exist
+//! yet; one whose `index` is damaged, of another version, names another
+//! producer than the one the shuffle master registered there, or whose
+//! `data` has another length than the index records is damaged.
 
 use std::fs;
 use std::io::ErrorKind;
@@ -21,8 +23,37 @@ pub const DATA_FILE: &str = "data";
 pub const INDEX_FILE: &str = "index";
 /// First 8 bytes of an index.
 pub const INDEX_MAGIC: &[u8; 8] = b"CHSHUFX1";
-/// Index format version this code reads.
-pub const INDEX_VERSION: u32 = 1;
+/// Index format version this code reads (version 1 names no producer and is
+/// refused: its producer runs again and writes version 2).
+pub const INDEX_VERSION: u32 = 2;
+/// Longest producer name an index may hold, bytes.
+pub const MAX_NAME_BYTES: usize = 4096;
+
+/// The producer attempt an index names: job, intermediate data set, job
+/// vertex, subtask, attempt (docs/shuffle-format.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexProducer {
+    /// The job's id.
+    pub job: String,
+    /// The intermediate data set.
+    pub data_set: String,
+    /// The producer's job vertex.
+    pub job_vertex: String,
+    /// The producer's subtask.
+    pub subtask: u32,
+    /// The producer's attempt number.
+    pub attempt: u32,
+}
+
+impl std::fmt::Display for IndexProducer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "job `{}` data set `{}` producer `{}` subtask {} attempt {}",
+            self.job, self.data_set, self.job_vertex, self.subtask, self.attempt
+        )
+    }
+}
 
 /// Makes `name` safe as one path component: every character outside
 /// `[A-Za-z0-9._-]` becomes `_`, and a name that is empty or only dots (which
@@ -111,18 +142,36 @@ impl IndexReader<'_> {
     fn u64(&mut self) -> Result<u64, String> {
         self.take().map(u64::from_le_bytes)
     }
+    fn name(&mut self) -> Result<String, String> {
+        let at = self.at;
+        let len = self.u32()? as usize;
+        if len > MAX_NAME_BYTES {
+            return Err(format!("its producer name at byte {at} is too long"));
+        }
+        let bytes = self
+            .bytes
+            .get(self.at..self.at + len)
+            .ok_or_else(|| format!("it ends early at byte {}", self.at))?;
+        self.at += len;
+        String::from_utf8(bytes.to_vec())
+            .map_err(|_| format!("its producer name at byte {at} is not UTF-8"))
+    }
 }
 
-/// Parses an index (docs/shuffle-format.md) of a partition with
-/// `num_subpartitions` subpartitions: returns the length `data` must have
-/// and the bytes of each subpartition (the sum of its entries' lengths).
+/// Parses an index (docs/shuffle-format.md, version 2) of a partition with
+/// `num_subpartitions` subpartitions: returns the length `data` must have,
+/// the bytes of each subpartition (the sum of its entries' lengths) and the
+/// producer it names.
 ///
 /// # Errors
 ///
-/// What is wrong: checksum, magic, version, subpartition count, or entries
-/// that do not tile `data` in order with subpartitions strictly ascending
-/// within each region.
-pub fn parse_index(bytes: &[u8], num_subpartitions: u32) -> Result<(u64, Vec<u64>), String> {
+/// What is wrong: checksum, magic, version, subpartition count, producer
+/// names, or entries that do not tile `data` in order with subpartitions
+/// strictly ascending within each region.
+pub fn parse_index(
+    bytes: &[u8],
+    num_subpartitions: u32,
+) -> Result<(u64, Vec<u64>, IndexProducer), String> {
     let body_len = bytes
         .len()
         .checked_sub(4)
@@ -148,14 +197,24 @@ pub fn parse_index(bytes: &[u8], num_subpartitions: u32) -> Result<(u64, Vec<u64
         ));
     }
     let data_len = r.u64()?;
+    let regions = r.u32()?;
+    let producer = IndexProducer {
+        job: r.name()?,
+        data_set: r.name()?,
+        job_vertex: r.name()?,
+        subtask: r.u32()?,
+        attempt: r.u32()?,
+    };
     let mut sizes = vec![0u64; n as usize];
     let mut next = 0u64;
-    for _ in 0..r.u32()? {
+    for _ in 0..regions {
         let mut last: Option<u32> = None;
         for _ in 0..r.u32()? {
-            let (sub, offset, len) = (r.u32()?, r.u64()?, r.u64()?);
+            // Records and the header checksum are the consumer's to check.
+            let (sub, offset, len, _records, _crc) =
+                (r.u32()?, r.u64()?, r.u64()?, r.u64()?, r.u32()?);
             if sub >= n || last.is_some_and(|l| l >= sub) || len == 0 || offset != next {
-                return Err(format!("its entry at byte {} is out of order", r.at - 20));
+                return Err(format!("its entry at byte {} is out of order", r.at - 32));
             }
             last = Some(sub);
             next = offset.checked_add(len).ok_or("an entry runs past 2^64")?;
@@ -165,22 +224,27 @@ pub fn parse_index(bytes: &[u8], num_subpartitions: u32) -> Result<(u64, Vec<u64
     if r.at != body.len() || next != data_len {
         return Err("its entries do not cover the data file".into());
     }
-    Ok((data_len, sizes))
+    Ok((data_len, sizes, producer))
 }
 
 /// The bytes of each of the `num_subpartitions` subpartitions of a
-/// finished partition, read from its `index`; `None` when
-/// `<location>/index` does not exist (the partition was never finished or
-/// was deleted). Looks the files up by their full paths; a shuffle master
-/// that reports many partitions uses [`RootDir::completed_sizes`], which
-/// gives the same answers with fewer file-system calls.
+/// finished partition that `producer` wrote, read from its `index`; `None`
+/// when `<location>/index` does not exist (the partition was never finished
+/// or was deleted). Looks the files up by their full paths; a shuffle
+/// master that reports many partitions uses [`RootDir::completed_sizes`],
+/// which gives the same answers with fewer file-system calls.
 ///
 /// # Errors
 ///
-/// The index exists but is damaged, `data` is missing or unreadable, or
-/// `data` has another length than the index records: the partition is
-/// damaged, and the message says which file and why.
-pub fn completed_sizes(location: &str, num_subpartitions: u32) -> Result<Option<Vec<u64>>, String> {
+/// The index exists but is damaged or names another producer, `data` is
+/// missing or unreadable, or `data` has another length than the index
+/// records: the partition is damaged, and the message says which file and
+/// why.
+pub fn completed_sizes(
+    location: &str,
+    num_subpartitions: u32,
+    producer: &IndexProducer,
+) -> Result<Option<Vec<u64>>, String> {
     let index = format!("{location}/{INDEX_FILE}");
     let bytes = match fs::read(&index) {
         Ok(bytes) => bytes,
@@ -188,7 +252,7 @@ pub fn completed_sizes(location: &str, num_subpartitions: u32) -> Result<Option<
         Err(e) => return Err(format!("cannot read {index}: {e}")),
     };
     let data = format!("{location}/{DATA_FILE}");
-    checked_sizes(location, &bytes, num_subpartitions, || {
+    checked_sizes(location, &bytes, num_subpartitions, producer, || {
         fs::metadata(&data)
             .map(|m| m.len())
             .map_err(|e| e.to_string())
@@ -196,16 +260,23 @@ pub fn completed_sizes(location: &str, num_subpartitions: u32) -> Result<Option<
     .map(Some)
 }
 
-/// The sizes an `index` (its `bytes`) records, once `data_len` (the length
-/// of `data` as the file system says, or why it cannot) matches it.
+/// The sizes an `index` (its `bytes`) records, once it names `producer` and
+/// `data_len` (the length of `data` as the file system says, or why it
+/// cannot) matches it.
 fn checked_sizes(
     location: &str,
     bytes: &[u8],
     num_subpartitions: u32,
+    producer: &IndexProducer,
     data_len: impl FnOnce() -> Result<u64, String>,
 ) -> Result<Vec<u64>, String> {
-    let (want, sizes) = parse_index(bytes, num_subpartitions)
+    let (want, sizes, named) = parse_index(bytes, num_subpartitions)
         .map_err(|why| format!("partition index {location}/{INDEX_FILE} is damaged: {why}"))?;
+    if named != *producer {
+        return Err(format!(
+            "partition index {location}/{INDEX_FILE} names {named}, not {producer} registered there"
+        ));
+    }
     let len = data_len().map_err(|e| {
         format!("partition has an index but {location}/{DATA_FILE} is unreadable: {e}")
     })?;
@@ -267,20 +338,27 @@ impl RootDir {
         &self,
         location: &str,
         num_subpartitions: u32,
+        producer: &IndexProducer,
     ) -> Result<Option<Vec<u64>>, String> {
         #[cfg(all(target_os = "wasi", target_env = "p2"))]
         if is_strictly_inside(&self.root, location) {
             let relative = &location[self.root.len() + 1..];
-            return wasi_dir::completed_sizes(&self.dir, location, relative, num_subpartitions);
+            return wasi_dir::completed_sizes(
+                &self.dir,
+                location,
+                relative,
+                num_subpartitions,
+                producer,
+            );
         }
-        completed_sizes(location, num_subpartitions)
+        completed_sizes(location, num_subpartitions, producer)
     }
 }
 
 /// [`RootDir`]'s calls, on the WASI 0.2 file-system interface directly.
 #[cfg(all(target_os = "wasi", target_env = "p2"))]
 mod wasi_dir {
-    use super::{DATA_FILE, INDEX_FILE, checked_sizes};
+    use super::{DATA_FILE, INDEX_FILE, IndexProducer, checked_sizes};
     use wasip2::filesystem::preopens::get_directories;
     use wasip2::filesystem::types::{Descriptor, DescriptorFlags, ErrorCode, OpenFlags, PathFlags};
 
@@ -322,6 +400,7 @@ mod wasi_dir {
         location: &str,
         relative: &str,
         num_subpartitions: u32,
+        producer: &IndexProducer,
     ) -> Result<Option<Vec<u64>>, String> {
         let unreadable = |e: ErrorCode| format!("cannot read {location}/{INDEX_FILE}: {e}");
         let index = match dir.open_at(
@@ -345,7 +424,7 @@ mod wasi_dir {
             }
         }
         drop(index);
-        checked_sizes(location, &bytes, num_subpartitions, || {
+        checked_sizes(location, &bytes, num_subpartitions, producer, || {
             dir.stat_at(PathFlags::empty(), &format!("{relative}/{DATA_FILE}"))
                 .map(|stat| stat.size)
                 .map_err(|e| e.to_string())
@@ -390,15 +469,39 @@ pub fn is_strictly_inside(root: &str, path: &str) -> bool {
 }
 
 #[cfg(test)]
+/// The producer [`test_index`] names.
+pub(crate) fn test_producer() -> IndexProducer {
+    IndexProducer {
+        job: "j".into(),
+        data_set: "d".into(),
+        job_vertex: "v".into(),
+        subtask: 0,
+        attempt: 0,
+    }
+}
+
+#[cfg(test)]
 /// An index of `regions`, each a list of (subpartition, length),
-/// tiling a data file from byte 0.
+/// tiling a data file from byte 0, naming [`test_producer`].
 pub(crate) fn test_index(n: u32, regions: &[&[(u32, u64)]]) -> Vec<u8> {
+    test_index_of(n, regions, &test_producer())
+}
+
+#[cfg(test)]
+/// As [`test_index`], naming `p`.
+pub(crate) fn test_index_of(n: u32, regions: &[&[(u32, u64)]], p: &IndexProducer) -> Vec<u8> {
     let mut out = INDEX_MAGIC.to_vec();
     out.extend_from_slice(&INDEX_VERSION.to_le_bytes());
     out.extend_from_slice(&n.to_le_bytes());
     let total: u64 = regions.iter().flat_map(|r| r.iter()).map(|e| e.1).sum();
     out.extend_from_slice(&total.to_le_bytes());
     out.extend_from_slice(&(regions.len() as u32).to_le_bytes());
+    for name in [&p.job, &p.data_set, &p.job_vertex] {
+        out.extend_from_slice(&(name.len() as u32).to_le_bytes());
+        out.extend_from_slice(name.as_bytes());
+    }
+    out.extend_from_slice(&p.subtask.to_le_bytes());
+    out.extend_from_slice(&p.attempt.to_le_bytes());
     let mut offset = 0u64;
     for r in regions {
         out.extend_from_slice(&(r.len() as u32).to_le_bytes());
@@ -406,6 +509,8 @@ pub(crate) fn test_index(n: u32, regions: &[&[(u32, u64)]]) -> Vec<u8> {
             out.extend_from_slice(&sub.to_le_bytes());
             out.extend_from_slice(&offset.to_le_bytes());
             out.extend_from_slice(&len.to_le_bytes());
+            out.extend_from_slice(&1u64.to_le_bytes());
+            out.extend_from_slice(&0u32.to_le_bytes());
             offset += len;
         }
     }
@@ -456,7 +561,10 @@ mod tests {
     #[test]
     fn an_index_gives_the_bytes_of_each_subpartition_and_damage_is_refused() {
         let good = test_index(3, &[&[(0, 10), (2, 5)], &[(2, 7)]]);
-        assert_eq!(parse_index(&good, 3).unwrap(), (22, vec![10, 0, 12]));
+        assert_eq!(
+            parse_index(&good, 3).unwrap(),
+            (22, vec![10, 0, 12], test_producer())
+        );
         assert!(
             parse_index(&good, 4)
                 .unwrap_err()
@@ -475,7 +583,10 @@ mod tests {
                 .contains("out of order")
         );
         let empty = test_index(2, &[]);
-        assert_eq!(parse_index(&empty, 2).unwrap(), (0, vec![0, 0]));
+        assert_eq!(
+            parse_index(&empty, 2).unwrap(),
+            (0, vec![0, 0], test_producer())
+        );
     }
 
     #[test]
@@ -483,43 +594,55 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("plugin-support-{}", std::process::id()));
         let location = dir.join("j/d/v-0-0");
         let location = location.to_str().unwrap();
+        let p = test_producer();
         create_location(location).unwrap();
         fs::write(format!("{location}/{DATA_FILE}"), [7u8; 8]).unwrap();
-        assert_eq!(completed_sizes(location, 2).unwrap(), None);
+        assert_eq!(completed_sizes(location, 2, &p).unwrap(), None);
         fs::write(
             format!("{location}/{INDEX_FILE}"),
             test_index(2, &[&[(0, 3), (1, 5)]]),
         )
         .unwrap();
-        assert_eq!(completed_sizes(location, 2).unwrap(), Some(vec![3, 5]));
+        assert_eq!(completed_sizes(location, 2, &p).unwrap(), Some(vec![3, 5]));
         // The opened root answers the same (in a WASI 0.2 guest through its
         // own calls, which the host's recovery tests exercise).
         let root = RootDir::open(dir.to_str().unwrap()).unwrap();
-        assert_eq!(root.completed_sizes(location, 2).unwrap(), Some(vec![3, 5]));
+        assert_eq!(
+            root.completed_sizes(location, 2, &p).unwrap(),
+            Some(vec![3, 5])
+        );
         assert!(
-            root.completed_sizes(location, 3)
+            root.completed_sizes(location, 3, &p)
                 .unwrap_err()
                 .contains("is damaged")
         );
         assert!(
-            completed_sizes(location, 3)
+            completed_sizes(location, 3, &p)
                 .unwrap_err()
                 .contains("is damaged")
         );
+        // Another producer's partition in this one's place.
+        let other = IndexProducer {
+            attempt: 1,
+            ..test_producer()
+        };
+        let refused = completed_sizes(location, 2, &other).unwrap_err();
+        assert!(refused.contains("names job `j`"), "{refused}");
+        assert!(refused.contains("attempt 1 registered there"), "{refused}");
         fs::write(format!("{location}/{DATA_FILE}"), [7u8; 7]).unwrap();
         assert!(
-            completed_sizes(location, 2)
+            completed_sizes(location, 2, &p)
                 .unwrap_err()
                 .contains("has 7 bytes")
         );
         fs::remove_file(format!("{location}/{DATA_FILE}")).unwrap();
         assert!(
-            completed_sizes(location, 2)
+            completed_sizes(location, 2, &p)
                 .unwrap_err()
                 .contains("unreadable")
         );
         release_location(dir.to_str().unwrap(), location).unwrap();
-        assert_eq!(completed_sizes(location, 2).unwrap(), None);
+        assert_eq!(completed_sizes(location, 2, &p).unwrap(), None);
         fs::remove_dir_all(&dir).unwrap();
     }
 }

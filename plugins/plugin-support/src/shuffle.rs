@@ -5,7 +5,8 @@
 //! plugins add the WIT glue and, for `local-shuffle`, batch snapshots.
 
 use crate::partition_files::{
-    RootDir, create_location, is_strictly_inside, partition_location, release_location,
+    IndexProducer, RootDir, create_location, is_strictly_inside, partition_location,
+    release_location,
 };
 use crate::registry::{PartitionKey, PartitionRegistry, StoredDescriptor};
 
@@ -113,10 +114,20 @@ impl PartitionPlacer {
             let Some(descriptor) = self.registry.get(job_id, key) else {
                 continue;
             };
-            match self
-                .dir
-                .completed_sizes(&descriptor.location, descriptor.num_subpartitions)
-            {
+            // The index must name the attempt registered at this place:
+            // another producer's partition copied here is damage.
+            let producer = IndexProducer {
+                job: job_id.to_owned(),
+                data_set: key.intermediate_data_set.clone(),
+                job_vertex: key.job_vertex.clone(),
+                subtask: key.subtask,
+                attempt: key.attempt,
+            };
+            match self.dir.completed_sizes(
+                &descriptor.location,
+                descriptor.num_subpartitions,
+                &producer,
+            ) {
                 Ok(Some(sizes)) => reported.push((descriptor.clone(), sizes)),
                 Ok(None) => {}
                 Err(warning) => warnings.push(warning),
@@ -235,7 +246,7 @@ macro_rules! wit_partition_conversions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::partition_files::{DATA_FILE, INDEX_FILE, test_index};
+    use crate::partition_files::{DATA_FILE, INDEX_FILE, IndexProducer, test_index_of};
 
     fn key(subtask: u32) -> PartitionKey {
         PartitionKey {
@@ -262,7 +273,20 @@ mod tests {
         let (reported, _) = placer.report("j", [&key(0), &key(1)]);
         assert!(reported.is_empty());
         std::fs::write(format!("{}/{DATA_FILE}", placed.location), b"123456").unwrap();
-        let index = test_index(2, &[&[(0, 5), (1, 1)]]);
+        let producer = |subtask| IndexProducer {
+            job: "j".into(),
+            data_set: "ds".into(),
+            job_vertex: "map".into(),
+            subtask,
+            attempt: 0,
+        };
+        // Another producer's index (subtask 1's) in subtask 0's place.
+        let index = test_index_of(2, &[&[(0, 5), (1, 1)]], &producer(1));
+        std::fs::write(format!("{}/{INDEX_FILE}", placed.location), index).unwrap();
+        let (reported, warnings) = placer.report("j", [&key(0), &key(1)]);
+        assert!(reported.is_empty(), "{reported:?}");
+        assert!(warnings[0].contains("names job `j`"), "{warnings:?}");
+        let index = test_index_of(2, &[&[(0, 5), (1, 1)]], &producer(0));
         std::fs::write(format!("{}/{INDEX_FILE}", placed.location), index).unwrap();
         let (reported, warnings) = placer.report("j", [&key(0), &key(1)]);
         assert_eq!(reported, [(placed.clone(), vec![5, 1])]);

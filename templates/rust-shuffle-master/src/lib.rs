@@ -52,10 +52,17 @@ fn crc32c(bytes: &[u8]) -> u32 {
 }
 
 /// The bytes of each subpartition of the partition at `dir`, from its
-/// `index` (magic `CHSHUFX1`, version 1, subpartition count, length of
-/// `data`, regions of `(subpartition, offset, length)` entries, CRC32C);
-/// `None` when the index is missing or damaged or `data` has another length.
-fn partition_sizes(dir: &Path, num_subpartitions: u32) -> Option<Vec<u64>> {
+/// `index` (magic `CHSHUFX1`, version 2, subpartition count, length of
+/// `data`, region count, the producer it names, regions of `(subpartition,
+/// offset, length, records, header CRC32C)` entries, CRC32C); `None` when
+/// the index is missing or damaged, names another producer than `job_id`'s
+/// partition `id`, or `data` has another length.
+fn partition_sizes(
+    dir: &Path,
+    num_subpartitions: u32,
+    job_id: &str,
+    id: &ResultPartitionId,
+) -> Option<Vec<u64>> {
     let bytes = std::fs::read(dir.join("index")).ok()?;
     let (body, crc) = bytes.split_at(bytes.len().checked_sub(4)?);
     if crc32c(body) != u32::from_le_bytes(crc.try_into().ok()?) {
@@ -69,15 +76,31 @@ fn partition_sizes(dir: &Path, num_subpartitions: u32) -> Option<Vec<u64>> {
         word[..n.min(8)].copy_from_slice(&s[..n.min(8)]);
         Some((s.to_vec(), u64::from_le_bytes(word)))
     };
-    if take(8)?.0 != b"CHSHUFX1" || take(4)?.1 != 1 || take(4)?.1 != u64::from(num_subpartitions) {
+    if take(8)?.0 != b"CHSHUFX1" || take(4)?.1 != 2 || take(4)?.1 != u64::from(num_subpartitions) {
         return None;
     }
     let data_len = take(8)?.1;
+    let regions = take(4)?.1;
+    // The producer the index names must be the one registered here: another
+    // producer's partition copied to this place is not this one.
+    for name in [job_id, &id.intermediate_data_set, &id.producer.job_vertex] {
+        let len = usize::try_from(take(4)?.1).ok()?;
+        if take(len)?.0 != name.as_bytes() {
+            return None;
+        }
+    }
+    if take(4)?.1 != u64::from(id.producer.subtask)
+        || take(4)?.1 != u64::from(id.producer.attempt)
+    {
+        return None;
+    }
     let mut sizes = vec![0u64; num_subpartitions as usize];
     let mut next = 0u64;
-    for _ in 0..take(4)?.1 {
+    for _ in 0..regions {
         for _ in 0..take(4)?.1 {
-            let (sub, offset, len) = (take(4)?.1, take(8)?.1, take(8)?.1);
+            // Records and the header checksum are the host's to check.
+            let (sub, offset, len, _records, _crc) =
+                (take(4)?.1, take(8)?.1, take(8)?.1, take(8)?.1, take(4)?.1);
             if sub >= u64::from(num_subpartitions) || offset != next || len == 0 {
                 return None;
             }
@@ -265,7 +288,7 @@ impl GuestShuffleMaster for FolderShuffle {
 
     fn get_partitions_with_metrics(
         &self,
-        _job_id: String,
+        job_id: String,
         expected: Vec<ResultPartitionId>,
         _remaining_ms: u64,
     ) -> Result<Vec<PartitionWithMetrics>, Error> {
@@ -273,7 +296,9 @@ impl GuestShuffleMaster for FolderShuffle {
         let mut out = Vec::new();
         for d in self.partitions.borrow().iter().filter(|d| expected.iter().any(|e| key(e) == key(&d.id))) {
             let dir = Path::new(&d.location);
-            if let Some(bytes_per_subpartition) = partition_sizes(dir, d.num_subpartitions) {
+            if let Some(bytes_per_subpartition) =
+                partition_sizes(dir, d.num_subpartitions, &job_id, &d.id)
+            {
                 out.push(PartitionWithMetrics {
                     descriptor: d.clone(),
                     bytes_per_subpartition,

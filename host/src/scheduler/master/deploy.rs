@@ -18,6 +18,7 @@ use crate::plugin::{
 use crate::remote::{RemoteInput, RemoteOutput, RemoteTask, RemoteVertex};
 use crate::runtime::{InputPartition, TaskInput, TaskOutput, TaskSpec, run_task};
 use crate::scheduler::{JobError, JobEventSink};
+use crate::shuffle::{ExpectedPartition, PartitionProducer};
 
 impl JobMaster {
     /// Initializes every vertex whose inputs are finished and deploys every
@@ -120,8 +121,16 @@ impl JobMaster {
         let mut descriptors = Vec::new();
         for e in self.graph.job.outputs(v) {
             let n = self.graph.job.num_subpartitions(e);
+            let data_set = self.graph.job.data_set_id(e);
+            let producer = PartitionProducer {
+                job: self.job.clone(),
+                data_set: data_set.clone(),
+                job_vertex: jv.id.clone(),
+                subtask: s,
+                attempt: attempt.attempt,
+            };
             let id = ResultPartitionId {
-                intermediate_data_set: self.graph.job.data_set_id(e),
+                intermediate_data_set: data_set,
                 producer: ExecutionAttemptId {
                     job_vertex: jv.id.clone(),
                     subtask: s,
@@ -159,6 +168,7 @@ impl JobMaster {
                 edge: e,
                 location,
                 num_subpartitions: n,
+                producer,
                 pattern: edge.pattern,
                 key: edge.key.clone(),
             });
@@ -305,6 +315,7 @@ impl JobMaster {
                     producer: p.producer,
                     location: relative(&p.location),
                     subpartitions: p.subpartitions.clone(),
+                    expected: p.expected.clone(),
                 })
                 .collect(),
             TaskInput::Splits(_) => Vec::new(),
@@ -339,6 +350,7 @@ impl JobMaster {
                     edge: o.edge,
                     location: o.location.relative().to_path_buf(),
                     num_subpartitions: o.num_subpartitions,
+                    data_set: o.producer.data_set.clone(),
                 })
                 .collect(),
             record_delay: spec.record_delay,
@@ -349,7 +361,10 @@ impl JobMaster {
         }
     }
 
-    /// The partitions subtask `s` of vertex `v` reads.
+    /// The partitions subtask `s` of vertex `v` reads, each with what it
+    /// must be: the producer attempt its index names and, when the
+    /// producer reported them (or the log recorded them), the bytes of
+    /// each subpartition read (docs/shuffle-format.md, "Reading").
     pub(super) fn inputs_of(&self, v: usize, s: u32) -> Vec<InputPartition> {
         let range = self.graph.vertices[v]
             .init
@@ -380,6 +395,24 @@ impl JobMaster {
                     continue;
                 }
                 let location = produced.map(|pp| pp.location.clone()).unwrap_or_default();
+                let bytes = produced
+                    .filter(|pp| !pp.bytes_per_subpartition.is_empty())
+                    .map(|pp| {
+                        subpartitions
+                            .clone()
+                            .map(|i| pp.bytes_per_subpartition.get(i as usize).unwrap_or(0))
+                            .collect()
+                    });
+                let expected = ExpectedPartition {
+                    producer: PartitionProducer {
+                        job: self.job.clone(),
+                        data_set: self.graph.job.data_set_id(e),
+                        job_vertex: self.graph.job.vertices[edge.from].id.clone(),
+                        subtask: p,
+                        attempt: ex.attempt,
+                    },
+                    bytes,
+                };
                 inputs.push(InputPartition {
                     producer: AttemptId {
                         vertex: edge.from,
@@ -389,6 +422,7 @@ impl JobMaster {
                     location,
                     grants: self.shuffle.grants().clone(),
                     subpartitions: subpartitions.clone(),
+                    expected,
                     remote: None,
                 });
             }

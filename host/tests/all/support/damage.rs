@@ -90,8 +90,8 @@ fn u64_at(bytes: &[u8], at: usize) -> Result<u64, String> {
 /// A message when the files are not an intact partition (the tool aims
 /// only at partitions as the host wrote them, not at damage done before).
 pub fn layout(data: &[u8], index: &[u8]) -> Result<Layout, String> {
-    if index.len() < 32 || &index[..8] != b"CHSHUFX1" || u32_at(index, 8)? != 1 {
-        return Err("not a version-1 index".into());
+    if index.len() < 32 || &index[..8] != b"CHSHUFX1" || u32_at(index, 8)? != 2 {
+        return Err("not a version-2 index".into());
     }
     let body = index.len() - 4;
     if crc32c::crc32c(&index[..body]) != u32_at(index, body)? {
@@ -205,6 +205,18 @@ pub fn flip_every_block(location: &Path) -> Option<String> {
     ))
 }
 
+/// The producer the partitions written by these tools name (job `t`, data
+/// set `a-b`, subtask 0 of `a`, attempt 0).
+pub fn test_producer() -> coordhost::shuffle::PartitionProducer {
+    coordhost::shuffle::PartitionProducer {
+        job: "t".into(),
+        data_set: "a-b".into(),
+        job_vertex: "a".into(),
+        subtask: 0,
+        attempt: 0,
+    }
+}
+
 /// Writes, with the host's writer, a partition of one subpartition at
 /// `location` holding `rows` rows of two Utf8 cells (`word<i>` and 200
 /// `x`), in several blocks and regions.
@@ -223,7 +235,7 @@ pub fn write_words(location: &Path, rows: usize) -> Vec<u64> {
         Field::new("word", DataType::Utf8, false),
         Field::new("pad", DataType::Utf8, false),
     ]));
-    let mut w = coordhost::shuffle::PartitionWriter::create(location, 1)
+    let mut w = coordhost::shuffle::PartitionWriter::create(location, 1, test_producer())
         .expect("create")
         .with_spill_bytes(20_000);
     for first in (0..rows).step_by(25) {

@@ -103,7 +103,12 @@ fn middle_bytes(middle_of: impl Fn(u32) -> u32) -> u64 {
         let col: ArrayRef = std::sync::Arc::new(StringArray::from(words));
         let batch = RecordBatch::try_new(schema.clone(), vec![col]).expect("batch");
         let loc = scratch.path().join(format!("m{middle}"));
-        let mut w = coordhost::shuffle::PartitionWriter::create(&loc, 4).expect("create");
+        let mut w = coordhost::shuffle::PartitionWriter::create(
+            &loc,
+            4,
+            crate::support::damage::test_producer(),
+        )
+        .expect("create");
         for (sub, part) in coordhost::shuffle::route_batch(&batch, &[0], 4) {
             w.write_batch(sub, &part).expect("write");
         }
@@ -709,14 +714,20 @@ pub fn subpartition_sizes(location: &Path, n: usize) -> Vec<u64> {
         "data length of {}",
         location.display()
     );
+    assert_eq!(u32_at(8), 2, "format version of {}", location.display());
     let mut sizes = vec![0; n];
+    // Past the producer: three length-prefixed names, subtask, attempt.
     let mut at = 28;
+    for _ in 0..3 {
+        at += 4 + u32_at(at) as usize;
+    }
+    at += 8;
     for _ in 0..u32_at(24) {
         let entries = u32_at(at);
         at += 4;
         for _ in 0..entries {
             sizes[u32_at(at) as usize] += u64_at(at + 12);
-            at += 20;
+            at += 32;
         }
     }
     assert_eq!(
