@@ -666,11 +666,19 @@ fn a_tls_cluster_in_namespaces_runs_and_recovers_the_tpch_job_and_refuses_strang
 
     // Recovery over TLS: the coordinator killed midway, started again;
     // the workers register again with the partitions they kept.
+    // Killed once a scan subtask finished (its partition is on a worker).
+    let _ = running.poll_until(|| running_log(&data).contains("scan: 1/").then_some(()));
     let killed = matches!(running.kill(), Kill::Killed { .. });
     let run = external.run_to_end();
     if killed {
         let skipped = run.summary.0["tasks_skipped"].as_u64().unwrap_or(0);
         eprintln!("restarted after the kill: {skipped} tasks skipped");
+        assert!(
+            skipped >= 1,
+            "the restarted coordinator skipped no scan subtask the TLS workers kept: {}\n{}",
+            run.summary.0,
+            workers.logs()
+        );
     }
     assert_eq!(
         tpch_output(&data),
