@@ -66,6 +66,7 @@ mod recovery_scenarios;
 mod recovery_without_shuffle_snapshots;
 mod sandbox_audit;
 mod sandbox_authority;
+mod sandbox_special_files;
 mod shuffle_golden;
 mod workers;
 mod workers_contract;
