@@ -23,7 +23,7 @@ use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
-use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
+use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt, OpenOptionsSyncExt};
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptions};
 
@@ -84,13 +84,16 @@ pub enum GrantError {
         /// The component that is a symlink.
         link: PathBuf,
     },
-    /// The path does not name a regular file (a device, a FIFO, a directory).
-    #[error("plugin `{plugin}` named {}, which is not a regular file", path.display())]
+    /// The path does not name a regular file (a device, a FIFO, a socket,
+    /// a directory).
+    #[error("plugin `{plugin}` named {}, which is {what}, not a regular file", path.display())]
     NotAFile {
         /// The plugin's name in the job file.
         plugin: String,
         /// The path it named.
         path: PathBuf,
+        /// What it is instead, e.g. `"a FIFO"`, `"a directory"`.
+        what: &'static str,
     },
     /// The operation failed (including `cap-std` refusing a symlink or `..`
     /// that leads out of the grant).
@@ -236,9 +239,13 @@ impl Grants {
     /// plugin's grants after every symlink is resolved (symlinks that stay
     /// inside the grant are followed; `cap-std` refuses any that leave it).
     ///
+    /// Never blocks on a FIFO or device: its kind is checked before the
+    /// open, the open is `O_NONBLOCK`, and the kind is checked again on the
+    /// open handle (a FIFO swapped in between is refused too).
+    ///
     /// # Errors
     /// [`GrantError::NotPlain`], [`GrantError::Outside`],
-    /// [`GrantError::NotAFile`] (a device, FIFO or directory), or
+    /// [`GrantError::NotAFile`] (a device, FIFO, socket or directory), or
     /// [`GrantError::Io`] (missing, or a symlink leading out of the grant).
     pub fn open_readable_file(&self, path: &Path) -> Result<std::fs::File, GrantError> {
         let (root, rel) = self.locate(path, false)?;
@@ -247,22 +254,26 @@ impl Grants {
             path: path.to_path_buf(),
             source,
         };
+        let not_a_file = |what| GrantError::NotAFile {
+            plugin: self.plugin().to_string(),
+            path: path.to_path_buf(),
+            what,
+        };
         let dir = Dir::open_ambient_dir(&root, ambient_authority()).map_err(io)?;
-        // Checked before opening too: opening a FIFO for reading would block.
-        if !dir.metadata(&rel).map_err(io)?.is_file() {
-            return Err(GrantError::NotAFile {
-                plugin: self.plugin().to_string(),
-                path: path.to_path_buf(),
-            });
+        // Checked before opening too: opening some devices has effects.
+        let ft = dir.metadata(&rel).map_err(io)?.file_type();
+        if !ft.is_file() {
+            return Err(not_a_file(kind_name(ft)));
         }
-        let file = dir.open(&rel).map_err(io)?;
-        if !file.metadata().map_err(io)?.is_file() {
-            return Err(GrantError::NotAFile {
-                plugin: self.plugin().to_string(),
-                path: path.to_path_buf(),
-            });
+        let mut o = OpenOptions::new();
+        o.read(true).nonblock(true);
+        let file = dir.open_with(&rel, &o).map_err(io)?.into_std();
+        let ft = file.metadata().map_err(io)?.file_type();
+        if !ft.is_file() {
+            return Err(not_a_file(crate::files::kind_of(&ft)));
         }
-        Ok(file.into_std())
+        crate::files::clear_nonblocking(&file).map_err(io)?;
+        Ok(file)
     }
 
     /// Deletes the directory `path` and everything in it, if it lies inside
@@ -459,14 +470,41 @@ pub fn create_new_file(dir: &Dir, name: &str) -> io::Result<std::fs::File> {
     dir.open_with(name, &o).map(cap_std::fs::File::into_std)
 }
 
-/// Opens file `name` in `dir` for reading without following a symlink.
+/// Opens the regular file `name` in `dir` for reading without following a
+/// symlink and without blocking: the open is `O_NONBLOCK` (a FIFO that
+/// nobody writes does not hold it), and the open handle must be a regular
+/// file (`O_NONBLOCK` is then cleared).
 ///
 /// # Errors
-/// The I/O error.
+/// The I/O error; of kind `InvalidInput` ("it is a FIFO, not a regular
+/// file") when `name` is a FIFO, a device, a socket or a directory.
 pub fn open_file_nofollow(dir: &Dir, name: &str) -> io::Result<std::fs::File> {
     let mut o = OpenOptions::new();
-    o.read(true).follow(FollowSymlinks::No);
-    dir.open_with(name, &o).map(cap_std::fs::File::into_std)
+    o.read(true).follow(FollowSymlinks::No).nonblock(true);
+    let file = dir.open_with(name, &o)?.into_std();
+    crate::files::nonblocking_regular(file)
+}
+
+/// What a file of type `ft` is, for messages: `"a directory"`, `"a FIFO"`, ...
+fn kind_name(ft: cap_std::fs::FileType) -> &'static str {
+    use cap_fs_ext::FileTypeExt as _;
+    if ft.is_dir() {
+        "a directory"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_symlink() {
+        "a symbolic link"
+    } else if ft.is_file() {
+        "a regular file"
+    } else {
+        "a special file"
+    }
 }
 
 /// Fsyncs an opened directory so new entries in it are durable. Best
@@ -561,26 +599,46 @@ mod tests {
 
     #[test]
     fn reads_follow_symlinks_only_inside_the_grant_and_only_to_regular_files() {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let root = tmp.path().join("root");
-        std::fs::create_dir_all(root.join("d")).expect("mkdir");
-        std::fs::write(root.join("f.txt"), "x\n").expect("write");
-        std::fs::write(tmp.path().join("secret"), "s\n").expect("write");
-        std::os::unix::fs::symlink("f.txt", root.join("ok")).expect("symlink");
-        std::os::unix::fs::symlink("../secret", root.join("out")).expect("symlink");
-        std::os::unix::fs::symlink("/dev/zero", root.join("zero")).expect("symlink");
-        let g = grants(&root, false);
-        assert!(g.open_readable_file(&root.join("f.txt")).is_ok());
-        assert!(g.open_readable_file(&root.join("ok")).is_ok());
-        assert!(g.open_readable_file(&root.join("out")).is_err());
-        assert!(g.open_readable_file(&root.join("zero")).is_err());
-        assert!(matches!(
-            g.open_readable_file(&root.join("d")),
-            Err(GrantError::NotAFile { .. })
-        ));
-        assert!(matches!(
-            g.open_readable_file(Path::new("/etc/passwd")),
-            Err(GrantError::Outside { .. })
-        ));
+        crate::files::test_support::within_deadline(|| {
+            let tmp = tempfile::tempdir().expect("tempdir");
+            let root = tmp.path().join("root");
+            std::fs::create_dir_all(root.join("d")).expect("mkdir");
+            std::fs::write(root.join("f.txt"), "x\n").expect("write");
+            std::fs::write(tmp.path().join("secret"), "s\n").expect("write");
+            std::os::unix::fs::symlink("f.txt", root.join("ok")).expect("symlink");
+            std::os::unix::fs::symlink("../secret", root.join("out")).expect("symlink");
+            std::os::unix::fs::symlink("/dev/zero", root.join("zero")).expect("symlink");
+            let g = grants(&root, false);
+            assert!(g.open_readable_file(&root.join("f.txt")).is_ok());
+            assert!(g.open_readable_file(&root.join("ok")).is_ok());
+            assert!(g.open_readable_file(&root.join("out")).is_err());
+            assert!(g.open_readable_file(&root.join("zero")).is_err());
+            assert!(matches!(
+                g.open_readable_file(&root.join("d")),
+                Err(GrantError::NotAFile {
+                    what: "a directory",
+                    ..
+                })
+            ));
+            // A FIFO, directly or behind a symlink: refused at once, never opened
+            // so that it blocks.
+            crate::files::test_support::mkfifo(&root.join("fifo"));
+            std::os::unix::fs::symlink("fifo", root.join("to-fifo")).expect("symlink");
+            for name in ["fifo", "to-fifo"] {
+                let e = g.open_readable_file(&root.join(name)).expect_err("a FIFO");
+                assert!(
+                    e.to_string()
+                        .ends_with("which is a FIFO, not a regular file"),
+                    "{e}"
+                );
+            }
+            let opened = Dir::open_ambient_dir(&root, ambient_authority()).expect("root");
+            let e = open_file_nofollow(&opened, "fifo").expect_err("a FIFO");
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+            assert!(matches!(
+                g.open_readable_file(Path::new("/etc/passwd")),
+                Err(GrantError::Outside { .. })
+            ));
+        });
     }
 }

@@ -62,16 +62,18 @@ pub fn read(log_dir: &Path, file: &SnapshotFile) -> Result<Vec<u8>, EventsError>
             "the record names a file that is not a snapshot side file".to_owned(),
         ));
     }
-    let len = fs::metadata(&path)
-        .map_err(|e| problem(format!("cannot be read: {e}")))?
-        .len();
+    // A regular file only, opened without blocking (a FIFO in its place is
+    // refused at once), and never more bytes than its record says.
+    let (mut opened, len) = crate::files::open_regular_file(&path, u64::MAX)
+        .map_err(|e| problem(format!("cannot be read: {e}")))?;
     if len != file.len {
         return Err(problem(format!(
             "is {len} bytes; its record says {}",
             file.len
         )));
     }
-    let bytes = fs::read(&path).map_err(|e| problem(format!("cannot be read: {e}")))?;
+    let bytes = crate::files::read_rest(&mut opened, Vec::new(), file.len)
+        .map_err(|e| problem(format!("cannot be read: {e}")))?;
     let crc = crc32c::crc32c(&bytes);
     if bytes.len() as u64 != file.len || crc != file.crc32c {
         return Err(problem(format!(
@@ -179,38 +181,48 @@ mod tests {
 
     #[test]
     fn a_side_file_round_trips_and_damage_or_a_wrong_size_is_named() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let name = snapshot_file_name(0, 1);
-        let state: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
-        let file = write(dir.path(), &name, &state).expect("write");
-        assert_eq!((file.len, file.crc32c), (3000, crc32c::crc32c(&state)));
-        assert_eq!(read(dir.path(), &file).expect("read"), state);
+        crate::files::test_support::within_deadline(|| {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let name = snapshot_file_name(0, 1);
+            let state: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+            let file = write(dir.path(), &name, &state).expect("write");
+            assert_eq!((file.len, file.crc32c), (3000, crc32c::crc32c(&state)));
+            assert_eq!(read(dir.path(), &file).expect("read"), state);
 
-        let mut damaged = state.clone();
-        damaged[1234] ^= 1;
-        fs::write(dir.path().join(&name), &damaged).expect("damage");
-        let error = read(dir.path(), &file)
-            .expect_err("damage is caught")
-            .to_string();
-        assert!(error.contains("CRC32C") && error.contains(&name), "{error}");
+            let mut damaged = state.clone();
+            damaged[1234] ^= 1;
+            fs::write(dir.path().join(&name), &damaged).expect("damage");
+            let error = read(dir.path(), &file)
+                .expect_err("damage is caught")
+                .to_string();
+            assert!(error.contains("CRC32C") && error.contains(&name), "{error}");
 
-        fs::write(dir.path().join(&name), &state[..10]).expect("truncate");
-        let error = read(dir.path(), &file)
-            .expect_err("size is checked")
-            .to_string();
-        assert!(
-            error.contains("is 10 bytes; its record says 3000"),
-            "{error}"
-        );
+            fs::write(dir.path().join(&name), &state[..10]).expect("truncate");
+            let error = read(dir.path(), &file)
+                .expect_err("size is checked")
+                .to_string();
+            assert!(
+                error.contains("is 10 bytes; its record says 3000"),
+                "{error}"
+            );
 
-        let forged = SnapshotFile {
-            file: "../escape.state".into(),
-            ..file.clone()
-        };
-        assert!(read(dir.path(), &forged).is_err());
+            let forged = SnapshotFile {
+                file: "../escape.state".into(),
+                ..file.clone()
+            };
+            assert!(read(dir.path(), &forged).is_err());
 
-        fs::remove_file(dir.path().join(&name)).expect("remove");
-        assert!(read(dir.path(), &file).is_err());
+            fs::remove_file(dir.path().join(&name)).expect("remove");
+            assert!(read(dir.path(), &file).is_err());
+
+            // A FIFO in its place is refused at once, never waited on.
+            crate::files::test_support::mkfifo(&dir.path().join(&name));
+            let error = read(dir.path(), &file).expect_err("a FIFO").to_string();
+            assert!(
+                error.contains("it is a FIFO, not a regular file") && error.contains(&name),
+                "{error}"
+            );
+        });
     }
 
     #[test]

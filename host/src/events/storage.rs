@@ -235,7 +235,9 @@ impl Storage for FileStorage {
     }
 
     fn read_segment(&self, attempt: u32) -> io::Result<Vec<u8>> {
-        fs::read(self.segment_path(attempt))
+        // A regular file only: a FIFO or device put in a segment's place
+        // is refused at once instead of blocking or never ending.
+        crate::files::read_regular_file(&self.segment_path(attempt), u64::MAX)
     }
 
     fn create_segment(&self, attempt: u32, header: &[u8]) -> io::Result<Box<dyn SegmentAppender>> {
@@ -540,15 +542,21 @@ mod tests {
 
     #[test]
     fn file_storage_creates_lists_and_reads_segments() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let storage = FileStorage::open_for_writing(dir.path()).expect("open");
-        assert!(storage.is_locked());
-        let mut seg = storage.create_segment(3, b"HDR").expect("create");
-        seg.append(b"xyz").expect("append");
-        seg.sync().expect("sync");
-        assert!(storage.create_segment(3, b"HDR").is_err());
-        fs::write(dir.path().join("segment-00000001.log.tmp"), b"junk").expect("write tmp");
-        assert_eq!(storage.list_segments().expect("list"), vec![3]);
-        assert_eq!(storage.read_segment(3).expect("read"), b"HDRxyz");
+        crate::files::test_support::within_deadline(|| {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let storage = FileStorage::open_for_writing(dir.path()).expect("open");
+            assert!(storage.is_locked());
+            let mut seg = storage.create_segment(3, b"HDR").expect("create");
+            seg.append(b"xyz").expect("append");
+            seg.sync().expect("sync");
+            assert!(storage.create_segment(3, b"HDR").is_err());
+            fs::write(dir.path().join("segment-00000001.log.tmp"), b"junk").expect("write tmp");
+            assert_eq!(storage.list_segments().expect("list"), vec![3]);
+            assert_eq!(storage.read_segment(3).expect("read"), b"HDRxyz");
+            // A FIFO in a segment's place is refused at once, never waited on.
+            crate::files::test_support::mkfifo(&storage.segment_path(4));
+            let error = storage.read_segment(4).expect_err("a FIFO");
+            assert_eq!(error.to_string(), "it is a FIFO, not a regular file");
+        });
     }
 }

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use crate::files;
 use crate::job::exit::{EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
 use crate::plugin::{CompileNotice, HostOptions, PluginError, PluginHost, PluginKind};
 
@@ -158,12 +159,14 @@ fn load(args: &LoadArgs, cache_dir: Option<PathBuf>) -> Result<Prepared, ExitCod
 }
 
 /// The steps of `--steps`: the value itself, or the script file `@FILE`
-/// (lines and commas separate steps; `#` starts a comment).
+/// (lines and commas separate steps; `#` starts a comment): a regular UTF-8
+/// file of at most [`files::MAX_SCRIPT_BYTES`], opened without blocking (a
+/// FIFO or `/dev/zero` is refused in one line naming it).
 fn script(value: &str) -> Result<String, String> {
     let Some(file) = value.strip_prefix('@') else {
         return Ok(value.to_string());
     };
-    let text = std::fs::read_to_string(file)
+    let text = files::read_text_file(Path::new(file), files::MAX_SCRIPT_BYTES)
         .map_err(|e| format!("--steps @{file}: cannot read the script: {e}"))?;
     Ok(text
         .lines()

@@ -13,8 +13,10 @@
 //!
 //! What the guest could otherwise wait on does not block in this host: its
 //! stdin is closed, stdout and stderr are always ready, sockets and name
-//! lookups are not granted, and file streams of granted directories are
-//! served by a thread pool (docs/write-a-plugin.md, "Sandbox").
+//! lookups are not granted, and in granted directories it can open only
+//! regular files and directories, never blocking (`open_guard.rs`: a FIFO,
+//! a device or a socket is refused), so every read and write there ends
+//! (docs/write-a-plugin.md, "Sandbox").
 
 use std::time::Instant;
 

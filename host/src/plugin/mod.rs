@@ -28,6 +28,7 @@ mod deadline;
 mod enumerator;
 mod error;
 mod instance;
+mod open_guard;
 mod output;
 mod shuffle;
 mod store;
@@ -296,6 +297,7 @@ impl PluginHost {
         let mut enumerator_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut enumerator_linker).map_err(engine_error)?;
         deadline::add_to_linker(&mut enumerator_linker).map_err(engine_error)?;
+        open_guard::add_to_linker(&mut enumerator_linker).map_err(engine_error)?;
         SplitEnumeratorPlugin::add_to_linker::<_, HasSelf<PluginState>>(
             &mut enumerator_linker,
             |s| s,
@@ -304,6 +306,7 @@ impl PluginHost {
         let mut shuffle_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut shuffle_linker).map_err(engine_error)?;
         deadline::add_to_linker(&mut shuffle_linker).map_err(engine_error)?;
+        open_guard::add_to_linker(&mut shuffle_linker).map_err(engine_error)?;
         ShuffleMasterPlugin::add_to_linker::<_, HasSelf<PluginState>>(&mut shuffle_linker, |s| s)
             .map_err(engine_error)?;
 

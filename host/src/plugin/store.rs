@@ -18,6 +18,12 @@ use super::bindings::enumerator::coordhost::plugin::{enumerator_context, host_lo
 use super::output::{LineBudget, MAX_LINE_BYTES, one_line};
 use super::{PluginError, PluginSpec};
 
+/// Whether WASI calls of a plugin run on the thread that runs the plugin
+/// (`WasiCtxBuilder::allow_blocking_current_thread`): they do, nothing in
+/// them blocks (files of granted directories are regular files, see
+/// `open_guard.rs`, and waits are bounded by `deadline.rs`).
+pub(crate) const ALLOW_BLOCKING_CURRENT_THREAD: bool = true;
+
 /// The data of one plugin store.
 pub(crate) struct PluginState {
     /// The plugin's name in the job file, used to tag its log lines.
@@ -93,7 +99,7 @@ impl PluginState {
     pub(crate) fn new(spec: &PluginSpec) -> Result<Self, PluginError> {
         let plugin: Arc<str> = Arc::from(spec.name.as_str());
         let mut wasi = WasiCtxBuilder::new();
-        wasi.allow_blocking_current_thread(true);
+        wasi.allow_blocking_current_thread(ALLOW_BLOCKING_CURRENT_THREAD);
         let budget = LineBudget::new(plugin.clone());
         wasi.stdout(TracingOutput::new(plugin.clone(), "stdout", budget.clone()));
         let stderr_tail = StderrTail::default();
@@ -127,9 +133,15 @@ impl PluginState {
         })
     }
 
-    /// The store's resource table (for the deadline-aware `wasi:io/poll`).
+    /// The store's resource table (for the deadline-aware `wasi:io/poll`
+    /// and the non-blocking `open-at`).
     pub(crate) fn table_mut(&mut self) -> &mut ResourceTable {
         &mut self.table
+    }
+
+    /// Whether one more host line about this plugin fits its line budget.
+    pub(crate) fn admit_line(&self) -> bool {
+        self.budget.admit()
     }
 }
 

@@ -938,12 +938,9 @@ impl worker_server::Worker for Service {
                 self.state.id, attempt
             )));
         };
-        let file = std::fs::File::open(&path)
+        // A regular file only, opened without blocking on a FIFO put there.
+        let (file, len) = crate::files::open_regular_file(&path, u64::MAX)
             .map_err(|e| Status::internal(format!("{}: {e}", path.display())))?;
-        let len = file
-            .metadata()
-            .map_err(|e| Status::internal(format!("{}: {e}", path.display())))?
-            .len();
         Ok(Response::new(stream_file(
             &self.state.handle,
             file,

@@ -99,10 +99,14 @@ pub fn read_split(
         Some(g) => g
             .open_readable_file(path)
             .map_err(|e| split_error(e.to_string()))?,
-        None => File::open(path).map_err(|source| TaskError::Io {
-            path: path.clone(),
-            source,
-        })?,
+        None => {
+            crate::files::open_regular_file(path, u64::MAX)
+                .map_err(|source| TaskError::Io {
+                    path: path.clone(),
+                    source,
+                })?
+                .0
+        }
     };
     let not_parquet = |e: &dyn std::fmt::Display| {
         split_error(format!(

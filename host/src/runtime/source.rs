@@ -7,7 +7,6 @@
 //! (the Hadoop `LineRecordReader` rule the WIT contract states), so ranges
 //! can cut lines anywhere and every line is read by exactly one split.
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 
 use std::sync::Arc;
@@ -251,7 +250,13 @@ fn read_lines(
                     split: split.id.clone(),
                     reason: e.to_string(),
                 })?,
-                None => File::open(path).map_err(io)?,
+                // A path the host chose (tests, tools): a regular file, opened
+                // without blocking on a FIFO.
+                None => {
+                    crate::files::open_regular_file(path, u64::MAX)
+                        .map_err(io)?
+                        .0
+                }
             };
             let plugin = grants.map_or("(host)", Grants::plugin);
             let too_long = |at: u64| TaskError::Split {

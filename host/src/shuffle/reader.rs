@@ -282,7 +282,9 @@ impl SubpartitionReader {
     /// [`ShuffleError::PartitionNotFound`] if the directory, `index` or
     /// `data` is missing; [`ShuffleError::Corrupt`] if the index is
     /// damaged, counts fewer subpartitions than `sub + 1`, or `data` has
-    /// another length; [`ShuffleError::Grant`] for a symlink on the way;
+    /// another length, or if `index` or `data` is not a regular file (a
+    /// FIFO there is refused without blocking, never read);
+    /// [`ShuffleError::Grant`] for a symlink on the way;
     /// [`ShuffleError::Io`] otherwise.
     pub fn open_in(location: &PluginDir, sub: u32) -> Result<Self, ShuffleError> {
         Self::open_range_in(location, sub..sub + 1)
@@ -369,6 +371,14 @@ impl SubpartitionReader {
                 Err(e) if e.kind() == ErrorKind::NotFound => {
                     Err(not_found(here, format!("it has no `{name}`")))
                 }
+                // A FIFO, device or socket in its place (never opened so
+                // that it blocks): the partition is damaged, so its
+                // producer runs again as for any corrupt partition.
+                Err(e) if e.kind() == ErrorKind::InvalidInput => Err(ShuffleError::Corrupt {
+                    path,
+                    offset: 0,
+                    reason: "it is not a regular file (a FIFO, a device, a socket or a directory)",
+                }),
                 Err(source) => Err(ShuffleError::Io { path, source }),
             }
         };

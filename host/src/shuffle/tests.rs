@@ -628,6 +628,24 @@ fn a_symlinked_index_is_not_followed() {
     ));
 }
 
+#[test]
+fn a_fifo_in_place_of_data_or_index_is_corrupt_at_once_even_for_an_empty_partition() {
+    crate::files::test_support::within_deadline(|| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for file in [DATA_FILE, INDEX_FILE] {
+            // Empty: its index records 0 data bytes, the size a FIFO stats as.
+            let loc = dir.path().join(format!("empty-{file}"));
+            PartitionWriter::create(&loc, 2)
+                .expect("create")
+                .finish()
+                .expect("finish");
+            fs::remove_file(loc.join(file)).expect("rm");
+            crate::files::test_support::mkfifo(&loc.join(file));
+            assert_corrupt(&loc, 2, file, "a FIFO, opened without blocking");
+        }
+    });
+}
+
 /// The texts of a row's key cells, as sinks write them.
 fn texts(b: &RecordBatch, r: usize) -> Vec<String> {
     (0..4)

@@ -69,6 +69,7 @@ mod recovery_scenarios;
 mod recovery_without_shuffle_snapshots;
 mod sandbox_audit;
 mod sandbox_authority;
+mod sandbox_special_files;
 #[cfg(feature = "failpoints")]
 mod shuffle_binding;
 mod shuffle_golden;

@@ -368,7 +368,7 @@ fn a_split_file_is_read_inside_the_grants_only_after_symlinks_are_resolved() {
     for (name, says) in [
         ("outer-link", "evil-enum"),
         ("zero", "evil-enum"),
-        ("folder", "is not a regular file"),
+        ("folder", "which is a directory, not a regular file"),
     ] {
         std::fs::remove_dir_all(s.path("data")).expect("a fresh data directory per run");
         let path = input.join(name);

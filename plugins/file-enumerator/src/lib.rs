@@ -13,7 +13,8 @@
 //! | `row-groups-per-split` | optional, at least 1: cut files ending in `.parquet` at row-group boundaries, this many row groups per split |
 //!
 //! On `start` the enumerator lists `dir` (non-recursive, sorted by name,
-//! hidden files and non-files skipped) and cuts each file into `file-range`
+//! hidden files and folders skipped; a FIFO, device or socket skipped with a
+//! warning naming it, since the host would refuse to read it) and cuts each file into `file-range`
 //! splits of `split-bytes` bytes with ids `"<file name>:<index>"`. With
 //! `row-groups-per-split = K`, a file whose name ends in `.parquet` is cut
 //! instead into splits of `K` whole row groups each, with ids
@@ -198,6 +199,13 @@ impl FileEnumerator {
                 .map_err(|e| Error::Io(format!("cannot read metadata of {path}: {e}")))?;
             if metadata.is_file() {
                 files.push((name, path, metadata.len()));
+            } else if !metadata.is_dir() {
+                // A FIFO, a device or a socket: no split (the host would
+                // refuse to read it anyway), and the user hears why.
+                log(
+                    LogLevel::Warn,
+                    &format!("skipping {path}: it is not a regular file"),
+                );
             }
         }
         files.sort();
