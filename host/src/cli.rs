@@ -104,7 +104,12 @@ pub enum ClusterCommand {
         #[arg(long, value_name = "JOB")]
         job: String,
         /// Worker ids, comma separated (default w0,w1,w2).
-        #[arg(long, value_name = "ID,...", value_delimiter = ',', default_value = "w0,w1,w2")]
+        #[arg(
+            long,
+            value_name = "ID,...",
+            value_delimiter = ',',
+            default_value = "w0,w1,w2"
+        )]
         workers: Vec<String>,
         /// A DNS name or IP address of an etcd server (repeatable): also
         /// make etcd.pem/.key, a server certificate for these names.

@@ -139,7 +139,11 @@ impl EtcdArgs {
         let read = |flag: &str, p: &std::path::Path| {
             std::fs::read(p).map_err(|e| format!("{flag} {}: {e}", p.display()))
         };
-        let ca = self.ha_ca.as_deref().map(|p| read("--ha-ca", p)).transpose()?;
+        let ca = self
+            .ha_ca
+            .as_deref()
+            .map(|p| read("--ha-ca", p))
+            .transpose()?;
         let identity = match (&self.ha_cert, &self.ha_key) {
             (Some(c), Some(k)) => Some((read("--ha-cert", c)?, read("--ha-key", k)?)),
             _ => None,

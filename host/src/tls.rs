@@ -232,7 +232,11 @@ fn read(flag: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
     })
 }
 
-fn certs_of(flag: &'static str, path: &Path, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+fn certs_of(
+    flag: &'static str,
+    path: &Path,
+    pem: &[u8],
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<_, _>>()
         .map_err(|e| TlsError::File {
@@ -360,9 +364,10 @@ impl ClusterTls {
             reason: format!("not a PEM private key: {e}"),
         })?;
         let roots = Arc::new(roots(&files.ca, &ca_pem)?);
-        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(roots, provider())
-            .build()
-            .map_err(|e| TlsError::Config(format!("--tls-ca {}: {e}", files.ca.display())))?;
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(roots, provider())
+                .build()
+                .map_err(|e| TlsError::Config(format!("--tls-ca {}: {e}", files.ca.display())))?;
         let mut server = rustls::ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(|e| TlsError::Config(e.to_string()))?
@@ -1028,10 +1033,28 @@ mod tests {
         };
         let tag = g.sign(&grant);
         assert!(g.verify(&grant, &tag));
-        assert!(!g.verify(&Grant { reader: "w2", ..grant }, &tag));
+        assert!(!g.verify(
+            &Grant {
+                reader: "w2",
+                ..grant
+            },
+            &tag
+        ));
         assert!(!g.verify(&Grant { end: 5, ..grant }, &tag));
-        assert!(!g.verify(&Grant { attempt: (2, 3, 1), ..grant }, &tag));
-        assert!(!g.verify(&Grant { location: "tpch/scan-1", ..grant }, &tag));
+        assert!(!g.verify(
+            &Grant {
+                attempt: (2, 3, 1),
+                ..grant
+            },
+            &tag
+        ));
+        assert!(!g.verify(
+            &Grant {
+                location: "tpch/scan-1",
+                ..grant
+            },
+            &tag
+        ));
         let other = ReadGrants::random().expect("key");
         assert!(!other.verify(&grant, &tag));
         assert!(ReadGrants::from_bytes(g.bytes()).verify(&grant, &tag));
@@ -1078,12 +1101,14 @@ mod tests {
         assert!(peer_is(Some(certs.as_slice()), "worker.other"));
         assert!(!peer_is(Some(certs.as_slice()), "w0.worker.tpch-q1"));
         assert!(!peer_is(None, "w0.worker.other"));
-        assert!(make_certs(&CertsRequest {
-            dir: dir.path().to_path_buf(),
-            job: "a.b".into(),
-            workers: Vec::new(),
-            etcd_hosts: Vec::new(),
-        })
-        .is_err());
+        assert!(
+            make_certs(&CertsRequest {
+                dir: dir.path().to_path_buf(),
+                job: "a.b".into(),
+                workers: Vec::new(),
+                etcd_hosts: Vec::new(),
+            })
+            .is_err()
+        );
     }
 }

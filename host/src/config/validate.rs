@@ -9,7 +9,8 @@ use std::time::Duration;
 use super::raw::*;
 use super::{
     ConfigError, DEFAULT_BYTES_PER_TASK, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PARALLELISM,
-    DEFAULT_SLOT_REQUEST_TIMEOUT, JobConfig, MAX_NAME_CHARS, MAX_SLOT_REQUEST_TIMEOUT_MS, MAX_RECORD_DELAY_US, RecoverySettings, normalize, one_line,
+    DEFAULT_SLOT_REQUEST_TIMEOUT, JobConfig, MAX_NAME_CHARS, MAX_RECORD_DELAY_US,
+    MAX_SLOT_REQUEST_TIMEOUT_MS, RecoverySettings, normalize, one_line,
 };
 use crate::files;
 use crate::graph::{DistributionPattern, JobEdge, JobGraph, JobVertex, Parallelism};

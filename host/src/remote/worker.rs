@@ -193,8 +193,10 @@ impl State {
     }
 
     fn coordinator_client(&self) -> Result<CoordinatorClient<Channel>, String> {
-        Ok(CoordinatorClient::new(self.channel(&self.coordinator(), &self.coordinator_peer())?)
-            .max_decoding_message_size(rpc::MAX_MESSAGE_BYTES))
+        Ok(
+            CoordinatorClient::new(self.channel(&self.coordinator(), &self.coordinator_peer())?)
+                .max_decoding_message_size(rpc::MAX_MESSAGE_BYTES),
+        )
     }
 
     /// Cancels every running attempt (the coordinator is gone).
@@ -352,8 +354,7 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
             }
         };
         let router = crate::tls::server_builder().add_service(service);
-        if let Err(e) = crate::tls::serve(router, incoming, tls_config, "worker service").await
-        {
+        if let Err(e) = crate::tls::serve(router, incoming, tls_config, "worker service").await {
             tracing::error!("worker service: {e}");
         }
     });
@@ -650,7 +651,12 @@ impl Service {
         };
         match self.state.session() {
             Some(s) if s == req.session => {}
-            Some(s) => return refuse(format!("it serves coordinator session {s}, not {}", req.session)),
+            Some(s) => {
+                return refuse(format!(
+                    "it serves coordinator session {s}, not {}",
+                    req.session
+                ));
+            }
             None => return refuse("it is registered with no coordinator".into()),
         }
         let consumer = from_wire(req.consumer.as_ref());
@@ -913,7 +919,8 @@ impl worker_server::Worker for Service {
     ) -> Result<Response<Self::FetchSinkOutputStream>, Status> {
         let who = caller(&request);
         let req = request.into_inner();
-        self.check_command(&who, req.session, "FetchSinkOutput").await?;
+        self.check_command(&who, req.session, "FetchSinkOutput")
+            .await?;
         let job = plain_relative(&req.job)
             .ok_or_else(|| Status::invalid_argument("a job name that is not a plain name"))?;
         let vertex = plain_relative(&req.vertex_id)

@@ -24,7 +24,14 @@ fn certs(dir: &Path) {
     let out = crate::support::coordhost()
         .args(["cluster", "certs"])
         .arg(dir)
-        .args(["--job", JOB, "--workers", "w0,w1", "--etcd-host", "127.0.0.1"])
+        .args([
+            "--job",
+            JOB,
+            "--workers",
+            "w0,w1",
+            "--etcd-host",
+            "127.0.0.1",
+        ])
         .output()
         .expect("run coordhost cluster certs");
     assert!(

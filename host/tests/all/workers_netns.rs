@@ -18,8 +18,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::support::crash::{
-    Coordhost, EventLog, Fixture, SOURCE, WordJob, expected_output, first_difference,
-    sorted_output,
+    Coordhost, EventLog, Fixture, SOURCE, WordJob, expected_output, first_difference, sorted_output,
 };
 use crate::support::job::example_job;
 use crate::support::netns::Netns;
@@ -76,14 +75,10 @@ fn workers_in_separate_network_namespaces_give_the_output_embedded_workers_give(
     let addr = format!("{}:{}", net.bridge_ip(), free_port_on(&net.bridge_ip()));
     // Plain gRPC off loopback must be asked for (workers_tls.rs runs the
     // same cluster over mutual TLS).
-    let workers = Workers::start_in_namespaces_with(
-        &net,
-        3,
-        &addr,
-        &tmp.path().join("workers"),
-        1,
-        |_| vec!["--insecure-listen".into()],
-    );
+    let workers =
+        Workers::start_in_namespaces_with(&net, 3, &addr, &tmp.path().join("workers"), 1, |_| {
+            vec!["--insecure-listen".into()]
+        });
     let data = tmp.path().join("external");
     let mut external = Coordhost::new(&job, &data);
     external.extra_args = external_args(&addr, 3, HEARTBEAT_MS);

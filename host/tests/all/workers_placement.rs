@@ -24,19 +24,13 @@ use coordhost::rpc::{self, coordinator_client::CoordinatorClient, worker_server}
 use tonic::{Request, Response, Status};
 
 use crate::support::crash::{
-    Coordhost, EventLog, Fixture, SOURCE, WordJob, expected_output, first_difference,
-    sorted_output,
+    Coordhost, EventLog, Fixture, SOURCE, WordJob, expected_output, first_difference, sorted_output,
 };
 use crate::support::workers::{Workers, external_args, free_port};
 
 /// The word count with `max-attempts = max_attempts` and `extra` more keys
 /// of `[job]` (each a line).
-fn job(
-    fx: &Fixture,
-    max_attempts: u32,
-    extra: &str,
-    tune: impl FnOnce(&mut WordJob),
-) -> PathBuf {
+fn job(fx: &Fixture, max_attempts: u32, extra: &str, tune: impl FnOnce(&mut WordJob)) -> PathBuf {
     let mut j = WordJob::new(&fx.input);
     j.previous_worker_timeout_ms = 1500;
     tune(&mut j);
@@ -389,7 +383,9 @@ fn an_attempt_with_no_worker_to_run_on_waits_then_fails_naming_slot_request_time
     assert_eq!(exited.code, Some(1), "{stderr}");
     let says = "found no worker to run on within 1500 ms (job.slot-request-timeout-ms): no worker is registered";
     assert!(
-        stderr.lines().any(|l| l.starts_with("coordhost: ") && l.contains(says)),
+        stderr
+            .lines()
+            .any(|l| l.starts_with("coordhost: ") && l.contains(says)),
         "the error line should say `{says}`:\n{stderr}"
     );
     assert!(

@@ -99,13 +99,16 @@ fn worker_address(workers: &Workers, i: usize) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let log = workers.log_of(i);
-        if let Some(addr) = log
-            .lines()
-            .find_map(|l| l.split_once(": serving on ").map(|(_, a)| a.trim().to_owned()))
-        {
+        if let Some(addr) = log.lines().find_map(|l| {
+            l.split_once(": serving on ")
+                .map(|(_, a)| a.trim().to_owned())
+        }) {
             return addr;
         }
-        assert!(Instant::now() < deadline, "w{i} never said where it serves:\n{log}");
+        assert!(
+            Instant::now() < deadline,
+            "w{i} never said where it serves:\n{log}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -332,10 +335,7 @@ async fn raw_tls(
         .await
         .expect("connect");
     connector
-        .connect(
-            ServerName::try_from(peer.to_owned()).expect("name"),
-            tcp,
-        )
+        .connect(ServerName::try_from(peer.to_owned()).expect("name"), tcp)
         .await
         .expect("TLS handshake with a valid certificate")
 }
@@ -408,7 +408,9 @@ async fn flood_one(target: &str, peer: &str, ca: &str, cert: &str, key: &str, co
         );
         // 2. A member's connection: the HTTP/2 preface, then garbage.
         let mut s = raw_tls(target, peer, ca, cert, key).await;
-        s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.expect("preface");
+        s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+            .await
+            .expect("preface");
         let garbage: Vec<u8> = (0..64 * 1024u32).map(|i| (i * 7919 % 251) as u8).collect();
         let _ = s.write_all(&garbage).await;
         println!(
@@ -520,19 +522,21 @@ fn a_tls_cluster_in_namespaces_runs_and_recovers_the_tpch_job_and_refuses_strang
     }
     certs(&other_job, "other", "w0");
     let key_mode = std::os::unix::fs::PermissionsExt::mode(
-        &std::fs::metadata(pki.join("w0.key")).expect("key").permissions(),
+        &std::fs::metadata(pki.join("w0.key"))
+            .expect("key")
+            .permissions(),
     );
-    assert_eq!(key_mode & 0o777, 0o600, "a key is readable by its owner only");
+    assert_eq!(
+        key_mode & 0o777,
+        0o600,
+        "a key is readable by its owner only"
+    );
 
     let addr = format!("{}:{}", net.bridge_ip(), free_port_on(&net.bridge_ip()));
-    let workers = Workers::start_in_namespaces_with(
-        &net,
-        3,
-        &addr,
-        &tmp.path().join("workers"),
-        1,
-        |i| tls_args(&pki, &format!("w{i}")),
-    );
+    let workers =
+        Workers::start_in_namespaces_with(&net, 3, &addr, &tmp.path().join("workers"), 1, |i| {
+            tls_args(&pki, &format!("w{i}"))
+        });
     let data = tmp.path().join("external");
     let mut external = Coordhost::new(&job, &data);
     external.log = Some("coordhost::remote=info,coordhost::tls=info");
@@ -615,15 +619,41 @@ fn a_tls_cluster_in_namespaces_runs_and_recovers_the_tpch_job_and_refuses_strang
     // A certificate of the cluster's CA gets through the handshake and is
     // refused by name (or, reading as itself, by the missing grant).
     let by_name = &seen[2].1;
-    assert!(by_name[0].starts_with("Register PermissionDenied") && by_name[0].contains("is not `w0.worker.tpch-q1`"), "{by_name:?}");
-    assert!(by_name[1].starts_with("Deploy PermissionDenied") && by_name[1].contains("is not `coordinator.tpch-q1`"), "{by_name:?}");
-    assert!(by_name[2].starts_with("ReadSubpartitions PermissionDenied") && by_name[2].contains("no grant"), "{by_name:?}");
-    assert!(by_name[3].starts_with("Release PermissionDenied") && by_name[3].contains("is not `coordinator.tpch-q1`"), "{by_name:?}");
+    assert!(
+        by_name[0].starts_with("Register PermissionDenied")
+            && by_name[0].contains("is not `w0.worker.tpch-q1`"),
+        "{by_name:?}"
+    );
+    assert!(
+        by_name[1].starts_with("Deploy PermissionDenied")
+            && by_name[1].contains("is not `coordinator.tpch-q1`"),
+        "{by_name:?}"
+    );
+    assert!(
+        by_name[2].starts_with("ReadSubpartitions PermissionDenied")
+            && by_name[2].contains("no grant"),
+        "{by_name:?}"
+    );
+    assert!(
+        by_name[3].starts_with("Release PermissionDenied")
+            && by_name[3].contains("is not `coordinator.tpch-q1`"),
+        "{by_name:?}"
+    );
     let other = &seen[3].1;
-    assert!(other[0].starts_with("Register PermissionDenied") && other[0].contains("w0.worker.other"), "{other:?}");
+    assert!(
+        other[0].starts_with("Register PermissionDenied") && other[0].contains("w0.worker.other"),
+        "{other:?}"
+    );
     assert!(other[1].starts_with("Deploy PermissionDenied"), "{other:?}");
-    assert!(other[2].starts_with("ReadSubpartitions PermissionDenied") && other[2].contains("is not `w0.worker.tpch-q1`"), "{other:?}");
-    assert!(other[3].starts_with("Release PermissionDenied"), "{other:?}");
+    assert!(
+        other[2].starts_with("ReadSubpartitions PermissionDenied")
+            && other[2].contains("is not `w0.worker.tpch-q1`"),
+        "{other:?}"
+    );
+    assert!(
+        other[3].starts_with("Release PermissionDenied"),
+        "{other:?}"
+    );
 
     // Each refusal logged once, naming the stranger's address.
     let coordinator_log = running_log(&data);
@@ -653,12 +683,19 @@ fn a_tls_cluster_in_namespaces_runs_and_recovers_the_tpch_job_and_refuses_strang
     );
     for call in ["Deploy", "Release"] {
         assert_eq!(
-            count(&worker_log, &format!("refused {call}: the caller at {from}")),
+            count(
+                &worker_log,
+                &format!("refused {call}: the caller at {from}")
+            ),
             2,
             "{call}: {worker_log}"
         );
     }
-    assert_eq!(count(&worker_log, "refused ReadSubpartitions"), 2, "{worker_log}");
+    assert_eq!(
+        count(&worker_log, "refused ReadSubpartitions"),
+        2,
+        "{worker_log}"
+    );
     assert!(
         !coordinator_log.contains("address=127.0.0.1:9"),
         "a stranger registered:\n{coordinator_log}"
@@ -689,7 +726,8 @@ fn a_tls_cluster_in_namespaces_runs_and_recovers_the_tpch_job_and_refuses_strang
     for i in 0..3 {
         let log = workers.log_of(i);
         assert!(
-            log.lines().any(|l| l.contains("worker started") && l.contains("tls=true")),
+            log.lines()
+                .any(|l| l.contains("worker started") && l.contains("tls=true")),
             "w{i} did not serve TLS:\n{log}"
         );
     }
@@ -733,14 +771,10 @@ fn a_strangers_flood_leaves_a_tls_cluster_serving_the_job_with_bounded_memory() 
     let want = tpch_output(&tmp.path().join("embedded"));
 
     let addr = format!("{}:{}", net.bridge_ip(), free_port_on(&net.bridge_ip()));
-    let workers = Workers::start_in_namespaces_with(
-        &net,
-        2,
-        &addr,
-        &tmp.path().join("workers"),
-        1,
-        |i| tls_args(&pki, &format!("w{i}")),
-    );
+    let workers =
+        Workers::start_in_namespaces_with(&net, 2, &addr, &tmp.path().join("workers"), 1, |i| {
+            tls_args(&pki, &format!("w{i}"))
+        });
     let data = tmp.path().join("external");
     let mut external = Coordhost::new(&job, &data);
     external.log = Some("coordhost::remote=info,coordhost::tls=info");
@@ -777,11 +811,21 @@ fn a_strangers_flood_leaves_a_tls_cluster_serving_the_job_with_bounded_memory() 
         after.1 / 1024,
         lines.join("\n")
     );
-    assert!(after.0 > 0 && after.1 > 0, "coordinator or worker gone during the flood: {after:?}\n{}", running.stderr_tail());
+    assert!(
+        after.0 > 0 && after.1 > 0,
+        "coordinator or worker gone during the flood: {after:?}\n{}",
+        running.stderr_tail()
+    );
     let per_target = |kind: &str| lines.iter().filter(|l| l.starts_with(kind)).count();
     assert_eq!(per_target("flood-connections"), 2, "{lines:?}");
-    for l in lines.iter().filter(|l| l.starts_with("flood-garbage") || l.starts_with("flood-frame")) {
-        assert!(l.ends_with("closed=true"), "the server kept a garbage connection open: {l}");
+    for l in lines
+        .iter()
+        .filter(|l| l.starts_with("flood-garbage") || l.starts_with("flood-frame"))
+    {
+        assert!(
+            l.ends_with("closed=true"),
+            "the server kept a garbage connection open: {l}"
+        );
     }
     for l in lines.iter().filter(|l| l.starts_with("flood-message")) {
         assert!(
@@ -790,7 +834,10 @@ fn a_strangers_flood_leaves_a_tls_cluster_serving_the_job_with_bounded_memory() 
         );
     }
     // Neither buffered the 100 MiB message nor a 16 MiB frame.
-    for (who, b, a) in [("coordinator", before.0, after.0), ("worker", before.1, after.1)] {
+    for (who, b, a) in [
+        ("coordinator", before.0, after.0),
+        ("worker", before.1, after.1),
+    ] {
         assert!(
             a < b + 48 * 1024,
             "{who}'s peak RSS grew from {} to {} MiB during the flood",
@@ -805,7 +852,12 @@ fn a_strangers_flood_leaves_a_tls_cluster_serving_the_job_with_bounded_memory() 
         running.stderr_tail()
     );
     running.finish();
-    assert_eq!(tpch_output(&data), want, "output after the flood\n{}", workers.logs());
+    assert_eq!(
+        tpch_output(&data),
+        want,
+        "output after the flood\n{}",
+        workers.logs()
+    );
     drop(workers);
     drop(net);
 }
@@ -859,10 +911,18 @@ fn plain_grpc_on_an_address_that_is_not_loopback_is_refused_unless_insecure_list
     let out = worker(&["--listen", "0.0.0.0:0"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("--listen 0.0.0.0:0: not a loopback address"), "{stderr}");
+    assert!(
+        stderr.contains("--listen 0.0.0.0:0: not a loopback address"),
+        "{stderr}"
+    );
     // Only some of the TLS files: refused by the flags.
     let out = worker(&["--tls-cert", "a.pem"]);
-    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // A worker whose certificate names another id than --id.
     certs(&tmp.path().join("pki"), name, "w0");
     let mut args: Vec<String> = tls_args(&tmp.path().join("pki"), "w0");

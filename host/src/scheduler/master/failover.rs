@@ -137,9 +137,8 @@ impl JobMaster {
         let now = std::time::Instant::now();
         self.waiting_since.entry(key).or_insert(now);
         let failures = self.unplaced.get(&key).map_or(0, |u| u.failures) + 1;
-        let pause = std::time::Duration::from_millis(100 << (failures - 1).min(4)).min(
-            std::time::Duration::from_secs(1),
-        );
+        let pause = std::time::Duration::from_millis(100 << (failures - 1).min(4))
+            .min(std::time::Duration::from_secs(1));
         self.unplaced.insert(
             key,
             super::Unplaced {

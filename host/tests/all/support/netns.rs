@@ -173,7 +173,14 @@ impl Netns {
         let bridge = self.bridge.clone().expect("the bridge exists");
         let inner = format!("chp{}x{i}", self.tag);
         ip_ok(&[
-            "neigh", "replace", &self.ip(i), "lladdr", BOGUS_MAC, "dev", &bridge, "nud",
+            "neigh",
+            "replace",
+            &self.ip(i),
+            "lladdr",
+            BOGUS_MAC,
+            "dev",
+            &bridge,
+            "nud",
             "permanent",
         ]);
         ip_ok(&[
