@@ -33,7 +33,8 @@ mod writer;
 pub use error::{Damage, EventsError};
 pub use event::{
     AttemptId, EncodedSplit, EnumeratorSnapshot, ExecutionFinished, ExecutionVertexId,
-    ExecutionsReset, JobEvent, JobStarted, JobVertexInitialized, LeaderElected, ProducedPartition,
+    ExecutionsReset, JobEvent, JobFailed, JobFinished, JobStarted, JobVertexInitialized,
+    LeaderElected, ProducedPartition,
     RecoveryFinished, RecoveryReset, RecoveryStarted, ResetReason, ShuffleSnapshot, SinkCommitted,
     SnapshotFile, SplitAssignment, SubtaskInputRange, kind_name, max_known_version,
 };

@@ -27,6 +27,7 @@ mod events_proptest;
 mod events_replay;
 mod ha;
 mod ha_matrix;
+mod ha_netns;
 mod job_cli;
 mod job_config;
 mod job_driver;

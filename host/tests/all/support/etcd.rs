@@ -22,6 +22,9 @@ const READY_WITHIN: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub struct Etcd {
     binary: PathBuf,
+    /// The address it listens on (loopback, or a bridge's address for
+    /// coordinators in network namespaces).
+    host: String,
     dir: PathBuf,
     client_port: u16,
     peer_port: u16,
@@ -45,9 +48,10 @@ pub fn etcd_binary() -> PathBuf {
     })
 }
 
-/// A loopback port nobody listens on a moment ago.
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+/// A port on `host` nobody listens on a moment ago.
+fn free_port(host: &str) -> u16 {
+    let l = std::net::TcpListener::bind((host, 0))
+        .unwrap_or_else(|e| panic!("bind a free port on {host}: {e}"));
     l.local_addr().expect("local addr").port()
 }
 
@@ -60,13 +64,23 @@ impl Etcd {
     /// If etcd is not installed, cannot be spawned, exits, or is not
     /// healthy within 30 s (the message carries its log).
     pub fn start(dir: &Path) -> Self {
+        Self::start_on(dir, "127.0.0.1")
+    }
+
+    /// As [`Etcd::start`], listening on `host` (an address of this
+    /// network namespace, e.g. [`super::netns::Netns::bridge_ip`]).
+    ///
+    /// # Panics
+    /// As [`Etcd::start`].
+    pub fn start_on(dir: &Path, host: &str) -> Self {
         let binary = etcd_binary();
         std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
         let mut etcd = Self {
             binary,
             dir: dir.to_path_buf(),
-            client_port: free_port(),
-            peer_port: free_port(),
+            host: host.to_owned(),
+            client_port: free_port(host),
+            peer_port: free_port(host),
             child: None,
             starts: 0,
         };
@@ -74,14 +88,14 @@ impl Etcd {
         etcd
     }
 
-    /// `etcd://127.0.0.1:<client port>`: the `--ha` value.
+    /// `etcd://HOST:<client port>`: the `--ha` value.
     pub fn url(&self) -> String {
-        format!("etcd://127.0.0.1:{}", self.client_port)
+        format!("etcd://{}", self.endpoint())
     }
 
     /// `HOST:PORT` of the client endpoint.
     pub fn endpoint(&self) -> String {
-        format!("127.0.0.1:{}", self.client_port)
+        format!("{}:{}", self.host, self.client_port)
     }
 
     /// SIGKILLs etcd and reaps it (nothing happens if it is not running).
@@ -126,8 +140,8 @@ impl Etcd {
         let out =
             std::fs::File::create(&log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
         let err = out.try_clone().expect("clone the log file");
-        let client = format!("http://127.0.0.1:{}", self.client_port);
-        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let client = format!("http://{}:{}", self.host, self.client_port);
+        let peer = format!("http://{}:{}", self.host, self.peer_port);
         let child = Command::new(&self.binary)
             .arg("--name")
             .arg("e1")
@@ -237,13 +251,33 @@ pub fn spawn_ha_run(
     base: &std::path::Path,
     extra: &[String],
 ) -> HaRun {
+    spawn_ha_run_as(super::coordhost(), name, job, data, etcd, ttl_s, base, extra)
+}
+
+/// As [`spawn_ha_run`], from `command` (the `coordhost` binary, e.g. run in
+/// a network namespace by [`super::netns::coordhost_in`], or with
+/// `FAILPOINTS` set).
+///
+/// # Panics
+/// As [`spawn_ha_run`].
+#[expect(clippy::too_many_arguments, reason = "spawn_ha_run's, plus the command")]
+pub fn spawn_ha_run_as(
+    mut command: Command,
+    name: &str,
+    job: &std::path::Path,
+    data: &std::path::Path,
+    etcd: &Etcd,
+    ttl_s: u64,
+    base: &std::path::Path,
+    extra: &[String],
+) -> HaRun {
     std::fs::create_dir_all(base).expect("create the coordinators' folder");
     let stderr = base.join(format!("{name}.err"));
     let summary = base.join(format!("{name}.summary.json"));
     let file = |p: &std::path::Path| {
         std::fs::File::create(p).unwrap_or_else(|e| panic!("create {}: {e}", p.display()))
     };
-    let child = super::coordhost()
+    let child = command
         .arg("--cache-dir")
         .arg(super::cache_dir())
         .arg("run")

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use coordhost::events::{
     AttemptId, EncodedSplit, EnumeratorSnapshot, EventLogWriter, ExecutionFinished,
     ExecutionVertexId, ExecutionsReset, JobEvent, JobStarted, JobVertexInitialized, MemoryStorage,
-    ProducedPartition, RecoveryFinished, RecoveryReset, RecoveryStarted, Replay, ResetReason,
+    JobFailed, JobFinished, ProducedPartition, RecoveryFinished, RecoveryReset, RecoveryStarted, Replay, ResetReason,
     ShuffleSnapshot, SinkCommitted, SplitAssignment, SubtaskInputRange, WriterOptions,
 };
 
@@ -169,6 +169,14 @@ pub fn one_of_each() -> Vec<JobEvent> {
                     },
                 },
             ],
+        }),
+        JobEvent::JobFinished(JobFinished {
+            job_id: "wordcount".into(),
+        }),
+        JobEvent::JobFailed(JobFailed {
+            job_id: "wordcount".into(),
+            error: "vertex `sink` subtask 1 failed on attempt 3 (of at most 3): ünïcødé".into(),
+            exit_code: 1,
         }),
     ]
 }

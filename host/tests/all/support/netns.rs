@@ -146,6 +146,43 @@ impl Netns {
     pub fn name(&self, i: usize) -> &str {
         &self.names[i]
     }
+
+    /// The interface of namespace `i` (its end of the veth pair).
+    fn inner(&self, i: usize) -> String {
+        format!("chp{}x{i}", std::process::id())
+    }
+
+    /// Cuts what namespace `i` sends to `ip` (an address on the bridge:
+    /// another namespace's, or the bridge's own) without a firewall: a
+    /// permanent neighbour entry with a MAC nobody has, so its frames to
+    /// `ip` go nowhere. Nothing answers a refusal: TCP to `ip` stalls as on
+    /// a cut cable. One direction; cut both to isolate two namespaces.
+    ///
+    /// # Panics
+    /// If `ip neigh replace` fails.
+    pub fn cut(&self, i: usize, ip: &str) {
+        ip_ok(&[
+            "-n",
+            self.name(i),
+            "neigh",
+            "replace",
+            ip,
+            "lladdr",
+            "00:00:00:00:00:01",
+            "nud",
+            "permanent",
+            "dev",
+            &self.inner(i),
+        ]);
+    }
+
+    /// Undoes [`Netns::cut`]: the entry is deleted and ARP finds `ip` again.
+    ///
+    /// # Panics
+    /// If `ip neigh del` fails.
+    pub fn heal(&self, i: usize, ip: &str) {
+        ip_ok(&["-n", self.name(i), "neigh", "del", ip, "dev", &self.inner(i)]);
+    }
 }
 
 /// A subnet `10.199.X.0/24` that no other process running this helper holds
