@@ -316,7 +316,18 @@ fn a_leader_cut_from_its_workers_for_30_s_ends_in_one_finished_job_or_one_failed
             assert_counts(&c.data, &c.fx, "after the leader was cut from its workers");
         }
         (false, 1) => {
-            eprintln!("outcome: one failed job, not run again (A exit {a_code:?}, B exit {b_code:?})");
+            let last_error = |c: &Coordinator| {
+                c.stderr()
+                    .lines()
+                    .rfind(|l| l.starts_with("coordhost:"))
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            eprintln!(
+                "outcome: one failed job, not run again (A exit {a_code:?}, B exit {b_code:?})\n  A: {}\n  B: {}",
+                last_error(&c.a),
+                last_error(&c.b)
+            );
             let at = log
                 .events
                 .iter()
