@@ -362,12 +362,12 @@ async fn campaign_once(
 }
 
 /// How long before the end of the lease, by this process's clock, the
-/// leadership ends: a tenth of the TTL, at least 50 ms. It covers a clock
-/// of this machine running slower than etcd's and the moment between a
-/// fence check and the step it guards.
+/// leadership ends: a twentieth of the TTL, at least 50 ms. It covers a
+/// clock of this machine running slower than etcd's and the moment between
+/// a fence check and the step it guards.
 #[must_use]
 pub fn fence_margin(ttl: Duration) -> Duration {
-    (ttl / 10).max(Duration::from_millis(50))
+    (ttl / 20).max(Duration::from_millis(50))
 }
 
 /// The fence: the instant a keep-alive sent at `sent` and answered with
@@ -407,9 +407,10 @@ fn keep_alive(
             if !shared.holds() {
                 break;
             }
-            let fence = tokio::time::Instant::from_std(shared.until());
-            // No call to etcd outlives the fence, nor a keep-alive period.
-            let bound = fence.min(tokio::time::Instant::now() + period);
+            // No call to etcd outlives the fence. A slow answer before it
+            // still extends the leadership (from its `sent`): the stream is
+            // kept, not dropped and opened again, while the fence holds.
+            let bound = tokio::time::Instant::from_std(shared.until());
             if stream.is_none() {
                 stream = match tokio::time::timeout_at(bound, client.lease_keep_alive(lease)).await
                 {
@@ -554,8 +555,8 @@ mod tests {
     #[test]
     fn the_fence_ends_a_margin_before_the_lease_counted_from_the_send() {
         let sent = Instant::now();
-        assert_eq!(fence_after(sent, 1), sent + Duration::from_millis(900));
-        assert_eq!(fence_after(sent, 3), sent + Duration::from_millis(2700));
+        assert_eq!(fence_after(sent, 1), sent + Duration::from_millis(950));
+        assert_eq!(fence_after(sent, 3), sent + Duration::from_millis(2850));
         assert_eq!(fence_after(sent, 0), sent, "a TTL of 0 holds nothing");
         assert_eq!(
             fence_margin(Duration::from_millis(200)),

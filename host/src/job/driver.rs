@@ -210,12 +210,16 @@ fn record_end(
     let job_id = config.name.clone();
     match summary.status {
         JobStatus::Finished => {
-            recorder.append_durable(&JobEvent::JobFinished(crate::events::JobFinished { job_id }))?;
+            recorder.append_durable(&JobEvent::JobFinished(crate::events::JobFinished {
+                job_id,
+            }))?;
         }
         JobStatus::Failed if !summary.coordinator_failed => {
             let failed = JobEvent::JobFailed(crate::events::JobFailed {
                 job_id,
-                error: crate::config::one_line(summary.error.as_deref().unwrap_or("the job failed")),
+                error: crate::config::one_line(
+                    summary.error.as_deref().unwrap_or("the job failed"),
+                ),
                 exit_code: if summary.bad_input {
                     super::exit::EXIT_BAD_INPUT
                 } else {
@@ -223,7 +227,9 @@ fn record_end(
                 },
             });
             if let Err(e) = recorder.append_durable(&failed) {
-                tracing::warn!("the job failed, and its JobFailed record could not be made durable: {e}");
+                tracing::warn!(
+                    "the job failed, and its JobFailed record could not be made durable: {e}"
+                );
             }
         }
         JobStatus::Failed => {}
@@ -265,7 +271,8 @@ pub fn last_job_started_at(data_dir: &Path, job: &str) -> Option<LastJobStarted>
     use std::os::unix::fs::MetadataExt as _;
     let log_dir = job_log_dir(data_dir, job).ok()?;
     let meta = std::fs::metadata(&log_dir).ok().filter(|m| m.is_dir())?;
-    let replay = crate::events::replay(&crate::events::FileStorage::open_read_only(&log_dir)).ok()?;
+    let replay =
+        crate::events::replay(&crate::events::FileStorage::open_read_only(&log_dir)).ok()?;
     replay
         .events
         .iter()

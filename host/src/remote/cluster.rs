@@ -232,7 +232,9 @@ impl Shared {
     /// leader up in etcd instead of staying with it (docs/ha.md).
     fn answer_fenced(&self) -> Result<(), Status> {
         self.fenced().map_err(|reason| {
-            Status::unavailable(format!("this coordinator no longer leads the job: {reason}"))
+            Status::unavailable(format!(
+                "this coordinator no longer leads the job: {reason}"
+            ))
         })
     }
 

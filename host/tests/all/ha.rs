@@ -792,7 +792,10 @@ fn a_failed_job_is_not_run_again_by_the_next_leader_and_fresh_runs_it_once() {
     assert_eq!(log.count("JobFailed"), 1, "A recorded the failure");
     let failed_at = log.events.len();
     let failed = &log.events[failed_at - 1]["event"];
-    assert_eq!(failed["kind"], "JobFailed", "the failure is A's last record");
+    assert_eq!(
+        failed["kind"], "JobFailed",
+        "the failure is A's last record"
+    );
     assert_eq!(failed["event"]["exit_code"], 1);
     assert!(
         failed["event"]["error"]
@@ -804,10 +807,14 @@ fn a_failed_job_is_not_run_again_by_the_next_leader_and_fresh_runs_it_once() {
     let (b_leads, _) = b.wait_for_line(&leading_line());
     assert!(term_in(&b_leads) > a_term);
     let (code, _) = b.wait(STEP);
-    assert_eq!(code, Some(1), "B exits with the failed run's code\n{}", b.context());
-    let says = format!(
-        "coordhost: job `{JOB}` failed under an earlier coordinator (term {a_term}): "
+    assert_eq!(
+        code,
+        Some(1),
+        "B exits with the failed run's code\n{}",
+        b.context()
     );
+    let says =
+        format!("coordhost: job `{JOB}` failed under an earlier coordinator (term {a_term}): ");
     assert!(
         b.stderr().contains(&says) && b.stderr().contains("--fresh"),
         "B says `{says}...` and how to run it again\n{}",
@@ -828,9 +835,16 @@ fn a_failed_job_is_not_run_again_by_the_next_leader_and_fresh_runs_it_once() {
         .expect("the job's folder")
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("log.discarded-")))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("log.discarded-"))
+        })
         .collect();
-    assert_eq!(discarded.len(), 1, "the failed run's log is set aside once: {discarded:?}");
+    assert_eq!(
+        discarded.len(),
+        1,
+        "the failed run's log is set aside once: {discarded:?}"
+    );
     // The failed run's log, as C set it aside: B recorded and ran nothing
     // after A's `JobFailed` (C led at once after B, so it is read here).
     let aside = inspect_events(&discarded[0]);
@@ -864,7 +878,11 @@ fn a_failed_job_is_not_run_again_by_the_next_leader_and_fresh_runs_it_once() {
         (1, 0),
         "one fresh run in the new log"
     );
-    assert_eq!(log.count("JobFinished"), 2, "C's end, and D's after its recovery");
+    assert_eq!(
+        log.count("JobFinished"),
+        2,
+        "C's end, and D's after its recovery"
+    );
 }
 
 /// Runs the binary with `args` (at most 60 s); returns (exit code, stderr,

@@ -30,8 +30,8 @@ use crate::ha::{
     Coordinator, leading_line, registered_with, sources_finished, standby_line, term_in,
 };
 use crate::support::crash::{
-    EventLog, Fixture, JOB, WordJob, expected_output, first_difference, job_succeeded,
-    output_dir, sorted_output,
+    EventLog, Fixture, JOB, WordJob, expected_output, first_difference, job_succeeded, output_dir,
+    sorted_output,
 };
 use crate::support::etcd::{Etcd, spawn_ha_run_as};
 use crate::support::netns::{Netns, coordhost_in};
@@ -206,8 +206,7 @@ fn an_etcd_only_cut_of_the_leader_fails_over_within_2_s() {
         }
         if b_leads.is_some() {
             let logs: Vec<String> = (0..WORKERS).map(|i| c.workers.log_of(i)).collect();
-            if all_registered.is_none()
-                && logs.iter().all(|l| registered_with(l, &b_addr, b_term))
+            if all_registered.is_none() && logs.iter().all(|l| registered_with(l, &b_addr, b_term))
             {
                 all_registered = Some(Instant::now());
             }
@@ -228,7 +227,12 @@ fn an_etcd_only_cut_of_the_leader_fails_over_within_2_s() {
         ms(first_task)
     );
     let (code, _) = c.a.wait(Duration::from_secs(1));
-    assert_eq!(code, Some(1), "A's exit once cut from etcd\n{}", c.context());
+    assert_eq!(
+        code,
+        Some(1),
+        "A's exit once cut from etcd\n{}",
+        c.context()
+    );
     let lost = format!(
         "coordhost: lost the leadership of job `{JOB}` (term {})",
         c.a_term
@@ -347,7 +351,12 @@ fn a_leader_cut_from_its_workers_for_30_s_ends_in_one_finished_job_or_one_failed
                 "coordhost: job `{JOB}` failed under an earlier coordinator (term {}): ",
                 c.a_term
             );
-            assert_eq!(b_code, Some(1), "B exits as the failed run did\n{}", c.context());
+            assert_eq!(
+                b_code,
+                Some(1),
+                "B exits as the failed run did\n{}",
+                c.context()
+            );
             assert!(
                 c.b.stderr().contains(&says),
                 "B says `{says}...`\n{}",

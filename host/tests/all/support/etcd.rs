@@ -251,7 +251,16 @@ pub fn spawn_ha_run(
     base: &std::path::Path,
     extra: &[String],
 ) -> HaRun {
-    spawn_ha_run_as(super::coordhost(), name, job, data, etcd, ttl_s, base, extra)
+    spawn_ha_run_as(
+        super::coordhost(),
+        name,
+        job,
+        data,
+        etcd,
+        ttl_s,
+        base,
+        extra,
+    )
 }
 
 /// As [`spawn_ha_run`], from `command` (the `coordhost` binary, e.g. run in
@@ -260,7 +269,10 @@ pub fn spawn_ha_run(
 ///
 /// # Panics
 /// As [`spawn_ha_run`].
-#[expect(clippy::too_many_arguments, reason = "spawn_ha_run's, plus the command")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "spawn_ha_run's, plus the command"
+)]
 pub fn spawn_ha_run_as(
     mut command: Command,
     name: &str,

@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use coordhost::events::{
     AttemptId, EncodedSplit, EnumeratorSnapshot, EventLogWriter, ExecutionFinished,
-    ExecutionVertexId, ExecutionsReset, JobEvent, JobStarted, JobVertexInitialized, MemoryStorage,
-    JobFailed, JobFinished, ProducedPartition, RecoveryFinished, RecoveryReset, RecoveryStarted, Replay, ResetReason,
-    ShuffleSnapshot, SinkCommitted, SplitAssignment, SubtaskInputRange, WriterOptions,
+    ExecutionVertexId, ExecutionsReset, JobEvent, JobFailed, JobFinished, JobStarted,
+    JobVertexInitialized, MemoryStorage, ProducedPartition, RecoveryFinished, RecoveryReset,
+    RecoveryStarted, Replay, ResetReason, ShuffleSnapshot, SinkCommitted, SplitAssignment,
+    SubtaskInputRange, WriterOptions,
 };
 
 /// One event of every kind, with every optional part filled somewhere.

@@ -181,7 +181,15 @@ impl Netns {
     /// # Panics
     /// If `ip neigh del` fails.
     pub fn heal(&self, i: usize, ip: &str) {
-        ip_ok(&["-n", self.name(i), "neigh", "del", ip, "dev", &self.inner(i)]);
+        ip_ok(&[
+            "-n",
+            self.name(i),
+            "neigh",
+            "del",
+            ip,
+            "dev",
+            &self.inner(i),
+        ]);
     }
 }
 
