@@ -250,7 +250,7 @@ pub fn campaign(
     let mut waiting = Some(waiting);
     let mut started = false;
     let mut said = false;
-    let (client, lease, term, valid_until, kept) = runtime.block_on(async {
+    let (client, lease, term, valid_until) = runtime.block_on(async {
         loop {
             match campaign_once(options, &name, ttl_s, &mut waiting, &mut started).await {
                 Ok(won) => return Ok(won),
@@ -283,7 +283,6 @@ pub fn campaign(
         &runtime,
         etcd.clone(),
         client.clone(),
-        kept,
         lease,
         options.ttl.max(Duration::from_secs(1)),
         shared.clone(),
@@ -299,27 +298,18 @@ pub fn campaign(
     })
 }
 
-/// A lease's keep-alive stream: where keep-alives go, where answers come.
-type KeepAliveStream = (etcd_client::LeaseKeeper, etcd_client::LeaseKeepAliveStream);
-
-/// What a won campaign hands the leader: the client, the lease, the term,
-/// the fence by the last keep-alive and the keep-alive stream.
-type Campaigned = (Client, i64, u64, Instant, KeepAliveStream);
-
 /// One campaign: a lease (kept alive while waiting), then etcd's
 /// `Campaign`, which returns once this process leads. `started` is set once
 /// etcd granted the lease; `waiting` is called (once in all) when another
-/// coordinator leads. Returns the client, the lease, the term, the end of
-/// the leadership by the last keep-alive, and the keep-alive stream (the
-/// leader goes on with it: one round trip fewer than opening another, right
-/// when its lease is at its oldest).
+/// coordinator leads. Returns the client, the lease, the term and the end
+/// of the leadership by the last keep-alive.
 async fn campaign_once(
     options: &CampaignOptions,
     name: &str,
     ttl_s: i64,
     waiting: &mut Option<impl FnOnce(u64, &str)>,
     started: &mut bool,
-) -> Result<Campaigned, HaError> {
+) -> Result<(Client, i64, u64, Instant), HaError> {
     let etcd = &options.etcd;
     let mut client = etcd.connect().await?;
     let granted_at = Instant::now();
@@ -368,7 +358,7 @@ async fn campaign_once(
     let term = elected
         .leader()
         .map_or(0, |k| u64::try_from(k.rev()).unwrap_or(0));
-    Ok((client, lease.id(), term, valid_until, (keeper, answers)))
+    Ok((client, lease.id(), term, valid_until))
 }
 
 /// How long before the end of the lease, by this process's clock, the
@@ -401,7 +391,6 @@ fn keep_alive(
     runtime: &tokio::runtime::Runtime,
     etcd: EtcdUrl,
     mut client: Client,
-    kept: KeepAliveStream,
     lease: i64,
     ttl: Duration,
     shared: Arc<Shared>,
@@ -410,7 +399,7 @@ fn keep_alive(
 ) {
     let period = (ttl / 3).max(Duration::from_millis(100));
     runtime.spawn(async move {
-        let mut stream = Some(kept);
+        let mut stream = None;
         loop {
             if stop.load(Ordering::SeqCst) {
                 return;
