@@ -770,6 +770,12 @@ fn a_failed_job_is_not_run_again_by_the_next_leader_and_fresh_runs_it_once() {
     // etcd elects the oldest campaign: B, then C, then D.
     let mut b = Coordinator::start("B", &file, &data, &etcd, &base, &[]);
     b.wait_for_line(&standby_line());
+    // C and D are started to replace A's run: it must have begun.
+    a.poll_until("A's JobStarted", || {
+        EventLog::read(&data)
+            .filter(|l| l.count("JobStarted") == 1)
+            .map(|_| ())
+    });
     let fresh = ["--fresh".to_owned()];
     let mut c = Coordinator::start("C", &file, &data, &etcd, &base, &fresh);
     c.wait_for_line(&standby_line());

@@ -69,6 +69,8 @@ pub struct Netns {
     bridge: Option<String>,
     /// Held (`flock`) while the subnet is in use by this process.
     _lock: Option<File>,
+    /// `<pid><set letter>`: what this set's names carry.
+    tag: String,
 }
 
 impl Netns {
@@ -80,16 +82,23 @@ impl Netns {
     /// its error).
     pub fn create(n: usize) -> Self {
         assert!(n <= 100, "at most 100 namespaces");
-        let pid = std::process::id();
+        // Tests of one process run in parallel: each set of namespaces gets
+        // a letter of its own after the pid.
+        static SETS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+        let set = SETS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        assert!(set < 26, "at most 26 sets of namespaces per test process");
+        let pid = format!("{}{}", std::process::id(), char::from(b'a' + set));
         let mut net = Self {
             subnet: 0,
             names: Vec::new(),
             veths: Vec::new(),
             bridge: None,
             _lock: None,
+            tag: pid.clone(),
         };
-        // Interface names (`chbr<pid>`, `chv<pid>x<i>`, `chp<pid>x<i>`)
-        // stay within 15 bytes: a pid has at most 7 digits.
+        // Interface names (`chbr<pid><set>`, `chv<pid><set>x<i>`,
+        // `chp<pid><set>x<i>`) stay within 15 bytes: a pid has at most 7
+        // digits, the set is one letter.
         for i in 0..n {
             let name = format!("coordhost-{pid}-{i}");
             if let Err(e) = ip(&["netns", "add", &name]) {
@@ -149,7 +158,7 @@ impl Netns {
 
     /// The interface of namespace `i` (its end of the veth pair).
     fn inner(&self, i: usize) -> String {
-        format!("chp{}x{i}", std::process::id())
+        format!("chp{}x{i}", self.tag)
     }
 
     /// Cuts what namespace `i` sends to `ip` (an address on the bridge:
