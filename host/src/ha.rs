@@ -12,15 +12,19 @@
 //! fencing token, ZooKeeper's epoch).
 //!
 //! A leader keeps its lease alive from a thread of its own. It counts
-//! itself the leader only until `sent + ttl` of the last keep-alive etcd
-//! answered (a conservative bound: etcd restarts the lease's clock when it
-//! *receives* the keep-alive, after `sent`). Past that instant, or when
-//! etcd answers that the lease is gone, the leadership is lost for good:
-//! the [`Leadership`]'s [`Fence`] fails every check from then on, and the
-//! process stops (`on_lost`). Every durable step of the event log, every
-//! sink publication and every command to a worker checks the fence first,
-//! so a leader that was paused (SIGSTOP) past its lease and resumed does
-//! none of them, even before its keep-alive thread runs again.
+//! itself the leader only until its **fence**, `sent + ttl - margin` of
+//! the last keep-alive etcd answered ([`fence_margin`]; a conservative
+//! bound: etcd restarts the lease's clock when it *receives* the
+//! keep-alive, after `sent`). It knows that instant by its own clock,
+//! without asking etcd: no call to etcd outlives it. Past that instant, or
+//! when etcd answers that the lease is gone, the leadership is lost for
+//! good: the [`Leadership`]'s [`Fence`] fails every check from then on,
+//! and the process stops (`on_lost`) at once. Every durable step of the
+//! event log, every sink publication, every command to a worker and every
+//! answer to one (registration, heartbeat, split request, report) checks
+//! the fence first, so a leader that was paused (SIGSTOP) past its lease
+//! and resumed does none of them, even before its keep-alive thread runs
+//! again, and its workers go looking for the new leader in etcd.
 //!
 //! Where the idea comes from: Flink's `LeaderElectionService` with the
 //! ZooKeeper or Kubernetes drivers, and etcd's own `concurrency.Election`.
@@ -329,13 +333,16 @@ struct Shared {
 }
 
 impl Shared {
+    /// The fence: the leadership holds until this instant at the latest.
+    fn until(&self) -> Instant {
+        *self
+            .valid_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn holds(&self) -> bool {
-        !self.lost.load(Ordering::SeqCst)
-            && Instant::now()
-                < *self
-                    .valid_until
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
+        !self.lost.load(Ordering::SeqCst) && Instant::now() < self.until()
     }
 }
 
@@ -470,7 +477,7 @@ async fn campaign_once(
     let mut campaigner = etcd.connect_with(None).await?;
     let mut campaigning =
         Box::pin(campaigner.campaign(name.to_owned(), options.address.clone(), lease.id()));
-    let mut valid_until = granted_at + Duration::from_secs(u64::try_from(lease.ttl()).unwrap_or(0));
+    let mut valid_until = fence_after(granted_at, lease.ttl());
     let elected = loop {
         tokio::select! {
             elected = &mut campaigning => break elected.map_err(|e| etcd.error("campaign", e))?,
@@ -479,7 +486,7 @@ async fn campaign_once(
                 keeper.keep_alive().await.map_err(|e| etcd.error("lease keep-alive", e))?;
                 match answers.message().await {
                     Ok(Some(a)) if a.ttl() > 0 => {
-                        valid_until = sent + Duration::from_secs(u64::try_from(a.ttl()).unwrap_or(0));
+                        valid_until = fence_after(sent, a.ttl());
                     }
                     Ok(_) => return Err(HaError::LeaseExpired { job: options.job.clone() }),
                     Err(e) => return Err(etcd.error("lease keep-alive", e)),
@@ -493,10 +500,31 @@ async fn campaign_once(
     Ok((client, lease.id(), term, valid_until))
 }
 
+/// How long before the end of the lease, by this process's clock, the
+/// leadership ends: a twentieth of the TTL, at least 50 ms. It covers a
+/// clock of this machine running slower than etcd's and the moment between
+/// a fence check and the step it guards.
+#[must_use]
+pub fn fence_margin(ttl: Duration) -> Duration {
+    (ttl / 20).max(Duration::from_millis(50))
+}
+
+/// The fence: the instant a keep-alive sent at `sent` and answered with
+/// `ttl_s` seconds keeps the leadership until (`sent + ttl - margin`).
+/// etcd restarts the lease's clock when it *receives* the keep-alive, after
+/// `sent`, so this ends before etcd can let the lease expire.
+fn fence_after(sent: Instant, ttl_s: i64) -> Instant {
+    let ttl = Duration::from_secs(u64::try_from(ttl_s).unwrap_or(0));
+    sent + ttl.saturating_sub(fence_margin(ttl))
+}
+
 /// Spawns the keep-alive task: a keep-alive every third of the TTL; each
-/// answer moves the end of the leadership to `sent + ttl`. The leadership
-/// is lost when etcd answers TTL 0, or when the end passes without an
-/// answer (a paused process finds it passed the moment it runs again).
+/// answer moves the fence to [`fence_after`]. The leadership is lost when
+/// etcd answers TTL 0, or when the fence passes without an answer: every
+/// call to etcd is bounded by the fence, so the task notices the moment it
+/// passes, however etcd fails to answer (a cut network holds a call until
+/// the client's request timeout, 5 s, otherwise). A paused process finds
+/// it passed the moment it runs again.
 #[expect(clippy::too_many_arguments, reason = "one private spawn site")]
 fn keep_alive(
     runtime: &tokio::runtime::Runtime,
@@ -518,8 +546,20 @@ fn keep_alive(
             if !shared.holds() {
                 break;
             }
+            // No call to etcd outlives the fence. A slow answer before it
+            // still extends the leadership (from its `sent`): the stream is
+            // kept, not dropped and opened again, while the fence holds.
+            let bound = tokio::time::Instant::from_std(shared.until());
             if stream.is_none() {
-                stream = client.lease_keep_alive(lease).await.ok();
+                stream = match tokio::time::timeout_at(bound, client.lease_keep_alive(lease)).await
+                {
+                    Ok(Ok(s)) => Some(s),
+                    Ok(Err(e)) => {
+                        tracing::debug!(term = shared.term, "keep-alive stream to {etcd}: {e}");
+                        None
+                    }
+                    Err(_elapsed) => None,
+                };
             }
             let sent = Instant::now();
             let mut answered = false;
@@ -528,9 +568,9 @@ fn keep_alive(
                     keeper.keep_alive().await?;
                     answers.message().await
                 };
-                match tokio::time::timeout(period, round).await {
+                match tokio::time::timeout_at(bound, round).await {
                     Ok(Ok(Some(a))) if a.ttl() > 0 => {
-                        let until = sent + Duration::from_secs(u64::try_from(a.ttl()).unwrap_or(0));
+                        let until = fence_after(sent, a.ttl());
                         let mut v = shared
                             .valid_until
                             .lock()
@@ -558,7 +598,9 @@ fn keep_alive(
             } else {
                 Duration::from_millis(100)
             };
-            tokio::time::sleep(pause).await;
+            // Wake at the fence at the latest.
+            let fence = tokio::time::Instant::from_std(shared.until());
+            tokio::time::sleep_until(fence.min(tokio::time::Instant::now() + pause)).await;
         }
         shared.lost.store(true, Ordering::SeqCst);
         if !stop.load(Ordering::SeqCst) {
@@ -648,6 +690,18 @@ pub async fn leader_address(etcd: &EtcdUrl, job: &str) -> Result<Option<(u64, St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fence_ends_a_margin_before_the_lease_counted_from_the_send() {
+        let sent = Instant::now();
+        assert_eq!(fence_after(sent, 1), sent + Duration::from_millis(950));
+        assert_eq!(fence_after(sent, 3), sent + Duration::from_millis(2850));
+        assert_eq!(fence_after(sent, 0), sent, "a TTL of 0 holds nothing");
+        assert_eq!(
+            fence_margin(Duration::from_millis(200)),
+            Duration::from_millis(50)
+        );
+    }
 
     #[test]
     fn etcd_urls_name_endpoints_and_an_optional_path() {

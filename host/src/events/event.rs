@@ -573,6 +573,34 @@ pub struct LeaderElected {
     pub address: String,
 }
 
+/// The run ended with the job finished: every sink's output and `_SUCCESS`
+/// published. The last record of a finished run, made durable (under the
+/// fence, with high availability) before the coordinator exits or steps
+/// down; recovery does not use it (docs/recovery.md, "How a run ends").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobFinished {
+    /// The job id.
+    pub job_id: String,
+}
+
+/// The run ended with the job failed (a task ran out of attempts, a plugin
+/// call failed, output could not be published): the job's own failure, not
+/// the coordinator's (a crash, a lost leadership or its own log write
+/// leave no such record). The last record of a failed run, made durable
+/// before the coordinator exits or steps down. With high availability a
+/// later leader finds it and does not run the job again (docs/ha.md,
+/// "A failed job stays failed").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobFailed {
+    /// The job id.
+    pub job_id: String,
+    /// Why, in one line (the run's `coordhost:` error line).
+    pub error: String,
+    /// The exit code the run ended with: 1 failed while running, 2 bad
+    /// input (a split enumerator refused its configuration).
+    pub exit_code: u8,
+}
+
 /// Every durable job event. The variant decides the kind id and the schema
 /// version written in the record frame.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -594,6 +622,10 @@ pub enum JobEvent {
     RecoveryFinished(RecoveryFinished),
     /// See [`LeaderElected`].
     LeaderElected(LeaderElected),
+    /// See [`JobFinished`].
+    JobFinished(JobFinished),
+    /// See [`JobFailed`].
+    JobFailed(JobFailed),
 }
 
 /// Why a checksum-valid record could not become an event.
@@ -623,6 +655,8 @@ impl JobEvent {
             Self::RecoveryStarted(_) => kind::RECOVERY_STARTED,
             Self::RecoveryFinished(_) => kind::RECOVERY_FINISHED,
             Self::LeaderElected(_) => kind::LEADER_ELECTED,
+            Self::JobFinished(_) => kind::JOB_FINISHED,
+            Self::JobFailed(_) => kind::JOB_FAILED,
         }
     }
 
@@ -667,6 +701,8 @@ impl JobEvent {
             Self::RecoveryStarted(e) => postcard::to_stdvec(e),
             Self::RecoveryFinished(e) => postcard::to_stdvec(e),
             Self::LeaderElected(e) => postcard::to_stdvec(e),
+            Self::JobFinished(e) => postcard::to_stdvec(e),
+            Self::JobFailed(e) => postcard::to_stdvec(e),
         }
     }
 
@@ -707,6 +743,8 @@ impl JobEvent {
                 Ok(Self::RecoveryFinished(e))
             }),
             kind::LEADER_ELECTED => exact(payload).map(Self::LeaderElected),
+            kind::JOB_FINISHED => exact(payload).map(Self::JobFinished),
+            kind::JOB_FAILED => exact(payload).map(Self::JobFailed),
             _ => Err(DecodeProblem::UnknownKind),
         }
     }
@@ -750,6 +788,8 @@ pub fn max_known_version(kind_id: u16) -> Option<u16> {
         kind::RECOVERY_STARTED => schema::RECOVERY_STARTED,
         kind::RECOVERY_FINISHED => schema::RECOVERY_FINISHED,
         kind::LEADER_ELECTED => schema::LEADER_ELECTED,
+        kind::JOB_FINISHED => schema::JOB_FINISHED,
+        kind::JOB_FAILED => schema::JOB_FAILED,
         _ => return None,
     })
 }
@@ -766,6 +806,8 @@ pub fn kind_name(kind_id: u16) -> Option<&'static str> {
         kind::RECOVERY_STARTED => "RecoveryStarted",
         kind::RECOVERY_FINISHED => "RecoveryFinished",
         kind::LEADER_ELECTED => "LeaderElected",
+        kind::JOB_FINISHED => "JobFinished",
+        kind::JOB_FAILED => "JobFailed",
         _ => return None,
     })
 }

@@ -88,9 +88,13 @@ pub mod kind {
     pub const RECOVERY_FINISHED: u16 = 7;
     /// [`LeaderElected`](crate::events::LeaderElected).
     pub const LEADER_ELECTED: u16 = 8;
+    /// [`JobFinished`](crate::events::JobFinished).
+    pub const JOB_FINISHED: u16 = 9;
+    /// [`JobFailed`](crate::events::JobFailed).
+    pub const JOB_FAILED: u16 = 10;
     /// The largest kind id this binary knows; a record of a larger one was
     /// written by a newer coordhost.
-    pub const NEWEST: u16 = LEADER_ELECTED;
+    pub const NEWEST: u16 = JOB_FAILED;
 }
 
 /// Newest schema version of each kind's payload that this binary knows.
@@ -119,6 +123,10 @@ pub mod schema {
     pub const RECOVERY_FINISHED: u16 = 2;
     /// Schema version of `LeaderElected` payloads.
     pub const LEADER_ELECTED: u16 = 1;
+    /// Schema version of `JobFinished` payloads.
+    pub const JOB_FINISHED: u16 = 1;
+    /// Schema version of `JobFailed` payloads.
+    pub const JOB_FAILED: u16 = 1;
 }
 
 /// File name of the segment written by coordinator attempt `attempt`.

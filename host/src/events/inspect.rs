@@ -185,6 +185,12 @@ pub fn describe(event: &JobEvent) -> String {
                 format!(" serving workers on {}", e.address)
             }
         ),
+        JobEvent::JobFinished(e) => write!(line, "job {} finished", e.job_id),
+        JobEvent::JobFailed(e) => write!(
+            line,
+            "job {} failed (exit {}): {}",
+            e.job_id, e.exit_code, e.error
+        ),
         JobEvent::JobStarted(e) => write!(
             line,
             "job {} graph {} recovery {}",

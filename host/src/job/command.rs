@@ -34,7 +34,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
     /// Discard what the data directory holds for this job (its event log is
-    /// set aside, published output removed) and run it from scratch.
+    /// set aside, published output removed) and run it from scratch. With
+    /// `--ha`: once this coordinator leads, and only if no other
+    /// coordinator started the job afresh since this one started (the way
+    /// to run a failed job again, docs/ha.md).
     #[arg(long)]
     pub fresh: bool,
     /// Serve worker processes on HOST:PORT (their `--coordinator`); with
@@ -56,11 +59,7 @@ pub struct RunArgs {
     /// job, wait as a standby while another coordinator leads, and run (or
     /// recover) the job once elected (docs/ha.md). Every coordinator of the
     /// job must see the same `--data-dir`.
-    #[arg(
-        long,
-        value_name = "etcd[s]://HOST:PORT[,HOST:PORT...]",
-        conflicts_with = "fresh"
-    )]
+    #[arg(long, value_name = "etcd[s]://HOST:PORT[,HOST:PORT...]")]
     pub ha: Option<String>,
     /// Time to live of the leader's etcd lease, whole seconds (at least 1):
     /// a leader that dies or is cut off is replaced after about this long.
@@ -102,7 +101,8 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
     let _leadership = match &args.ha {
         None => None,
         Some(url) => match lead(args, url, cluster.as_deref()) {
-            Ok(leadership) => {
+            Ok((leadership, fresh_if_last_started)) => {
+                opts.fresh_if_last_started = fresh_if_last_started;
                 opts.fence = Some(leadership.fence());
                 opts.leader = Some(crate::events::LeaderElected {
                     term: leadership.term(),
@@ -210,6 +210,14 @@ fn start_cluster(args: &RunArgs, n: usize) -> Result<crate::remote::Cluster, (u8
     Ok(cluster)
 }
 
+/// What [`lead`] returns: the leadership, and with `--fresh` where the
+/// log's last `JobStarted` was before the campaign
+/// ([`RunOptions::fresh_if_last_started`]).
+type Led = (
+    crate::ha::Leadership,
+    Option<Option<crate::scheduler::LastJobStarted>>,
+);
+
 /// `--ha`: campaigns for the leadership of the job (blocking while another
 /// coordinator leads) and returns it; the cluster, if any, then serves
 /// workers with the term as its session. Losing the leadership later ends
@@ -219,7 +227,7 @@ fn lead(
     args: &RunArgs,
     url: &str,
     cluster: Option<&crate::remote::Cluster>,
-) -> Result<crate::ha::Leadership, (u8, String)> {
+) -> Result<Led, (u8, String)> {
     let security = args.etcd.security().map_err(|e| (EXIT_BAD_INPUT, e))?;
     let etcd = crate::ha::EtcdUrl::parse(url)
         .and_then(|u| u.with_security(security))
@@ -243,6 +251,11 @@ fn lead(
     )
     .map_err(|e| (EXIT_BAD_INPUT, crate::config::one_line(&e.to_string())))?
     .name;
+    // Noted before the campaign: `--fresh` discards only the run this
+    // coordinator was started to replace.
+    let fresh_if_last_started = args
+        .fresh
+        .then(|| super::driver::last_job_started_at(&args.data_dir, &job));
     let options = crate::ha::CampaignOptions {
         etcd: etcd.clone(),
         job: job.clone(),
@@ -281,7 +294,7 @@ fn lead(
     if let Some(cluster) = cluster {
         cluster.lead(leadership.term(), leadership.fence());
     }
-    Ok(leadership)
+    Ok((leadership, fresh_if_last_started))
 }
 
 fn print_summary(s: &Summary) {

@@ -19,7 +19,7 @@ use crate::graph::ExecutionGraph;
 use crate::plan::{PartitionRef, RecoveryPlan};
 use crate::plugin::ShuffleMasterSnapshot;
 use crate::recovery::{PartitionOracle, RecoveryTarget, ShuffleOracle};
-use crate::scheduler::{JobError, JobEventSink, JobMaster, RunOptions, Summary};
+use crate::scheduler::{JobError, JobEventSink, JobMaster, LastJobStarted, RunOptions, Summary};
 
 /// Runs the job of `opts.job_file`: resolves the data directory once,
 /// checks the job file, loads its plugins and drives the job with its event
@@ -100,13 +100,23 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
         )
     };
     let fingerprint = job_fingerprint(config, &data_dir);
-    if opts.fresh {
-        discard_log(config, &data_dir)?;
+    let fresh = opts.fresh && fresh_still_applies(config, &data_dir, opts)?;
+    if fresh {
+        discard_log(config, &data_dir, opts.fence.as_deref())?;
     } else {
         refuse_if_edited(config, &data_dir, &fingerprint)?;
         refuse_if_unlogged_output(config, &data_dir)?;
     }
     let (writer, replay) = open_log(config, &data_dir, opts.fence.as_ref())?;
+    if opts.leader.is_some()
+        && let Some(failed) = failed_earlier(&config.name, &replay)
+    {
+        // High availability: a failed job is terminal; this leader says so
+        // and exits with the failed run's code (docs/ha.md). Its segment
+        // stays empty but for its header.
+        writer.close()?;
+        return Err(failed);
+    }
     let log_dir = writer.log_dir().to_path_buf();
     // Snapshot side files: keep those of the newest snapshots (all that
     // recovery can need), remove leftovers and superseded ones
@@ -188,6 +198,7 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
         recorder.append_durable(&JobEvent::LeaderElected(leader.clone()))?;
     }
     let summary = master.run(&mut recorder);
+    record_end(config, &mut recorder, &summary)?;
     recorder.close()?;
     Ok(summary)
 }
@@ -246,7 +257,128 @@ fn failed_before_start(
             4 * crate::plugin::MAX_MESSAGE_BYTES,
         )),
         bad_input: false,
+        coordinator_failed: false,
     }
+}
+
+/// Makes the end of the run durable (under the fence with high
+/// availability) before the coordinator exits or steps down: `JobFinished`
+/// for a finished job, `JobFailed` for a job that failed on its own (not
+/// on this coordinator's crash, lost leadership or log: the next run
+/// recovers those). docs/recovery.md, "How a run ends".
+///
+/// # Errors
+/// [`JobError::Recording`] when a finished job's `JobFinished` cannot be
+/// made durable (the output is published, but the end is not recorded: the
+/// next leader recovers the job as finished). A failed job's `JobFailed`
+/// that cannot be made durable is only logged: the job's own error is the
+/// one to report.
+fn record_end(
+    config: &JobConfig,
+    recorder: &mut EventRecorder,
+    summary: &Summary,
+) -> Result<(), JobError> {
+    use crate::scheduler::JobStatus;
+    let job_id = config.name.clone();
+    match summary.status {
+        JobStatus::Finished => {
+            recorder.append_durable(&JobEvent::JobFinished(crate::events::JobFinished {
+                job_id,
+            }))?;
+        }
+        JobStatus::Failed if !summary.coordinator_failed => {
+            let failed = JobEvent::JobFailed(crate::events::JobFailed {
+                job_id,
+                error: crate::config::one_line(
+                    summary.error.as_deref().unwrap_or("the job failed"),
+                ),
+                exit_code: if summary.bad_input {
+                    super::exit::EXIT_BAD_INPUT
+                } else {
+                    super::exit::EXIT_FAILED
+                },
+            });
+            if let Err(e) = recorder.append_durable(&failed) {
+                tracing::warn!(
+                    "the job failed, and its JobFailed record could not be made durable: {e}"
+                );
+            }
+        }
+        JobStatus::Failed => {}
+    }
+    Ok(())
+}
+
+/// High availability: the failure of the log's last run, when it ended with
+/// `JobFailed` and no run or recovery started after it; the term is that of
+/// the last `LeaderElected` before it.
+fn failed_earlier(job: &str, replay: &Replay) -> Option<JobError> {
+    let mut term = None;
+    let mut failed = None;
+    for e in &replay.events {
+        match &e.event {
+            JobEvent::LeaderElected(l) => term = Some(l.term),
+            JobEvent::JobFailed(f) => failed = Some((term, f.clone())),
+            JobEvent::JobStarted(_) | JobEvent::RecoveryStarted(_) | JobEvent::JobFinished(_) => {
+                failed = None;
+            }
+            _ => {}
+        }
+    }
+    failed.map(|(term, f)| JobError::FailedEarlier {
+        job: job.to_owned(),
+        term,
+        error: f.error,
+        exit_code: f.exit_code,
+    })
+}
+
+/// Where the last `JobStarted` of job `job`'s log in `data_dir` is (and
+/// which folder the log is), read without the lock; `None` without a log or
+/// a `JobStarted` (or a log that cannot be read: the run decides about it
+/// later). High availability's `--fresh` notes it before campaigning
+/// ([`RunOptions::fresh_if_last_started`]).
+#[must_use]
+pub fn last_job_started_at(data_dir: &Path, job: &str) -> Option<LastJobStarted> {
+    use std::os::unix::fs::MetadataExt as _;
+    let log_dir = job_log_dir(data_dir, job).ok()?;
+    let meta = std::fs::metadata(&log_dir).ok().filter(|m| m.is_dir())?;
+    let replay =
+        crate::events::replay(&crate::events::FileStorage::open_read_only(&log_dir)).ok()?;
+    replay
+        .events
+        .iter()
+        .rev()
+        .find(|e| matches!(e.event, JobEvent::JobStarted(_)))
+        .map(|e| LastJobStarted {
+            log_dir: (meta.dev(), meta.ino()),
+            at: e.position,
+        })
+}
+
+/// `--fresh` with high availability discards the log only if its last
+/// `JobStarted` is still the one this coordinator saw when it started: a
+/// standby started with `--fresh` that leads after another coordinator
+/// already started the job afresh goes on with that run (and, if it
+/// failed, says so) instead of discarding it again. Without high
+/// availability `--fresh` always applies.
+fn fresh_still_applies(
+    config: &JobConfig,
+    data_dir: &Path,
+    opts: &RunOptions,
+) -> Result<bool, JobError> {
+    let Some(seen) = opts.fresh_if_last_started else {
+        return Ok(true);
+    };
+    let now = last_job_started_at(data_dir, &config.name);
+    if now == seen {
+        return Ok(true);
+    }
+    tracing::warn!(
+        "--fresh: another coordinator started job `{}` afresh since this one started; that run is not discarded again",
+        config.name
+    );
+    Ok(false)
 }
 
 /// Refuses a data directory whose log was written for another job file,
@@ -381,13 +513,27 @@ fn published_files(dir: &Path) -> Vec<String> {
 /// `--fresh`: sets the job's log aside (`log.discarded-<nanoseconds>`, never
 /// deleted) under its lock, so the run starts from scratch; the fresh run
 /// then clears the sink folders. A log another coordinator holds is not
-/// touched ([`JobError::Log`]).
-fn discard_log(config: &JobConfig, data_dir: &Path) -> Result<(), JobError> {
+/// touched ([`JobError::Log`]). With high availability the leadership's
+/// `fence` guards it instead of the lock (a deposed leader may still hold
+/// the lock, as in [`crate::events::FileStorage::open_for_writing_fenced`]).
+fn discard_log(
+    config: &JobConfig,
+    data_dir: &Path,
+    fence: Option<&dyn crate::events::Fence>,
+) -> Result<(), JobError> {
     let log_dir = job_log_dir(data_dir, &config.name)?;
     if !log_dir.is_dir() {
         return Ok(());
     }
-    let lock = crate::events::LogLock::acquire(&log_dir)?;
+    let lock = match fence {
+        None => Some(crate::events::LogLock::acquire(&log_dir)?),
+        Some(fence) => {
+            fence.verify().map_err(|e| JobError::LostLeadership {
+                reason: e.to_string(),
+            })?;
+            None
+        }
+    };
     let aside = set_aside_as(&log_dir, "discarded")?;
     drop(lock);
     tracing::warn!(

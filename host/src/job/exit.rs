@@ -30,6 +30,10 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 /// written by a newer coordhost, a data directory in use or of another job.
 #[must_use]
 pub fn exit_code(error: &JobError) -> u8 {
+    if let JobError::FailedEarlier { exit_code, .. } = error {
+        // The failed run's own code, as it exited then.
+        return *exit_code;
+    }
     if error.is_bad_input() {
         EXIT_BAD_INPUT
     } else {
@@ -58,6 +62,7 @@ impl JobError {
             | Self::Commit { .. }
             | Self::LostLeadership { .. }
             | Self::NoWorker { .. }
+            | Self::FailedEarlier { .. }
             | Self::TaskFailed { .. } => false,
             // A split enumerator that refused its configuration is bad
             // input; any other failure of it is a failure of the run.

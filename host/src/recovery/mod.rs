@@ -288,7 +288,9 @@ fn replay(graph: &JobGraph, events: &[JobEvent]) -> Result<Replayed, RecoveryErr
             | JobEvent::SinkCommitted(_)
             | JobEvent::RecoveryStarted(_)
             | JobEvent::RecoveryFinished(_)
-            | JobEvent::LeaderElected(_) => {}
+            | JobEvent::LeaderElected(_)
+            | JobEvent::JobFinished(_)
+            | JobEvent::JobFailed(_) => {}
         }
     }
     let enumerators = enumerators

@@ -16,6 +16,13 @@
 //! fails in any way ends the attempt ([`ClusterEvent::DeployFailed`]): it
 //! is never resent elsewhere under the same attempt number, which would
 //! lose the splits it pulled where it was first sent.
+//! producers run again (Flink's region failover).
+//!
+//! With high availability the leadership's fence guards both ways: no
+//! command goes to a worker, and no worker is answered (registration,
+//! heartbeat, split request, report: `UNAVAILABLE`), once the fence has
+//! passed, so that the workers of a deposed leader look the new one up in
+//! etcd at once (docs/ha.md, "Fencing").
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -259,6 +266,18 @@ impl Shared {
             Some(fence) => fence.verify().map_err(|e| e.to_string()),
             None => Ok(()),
         }
+    }
+
+    /// High availability: `UNAVAILABLE` once the leadership's fence has
+    /// passed, so that a deposed leader answers no worker (registration,
+    /// heartbeat, split request, report) and its workers look the new
+    /// leader up in etcd instead of staying with it (docs/ha.md).
+    fn answer_fenced(&self) -> Result<(), Status> {
+        self.fenced().map_err(|reason| {
+            Status::unavailable(format!(
+                "this coordinator no longer leads the job: {reason}"
+            ))
+        })
     }
 
     fn known(&self, worker: &str, session: u64) -> bool {
@@ -769,18 +788,28 @@ impl Cluster {
             std::fs::create_dir_all(parent).map_err(io)?;
         }
         let mut file = std::fs::File::create(dest).map_err(io)?;
+        // Bounded: a worker cut off mid-stream (its packets lost, nothing
+        // refused) would hold the scheduler until TCP gave up; each answer
+        // must come within the heartbeat timeout.
+        let quiet = self.shared.opts.heartbeat_timeout;
+        let silent = || {
+            format!(
+                "worker `{worker}`: no answer within {} ms while sending staged output",
+                quiet.as_millis()
+            )
+        };
         let fetched: Result<u64, String> = self.rt.block_on(async {
             use std::io::Write;
-            let mut stream = client
-                .fetch_sink_output(request)
+            let mut stream = tokio::time::timeout(quiet, client.fetch_sink_output(request))
                 .await
+                .map_err(|_| silent())?
                 .map_err(|s| format!("worker `{worker}`: {}", s.message()))?
                 .into_inner();
             let mut total = None;
             let mut got = 0u64;
-            while let Some(chunk) = stream
-                .message()
+            while let Some(chunk) = tokio::time::timeout(quiet, stream.message())
                 .await
+                .map_err(|_| silent())?
                 .map_err(|s| format!("worker `{worker}`: {}", s.message()))?
             {
                 if total.is_none() {
@@ -968,6 +997,7 @@ impl coordinator_server::Coordinator for Service {
                 "this coordinator is a standby: it does not lead the job (yet)",
             ));
         }
+        self.shared.answer_fenced()?;
         if req.protocol_version != rpc::PROTOCOL_VERSION {
             return Err(Status::failed_precondition(format!(
                 "worker `{}` speaks protocol coordhost.worker.v1 revision {}, this coordinator revision {}",
@@ -1063,6 +1093,7 @@ impl coordinator_server::Coordinator for Service {
         &self,
         request: Request<rpc::HeartbeatRequest>,
     ) -> Result<Response<rpc::HeartbeatResponse>, Status> {
+        self.shared.answer_fenced()?;
         let who = caller(&request);
         let req = request.into_inner();
         self.check_worker(&who, &req.worker_id, "Heartbeat")?;
@@ -1082,6 +1113,7 @@ impl coordinator_server::Coordinator for Service {
         request: Request<rpc::SplitRequest>,
     ) -> Result<Response<rpc::SplitResponse>, Status> {
         use rpc::split_response::Answer;
+        self.shared.answer_fenced()?;
         let who = caller(&request);
         let req = request.into_inner();
         self.check_worker(&who, &req.worker_id, "RequestSplit")?;
@@ -1109,6 +1141,9 @@ impl coordinator_server::Coordinator for Service {
         let waited = tokio::task::spawn_blocking(move || rx.recv_timeout(wait))
             .await
             .map_err(|e| Status::internal(e.to_string()))?;
+        // The fence may have passed while the enumerator answered: a
+        // deposed leader hands out no split.
+        self.shared.answer_fenced()?;
         match waited {
             Ok(Ok(Some(split))) => match postcard::to_stdvec(&split) {
                 Ok(bytes) => answer(Answer::Split(bytes)),
@@ -1131,6 +1166,7 @@ impl coordinator_server::Coordinator for Service {
         &self,
         request: Request<rpc::AttemptReport>,
     ) -> Result<Response<rpc::ReportResponse>, Status> {
+        self.shared.answer_fenced()?;
         let who = caller(&request);
         let req = request.into_inner();
         self.check_worker(&who, &req.worker_id, "ReportAttempt")?;

@@ -127,6 +127,21 @@ pub enum JobError {
         /// What the leadership's fence said.
         reason: String,
     },
+    /// High availability: the log's last run ended with `JobFailed`; a new
+    /// leader does not run a failed job again (docs/ha.md, "A failed job
+    /// stays failed"). Exits with the failed run's exit code.
+    #[error("job `{job}` failed under an earlier coordinator{}: {error}; a leader does not run a failed job again: `coordhost run --ha ... --fresh` runs it again from scratch", term.map(|t| format!(" (term {t})")).unwrap_or_default())]
+    FailedEarlier {
+        /// The job.
+        job: String,
+        /// The term of the leader that recorded the failure, if the log
+        /// names one.
+        term: Option<u64>,
+        /// The recorded error line.
+        error: String,
+        /// The failed run's exit code (1, or 2 for bad input).
+        exit_code: u8,
+    },
     /// The job event log cannot be opened (another coordinator holds it, or
     /// an I/O error).
     #[error("job event log: {source}")]
@@ -411,6 +426,25 @@ pub struct RunOptions {
     /// With high availability: the leadership, recorded in the log as
     /// `LeaderElected` once the run starts or recovers.
     pub leader: Option<crate::events::LeaderElected>,
+    /// With high availability and `--fresh`: where the log's last
+    /// `JobStarted` was when this coordinator started, before it campaigned
+    /// (`None` inside: no log, or no `JobStarted` in it). Once it leads,
+    /// the log is discarded only if that is still its last `JobStarted`:
+    /// a run another coordinator started afresh since is not discarded
+    /// again (docs/ha.md, "A failed job stays failed").
+    pub fresh_if_last_started: Option<Option<LastJobStarted>>,
+}
+
+/// Which run of a job's log is the last one: the log folder (its device and
+/// inode: a log set aside and started anew is another folder, although its
+/// first `JobStarted` sits at the same position) and where its last
+/// `JobStarted` is ([`RunOptions::fresh_if_last_started`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LastJobStarted {
+    /// `(st_dev, st_ino)` of the log folder.
+    pub log_dir: (u64, u64),
+    /// The record's position.
+    pub at: crate::events::Position,
 }
 
 impl RunOptions {
@@ -426,6 +460,7 @@ impl RunOptions {
             external: None,
             fence: None,
             leader: None,
+            fresh_if_last_started: None,
         }
     }
 }
@@ -519,4 +554,12 @@ pub struct Summary {
     /// Not in the JSON summary.
     #[serde(skip)]
     pub bad_input: bool,
+    /// Whether the run ended on this coordinator's own failure rather than
+    /// the job's: a simulated crash, a lost leadership, its event log or
+    /// data directory failing, an internal error. Such a run records no
+    /// `JobFailed` (the next run recovers the job); a failed run without
+    /// it does (docs/recovery.md, "How a run ends"). Not in the JSON
+    /// summary.
+    #[serde(skip)]
+    pub coordinator_failed: bool,
 }

@@ -22,7 +22,7 @@ fn inspect_prints_one_line_per_segment_and_event() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 1 + 1 + one_of_each().len() + 1, "{text}");
     assert!(
-        lines[1].starts_with("segment 00000000 newest: 10 records"),
+        lines[1].starts_with("segment 00000000 newest: 12 records"),
         "{text}"
     );
     assert!(
@@ -43,7 +43,15 @@ fn inspect_prints_one_line_per_segment_and_event() {
         text.contains("SinkCommitted        sink#1 attempt 0 file part-00001.csv"),
         "{text}"
     );
-    assert_eq!(lines.last(), Some(&"10 events"));
+    assert!(
+        text.contains("JobFinished          job wordcount finished"),
+        "{text}"
+    );
+    assert!(
+        text.contains("JobFailed            job wordcount failed (exit 1): vertex `sink`"),
+        "{text}"
+    );
+    assert_eq!(lines.last(), Some(&"12 events"));
 }
 
 #[test]
@@ -63,7 +71,7 @@ fn inspect_json_is_one_document_with_every_event() {
         1024
     );
     assert!(doc["torn_tail"].is_null());
-    assert_eq!(doc["segments"][0]["records"], 10);
+    assert_eq!(doc["segments"][0]["records"], 12);
 }
 
 #[test]

@@ -79,6 +79,8 @@ fn kind_ids_and_schema_versions_are_stable() {
         (5, 1, "SinkCommitted"),
         (6, 1, "RecoveryStarted"),
         (7, 1, "RecoveryFinished"),
+        (9, 1, "JobFinished"),
+        (10, 1, "JobFailed"),
     ] {
         assert!(
             ids.contains(&(id, version, name)),

@@ -47,14 +47,14 @@ const SIGKILL: i32 = 9;
 /// so that its files can be told apart: stdout and stderr in
 /// `<base>/<name>.out|.err`, summary in `<base>/<name>.summary.json`.
 /// Dropping it kills it (SIGKILL also ends a stopped process).
-struct Coordinator {
+pub(crate) struct Coordinator {
     name: &'static str,
     child: Child,
     stderr: PathBuf,
     summary: PathBuf,
     /// Folders whose `*.err` files (e.g. the workers') failure messages
     /// show too.
-    also_show: Vec<PathBuf>,
+    pub(crate) also_show: Vec<PathBuf>,
 }
 
 impl Coordinator {
@@ -68,11 +68,19 @@ impl Coordinator {
         base: &Path,
         extra: &[String],
     ) -> Self {
+        Self::of(
+            name,
+            crate::support::etcd::spawn_ha_run(name, job, data, etcd, TTL_S, base, extra),
+        )
+    }
+
+    /// The coordinator `name` of a process [`crate::support::etcd::spawn_ha_run_as`] started.
+    pub(crate) fn of(name: &'static str, run: crate::support::etcd::HaRun) -> Self {
         let crate::support::etcd::HaRun {
             child,
             stderr,
             summary,
-        } = crate::support::etcd::spawn_ha_run(name, job, data, etcd, TTL_S, base, extra);
+        } = run;
         Self {
             name,
             child,
@@ -83,12 +91,12 @@ impl Coordinator {
     }
 
     /// Its whole stderr so far.
-    fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 
     /// Its stderr, labelled, for failure messages.
-    fn context(&self) -> String {
+    pub(crate) fn context(&self) -> String {
         let mut text = format!(
             "--- stderr of coordinator {} ({}) ---\n{}",
             self.name,
@@ -119,7 +127,7 @@ impl Coordinator {
     ///
     /// # Panics
     /// If the process ends first or the line does not come in time.
-    fn wait_for_line(&mut self, needle: &str) -> (String, Instant) {
+    pub(crate) fn wait_for_line(&mut self, needle: &str) -> (String, Instant) {
         let deadline = Instant::now() + STEP;
         loop {
             if let Some(line) = self.stderr().lines().find(|l| l.contains(needle)) {
@@ -147,7 +155,11 @@ impl Coordinator {
     /// # Panics
     /// If this process ends first (`what` says what was awaited) or time
     /// runs out.
-    fn poll_until<T>(&mut self, what: &str, mut condition: impl FnMut() -> Option<T>) -> T {
+    pub(crate) fn poll_until<T>(
+        &mut self,
+        what: &str,
+        mut condition: impl FnMut() -> Option<T>,
+    ) -> T {
         let deadline = Instant::now() + STEP;
         loop {
             if let Some(t) = condition() {
@@ -170,7 +182,7 @@ impl Coordinator {
     }
 
     /// Whether the process has ended.
-    fn ended(&mut self) -> bool {
+    pub(crate) fn ended(&mut self) -> bool {
         !matches!(self.child.try_wait(), Ok(None))
     }
 
@@ -215,7 +227,7 @@ impl Coordinator {
     ///
     /// # Panics
     /// If it still runs after `within` (it is killed first).
-    fn wait(&mut self, within: Duration) -> (Option<i32>, Instant) {
+    pub(crate) fn wait(&mut self, within: Duration) -> (Option<i32>, Instant) {
         let deadline = Instant::now() + within;
         loop {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
@@ -236,7 +248,7 @@ impl Coordinator {
 
     /// Waits (at most [`STEP`]) until it ends and checks it finished the
     /// job: exit 0, summary status `finished`; returns the summary.
-    fn finish(&mut self) -> RunSummary {
+    pub(crate) fn finish(&mut self) -> RunSummary {
         let (code, _) = self.wait(STEP);
         assert_eq!(
             code,
@@ -267,7 +279,7 @@ impl Drop for Coordinator {
 
 /// The term in a `leading job ... (term T, ...)` or `... leads (term T)`
 /// line.
-fn term_in(line: &str) -> u64 {
+pub(crate) fn term_in(line: &str) -> u64 {
     line.split("(term ")
         .nth(1)
         .and_then(|rest| {
@@ -279,18 +291,18 @@ fn term_in(line: &str) -> u64 {
 }
 
 /// The line a coordinator prints once elected.
-fn leading_line() -> String {
+pub(crate) fn leading_line() -> String {
     format!("coordhost run: leading job `{JOB}` (term ")
 }
 
 /// The line a coordinator prints while another leads.
-fn standby_line() -> String {
+pub(crate) fn standby_line() -> String {
     format!("coordhost run: standby for job `{JOB}`: ")
 }
 
 /// `Some` once the log shows every one of the job's `sources` source
 /// subtasks finished.
-fn sources_finished(data: &Path, sources: u32) -> Option<()> {
+pub(crate) fn sources_finished(data: &Path, sources: u32) -> Option<()> {
     EventLog::read(data)
         .filter(|l| l.finished(SOURCE).len() == sources as usize)
         .map(|_| ())
@@ -476,7 +488,7 @@ fn a_leader_cut_off_from_etcd_stops_and_a_later_coordinator_recovers_the_job() {
 /// Whether a worker's log (at `coordhost::remote=info`) shows that it found
 /// the coordinator at `address` as the job's leader of `term` in etcd and
 /// then registered with it (the session is the term).
-fn registered_with(log: &str, address: &str, term: u64) -> bool {
+pub(crate) fn registered_with(log: &str, address: &str, term: u64) -> bool {
     let mut lines = log.lines().skip_while(|l| {
         !(l.contains("the job's leader")
             && l.contains(&format!("term={term} "))
@@ -694,6 +706,191 @@ fn a_paused_leader_is_deposed_and_stops_without_writing_publishing_or_commanding
     );
 }
 
+/// The events of the log folder `log` (e.g. one set aside), as `coordhost
+/// log inspect LOG --json` prints them.
+///
+/// # Panics
+/// If the CLI fails or prints no JSON.
+#[cfg(feature = "failpoints")]
+fn inspect_events(log: &Path) -> Vec<serde_json::Value> {
+    let out = crate::support::coordhost()
+        .args(["log", "inspect"])
+        .arg(log)
+        .arg("--json")
+        .output()
+        .expect("spawn coordhost log inspect");
+    assert!(
+        out.status.success(),
+        "log inspect {}: {}",
+        log.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    doc["events"].as_array().cloned().unwrap_or_default()
+}
+
+/// `FAILPOINTS` that make every attempt (0–5) of sink subtask 0 fail at
+/// once: with `max-attempts = 3` the job fails (a task ran out of attempts).
+#[cfg(feature = "failpoints")]
+fn sink_always_fails() -> String {
+    (0..6)
+        .map(|a| format!("task::fail::{SINK}::0::{a}=return(0)"))
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+/// Issue 24 item 5 (c): a failed job is terminal. A's job fails (its sink
+/// subtask 0 fails on every attempt, a fail point of A's process only);
+/// A records `JobFailed` and exits 1. B, the next leader, finds it, says
+/// so and exits 1 without running anything (B has no fail point: a re-run
+/// would have finished). C and D, both started with `--fresh` while A
+/// ran, are the deliberate re-run: C leads, discards the failed run and
+/// runs the job from scratch; D leads after C finished, sees that the run
+/// it was started to replace is gone, and does not discard C's (it finds
+/// the job finished).
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_failed_job_is_not_run_again_by_the_next_leader_and_fresh_runs_it_once() {
+    let fx = Fixture::words();
+    let etcd = Etcd::start(&fx.path("etcd"));
+    let mut j = WordJob::new(&fx.input);
+    // Sources last a few seconds: the standbys start while A runs.
+    j.source_delay_us = 150;
+    let file = j.write(&fx.path("job.toml"));
+    let data = fx.path("data");
+    let base = fx.path("coordinators");
+    let mut command = crate::support::coordhost();
+    command.env("FAILPOINTS", sink_always_fails());
+    let mut a = Coordinator::of(
+        "A",
+        crate::support::etcd::spawn_ha_run_as(command, "A", &file, &data, &etcd, TTL_S, &base, &[]),
+    );
+    let (a_leads, _) = a.wait_for_line(&leading_line());
+    let a_term = term_in(&a_leads);
+    // etcd elects the oldest campaign: B, then C, then D.
+    let mut b = Coordinator::start("B", &file, &data, &etcd, &base, &[]);
+    b.wait_for_line(&standby_line());
+    // C and D are started to replace A's run: it must have begun.
+    a.poll_until("A's JobStarted", || {
+        EventLog::read(&data)
+            .filter(|l| l.count("JobStarted") == 1)
+            .map(|_| ())
+    });
+    let fresh = ["--fresh".to_owned()];
+    let mut c = Coordinator::start("C", &file, &data, &etcd, &base, &fresh);
+    c.wait_for_line(&standby_line());
+    let mut d = Coordinator::start("D", &file, &data, &etcd, &base, &fresh);
+    d.wait_for_line(&standby_line());
+    assert!(
+        !a.ended() && EventLog::read(&data).is_some_and(|l| l.count("JobFailed") == 0),
+        "A's job ended before the standbys were up: the test needs slower sources\n{}",
+        a.context()
+    );
+
+    let (code, _) = a.wait(STEP);
+    assert_eq!(code, Some(1), "A's job fails\n{}", a.context());
+    assert!(
+        a.stderr().contains("failed on attempt"),
+        "A says its task ran out of attempts\n{}",
+        a.context()
+    );
+    let log = EventLog::read(&data).expect("the job has a log");
+    assert_eq!(log.count("JobFailed"), 1, "A recorded the failure");
+    let failed_at = log.events.len();
+    let failed = &log.events[failed_at - 1]["event"];
+    assert_eq!(
+        failed["kind"], "JobFailed",
+        "the failure is A's last record"
+    );
+    assert_eq!(failed["event"]["exit_code"], 1);
+    assert!(
+        failed["event"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("failed on attempt")),
+        "{failed}"
+    );
+
+    let (b_leads, _) = b.wait_for_line(&leading_line());
+    assert!(term_in(&b_leads) > a_term);
+    let (code, _) = b.wait(STEP);
+    assert_eq!(
+        code,
+        Some(1),
+        "B exits with the failed run's code\n{}",
+        b.context()
+    );
+    let says =
+        format!("coordhost: job `{JOB}` failed under an earlier coordinator (term {a_term}): ");
+    assert!(
+        b.stderr().contains(&says) && b.stderr().contains("--fresh"),
+        "B says `{says}...` and how to run it again\n{}",
+        b.context()
+    );
+
+    // C: the deliberate re-run, from scratch.
+    let (c_leads, _) = c.wait_for_line(&leading_line());
+    let c_term = term_in(&c_leads);
+    let summary = c.finish();
+    assert!(
+        !summary.recovered() && summary.tasks_skipped() == 0,
+        "C ran the job from scratch: {}",
+        summary.brief()
+    );
+    assert_counts(&data, &fx, "the job run again with --fresh");
+    let discarded: Vec<PathBuf> = std::fs::read_dir(data.join(JOB))
+        .expect("the job's folder")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("log.discarded-"))
+        })
+        .collect();
+    assert_eq!(
+        discarded.len(),
+        1,
+        "the failed run's log is set aside once: {discarded:?}"
+    );
+    // The failed run's log, as C set it aside: B recorded and ran nothing
+    // after A's `JobFailed` (C led at once after B, so it is read here).
+    let aside = inspect_events(&discarded[0]);
+    assert_eq!(
+        aside.len(),
+        failed_at,
+        "B recorded or ran nothing: {:#?}",
+        &aside[failed_at.min(aside.len())..]
+    );
+    assert_eq!(aside[failed_at - 1]["event"]["kind"], "JobFailed");
+
+    // D: started with --fresh to replace the failed run, which is gone.
+    let (d_leads, _) = d.wait_for_line(&leading_line());
+    assert!(term_in(&d_leads) > c_term);
+    let summary = d.finish();
+    assert_eq!(
+        summary.tasks_run(),
+        0,
+        "D ran nothing: C's run is finished: {}",
+        summary.brief()
+    );
+    assert!(
+        d.stderr().contains("that run is not discarded again"),
+        "D says why --fresh did not apply\n{}",
+        d.context()
+    );
+    assert_counts(&data, &fx, "after D");
+    let log = EventLog::read(&data).expect("the job has a log");
+    assert_eq!(
+        (log.count("JobStarted"), log.count("JobFailed")),
+        (1, 0),
+        "one fresh run in the new log"
+    );
+    assert_eq!(
+        log.count("JobFinished"),
+        2,
+        "C's end, and D's after its recovery"
+    );
+}
+
 /// Runs the binary with `args` (at most 60 s); returns (exit code, stderr,
 /// how long it took).
 fn run_cli(args: &[&str]) -> (Option<i32>, String, Duration) {
@@ -761,11 +958,6 @@ fn ha_flags_that_cannot_work_are_refused_in_one_line() {
             run(&["--ha", "etcd://127.0.0.1:1", "--ha-lease-ttl-s", "0"]),
             2,
             "--ha-lease-ttl-s: at least 1".into(),
-        ),
-        (
-            run(&["--ha", "etcd://127.0.0.1:1", "--fresh"]),
-            2,
-            "cannot be used with '--fresh'".into(),
         ),
         (
             run(&["--ha-lease-ttl-s", "3"]),

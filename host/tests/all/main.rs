@@ -28,6 +28,7 @@ mod events_replay;
 mod ha;
 mod ha_matrix;
 mod ha_tls;
+mod ha_netns;
 mod job_cli;
 mod job_config;
 mod job_driver;

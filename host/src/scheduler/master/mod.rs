@@ -754,6 +754,15 @@ impl JobMaster {
         if let Err(e) = result {
             summary.status = JobStatus::Failed;
             summary.bad_input = e.is_invalid_plugin_config();
+            summary.coordinator_failed = crashed
+                || matches!(
+                    e,
+                    JobError::LostLeadership { .. }
+                        | JobError::Log { .. }
+                        | JobError::Recording { .. }
+                        | JobError::Io { .. }
+                        | JobError::Internal { .. }
+                );
             // Bounded: plugin errors are already cut, but a job error may
             // quote other plugin answers (issue 9, item 11).
             summary.error = Some(crate::plugin::one_line(
@@ -1085,6 +1094,7 @@ impl JobMaster {
                 .collect(),
             error: None,
             bad_input: false,
+            coordinator_failed: false,
         }
     }
 }

@@ -22,6 +22,9 @@ const READY_WITHIN: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub struct Etcd {
     binary: PathBuf,
+    /// The address it listens on (loopback, or a bridge's address for
+    /// coordinators in network namespaces).
+    host: String,
     dir: PathBuf,
     client_port: u16,
     peer_port: u16,
@@ -51,9 +54,10 @@ pub fn etcd_binary() -> PathBuf {
     })
 }
 
-/// A loopback port nobody listens on a moment ago.
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+/// A port on `host` nobody listens on a moment ago.
+fn free_port(host: &str) -> u16 {
+    let l = std::net::TcpListener::bind((host, 0))
+        .unwrap_or_else(|e| panic!("bind a free port on {host}: {e}"));
     l.local_addr().expect("local addr").port()
 }
 
@@ -66,13 +70,23 @@ impl Etcd {
     /// If etcd is not installed, cannot be spawned, exits, or is not
     /// healthy within 30 s (the message carries its log).
     pub fn start(dir: &Path) -> Self {
+        Self::start_on(dir, "127.0.0.1")
+    }
+
+    /// As [`Etcd::start`], listening on `host` (an address of this
+    /// network namespace, e.g. [`super::netns::Netns::bridge_ip`]).
+    ///
+    /// # Panics
+    /// As [`Etcd::start`].
+    pub fn start_on(dir: &Path, host: &str) -> Self {
         let binary = etcd_binary();
         std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
         let mut etcd = Self {
             binary,
             dir: dir.to_path_buf(),
-            client_port: free_port(),
-            peer_port: free_port(),
+            host: host.to_owned(),
+            client_port: free_port(host),
+            peer_port: free_port(host),
             child: None,
             starts: 0,
             tls: None,
@@ -95,12 +109,13 @@ impl Etcd {
         let mut etcd = Self {
             binary,
             dir: dir.to_path_buf(),
-            client_port: free_port(),
-            peer_port: free_port(),
+            host: "127.0.0.1".to_owned(),
+            client_port: free_port("127.0.0.1"),
+            peer_port: free_port("127.0.0.1"),
             child: None,
             starts: 0,
             tls: Some(pki.to_path_buf()),
-            metrics_port: free_port(),
+            metrics_port: free_port("127.0.0.1"),
         };
         etcd.spawn();
         etcd
@@ -110,12 +125,12 @@ impl Etcd {
     /// value.
     pub fn url(&self) -> String {
         let scheme = if self.tls.is_some() { "etcds" } else { "etcd" };
-        format!("{scheme}://127.0.0.1:{}", self.client_port)
+        format!("{scheme}://{}", self.endpoint())
     }
 
     /// `HOST:PORT` of the client endpoint.
     pub fn endpoint(&self) -> String {
-        format!("127.0.0.1:{}", self.client_port)
+        format!("{}:{}", self.host, self.client_port)
     }
 
     /// SIGKILLs etcd and reaps it (nothing happens if it is not running).
@@ -161,8 +176,8 @@ impl Etcd {
             std::fs::File::create(&log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
         let err = out.try_clone().expect("clone the log file");
         let scheme = if self.tls.is_some() { "https" } else { "http" };
-        let client = format!("{scheme}://127.0.0.1:{}", self.client_port);
-        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let client = format!("{scheme}://{}:{}", self.host, self.client_port);
+        let peer = format!("http://{}:{}", self.host, self.peer_port);
         let mut command = Command::new(&self.binary);
         if let Some(pki) = &self.tls {
             command
@@ -174,7 +189,7 @@ impl Etcd {
                 .arg(pki.join("ca.pem"))
                 .arg("--client-cert-auth")
                 .arg("--listen-metrics-urls")
-                .arg(format!("http://127.0.0.1:{}", self.metrics_port));
+                .arg(format!("http://{}:{}", self.host, self.metrics_port));
         }
         let child = command
             .arg("--name")
@@ -290,13 +305,45 @@ pub fn spawn_ha_run(
     base: &std::path::Path,
     extra: &[String],
 ) -> HaRun {
+    spawn_ha_run_as(
+        super::coordhost(),
+        name,
+        job,
+        data,
+        etcd,
+        ttl_s,
+        base,
+        extra,
+    )
+}
+
+/// As [`spawn_ha_run`], from `command` (the `coordhost` binary, e.g. run in
+/// a network namespace by [`super::netns::coordhost_in`], or with
+/// `FAILPOINTS` set).
+///
+/// # Panics
+/// As [`spawn_ha_run`].
+#[expect(
+    clippy::too_many_arguments,
+    reason = "spawn_ha_run's, plus the command"
+)]
+pub fn spawn_ha_run_as(
+    mut command: Command,
+    name: &str,
+    job: &std::path::Path,
+    data: &std::path::Path,
+    etcd: &Etcd,
+    ttl_s: u64,
+    base: &std::path::Path,
+    extra: &[String],
+) -> HaRun {
     std::fs::create_dir_all(base).expect("create the coordinators' folder");
     let stderr = base.join(format!("{name}.err"));
     let summary = base.join(format!("{name}.summary.json"));
     let file = |p: &std::path::Path| {
         std::fs::File::create(p).unwrap_or_else(|e| panic!("create {}: {e}", p.display()))
     };
-    let child = super::coordhost()
+    let child = command
         .arg("--cache-dir")
         .arg(super::cache_dir())
         .arg("run")

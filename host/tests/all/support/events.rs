@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use coordhost::events::{
     AttemptId, EncodedSplit, EnumeratorSnapshot, EventLogWriter, ExecutionFinished,
-    ExecutionVertexId, ExecutionsReset, JobEvent, JobStarted, JobVertexInitialized, MemoryStorage,
-    ProducedPartition, RecoveryFinished, RecoveryReset, RecoveryStarted, Replay, ResetReason,
-    ShuffleSnapshot, SinkCommitted, SplitAssignment, SubtaskInputRange, WriterOptions,
+    ExecutionVertexId, ExecutionsReset, JobEvent, JobFailed, JobFinished, JobStarted,
+    JobVertexInitialized, MemoryStorage, ProducedPartition, RecoveryFinished, RecoveryReset,
+    RecoveryStarted, Replay, ResetReason, ShuffleSnapshot, SinkCommitted, SplitAssignment,
+    SubtaskInputRange, WriterOptions,
 };
 
 /// One event of every kind, with every optional part filled somewhere.
@@ -169,6 +170,14 @@ pub fn one_of_each() -> Vec<JobEvent> {
                     },
                 },
             ],
+        }),
+        JobEvent::JobFinished(JobFinished {
+            job_id: "wordcount".into(),
+        }),
+        JobEvent::JobFailed(JobFailed {
+            job_id: "wordcount".into(),
+            error: "vertex `sink` subtask 1 failed on attempt 3 (of at most 3): ünïcødé".into(),
+            exit_code: 1,
         }),
     ]
 }

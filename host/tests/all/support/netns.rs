@@ -63,8 +63,6 @@ fn ip_ok(args: &[&str]) {
 /// Network namespaces joined by a bridge; torn down when dropped.
 #[derive(Debug)]
 pub struct Netns {
-    /// The pid and the set's digit, in every name.
-    tag: String,
     /// Third byte of the subnet `10.199.X.0/24`.
     subnet: u8,
     /// The namespaces created so far.
@@ -75,6 +73,8 @@ pub struct Netns {
     bridge: Option<String>,
     /// Held (`flock`) while the subnet is in use by this process.
     _lock: Option<File>,
+    /// `<pid><set letter>`: what this set's names carry.
+    tag: String,
 }
 
 impl Netns {
@@ -86,24 +86,23 @@ impl Netns {
     /// its error).
     pub fn create(n: usize) -> Self {
         assert!(n <= 100, "at most 100 namespaces");
-        // The pid and a digit counting the sets this process made: tests
-        // of one process may hold sets at the same time.
-        static SETS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let pid = format!(
-            "{}{}",
-            std::process::id(),
-            SETS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 10
-        );
+        // Tests of one process run in parallel: each set of namespaces gets
+        // a letter of its own after the pid.
+        static SETS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+        let set = SETS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        assert!(set < 26, "at most 26 sets of namespaces per test process");
+        let pid = format!("{}{}", std::process::id(), char::from(b'a' + set));
         let mut net = Self {
-            tag: pid.clone(),
             subnet: 0,
             names: Vec::new(),
             veths: Vec::new(),
             bridge: None,
             _lock: None,
+            tag: pid.clone(),
         };
-        // Interface names (`chbr<tag>`, `chv<tag>x<i>`, `chp<tag>x<i>`)
-        // stay within 15 bytes: a pid has at most 7 digits, the tag 8.
+        // Interface names (`chbr<pid><set>`, `chv<pid><set>x<i>`,
+        // `chp<pid><set>x<i>`) stay within 15 bytes: a pid has at most 7
+        // digits, the set is one letter.
         for i in 0..n {
             let name = format!("coordhost-{pid}-{i}");
             if let Err(e) = ip(&["netns", "add", &name]) {
@@ -215,6 +214,51 @@ impl Netns {
             &self.bridge_ip(),
             "dev",
             &inner,
+        ]);
+    }
+
+    /// The interface of namespace `i` (its end of the veth pair).
+    fn inner(&self, i: usize) -> String {
+        format!("chp{}x{i}", self.tag)
+    }
+
+    /// Cuts what namespace `i` sends to `ip` (an address on the bridge:
+    /// another namespace's, or the bridge's own) without a firewall: a
+    /// permanent neighbour entry with a MAC nobody has, so its frames to
+    /// `ip` go nowhere. Nothing answers a refusal: TCP to `ip` stalls as on
+    /// a cut cable. One direction; cut both to isolate two namespaces.
+    ///
+    /// # Panics
+    /// If `ip neigh replace` fails.
+    pub fn cut(&self, i: usize, ip: &str) {
+        ip_ok(&[
+            "-n",
+            self.name(i),
+            "neigh",
+            "replace",
+            ip,
+            "lladdr",
+            "00:00:00:00:00:01",
+            "nud",
+            "permanent",
+            "dev",
+            &self.inner(i),
+        ]);
+    }
+
+    /// Undoes [`Netns::cut`]: the entry is deleted and ARP finds `ip` again.
+    ///
+    /// # Panics
+    /// If `ip neigh del` fails.
+    pub fn heal(&self, i: usize, ip: &str) {
+        ip_ok(&[
+            "-n",
+            self.name(i),
+            "neigh",
+            "del",
+            ip,
+            "dev",
+            &self.inner(i),
         ]);
     }
 }

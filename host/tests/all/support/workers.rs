@@ -151,6 +151,22 @@ impl Workers {
         slots: u32,
         extra: impl Fn(usize) -> Vec<String>,
     ) -> Self {
+        Self::start_in_namespaces_from(net, 0, n, coordinator, base, slots)
+    }
+
+    /// As [`Workers::start_in_namespaces`], worker `w<i>` in namespace
+    /// `first + i` (the namespaces before `first` hold coordinators).
+    ///
+    /// # Panics
+    /// If a worker cannot be spawned.
+    pub fn start_in_namespaces_from(
+        net: &super::netns::Netns,
+        first: usize,
+        n: usize,
+        coordinator: &str,
+        base: &Path,
+        slots: u32,
+    ) -> Self {
         let mut w = Self {
             coordinator: coordinator.into(),
             base: base.to_path_buf(),
@@ -158,7 +174,7 @@ impl Workers {
             keep_ms: 60_000,
             children: Vec::new(),
             starts: 0,
-            places: (0..n)
+            places: (first..first + n)
                 .map(|i| (net.name(i).to_string(), format!("{}:0", net.ip(i))))
                 .collect(),
             log: "coordhost::remote=debug,coordhost::tls=debug",
