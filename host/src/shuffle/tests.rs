@@ -635,7 +635,7 @@ fn a_fifo_in_place_of_data_or_index_is_corrupt_at_once_even_for_an_empty_partiti
         for file in [DATA_FILE, INDEX_FILE] {
             // Empty: its index records 0 data bytes, the size a FIFO stats as.
             let loc = dir.path().join(format!("empty-{file}"));
-            PartitionWriter::create(&loc, 2)
+            PartitionWriter::create(&loc, 2, producer())
                 .expect("create")
                 .finish()
                 .expect("finish");

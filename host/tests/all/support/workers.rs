@@ -151,7 +151,21 @@ impl Workers {
         slots: u32,
         extra: impl Fn(usize) -> Vec<String>,
     ) -> Self {
-        Self::start_in_namespaces_from(net, 0, n, coordinator, base, slots)
+        Self::start_in_namespaces_from_with(net, 0, n, coordinator, base, slots, extra)
+    }
+
+    /// As [`Workers::start_in_namespaces_with`], without more arguments.
+    ///
+    /// # Panics
+    /// If a worker cannot be spawned.
+    pub fn start_in_namespaces(
+        net: &super::netns::Netns,
+        n: usize,
+        coordinator: &str,
+        base: &Path,
+        slots: u32,
+    ) -> Self {
+        Self::start_in_namespaces_from_with(net, 0, n, coordinator, base, slots, |_| Vec::new())
     }
 
     /// As [`Workers::start_in_namespaces`], worker `w<i>` in namespace
@@ -166,6 +180,22 @@ impl Workers {
         coordinator: &str,
         base: &Path,
         slots: u32,
+    ) -> Self {
+        Self::start_in_namespaces_from_with(net, first, n, coordinator, base, slots, |_| {
+            Vec::new()
+        })
+    }
+
+    /// As [`Workers::start_in_namespaces_from`], worker `i` with the more
+    /// arguments `extra(i)`.
+    fn start_in_namespaces_from_with(
+        net: &super::netns::Netns,
+        first: usize,
+        n: usize,
+        coordinator: &str,
+        base: &Path,
+        slots: u32,
+        extra: impl Fn(usize) -> Vec<String>,
     ) -> Self {
         let mut w = Self {
             coordinator: coordinator.into(),
