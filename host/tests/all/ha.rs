@@ -712,6 +712,37 @@ fn a_paused_leader_is_deposed_and_stops_without_writing_publishing_or_commanding
 /// # Panics
 /// If the CLI fails or prints no JSON.
 #[cfg(feature = "failpoints")]
+/// The events of the run that ended with A's `JobFailed`: the job's log,
+/// or, once B and then C led (C sets the failed run's log aside as
+/// `log.discarded-*` and starts a new one), the set-aside log. B and C can
+/// lead as soon as A exits, so the test may read either.
+fn failed_run_events(data: &Path) -> Vec<serde_json::Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let aside = std::fs::read_dir(data.join(JOB))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("log.discarded-"))
+            });
+        if let Some(aside) = aside {
+            return inspect_events(&aside);
+        }
+        if let Some(log) = EventLog::read(data).filter(|l| l.count("JobFailed") > 0) {
+            return log.events;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no log of job `{JOB}` under {} holds a JobFailed",
+            data.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn inspect_events(log: &Path) -> Vec<serde_json::Value> {
     let out = crate::support::coordhost()
         .args(["log", "inspect"])
@@ -794,10 +825,17 @@ fn a_failed_job_is_not_run_again_by_the_next_leader_and_fresh_runs_it_once() {
         "A says its task ran out of attempts\n{}",
         a.context()
     );
-    let log = EventLog::read(&data).expect("the job has a log");
-    assert_eq!(log.count("JobFailed"), 1, "A recorded the failure");
-    let failed_at = log.events.len();
-    let failed = &log.events[failed_at - 1]["event"];
+    let events = failed_run_events(&data);
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["event"]["kind"] == "JobFailed")
+            .count(),
+        1,
+        "A recorded the failure"
+    );
+    let failed_at = events.len();
+    let failed = &events[failed_at - 1]["event"];
     assert_eq!(
         failed["kind"], "JobFailed",
         "the failure is A's last record"

@@ -95,7 +95,13 @@ impl Cluster {
                     &etcd,
                     TTL_S,
                     &base,
-                    &external_args(&listen, WORKERS, HEARTBEAT_MS),
+                    // Plain gRPC on a namespace's address (the TLS
+                    // cluster is workers_tls.rs).
+                    &[
+                        external_args(&listen, WORKERS, HEARTBEAT_MS),
+                        vec!["--insecure-listen".into()],
+                    ]
+                    .concat(),
                 ),
             )
         };

@@ -163,6 +163,8 @@ fn a_2_s_cut_of_the_coordinator_from_its_workers_mid_job_burns_no_attempt() {
     let data = fx.path("data");
     let mut run = Coordhost::new(&file, &data);
     run.extra_args = external_args(&addr, 3, CUT_HEARTBEAT_MS);
+    // Plain gRPC on the bridge's address (the TLS cluster is workers_tls.rs).
+    run.extra_args.push("--insecure-listen".into());
     run.log = Some("warn,coordhost::remote=info");
     let mut running = run.start();
     running

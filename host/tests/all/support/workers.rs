@@ -154,7 +154,8 @@ impl Workers {
         Self::start_in_namespaces_from_with(net, 0, n, coordinator, base, slots, extra)
     }
 
-    /// As [`Workers::start_in_namespaces_with`], without more arguments.
+    /// As [`Workers::start_in_namespaces_with`], speaking plain gRPC on
+    /// the namespaces' addresses (`--insecure-listen`).
     ///
     /// # Panics
     /// If a worker cannot be spawned.
@@ -165,11 +166,14 @@ impl Workers {
         base: &Path,
         slots: u32,
     ) -> Self {
-        Self::start_in_namespaces_from_with(net, 0, n, coordinator, base, slots, |_| Vec::new())
+        Self::start_in_namespaces_from_with(net, 0, n, coordinator, base, slots, |_| {
+            vec!["--insecure-listen".into()]
+        })
     }
 
-    /// As [`Workers::start_in_namespaces`], worker `w<i>` in namespace
-    /// `first + i` (the namespaces before `first` hold coordinators).
+    /// As [`Workers::start_in_namespaces`] (plain gRPC), worker `w<i>` in
+    /// namespace `first + i` (the namespaces before `first` hold
+    /// coordinators).
     ///
     /// # Panics
     /// If a worker cannot be spawned.
@@ -182,7 +186,7 @@ impl Workers {
         slots: u32,
     ) -> Self {
         Self::start_in_namespaces_from_with(net, first, n, coordinator, base, slots, |_| {
-            Vec::new()
+            vec!["--insecure-listen".into()]
         })
     }
 
