@@ -331,13 +331,27 @@ async fn raw_tls(
     .expect("client cert");
     config.alpn_protocols = vec![b"h2".to_vec()];
     let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
-    let tcp = tokio::net::TcpStream::connect(address)
-        .await
-        .expect("connect");
-    connector
-        .connect(ServerName::try_from(peer.to_owned()).expect("name"), tcp)
-        .await
-        .expect("TLS handshake with a valid certificate")
+    // Right after a flood from this address the server may still count the
+    // flood's connections against the per-peer limit and reset a new one
+    // until it has seen them close: a member retries, as a real peer does,
+    // for at most 15 s.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let tried = async {
+            let tcp = tokio::net::TcpStream::connect(address).await?;
+            connector
+                .connect(ServerName::try_from(peer.to_owned()).expect("name"), tcp)
+                .await
+        };
+        match tried.await {
+            Ok(s) => return s,
+            Err(e) if Instant::now() < deadline => {
+                println!("STRANGER retry {address}: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("TLS handshake with a valid certificate to {address}: {e}"),
+        }
+    }
 }
 
 /// Reads until the peer closes (or 10 s pass); true if it closed.

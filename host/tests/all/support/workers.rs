@@ -84,23 +84,10 @@ impl Workers {
         slots: u32,
         extra: impl Fn(usize) -> Vec<String>,
     ) -> Self {
-        let mut w = Self {
-            coordinator: coordinator.into(),
-            base: base.to_path_buf(),
-            slots,
-            keep_ms: 60_000,
-            children: Vec::new(),
-            starts: 0,
-            places: Vec::new(),
-            log: "coordhost::remote=info,coordhost::tls=info",
-            extra: (0..n).map(extra).collect(),
-            knobs: Vec::new(),
-        };
-        for i in 0..n {
-            let c = w.spawn(i);
-            w.children.push(Some(c));
-        }
-        w
+        let mut w = Self::unstarted(coordinator, base, slots);
+        w.log = "coordhost::remote=info,coordhost::tls=info";
+        w.extra = (0..n).map(extra).collect();
+        w.launch(n)
     }
 
     /// As [`Workers::start`], keeping partitions for `keep_ms` while no
@@ -115,23 +102,9 @@ impl Workers {
         slots: u32,
         keep_ms: u64,
     ) -> Self {
-        let mut w = Self {
-            coordinator: coordinator.into(),
-            base: base.to_path_buf(),
-            slots,
-            keep_ms,
-            children: Vec::new(),
-            starts: 0,
-            places: Vec::new(),
-            log: "coordhost::remote=info",
-            extra: Vec::new(),
-            knobs: Vec::new(),
-        };
-        for i in 0..n {
-            let c = w.spawn(i);
-            w.children.push(Some(c));
-        }
-        w
+        let mut w = Self::unstarted(coordinator, base, slots);
+        w.keep_ms = keep_ms;
+        w.launch(n)
     }
 
     /// Starts one worker (`w<i>`, `slots` slots, data in `base/w<i>`) in
@@ -201,25 +174,13 @@ impl Workers {
         slots: u32,
         extra: impl Fn(usize) -> Vec<String>,
     ) -> Self {
-        let mut w = Self {
-            coordinator: coordinator.into(),
-            base: base.to_path_buf(),
-            slots,
-            keep_ms: 60_000,
-            children: Vec::new(),
-            starts: 0,
-            places: (first..first + n)
-                .map(|i| (net.name(i).to_string(), format!("{}:0", net.ip(i))))
-                .collect(),
-            log: "coordhost::remote=debug,coordhost::tls=debug",
-            extra: (0..n).map(extra).collect(),
-            knobs: Vec::new(),
-        };
-        for i in 0..n {
-            let c = w.spawn(i);
-            w.children.push(Some(c));
-        }
-        w
+        let mut w = Self::unstarted(coordinator, base, slots);
+        w.places = (first..first + n)
+            .map(|i| (net.name(i).to_string(), format!("{}:0", net.ip(i))))
+            .collect();
+        w.log = "coordhost::remote=debug,coordhost::tls=debug";
+        w.extra = (0..n).map(extra).collect();
+        w.launch(n)
     }
 
     /// As [`Workers::start`], worker `i` of each `(i, failpoints)` of
@@ -235,7 +196,15 @@ impl Workers {
         slots: u32,
         knobs: &[(usize, &str)],
     ) -> Self {
-        let mut w = Self {
+        let mut w = Self::unstarted(coordinator, base, slots);
+        w.knobs = knobs.iter().map(|(i, k)| (*i, (*k).to_owned())).collect();
+        w.launch(n)
+    }
+
+    /// The workers of one test before any is spawned: defaults that the
+    /// constructors above change (partitions kept 60 s, loopback, info logs).
+    fn unstarted(coordinator: &str, base: &Path, slots: u32) -> Self {
+        Self {
             coordinator: coordinator.into(),
             base: base.to_path_buf(),
             slots,
@@ -245,13 +214,17 @@ impl Workers {
             places: Vec::new(),
             log: "coordhost::remote=info",
             extra: Vec::new(),
-            knobs: knobs.iter().map(|(i, k)| (*i, (*k).to_owned())).collect(),
-        };
-        for i in 0..n {
-            let c = w.spawn(i);
-            w.children.push(Some(c));
+            knobs: Vec::new(),
         }
-        w
+    }
+
+    /// Spawns workers `w0` … `w<n-1>` as configured.
+    fn launch(mut self, n: usize) -> Self {
+        for i in 0..n {
+            let c = self.spawn(i);
+            self.children.push(Some(c));
+        }
+        self
     }
 
     fn spawn(&mut self, i: usize) -> Child {
