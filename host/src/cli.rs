@@ -81,9 +81,14 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "ID")]
     pub id: Option<String>,
     /// Mutual TLS with the coordinator and the other workers
-    /// (docs/workers.md, "Security").
+    /// (docs/workers.md, "Security"); the flags override --config.
     #[command(flatten)]
     pub tls: crate::tls::TlsArgs,
+    /// A TOML file with one `[cluster]` table: its `tls = { cert, key, ca
+    /// }` names this worker's TLS files, paths relative to the file
+    /// (docs/workers.md, "Security").
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// TLS and user authentication to etcd, with `--coordinator
     /// etcds://...` (docs/ha.md, "Security").
     #[command(flatten)]
@@ -403,6 +408,17 @@ fn cluster_certs(req: crate::tls::CertsRequest) -> ExitCode {
 /// worker that could not start or was refused (2: a wrong argument or
 /// another protocol version; 1: folders or the socket).
 fn worker_command(args: &WorkerArgs) -> ExitCode {
+    let from_file = match &args.config {
+        None => None,
+        Some(file) => match crate::config::load_cluster_file(file, &args.data_dir) {
+            Ok(tls) => tls,
+            Err(e) => {
+                eprintln!("coordhost: {}", crate::config::one_line(&e.to_string()));
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+        },
+    };
+    let tls = args.tls.files().or(from_file);
     let opts = crate::remote::WorkerOptions {
         coordinator: args.coordinator.clone(),
         data_dir: args.data_dir.clone(),
@@ -410,7 +426,7 @@ fn worker_command(args: &WorkerArgs) -> ExitCode {
         listen: args.listen.clone(),
         keep_partitions: std::time::Duration::from_millis(args.keep_partitions_ms),
         id: args.id.clone(),
-        tls: args.tls.files(),
+        tls: tls.clone(),
         etcd: match args.etcd.security() {
             Ok(s) => s,
             Err(e) => {
@@ -423,7 +439,7 @@ fn worker_command(args: &WorkerArgs) -> ExitCode {
         eprintln!("coordhost: --slots: at least 1");
         return ExitCode::from(EXIT_BAD_INPUT);
     }
-    if let Err(e) = args.tls.check_listen(&args.listen) {
+    if let Err(e) = args.tls.check_listen(&args.listen, tls.is_some()) {
         eprintln!("coordhost: {e}");
         return ExitCode::from(EXIT_BAD_INPUT);
     }

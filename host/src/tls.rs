@@ -42,7 +42,8 @@ use tokio::net::TcpStream;
 use tonic::transport::server::{Connected, TcpConnectInfo};
 
 /// The three files of a process's TLS identity (`--tls-cert`, `--tls-key`,
-/// `--tls-ca`), all PEM.
+/// `--tls-ca`, or the `[cluster] tls = { cert, key, ca }` table of a job
+/// file or a worker's `--config` file), all PEM.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsFiles {
     /// This process's certificate (the first one in the file is its own,
@@ -53,6 +54,23 @@ pub struct TlsFiles {
     /// The cluster's CA certificate(s): a peer's certificate must be signed
     /// by one of them.
     pub ca: PathBuf,
+    /// The file whose `[cluster] tls` table named the three; `None`: the
+    /// flags did. Messages name the field or the flag accordingly.
+    pub from: Option<PathBuf>,
+}
+
+impl TlsFiles {
+    /// Where file `which` (`cert`, `key` or `ca`) was named, for messages:
+    /// `--tls-cert`, or ``FILE: field `cluster.tls.cert`:``.
+    pub fn place(&self, which: &str) -> String {
+        match &self.from {
+            None => format!("--tls-{which}"),
+            Some(file) => format!(
+                "{}: field `cluster.tls.{which}`:",
+                file.display()
+            ),
+        }
+    }
 }
 
 /// Why TLS could not be set up.
@@ -60,18 +78,21 @@ pub struct TlsFiles {
 #[non_exhaustive]
 pub enum TlsError {
     /// A file could not be read or holds no usable PEM.
-    #[error("{flag} {path}: {reason}")]
+    #[error("{place} {}: {reason}", path.display())]
     File {
-        /// The flag that named it.
-        flag: &'static str,
+        /// The flag that named it (`--tls-cert`), or the file and field
+        /// ([`TlsFiles::place`]).
+        place: String,
         /// The file.
         path: PathBuf,
         /// What is wrong.
         reason: String,
     },
     /// The certificate does not carry the names its role needs.
-    #[error("--tls-cert {path}: {reason}")]
+    #[error("{place} {}: {reason}", path.display())]
     Identity {
+        /// Where the certificate was named ([`TlsFiles::place`]).
+        place: String,
         /// The certificate file.
         path: PathBuf,
         /// What is missing.
@@ -117,23 +138,25 @@ impl TlsArgs {
                 cert: cert.clone(),
                 key: key.clone(),
                 ca: ca.clone(),
+                from: None,
             }),
             _ => None,
         }
     }
 
     /// `Err` naming the rule when `listen` (`HOST:PORT`) is not a loopback
-    /// address and neither TLS nor --insecure-listen is given. An address
+    /// address and neither TLS (`tls`: the flags, or a `[cluster] tls`
+    /// table, name the files) nor --insecure-listen is given. An address
     /// that does not parse is left to the caller's own check.
-    pub fn check_listen(&self, listen: &str) -> Result<(), String> {
+    pub fn check_listen(&self, listen: &str, tls: bool) -> Result<(), String> {
         let Ok(addr) = listen.parse::<SocketAddr>() else {
             return Ok(());
         };
-        if addr.ip().is_loopback() || self.files().is_some() || self.insecure_listen {
+        if addr.ip().is_loopback() || tls || self.insecure_listen {
             return Ok(());
         }
         Err(format!(
-            "--listen {listen}: not a loopback address, and no TLS: give --tls-cert, --tls-key and --tls-ca (`coordhost cluster certs DIR --job JOB` makes them), or --insecure-listen to let whoever reaches {listen} join the cluster"
+            "--listen {listen}: not a loopback address, and no TLS: give --tls-cert, --tls-key and --tls-ca or a `[cluster] tls` table (`coordhost cluster certs DIR --job JOB` makes the files), or --insecure-listen to let whoever reaches {listen} join the cluster"
         ))
     }
 }
@@ -224,29 +247,29 @@ impl std::fmt::Debug for ClusterTls {
     }
 }
 
-fn read(flag: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
+fn read(place: &str, path: &Path) -> Result<Vec<u8>, TlsError> {
     std::fs::read(path).map_err(|e| TlsError::File {
-        flag,
+        place: place.to_owned(),
         path: path.to_path_buf(),
         reason: e.to_string(),
     })
 }
 
 fn certs_of(
-    flag: &'static str,
+    place: &str,
     path: &Path,
     pem: &[u8],
 ) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<_, _>>()
         .map_err(|e| TlsError::File {
-            flag,
+            place: place.to_owned(),
             path: path.to_path_buf(),
             reason: format!("not PEM certificates: {e}"),
         })?;
     if certs.is_empty() {
         return Err(TlsError::File {
-            flag,
+            place: place.to_owned(),
             path: path.to_path_buf(),
             reason: "holds no certificate (`-----BEGIN CERTIFICATE-----`)".into(),
         });
@@ -259,11 +282,11 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 }
 
 /// The CA certificates of `pem` as a root store.
-fn roots(path: &Path, pem: &[u8]) -> Result<rustls::RootCertStore, TlsError> {
+fn roots(place: &str, path: &Path, pem: &[u8]) -> Result<rustls::RootCertStore, TlsError> {
     let mut roots = rustls::RootCertStore::empty();
-    for c in certs_of("--tls-ca", path, pem)? {
+    for c in certs_of(place, path, pem)? {
         roots.add(c).map_err(|e| TlsError::File {
-            flag: "--tls-ca",
+            place: place.to_owned(),
             path: path.to_path_buf(),
             reason: format!("not a usable CA certificate: {e}"),
         })?;
@@ -284,6 +307,7 @@ impl ClusterTls {
         let (certs, tls) = Self::load(files, job.to_owned(), Role::Coordinator)?;
         if !peer_is(Some(certs.as_slice()), &coordinator_name(job)) {
             return Err(TlsError::Identity {
+                place: files.place("cert"),
                 path: files.cert.clone(),
                 reason: format!(
                     "{} has no name `{}`: it is not a certificate of a coordinator of job `{job}` (make one with `coordhost cluster certs DIR --job {job}`)",
@@ -303,9 +327,10 @@ impl ClusterTls {
     /// As [`ClusterTls::coordinator`]; also when the certificate names no
     /// worker, or another one than `id`.
     pub fn worker(files: &TlsFiles, id: Option<&str>) -> Result<Self, TlsError> {
-        let pem = read("--tls-cert", &files.cert)?;
-        let certs = certs_of("--tls-cert", &files.cert, &pem)?;
+        let pem = read(&files.place("cert"), &files.cert)?;
+        let certs = certs_of(&files.place("cert"), &files.cert, &pem)?;
         let identity_error = |reason: String| TlsError::Identity {
+            place: files.place("cert"),
             path: files.cert.clone(),
             reason,
         };
@@ -354,20 +379,26 @@ impl ClusterTls {
         job: String,
         role: Role,
     ) -> Result<(Vec<CertificateDer<'static>>, Self), TlsError> {
-        let cert_pem = read("--tls-cert", &files.cert)?;
-        let key_pem = read("--tls-key", &files.key)?;
-        let ca_pem = read("--tls-ca", &files.ca)?;
-        let certs = certs_of("--tls-cert", &files.cert, &cert_pem)?;
+        let cert_pem = read(&files.place("cert"), &files.cert)?;
+        let key_pem = read(&files.place("key"), &files.key)?;
+        let ca_pem = read(&files.place("ca"), &files.ca)?;
+        let certs = certs_of(&files.place("cert"), &files.cert, &cert_pem)?;
         let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsError::File {
-            flag: "--tls-key",
+            place: files.place("key"),
             path: files.key.clone(),
             reason: format!("not a PEM private key: {e}"),
         })?;
-        let roots = Arc::new(roots(&files.ca, &ca_pem)?);
+        let roots = Arc::new(roots(&files.place("ca"), &files.ca, &ca_pem)?);
         let verifier =
             rustls::server::WebPkiClientVerifier::builder_with_provider(roots, provider())
                 .build()
-                .map_err(|e| TlsError::Config(format!("--tls-ca {}: {e}", files.ca.display())))?;
+                .map_err(|e| {
+                    TlsError::Config(format!(
+                        "{} {}: {e}",
+                        files.place("ca"),
+                        files.ca.display()
+                    ))
+                })?;
         let mut server = rustls::ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(|e| TlsError::Config(e.to_string()))?
@@ -375,8 +406,10 @@ impl ClusterTls {
             .with_single_cert(certs.clone(), key)
             .map_err(|e| {
                 TlsError::Config(format!(
-                    "--tls-cert {} with --tls-key {}: {e}",
+                    "{} {} with {} {}: {e}",
+                    files.place("cert"),
                     files.cert.display(),
+                    files.place("key"),
                     files.key.display()
                 ))
             })?;
@@ -1074,6 +1107,7 @@ mod tests {
             cert: dir.path().join(format!("{name}.pem")),
             key: dir.path().join(format!("{name}.key")),
             ca: dir.path().join("ca.pem"),
+            from: None,
         };
         let c = ClusterTls::coordinator(&files("coordinator"), "tpch-q1").expect("coordinator");
         assert_eq!(c.role(), &Role::Coordinator);

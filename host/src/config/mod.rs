@@ -44,6 +44,14 @@ pub enum ConfigError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A worker's `--config` file could not be read.
+    #[error("{file}: cannot read the config file: {source}")]
+    ReadConfig {
+        /// The config file.
+        file: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
     /// The file is not valid TOML or does not have the job file's shape
     /// (an unknown field, a missing field, a value of the wrong type).
     #[error("{file}: {message}")]
@@ -156,7 +164,15 @@ pub struct JobConfig {
     pub recovery: RecoverySettings,
     /// The job graph, columns resolved.
     pub graph: JobGraph,
+    /// `[cluster] tls = { cert, key, ca }`: the coordinator's TLS files
+    /// (absolute, each checked readable), used with `--listen` unless the
+    /// `--tls-*` flags name others.
+    pub tls: Option<crate::tls::TlsFiles>,
 }
+
+/// Largest file `[cluster] tls` may name: 1 MiB (a PEM certificate chain
+/// or key is a few KiB).
+pub const MAX_TLS_FILE_BYTES: u64 = 1024 * 1024;
 
 pub use crate::files;
 mod operators;
@@ -220,6 +236,40 @@ pub fn parse_job(path: &Path, text: &str, opts: &LoadOptions) -> Result<JobConfi
     let config = v.validate(raw)?;
     v.check_paths(&config)?;
     Ok(config)
+}
+
+/// Reads a worker's `--config` file: a TOML file with one `[cluster]`
+/// table, whose `tls = { cert, key, ca }` names the worker's TLS files
+/// (relative paths resolved against the file's folder; `${job_dir}` is the
+/// file's folder, `${data_dir}` the worker's `--data-dir`). Returns `None`
+/// when the table has no `tls`.
+///
+/// # Errors
+///
+/// [`ConfigError`] naming the file and the field: the file cannot be read,
+/// is not TOML, has another table or an unknown field, or a TLS file is
+/// missing, not a regular file, larger than [`MAX_TLS_FILE_BYTES`] or
+/// cannot be read.
+pub fn load_cluster_file(
+    path: &Path,
+    data_dir: &Path,
+) -> Result<Option<crate::tls::TlsFiles>, ConfigError> {
+    let text = crate::files::read_job_text(path).map_err(|source| ConfigError::ReadConfig {
+        file: path.to_path_buf(),
+        source,
+    })?;
+    let file = path.to_path_buf();
+    let raw: raw::RawClusterFile = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        file: file.clone(),
+        message: one_line(&parse_message(&e, &text)),
+    })?;
+    let v = Validator {
+        file,
+        job_dir: absolute(path.parent().unwrap_or(Path::new("."))),
+        data_dir: absolute(data_dir),
+        sinks: std::cell::RefCell::new(Vec::new()),
+    };
+    v.cluster_tls(Some(raw.cluster))
 }
 
 fn parse_message(e: &toml::de::Error, text: &str) -> String {

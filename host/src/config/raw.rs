@@ -16,6 +16,32 @@ pub(super) struct RawJobFile {
     pub(super) vertices: Vec<toml::Value>,
     #[serde(default)]
     pub(super) edges: Vec<toml::Value>,
+    #[serde(default)]
+    pub(super) cluster: Option<RawCluster>,
+}
+
+/// A worker's `--config` file: only the `[cluster]` table.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawClusterFile {
+    pub(super) cluster: RawCluster,
+}
+
+/// `[cluster]`: how the processes of a cluster talk to each other.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawCluster {
+    #[serde(default)]
+    pub(super) tls: Option<RawTls>,
+}
+
+/// `[cluster] tls = { cert, key, ca }`: the `--tls-*` files.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawTls {
+    pub(super) cert: String,
+    pub(super) key: String,
+    pub(super) ca: String,
 }
 
 #[derive(Deserialize)]

@@ -10,7 +10,7 @@ use super::raw::*;
 use super::{
     ConfigError, DEFAULT_BYTES_PER_TASK, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PARALLELISM,
     DEFAULT_SLOT_REQUEST_TIMEOUT, JobConfig, MAX_NAME_CHARS, MAX_RECORD_DELAY_US,
-    MAX_SLOT_REQUEST_TIMEOUT_MS, RecoverySettings, normalize, one_line,
+    MAX_SLOT_REQUEST_TIMEOUT_MS, MAX_TLS_FILE_BYTES, RecoverySettings, normalize, one_line,
 };
 use crate::files;
 use crate::graph::{DistributionPattern, JobEdge, JobGraph, JobVertex, Parallelism};
@@ -220,6 +220,7 @@ impl Validator {
             Some(_) => {}
         }
         let graph = self.graph(raw.vertices, raw.edges, &plugins)?;
+        let tls = self.cluster_tls(raw.cluster)?;
         Ok(JobConfig {
             file: self.file.clone(),
             name: raw.job.name,
@@ -230,7 +231,35 @@ impl Validator {
             shuffle_plugin: raw.shuffle.plugin,
             recovery,
             graph,
+            tls,
         })
+    }
+
+    /// `[cluster] tls = { cert, key, ca }`: each path substituted, resolved
+    /// against the file's folder and read (a regular file of at most
+    /// [`MAX_TLS_FILE_BYTES`]); what the PEM holds is checked when TLS is
+    /// set up, with messages naming the same fields.
+    pub(super) fn cluster_tls(
+        &self,
+        cluster: Option<RawCluster>,
+    ) -> Result<Option<crate::tls::TlsFiles>, ConfigError> {
+        let Some(RawTls { cert, key, ca }) = cluster.and_then(|c| c.tls) else {
+            return Ok(None);
+        };
+        let file = |which: &str, s: &str| -> Result<PathBuf, ConfigError> {
+            let field = format!("cluster.tls.{which}");
+            let path = self.resolve_path(&field, s)?;
+            files::read_regular_file(&path, MAX_TLS_FILE_BYTES).map_err(|e| {
+                self.invalid(&field, format!("cannot read `{}`: {e}", path.display()))
+            })?;
+            Ok(path)
+        };
+        Ok(Some(crate::tls::TlsFiles {
+            cert: file("cert", &cert)?,
+            key: file("key", &key)?,
+            ca: file("ca", &ca)?,
+            from: Some(self.file.clone()),
+        }))
     }
 
     pub(super) fn plugin(&self, name: &str, value: toml::Value) -> Result<PluginSpec, ConfigError> {

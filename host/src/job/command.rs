@@ -65,7 +65,8 @@ pub struct RunArgs {
     /// a leader that dies or is cut off is replaced after about this long.
     #[arg(long, value_name = "S", default_value_t = 3, requires = "ha")]
     pub ha_lease_ttl_s: u64,
-    /// Mutual TLS with the workers (docs/workers.md, "Security").
+    /// Mutual TLS with the workers (docs/workers.md, "Security"); the
+    /// flags override the job file's `[cluster] tls` table.
     #[command(flatten)]
     pub tls: crate::tls::TlsArgs,
     /// TLS and user authentication to etcd (docs/ha.md, "Security").
@@ -177,24 +178,25 @@ fn start_cluster(args: &RunArgs, n: usize) -> Result<crate::remote::Cluster, (u8
         ));
     }
     let listen = args.listen.clone().unwrap_or_default();
+    // The job file is read first: its `[cluster] tls` table is the
+    // alternative to the flags (which override it), and a coordinator's
+    // certificate must name the job.
+    let job = crate::config::load_job(
+        &args.job,
+        &crate::config::LoadOptions {
+            data_dir: args.data_dir.clone(),
+        },
+    )
+    .map_err(|e| (EXIT_BAD_INPUT, crate::config::one_line(&e.to_string())))?;
+    let files = args.tls.files().or(job.tls);
     args.tls
-        .check_listen(&listen)
+        .check_listen(&listen, files.is_some())
         .map_err(|e| (EXIT_BAD_INPUT, e))?;
-    let tls = match args.tls.files() {
-        Some(files) => {
-            let job = crate::config::load_job(
-                &args.job,
-                &crate::config::LoadOptions {
-                    data_dir: args.data_dir.clone(),
-                },
-            )
-            .map_err(|e| (EXIT_BAD_INPUT, crate::config::one_line(&e.to_string())))?
-            .name;
-            Some(
-                crate::tls::ClusterTls::coordinator(&files, &job)
-                    .map_err(|e| (EXIT_BAD_INPUT, e.to_string()))?,
-            )
-        }
+    let tls = match files {
+        Some(files) => Some(
+            crate::tls::ClusterTls::coordinator(&files, &job.name)
+                .map_err(|e| (EXIT_BAD_INPUT, crate::config::one_line(&e.to_string())))?,
+        ),
         None => None,
     };
     let mut options = crate::remote::ClusterOptions::new(listen);

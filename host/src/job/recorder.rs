@@ -139,6 +139,8 @@ pub fn job_fingerprint(config: &crate::config::JobConfig, data_dir: &Path) -> St
         shuffle_plugin,
         recovery: _,
         graph,
+        // Who may talk to the cluster does not change what the job computes.
+        tls: _,
     } = config;
     let mut h = String::new();
     h.push_str(&hex_sha256(&data_dir_neutral(&graph_text(graph), data_dir)));

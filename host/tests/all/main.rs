@@ -81,6 +81,7 @@ mod workers_netns;
 mod workers_placement;
 mod workers_shuffle_context;
 mod workers_tls;
+mod workers_tls_config;
 
 /// Without the `failpoints` feature the tests that use test knobs are not
 /// built: this fails, so that such a run never looks complete.
