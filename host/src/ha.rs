@@ -49,10 +49,12 @@ pub enum HaError {
     #[error("{0}")]
     Url(String),
     /// etcd could not be reached or refused a call.
-    #[error("etcd at {endpoints}: {what}: {source}")]
+    #[error("etcd at {endpoints}{}: {what}: {source}", user.as_ref().map(|u| format!(" (user `{u}`)")).unwrap_or_default())]
     Etcd {
         /// The endpoints, comma-separated.
         endpoints: String,
+        /// With etcd's user authentication: the user (never the password).
+        user: Option<String>,
         /// The step that failed.
         what: &'static str,
         /// etcd-client's error.
@@ -67,6 +69,37 @@ pub enum HaError {
         /// The job.
         job: String,
     },
+}
+
+/// The words of etcd's refusals of a client itself (`rpctypes` of etcd's
+/// API): its user name is missing or unknown, its password wrong, or its
+/// roles do not cover the key. etcd's election service passes them on as
+/// `Unknown`, so they are told by their message. An expired auth token
+/// (`invalid auth token`) is not among them: a new connection
+/// authenticates again.
+const REFUSALS: [&str; 4] = [
+    "etcdserver: user name is empty",
+    "etcdserver: user name not found",
+    "etcdserver: authentication failed",
+    "etcdserver: permission denied",
+];
+
+impl HaError {
+    /// Whether etcd refused this process's authentication or permissions
+    /// ([`REFUSALS`], or the gRPC codes `PERMISSION_DENIED`), which no
+    /// retry changes.
+    #[must_use]
+    pub fn is_refusal(&self) -> bool {
+        let Self::Etcd {
+            source: etcd_client::Error::GRpcStatus(status),
+            ..
+        } = self
+        else {
+            return false;
+        };
+        status.code() == tonic::Code::PermissionDenied
+            || REFUSALS.iter().any(|r| status.message().contains(r))
+    }
 }
 
 /// An etcd cluster, as `etcd://HOST:PORT[,HOST:PORT...]` (plain) or
@@ -285,6 +318,7 @@ impl EtcdUrl {
     fn error(&self, what: &'static str, source: etcd_client::Error) -> HaError {
         HaError::Etcd {
             endpoints: self.joined(),
+            user: self.security.user.as_ref().map(|(name, _)| name.clone()),
             what,
             source,
         }
@@ -395,6 +429,10 @@ pub fn campaign(
                 Ok(won) => return Ok(won),
                 // etcd not there at the start: one clear error.
                 Err(e) if !started => return Err(e),
+                // etcd refuses this process itself (no user, a user
+                // without the right to the job's election): campaigning
+                // again cannot change that.
+                Err(e) if e.is_refusal() => return Err(e),
                 // A standby outlives etcd's restarts: it campaigns again.
                 Err(e) => {
                     // Said once; every retry goes to the debug log.

@@ -8,6 +8,14 @@
 //! and stop with an error naming it; `etcds://` without `--ha-ca` is
 //! refused at once (exit 2).
 //!
+//! etcd's user authentication (`--ha-user`, the password from
+//! `--ha-password-file` or `COORDHOST_HA_PASSWORD`) against a real etcd
+//! with `auth enable` and a user whose role covers the job's election: the
+//! right password elects the leader and the job finishes, with workers
+//! finding it as the same user; a wrong password, no user, or a user of
+//! another job's election stop with an error naming etcd and the user; the
+//! password is in no process's argv (`/proc/PID/cmdline`) and in no output.
+//!
 //! etcd must be installed (`make ha-deps`); a missing etcd fails the test.
 
 use std::path::Path;
@@ -180,4 +188,257 @@ fn workers_find_the_leader_through_an_etcd_that_requires_client_certificates() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--ha-ca FILE"), "{stderr}");
+}
+
+/// The etcd user of the job's coordinators and workers, its password, and
+/// the role that lets it use the job's election (`coordhost/leader/JOB/`).
+const USER: &str = "coordhost-wc";
+const PASSWORD: &str = "pw-7Qx!vL2-never-shown";
+/// A user whose role covers another job's election only.
+const OTHER_USER: &str = "coordhost-other";
+const OTHER_PASSWORD: &str = "pw-other-9Kd";
+
+/// Turns on etcd's user authentication on `etcd` (plain, loopback): users
+/// `root` (its root role), [`USER`] with read-write on the prefix
+/// `coordhost/leader/wordcount/`, [`OTHER_USER`] with read-write on
+/// `coordhost/leader/other/`; then `auth enable`. Through etcd's own API
+/// (the etcd-client crate), as `etcdctl user add` / `role grant-permission`
+/// / `auth enable` do.
+fn enable_auth(etcd: &Etcd) {
+    use etcd_client::{Client, Permission};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let mut c = Client::connect([etcd.endpoint()], None)
+            .await
+            .expect("connect to etcd");
+        c.user_add("root", "root-pw-unused", None)
+            .await
+            .expect("user add root");
+        c.user_grant_role("root", "root").await.expect("root role");
+        for (user, password, job) in [
+            (USER, PASSWORD, JOB),
+            (OTHER_USER, OTHER_PASSWORD, "other"),
+        ] {
+            let role = format!("{user}-role");
+            c.role_add(role.clone()).await.expect("role add");
+            c.role_grant_permission(
+                role.clone(),
+                Permission::read_write(format!("coordhost/leader/{job}/")).with_prefix(),
+            )
+            .await
+            .expect("grant the election's prefix");
+            c.user_add(user, password, None).await.expect("user add");
+            c.user_grant_role(user, role).await.expect("user grant role");
+        }
+        c.auth_enable().await.expect("auth enable");
+    });
+}
+
+/// Every file below `dir` whose bytes hold `needle`.
+fn files_holding(dir: &Path, needle: &[u8], out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            files_holding(&p, needle, out);
+        } else if std::fs::read(&p)
+            .is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle))
+        {
+            out.push(p);
+        }
+    }
+}
+
+/// Whether `/proc/PID/cmdline` (its argv) holds `needle`; panics if the
+/// process is gone.
+fn argv_holds(pid: u32, needle: &str) -> bool {
+    let argv = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_else(|e| panic!("/proc/{pid}/cmdline: {e}"));
+    assert!(!argv.is_empty(), "process {pid} has no argv");
+    argv.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+#[test]
+fn etcd_user_authentication_lets_the_right_user_lead_and_refuses_a_wrong_password() {
+    let fx = Fixture::words();
+    let etcd = Etcd::start(&fx.path("etcd"));
+    enable_auth(&etcd);
+    // The password in a file outside every folder the processes write.
+    let secrets = fx.path("secrets");
+    std::fs::create_dir_all(&secrets).expect("secrets");
+    let pw_file = secrets.join("etcd-password");
+    std::fs::write(&pw_file, format!("{PASSWORD}\n")).expect("password file");
+    let auth = vec![
+        "--ha-user".to_owned(),
+        USER.to_owned(),
+        "--ha-password-file".to_owned(),
+        pw_file.display().to_string(),
+    ];
+    let mut j = WordJob::new(&fx.input);
+    j.source_delay_us = 20;
+    let file = j.write(&fx.path("job.toml"));
+    let data = fx.path("data");
+    let base = fx.path("coordinators");
+    let addr = free_port();
+    let mut extra = external_args(&addr, 2, HEARTBEAT_MS);
+    extra.extend(auth.clone());
+    let mut leader = spawn_ha_run("A", &file, &data, &etcd, 3, &base, &extra);
+    let workers = Workers::start_with(
+        2,
+        &format!("{}/{JOB}", etcd.url()),
+        &fx.path("workers"),
+        2,
+        |_| auth.clone(),
+    );
+    // While they run (the leader elected, waiting for its workers): the
+    // password is in no argv.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&leader.stderr)
+        .unwrap_or_default()
+        .contains("leading job `wordcount`")
+    {
+        assert!(
+            Instant::now() < deadline && leader.child.try_wait().expect("try_wait").is_none(),
+            "the coordinator did not lead as etcd user `{USER}`:\n{}\n{}",
+            std::fs::read_to_string(&leader.stderr).unwrap_or_default(),
+            etcd.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !argv_holds(leader.child.id(), PASSWORD),
+        "the password is in the coordinator's argv"
+    );
+    assert!(argv_holds(leader.child.id(), USER), "the argv check reads argv");
+    for i in 0..2 {
+        assert!(
+            !argv_holds(workers.pid(i), PASSWORD),
+            "the password is in w{i}'s argv"
+        );
+    }
+    let code = wait(&mut leader.child, Duration::from_secs(180));
+    let stderr = std::fs::read_to_string(&leader.stderr).unwrap_or_default();
+    assert_eq!(
+        code,
+        Some(0),
+        "the leader as etcd user `{USER}`:\n{stderr}\n{}\n{}",
+        workers.logs(),
+        etcd.log()
+    );
+    assert!(stderr.contains("leading job `wordcount`"), "{stderr}");
+    assert!(
+        sorted_output(&data) == expected_output(&fx.input),
+        "the word count through an etcd with user authentication differs"
+    );
+    for i in 0..2 {
+        let log = workers.log_of(i);
+        assert!(
+            log.contains("the job's leader") && log.contains("registered"),
+            "w{i} did not find the leader through etcd as `{USER}`:\n{log}"
+        );
+    }
+    drop(workers);
+
+    // Refused: a wrong password (from the variable), a user without a
+    // password, no user at all, a user whose role covers another job's
+    // election. Each stops (exit 1) naming etcd, and the user when there
+    // is one; no password is printed.
+    let wrong = "wrong-pw-Zt5";
+    for (what, user, password, says) in [
+        (
+            "a wrong password",
+            Some(USER),
+            Some(wrong),
+            "authentication failed",
+        ),
+        ("no user", None, None, "user name is empty"),
+        (
+            "a user of another job's election",
+            Some(OTHER_USER),
+            Some(OTHER_PASSWORD),
+            "permission denied",
+        ),
+    ] {
+        let mut command = crate::support::coordhost();
+        command
+            .arg("--cache-dir")
+            .arg(crate::support::cache_dir())
+            .arg("run")
+            .arg(&file)
+            .arg("--data-dir")
+            .arg(fx.path("refused"))
+            .arg("--ha")
+            .arg(etcd.url())
+            .env_remove(crate_password_variable())
+            .args(user.map(|u| ["--ha-user", u]).into_iter().flatten());
+        if let Some(p) = password {
+            command.env(crate_password_variable(), p);
+        }
+        let started = Instant::now();
+        let out = command.output().expect("run coordhost");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{what}: {stderr}");
+        let names = match user {
+            Some(u) => format!("etcd at {} (user `{u}`): ", etcd.endpoint()),
+            None => format!("etcd at {}: ", etcd.endpoint()),
+        };
+        assert!(
+            stderr.contains(&names) && stderr.contains(says),
+            "{what}: the error names etcd{} and says `{says}`: {stderr}",
+            if user.is_some() { " and the user" } else { "" }
+        );
+        for p in [wrong, OTHER_PASSWORD, PASSWORD] {
+            assert!(
+                !stderr.contains(p) && !stdout.contains(p),
+                "{what}: a password is printed: {stderr}{stdout}"
+            );
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{what}: took {:?}",
+            started.elapsed()
+        );
+        assert!(
+            !fx.path("refused").join("log").exists()
+                || crate::support::segment_files(&fx.path("refused").join("log")).is_empty(),
+            "{what}: a refused coordinator wrote a log"
+        );
+    }
+    // A user and neither a password file nor the variable: exit 2 at once.
+    let out = crate::support::coordhost()
+        .arg("run")
+        .arg(&file)
+        .arg("--data-dir")
+        .arg(fx.path("refused"))
+        .arg("--ha")
+        .arg(etcd.url())
+        .args(["--ha-user", USER])
+        .env_remove(crate_password_variable())
+        .output()
+        .expect("run coordhost");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no password"), "{stderr}");
+
+    // No output of any process holds the password: stderr, stdout,
+    // summaries, the event log, the workers' folders.
+    let mut holding = Vec::new();
+    for dir in [&data, &base, &fx.path("workers"), &fx.path("refused")] {
+        files_holding(dir, PASSWORD.as_bytes(), &mut holding);
+    }
+    assert!(
+        holding.is_empty(),
+        "files holding the password: {holding:?}"
+    );
+}
+
+/// `COORDHOST_HA_PASSWORD`, the variable an etcd password may come from.
+fn crate_password_variable() -> &'static str {
+    coordhost::ha::PASSWORD_VARIABLE
 }
