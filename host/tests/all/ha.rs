@@ -203,7 +203,7 @@ impl Coordinator {
 
     /// SIGKILLs it and reaps it; checks it died of the signal (it had not
     /// ended on its own before).
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Ok(Some(status)) = self.child.try_wait() {
             panic!(
                 "coordinator {} had already ended ({status}) before the kill\n{}",

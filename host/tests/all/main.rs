@@ -28,6 +28,7 @@ mod events_replay;
 mod ha;
 mod ha_matrix;
 mod ha_netns;
+mod ha_netns_tls;
 mod ha_tls;
 mod job_cli;
 mod job_config;

@@ -104,18 +104,28 @@ impl Etcd {
     /// # Panics
     /// As [`Etcd::start`].
     pub fn start_tls(dir: &Path, pki: &Path) -> Self {
+        Self::start_tls_on(dir, pki, "127.0.0.1")
+    }
+
+    /// As [`Etcd::start_tls`], listening on `host` (an address of this
+    /// network namespace, e.g. [`super::netns::Netns::bridge_ip`]; its
+    /// certificate must name it: `cluster certs ... --etcd-host HOST`).
+    ///
+    /// # Panics
+    /// As [`Etcd::start`].
+    pub fn start_tls_on(dir: &Path, pki: &Path, host: &str) -> Self {
         let binary = etcd_binary();
         std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
         let mut etcd = Self {
             binary,
             dir: dir.to_path_buf(),
-            host: "127.0.0.1".to_owned(),
-            client_port: free_port("127.0.0.1"),
-            peer_port: free_port("127.0.0.1"),
+            host: host.to_owned(),
+            client_port: free_port(host),
+            peer_port: free_port(host),
             child: None,
             starts: 0,
             tls: Some(pki.to_path_buf()),
-            metrics_port: free_port("127.0.0.1"),
+            metrics_port: free_port(host),
         };
         etcd.spawn();
         etcd
@@ -251,7 +261,7 @@ impl Etcd {
     /// Whether `GET /health` answers `"health":"true"` now.
     pub fn healthy(&self) -> bool {
         let at = if self.tls.is_some() {
-            format!("127.0.0.1:{}", self.metrics_port)
+            format!("{}:{}", self.host, self.metrics_port)
         } else {
             self.endpoint()
         };

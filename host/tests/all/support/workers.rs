@@ -164,8 +164,11 @@ impl Workers {
     }
 
     /// As [`Workers::start_in_namespaces_from`], worker `i` with the more
-    /// arguments `extra(i)`.
-    fn start_in_namespaces_from_with(
+    /// arguments `extra(i)` (e.g. its TLS files).
+    ///
+    /// # Panics
+    /// If a worker cannot be spawned.
+    pub fn start_in_namespaces_from_with(
         net: &super::netns::Netns,
         first: usize,
         n: usize,
