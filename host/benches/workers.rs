@@ -9,7 +9,11 @@
 //!    and a `forward` edge to P sinks) run with embedded workers
 //!    (`coordhost run JOB`, one thread per core) and with 3 external worker
 //!    processes (`--listen 127.0.0.1:PORT --external-workers 3`, 2 slots
-//!    each). Per row, the median of the runs of: the job's wall time as the
+//!    each), and with the 3 workers on mutual TLS (`--tls-cert/--tls-key/
+//!    --tls-ca` on the coordinator and every worker, certificates of
+//!    `coordhost cluster certs`; issue 25), followed per edge by a line
+//!    "TLS vs plain" with both costs per task and their ratio (the issue's
+//!    target: at most ×1.15). Per row, the median of the runs of: the job's wall time as the
 //!    summary reports it (`wall_ms`: first vertex to end, without loading
 //!    plugins or waiting for workers) and per task; the process's wall time
 //!    (spawn to exit); per source and per sink subtask, each vertex's first
@@ -45,7 +49,9 @@
 //!    `sink: 6/6 finished`; the bytes are the producers' bytes per
 //!    subpartition from the event log (`coordhost log inspect --json`),
 //!    those read remotely found from where each attempt ran (the workers'
-//!    `running` lines).
+//!    `running` lines). Also on 3 TLS workers, followed by a line "TLS vs
+//!    plain" with both MB/s and their ratio (the issue's target: at least
+//!    ×0.8).
 //!
 //! `cargo bench -p coordhost --bench workers` (`make bench-workers`) after
 //! `make plugins`. Everything runs in a temporary folder, with this
@@ -305,6 +311,18 @@ struct Workers {
 
 impl Workers {
     fn start(n: usize, coordinator: &str, base: &Path, slots: u32) -> Self {
+        Self::start_with(n, coordinator, base, slots, |_| Vec::new())
+    }
+
+    /// As [`Workers::start`], worker `i` with the more arguments `extra(i)`
+    /// (its TLS files).
+    fn start_with(
+        n: usize,
+        coordinator: &str,
+        base: &Path,
+        slots: u32,
+        extra: impl Fn(usize) -> Vec<String>,
+    ) -> Self {
         let procs = (0..n)
             .map(|i| {
                 let mut cmd = Command::new(binary());
@@ -321,6 +339,7 @@ impl Workers {
                     .arg(format!("w{i}"))
                     .arg("--keep-partitions-ms")
                     .arg("600000")
+                    .args(extra(i))
                     // `running` (an attempt starts) is a debug line.
                     .env("COORDHOST_LOG", "coordhost::remote=debug");
                 Proc::spawn(&format!("worker w{i}"), cmd)
@@ -395,6 +414,71 @@ fn external(addr: &str, n: usize) -> Vec<String> {
         "--worker-wait-ms".into(),
         "60000".into(),
     ]
+}
+
+/// `coordhost cluster certs DIR --job JOB --workers w0,w1,w2`: the CA and
+/// the certificates of a TLS cluster for `job` (issue 25).
+fn certs(dir: &Path, job: &str) -> PathBuf {
+    let out = Command::new(binary())
+        .args(["cluster", "certs"])
+        .arg(dir)
+        .args(["--job", job, "--workers", "w0,w1,w2"])
+        .output()
+        .expect("run coordhost cluster certs");
+    assert!(
+        out.status.success(),
+        "cluster certs: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir.to_path_buf()
+}
+
+/// `--tls-cert DIR/NAME.pem --tls-key DIR/NAME.key --tls-ca DIR/ca.pem`.
+fn tls_args(pki: &Path, name: &str) -> Vec<String> {
+    let f = |n: String| pki.join(n).display().to_string();
+    vec![
+        "--tls-cert".into(),
+        f(format!("{name}.pem")),
+        "--tls-key".into(),
+        f(format!("{name}.key")),
+        "--tls-ca".into(),
+        f("ca.pem".into()),
+    ]
+}
+
+/// The worker modes of figures 1 and 3 besides `embedded`: 3 workers on
+/// plain gRPC, and 3 workers on mutual TLS (certificates for `job` in
+/// `work/pki`), each set registering at a port of its own. Returns, per
+/// mode, its name, the `run` arguments and its workers.
+fn worker_modes(work: &Path, job: &str) -> Vec<(&'static str, Vec<String>, Workers)> {
+    let plain = free_port();
+    let tls = free_port();
+    let pki = certs(&work.join("pki"), job);
+    let mut tls_run = external(&tls, 3);
+    tls_run.extend(tls_args(&pki, "coordinator"));
+    vec![
+        (
+            "3 workers",
+            external(&plain, 3),
+            Workers::start(3, &plain, &work.join("workers"), 2),
+        ),
+        (
+            "3 w. TLS",
+            tls_run,
+            Workers::start_with(3, &tls, &work.join("workers-tls"), 2, |i| {
+                tls_args(&pki, &format!("w{i}"))
+            }),
+        ),
+    ]
+}
+
+/// `tls / plain` as `×R` (`-` when plain is 0).
+fn ratio(tls: f64, plain: f64) -> String {
+    if plain > 0.0 {
+        format!("x{:.2}", tls / plain)
+    } else {
+        "-".into()
+    }
 }
 
 fn summary(path: &Path) -> serde_json::Value {
@@ -558,11 +642,10 @@ fn cost_per_task(root: &Path, sources: u32, edges: &[String], runs: usize, ticks
     let work = root.join("cost");
     std::fs::create_dir_all(&work).expect("folder");
     println!(
-        "\n1. coordinator cost per task: source (parallelism {sources}, one tiny inline split each) -> edge -> sink0; embedded ({} threads, one per core) vs 3 worker processes (2 slots each); {runs} run(s) per row, median",
+        "\n1. coordinator cost per task: source (parallelism {sources}, one tiny inline split each) -> edge -> sink0; embedded ({} threads, one per core) vs 3 worker processes (2 slots each), plain and with mutual TLS; {runs} run(s) per row, median",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
-    let addr = free_port();
-    let workers = Workers::start(3, &addr, &work.join("workers"), 2);
+    let modes = worker_modes(&work, "cost");
     let mut rows = Vec::new();
     let mut run = 0;
     for edge in edges {
@@ -573,8 +656,9 @@ fn cost_per_task(root: &Path, sources: u32, edges: &[String], runs: usize, ticks
         };
         let job = work.join(format!("job-{edge}.toml"));
         tiny_job(&job, "cost", sources, 1, sinks, edge);
-        for (mode, extra) in [("embedded", Vec::new()), ("3 workers", external(&addr, 3))] {
-            let w = (!extra.is_empty()).then_some(&workers);
+        let all_modes = std::iter::once(("embedded", Vec::new(), None))
+            .chain(modes.iter().map(|(m, e, w)| (*m, e.clone(), Some(w))));
+        for (mode, extra, w) in all_modes {
             let all: Vec<CostRun> = (0..runs)
                 .map(|i| {
                     run += 1;
@@ -645,6 +729,29 @@ fn cost_per_task(root: &Path, sources: u32, edges: &[String], runs: usize, ticks
             busy_s * 1e3 / t,
         );
     }
+    // TLS vs plain, per edge: the issue's target is at most 1.15 times the
+    // plain cost per task.
+    for pair in rows.chunks(3) {
+        if let [_, (job, _, plain_tasks, plain), (_, _, tls_tasks, tls)] = pair {
+            let per_task = |f: &[f64; 7], t: u64| f[0] * 1e3 / t as f64;
+            let cpu_per_task = |f: &[f64; 7], t: u64| f[4] * 1e3 / t as f64;
+            println!(
+                "{job:>18}   TLS vs plain: job {:.2} vs {:.2} ms/task ({}), coordinator CPU {:.2} vs {:.2} ms/task ({}), workers' CPU {:.2} vs {:.2} s ({}); target <= x1.15 per task",
+                per_task(tls, *tls_tasks),
+                per_task(plain, *plain_tasks),
+                ratio(per_task(tls, *tls_tasks), per_task(plain, *plain_tasks)),
+                cpu_per_task(tls, *tls_tasks),
+                cpu_per_task(plain, *plain_tasks),
+                ratio(cpu_per_task(tls, *tls_tasks), cpu_per_task(plain, *plain_tasks)),
+                tls[6],
+                plain[6],
+                ratio(tls[6], plain[6]),
+            );
+        }
+    }
+    println!(
+        "   3 w. TLS = the 3 workers with mutual TLS to the coordinator and between them (certificates of `coordhost cluster certs`)"
+    );
     println!(
         "   job s = the summary's wall_ms (first vertex to end); process s = spawn to exit (plugin loading and, external, waiting for the workers to register included); \
          src/sink ms/t = each vertex's first to last progress line per subtask (sinks: from every source finished); CPU = the coordinator process's user + system time (/proc); \
@@ -882,13 +989,15 @@ fn shuffle_bytes(root: &Path, mib: u64, runs: usize) {
         "\n3. shuffle read throughput: {:.0} MiB of text -> source ({SHUFFLE_SOURCES}, read-lines) -> hash on the line -> {SHUFFLE_CONSUMERS} consumers (filter that keeps nothing); {runs} run(s) per mode",
         input_bytes as f64 / f64::from(1 << 20)
     );
-    let addr = free_port();
-    let workers = Workers::start(3, &addr, &work.join("workers"), 2);
+    let modes = worker_modes(&work, "shuffle-bytes");
+    let mut mb_s = Vec::new();
     println!(
         "{:>10} {:>12} {:>14} {:>24} {:>8} {:>7}",
         "mode", "bytes read", "of them remote", "consumers s min/med/max", "MB/s", "job s"
     );
-    for (mode, extra) in [("embedded", Vec::new()), ("3 workers", external(&addr, 3))] {
+    let all_modes = std::iter::once(("embedded", Vec::new(), None))
+        .chain(modes.iter().map(|(m, e, w)| (*m, e.clone(), Some(w))));
+    for (mode, extra, workers) in all_modes {
         let mut secs_all = Vec::new();
         let mut job_all = Vec::new();
         let mut row = (0, 0);
@@ -896,9 +1005,9 @@ fn shuffle_bytes(root: &Path, mib: u64, runs: usize) {
             let (total, remote, secs, job_s) = shuffle_run(
                 &work,
                 &job,
-                &format!("{}-{run}", mode.len()),
+                &format!("{}-{run}", mode.replace([' ', '.'], "")),
                 &extra,
-                &workers,
+                workers,
             );
             eprintln!(
                 "  {mode} run {}/{runs}: {total} bytes, {:.0}% remote, consumers {secs:.3} s, job {job_s:.2} s",
@@ -922,6 +1031,13 @@ fn shuffle_bytes(root: &Path, mib: u64, runs: usize) {
             total as f64 / med / 1e6,
             median(&mut job_all),
         );
+        mb_s.push(total as f64 / med / 1e6);
+    }
+    if let [_, plain, tls] = mb_s[..] {
+        println!(
+            "   TLS vs plain: {tls:.0} vs {plain:.0} MB/s ({}); target >= x0.80",
+            ratio(tls, plain)
+        );
     }
     println!(
         "   bytes read = the producers' bytes per subpartition (event log), all read by the consumers; remote = those of a producer on another worker than the consumer (ReadSubpartitions over loopback gRPC); \
@@ -936,7 +1052,7 @@ fn shuffle_run(
     job: &Path,
     tag: &str,
     extra: &[String],
-    workers: &Workers,
+    workers: Option<&Workers>,
 ) -> (u64, u64, f64, f64) {
     let data = work.join(format!("data-{tag}"));
     let summary_path = work.join(format!("summary-{tag}.json"));
@@ -966,7 +1082,7 @@ fn shuffle_run(
     let produced = produced_bytes(&data, "shuffle-bytes");
     let total: u64 = produced.values().flat_map(|(_, b)| b.iter()).sum();
     let mut remote = 0;
-    if !extra.is_empty() {
+    if let Some(workers) = workers {
         let at = workers.placement(t0);
         for (subtask, (attempt, bytes)) in &produced {
             let w = at[&("source".to_string(), *subtask, *attempt)];
