@@ -742,7 +742,10 @@ fn cost_per_task(root: &Path, sources: u32, edges: &[String], runs: usize, ticks
                 ratio(per_task(tls, *tls_tasks), per_task(plain, *plain_tasks)),
                 cpu_per_task(tls, *tls_tasks),
                 cpu_per_task(plain, *plain_tasks),
-                ratio(cpu_per_task(tls, *tls_tasks), cpu_per_task(plain, *plain_tasks)),
+                ratio(
+                    cpu_per_task(tls, *tls_tasks),
+                    cpu_per_task(plain, *plain_tasks)
+                ),
                 tls[6],
                 plain[6],
                 ratio(tls[6], plain[6]),

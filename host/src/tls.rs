@@ -65,10 +65,7 @@ impl TlsFiles {
     pub fn place(&self, which: &str) -> String {
         match &self.from {
             None => format!("--tls-{which}"),
-            Some(file) => format!(
-                "{}: field `cluster.tls.{which}`:",
-                file.display()
-            ),
+            Some(file) => format!("{}: field `cluster.tls.{which}`:", file.display()),
         }
     }
 }
@@ -393,11 +390,7 @@ impl ClusterTls {
             rustls::server::WebPkiClientVerifier::builder_with_provider(roots, provider())
                 .build()
                 .map_err(|e| {
-                    TlsError::Config(format!(
-                        "{} {}: {e}",
-                        files.place("ca"),
-                        files.ca.display()
-                    ))
+                    TlsError::Config(format!("{} {}: {e}", files.place("ca"), files.ca.display()))
                 })?;
         let mut server = rustls::ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])

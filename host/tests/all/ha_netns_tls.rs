@@ -18,7 +18,9 @@
 
 use std::path::Path;
 
-use crate::ha::{Coordinator, leading_line, registered_with, sources_finished, standby_line, term_in};
+use crate::ha::{
+    Coordinator, leading_line, registered_with, sources_finished, standby_line, term_in,
+};
 use crate::support::crash::{
     Fixture, JOB, WordJob, expected_output, first_difference, sorted_output,
 };
@@ -106,7 +108,10 @@ fn the_standby_takes_over_a_killed_leader_with_tls_to_etcd_and_between_peers_in_
     let mut a = spawn("A", 0);
     let (a_leads, _) = a.wait_for_line(&leading_line());
     let a_term = term_in(&a_leads);
-    assert!(a_leads.contains("etcds://"), "A leads through TLS etcd: {a_leads}");
+    assert!(
+        a_leads.contains("etcds://"),
+        "A leads through TLS etcd: {a_leads}"
+    );
     let mut b = spawn("B", 1);
     let (b_waits, _) = b.wait_for_line(&standby_line());
     assert!(
@@ -136,7 +141,10 @@ fn the_standby_takes_over_a_killed_leader_with_tls_to_etcd_and_between_peers_in_
     a.kill();
     let (b_leads, _) = b.wait_for_line(&leading_line());
     let b_term = term_in(&b_leads);
-    assert!(b_term > a_term, "B's term {b_term} is not newer than A's {a_term}");
+    assert!(
+        b_term > a_term,
+        "B's term {b_term} is not newer than A's {a_term}"
+    );
     let summary = b.finish();
     assert!(summary.recovered(), "B recovered the job: {}", summary.0);
     assert!(

@@ -218,10 +218,8 @@ fn enable_auth(etcd: &Etcd) {
             .await
             .expect("user add root");
         c.user_grant_role("root", "root").await.expect("root role");
-        for (user, password, job) in [
-            (USER, PASSWORD, JOB),
-            (OTHER_USER, OTHER_PASSWORD, "other"),
-        ] {
+        for (user, password, job) in [(USER, PASSWORD, JOB), (OTHER_USER, OTHER_PASSWORD, "other")]
+        {
             let role = format!("{user}-role");
             c.role_add(role.clone()).await.expect("role add");
             c.role_grant_permission(
@@ -231,7 +229,9 @@ fn enable_auth(etcd: &Etcd) {
             .await
             .expect("grant the election's prefix");
             c.user_add(user, password, None).await.expect("user add");
-            c.user_grant_role(user, role).await.expect("user grant role");
+            c.user_grant_role(user, role)
+                .await
+                .expect("user grant role");
         }
         c.auth_enable().await.expect("auth enable");
     });
@@ -314,7 +314,10 @@ fn etcd_user_authentication_lets_the_right_user_lead_and_refuses_a_wrong_passwor
         !argv_holds(leader.child.id(), PASSWORD),
         "the password is in the coordinator's argv"
     );
-    assert!(argv_holds(leader.child.id(), USER), "the argv check reads argv");
+    assert!(
+        argv_holds(leader.child.id(), USER),
+        "the argv check reads argv"
+    );
     for i in 0..2 {
         assert!(
             !argv_holds(workers.pid(i), PASSWORD),

@@ -127,9 +127,16 @@ fn a_bad_cluster_tls_table_is_one_line_naming_the_file_and_the_field() {
         run.extra_args = external_args(&listen, 1, HEARTBEAT_MS);
         let (code, stderr) = run.start().exit();
         assert_eq!(code, Some(2), "{name}: {stderr}");
-        let lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("coordhost:")).collect();
+        let lines: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("coordhost:"))
+            .collect();
         assert_eq!(lines.len(), 1, "{name}: one line: {stderr}");
-        assert!(!data.exists(), "{name}: a refused run created {}", data.display());
+        assert!(
+            !data.exists(),
+            "{name}: a refused run created {}",
+            data.display()
+        );
         (file, lines[0].to_owned())
     };
     // A key that is not there.
@@ -152,8 +159,10 @@ fn a_bad_cluster_tls_table_is_one_line_naming_the_file_and_the_field() {
         "\n[cluster]\ntls = { cert = \"../pki/coordinator.pem\", key = \"../pki/coordinator.key\", ca = \"../pki\" }\n",
     );
     assert!(
-        line.starts_with(&format!("coordhost: {}: field `cluster.tls.ca`: cannot read `", file.display()))
-            && line.ends_with("it is a directory, not a regular file"),
+        line.starts_with(&format!(
+            "coordhost: {}: field `cluster.tls.ca`: cannot read `",
+            file.display()
+        )) && line.ends_with("it is a directory, not a regular file"),
         "{line}"
     );
     // A field the table does not have.
@@ -167,7 +176,10 @@ fn a_bad_cluster_tls_table_is_one_line_naming_the_file_and_the_field() {
         "{line}"
     );
     // A missing field.
-    let (_, line) = refused("no-ca", "\n[cluster]\ntls = { cert = \"a\", key = \"b\" }\n");
+    let (_, line) = refused(
+        "no-ca",
+        "\n[cluster]\ntls = { cert = \"a\", key = \"b\" }\n",
+    );
     assert!(line.contains("missing field `ca`"), "{line}");
     // A coordinator certificate of another job.
     let (file, line) = refused("other-job", &table("../other", "coordinator"));
@@ -219,7 +231,10 @@ fn a_bad_cluster_tls_table_is_one_line_naming_the_file_and_the_field() {
             .expect("run coordhost worker");
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert_eq!(out.status.code(), Some(2), "{stderr}");
-        assert!(!fx.path("worker-data").exists(), "a refused worker made its folder");
+        assert!(
+            !fx.path("worker-data").exists(),
+            "a refused worker made its folder"
+        );
         stderr.trim_end().to_owned()
     };
     let config = fx.path("w0.toml");
@@ -232,8 +247,11 @@ fn a_bad_cluster_tls_table_is_one_line_naming_the_file_and_the_field() {
             jobs.join("pki").join("w9.pem").display()
         )
     );
-    std::fs::write(&config, format!("{}\n[job]\nname = \"x\"\n", table("jobs/pki", "w0")))
-        .expect("config");
+    std::fs::write(
+        &config,
+        format!("{}\n[job]\nname = \"x\"\n", table("jobs/pki", "w0")),
+    )
+    .expect("config");
     let line = worker_refused(&config);
     assert!(
         line.starts_with(&format!("coordhost: {}: ", config.display()))
@@ -243,7 +261,10 @@ fn a_bad_cluster_tls_table_is_one_line_naming_the_file_and_the_field() {
     let missing = fx.path("none.toml");
     let line = worker_refused(&missing);
     assert!(
-        line.starts_with(&format!("coordhost: {}: cannot read the config file: No such file", missing.display())),
+        line.starts_with(&format!(
+            "coordhost: {}: cannot read the config file: No such file",
+            missing.display()
+        )),
         "{line}"
     );
     // A worker certificate named in the table of another worker's id.
