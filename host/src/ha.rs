@@ -90,15 +90,24 @@ impl HaError {
     /// retry changes.
     #[must_use]
     pub fn is_refusal(&self) -> bool {
+        self.refusal().is_some()
+    }
+
+    /// etcd's words when it refused this process's authentication or
+    /// permissions (see [`HaError::is_refusal`]), e.g. `etcdserver:
+    /// authentication failed, invalid user ID or password`.
+    #[must_use]
+    pub fn refusal(&self) -> Option<&str> {
         let Self::Etcd {
             source: etcd_client::Error::GRpcStatus(status),
             ..
         } = self
         else {
-            return false;
+            return None;
         };
-        status.code() == tonic::Code::PermissionDenied
-            || REFUSALS.iter().any(|r| status.message().contains(r))
+        (status.code() == tonic::Code::PermissionDenied
+            || REFUSALS.iter().any(|r| status.message().contains(r)))
+        .then(|| status.message())
     }
 }
 

@@ -517,11 +517,16 @@ fn note_waiting(state: &State, why: String) {
     }
 }
 
-/// An etcd error on one line, without the transport's debug detail.
+/// An etcd error on one line, without the transport's debug detail; a
+/// refusal of this worker's user or permissions keeps etcd's words.
 fn one_line_error(e: &crate::ha::HaError) -> String {
     let text = e.to_string();
     let first = text.split(": grpc request error").next().unwrap_or(&text);
-    first.lines().next().unwrap_or(first).to_owned()
+    let first = first.lines().next().unwrap_or(first).to_owned();
+    match e.refusal() {
+        Some(words) => format!("{first}: {}", words.lines().next().unwrap_or(words)),
+        None => first,
+    }
 }
 
 /// No coordinator to register with now: past the keep time since the

@@ -413,6 +413,44 @@ fn etcd_user_authentication_lets_the_right_user_lead_and_refuses_a_wrong_passwor
             "{what}: a refused coordinator wrote a log"
         );
     }
+    // A worker with a wrong password waits for a leader it cannot look
+    // up, and says why once: etcd and the user, not the password.
+    let wrong_file = secrets.join("wrong-password");
+    std::fs::write(&wrong_file, format!("{wrong}\n")).expect("password file");
+    let refused_worker = Workers::start_with(
+        1,
+        &format!("{}/{JOB}", etcd.url()),
+        &fx.path("refused-worker"),
+        1,
+        |_| {
+            vec![
+                "--ha-user".into(),
+                USER.into(),
+                "--ha-password-file".into(),
+                wrong_file.display().to_string(),
+            ]
+        },
+    );
+    let says = format!(
+        "cannot look the leader up: etcd at {} (user `{USER}`): connect: etcdserver: authentication failed",
+        etcd.endpoint()
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !refused_worker.log_of(0).contains(&says) {
+        assert!(
+            Instant::now() < deadline,
+            "the worker with a wrong password does not say `{says}`:\n{}",
+            refused_worker.log_of(0)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = refused_worker.log_of(0);
+    assert!(
+        !log.contains(wrong),
+        "the worker's log names the refusal, not the password:\n{log}"
+    );
+    drop(refused_worker);
+
     // A user and neither a password file nor the variable: exit 2 at once.
     let out = crate::support::coordhost()
         .arg("run")
@@ -432,7 +470,13 @@ fn etcd_user_authentication_lets_the_right_user_lead_and_refuses_a_wrong_passwor
     // No output of any process holds the password: stderr, stdout,
     // summaries, the event log, the workers' folders.
     let mut holding = Vec::new();
-    for dir in [&data, &base, &fx.path("workers"), &fx.path("refused")] {
+    for dir in [
+        &data,
+        &base,
+        &fx.path("workers"),
+        &fx.path("refused"),
+        &fx.path("refused-worker"),
+    ] {
         files_holding(dir, PASSWORD.as_bytes(), &mut holding);
     }
     assert!(
