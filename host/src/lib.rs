@@ -13,7 +13,7 @@
 //! | 5 | [`scheduler`] (the JobMaster) and [`recovery`] (the FLIP-383 decision): never each other |
 //! | 4 | [`plan`] (the recovery plan), [`snapshot`] (coordinator snapshots in the log's form) |
 //! | 3 | [`config`], [`runtime`], [`coordinator`] |
-//! | 2 | [`plugin`], [`shuffle`] |
+//! | 2 | [`plugin`], [`shuffle`], [`sql`] (DataFusion planning, the stage cut, running a stage's plan) |
 //! | 1 | [`events`], [`graph`], [`grant`] |
 //! | 0 | [`value`], [`files`] |
 
@@ -39,4 +39,5 @@ pub mod scheduler;
 pub mod shuffle;
 pub mod snapshot;
 pub mod tls;
+pub mod sql;
 pub mod value;

@@ -291,6 +291,7 @@ fn replay(graph: &JobGraph, events: &[JobEvent]) -> Result<Replayed, RecoveryErr
             | JobEvent::LeaderElected(_)
             | JobEvent::JobFinished(_)
             | JobEvent::JobFailed(_) => {}
+            | JobEvent::StagesPlanned(_) => {}
         }
     }
     let enumerators = enumerators

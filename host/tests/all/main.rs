@@ -41,6 +41,8 @@ mod job_plugin_load;
 mod job_refusals;
 mod job_refusals_fuzz;
 mod job_source_coordinator;
+#[cfg(feature = "failpoints")]
+mod job_sql;
 mod job_tpch;
 #[cfg(feature = "failpoints")]
 mod job_tpch_languages;
