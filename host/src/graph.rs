@@ -49,6 +49,10 @@ pub enum DistributionPattern {
     Forward,
     /// All-to-all: each record goes to subpartition `hash(key) % n`.
     Hash,
+    /// All-to-all, every record to every consumer: each producer writes one
+    /// subpartition and every consumer subtask reads it from every producer
+    /// (the build side of a SQL join, a merge into one task; docs/sql.md).
+    Broadcast,
 }
 
 /// Comparison of a [`Operator::Filter`].
@@ -378,7 +382,7 @@ impl JobGraph {
     pub fn num_subpartitions(&self, e: usize) -> u32 {
         let edge = &self.edges[e];
         match (edge.pattern, self.vertices[edge.to].parallelism) {
-            (DistributionPattern::Forward, _) => 1,
+            (DistributionPattern::Forward | DistributionPattern::Broadcast, _) => 1,
             (DistributionPattern::Hash, Parallelism::Fixed(n)) => n,
             (DistributionPattern::Hash, Parallelism::Auto) => {
                 self.vertices[edge.to].max_parallelism

@@ -211,8 +211,21 @@ impl Inner {
 impl LeafInputs for Feeds {
     fn partitions(&self, kind: &LeafKind) -> usize {
         match kind {
-            LeafKind::Scan { .. } | LeafKind::Exchange { per_producer: false } => 1,
-            LeafKind::Exchange { per_producer: true } => self.0.lock().parts.len(),
+            LeafKind::Scan { .. }
+            | LeafKind::Exchange {
+                per_producer: false,
+                ..
+            } => 1,
+            LeafKind::Exchange {
+                from,
+                per_producer: true,
+            } => self
+                .0
+                .lock()
+                .parts
+                .iter()
+                .filter(|p| p.producer.vertex == *from)
+                .count(),
         }
     }
 
@@ -224,13 +237,14 @@ impl LeafInputs for Feeds {
                 pending: VecDeque::new(),
                 done: false,
             })),
-            LeafKind::Exchange { per_producer } => {
+            LeafKind::Exchange { from, per_producer } => {
                 let parts: Vec<InputPartition> = {
                     let s = self.0.lock();
+                    let mine = s.parts.iter().filter(|p| p.producer.vertex == *from);
                     if *per_producer {
-                        s.parts.get(partition).cloned().into_iter().collect()
+                        mine.skip(partition).take(1).cloned().collect()
                     } else {
-                        s.parts.clone()
+                        mine.cloned().collect()
                     }
                 };
                 Ok(Box::new(ExchangeIter {

@@ -10,11 +10,17 @@
 //! | `SortPreservingMergeExec` | ends | everything, in 1 task, one leaf partition per producer, merged |
 //! | `RepartitionExec` round robin | dropped: a task's rows stay in the task | — |
 //!
-//! Anything else with more than one input (joins, unions), a leaf that is
-//! not a declared table, an order-preserving or non-column hash
-//! repartition, or a stage that would read two different inputs is
-//! [`SqlError::Undistributable`], naming the operator: never a silent
-//! single-task fallback.
+//! The exchanges above `CoalescePartitionsExec` and `SortPreservingMergeExec`
+//! are `broadcast` edges: every task of the stage above reads every
+//! producer (one task, or the build side of a join whose probe side has
+//! more). A stage reads one table or other stages, never both: an
+//! operator with several inputs (a join) that would mix them, or scan two
+//! tables, cuts each scanning input into a stage of its own, read over a
+//! `forward` edge (producer task `i` to task `i`).
+//!
+//! A union, a leaf that is not a declared table, an order-preserving or
+//! non-column hash repartition is [`SqlError::Undistributable`], naming the
+//! operator: never a silent single-task fallback.
 
 use std::sync::Arc;
 
@@ -36,7 +42,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 
 use super::exec::{LeafExec, LeafKind, encode_plan};
 use super::{PlannedStage, SqlError, StageInput, TableDecl};
-use crate::graph::StagePlan;
+use crate::graph::{DistributionPattern, StagePlan};
 
 /// A declared table as DataFusion's planner sees it: its schema, and a
 /// scan that is a coordhost leaf of `partitions` partitions.
@@ -92,7 +98,26 @@ pub(super) async fn plan_and_cut(
     parallelism: u32,
 ) -> Result<Vec<PlannedStage>, SqlError> {
     let partitions = parallelism.max(1) as usize;
-    let config = SessionConfig::new().with_target_partitions(partitions);
+    let mut config = SessionConfig::new().with_target_partitions(partitions);
+    {
+        let o = config.options_mut();
+        // Every hash join partitioned on both sides (two hash edges), never
+        // a build side collected into each task unasked.
+        o.optimizer.hash_join_single_partition_threshold = 0;
+        o.optimizer.hash_join_single_partition_threshold_rows = 0;
+        o.optimizer.prefer_hash_join = true;
+        o.optimizer.repartition_joins = true;
+        // Dynamic filters link operators across what becomes a stage
+        // boundary (and do not travel as plan bytes): off.
+        o.optimizer.enable_dynamic_filter_pushdown = false;
+        o.optimizer.enable_topk_dynamic_filter_pushdown = false;
+        o.optimizer.enable_join_dynamic_filter_pushdown = false;
+        o.optimizer.enable_aggregate_dynamic_filter_pushdown = false;
+        // Round-robin repartitions would be dropped by the cut anyway.
+        o.optimizer.enable_round_robin_repartition = false;
+        // Text stays `Utf8`, the type the declarations and routing use.
+        o.sql_parser.map_string_types_to_utf8view = false;
+    }
     let ctx = SessionContext::new_with_config(config);
     for t in tables {
         ctx.register_table(
@@ -148,6 +173,11 @@ impl Cutter<'_> {
     fn finish_stage(&mut self, plan: Arc<dyn ExecutionPlan>) -> Result<usize, SqlError> {
         let mut reads = Reads::default();
         let plan = self.rewrite(plan, &mut reads)?;
+        self.record(plan, reads)
+    }
+
+    /// Records `plan` (already rewritten, reading `reads`) as a stage.
+    fn record(&mut self, plan: Arc<dyn ExecutionPlan>, reads: Reads) -> Result<usize, SqlError> {
         if reads.table.is_some() && !reads.inputs.is_empty() {
             return Err(SqlError::Undistributable {
                 operator: plan.name().to_string(),
@@ -257,7 +287,7 @@ impl Cutter<'_> {
                         }
                         key.push(col.index());
                     }
-                    self.exchange(input, reads, key, *n, false)
+                    self.exchange(input, reads, DistributionPattern::Hash, key, *n, false)
                 }
                 other => Err(undistributable(
                     plan.as_ref(),
@@ -267,13 +297,27 @@ impl Cutter<'_> {
         }
         if let Some(coalesce) = plan.downcast_ref::<CoalescePartitionsExec>() {
             let fetch = coalesce.fetch();
-            let leaf = self.exchange(Arc::clone(coalesce.input()), reads, Vec::new(), 1, false)?;
+            let leaf = self.exchange(
+                Arc::clone(coalesce.input()),
+                reads,
+                DistributionPattern::Broadcast,
+                Vec::new(),
+                1,
+                false,
+            )?;
             return Ok(Arc::new(CoalescePartitionsExec::new(leaf).with_fetch(fetch)));
         }
         if let Some(merge) = plan.downcast_ref::<SortPreservingMergeExec>() {
             let input = Arc::clone(merge.input());
             let producers = input.properties().output_partitioning().partition_count();
-            let leaf = self.exchange(input, reads, Vec::new(), producers, true)?;
+            let leaf = self.exchange(
+                input,
+                reads,
+                DistributionPattern::Broadcast,
+                Vec::new(),
+                producers,
+                true,
+            )?;
             return Ok(Arc::new(
                 SortPreservingMergeExec::new(merge.expr().clone(), leaf).with_fetch(merge.fetch()),
             ));
@@ -286,42 +330,77 @@ impl Cutter<'_> {
                 "a leaf that is not a declared table",
             ));
         }
-        if children.len() > 1 {
+        if plan.name() == "UnionExec" || plan.name() == "InterleaveExec" {
             return Err(undistributable(
                 plan.as_ref(),
-                "an operator with more than one input (joins and unions come in a later phase)",
+                "a union (its tasks would be the sum of its inputs' tasks)",
             ));
         }
-        let mut new_children = Vec::with_capacity(1);
+        // Each input in its own reads first: a stage reads either one
+        // table or other stages' output, so when inputs of a join mix the
+        // two (or scan two tables), each scanning input becomes a stage of
+        // its own, read here task by task (a forward edge).
+        let mut rewritten = Vec::with_capacity(children.len());
+        let mut subs = Vec::with_capacity(children.len());
         for c in children {
-            new_children.push(self.rewrite(c, reads)?);
+            let mut sub = Reads::default();
+            rewritten.push(self.rewrite(c, &mut sub)?);
+            subs.push(sub);
+        }
+        let tables = subs.iter().filter(|r| r.table.is_some()).count()
+            + usize::from(reads.table.is_some());
+        let stages = subs.iter().filter(|r| !r.inputs.is_empty()).count()
+            + usize::from(!reads.inputs.is_empty());
+        let split_off = tables > 1 || (tables == 1 && stages > 0);
+        let mut new_children = Vec::with_capacity(rewritten.len());
+        for (child, sub) in rewritten.into_iter().zip(subs) {
+            if split_off && sub.table.is_some() {
+                let schema = child.schema();
+                let partitions = child.properties().output_partitioning().partition_count();
+                let from = self.record(child, sub)?;
+                reads.inputs.push(StageInput {
+                    from,
+                    pattern: DistributionPattern::Forward,
+                    key: Vec::new(),
+                });
+                new_children.push(Arc::new(LeafExec::new(
+                    LeafKind::Exchange {
+                        from,
+                        per_producer: false,
+                    },
+                    schema,
+                    partitions,
+                    None,
+                )) as Arc<dyn ExecutionPlan>);
+                continue;
+            }
+            if let Some(t) = sub.table {
+                reads.table = Some(t);
+            }
+            reads.inputs.extend(sub.inputs);
+            new_children.push(child);
         }
         replace_children_if_necessary(Arc::clone(&plan), new_children)
             .map_err(|e| undistributable(plan.as_ref(), e.to_string()))
     }
 
     /// Ends the stage of `input` and returns the leaf of the stage above
-    /// that reads it: `partitions` partitions at planning time (the
-    /// consumer's tasks, or the producers for `per_producer`).
+    /// that reads it over `pattern`: `partitions` partitions at planning
+    /// time (the consumer's tasks, or the producers for `per_producer`).
     fn exchange(
         &mut self,
         input: Arc<dyn ExecutionPlan>,
         reads: &mut Reads,
+        pattern: DistributionPattern,
         key: Vec<usize>,
         partitions: usize,
         per_producer: bool,
     ) -> Result<Arc<dyn ExecutionPlan>, SqlError> {
         let schema = input.schema();
         let from = self.finish_stage(input)?;
-        if !reads.inputs.is_empty() {
-            return Err(SqlError::Undistributable {
-                operator: "CoordhostExchange".into(),
-                why: "a stage would read two other stages".into(),
-            });
-        }
-        reads.inputs.push(StageInput { from, key });
+        reads.inputs.push(StageInput { from, pattern, key });
         Ok(Arc::new(LeafExec::new(
-            LeafKind::Exchange { per_producer },
+            LeafKind::Exchange { from, per_producer },
             schema,
             partitions,
             None,

@@ -36,10 +36,13 @@ pub enum LeafKind {
         /// The table's name.
         table: String,
     },
-    /// The subpartitions of the producers' result partitions: one
-    /// partition over all of them, or (`per_producer`, the input of a
-    /// `SortPreservingMergeExec`) one partition per producer.
+    /// The subpartitions of stage `from`'s result partitions that this
+    /// task reads: one partition over all of them, or (`per_producer`,
+    /// the input of a `SortPreservingMergeExec`) one partition per
+    /// producer.
     Exchange {
+        /// Index of the producing stage (its job vertex index).
+        from: usize,
         /// One DataFusion partition per producer partition.
         per_producer: bool,
     },
@@ -109,9 +112,9 @@ impl DisplayAs for LeafExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
             LeafKind::Scan { table } => write!(f, "CoordhostScan: table={table}"),
-            LeafKind::Exchange { per_producer } => write!(
+            LeafKind::Exchange { from, per_producer } => write!(
                 f,
-                "CoordhostExchange: partitions={}{}",
+                "CoordhostExchange: stage={from}, partitions={}{}",
                 self.partitions(),
                 if *per_producer { ", one per producer" } else { "" }
             ),

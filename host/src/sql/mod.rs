@@ -26,7 +26,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 pub use exec::{BatchIter, LeafInputs, LeafKind, StageOutput, run_stage};
 
-use crate::graph::{StagePlan, StageSource};
+use crate::graph::{DistributionPattern, StagePlan, StageSource};
 
 /// Why a SQL job cannot be planned (exit 2 at load time).
 #[derive(Debug, thiserror::Error)]
@@ -190,8 +190,13 @@ impl TableDecl {
 pub struct StageInput {
     /// Index of the producing stage (earlier in the list).
     pub from: usize,
-    /// Hash key: column indices of the producer's output; empty when the
-    /// consumer has parallelism 1 and takes everything (a merge).
+    /// How rows travel: `Hash` (by `key`), `Broadcast` (every consumer
+    /// task reads everything: a coalesce or merge, the build side of a
+    /// join) or `Forward` (producer task `i` to consumer task `i`: a scan
+    /// cut off a stage that also reads another stage).
+    pub pattern: DistributionPattern,
+    /// Hash key: column indices of the producer's output (empty unless
+    /// `pattern` is `Hash`).
     pub key: Vec<usize>,
 }
 
