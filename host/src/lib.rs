@@ -38,6 +38,6 @@ pub mod runtime;
 pub mod scheduler;
 pub mod shuffle;
 pub mod snapshot;
-pub mod tls;
 pub mod sql;
+pub mod tls;
 pub mod value;

@@ -9,10 +9,7 @@ use std::time::Duration;
 use super::raw::{RawSink, RawTable};
 use super::validate::{SinkField, Validator};
 use super::{ConfigError, DEFAULT_BYTES_PER_TASK, DEFAULT_MAX_PARALLELISM, SqlSpec};
-use crate::graph::{
-    DistributionPattern, JobEdge, JobGraph, JobVertex, Operator, Parallelism, SinkFormat,
-    SinkSpec,
-};
+use crate::graph::{JobEdge, JobGraph, JobVertex, Operator, Parallelism, SinkFormat, SinkSpec};
 use crate::plugin::{PluginKind, PluginSpec};
 use crate::sql::{SqlType, TableDecl, TableFormat};
 
@@ -119,7 +116,7 @@ impl Validator {
                 edges.push(JobEdge {
                     from: input.from,
                     to: i,
-                    pattern: DistributionPattern::Hash,
+                    pattern: input.pattern,
                     key_names: input.key.iter().map(|&k| names[k].clone()).collect(),
                     key: input.key.clone(),
                 });

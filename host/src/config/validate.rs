@@ -486,7 +486,8 @@ impl Validator {
                         ));
                     }
                 }
-                DistributionPattern::Hash => {}
+                // Only SQL stages make broadcast edges.
+                DistributionPattern::Hash | DistributionPattern::Broadcast => {}
             }
             if edges.iter().any(|e: &JobEdge| e.from == from && e.to == to) {
                 return Err(self.invalid(field, format!("duplicate edge {} -> {}", re.from, re.to)));

@@ -351,6 +351,7 @@ impl JobEventSink for EventRecorder {
                         let (partitions, subpartitions) = match edge.pattern {
                             DistributionPattern::Forward => (s..s + 1, 0..1),
                             DistributionPattern::Hash => (0..producers, range.clone()),
+                            DistributionPattern::Broadcast => (0..producers, 0..1),
                         };
                         SubtaskInputRange {
                             data_set: self.graph.data_set_id(e),

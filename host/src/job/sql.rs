@@ -8,10 +8,8 @@ use std::path::Path;
 
 use super::recorder::sql_fingerprint;
 use crate::config::JobConfig;
-use crate::events::{JobEvent, PlannedStage, StagesPlanned, job_log_dir};
-use crate::graph::{
-    DistributionPattern, JobEdge, JobGraph, JobVertex, Operator, Parallelism, StagePlan,
-};
+use crate::events::{JobEvent, PlannedStage, StageEdge, StagesPlanned, job_log_dir};
+use crate::graph::{JobEdge, JobGraph, JobVertex, Operator, Parallelism, StagePlan};
 use crate::scheduler::JobError;
 
 /// The `StagesPlanned` event of a SQL job's graph, `None` for a TOML-graph
@@ -43,10 +41,11 @@ pub(super) fn stages_planned(config: &JobConfig) -> Result<Option<JobEvent>, Job
             .into_iter()
             .map(|e| {
                 let edge = &graph.edges[e];
-                (
-                    edge.from as u32,
-                    edge.key.iter().map(|&k| k as u32).collect(),
-                )
+                StageEdge {
+                    from: edge.from as u32,
+                    pattern: edge.pattern,
+                    key: edge.key.iter().map(|&k| k as u32).collect(),
+                }
             })
             .collect();
         stages.push(PlannedStage {
@@ -78,8 +77,7 @@ pub(super) fn adopt_recorded_stages(config: &mut JobConfig, data_dir: &Path) -> 
     if !log_dir.is_dir() {
         return false;
     }
-    let Ok(replay) =
-        crate::events::replay(&crate::events::FileStorage::open_read_only(&log_dir))
+    let Ok(replay) = crate::events::replay(&crate::events::FileStorage::open_read_only(&log_dir))
     else {
         return false;
     };
@@ -118,8 +116,9 @@ fn graph_of(recorded: &StagesPlanned, planned: &JobGraph) -> Option<JobGraph> {
     let mut edges = Vec::new();
     for (i, s) in recorded.stages.iter().enumerate() {
         let plan: StagePlan = postcard::from_bytes(&s.stage).ok()?;
-        for (from, key) in &s.inputs {
-            let from = *from as usize;
+        for input in &s.inputs {
+            let from = input.from as usize;
+            let key = &input.key;
             let names: &Vec<String> = &recorded.stages.get(from)?.output_columns;
             if from >= i {
                 return None;
@@ -128,7 +127,7 @@ fn graph_of(recorded: &StagesPlanned, planned: &JobGraph) -> Option<JobGraph> {
             edges.push(JobEdge {
                 from,
                 to: i,
-                pattern: DistributionPattern::Hash,
+                pattern: input.pattern,
                 key_names: key
                     .iter()
                     .map(|&k| names.get(k).cloned())

@@ -291,7 +291,7 @@ fn replay(graph: &JobGraph, events: &[JobEvent]) -> Result<Replayed, RecoveryErr
             | JobEvent::LeaderElected(_)
             | JobEvent::JobFinished(_)
             | JobEvent::JobFailed(_) => {}
-            | JobEvent::StagesPlanned(_) => {}
+            JobEvent::StagesPlanned(_) => {}
         }
     }
     let enumerators = enumerators
@@ -570,7 +570,7 @@ fn consumed_again(
     };
     match graph.edges[e].pattern {
         DistributionPattern::Forward => !plan.kept.contains_key(&(consumer, s)),
-        DistributionPattern::Hash => any_open,
+        DistributionPattern::Hash | DistributionPattern::Broadcast => any_open,
     }
 }
 

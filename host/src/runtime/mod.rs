@@ -474,7 +474,9 @@ impl operators::BatchSink for PartitionOutputs {
         self.rows += batch.num_rows() as u64;
         for (o, w) in &mut self.writers {
             match o.pattern {
-                DistributionPattern::Forward => w.write_batch(0, batch)?,
+                DistributionPattern::Forward | DistributionPattern::Broadcast => {
+                    w.write_batch(0, batch)?;
+                }
                 DistributionPattern::Hash => {
                     for (sub, part) in route_batch(batch, &o.key, o.num_subpartitions) {
                         w.write_batch(sub, &part)?;

@@ -119,7 +119,9 @@ impl Inner {
                     |batch| {
                         let cols: Vec<(ArrayRef, &str, &str)> = columns
                             .iter()
-                            .map(|(i, name, ty)| (Arc::clone(batch.column(*i)), name.as_str(), ty.as_str()))
+                            .map(|(i, name, ty)| {
+                                (Arc::clone(batch.column(*i)), name.as_str(), ty.as_str())
+                            })
                             .collect();
                         out.push(self.typed(&split, cols, true)?);
                         Ok(())
@@ -137,7 +139,9 @@ impl Inner {
                         let cols: Vec<(ArrayRef, &str, &str)> = columns
                             .iter()
                             .enumerate()
-                            .map(|(i, (name, ty))| (Arc::clone(batch.column(i)), name.as_str(), ty.as_str()))
+                            .map(|(i, (name, ty))| {
+                                (Arc::clone(batch.column(i)), name.as_str(), ty.as_str())
+                            })
                             .collect();
                         out.push(self.typed(&split, cols, false)?);
                         Ok(())
@@ -173,7 +177,8 @@ impl Inner {
             let mut array = array;
             if from_text && target != DataType::Utf8 && array.data_type() == &DataType::Utf8 {
                 let s = array.as_string::<i32>();
-                let with_nulls: StringArray = s.iter().map(|v| v.filter(|t| !t.is_empty())).collect();
+                let with_nulls: StringArray =
+                    s.iter().map(|v| v.filter(|t| !t.is_empty())).collect();
                 array = Arc::new(with_nulls);
             }
             let array = if array.data_type() == &target {
@@ -186,9 +191,7 @@ impl Inner {
                 arrow_cast::cast_with_options(&array, &target, &options).map_err(|e| {
                     TaskError::Data {
                         vertex: self.vertex.clone(),
-                        detail: format!(
-                            "{what}: column `{name}` does not hold {ty} values: {e}"
-                        ),
+                        detail: format!("{what}: column `{name}` does not hold {ty} values: {e}"),
                     }
                 })?
             };

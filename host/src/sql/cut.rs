@@ -82,10 +82,27 @@ impl TableProvider for DeclaredTable {
     }
 }
 
-/// DataFusion's refusal in one line.
-fn refused(e: &DataFusionError) -> SqlError {
+/// DataFusion's refusal in one line. A syntax error names its line and
+/// column: the parser's own, or the end of `sql` when the query stops
+/// early (the parser gives no place for that).
+fn refused(e: &DataFusionError, sql: &str) -> SqlError {
     let text = match e.find_root() {
-        DataFusionError::SQL(parser, _) => format!("syntax error: {parser}"),
+        DataFusionError::SQL(parser, _) => {
+            let mut t = format!("syntax error: {parser}");
+            if !t.contains("Line: ") {
+                let line = sql.trim_end().lines().count().max(1);
+                let column = sql
+                    .trim_end()
+                    .lines()
+                    .last()
+                    .map_or(0, |l| l.chars().count())
+                    + 1;
+                t.push_str(&format!(
+                    " at the end of the query (Line: {line}, Column: {column})"
+                ));
+            }
+            t
+        }
         root => root.to_string(),
     };
     SqlError::Plan(text.replace('\n', " "))
@@ -128,7 +145,7 @@ pub(super) async fn plan_and_cut(
                 partitions,
             }),
         )
-        .map_err(|e| refused(&e))?;
+        .map_err(|e| refused(&e, sql))?;
     }
     // A query, nothing else: no DDL (CREATE), DML (INSERT) or SET.
     let options = SQLOptions::new()
@@ -138,8 +155,11 @@ pub(super) async fn plan_and_cut(
     let df = ctx
         .sql_with_options(sql, options)
         .await
-        .map_err(|e| refused(&e))?;
-    let plan = df.create_physical_plan().await.map_err(|e| refused(&e))?;
+        .map_err(|e| refused(&e, sql))?;
+    let plan = df
+        .create_physical_plan()
+        .await
+        .map_err(|e| refused(&e, sql))?;
     let mut cutter = Cutter {
         tables,
         stages: Vec::new(),
@@ -190,9 +210,8 @@ impl Cutter<'_> {
                 why: "the query reads no declared table".into(),
             });
         }
-        let parallelism =
-            u32::try_from(plan.properties().output_partitioning().partition_count())
-                .unwrap_or(u32::MAX);
+        let parallelism = u32::try_from(plan.properties().output_partitioning().partition_count())
+            .unwrap_or(u32::MAX);
         let schema = plan.schema();
         let source = match &reads.table {
             Some(name) => {
@@ -305,7 +324,9 @@ impl Cutter<'_> {
                 1,
                 false,
             )?;
-            return Ok(Arc::new(CoalescePartitionsExec::new(leaf).with_fetch(fetch)));
+            return Ok(Arc::new(
+                CoalescePartitionsExec::new(leaf).with_fetch(fetch),
+            ));
         }
         if let Some(merge) = plan.downcast_ref::<SortPreservingMergeExec>() {
             let input = Arc::clone(merge.input());
@@ -322,8 +343,7 @@ impl Cutter<'_> {
                 SortPreservingMergeExec::new(merge.expr().clone(), leaf).with_fetch(merge.fetch()),
             ));
         }
-        let children: Vec<Arc<dyn ExecutionPlan>> =
-            plan.children().into_iter().cloned().collect();
+        let children: Vec<Arc<dyn ExecutionPlan>> = plan.children().into_iter().cloned().collect();
         if children.is_empty() {
             return Err(undistributable(
                 plan.as_ref(),
@@ -347,8 +367,8 @@ impl Cutter<'_> {
             rewritten.push(self.rewrite(c, &mut sub)?);
             subs.push(sub);
         }
-        let tables = subs.iter().filter(|r| r.table.is_some()).count()
-            + usize::from(reads.table.is_some());
+        let tables =
+            subs.iter().filter(|r| r.table.is_some()).count() + usize::from(reads.table.is_some());
         let stages = subs.iter().filter(|r| !r.inputs.is_empty()).count()
             + usize::from(!reads.inputs.is_empty());
         let split_off = tables > 1 || (tables == 1 && stages > 0);

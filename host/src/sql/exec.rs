@@ -116,7 +116,11 @@ impl DisplayAs for LeafExec {
                 f,
                 "CoordhostExchange: stage={from}, partitions={}{}",
                 self.partitions(),
-                if *per_producer { ", one per producer" } else { "" }
+                if *per_producer {
+                    ", one per producer"
+                } else {
+                    ""
+                }
             ),
         }
     }
@@ -179,7 +183,8 @@ impl ExecutionPlan for LeafExec {
         let schema = Arc::clone(&self.schema);
         let stream = futures::stream::iter(iter).map(move |b| {
             b.and_then(|b| {
-                super::with_schema(&b, &schema).map_err(|e| DataFusionError::ArrowError(Box::new(e), None))
+                super::with_schema(&b, &schema)
+                    .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))
             })
         });
         Ok(Box::pin(RecordBatchStreamAdapter::new(
@@ -276,7 +281,10 @@ impl PhysicalExtensionCodec for LeafCodec {
 /// Encodes a stage plan as `datafusion-proto` bytes.
 pub(super) fn encode_plan(plan: Arc<dyn ExecutionPlan>) -> DfResult<Vec<u8>> {
     let codec = LeafCodec::default();
-    Ok(datafusion_proto::bytes::physical_plan_to_bytes_with_extension_codec(plan, &codec)?.to_vec())
+    Ok(
+        datafusion_proto::bytes::physical_plan_to_bytes_with_extension_codec(plan, &codec)?
+            .to_vec(),
+    )
 }
 
 /// Where a running stage's output goes.

@@ -45,7 +45,10 @@ pub enum SqlError {
         why: String,
     },
     /// A declared column type is not one coordhost reads.
-    #[error("column `{column}`: unknown type `{ty}`; expected one of {}", SqlType::NAMES)]
+    #[error(
+        "column `{column}`: unknown type `{ty}`; expected one of {}",
+        SqlType::NAMES
+    )]
     Type {
         /// The column.
         column: String,
@@ -64,7 +67,8 @@ pub struct SqlType {
 
 impl SqlType {
     /// The names [`SqlType::parse`] takes, for messages.
-    pub const NAMES: &'static str = "`bigint`, `int`, `double`, `varchar` (or `text`), `date`, `boolean`, `decimal(P,S)`";
+    pub const NAMES: &'static str =
+        "`bigint`, `int`, `double`, `varchar` (or `text`), `date`, `boolean`, `decimal(P,S)`";
 
     /// Parses a declared type (case-insensitive, spaces ignored).
     ///
@@ -103,10 +107,7 @@ impl SqlType {
                 DataType::Decimal128(p, s)
             }
         };
-        Ok(Self {
-            text: t,
-            dt,
-        })
+        Ok(Self { text: t, dt })
     }
 
     /// The Arrow type.
@@ -172,13 +173,24 @@ impl TableDecl {
                 header,
                 columns: projection
                     .iter()
-                    .map(|&i| (i, self.columns[i].0.clone(), self.columns[i].1.text().to_string()))
+                    .map(|&i| {
+                        (
+                            i,
+                            self.columns[i].0.clone(),
+                            self.columns[i].1.text().to_string(),
+                        )
+                    })
                     .collect(),
             },
             TableFormat::Parquet => StageSource::Parquet {
                 columns: projection
                     .iter()
-                    .map(|&i| (self.columns[i].0.clone(), self.columns[i].1.text().to_string()))
+                    .map(|&i| {
+                        (
+                            self.columns[i].0.clone(),
+                            self.columns[i].1.text().to_string(),
+                        )
+                    })
                     .collect(),
             },
         }
@@ -290,7 +302,11 @@ mod tests {
                 header: false,
                 delimiter: b',',
             },
-            columns: vec![col("k", "varchar"), col("v", "decimal(15,2)"), col("d", "date")],
+            columns: vec![
+                col("k", "varchar"),
+                col("v", "decimal(15,2)"),
+                col("d", "date"),
+            ],
         }
     }
 
@@ -324,7 +340,9 @@ mod tests {
         assert_eq!(stages[2].output_columns, ["k", "s"]);
         // The scan reads only the columns the query needs, in scan order.
         match &stages[0].plan.source {
-            Some(StageSource::Csv { columns, fields, .. }) => {
+            Some(StageSource::Csv {
+                columns, fields, ..
+            }) => {
                 assert_eq!(*fields, 3);
                 let names: Vec<&str> = columns.iter().map(|c| c.1.as_str()).collect();
                 assert_eq!(names, ["k", "v", "d"]);
@@ -335,11 +353,61 @@ mod tests {
     }
 
     #[test]
-    fn a_join_and_bad_sql_are_refused() {
-        let e = plan_query("SELECT * FROM t a JOIN t b ON a.k = b.k", &[table()], 2)
+    fn a_join_reads_two_hash_inputs_and_a_union_and_bad_sql_are_refused() {
+        let stages = plan_query(
+            "SELECT a.k, b.v FROM t a JOIN t b ON a.k = b.k",
+            &[table()],
+            2,
+        )
+        .unwrap();
+        let inputs: Vec<Vec<(usize, DistributionPattern, Vec<usize>)>> = stages
+            .iter()
+            .map(|s| {
+                s.inputs
+                    .iter()
+                    .map(|i| (i.from, i.pattern, i.key.clone()))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            inputs,
+            [
+                vec![],
+                vec![],
+                vec![
+                    (0, DistributionPattern::Hash, vec![0]),
+                    (1, DistributionPattern::Hash, vec![0])
+                ]
+            ],
+            "{stages:#?}"
+        );
+        assert!(
+            stages[2].plan.display.contains("HashJoinExec"),
+            "{}",
+            stages[2].plan.display
+        );
+        // A scalar subquery: its one row is broadcast to the tasks that
+        // compare with it.
+        let stages = plan_query(
+            "SELECT k FROM t WHERE v > (SELECT avg(v) FROM t)",
+            &[table()],
+            2,
+        )
+        .unwrap();
+        assert!(
+            stages
+                .iter()
+                .flat_map(|s| &s.inputs)
+                .any(|i| i.pattern == DistributionPattern::Broadcast),
+            "{stages:#?}"
+        );
+        let e = plan_query("SELECT k FROM t UNION ALL SELECT k FROM t", &[table()], 2)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("JoinExec") && e.contains("cannot distribute"), "{e}");
+        assert!(
+            e.contains("UnionExec") && e.contains("cannot distribute"),
+            "{e}"
+        );
         let e = plan_query("SELECT k FROM t WHERE", &[table()], 2)
             .unwrap_err()
             .to_string();
@@ -348,7 +416,12 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("nope"), "{e}");
-        let e = plan_query("SELECT 1", &[table()], 2).unwrap_err().to_string();
-        assert!(e.contains("reads no declared table") || e.contains("not a declared table"), "{e}");
+        let e = plan_query("SELECT 1", &[table()], 2)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("reads no declared table") || e.contains("not a declared table"),
+            "{e}"
+        );
     }
 }

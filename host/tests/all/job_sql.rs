@@ -139,8 +139,9 @@ const Q1_HEADER: &str = "l_returnflag,l_linestatus,sum_qty,sum_base_price,sum_di
 
 /// The SQL of `examples/tpch-q1-sql.toml`.
 fn q1_sql() -> String {
-    let text = std::fs::read_to_string(crate::support::workspace().join("examples/tpch-q1-sql.toml"))
-        .expect("example");
+    let text =
+        std::fs::read_to_string(crate::support::workspace().join("examples/tpch-q1-sql.toml"))
+            .expect("example");
     let start = text.find("sql = \"\"\"").expect("sql") + "sql = \"\"\"".len();
     let end = start + text[start..].find("\"\"\"").expect("end of sql");
     text[start..end].to_string()
@@ -220,7 +221,11 @@ fn check_q1(lines: &[String], alone: &[String]) {
     assert_eq!(rows.len(), sums.len(), "one row per group: {rows:?}");
     for (row, ((flag, status), s)) in rows.iter().zip(&sums) {
         let f: Vec<&str> = row.split(',').collect();
-        assert_eq!((f[0], f[1]), (flag.as_str(), status.as_str()), "ordered by the key");
+        assert_eq!(
+            (f[0], f[1]),
+            (flag.as_str(), status.as_str()),
+            "ordered by the key"
+        );
         assert_eq!(f[9], s[0], "count_order of {flag}{status}");
         assert_eq!(f[2], s[1], "sum_qty of {flag}{status}");
         assert_eq!(f[3], s[2], "sum_base_price of {flag}{status}");
@@ -243,9 +248,16 @@ fn tpch_q1_sql_over_csv_matches_exact_sums_and_datafusion_alone() {
         .collect();
     assert_eq!(
         stages,
-        [("stage0", PARALLELISM), ("stage1", PARALLELISM), ("stage2", 1)]
+        [
+            ("stage0", PARALLELISM),
+            ("stage1", PARALLELISM),
+            ("stage2", 1)
+        ]
     );
-    assert_eq!(summary.vertices[0].records_in, 60_175, "every row read once");
+    assert_eq!(
+        summary.vertices[0].records_in, 60_175,
+        "every row read once"
+    );
     let out = state.join("output/tpch-q1-sql");
     assert!(out.join("_SUCCESS").is_file());
     let lines = published_lines(&out);
@@ -267,8 +279,7 @@ fn tpch_q1_sql_over_parquet_writes_parquet_with_the_same_answer() {
         .expect("a Parquet file")
         .build()
         .expect("reader");
-    let batches: Vec<arrow_array::RecordBatch> =
-        reader.map(|b| b.expect("a batch")).collect();
+    let batches: Vec<arrow_array::RecordBatch> = reader.map(|b| b.expect("a batch")).collect();
     let schema = batches.first().expect("rows").schema();
     let header: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
     let mut lines = vec![header.join(",")];
@@ -288,7 +299,11 @@ fn refused(data: &Data, name: &str, sql: &str, needles: &[&str]) {
     let text = std::fs::read_to_string(&job).expect("job");
     let start = text.find("sql = \"\"\"").expect("sql");
     let end = start + 9 + text[start + 9..].find("\"\"\"").expect("end") + 3;
-    let text = format!("{}sql = \"\"\"\n{sql}\n\"\"\"{}", &text[..start], &text[end..]);
+    let text = format!(
+        "{}sql = \"\"\"\n{sql}\n\"\"\"{}",
+        &text[..start],
+        &text[end..]
+    );
     std::fs::write(&job, text).expect("job");
     let state = data.path(&format!("{name}/state"));
     let (summary, code, stderr) = run(&job, &state, &Knobs::default());
@@ -311,7 +326,7 @@ fn bad_sql_is_refused_naming_the_place_the_name_or_the_operator() {
         &data,
         "syntax",
         "SELECT l_returnflag\n  FROM lineitem WHERE )",
-        &["syntax error", "Line: 2, Column: 22"],
+        &["syntax error", "Line: 2, Column: 23"],
     );
     refused(
         &data,
@@ -327,9 +342,15 @@ fn bad_sql_is_refused_naming_the_place_the_name_or_the_operator() {
     );
     refused(
         &data,
-        "join",
-        "SELECT a.l_orderkey, b.l_tax FROM lineitem a JOIN lineitem b ON a.l_orderkey = b.l_orderkey",
-        &["HashJoinExec", "cannot distribute"],
+        "union",
+        "SELECT l_orderkey FROM lineitem UNION ALL SELECT l_partkey FROM lineitem",
+        &["UnionExec", "cannot distribute"],
+    );
+    refused(
+        &data,
+        "function",
+        "SELECT no_such_fn(l_tax) FROM lineitem",
+        &["no_such_fn"],
     );
 }
 
