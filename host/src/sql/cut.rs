@@ -32,7 +32,9 @@ use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::context::SQLOptions;
 use datafusion::logical_expr::{Expr, TableType};
 use datafusion::physical_expr::expressions::Column;
+use datafusion::common::JoinType;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::joins::{HashJoinExec, NestedLoopJoinExec, PartitionMode};
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 use datafusion::physical_plan::{
@@ -130,6 +132,10 @@ pub(super) async fn plan_and_cut(
         o.optimizer.enable_topk_dynamic_filter_pushdown = false;
         o.optimizer.enable_join_dynamic_filter_pushdown = false;
         o.optimizer.enable_aggregate_dynamic_filter_pushdown = false;
+        // An uncorrelated scalar subquery becomes a join (its one row
+        // broadcast), not a `ScalarSubqueryExec` that would run the
+        // subquery inside each task.
+        o.optimizer.enable_physical_uncorrelated_scalar_subquery = false;
         // Round-robin repartitions would be dropped by the cut anyway.
         o.optimizer.enable_round_robin_repartition = false;
         // Text stays `Utf8`, the type the declarations and routing use.
@@ -343,6 +349,7 @@ impl Cutter<'_> {
                 SortPreservingMergeExec::new(merge.expr().clone(), leaf).with_fetch(merge.fetch()),
             ));
         }
+        let plan = one_probe_task(&plan)?.unwrap_or(plan);
         let children: Vec<Arc<dyn ExecutionPlan>> = plan.children().into_iter().cloned().collect();
         if children.is_empty() {
             return Err(undistributable(
@@ -426,6 +433,47 @@ impl Cutter<'_> {
             None,
         )))
     }
+}
+
+/// `plan` with its probe side merged into one partition, when `plan` is a
+/// join whose build side is collected whole (a `CollectLeft` hash join, a
+/// nested-loop join) and whose join type emits build rows at the end
+/// (`Left`, `LeftAnti`, `LeftSemi`, `LeftMark`, `Full`): DataFusion
+/// tracks which build rows matched across the probe partitions of one
+/// process, so split over tasks each task would emit the build rows that
+/// did not match *its* probe rows. One probe task keeps the answer right
+/// (TPC-H Q16's `NOT IN` is such a join).
+fn one_probe_task(
+    plan: &Arc<dyn ExecutionPlan>,
+) -> Result<Option<Arc<dyn ExecutionPlan>>, SqlError> {
+    let (join_type, collected, left, right) = if let Some(j) = plan.downcast_ref::<HashJoinExec>()
+    {
+        (
+            *j.join_type(),
+            *j.partition_mode() == PartitionMode::CollectLeft,
+            j.left(),
+            j.right(),
+        )
+    } else if let Some(j) = plan.downcast_ref::<NestedLoopJoinExec>() {
+        (*j.join_type(), true, j.left(), j.right())
+    } else {
+        return Ok(None);
+    };
+    let emits_build_rows = matches!(
+        join_type,
+        JoinType::Left | JoinType::LeftAnti | JoinType::LeftSemi | JoinType::LeftMark | JoinType::Full
+    );
+    if !collected
+        || !emits_build_rows
+        || right.properties().output_partitioning().partition_count() <= 1
+    {
+        return Ok(None);
+    }
+    let merged: Arc<dyn ExecutionPlan> = Arc::new(CoalescePartitionsExec::new(Arc::clone(right)));
+    Arc::clone(plan)
+        .with_new_children(vec![Arc::clone(left), merged])
+        .map(Some)
+        .map_err(|e| undistributable(plan.as_ref(), e.to_string()))
 }
 
 /// The schema of the scan leaf of a stage plan.
