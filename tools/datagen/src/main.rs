@@ -46,7 +46,7 @@ enum Command {
         /// Rows per Parquet row group.
         #[arg(long, default_value_t = coordhost_datagen::DEFAULT_ROW_GROUP_ROWS)]
         row_group_rows: usize,
-        /// Scale factor (0.1 = 600 572 rows, about 75 MB).
+        /// Scale factor (0.1: 600 572 lineitem rows; the eight tables about 104 MB as CSV, 32 MB as Parquet).
         #[arg(long, default_value_t = 0.1)]
         scale: f64,
         /// Number of files of each big table (part, partsupp, customer,
