@@ -27,12 +27,12 @@ use std::sync::Arc;
 use arrow_schema::{DataType, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::JoinType;
 use datafusion::common::utils::project_schema;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::context::SQLOptions;
 use datafusion::logical_expr::{Expr, TableType};
 use datafusion::physical_expr::expressions::Column;
-use datafusion::common::JoinType;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::joins::{HashJoinExec, NestedLoopJoinExec, PartitionMode};
 use datafusion::physical_plan::repartition::RepartitionExec;
@@ -446,8 +446,7 @@ impl Cutter<'_> {
 fn one_probe_task(
     plan: &Arc<dyn ExecutionPlan>,
 ) -> Result<Option<Arc<dyn ExecutionPlan>>, SqlError> {
-    let (join_type, collected, left, right) = if let Some(j) = plan.downcast_ref::<HashJoinExec>()
-    {
+    let (join_type, collected, left, right) = if let Some(j) = plan.downcast_ref::<HashJoinExec>() {
         (
             *j.join_type(),
             *j.partition_mode() == PartitionMode::CollectLeft,
@@ -461,7 +460,11 @@ fn one_probe_task(
     };
     let emits_build_rows = matches!(
         join_type,
-        JoinType::Left | JoinType::LeftAnti | JoinType::LeftSemi | JoinType::LeftMark | JoinType::Full
+        JoinType::Left
+            | JoinType::LeftAnti
+            | JoinType::LeftSemi
+            | JoinType::LeftMark
+            | JoinType::Full
     );
     if !collected
         || !emits_build_rows
@@ -470,8 +473,7 @@ fn one_probe_task(
         return Ok(None);
     }
     let merged: Arc<dyn ExecutionPlan> = Arc::new(CoalescePartitionsExec::new(Arc::clone(right)));
-    Arc::clone(plan)
-        .with_new_children(vec![Arc::clone(left), merged])
+    replace_children_if_necessary(Arc::clone(plan), vec![Arc::clone(left), merged])
         .map(Some)
         .map_err(|e| undistributable(plan.as_ref(), e.to_string()))
 }

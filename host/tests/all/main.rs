@@ -10,6 +10,8 @@
 //! host/src/failpoints.rs) need the `failpoints` feature, which `make test`
 //! turns on; without it they are not built and one test fails to say so.
 
+#[cfg(feature = "failpoints")]
+mod sql_tpch;
 mod support;
 
 mod cli;
