@@ -49,6 +49,10 @@ pub enum DistributionPattern {
     Forward,
     /// All-to-all: each record goes to subpartition `hash(key) % n`.
     Hash,
+    /// All-to-all, every record to every consumer: each producer writes one
+    /// subpartition and every consumer subtask reads it from every producer
+    /// (the build side of a SQL join, a merge into one task; docs/sql.md).
+    Broadcast,
 }
 
 /// Comparison of a [`Operator::Filter`].
@@ -186,6 +190,64 @@ pub enum Operator {
         /// Digits after the point of non-count outputs (complete/final).
         decimals: u32,
     },
+    /// A stage of a SQL job (docs/sql.md): the whole chain is one
+    /// DataFusion physical plan, run by `runtime`; always the vertex's only
+    /// operator.
+    Stage(StagePlan),
+}
+
+/// How a SQL source stage reads the splits of its table: the declared
+/// format and the columns its scan reads, in the order of the scan's
+/// output (docs/sql.md, "Table declarations").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StageSource {
+    /// CSV lines of `file-range` or inline splits.
+    Csv {
+        /// Number of fields of every line (the declared columns).
+        fields: usize,
+        /// Field delimiter.
+        delimiter: u8,
+        /// The first line of each file is a header.
+        header: bool,
+        /// Field index of each column the scan reads, with its declared
+        /// name and type (`SqlType` text, e.g. `decimal(15,2)`).
+        columns: Vec<(usize, String, String)>,
+    },
+    /// Row groups of Parquet files (`runtime/parquet.rs`).
+    Parquet {
+        /// Name and declared type of each column the scan reads.
+        columns: Vec<(String, String)>,
+    },
+}
+
+/// One stage of a SQL job: a DataFusion physical plan as
+/// `datafusion-proto` bytes, whose leaves are coordhost's split-reading
+/// scan (a source stage) or exchange reads (the subpartitions of its
+/// producers); see `crate::sql`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StagePlan {
+    /// The plan, `datafusion-proto` `PhysicalPlanNode` bytes.
+    pub plan: Vec<u8>,
+    /// For a source stage: how its scan reads a split.
+    pub source: Option<StageSource>,
+    /// The plan as DataFusion displays it (for `log inspect` and messages).
+    pub display: String,
+}
+
+impl fmt::Debug for StagePlan {
+    /// The plan by its SHA-256 (what the job fingerprint hashes), not
+    /// its bytes.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use sha2::Digest;
+        let digest: String = sha2::Sha256::digest(&self.plan)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        f.debug_struct("StagePlan")
+            .field("plan_sha256", &digest)
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Output format of a sink.
@@ -203,6 +265,9 @@ pub enum SinkFormat {
         /// Field separator.
         separator: String,
     },
+    /// A Parquet file per sink subtask (SQL jobs, `[sink] format =
+    /// "parquet"`), columns as the plan types them.
+    Parquet,
 }
 
 /// Where and how a sink vertex writes (its `write-csv` / `write-text`).
@@ -317,7 +382,7 @@ impl JobGraph {
     pub fn num_subpartitions(&self, e: usize) -> u32 {
         let edge = &self.edges[e];
         match (edge.pattern, self.vertices[edge.to].parallelism) {
-            (DistributionPattern::Forward, _) => 1,
+            (DistributionPattern::Forward | DistributionPattern::Broadcast, _) => 1,
             (DistributionPattern::Hash, Parallelism::Fixed(n)) => n,
             (DistributionPattern::Hash, Parallelism::Auto) => {
                 self.vertices[edge.to].max_parallelism

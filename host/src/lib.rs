@@ -13,7 +13,7 @@
 //! | 5 | [`scheduler`] (the JobMaster) and [`recovery`] (the FLIP-383 decision): never each other |
 //! | 4 | [`plan`] (the recovery plan), [`snapshot`] (coordinator snapshots in the log's form) |
 //! | 3 | [`config`], [`runtime`], [`coordinator`] |
-//! | 2 | [`plugin`], [`shuffle`] |
+//! | 2 | [`plugin`], [`shuffle`], [`sql`] (DataFusion planning, the stage cut, running a stage's plan) |
 //! | 1 | [`events`], [`graph`], [`grant`] |
 //! | 0 | [`value`], [`files`] |
 
@@ -38,5 +38,6 @@ pub mod runtime;
 pub mod scheduler;
 pub mod shuffle;
 pub mod snapshot;
+pub mod sql;
 pub mod tls;
 pub mod value;

@@ -168,6 +168,20 @@ pub struct JobConfig {
     /// (absolute, each checked readable), used with `--listen` unless the
     /// `--tls-*` flags name others.
     pub tls: Option<crate::tls::TlsFiles>,
+    /// For a SQL job (docs/sql.md): the query and its tables, which the
+    /// job fingerprint covers besides the stage plans in `graph`.
+    pub sql: Option<SqlSpec>,
+}
+
+/// The SQL of a SQL job: what it was planned from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqlSpec {
+    /// The query text.
+    pub text: String,
+    /// The declared tables, in file order.
+    pub tables: Vec<crate::sql::TableDecl>,
+    /// DataFusion's target partitions (`[job] parallelism`).
+    pub parallelism: u32,
 }
 
 /// Largest file `[cluster] tls` may name: 1 MiB (a PEM certificate chain
@@ -178,6 +192,7 @@ pub use crate::files;
 mod operators;
 mod paths;
 mod raw;
+mod sql;
 mod validate;
 
 pub use paths::{NewFolders, check_arguments, check_cache_dir};

@@ -16,6 +16,12 @@ pub(super) struct RawJobFile {
     pub(super) vertices: Vec<toml::Value>,
     #[serde(default)]
     pub(super) edges: Vec<toml::Value>,
+    /// SQL jobs (docs/sql.md): `[tables.NAME]`.
+    #[serde(default)]
+    pub(super) tables: toml::Table,
+    /// SQL jobs: where the query's result goes.
+    #[serde(default)]
+    pub(super) sink: Option<toml::Value>,
     #[serde(default)]
     pub(super) cluster: Option<RawCluster>,
 }
@@ -51,6 +57,40 @@ pub(super) struct RawJob {
     pub(super) workers: Option<i64>,
     pub(super) max_attempts: Option<i64>,
     pub(super) slot_request_timeout_ms: Option<i64>,
+    /// SQL jobs: the query, inline or in a file.
+    pub(super) sql: Option<String>,
+    pub(super) sql_file: Option<String>,
+    /// SQL jobs: DataFusion's target partitions, the tasks of each
+    /// parallel stage.
+    pub(super) parallelism: Option<i64>,
+}
+
+/// `[tables.NAME]` of a SQL job.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawTable {
+    pub(super) plugin: String,
+    pub(super) format: String,
+    #[serde(default)]
+    pub(super) header: Option<bool>,
+    #[serde(default)]
+    pub(super) delimiter: Option<String>,
+    #[serde(default)]
+    pub(super) schema: toml::Table,
+}
+
+/// `[sink]` of a SQL job.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawSink {
+    pub(super) path: String,
+    pub(super) format: String,
+    #[serde(default)]
+    pub(super) header: Option<bool>,
+    #[serde(default)]
+    pub(super) delimiter: Option<String>,
+    #[serde(default)]
+    pub(super) overwrite: bool,
 }
 
 #[derive(Deserialize)]

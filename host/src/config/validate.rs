@@ -219,7 +219,38 @@ impl Validator {
             }
             Some(_) => {}
         }
-        let graph = self.graph(raw.vertices, raw.edges, &plugins)?;
+        let is_sql = raw.job.sql.is_some() || raw.job.sql_file.is_some();
+        let (graph, sql) = if is_sql {
+            if !raw.vertices.is_empty() || !raw.edges.is_empty() {
+                return Err(self.invalid(
+                    "vertices",
+                    "a SQL job (`[job] sql`) has no [[vertices]] or [[edges]]: the plan makes them",
+                ));
+            }
+            let (graph, spec) = self.sql_graph(
+                super::sql::RawSql {
+                    sql: raw.job.sql,
+                    sql_file: raw.job.sql_file,
+                    parallelism: raw.job.parallelism,
+                    tables: raw.tables,
+                    sink: raw.sink,
+                },
+                &plugins,
+            )?;
+            (graph, Some(spec))
+        } else {
+            if let Some(f) = [
+                (raw.job.parallelism.is_some(), "job.parallelism"),
+                (!raw.tables.is_empty(), "tables"),
+                (raw.sink.is_some(), "sink"),
+            ]
+            .iter()
+            .find_map(|(set, f)| set.then_some(*f))
+            {
+                return Err(self.invalid(f, "only a SQL job (`[job] sql`) takes this"));
+            }
+            (self.graph(raw.vertices, raw.edges, &plugins)?, None)
+        };
         let tls = self.cluster_tls(raw.cluster)?;
         Ok(JobConfig {
             file: self.file.clone(),
@@ -232,6 +263,7 @@ impl Validator {
             recovery,
             graph,
             tls,
+            sql,
         })
     }
 
@@ -483,7 +515,8 @@ impl Validator {
                         ));
                     }
                 }
-                DistributionPattern::Hash => {}
+                // Only SQL stages make broadcast edges.
+                DistributionPattern::Hash | DistributionPattern::Broadcast => {}
             }
             if edges.iter().any(|e: &JobEdge| e.from == from && e.to == to) {
                 return Err(self.invalid(field, format!("duplicate edge {} -> {}", re.from, re.to)));

@@ -601,6 +601,50 @@ pub struct JobFailed {
     pub exit_code: u8,
 }
 
+/// A SQL job's plan (docs/sql.md): written durably right after the
+/// `JobStarted` of a SQL job, before anything is scheduled. A rerun whose
+/// SQL text and tables have `sql_fingerprint` runs these stages, never a
+/// new plan; recovery's skip-or-reset decision does not read it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StagesPlanned {
+    /// Lowercase hex SHA-256 of the SQL text, the table declarations and
+    /// the parallelism the stages were planned from.
+    pub sql_fingerprint: String,
+    /// The stages, producers first; the last one feeds the sink.
+    pub stages: Vec<PlannedStage>,
+}
+
+/// One stage of a [`StagesPlanned`]: a job vertex of the SQL job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedStage {
+    /// The job vertex id (`stage0`, `stage1`, …).
+    pub job_vertex: String,
+    /// Its number of subtasks.
+    pub parallelism: u32,
+    /// For a source stage: its split-enumerator plugin.
+    pub source: Option<String>,
+    /// The stage as the job graph holds it: the `datafusion-proto` plan
+    /// bytes and how a source reads its splits, postcard-encoded
+    /// (`graph::StagePlan`).
+    pub stage: Vec<u8>,
+    /// Names of its output columns.
+    pub output_columns: Vec<String>,
+    /// Its inputs, one per job edge into it.
+    pub inputs: Vec<StageEdge>,
+}
+
+/// One input of a [`PlannedStage`]: a job edge.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageEdge {
+    /// Index of the producing stage in [`StagesPlanned::stages`] (earlier).
+    pub from: u32,
+    /// How rows travel (`forward`, `hash` by `key`, `broadcast`).
+    pub pattern: crate::graph::DistributionPattern,
+    /// Hash key: column indices of the producer's output (empty unless
+    /// `pattern` is `Hash`).
+    pub key: Vec<u32>,
+}
+
 /// Every durable job event. The variant decides the kind id and the schema
 /// version written in the record frame.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -626,6 +670,8 @@ pub enum JobEvent {
     JobFinished(JobFinished),
     /// See [`JobFailed`].
     JobFailed(JobFailed),
+    /// See [`StagesPlanned`].
+    StagesPlanned(StagesPlanned),
 }
 
 /// Why a checksum-valid record could not become an event.
@@ -657,6 +703,7 @@ impl JobEvent {
             Self::LeaderElected(_) => kind::LEADER_ELECTED,
             Self::JobFinished(_) => kind::JOB_FINISHED,
             Self::JobFailed(_) => kind::JOB_FAILED,
+            Self::StagesPlanned(_) => kind::STAGES_PLANNED,
         }
     }
 
@@ -703,6 +750,7 @@ impl JobEvent {
             Self::LeaderElected(e) => postcard::to_stdvec(e),
             Self::JobFinished(e) => postcard::to_stdvec(e),
             Self::JobFailed(e) => postcard::to_stdvec(e),
+            Self::StagesPlanned(e) => postcard::to_stdvec(e),
         }
     }
 
@@ -745,6 +793,7 @@ impl JobEvent {
             kind::LEADER_ELECTED => exact(payload).map(Self::LeaderElected),
             kind::JOB_FINISHED => exact(payload).map(Self::JobFinished),
             kind::JOB_FAILED => exact(payload).map(Self::JobFailed),
+            kind::STAGES_PLANNED => exact(payload).map(Self::StagesPlanned),
             _ => Err(DecodeProblem::UnknownKind),
         }
     }
@@ -790,6 +839,7 @@ pub fn max_known_version(kind_id: u16) -> Option<u16> {
         kind::LEADER_ELECTED => schema::LEADER_ELECTED,
         kind::JOB_FINISHED => schema::JOB_FINISHED,
         kind::JOB_FAILED => schema::JOB_FAILED,
+        kind::STAGES_PLANNED => schema::STAGES_PLANNED,
         _ => return None,
     })
 }
@@ -808,6 +858,7 @@ pub fn kind_name(kind_id: u16) -> Option<&'static str> {
         kind::LEADER_ELECTED => "LeaderElected",
         kind::JOB_FINISHED => "JobFinished",
         kind::JOB_FAILED => "JobFailed",
+        kind::STAGES_PLANNED => "StagesPlanned",
         _ => return None,
     })
 }

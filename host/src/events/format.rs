@@ -92,9 +92,11 @@ pub mod kind {
     pub const JOB_FINISHED: u16 = 9;
     /// [`JobFailed`](crate::events::JobFailed).
     pub const JOB_FAILED: u16 = 10;
+    /// [`StagesPlanned`](crate::events::StagesPlanned).
+    pub const STAGES_PLANNED: u16 = 11;
     /// The largest kind id this binary knows; a record of a larger one was
     /// written by a newer coordhost.
-    pub const NEWEST: u16 = JOB_FAILED;
+    pub const NEWEST: u16 = STAGES_PLANNED;
 }
 
 /// Newest schema version of each kind's payload that this binary knows.
@@ -127,6 +129,8 @@ pub mod schema {
     pub const JOB_FINISHED: u16 = 1;
     /// Schema version of `JobFailed` payloads.
     pub const JOB_FAILED: u16 = 1;
+    /// Schema version of `StagesPlanned` payloads.
+    pub const STAGES_PLANNED: u16 = 1;
 }
 
 /// File name of the segment written by coordinator attempt `attempt`.

@@ -174,6 +174,24 @@ pub fn inspect(dir: &Path, json: bool, out: &mut impl Write) -> Result<(), Event
 pub fn describe(event: &JobEvent) -> String {
     let mut line = format!("{:<21}", event.kind_name());
     let _infallible = match event {
+        JobEvent::StagesPlanned(e) => write!(
+            line,
+            "{} stages ({}) sql {}",
+            e.stages.len(),
+            e.stages
+                .iter()
+                .map(|s| format!(
+                    "{} x{}{}",
+                    s.job_vertex,
+                    s.parallelism,
+                    s.source
+                        .as_ref()
+                        .map_or(String::new(), |p| format!(" from {p}"))
+                ))
+                .collect::<Vec<_>>()
+                .join(", "),
+            &e.sql_fingerprint[..e.sql_fingerprint.len().min(12)]
+        ),
         JobEvent::LeaderElected(e) => write!(
             line,
             "term {} ({}){}",

@@ -34,9 +34,9 @@ pub use error::{Damage, EventsError};
 pub use event::{
     AttemptId, EncodedSplit, EnumeratorSnapshot, ExecutionFinished, ExecutionVertexId,
     ExecutionsReset, JobEvent, JobFailed, JobFinished, JobStarted, JobVertexInitialized,
-    LeaderElected, ProducedPartition, RecoveryFinished, RecoveryReset, RecoveryStarted,
-    ResetReason, ShuffleSnapshot, SinkCommitted, SnapshotFile, SplitAssignment, SubtaskInputRange,
-    kind_name, max_known_version,
+    LeaderElected, PlannedStage, ProducedPartition, RecoveryFinished, RecoveryReset,
+    RecoveryStarted, ResetReason, ShuffleSnapshot, SinkCommitted, SnapshotFile, SplitAssignment,
+    StageEdge, StagesPlanned, SubtaskInputRange, kind_name, max_known_version,
 };
 pub use inspect::{describe, inspect, locate_log_dir};
 pub use lock::{LockHolder, LogLock};

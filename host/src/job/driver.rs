@@ -54,12 +54,15 @@ pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
     // One validation pass before anything is created (docs/job-file.md,
     // "Rules and their messages").
     crate::config::check_arguments(opts.workers, None)?;
-    let config = crate::config::load_job(
+    let mut config = crate::config::load_job(
         &opts.job_file,
         &crate::config::LoadOptions {
             data_dir: opts.data_dir.clone(),
         },
     )?;
+    // A SQL job rerun runs the stages its log recorded, never a new plan
+    // (docs/sql.md); the plan made while checking the file is dropped.
+    super::sql::adopt_recorded_stages(&mut config, &opts.data_dir);
     let data_dir = &opts.data_dir;
     let cache_dir = opts
         .cache_dir
@@ -191,6 +194,9 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
             graph_fingerprint: fingerprint,
             recovery_enabled: config.recovery.enabled,
         }))?;
+        if let Some(stages) = super::sql::stages_planned(config)? {
+            recorder.append_durable(&stages)?;
+        }
         master.prepare_fresh_sinks()?;
     }
     if let Some(leader) = &opts.leader {

@@ -20,6 +20,7 @@ mod driver;
 pub mod exit;
 mod plugins;
 mod recorder;
+mod sql;
 
 pub use command::{RunArgs, run_command};
 pub use driver::{recover_into, run_job};

@@ -93,6 +93,19 @@ fn graph_text(graph: &JobGraph) -> String {
     h
 }
 
+/// Lowercase hex SHA-256 of what a SQL job is planned from: the query
+/// text, the table declarations (plugin, format, columns and types) and
+/// the parallelism. A rerun whose SQL has this fingerprint runs the stage
+/// plans recorded in the log instead of its own (docs/sql.md).
+pub fn sql_fingerprint(sql: &crate::config::SqlSpec) -> String {
+    let crate::config::SqlSpec {
+        text,
+        tables,
+        parallelism,
+    } = sql;
+    hex_sha256(&format!("{text:?} {tables:?} {parallelism}"))
+}
+
 fn hex_sha256(text: &str) -> String {
     Sha256::digest(text.as_bytes())
         .iter()
@@ -141,10 +154,17 @@ pub fn job_fingerprint(config: &crate::config::JobConfig, data_dir: &Path) -> St
         graph,
         // Who may talk to the cluster does not change what the job computes.
         tls: _,
+        sql,
     } = config;
     let mut h = String::new();
     h.push_str(&hex_sha256(&data_dir_neutral(&graph_text(graph), data_dir)));
     h.push_str(&format!("shuffle {shuffle_plugin:?}\n"));
+    if let Some(sql) = sql {
+        // A SQL job: the query text and the table declarations (the stage
+        // plans are in the graph). Written only for SQL jobs, so the
+        // fingerprint of every TOML-graph job is what it was.
+        h.push_str(&format!("sql {}\n", sql_fingerprint(sql)));
+    }
     for (
         name,
         crate::plugin::PluginSpec {
@@ -333,6 +353,7 @@ impl JobEventSink for EventRecorder {
                         let (partitions, subpartitions) = match edge.pattern {
                             DistributionPattern::Forward => (s..s + 1, 0..1),
                             DistributionPattern::Hash => (0..producers, range.clone()),
+                            DistributionPattern::Broadcast => (0..producers, 0..1),
                         };
                         SubtaskInputRange {
                             data_set: self.graph.data_set_id(e),

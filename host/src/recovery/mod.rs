@@ -111,7 +111,7 @@ pub fn recover<T: RecoveryTarget>(
     // Steps 1 and 2: replay; job vertices keep their recorded decisions.
     let mut replayed = replay(graph, current_run(events))?;
     // Step 3: finishes that no snapshot reflects run again.
-    distrust_unsnapshotted(&mut replayed);
+    distrust_unsnapshotted(graph, &mut replayed);
     // Step 4: the shuffle master from its snapshots (the enumerators in
     // step 5, where a failed restore changes the decision).
     target.restore_shuffle_master(&replayed.plan.shuffle_snapshots)?;
@@ -149,6 +149,9 @@ struct Replayed {
     plan: RecoveryPlan,
     finished: BTreeMap<ExecutionKey, Finished>,
     enumerators: BTreeMap<usize, EnumeratorSnapshot>,
+    /// Per source vertex, the index (in the current run) of the event that
+    /// carried its latest enumerator snapshot.
+    enumerator_at: BTreeMap<usize, usize>,
     /// Index (in the current run) of the last event that carried a snapshot.
     last_snapshot: Option<usize>,
 }
@@ -291,13 +294,16 @@ fn replay(graph: &JobGraph, events: &[JobEvent]) -> Result<Replayed, RecoveryErr
             | JobEvent::LeaderElected(_)
             | JobEvent::JobFinished(_)
             | JobEvent::JobFailed(_) => {}
+            JobEvent::StagesPlanned(_) => {}
         }
     }
+    let enumerator_at = enumerators.iter().map(|(&v, (_, at))| (v, *at)).collect();
     let enumerators = enumerators
         .into_iter()
         .map(|(v, (snap, _))| (v, snap))
         .collect();
     Ok(Replayed {
+        enumerator_at,
         plan,
         finished,
         enumerators,
@@ -305,15 +311,27 @@ fn replay(graph: &JobGraph, events: &[JobEvent]) -> Result<Replayed, RecoveryErr
     })
 }
 
-/// Step 3: finished attempts recorded after the last event that carried a
-/// snapshot run again (reason `no-snapshot`): the plugins' state does not
-/// know about them.
-fn distrust_unsnapshotted(replayed: &mut Replayed) {
+/// Step 3: finished source attempts that their enumerator's latest
+/// snapshot does not reflect run again (reason `no-snapshot`): the restored
+/// enumerator does not know which splits they took. For a source whose log
+/// holds no snapshot of its enumerator, the last event that carried any
+/// snapshot decides, as before. A finished attempt of any other vertex
+/// depends on no plugin's snapshot: what it produced is checked where it
+/// is needed (step 6 asks the shuffle master for its partitions; a sink's
+/// output is staged or published), so it is kept (issue 26 item 7: a
+/// crash costs only what was running).
+fn distrust_unsnapshotted(graph: &JobGraph, replayed: &mut Replayed) {
     let last = replayed.last_snapshot;
     let trailing: Vec<ExecutionKey> = replayed
         .finished
         .iter()
-        .filter(|(_, f)| last.is_none_or(|last| f.index > last))
+        .filter(|((v, _), f)| {
+            if graph.vertices[*v].source.is_none() {
+                return false;
+            }
+            let covered = replayed.enumerator_at.get(v).copied().or(last);
+            covered.is_none_or(|at| f.index > at)
+        })
         .map(|(k, _)| *k)
         .collect();
     for key in trailing {
@@ -569,7 +587,7 @@ fn consumed_again(
     };
     match graph.edges[e].pattern {
         DistributionPattern::Forward => !plan.kept.contains_key(&(consumer, s)),
-        DistributionPattern::Hash => any_open,
+        DistributionPattern::Hash | DistributionPattern::Broadcast => any_open,
     }
 }
 

@@ -420,15 +420,54 @@ fn the_run_time_parallelism_is_replayed_and_a_finished_sink_subtask_kept() {
 }
 
 #[test]
-fn finishes_after_the_last_snapshot_are_not_trusted() {
+fn a_source_finish_after_its_enumerators_last_snapshot_is_not_trusted() {
+    // Sources 0..3 finish without snapshots, 4 with; then source 2 is reset
+    // and finishes again without a snapshot: its splits are not in any.
+    let mut events = sources_finished();
+    events.push(JobEvent::ExecutionsReset(ExecutionsReset {
+        executions: vec![crate::events::ExecutionVertexId {
+            job_vertex: "source".into(),
+            subtask: 2,
+        }],
+        reason: ResetReason::Failover {
+            message: "boom".into(),
+        },
+    }));
+    events.push(finished("source", 2, 1, false));
+    let plan = plan(&t1(), &events, &|_| true, &mut shuffle(&[])).unwrap();
+    assert_eq!(
+        plan.reset.get(&(0, 2)),
+        Some(&ResetReason::RecoveryNotInSnapshot)
+    );
+    assert!(
+        plan.kept.contains_key(&(0, 1)),
+        "finished before the snapshot"
+    );
+}
+
+#[test]
+fn a_finish_downstream_after_the_last_snapshot_is_kept_when_its_partition_survives() {
     let mut events = sources_finished();
     events.push(finished("middle", 0, 0, false));
     let plan = plan(&t1(), &events, &|_| true, &mut shuffle(&[])).unwrap();
-    assert_eq!(
-        plan.reset.get(&(1, 0)),
-        Some(&ResetReason::RecoveryNotInSnapshot)
+    assert!(
+        plan.kept.contains_key(&(1, 0)),
+        "no plugin state depends on it: {plan:?}"
     );
-    assert_eq!(plan.release.len(), 1, "its partition is released");
+    // Its partition gone, it runs again for that reason instead.
+    let plan = plan_missing(&events, &["/shuffle/middle-0-0"]);
+    assert!(!plan.kept.contains_key(&(1, 0)));
+    assert!(
+        matches!(
+            plan.reset.get(&(1, 0)),
+            Some(ResetReason::RecoveryPartitionMissing { .. })
+        ),
+        "{plan:?}"
+    );
+}
+
+fn plan_missing(events: &[JobEvent], missing: &[&str]) -> RecoveryPlan {
+    plan(&t1(), events, &|_| true, &mut shuffle(missing)).unwrap()
 }
 
 #[test]

@@ -21,6 +21,7 @@ pub mod parquet;
 mod pool;
 pub mod sink;
 mod source;
+mod stage;
 
 use std::ops::Range;
 use std::path::PathBuf;
@@ -300,28 +301,104 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
         )?),
         None => Box::new(PartitionOutputs::create(&outputs)?),
     };
+    let mut ticker = Ticker {
+        attempt,
+        cancel,
+        record_delay,
+        #[cfg(feature = "failpoints")]
+        fail_after,
+        records_in: 0,
+    };
+    if let [Operator::Stage(stage)] = operators.as_slice() {
+        // A SQL stage: its DataFusion plan is the whole chain.
+        let (records_in, splits, (records_out, partitions)) =
+            stage::run(stage, &vertex_id, input, source_grants, ticker, out)?;
+        return Ok(TaskReport {
+            records_in,
+            records_out,
+            partitions: partitions
+                .into_iter()
+                .map(|(edge, bytes)| (edge, SubpartitionBytes::from(bytes)))
+                .collect(),
+            splits,
+        });
+    }
     let mut chain = operators::Chain::new(&vertex_id, &operators, out);
     let mut report = TaskReport::default();
-    // Before each input batch of `rows` rows: count them, stop if canceled,
-    // fail if the injected fault's count is crossed, sleep the test delay.
-    let tick = |report: &mut TaskReport, rows: usize| -> Result<(), TaskError> {
+    match input {
+        TaskInput::Splits(mut splits) => {
+            while let Some(split) = splits.next_split()? {
+                report.splits += 1;
+                source::read_split(
+                    &split,
+                    source_grants.as_ref(),
+                    &operators,
+                    &vertex_id,
+                    |batch| {
+                        ticker.tick(batch.num_rows())?;
+                        chain.push_batch(batch)
+                    },
+                )?;
+            }
+        }
+        TaskInput::Partitions(parts) => {
+            for p in parts {
+                if p.subpartitions.is_empty() {
+                    continue;
+                }
+                let mut r = open_input(&p)?;
+                while let Some(batch) = r.next_batch().map_err(|e| classify(&p, e))? {
+                    ticker.tick(batch.num_rows())?;
+                    chain.push_batch(batch)?;
+                }
+            }
+        }
+    }
+    report.records_in = ticker.records_in;
+    let (records_out, partitions) = chain.finish()?;
+    report.records_out = records_out;
+    report.partitions = partitions
+        .into_iter()
+        .map(|(edge, bytes)| (edge, SubpartitionBytes::from(bytes)))
+        .collect();
+    Ok(report)
+}
+
+/// Before each input batch of `rows` rows: count them, stop if canceled,
+/// fail if the injected fault's count is crossed, sleep the test delay.
+pub(crate) struct Ticker {
+    attempt: AttemptId,
+    cancel: Arc<AtomicBool>,
+    record_delay: Duration,
+    #[cfg(feature = "failpoints")]
+    fail_after: Option<u64>,
+    /// Input records so far.
+    pub(crate) records_in: u64,
+}
+
+impl Ticker {
+    fn tick(&mut self, rows: usize) -> Result<(), TaskError> {
+        let attempt = self.attempt;
+        let cancel = &self.cancel;
         let canceled = || cancel.load(Ordering::Relaxed);
         if canceled() {
             return Err(TaskError::Canceled { attempt });
         }
-        report.records_in += rows as u64;
+        self.records_in += rows as u64;
         #[cfg(feature = "failpoints")]
-        if let Some(n) = fail_after
-            && report.records_in > n
+        if let Some(n) = self.fail_after
+            && self.records_in > n
         {
             return Err(TaskError::Injected {
                 attempt,
                 after_records: n,
             });
         }
-        if !record_delay.is_zero() {
+        if !self.record_delay.is_zero() {
             // In slices, so a cancel does not wait for a whole batch's sleep.
-            let mut left = record_delay.saturating_mul(u32::try_from(rows).unwrap_or(u32::MAX));
+            let mut left = self
+                .record_delay
+                .saturating_mul(u32::try_from(rows).unwrap_or(u32::MAX));
             let slice = Duration::from_millis(50);
             while !left.is_zero() {
                 let nap = left.min(slice);
@@ -333,73 +410,42 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
             }
         }
         Ok(())
-    };
-    match input {
-        TaskInput::Splits(mut splits) => {
-            while let Some(split) = splits.next_split()? {
-                report.splits += 1;
-                source::read_split(
-                    &split,
-                    source_grants.as_ref(),
-                    &operators,
-                    &vertex_id,
-                    |batch| {
-                        tick(&mut report, batch.num_rows())?;
-                        chain.push_batch(batch)
-                    },
-                )?;
-            }
-        }
-        TaskInput::Partitions(parts) => {
-            for p in parts {
-                let classify = |e: ShuffleError| match e {
-                    ShuffleError::PartitionNotFound { location, reason } => {
-                        TaskError::PartitionNotFound {
-                            producer: p.producer,
-                            location,
-                            reason,
-                        }
-                    }
-                    corrupt @ ShuffleError::Corrupt { .. } => TaskError::PartitionCorrupt {
-                        producer: p.producer,
-                        source: corrupt,
-                    },
-                    other => TaskError::Shuffle(other),
-                };
-                if p.subpartitions.is_empty() {
-                    continue;
-                }
-                let mut r = match &p.remote {
-                    Some(fetch) => fetch
-                        .open(&p.location, p.subpartitions.clone(), &p.expected)
-                        .map_err(classify)?,
-                    None => {
-                        let dir = p
-                            .grants
-                            .writable_dir(&p.location)
-                            .map_err(|e| TaskError::Shuffle(ShuffleError::Grant(e)))?;
-                        SubpartitionReader::open_expected_in(
-                            &dir,
-                            p.subpartitions.clone(),
-                            &p.expected,
-                        )
-                        .map_err(classify)?
-                    }
-                };
-                while let Some(batch) = r.next_batch().map_err(classify)? {
-                    tick(&mut report, batch.num_rows())?;
-                    chain.push_batch(batch)?;
-                }
-            }
+    }
+}
+
+/// A shuffle error of input partition `p` as the scheduler acts on it: a
+/// missing partition is PartitionNotFound, a damaged one PartitionCorrupt.
+fn classify(p: &InputPartition, e: ShuffleError) -> TaskError {
+    match e {
+        ShuffleError::PartitionNotFound { location, reason } => TaskError::PartitionNotFound {
+            producer: p.producer,
+            location,
+            reason,
+        },
+        corrupt @ ShuffleError::Corrupt { .. } => TaskError::PartitionCorrupt {
+            producer: p.producer,
+            source: corrupt,
+        },
+        other => TaskError::Shuffle(other),
+    }
+}
+
+/// Opens the subpartitions input partition `p` reads (through the holder
+/// for a remote one, inside the shuffle master's grants for a local one).
+fn open_input(p: &InputPartition) -> Result<SubpartitionReader, TaskError> {
+    match &p.remote {
+        Some(fetch) => fetch
+            .open(&p.location, p.subpartitions.clone(), &p.expected)
+            .map_err(|e| classify(p, e)),
+        None => {
+            let dir = p
+                .grants
+                .writable_dir(&p.location)
+                .map_err(|e| TaskError::Shuffle(ShuffleError::Grant(e)))?;
+            SubpartitionReader::open_expected_in(&dir, p.subpartitions.clone(), &p.expected)
+                .map_err(|e| classify(p, e))
         }
     }
-    let (records_out, partitions) = chain.finish()?;
-    report.records_out = records_out;
-    report.partitions = partitions
-        .into_iter()
-        .map(|(edge, bytes)| (edge, SubpartitionBytes::from(bytes)))
-        .collect();
-    Ok(report)
 }
 
 /// The result partitions of one task, one writer per outgoing edge: a batch
@@ -428,7 +474,9 @@ impl operators::BatchSink for PartitionOutputs {
         self.rows += batch.num_rows() as u64;
         for (o, w) in &mut self.writers {
             match o.pattern {
-                DistributionPattern::Forward => w.write_batch(0, batch)?,
+                DistributionPattern::Forward | DistributionPattern::Broadcast => {
+                    w.write_batch(0, batch)?;
+                }
                 DistributionPattern::Hash => {
                     for (sub, part) in route_batch(batch, &o.key, o.num_subpartitions) {
                         w.write_batch(sub, &part)?;

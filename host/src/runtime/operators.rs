@@ -37,6 +37,11 @@ pub trait BatchSink: Send {
     /// [`TaskError`] if writing fails.
     fn write(&mut self, batch: &RecordBatch) -> Result<(), TaskError>;
 
+    /// The schema of every batch to come, when it is known before the
+    /// first (a SQL stage's output): a Parquet sink writes it even when no
+    /// row comes. Ignored by the others.
+    fn expect_schema(&mut self, _schema: &arrow_schema::SchemaRef) {}
+
     /// Flushes and makes the output durable; returns the rows written and,
     /// for result partitions, the bytes per subpartition of each edge.
     ///
@@ -77,9 +82,11 @@ impl Chain {
         let stages = operators
             .iter()
             .filter_map(|op| match op {
-                Operator::ReadLines | Operator::ReadCsv { .. } | Operator::ReadParquet { .. } => {
-                    None
-                }
+                // A SQL stage never reaches a chain (`run_task` runs its plan).
+                Operator::ReadLines
+                | Operator::ReadCsv { .. }
+                | Operator::ReadParquet { .. }
+                | Operator::Stage(_) => None,
                 Operator::Tokenize { column, lowercase } => Some(Stage::Tokenize {
                     column: *column,
                     lowercase: *lowercase,

@@ -37,6 +37,7 @@ fn extension(spec: &SinkSpec) -> &'static str {
     match spec.format {
         SinkFormat::Csv { .. } => "csv",
         SinkFormat::Text { .. } => "txt",
+        SinkFormat::Parquet => "parquet",
     }
 }
 
@@ -129,6 +130,8 @@ pub fn write_success(spec: &SinkSpec) -> Result<(), TaskError> {
 pub struct SinkWriter {
     path: PathBuf,
     out: BufWriter<File>,
+    /// A Parquet sink's writer, made with the first schema it learns.
+    parquet: Option<parquet::arrow::ArrowWriter<File>>,
     format: SinkFormat,
     line: String,
     /// Scratch: the text of a cell that is not `Utf8`.
@@ -152,6 +155,7 @@ impl SinkWriter {
         let mut w = Self {
             path,
             out: BufWriter::with_capacity(64 * 1024, f),
+            parquet: None,
             format: spec.format.clone(),
             line: String::new(),
             cell: String::new(),
@@ -199,11 +203,50 @@ fn put_field(line: &mut String, format: &SinkFormat, i: usize, field: &str) {
             }
             line.push_str(field);
         }
+        SinkFormat::Parquet => unreachable!("a Parquet sink writes no lines"),
+    }
+}
+
+impl SinkWriter {
+    /// The Parquet writer over the staging file, made for `schema` the
+    /// first time.
+    fn parquet_writer(
+        &mut self,
+        schema: &arrow_schema::SchemaRef,
+    ) -> Result<&mut parquet::arrow::ArrowWriter<File>, TaskError> {
+        if self.parquet.is_none() {
+            let f = self.out.get_ref().try_clone().map_err(io(&self.path))?;
+            let w = parquet::arrow::ArrowWriter::try_new(f, std::sync::Arc::clone(schema), None)
+                .map_err(|e| TaskError::Io {
+                    path: self.path.clone(),
+                    source: std::io::Error::other(e),
+                })?;
+            self.parquet = Some(w);
+        }
+        Ok(self.parquet.as_mut().expect("made above"))
     }
 }
 
 impl BatchSink for SinkWriter {
+    fn expect_schema(&mut self, schema: &arrow_schema::SchemaRef) {
+        if self.format == SinkFormat::Parquet {
+            // An error shows again at the first write or at finish.
+            let _later = self.parquet_writer(schema);
+        }
+    }
+
     fn write(&mut self, batch: &RecordBatch) -> Result<(), TaskError> {
+        if self.format == SinkFormat::Parquet {
+            self.rows += batch.num_rows() as u64;
+            let path = self.path.clone();
+            return self
+                .parquet_writer(&batch.schema())?
+                .write(batch)
+                .map_err(|e| TaskError::Io {
+                    path,
+                    source: std::io::Error::other(e),
+                });
+        }
         let columns = batch.columns();
         for row in 0..batch.num_rows() {
             self.rows += 1;
@@ -226,7 +269,18 @@ impl BatchSink for SinkWriter {
         Ok(())
     }
 
-    fn finish(self: Box<Self>) -> Result<super::operators::ChainOutput, TaskError> {
+    fn finish(mut self: Box<Self>) -> Result<super::operators::ChainOutput, TaskError> {
+        if let Some(w) = self.parquet.take() {
+            w.close().map_err(|e| TaskError::Io {
+                path: self.path.clone(),
+                source: std::io::Error::other(e),
+            })?;
+        } else if self.format == SinkFormat::Parquet {
+            return Err(TaskError::Io {
+                path: self.path.clone(),
+                source: std::io::Error::other("a Parquet sink got neither a schema nor a row"),
+            });
+        }
         let path = self.path;
         let f = self.out.into_inner().map_err(|e| TaskError::Io {
             path: path.clone(),

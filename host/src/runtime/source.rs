@@ -192,7 +192,10 @@ pub fn needed_columns(operators: &[Operator], n: usize) -> Vec<bool> {
     let mut need = vec![false; n];
     for op in operators.iter().skip(1) {
         match op {
-            Operator::ReadLines | Operator::ReadCsv { .. } | Operator::ReadParquet { .. } => {}
+            Operator::ReadLines
+            | Operator::ReadCsv { .. }
+            | Operator::ReadParquet { .. }
+            | Operator::Stage(_) => {}
             Operator::Filter { column, .. } => need[*column] = true,
             Operator::Tokenize { column, .. } => {
                 need[*column] = true;

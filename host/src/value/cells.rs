@@ -49,8 +49,10 @@ pub const DECIMAL_PRECISION: u8 = 38;
 ///
 /// # Panics
 ///
-/// If `row` is out of bounds, or the column's type is not one of `Utf8`,
-/// `Int64`, `Decimal128`, `Date32` (the types of the data plane).
+/// If `row` is out of bounds. Types other than `Utf8`, `Int64`,
+/// `Decimal128`, `Date32` (the hand-written operators' types) come from
+/// SQL stages and are shown as Arrow displays them (a type Arrow cannot
+/// display panics).
 pub fn cell_text(column: &dyn Array, row: usize) -> Cow<'_, str> {
     if let DataType::Utf8 = column.data_type() {
         if column.is_null(row) {
@@ -85,7 +87,19 @@ pub fn write_cell_text(column: &dyn Array, row: usize, out: &mut String) {
         DataType::Date32 => {
             write_date(column.as_primitive::<Date32Type>().value(row), out);
         }
-        other => panic!("a column of type {other} is not part of the data plane"),
+        // Other types come from SQL stages (docs/sql.md): Arrow's display.
+        _ => match arrow_cast::display::ArrayFormatter::try_new(
+            column,
+            &arrow_cast::display::FormatOptions::default(),
+        ) {
+            Ok(f) => {
+                let _infallible = write!(out, "{}", f.value(row));
+            }
+            Err(e) => panic!(
+                "a column of type {} cannot be shown: {e}",
+                column.data_type()
+            ),
+        },
     }
 }
 

@@ -10,6 +10,8 @@
 //! host/src/failpoints.rs) need the `failpoints` feature, which `make test`
 //! turns on; without it they are not built and one test fails to say so.
 
+#[cfg(feature = "failpoints")]
+mod sql_tpch;
 mod support;
 
 mod cli;
@@ -42,6 +44,8 @@ mod job_plugin_load;
 mod job_refusals;
 mod job_refusals_fuzz;
 mod job_source_coordinator;
+#[cfg(feature = "failpoints")]
+mod job_sql;
 mod job_tpch;
 #[cfg(feature = "failpoints")]
 mod job_tpch_languages;

@@ -378,6 +378,7 @@ impl JobMaster {
             let (subtasks, subpartitions) = match edge.pattern {
                 DistributionPattern::Forward => (s..s + 1, 0..1),
                 DistributionPattern::Hash => (0..producers.len() as u32, range.clone()),
+                DistributionPattern::Broadcast => (0..producers.len() as u32, 0..1),
             };
             for p in subtasks {
                 let ex = &producers[p as usize];

@@ -1016,7 +1016,19 @@ impl JobMaster {
             .iter()
             .enumerate()
             .all(|(i, e)| i == attempt.subtask as usize || e.state == ExecutionState::Finished);
-        let snapshots = self.take_snapshots(completes)?;
+        // A finish that plugin state must reflect carries a batch snapshot,
+        // whatever the minimum pause (issue 26 item 7, docs/recovery.md
+        // "Recording"): a source subtask's (its enumerator's split
+        // assignment; a finish the enumerator's latest snapshot does not
+        // reflect runs again after a crash, step 3) and one that produced
+        // partitions (the shuffle master's registry, incremental, answers
+        // step 6). Only finishes that touch neither (sink subtasks) wait for
+        // the pause.
+        let source = self.graph.job.vertices[v].source.is_some();
+        if source {
+            self.touched.insert(v);
+        }
+        let snapshots = self.take_snapshots(completes || source || !partitions.is_empty())?;
         if !snapshots.is_empty() {
             self.crash_point("snapshot-taken", events)?;
         }

@@ -1,0 +1,426 @@
+//! One task of a SQL stage (docs/sql.md): the stage's DataFusion plan runs
+//! with its leaves fed from this task's input — the splits it pulls from
+//! the split enumerator (read as `read-csv` / `read-parquet` read them,
+//! then cast to the declared column types), or its producers'
+//! subpartitions — and its output goes to the result partitions or the
+//! sink, as an operator chain's does.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
+
+use arrow_schema::{DataType, Field, Schema};
+use datafusion::error::{DataFusionError, Result as DfResult};
+
+use super::operators::BatchSink;
+use super::{InputPartition, SplitSource, TaskError, TaskInput, Ticker, open_input};
+use crate::grant::Grants;
+use crate::graph::{Operator, StagePlan, StageSource};
+use crate::shuffle::SubpartitionReader;
+use crate::sql::{BatchIter, LeafInputs, LeafKind, SqlType, StageOutput};
+use crate::value::{SplitData, SplitPayloadData};
+
+/// The task's input, shared by the plan's leaves; the first input error
+/// is kept here (DataFusion only sees its text).
+struct Inner {
+    vertex: String,
+    source: Option<StageSource>,
+    grants: Option<Grants>,
+    state: Mutex<FeedState>,
+}
+
+struct FeedState {
+    splits: Option<Box<dyn SplitSource>>,
+    parts: Vec<InputPartition>,
+    ticker: Ticker,
+    error: Option<TaskError>,
+    splits_read: u64,
+}
+
+/// The [`LeafInputs`] of one task (its leaves' iterators share the inner state).
+struct Feeds(Arc<Inner>);
+
+impl std::fmt::Debug for Feeds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Feeds")
+            .field("vertex", &self.0.vertex)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, FeedState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Keeps `e` (the first error wins) and hands DataFusion its text.
+    fn fail(&self, e: TaskError) -> DataFusionError {
+        let text = e.to_string();
+        let mut s = self.lock();
+        if s.error.is_none() {
+            s.error = Some(e);
+        }
+        DataFusionError::Execution(text)
+    }
+
+    /// Counts `batch`'s rows as input (cancel, test knobs).
+    fn tick(&self, rows: usize) -> Result<(), TaskError> {
+        let mut s = self.lock();
+        s.ticker.tick(rows)
+    }
+
+    /// The batches of the next split, cast to the declared types; `None`
+    /// when the enumerator has no more splits.
+    fn next_split_batches(&self) -> Result<Option<Vec<RecordBatch>>, TaskError> {
+        let split = {
+            let mut s = self.lock();
+            let Some(src) = s.splits.as_mut() else {
+                return Ok(None);
+            };
+            match src.next_split()? {
+                Some(split) => {
+                    s.splits_read += 1;
+                    split
+                }
+                None => return Ok(None),
+            }
+        };
+        let source = self.source.as_ref().ok_or_else(|| TaskError::Data {
+            vertex: self.vertex.clone(),
+            detail: "a stage without a scan was given splits".to_string(),
+        })?;
+        let mut out = Vec::new();
+        match source {
+            StageSource::Csv {
+                fields,
+                delimiter,
+                header,
+                columns,
+            } => {
+                let ops = [
+                    Operator::ReadCsv {
+                        columns: *fields,
+                        delimiter: *delimiter,
+                        skip_header: *header,
+                    },
+                    Operator::Project {
+                        columns: columns.iter().map(|c| c.0).collect(),
+                    },
+                ];
+                super::source::read_split(
+                    &split,
+                    self.grants.as_ref(),
+                    &ops,
+                    &self.vertex,
+                    |batch| {
+                        let cols: Vec<(ArrayRef, &str, &str)> = columns
+                            .iter()
+                            .map(|(i, name, ty)| {
+                                (Arc::clone(batch.column(*i)), name.as_str(), ty.as_str())
+                            })
+                            .collect();
+                        out.push(self.typed(&split, cols, true)?);
+                        Ok(())
+                    },
+                )?;
+            }
+            StageSource::Parquet { columns } => {
+                let names: Vec<String> = columns.iter().map(|c| c.0.clone()).collect();
+                super::parquet::read_split(
+                    &split,
+                    self.grants.as_ref(),
+                    &names,
+                    &self.vertex,
+                    |batch| {
+                        let cols: Vec<(ArrayRef, &str, &str)> = columns
+                            .iter()
+                            .enumerate()
+                            .map(|(i, (name, ty))| {
+                                (Arc::clone(batch.column(i)), name.as_str(), ty.as_str())
+                            })
+                            .collect();
+                        out.push(self.typed(&split, cols, false)?);
+                        Ok(())
+                    },
+                )?;
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// A batch of `cols` cast to their declared types. For CSV text
+    /// (`from_text`) an empty field of a non-text column is NULL.
+    fn typed(
+        &self,
+        split: &SplitData,
+        cols: Vec<(ArrayRef, &str, &str)>,
+        from_text: bool,
+    ) -> Result<RecordBatch, TaskError> {
+        let what = match &split.payload {
+            SplitPayloadData::FileRange { path, .. } => {
+                format!("split `{}` ({})", split.id, path.display())
+            }
+            SplitPayloadData::Inline(_) => format!("split `{}`", split.id),
+        };
+        let mut fields = Vec::with_capacity(cols.len());
+        let mut arrays = Vec::with_capacity(cols.len());
+        for (array, name, ty) in cols {
+            let target = SqlType::parse(name, ty).map_err(|e| TaskError::Data {
+                vertex: self.vertex.clone(),
+                detail: e.to_string(),
+            })?;
+            let target = target.data_type().clone();
+            let mut array = array;
+            if from_text && target != DataType::Utf8 && array.data_type() == &DataType::Utf8 {
+                let s = array.as_string::<i32>();
+                let with_nulls: StringArray =
+                    s.iter().map(|v| v.filter(|t| !t.is_empty())).collect();
+                array = Arc::new(with_nulls);
+            }
+            let array = if array.data_type() == &target {
+                array
+            } else {
+                let options = arrow_cast::CastOptions {
+                    safe: false,
+                    ..Default::default()
+                };
+                arrow_cast::cast_with_options(&array, &target, &options).map_err(|e| {
+                    TaskError::Data {
+                        vertex: self.vertex.clone(),
+                        detail: format!("{what}: column `{name}` does not hold {ty} values: {e}"),
+                    }
+                })?
+            };
+            fields.push(Field::new(name, target, true));
+            arrays.push(array);
+        }
+        let rows = arrays.first().map_or(0, |a| a.len());
+        RecordBatch::try_new_with_options(
+            Arc::new(Schema::new(fields)),
+            arrays,
+            &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows)),
+        )
+        .map_err(|e| TaskError::Data {
+            vertex: self.vertex.clone(),
+            detail: format!("{what}: {e}"),
+        })
+    }
+}
+
+impl LeafInputs for Feeds {
+    fn partitions(&self, kind: &LeafKind) -> usize {
+        match kind {
+            LeafKind::Scan { .. }
+            | LeafKind::Exchange {
+                per_producer: false,
+                ..
+            } => 1,
+            LeafKind::Exchange {
+                from,
+                per_producer: true,
+            } => self
+                .0
+                .lock()
+                .parts
+                .iter()
+                .filter(|p| p.producer.vertex == *from)
+                .count(),
+        }
+    }
+
+    fn open(&self, kind: &LeafKind, partition: usize) -> DfResult<BatchIter> {
+        let me = Arc::clone(&self.0);
+        match kind {
+            LeafKind::Scan { .. } => Ok(Box::new(ScanIter {
+                feeds: me,
+                pending: VecDeque::new(),
+                done: false,
+            })),
+            LeafKind::Exchange { from, per_producer } => {
+                let parts: Vec<InputPartition> = {
+                    let s = self.0.lock();
+                    let mine = s.parts.iter().filter(|p| p.producer.vertex == *from);
+                    if *per_producer {
+                        mine.skip(partition).take(1).cloned().collect()
+                    } else {
+                        mine.cloned().collect()
+                    }
+                };
+                Ok(Box::new(ExchangeIter {
+                    feeds: me,
+                    parts: parts.into(),
+                    reader: None,
+                }))
+            }
+        }
+    }
+}
+
+struct ScanIter {
+    feeds: Arc<Inner>,
+    pending: VecDeque<RecordBatch>,
+    done: bool,
+}
+
+impl Iterator for ScanIter {
+    type Item = DfResult<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(b) = self.pending.pop_front() {
+                return Some(match self.feeds.tick(b.num_rows()) {
+                    Ok(()) => Ok(b),
+                    Err(e) => {
+                        self.done = true;
+                        Err(self.feeds.fail(e))
+                    }
+                });
+            }
+            if self.done {
+                return None;
+            }
+            match self.feeds.next_split_batches() {
+                Ok(Some(batches)) => self.pending.extend(batches),
+                Ok(None) => {
+                    self.done = true;
+                    return None;
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(self.feeds.fail(e)));
+                }
+            }
+        }
+    }
+}
+
+struct ExchangeIter {
+    feeds: Arc<Inner>,
+    parts: VecDeque<InputPartition>,
+    reader: Option<(InputPartition, SubpartitionReader)>,
+}
+
+impl Iterator for ExchangeIter {
+    type Item = DfResult<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some((p, r)) = &mut self.reader {
+                match r.next_batch() {
+                    Ok(Some(b)) => {
+                        if let Err(e) = self.feeds.tick(b.num_rows()) {
+                            self.parts.clear();
+                            self.reader = None;
+                            return Some(Err(self.feeds.fail(e)));
+                        }
+                        return Some(Ok(b));
+                    }
+                    Ok(None) => self.reader = None,
+                    Err(e) => {
+                        let e = super::classify(p, e);
+                        self.parts.clear();
+                        self.reader = None;
+                        return Some(Err(self.feeds.fail(e)));
+                    }
+                }
+                continue;
+            }
+            let p = self.parts.pop_front()?;
+            if p.subpartitions.is_empty() {
+                continue;
+            }
+            match open_input(&p) {
+                Ok(r) => self.reader = Some((p, r)),
+                Err(e) => {
+                    self.parts.clear();
+                    return Some(Err(self.feeds.fail(e)));
+                }
+            }
+        }
+    }
+}
+
+/// The stage's output into the task's [`BatchSink`], keeping its error.
+struct Output<'a> {
+    out: &'a mut Box<dyn BatchSink>,
+    error: Option<TaskError>,
+}
+
+impl StageOutput for Output<'_> {
+    fn schema(&mut self, schema: &arrow_schema::SchemaRef) {
+        self.out.expect_schema(schema);
+    }
+
+    fn batch(&mut self, batch: RecordBatch) -> bool {
+        match self.out.write(&batch) {
+            Ok(()) => true,
+            Err(e) => {
+                self.error = Some(e);
+                false
+            }
+        }
+    }
+}
+
+/// Runs the task of `stage`: returns the input records, the splits read
+/// and what `out` reports.
+pub(super) fn run(
+    stage: &StagePlan,
+    vertex: &str,
+    input: TaskInput,
+    grants: Option<Grants>,
+    ticker: Ticker,
+    mut out: Box<dyn BatchSink>,
+) -> Result<(u64, u64, super::operators::ChainOutput), TaskError> {
+    let (splits, parts) = match input {
+        TaskInput::Splits(s) => (Some(s), Vec::new()),
+        TaskInput::Partitions(p) => (None, p),
+    };
+    let feeds = Arc::new(Inner {
+        vertex: vertex.to_string(),
+        source: stage.source.clone(),
+        grants,
+        state: Mutex::new(FeedState {
+            splits,
+            parts,
+            ticker,
+            error: None,
+            splits_read: 0,
+        }),
+    });
+    let mut output = Output {
+        out: &mut out,
+        error: None,
+    };
+    let inputs: Arc<dyn LeafInputs> = Arc::new(Feeds(Arc::clone(&feeds)));
+    let result = crate::sql::run_stage(&stage.plan, inputs, &mut output);
+    let emit_error = output.error;
+    let mut state = feeds.lock();
+    if let Some(e) = state.error.take() {
+        return Err(e);
+    }
+    match result {
+        Ok(()) => {}
+        Err(None) => {
+            return Err(emit_error.unwrap_or_else(|| TaskError::Data {
+                vertex: vertex.to_string(),
+                detail: "the output failed".to_string(),
+            }));
+        }
+        Err(Some(message)) => {
+            return Err(TaskError::Data {
+                vertex: vertex.to_string(),
+                detail: message,
+            });
+        }
+    }
+    let records_in = state.ticker.records_in;
+    let splits_read = state.splits_read;
+    drop(state);
+    let output = out.finish()?;
+    Ok((records_in, splits_read, output))
+}

@@ -1,0 +1,489 @@
+//! The stage cut: DataFusion's physical plan → coordhost stages.
+//!
+//! The plan is walked from the root. Every exchange ends the stage below
+//! it and puts an exchange leaf in the stage above:
+//!
+//! | DataFusion node | the stage below | the stage above reads |
+//! |---|---|---|
+//! | `RepartitionExec` hash on columns, `n` partitions | ends; its output is routed by the key columns | a `hash` edge, `n` tasks, one subpartition each |
+//! | `CoalescePartitionsExec` | ends | everything, in 1 task (the node stays, over one partition) |
+//! | `SortPreservingMergeExec` | ends | everything, in 1 task, one leaf partition per producer, merged |
+//! | `RepartitionExec` round robin | dropped: a task's rows stay in the task | — |
+//!
+//! The exchanges above `CoalescePartitionsExec` and `SortPreservingMergeExec`
+//! are `broadcast` edges: every task of the stage above reads every
+//! producer (one task, or the build side of a join whose probe side has
+//! more). A stage reads one table or other stages, never both: an
+//! operator with several inputs (a join) that would mix them, or scan two
+//! tables, cuts each scanning input into a stage of its own, read over a
+//! `forward` edge (producer task `i` to task `i`).
+//!
+//! A union, a leaf that is not a declared table, an order-preserving or
+//! non-column hash repartition is [`SqlError::Undistributable`], naming the
+//! operator: never a silent single-task fallback.
+
+use std::sync::Arc;
+
+use arrow_schema::{DataType, SchemaRef};
+use async_trait::async_trait;
+use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::JoinType;
+use datafusion::common::utils::project_schema;
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::execution::context::SQLOptions;
+use datafusion::logical_expr::{Expr, TableType};
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::joins::{HashJoinExec, NestedLoopJoinExec, PartitionMode};
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
+use datafusion::physical_plan::{
+    ExecutionPlan, Partitioning, displayable, replace_children_if_necessary,
+};
+use datafusion::prelude::{SessionConfig, SessionContext};
+
+use super::exec::{LeafExec, LeafKind, encode_plan};
+use super::{PlannedStage, SqlError, StageInput, TableDecl};
+use crate::graph::{DistributionPattern, StagePlan};
+
+/// A declared table as DataFusion's planner sees it: its schema, and a
+/// scan that is a coordhost leaf of `partitions` partitions.
+#[derive(Debug)]
+struct DeclaredTable {
+    decl: TableDecl,
+    schema: SchemaRef,
+    partitions: usize,
+}
+
+#[async_trait]
+impl TableProvider for DeclaredTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let schema = project_schema(&self.schema, projection)?;
+        Ok(Arc::new(LeafExec::new(
+            LeafKind::Scan {
+                table: self.decl.name.clone(),
+            },
+            schema,
+            self.partitions,
+            None,
+        )))
+    }
+}
+
+/// DataFusion's refusal in one line. A syntax error names its line and
+/// column: the parser's own, or the end of `sql` when the query stops
+/// early (the parser gives no place for that).
+fn refused(e: &DataFusionError, sql: &str) -> SqlError {
+    let text = match e.find_root() {
+        DataFusionError::SQL(parser, _) => {
+            let mut t = format!("syntax error: {parser}");
+            if !t.contains("Line: ") {
+                let line = sql.trim_end().lines().count().max(1);
+                let column = sql
+                    .trim_end()
+                    .lines()
+                    .last()
+                    .map_or(0, |l| l.chars().count())
+                    + 1;
+                t.push_str(&format!(
+                    " at the end of the query (Line: {line}, Column: {column})"
+                ));
+            }
+            t
+        }
+        root => root.to_string(),
+    };
+    SqlError::Plan(text.replace('\n', " "))
+}
+
+/// Plans `sql` and cuts it (see the module docs).
+pub(super) async fn plan_and_cut(
+    sql: &str,
+    tables: &[TableDecl],
+    parallelism: u32,
+) -> Result<Vec<PlannedStage>, SqlError> {
+    let partitions = parallelism.max(1) as usize;
+    let mut config = SessionConfig::new().with_target_partitions(partitions);
+    {
+        let o = config.options_mut();
+        // Every hash join partitioned on both sides (two hash edges), never
+        // a build side collected into each task unasked.
+        o.optimizer.hash_join_single_partition_threshold = 0;
+        o.optimizer.hash_join_single_partition_threshold_rows = 0;
+        o.optimizer.prefer_hash_join = true;
+        o.optimizer.repartition_joins = true;
+        // Dynamic filters link operators across what becomes a stage
+        // boundary (and do not travel as plan bytes): off.
+        o.optimizer.enable_dynamic_filter_pushdown = false;
+        o.optimizer.enable_topk_dynamic_filter_pushdown = false;
+        o.optimizer.enable_join_dynamic_filter_pushdown = false;
+        o.optimizer.enable_aggregate_dynamic_filter_pushdown = false;
+        // An uncorrelated scalar subquery becomes a join (its one row
+        // broadcast), not a `ScalarSubqueryExec` that would run the
+        // subquery inside each task.
+        o.optimizer.enable_physical_uncorrelated_scalar_subquery = false;
+        // Round-robin repartitions would be dropped by the cut anyway.
+        o.optimizer.enable_round_robin_repartition = false;
+        // Text stays `Utf8`, the type the declarations and routing use.
+        o.sql_parser.map_string_types_to_utf8view = false;
+    }
+    let ctx = SessionContext::new_with_config(config);
+    for t in tables {
+        ctx.register_table(
+            t.name.as_str(),
+            Arc::new(DeclaredTable {
+                schema: t.schema(),
+                decl: t.clone(),
+                partitions,
+            }),
+        )
+        .map_err(|e| refused(&e, sql))?;
+    }
+    // A query, nothing else: no DDL (CREATE), DML (INSERT) or SET.
+    let options = SQLOptions::new()
+        .with_allow_ddl(false)
+        .with_allow_dml(false)
+        .with_allow_statements(false);
+    let df = ctx
+        .sql_with_options(sql, options)
+        .await
+        .map_err(|e| refused(&e, sql))?;
+    let plan = df
+        .create_physical_plan()
+        .await
+        .map_err(|e| refused(&e, sql))?;
+    let mut cutter = Cutter {
+        tables,
+        stages: Vec::new(),
+    };
+    cutter.finish_stage(plan)?;
+    Ok(cutter.stages)
+}
+
+/// What one stage reads, collected while its plan is rewritten.
+#[derive(Default)]
+struct Reads {
+    table: Option<String>,
+    inputs: Vec<StageInput>,
+}
+
+struct Cutter<'a> {
+    tables: &'a [TableDecl],
+    stages: Vec<PlannedStage>,
+}
+
+fn undistributable(node: &dyn ExecutionPlan, why: impl Into<String>) -> SqlError {
+    SqlError::Undistributable {
+        operator: node.name().to_string(),
+        why: why.into(),
+    }
+}
+
+impl Cutter<'_> {
+    /// Rewrites `plan` as one stage (cutting the stages below it first),
+    /// records it, and returns its index.
+    fn finish_stage(&mut self, plan: Arc<dyn ExecutionPlan>) -> Result<usize, SqlError> {
+        let mut reads = Reads::default();
+        let plan = self.rewrite(plan, &mut reads)?;
+        self.record(plan, reads)
+    }
+
+    /// Records `plan` (already rewritten, reading `reads`) as a stage.
+    fn record(&mut self, plan: Arc<dyn ExecutionPlan>, reads: Reads) -> Result<usize, SqlError> {
+        if reads.table.is_some() && !reads.inputs.is_empty() {
+            return Err(SqlError::Undistributable {
+                operator: plan.name().to_string(),
+                why: "a stage would read a table and another stage's output at once".into(),
+            });
+        }
+        if reads.table.is_none() && reads.inputs.is_empty() {
+            return Err(SqlError::Undistributable {
+                operator: plan.name().to_string(),
+                why: "the query reads no declared table".into(),
+            });
+        }
+        let parallelism = u32::try_from(plan.properties().output_partitioning().partition_count())
+            .unwrap_or(u32::MAX);
+        let schema = plan.schema();
+        let source = match &reads.table {
+            Some(name) => {
+                let decl = self
+                    .tables
+                    .iter()
+                    .find(|t| &t.name == name)
+                    .ok_or_else(|| SqlError::Plan(format!("no table `{name}`")))?;
+                let leaf_schema = scan_schema(&plan).unwrap_or_else(|| Arc::clone(&schema));
+                let projection: Vec<usize> = leaf_schema
+                    .fields()
+                    .iter()
+                    .filter_map(|f| decl.columns.iter().position(|(n, _)| n == f.name()))
+                    .collect();
+                Some(decl.stage_source(&projection))
+            }
+            None => None,
+        };
+        let display = displayable(plan.as_ref()).indent(false).to_string();
+        let bytes = encode_plan(Arc::clone(&plan))
+            .map_err(|e| SqlError::Plan(format!("the stage plan cannot be encoded: {e}")))?;
+        self.stages.push(PlannedStage {
+            plan: StagePlan {
+                plan: bytes,
+                source,
+                display,
+            },
+            parallelism,
+            table: reads.table,
+            inputs: reads.inputs,
+            output_columns: schema.fields().iter().map(|f| f.name().clone()).collect(),
+        });
+        Ok(self.stages.len() - 1)
+    }
+
+    /// `plan` with its exchanges replaced by leaves (the stages below
+    /// finished and recorded), within the current stage.
+    fn rewrite(
+        &mut self,
+        plan: Arc<dyn ExecutionPlan>,
+        reads: &mut Reads,
+    ) -> Result<Arc<dyn ExecutionPlan>, SqlError> {
+        if let Some(leaf) = plan.downcast_ref::<LeafExec>() {
+            if let LeafKind::Scan { table } = &leaf.kind {
+                if let Some(other) = &reads.table {
+                    return Err(undistributable(
+                        plan.as_ref(),
+                        format!("a stage would scan two tables (`{other}` and `{table}`)"),
+                    ));
+                }
+                reads.table = Some(table.clone());
+            }
+            return Ok(plan);
+        }
+        if let Some(rep) = plan.downcast_ref::<RepartitionExec>() {
+            return match rep.partitioning() {
+                Partitioning::RoundRobinBatch(_) => self.rewrite(Arc::clone(rep.input()), reads),
+                Partitioning::Hash(exprs, n) => {
+                    if rep.preserve_order() {
+                        return Err(undistributable(
+                            plan.as_ref(),
+                            "an order-preserving hash repartition",
+                        ));
+                    }
+                    let input = Arc::clone(rep.input());
+                    let in_schema = input.schema();
+                    let mut key = Vec::new();
+                    for e in exprs {
+                        let col = e.downcast_ref::<Column>().ok_or_else(|| {
+                            undistributable(
+                                plan.as_ref(),
+                                format!("a hash repartition on the expression `{e}`, not a column"),
+                            )
+                        })?;
+                        let ty = in_schema.field(col.index()).data_type();
+                        if !matches!(
+                            ty,
+                            DataType::Utf8
+                                | DataType::LargeUtf8
+                                | DataType::Int32
+                                | DataType::Int64
+                                | DataType::Decimal128(..)
+                                | DataType::Date32
+                        ) {
+                            return Err(undistributable(
+                                plan.as_ref(),
+                                format!(
+                                    "a hash key `{}` of type {ty} (routing takes Utf8, Int32, Int64, Decimal128, Date32)",
+                                    col.name()
+                                ),
+                            ));
+                        }
+                        key.push(col.index());
+                    }
+                    self.exchange(input, reads, DistributionPattern::Hash, key, *n, false)
+                }
+                other => Err(undistributable(
+                    plan.as_ref(),
+                    format!("a repartition by {other}"),
+                )),
+            };
+        }
+        if let Some(coalesce) = plan.downcast_ref::<CoalescePartitionsExec>() {
+            let fetch = coalesce.fetch();
+            let leaf = self.exchange(
+                Arc::clone(coalesce.input()),
+                reads,
+                DistributionPattern::Broadcast,
+                Vec::new(),
+                1,
+                false,
+            )?;
+            return Ok(Arc::new(
+                CoalescePartitionsExec::new(leaf).with_fetch(fetch),
+            ));
+        }
+        if let Some(merge) = plan.downcast_ref::<SortPreservingMergeExec>() {
+            let input = Arc::clone(merge.input());
+            let producers = input.properties().output_partitioning().partition_count();
+            let leaf = self.exchange(
+                input,
+                reads,
+                DistributionPattern::Broadcast,
+                Vec::new(),
+                producers,
+                true,
+            )?;
+            return Ok(Arc::new(
+                SortPreservingMergeExec::new(merge.expr().clone(), leaf).with_fetch(merge.fetch()),
+            ));
+        }
+        let plan = one_probe_task(&plan)?.unwrap_or(plan);
+        let children: Vec<Arc<dyn ExecutionPlan>> = plan.children().into_iter().cloned().collect();
+        if children.is_empty() {
+            return Err(undistributable(
+                plan.as_ref(),
+                "a leaf that is not a declared table",
+            ));
+        }
+        if plan.name() == "UnionExec" || plan.name() == "InterleaveExec" {
+            return Err(undistributable(
+                plan.as_ref(),
+                "a union (its tasks would be the sum of its inputs' tasks)",
+            ));
+        }
+        // Each input in its own reads first: a stage reads either one
+        // table or other stages' output, so when inputs of a join mix the
+        // two (or scan two tables), each scanning input becomes a stage of
+        // its own, read here task by task (a forward edge).
+        let mut rewritten = Vec::with_capacity(children.len());
+        let mut subs = Vec::with_capacity(children.len());
+        for c in children {
+            let mut sub = Reads::default();
+            rewritten.push(self.rewrite(c, &mut sub)?);
+            subs.push(sub);
+        }
+        let tables =
+            subs.iter().filter(|r| r.table.is_some()).count() + usize::from(reads.table.is_some());
+        let stages = subs.iter().filter(|r| !r.inputs.is_empty()).count()
+            + usize::from(!reads.inputs.is_empty());
+        let split_off = tables > 1 || (tables == 1 && stages > 0);
+        let mut new_children = Vec::with_capacity(rewritten.len());
+        for (child, sub) in rewritten.into_iter().zip(subs) {
+            if split_off && sub.table.is_some() {
+                let schema = child.schema();
+                let partitions = child.properties().output_partitioning().partition_count();
+                let from = self.record(child, sub)?;
+                reads.inputs.push(StageInput {
+                    from,
+                    pattern: DistributionPattern::Forward,
+                    key: Vec::new(),
+                });
+                new_children.push(Arc::new(LeafExec::new(
+                    LeafKind::Exchange {
+                        from,
+                        per_producer: false,
+                    },
+                    schema,
+                    partitions,
+                    None,
+                )) as Arc<dyn ExecutionPlan>);
+                continue;
+            }
+            if let Some(t) = sub.table {
+                reads.table = Some(t);
+            }
+            reads.inputs.extend(sub.inputs);
+            new_children.push(child);
+        }
+        replace_children_if_necessary(Arc::clone(&plan), new_children)
+            .map_err(|e| undistributable(plan.as_ref(), e.to_string()))
+    }
+
+    /// Ends the stage of `input` and returns the leaf of the stage above
+    /// that reads it over `pattern`: `partitions` partitions at planning
+    /// time (the consumer's tasks, or the producers for `per_producer`).
+    fn exchange(
+        &mut self,
+        input: Arc<dyn ExecutionPlan>,
+        reads: &mut Reads,
+        pattern: DistributionPattern,
+        key: Vec<usize>,
+        partitions: usize,
+        per_producer: bool,
+    ) -> Result<Arc<dyn ExecutionPlan>, SqlError> {
+        let schema = input.schema();
+        let from = self.finish_stage(input)?;
+        reads.inputs.push(StageInput { from, pattern, key });
+        Ok(Arc::new(LeafExec::new(
+            LeafKind::Exchange { from, per_producer },
+            schema,
+            partitions,
+            None,
+        )))
+    }
+}
+
+/// `plan` with its probe side merged into one partition, when `plan` is a
+/// join whose build side is collected whole (a `CollectLeft` hash join, a
+/// nested-loop join) and whose join type emits build rows at the end
+/// (`Left`, `LeftAnti`, `LeftSemi`, `LeftMark`, `Full`): DataFusion
+/// tracks which build rows matched across the probe partitions of one
+/// process, so split over tasks each task would emit the build rows that
+/// did not match *its* probe rows. One probe task keeps the answer right
+/// (TPC-H Q16's `NOT IN` is such a join).
+fn one_probe_task(
+    plan: &Arc<dyn ExecutionPlan>,
+) -> Result<Option<Arc<dyn ExecutionPlan>>, SqlError> {
+    let (join_type, collected, left, right) = if let Some(j) = plan.downcast_ref::<HashJoinExec>() {
+        (
+            *j.join_type(),
+            *j.partition_mode() == PartitionMode::CollectLeft,
+            j.left(),
+            j.right(),
+        )
+    } else if let Some(j) = plan.downcast_ref::<NestedLoopJoinExec>() {
+        (*j.join_type(), true, j.left(), j.right())
+    } else {
+        return Ok(None);
+    };
+    let emits_build_rows = matches!(
+        join_type,
+        JoinType::Left
+            | JoinType::LeftAnti
+            | JoinType::LeftSemi
+            | JoinType::LeftMark
+            | JoinType::Full
+    );
+    if !collected
+        || !emits_build_rows
+        || right.properties().output_partitioning().partition_count() <= 1
+    {
+        return Ok(None);
+    }
+    let merged: Arc<dyn ExecutionPlan> = Arc::new(CoalescePartitionsExec::new(Arc::clone(right)));
+    replace_children_if_necessary(Arc::clone(plan), vec![Arc::clone(left), merged])
+        .map(Some)
+        .map_err(|e| undistributable(plan.as_ref(), e.to_string()))
+}
+
+/// The schema of the scan leaf of a stage plan.
+fn scan_schema(plan: &Arc<dyn ExecutionPlan>) -> Option<SchemaRef> {
+    if let Some(leaf) = plan.downcast_ref::<LeafExec>()
+        && matches!(leaf.kind, LeafKind::Scan { .. })
+    {
+        return Some(plan.schema());
+    }
+    plan.children().into_iter().find_map(scan_schema)
+}

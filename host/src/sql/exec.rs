@@ -1,0 +1,353 @@
+//! coordhost's leaf nodes in DataFusion plans, their
+//! `PhysicalExtensionCodec`, and running one task of a stage.
+//!
+//! A stage plan has one kind of leaf: [`LeafExec`] of kind
+//! [`LeafKind::Scan`] (a source stage: the splits of a table) or
+//! [`LeafKind::Exchange`] (the subpartitions of the producers). At planning
+//! time a leaf has the partitions DataFusion planned; when a task decodes
+//! its stage it has the partitions its task reads (1, or one per producer
+//! for a merge) and draws its batches from the task's [`LeafInputs`].
+
+use std::fmt;
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+    ReplaceChildrenOptions, SendableRecordBatchStream,
+};
+use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+
+/// What a leaf reads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LeafKind {
+    /// The splits of table `table` that the task pulls from the split
+    /// enumerator (one partition per task).
+    Scan {
+        /// The table's name.
+        table: String,
+    },
+    /// The subpartitions of stage `from`'s result partitions that this
+    /// task reads: one partition over all of them, or (`per_producer`,
+    /// the input of a `SortPreservingMergeExec`) one partition per
+    /// producer.
+    Exchange {
+        /// Index of the producing stage (its job vertex index).
+        from: usize,
+        /// One DataFusion partition per producer partition.
+        per_producer: bool,
+    },
+}
+
+/// Batches of one leaf partition, pulled on the task's thread.
+pub type BatchIter = Box<dyn Iterator<Item = DfResult<RecordBatch>> + Send>;
+
+/// Where a running stage's leaves get their batches (implemented by
+/// `runtime` for one task).
+pub trait LeafInputs: Send + Sync + fmt::Debug {
+    /// Number of partitions a leaf of `kind` has in this task.
+    fn partitions(&self, kind: &LeafKind) -> usize;
+    /// The batches of partition `partition` of a leaf of `kind`.
+    ///
+    /// # Errors
+    ///
+    /// A DataFusion error when the input cannot be opened.
+    fn open(&self, kind: &LeafKind, partition: usize) -> DfResult<BatchIter>;
+}
+
+/// A coordhost leaf in a DataFusion plan.
+pub struct LeafExec {
+    pub(super) kind: LeafKind,
+    schema: SchemaRef,
+    props: Arc<PlanProperties>,
+    inputs: Option<Arc<dyn LeafInputs>>,
+}
+
+impl fmt::Debug for LeafExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeafExec")
+            .field("kind", &self.kind)
+            .field("partitions", &self.partitions())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LeafExec {
+    /// A leaf of `partitions` partitions producing `schema`.
+    pub(super) fn new(
+        kind: LeafKind,
+        schema: SchemaRef,
+        partitions: usize,
+        inputs: Option<Arc<dyn LeafInputs>>,
+    ) -> Self {
+        let props = PlanProperties::new(
+            EquivalenceProperties::new(Arc::clone(&schema)),
+            Partitioning::UnknownPartitioning(partitions),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        );
+        Self {
+            kind,
+            schema,
+            props: Arc::new(props),
+            inputs,
+        }
+    }
+
+    fn partitions(&self) -> usize {
+        self.props.output_partitioning().partition_count()
+    }
+}
+
+impl DisplayAs for LeafExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            LeafKind::Scan { table } => write!(f, "CoordhostScan: table={table}"),
+            LeafKind::Exchange { from, per_producer } => write!(
+                f,
+                "CoordhostExchange: stage={from}, partitions={}{}",
+                self.partitions(),
+                if *per_producer {
+                    ", one per producer"
+                } else {
+                    ""
+                }
+            ),
+        }
+    }
+}
+
+impl ExecutionPlan for LeafExec {
+    fn name(&self) -> &'static str {
+        match self.kind {
+            LeafKind::Scan { .. } => "CoordhostScan",
+            LeafKind::Exchange { .. } => "CoordhostExchange",
+        }
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.props
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        Vec::new()
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+    ) -> DfResult<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+        _options: ReplaceChildrenOptions,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        let inputs = self.inputs.as_ref().ok_or_else(|| {
+            DataFusionError::Internal("a planning-time leaf cannot run".to_string())
+        })?;
+        if partition >= self.partitions() {
+            return Err(DataFusionError::Internal(format!(
+                "{} has {} partitions, asked for {partition}",
+                self.name(),
+                self.partitions()
+            )));
+        }
+        let iter = inputs.open(&self.kind, partition)?;
+        let schema = Arc::clone(&self.schema);
+        let stream = futures::stream::iter(iter).map(move |b| {
+            b.and_then(|b| {
+                super::with_schema(&b, &schema)
+                    .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))
+            })
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            stream,
+        )))
+    }
+}
+
+/// What the codec writes for a leaf: postcard of this.
+#[derive(Serialize, Deserialize)]
+struct LeafBytes {
+    kind: LeafKind,
+    /// Partitions at planning time.
+    partitions: u32,
+    /// The schema as an Arrow IPC stream without batches.
+    schema: Vec<u8>,
+}
+
+fn schema_bytes(schema: &SchemaRef) -> DfResult<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut out, schema)?;
+    w.finish()?;
+    drop(w);
+    Ok(out)
+}
+
+fn schema_from_bytes(bytes: &[u8]) -> DfResult<SchemaRef> {
+    let r = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)?;
+    Ok(r.schema())
+}
+
+/// The `PhysicalExtensionCodec` of coordhost's leaves: with `inputs` (a
+/// task), decoded leaves take their partitions and batches from it;
+/// without (planning), they keep the planned partitions and cannot run.
+#[derive(Debug, Default)]
+pub(super) struct LeafCodec {
+    pub(super) inputs: Option<Arc<dyn LeafInputs>>,
+}
+
+impl PhysicalExtensionCodec for LeafCodec {
+    fn try_decode(
+        &self,
+        buf: &[u8],
+        inputs: &[Arc<dyn ExecutionPlan>],
+        _ctx: &TaskContext,
+        _proto_converter: &dyn PhysicalProtoConverterExtension,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        if !inputs.is_empty() {
+            return Err(DataFusionError::Internal(
+                "a coordhost leaf has no inputs".to_string(),
+            ));
+        }
+        let leaf: LeafBytes = postcard::from_bytes(buf)
+            .map_err(|e| DataFusionError::Internal(format!("coordhost leaf: {e}")))?;
+        let schema = schema_from_bytes(&leaf.schema)?;
+        let partitions = match &self.inputs {
+            Some(i) => i.partitions(&leaf.kind),
+            None => leaf.partitions as usize,
+        };
+        Ok(Arc::new(LeafExec::new(
+            leaf.kind,
+            schema,
+            partitions,
+            self.inputs.clone(),
+        )))
+    }
+
+    fn try_encode(
+        &self,
+        node: Arc<dyn ExecutionPlan>,
+        buf: &mut Vec<u8>,
+        _proto_converter: &dyn PhysicalProtoConverterExtension,
+    ) -> DfResult<()> {
+        let leaf = node.downcast_ref::<LeafExec>().ok_or_else(|| {
+            DataFusionError::NotImplemented(format!(
+                "`{}` has no datafusion-proto form",
+                node.name()
+            ))
+        })?;
+        let bytes = LeafBytes {
+            kind: leaf.kind.clone(),
+            partitions: u32::try_from(leaf.partitions()).unwrap_or(u32::MAX),
+            schema: schema_bytes(&leaf.schema)?,
+        };
+        buf.extend(
+            postcard::to_stdvec(&bytes)
+                .map_err(|e| DataFusionError::Internal(format!("coordhost leaf: {e}")))?,
+        );
+        Ok(())
+    }
+}
+
+/// Encodes a stage plan as `datafusion-proto` bytes.
+pub(super) fn encode_plan(plan: Arc<dyn ExecutionPlan>) -> DfResult<Vec<u8>> {
+    let codec = LeafCodec::default();
+    Ok(
+        datafusion_proto::bytes::physical_plan_to_bytes_with_extension_codec(plan, &codec)?
+            .to_vec(),
+    )
+}
+
+/// Where a running stage's output goes.
+pub trait StageOutput: Send {
+    /// The schema of every batch to come (called once, before the first).
+    fn schema(&mut self, schema: &SchemaRef);
+    /// One output batch (at least one row); `false` stops the stage (the
+    /// implementation keeps its error).
+    fn batch(&mut self, batch: RecordBatch) -> bool;
+}
+
+/// Runs one task of a stage: decodes `plan` (`datafusion-proto` bytes)
+/// with its leaves fed by `inputs`, executes its single output partition
+/// and hands `out` its schema and then every batch it produces, in order.
+///
+/// Runs on a thread of its own with a one-thread Tokio runtime (the
+/// caller may be inside another runtime); returns when the plan is done.
+///
+/// # Errors
+///
+/// `Err(None)` when `out` failed (the caller holds its error), else
+/// `Err(Some(message))`: the plan does not decode, does not have exactly
+/// one output partition, or failed while running (an input's failure is
+/// DataFusion's error wrapping it; the caller's [`LeafInputs`] keeps the
+/// original).
+pub fn run_stage(
+    plan: &[u8],
+    inputs: Arc<dyn LeafInputs>,
+    out: &mut dyn StageOutput,
+) -> Result<(), Option<String>> {
+    std::thread::scope(|s| {
+        s.spawn(move || -> Result<(), Option<String>> {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .map_err(|e| Some(format!("cannot start the stage runtime: {e}")))?;
+            rt.block_on(async move {
+                let ctx = datafusion::prelude::SessionContext::new();
+                let task = ctx.task_ctx();
+                let codec = LeafCodec {
+                    inputs: Some(inputs),
+                };
+                let plan = datafusion_proto::bytes::physical_plan_from_bytes_with_extension_codec(
+                    plan, &task, &codec,
+                )
+                .map_err(|e| Some(format!("the stage plan does not decode: {e}")))?;
+                let parts = plan.properties().output_partitioning().partition_count();
+                if parts != 1 {
+                    return Err(Some(format!(
+                        "the stage plan has {parts} output partitions in a task, not 1"
+                    )));
+                }
+                out.schema(&plan.schema());
+                let mut stream = plan.execute(0, task).map_err(|e| Some(e.to_string()))?;
+                while let Some(batch) = stream.next().await {
+                    let batch = batch.map_err(|e| Some(e.to_string()))?;
+                    if batch.num_rows() > 0 && !out.batch(batch) {
+                        return Err(None);
+                    }
+                }
+                Ok(())
+            })
+        })
+        .join()
+        .unwrap_or_else(|_| Err(Some("the stage panicked".to_string())))
+    })
+}

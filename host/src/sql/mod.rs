@@ -1,0 +1,427 @@
+//! SQL jobs (issue 26, [`docs/sql.md`](../../docs/sql.md)): Apache DataFusion
+//! plans a query over the job file's declared tables, and coordhost cuts the
+//! physical plan into **stages** at its exchanges — each stage becomes a job
+//! vertex, each exchange an edge — so scheduling, the event log, recovery,
+//! result partitions and the exactly-once sink stay coordhost's.
+//!
+//! - [`plan_query`]: SQL text + table declarations → stages (plans as
+//!   `datafusion-proto` bytes), or a [`SqlError`] naming the line and
+//!   column, the table or column, or the operator that cannot be
+//!   distributed.
+//! - [`run_stage`]: runs one task of a stage — decodes its plan with the
+//!   codec of coordhost's leaf nodes (a split-reading scan, a
+//!   subpartition-reading exchange), whose batches come from a
+//!   [`LeafInputs`] the caller (`runtime`) provides.
+//!
+//! This module plans and runs plans; it reads no file and no partition
+//! itself (that is `runtime`'s, a floor up).
+
+mod cut;
+mod exec;
+
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+
+pub use exec::{BatchIter, LeafInputs, LeafKind, StageOutput, run_stage};
+
+use crate::graph::{DistributionPattern, StagePlan, StageSource};
+
+/// Why a SQL job cannot be planned (exit 2 at load time).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SqlError {
+    /// DataFusion refused the query: a syntax error (its message names the
+    /// line and column), an unknown table, column or function.
+    #[error("{0}")]
+    Plan(String),
+    /// The plan holds an operator coordhost does not distribute yet.
+    #[error("the plan needs `{operator}`, which coordhost cannot distribute yet: {why}")]
+    Undistributable {
+        /// DataFusion's name of the operator, e.g. `HashJoinExec`.
+        operator: String,
+        /// What is missing.
+        why: String,
+    },
+    /// A declared column type is not one coordhost reads.
+    #[error(
+        "column `{column}`: unknown type `{ty}`; expected one of {}",
+        SqlType::NAMES
+    )]
+    Type {
+        /// The column.
+        column: String,
+        /// The type as written.
+        ty: String,
+    },
+}
+
+/// A column type of a table declaration, as written (`bigint`,
+/// `decimal(15,2)`, `date`, …) and as Arrow carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqlType {
+    text: String,
+    dt: DataType,
+}
+
+impl SqlType {
+    /// The names [`SqlType::parse`] takes, for messages.
+    pub const NAMES: &'static str =
+        "`bigint`, `int`, `double`, `varchar` (or `text`), `date`, `boolean`, `decimal(P,S)`";
+
+    /// Parses a declared type (case-insensitive, spaces ignored).
+    ///
+    /// # Errors
+    ///
+    /// [`SqlError::Type`] naming `column` for anything else, or a decimal
+    /// whose precision is not 1..=38 or whose scale exceeds it.
+    pub fn parse(column: &str, text: &str) -> Result<Self, SqlError> {
+        let t: String = text
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect::<String>()
+            .to_ascii_lowercase();
+        let bad = || SqlError::Type {
+            column: column.to_string(),
+            ty: text.to_string(),
+        };
+        let dt = match t.as_str() {
+            "bigint" | "int64" | "long" => DataType::Int64,
+            "int" | "integer" | "int32" => DataType::Int32,
+            "double" | "float8" | "float64" => DataType::Float64,
+            "varchar" | "text" | "string" | "utf8" => DataType::Utf8,
+            "date" => DataType::Date32,
+            "boolean" | "bool" => DataType::Boolean,
+            _ => {
+                let inner = t
+                    .strip_prefix("decimal(")
+                    .and_then(|r| r.strip_suffix(')'))
+                    .ok_or_else(bad)?;
+                let (p, s) = inner.split_once(',').ok_or_else(bad)?;
+                let p: u8 = p.parse().map_err(|_| bad())?;
+                let s: i8 = s.parse().map_err(|_| bad())?;
+                if !(1..=38).contains(&p) || s < 0 || s as u8 > p {
+                    return Err(bad());
+                }
+                DataType::Decimal128(p, s)
+            }
+        };
+        Ok(Self { text: t, dt })
+    }
+
+    /// The Arrow type.
+    #[must_use]
+    pub fn data_type(&self) -> &DataType {
+        &self.dt
+    }
+
+    /// The type as [`SqlType::parse`] reads it back (lower case, no spaces).
+    #[must_use]
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+}
+
+/// The format of a declared table's files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TableFormat {
+    /// CSV lines: `header` says the first line of each file names the
+    /// columns (it is skipped), `delimiter` separates fields.
+    Csv {
+        /// Skip the first line of each file.
+        header: bool,
+        /// Field delimiter (one byte).
+        delimiter: u8,
+    },
+    /// Parquet files, read by row group.
+    Parquet,
+}
+
+/// One `[tables.NAME]` of a SQL job file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableDecl {
+    /// The table's name in SQL.
+    pub name: String,
+    /// The split-enumerator plugin that hands out its splits.
+    pub plugin: String,
+    /// How its files are read.
+    pub format: TableFormat,
+    /// Its columns in file order, each with its declared type.
+    pub columns: Vec<(String, SqlType)>,
+}
+
+impl TableDecl {
+    /// The table's Arrow schema (every column nullable).
+    #[must_use]
+    pub fn schema(&self) -> SchemaRef {
+        Arc::new(Schema::new(
+            self.columns
+                .iter()
+                .map(|(n, t)| Field::new(n, t.data_type().clone(), true))
+                .collect::<Vec<_>>(),
+        ))
+    }
+
+    /// How a source stage reads the columns `projection` (indices into
+    /// [`TableDecl::columns`]) of this table.
+    fn stage_source(&self, projection: &[usize]) -> StageSource {
+        match self.format {
+            TableFormat::Csv { header, delimiter } => StageSource::Csv {
+                fields: self.columns.len(),
+                delimiter,
+                header,
+                columns: projection
+                    .iter()
+                    .map(|&i| {
+                        (
+                            i,
+                            self.columns[i].0.clone(),
+                            self.columns[i].1.text().to_string(),
+                        )
+                    })
+                    .collect(),
+            },
+            TableFormat::Parquet => StageSource::Parquet {
+                columns: projection
+                    .iter()
+                    .map(|&i| {
+                        (
+                            self.columns[i].0.clone(),
+                            self.columns[i].1.text().to_string(),
+                        )
+                    })
+                    .collect(),
+            },
+        }
+    }
+}
+
+/// One input of a stage: the stage it reads and how its rows were routed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StageInput {
+    /// Index of the producing stage (earlier in the list).
+    pub from: usize,
+    /// How rows travel: `Hash` (by `key`), `Broadcast` (every consumer
+    /// task reads everything: a coalesce or merge, the build side of a
+    /// join) or `Forward` (producer task `i` to consumer task `i`: a scan
+    /// cut off a stage that also reads another stage).
+    pub pattern: DistributionPattern,
+    /// Hash key: column indices of the producer's output (empty unless
+    /// `pattern` is `Hash`).
+    pub key: Vec<usize>,
+}
+
+/// One stage of a planned query, in an order where producers come first;
+/// the last stage is the one whose output goes to the sink.
+#[derive(Debug, Clone)]
+pub struct PlannedStage {
+    /// The plan, its display and (for a source stage) how it reads splits.
+    pub plan: StagePlan,
+    /// Number of tasks (the plan's partitions at this stage).
+    pub parallelism: u32,
+    /// The table a source stage scans.
+    pub table: Option<String>,
+    /// What it reads from earlier stages (none for a source stage).
+    pub inputs: Vec<StageInput>,
+    /// Names of its output columns.
+    pub output_columns: Vec<String>,
+}
+
+/// Plans `sql` over `tables` with DataFusion (target partitions =
+/// `parallelism`) and cuts the physical plan into stages (docs/sql.md,
+/// "The stage cut").
+///
+/// # Errors
+///
+/// [`SqlError::Plan`] for what DataFusion refuses (syntax with line and
+/// column, unknown table, column or function);
+/// [`SqlError::Undistributable`] for an operator the cut does not handle.
+pub fn plan_query(
+    sql: &str,
+    tables: &[TableDecl],
+    parallelism: u32,
+) -> Result<Vec<PlannedStage>, SqlError> {
+    // DataFusion's planner is async; it runs on its own thread with its
+    // own runtime, so the caller may be inside another runtime or not.
+    let sql = sql.to_string();
+    let tables = tables.to_vec();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .map_err(|e| SqlError::Plan(format!("cannot start the planner: {e}")))?;
+            rt.block_on(cut::plan_and_cut(&sql, &tables, parallelism))
+        })
+        .join()
+        .unwrap_or_else(|_| Err(SqlError::Plan("the planner panicked".to_string())))
+    })
+}
+
+/// `batch` with `schema` (same columns, the leaf's names and nullability).
+///
+/// # Errors
+///
+/// Arrow's error when the columns do not fit the schema.
+pub fn with_schema(
+    batch: &RecordBatch,
+    schema: &SchemaRef,
+) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    RecordBatch::try_new_with_options(
+        Arc::clone(schema),
+        batch.columns().to_vec(),
+        &arrow_array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn types_parse() {
+        assert_eq!(
+            SqlType::parse("c", "DECIMAL(15, 2)").unwrap().data_type(),
+            &DataType::Decimal128(15, 2)
+        );
+        assert_eq!(
+            SqlType::parse("c", "date").unwrap().data_type(),
+            &DataType::Date32
+        );
+        assert!(SqlType::parse("c", "decimal(40,2)").is_err());
+        let e = SqlType::parse("l_x", "money").unwrap_err().to_string();
+        assert!(e.contains("`l_x`") && e.contains("`money`"), "{e}");
+    }
+
+    fn table() -> TableDecl {
+        let col = |n: &str, t: &str| (n.to_string(), SqlType::parse(n, t).unwrap());
+        TableDecl {
+            name: "t".into(),
+            plugin: "files".into(),
+            format: TableFormat::Csv {
+                header: false,
+                delimiter: b',',
+            },
+            columns: vec![
+                col("k", "varchar"),
+                col("v", "decimal(15,2)"),
+                col("d", "date"),
+            ],
+        }
+    }
+
+    #[test]
+    fn a_group_by_with_order_is_cut_at_the_hash_repartition_and_the_merge() {
+        let stages = plan_query(
+            "SELECT k, sum(v * 2) AS s FROM t WHERE d <= date '2000-01-01' GROUP BY k ORDER BY k",
+            &[table()],
+            3,
+        )
+        .unwrap();
+        let shape: Vec<(u32, Option<&str>, Vec<(usize, Vec<usize>)>)> = stages
+            .iter()
+            .map(|s| {
+                (
+                    s.parallelism,
+                    s.table.as_deref(),
+                    s.inputs.iter().map(|i| (i.from, i.key.clone())).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                (3, Some("t"), vec![]),
+                (3, None, vec![(0, vec![0])]),
+                (1, None, vec![(1, vec![])]),
+            ],
+            "{stages:#?}"
+        );
+        assert_eq!(stages[2].output_columns, ["k", "s"]);
+        // The scan reads only the columns the query needs, in scan order.
+        match &stages[0].plan.source {
+            Some(StageSource::Csv {
+                columns, fields, ..
+            }) => {
+                assert_eq!(*fields, 3);
+                let names: Vec<&str> = columns.iter().map(|c| c.1.as_str()).collect();
+                assert_eq!(names, ["k", "v", "d"]);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(stages[2].plan.display.contains("SortPreservingMergeExec"));
+    }
+
+    #[test]
+    fn a_join_reads_two_hash_inputs_and_a_union_and_bad_sql_are_refused() {
+        let stages = plan_query(
+            "SELECT a.k, b.v FROM t a JOIN t b ON a.k = b.k",
+            &[table()],
+            2,
+        )
+        .unwrap();
+        let inputs: Vec<Vec<(usize, DistributionPattern, Vec<usize>)>> = stages
+            .iter()
+            .map(|s| {
+                s.inputs
+                    .iter()
+                    .map(|i| (i.from, i.pattern, i.key.clone()))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            inputs,
+            [
+                vec![],
+                vec![],
+                vec![
+                    (0, DistributionPattern::Hash, vec![0]),
+                    (1, DistributionPattern::Hash, vec![0])
+                ]
+            ],
+            "{stages:#?}"
+        );
+        assert!(
+            stages[2].plan.display.contains("HashJoinExec"),
+            "{}",
+            stages[2].plan.display
+        );
+        // A scalar subquery: its one row is broadcast to the tasks that
+        // compare with it.
+        let stages = plan_query(
+            "SELECT k FROM t WHERE v > (SELECT avg(v) FROM t)",
+            &[table()],
+            2,
+        )
+        .unwrap();
+        assert!(
+            stages
+                .iter()
+                .flat_map(|s| &s.inputs)
+                .any(|i| i.pattern == DistributionPattern::Broadcast),
+            "{stages:#?}"
+        );
+        let e = plan_query("SELECT k FROM t UNION ALL SELECT k FROM t", &[table()], 2)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("UnionExec") && e.contains("cannot distribute"),
+            "{e}"
+        );
+        let e = plan_query("SELECT k FROM t WHERE", &[table()], 2)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("syntax error") && e.contains("Line: 1"), "{e}");
+        let e = plan_query("SELECT nope FROM t", &[table()], 2)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nope"), "{e}");
+        let e = plan_query("SELECT 1", &[table()], 2)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("reads no declared table") || e.contains("not a declared table"),
+            "{e}"
+        );
+    }
+}

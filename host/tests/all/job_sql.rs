@@ -1,0 +1,409 @@
+//! SQL jobs (docs/sql.md) through the real `coordhost run`: TPC-H Q1 as SQL
+//! over lineitem made by coordhost-datagen (CSV and Parquet), its answer
+//! checked against two independent computations — exact integer sums
+//! straight from tpchgen's rows, and the same SQL run by DataFusion alone in
+//! this test process over the same files with DataFusion's own CSV and
+//! Parquet readers; the refusals (syntax, unknown table and column, an
+//! operator coordhost cannot distribute); and a crash after the first stage
+//! finished, whose rerun skips that stage and publishes the same bytes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::support::job::{example_job, options};
+use crate::support::knobs::{CrashPoint, Knobs, run_output};
+use crate::support::published_lines;
+use coordhost::job::{JobStatus, Summary};
+use tpchgen::generators::LineItemGenerator;
+
+const SCALE: f64 = 0.01;
+const PARTS: u32 = 3;
+const PARALLELISM: u32 = 3;
+
+/// The lineitem files of one test, as CSV (`csv/`) and Parquet (`parquet/`).
+struct Data {
+    tmp: tempfile::TempDir,
+}
+
+impl Data {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let (_, rows) =
+            coordhost_datagen::write_lineitem(&tmp.path().join("csv"), SCALE, PARTS).expect("csv");
+        assert_eq!(rows, 60_175, "tpchgen's row count for scale 0.01");
+        let (_, prows) = coordhost_datagen::write_lineitem_parquet(
+            &tmp.path().join("parquet"),
+            SCALE,
+            PARTS,
+            8192,
+        )
+        .expect("parquet");
+        assert_eq!(prows, rows);
+        Self { tmp }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.tmp.path().join(rel)
+    }
+
+    /// `examples/<example>` pointed at this data, in folder `name`, with
+    /// `edits` (from, to) applied to its text.
+    fn job(&self, example: &str, name: &str, edits: &[(&str, &str)]) -> PathBuf {
+        let dir = self.path(name);
+        std::fs::create_dir_all(&dir).expect("job dir");
+        let (input_rel, data) = if example.contains("parquet") {
+            ("build/data/tpch-sf0.1-parquet", self.path("parquet"))
+        } else {
+            ("build/data/tpch-sf0.1", self.path("csv"))
+        };
+        let job = example_job(example, input_rel, &data, &dir);
+        let mut text = std::fs::read_to_string(&job).expect("job");
+        // Smaller splits than the example's, so several tasks share files.
+        text = text
+            .replace("split-bytes = 4194304", "split-bytes = 500000")
+            .replace("parallelism = 4", &format!("parallelism = {PARALLELISM}"));
+        for (from, to) in edits {
+            assert!(text.contains(from), "`{from}` is in the job file");
+            text = text.replace(from, to);
+        }
+        std::fs::write(&job, text).expect("job");
+        job
+    }
+}
+
+/// `coordhost run JOB` with knobs; returns the summary, exit code, stderr.
+fn run(job: &Path, data_dir: &Path, knobs: &Knobs) -> (Option<Summary>, Option<i32>, String) {
+    let out = run_output(&options(job, data_dir, 2), knobs);
+    (out.summary, out.code, out.stderr)
+}
+
+fn run_finished(job: &Path, data_dir: &Path) -> Summary {
+    let (summary, code, stderr) = run(job, data_dir, &Knobs::default());
+    let summary = summary.unwrap_or_else(|| panic!("no summary, exit {code:?}: {stderr}"));
+    assert_eq!(
+        summary.status,
+        JobStatus::Finished,
+        "exit {code:?}: {:?} {stderr}",
+        summary.error
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    summary
+}
+
+/// Exact Q1 sums per (flag, status) from tpchgen's rows, in units of the
+/// columns' scale: count, sum_qty (2), sum_base_price (2), sum_disc_price
+/// (4), sum_charge (6), each as TPC-H prints it with all its digits.
+fn exact_sums() -> BTreeMap<(String, String), [String; 5]> {
+    let mut groups: BTreeMap<(String, String), [i128; 5]> = BTreeMap::new();
+    for part in 1..=PARTS as i32 {
+        for li in LineItemGenerator::new(SCALE, part, PARTS as i32).iter() {
+            // date '1998-12-01' - interval '90' day
+            if li.l_shipdate.to_string().as_str() > "1998-09-02" {
+                continue;
+            }
+            let g = groups
+                .entry((li.l_returnflag.to_string(), li.l_linestatus.to_string()))
+                .or_default();
+            let price = i128::from(li.l_extendedprice.0); // cents
+            let disc = i128::from(li.l_discount.0); // hundredths
+            let tax = i128::from(li.l_tax.0);
+            g[0] += 1;
+            g[1] += i128::from(li.l_quantity) * 100;
+            g[2] += price;
+            g[3] += price * (100 - disc);
+            g[4] += price * (100 - disc) * (100 + tax);
+        }
+    }
+    let fixed = |v: i128, scale: u32| {
+        let d = 10i128.pow(scale);
+        format!("{}.{:0w$}", v / d, v % d, w = scale as usize)
+    };
+    groups
+        .into_iter()
+        .map(|(k, g)| {
+            (
+                k,
+                [
+                    g[0].to_string(),
+                    fixed(g[1], 2),
+                    fixed(g[2], 2),
+                    fixed(g[3], 4),
+                    fixed(g[4], 6),
+                ],
+            )
+        })
+        .collect()
+}
+
+const Q1_HEADER: &str = "l_returnflag,l_linestatus,sum_qty,sum_base_price,sum_disc_price,sum_charge,avg_qty,avg_price,avg_disc,count_order";
+
+/// The SQL of `examples/tpch-q1-sql.toml`.
+fn q1_sql() -> String {
+    let text =
+        std::fs::read_to_string(crate::support::workspace().join("examples/tpch-q1-sql.toml"))
+            .expect("example");
+    let start = text.find("sql = \"\"\"").expect("sql") + "sql = \"\"\"".len();
+    let end = start + text[start..].find("\"\"\"").expect("end of sql");
+    text[start..end].to_string()
+}
+
+/// Q1 run by DataFusion alone, in this process, over `dir`'s files read by
+/// DataFusion's own CSV or Parquet reader; rows as coordhost's CSV sink
+/// writes them.
+fn datafusion_alone(dir: &Path, parquet: bool) -> Vec<String> {
+    use datafusion::prelude::{CsvReadOptions, ParquetReadOptions, SessionContext};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let ctx = SessionContext::new();
+        let path = format!("{}/", dir.display());
+        if parquet {
+            ctx.register_parquet(
+                "lineitem",
+                &path,
+                ParquetReadOptions::default().file_extension(".parquet"),
+            )
+            .await
+            .expect("register parquet");
+        } else {
+            let schema = arrow_schema::Schema::new(
+                coordhost_datagen::lineitem_schema()
+                    .fields()
+                    .iter()
+                    .map(|f| f.as_ref().clone().with_nullable(true))
+                    .collect::<Vec<_>>(),
+            );
+            ctx.register_csv(
+                "lineitem",
+                &path,
+                CsvReadOptions::new()
+                    .has_header(true)
+                    .file_extension(".csv")
+                    .schema(&schema),
+            )
+            .await
+            .expect("register csv");
+        }
+        let batches = ctx
+            .sql(&q1_sql())
+            .await
+            .expect("plan")
+            .collect()
+            .await
+            .expect("run");
+        batch_lines(&batches)
+    })
+}
+
+/// Rows of `batches` as CSV lines, each cell as coordhost writes it.
+fn batch_lines(batches: &[arrow_array::RecordBatch]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for b in batches {
+        for r in 0..b.num_rows() {
+            let cells: Vec<String> = b
+                .columns()
+                .iter()
+                .map(|c| coordhost::value::cell_text(c.as_ref(), r).into_owned())
+                .collect();
+            lines.push(cells.join(","));
+        }
+    }
+    lines
+}
+
+/// Checks published Q1 `lines` (header first) against both computations.
+fn check_q1(lines: &[String], alone: &[String]) {
+    assert_eq!(lines.first().map(String::as_str), Some(Q1_HEADER));
+    let rows = &lines[1..];
+    assert_eq!(rows, alone, "coordhost and DataFusion alone agree");
+    let sums = exact_sums();
+    assert_eq!(rows.len(), sums.len(), "one row per group: {rows:?}");
+    for (row, ((flag, status), s)) in rows.iter().zip(&sums) {
+        let f: Vec<&str> = row.split(',').collect();
+        assert_eq!(
+            (f[0], f[1]),
+            (flag.as_str(), status.as_str()),
+            "ordered by the key"
+        );
+        assert_eq!(f[9], s[0], "count_order of {flag}{status}");
+        assert_eq!(f[2], s[1], "sum_qty of {flag}{status}");
+        assert_eq!(f[3], s[2], "sum_base_price of {flag}{status}");
+        assert_eq!(f[4], s[3], "sum_disc_price of {flag}{status}");
+        assert_eq!(f[5], s[4], "sum_charge of {flag}{status}");
+    }
+}
+
+#[test]
+fn tpch_q1_sql_over_csv_matches_exact_sums_and_datafusion_alone() {
+    let data = Data::new();
+    let job = data.job("tpch-q1-sql.toml", "csv-job", &[]);
+    let state = data.path("csv-job/state");
+    let summary = run_finished(&job, &state);
+    // Three stages: scan + partial aggregate, final aggregate + sort, merge.
+    let stages: Vec<(&str, u32)> = summary
+        .vertices
+        .iter()
+        .map(|v| (v.id.as_str(), v.parallelism))
+        .collect();
+    assert_eq!(
+        stages,
+        [
+            ("stage0", PARALLELISM),
+            ("stage1", PARALLELISM),
+            ("stage2", 1)
+        ]
+    );
+    assert_eq!(
+        summary.vertices[0].records_in, 60_175,
+        "every row read once"
+    );
+    let out = state.join("output/tpch-q1-sql");
+    assert!(out.join("_SUCCESS").is_file());
+    let lines = published_lines(&out);
+    check_q1(&lines, &datafusion_alone(&data.path("csv"), false));
+}
+
+#[test]
+fn tpch_q1_sql_over_parquet_writes_parquet_with_the_same_answer() {
+    let data = Data::new();
+    let job = data.job("tpch-q1-sql-parquet.toml", "pq-job", &[]);
+    let state = data.path("pq-job/state");
+    let summary = run_finished(&job, &state);
+    assert_eq!(summary.vertices[0].records_in, 60_175);
+    let out = state.join("output/tpch-q1-sql-parquet");
+    assert!(out.join("_SUCCESS").is_file());
+    let part = out.join("part-00000.parquet");
+    let file = std::fs::File::open(&part).expect("the part file");
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .expect("a Parquet file")
+        .build()
+        .expect("reader");
+    let batches: Vec<arrow_array::RecordBatch> = reader.map(|b| b.expect("a batch")).collect();
+    let schema = batches.first().expect("rows").schema();
+    let header: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    let mut lines = vec![header.join(",")];
+    lines.extend(batch_lines(&batches));
+    check_q1(&lines, &datafusion_alone(&data.path("parquet"), true));
+    // The same answer as over CSV, by DataFusion alone.
+    assert_eq!(
+        datafusion_alone(&data.path("parquet"), true),
+        datafusion_alone(&data.path("csv"), false)
+    );
+}
+
+/// A SQL job file refused before anything runs: exit 2, one line naming
+/// `job.sql` and `needle`, no data directory left.
+fn refused(data: &Data, name: &str, sql: &str, needles: &[&str]) {
+    let job = data.job("tpch-q1-sql.toml", name, &[]);
+    let text = std::fs::read_to_string(&job).expect("job");
+    let start = text.find("sql = \"\"\"").expect("sql");
+    let end = start + 9 + text[start + 9..].find("\"\"\"").expect("end") + 3;
+    let text = format!(
+        "{}sql = \"\"\"\n{sql}\n\"\"\"{}",
+        &text[..start],
+        &text[end..]
+    );
+    std::fs::write(&job, text).expect("job");
+    let state = data.path(&format!("{name}/state"));
+    let (summary, code, stderr) = run(&job, &state, &Knobs::default());
+    assert!(summary.is_none(), "{stderr}");
+    assert_eq!(code, Some(2), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("field `job.sql`"))
+        .unwrap_or_else(|| panic!("a line naming job.sql: {stderr}"));
+    for n in needles {
+        assert!(line.contains(n), "`{n}` in: {line}");
+    }
+    assert!(!state.exists(), "nothing was created");
+}
+
+#[test]
+fn bad_sql_is_refused_naming_the_place_the_name_or_the_operator() {
+    let data = Data::new();
+    refused(
+        &data,
+        "syntax",
+        "SELECT l_returnflag\n  FROM lineitem WHERE )",
+        &["syntax error", "Line: 2, Column: 23"],
+    );
+    refused(
+        &data,
+        "table",
+        "SELECT count(*) FROM orders",
+        &["orders", "not found"],
+    );
+    refused(
+        &data,
+        "column",
+        "SELECT l_nosuchcolumn FROM lineitem",
+        &["l_nosuchcolumn"],
+    );
+    refused(
+        &data,
+        "union",
+        "SELECT l_orderkey FROM lineitem UNION ALL SELECT l_partkey FROM lineitem",
+        &["UnionExec", "cannot distribute"],
+    );
+    refused(
+        &data,
+        "function",
+        "SELECT no_such_fn(l_tax) FROM lineitem",
+        &["no_such_fn"],
+    );
+}
+
+#[test]
+fn a_crash_after_the_first_stage_reruns_without_it_and_publishes_the_same_answer() {
+    let data = Data::new();
+    // The reference: one run to the end.
+    let job = data.job("tpch-q1-sql.toml", "ref", &[]);
+    let reference_state = data.path("ref/state");
+    run_finished(&job, &reference_state);
+    let reference = published_lines(&reference_state.join("output/tpch-q1-sql"));
+
+    let job = data.job("tpch-q1-sql.toml", "crash", &[]);
+    let state = data.path("crash/state");
+    // Crash right after the last stage0 subtask's ExecutionFinished is durable.
+    let knobs = Knobs::crash(CrashPoint::AfterFinished {
+        vertex: "stage0".to_owned(),
+        count: PARALLELISM,
+    });
+    let (summary, code, stderr) = run(&job, &state, &knobs);
+    assert_ne!(code, Some(0), "the crash stops the run: {stderr}");
+    assert!(stderr.contains("simulated coordinator crash"), "{stderr}");
+    if let Some(s) = &summary {
+        assert_ne!(s.status, JobStatus::Finished);
+    }
+    assert!(!state.join("output/tpch-q1-sql/_SUCCESS").exists());
+
+    let rerun = run_finished(&job, &state);
+    assert!(rerun.recovered, "the rerun recovers");
+    assert_eq!(rerun.vertices[0].id, "stage0");
+    assert_eq!(
+        rerun.vertices[0].skipped,
+        u64::from(PARALLELISM),
+        "every stage0 task is skipped: {rerun:?}"
+    );
+    assert_eq!(rerun.vertices[0].records_in, 0, "no split is read again");
+    assert_eq!(
+        published_lines(&state.join("output/tpch-q1-sql")),
+        reference,
+        "the same answer"
+    );
+    // The log recorded the stage plans once, when the job started.
+    let log = coordhost::events::replay(&coordhost::events::FileStorage::open_read_only(
+        &state.join("tpch-q1-sql/log"),
+    ))
+    .expect("the log");
+    let planned: Vec<&coordhost::events::StagesPlanned> = log
+        .iter_events()
+        .filter_map(|e| match e {
+            coordhost::events::JobEvent::StagesPlanned(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(planned.len(), 1, "one StagesPlanned, from the first run");
+    assert_eq!(planned[0].stages.len(), 3);
+}
