@@ -122,8 +122,8 @@ kit-check: plugins ha-deps
 # ---------------------------------------------------------------------------
 # data, demo: the example data written by coordhost-datagen (tools/datagen;
 # the eight TPC-H tables through the tpchgen library, and a folder of text
-# files), and the README's run command: the TPC-H Q1-style example job
-# (examples/tpch-q1.toml) with the sample plugins, killed with SIGKILL once its
+# files), and the README's run command: TPC-H Q1 as a SQL job
+# (examples/tpch-q1-sql.toml) with the sample plugins, killed with SIGKILL once its
 # scan finished and run again (scripts/demo-recovery.sh), its result printed.
 # A marker file beside each data folder keeps `make data` from redoing it.
 # ---------------------------------------------------------------------------
@@ -187,9 +187,9 @@ demo: data ha-deps
 	test -f $(PLUGINS_OUT)/file-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins
 	$(CARGO) build --quiet --release --locked -p coordhost --bin coordhost
 	rm -rf $(DEMO_DIR)
-	scripts/demo-recovery.sh $(COORDHOST_RELEASE) examples/tpch-q1.toml $(DEMO_DIR)
-	@echo "--- result ($(DEMO_DIR)/output/tpch-q1) ---"
-	@cat $(DEMO_DIR)/output/tpch-q1/part-*.csv
+	scripts/demo-recovery.sh $(COORDHOST_RELEASE) examples/tpch-q1-sql.toml $(DEMO_DIR)
+	@echo "--- result ($(DEMO_DIR)/output/tpch-q1-sql) ---"
+	@cat $(DEMO_DIR)/output/tpch-q1-sql/part-*.csv
 
 # demo-workers: the same example on 1 coordinator + 3 worker processes
 # (coordhost worker), the coordinator killed midway and started again

@@ -91,6 +91,9 @@ pub(super) struct RawSink {
     pub(super) delimiter: Option<String>,
     #[serde(default)]
     pub(super) overwrite: bool,
+    /// Test and demo knob: the last stage sleeps this long per input record.
+    #[serde(default)]
+    pub(super) record_delay_us: Option<u64>,
 }
 
 #[derive(Deserialize)]

@@ -92,6 +92,16 @@ impl Validator {
                 ));
             }
         };
+        let final_delay = match rs.record_delay_us {
+            None => Duration::ZERO,
+            Some(us) if us <= 10_000_000 => Duration::from_micros(us),
+            Some(us) => {
+                return Err(self.invalid(
+                    "sink.record-delay-us",
+                    format!("{us} is not in 0..=10000000"),
+                ));
+            }
+        };
         let stages = crate::sql::plan_query(&text, &tables, parallelism)
             .map_err(|e| self.invalid(field, e.to_string()))?;
         let n = stages.len();
@@ -135,7 +145,11 @@ impl Validator {
                 source,
                 operators: vec![Operator::Stage(st.plan)],
                 sink,
-                record_delay: Duration::ZERO,
+                record_delay: if i + 1 == n {
+                    final_delay
+                } else {
+                    Duration::ZERO
+                },
                 output_columns: st.output_columns,
             });
         }

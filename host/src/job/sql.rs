@@ -147,7 +147,12 @@ fn graph_of(recorded: &StagesPlanned, planned: &JobGraph) -> Option<JobGraph> {
                 columns: s.output_columns.clone(),
                 ..sink.clone()
             }),
-            record_delay: template.record_delay,
+            // The sink's `record-delay-us` slows the last stage only.
+            record_delay: if i + 1 == n {
+                planned.vertices.last()?.record_delay
+            } else {
+                std::time::Duration::ZERO
+            },
             output_columns: s.output_columns.clone(),
         });
     }
