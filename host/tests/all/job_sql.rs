@@ -407,3 +407,100 @@ fn a_crash_after_the_first_stage_reruns_without_it_and_publishes_the_same_answer
     assert_eq!(planned.len(), 1, "one StagesPlanned, from the first run");
     assert_eq!(planned[0].stages.len(), 3);
 }
+
+/// A small SQL job over the CSV files of `input` (table `t`: `k varchar,
+/// v decimal(15,2), d date`), summing `v` per `k`.
+fn small_job(dir: &Path, input: &Path, sql: &str) -> PathBuf {
+    let plugin = |n: &str| crate::support::plugin_path(n).display().to_string();
+    let text = format!(
+        r#"[job]
+name = "small"
+parallelism = 2
+sql = """{sql}"""
+
+[shuffle]
+plugin = "shuffle"
+
+[plugins.files]
+component = "{files}"
+kind = "split-enumerator"
+config = {{ dir = "{input}", split-bytes = 1000000, pattern = ".csv" }}
+dirs = [{{ path = "{input}", writable = false }}]
+
+[plugins.shuffle]
+component = "{shuffle}"
+kind = "shuffle-master"
+config = {{ root = "${{data_dir}}/shuffle" }}
+dirs = [{{ path = "${{data_dir}}/shuffle", writable = true }}]
+
+[tables.t]
+plugin = "files"
+format = "csv"
+header = true
+schema = {{ k = "varchar", v = "decimal(15,2)", d = "date" }}
+
+[sink]
+path = "${{data_dir}}/output/small"
+format = "csv"
+"#,
+        files = plugin("file-enumerator"),
+        shuffle = plugin("local-shuffle"),
+        input = input.display(),
+    );
+    std::fs::create_dir_all(dir).expect("job dir");
+    let job = dir.join("small.toml");
+    std::fs::write(&job, text).expect("job file");
+    job
+}
+
+#[test]
+fn an_empty_field_is_null_as_sql_says() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let input = tmp.path().join("in");
+    std::fs::create_dir_all(&input).expect("input");
+    std::fs::write(
+        input.join("a.csv"),
+        "k,v,d\na,1.50,2020-01-01\na,,2020-01-02\nb,,\nb,2.25,2020-01-03\n",
+    )
+    .expect("csv");
+    let job = small_job(
+        &tmp.path().join("job"),
+        &input,
+        "SELECT k, count(*) AS n, count(v) AS nv, sum(v) AS s, count(d) AS nd FROM t GROUP BY k ORDER BY k",
+    );
+    let state = tmp.path().join("state");
+    run_finished(&job, &state);
+    assert_eq!(
+        published_lines(&state.join("output/small")),
+        ["k,n,nv,s,nd", "a,2,1,1.50,2", "b,2,1,2.25,1"],
+        "an empty decimal or date field is NULL: count(v) skips it, sum(v) ignores it"
+    );
+}
+
+#[test]
+fn a_file_that_does_not_match_the_declared_schema_fails_naming_the_file_and_the_column() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let input = tmp.path().join("in");
+    std::fs::create_dir_all(&input).expect("input");
+    std::fs::write(input.join("good.csv"), "k,v,d\na,1.50,2020-01-01\n").expect("csv");
+    std::fs::write(input.join("bad.csv"), "k,v,d\nb,twelve,2020-01-02\n").expect("csv");
+    let job = small_job(
+        &tmp.path().join("job"),
+        &input,
+        "SELECT k, sum(v) AS s FROM t GROUP BY k",
+    );
+    let state = tmp.path().join("state");
+    let (summary, code, stderr) = run(&job, &state, &Knobs::default());
+    assert_eq!(code, Some(1), "{stderr}");
+    let s = summary.expect("a summary");
+    assert_eq!(s.status, JobStatus::Failed, "{stderr}");
+    let error = s.error.unwrap_or_default();
+    assert!(
+        error.contains("bad.csv") && error.contains("`v`"),
+        "the error names the file and the column: {error}"
+    );
+    assert!(
+        !state.join("output/small/_SUCCESS").exists(),
+        "nothing is published"
+    );
+}
