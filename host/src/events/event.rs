@@ -633,13 +633,25 @@ pub struct PlannedStage {
     pub inputs: Vec<StageEdge>,
 }
 
+/// How rows travel on a [`StageEdge`] (the job graph's distribution
+/// pattern, as the log writes it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StagePattern {
+    /// Producer task `i` to consumer task `i`.
+    Forward,
+    /// By the hash of `key`.
+    Hash,
+    /// Every row to every consumer task.
+    Broadcast,
+}
+
 /// One input of a [`PlannedStage`]: a job edge.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StageEdge {
     /// Index of the producing stage in [`StagesPlanned::stages`] (earlier).
     pub from: u32,
-    /// How rows travel (`forward`, `hash` by `key`, `broadcast`).
-    pub pattern: crate::graph::DistributionPattern,
+    /// How rows travel.
+    pub pattern: StagePattern,
     /// Hash key: column indices of the producer's output (empty unless
     /// `pattern` is `Hash`).
     pub key: Vec<u32>,

@@ -8,8 +8,10 @@ use std::path::Path;
 
 use super::recorder::sql_fingerprint;
 use crate::config::JobConfig;
-use crate::events::{JobEvent, PlannedStage, StageEdge, StagesPlanned, job_log_dir};
-use crate::graph::{JobEdge, JobGraph, JobVertex, Operator, Parallelism, StagePlan};
+use crate::events::{JobEvent, PlannedStage, StageEdge, StagePattern, StagesPlanned, job_log_dir};
+use crate::graph::{
+    DistributionPattern, JobEdge, JobGraph, JobVertex, Operator, Parallelism, StagePlan,
+};
 use crate::scheduler::JobError;
 
 /// The `StagesPlanned` event of a SQL job's graph, `None` for a TOML-graph
@@ -43,7 +45,11 @@ pub(super) fn stages_planned(config: &JobConfig) -> Result<Option<JobEvent>, Job
                 let edge = &graph.edges[e];
                 StageEdge {
                     from: edge.from as u32,
-                    pattern: edge.pattern,
+                    pattern: match edge.pattern {
+                        DistributionPattern::Forward => StagePattern::Forward,
+                        DistributionPattern::Hash => StagePattern::Hash,
+                        DistributionPattern::Broadcast => StagePattern::Broadcast,
+                    },
                     key: edge.key.iter().map(|&k| k as u32).collect(),
                 }
             })
@@ -127,7 +133,11 @@ fn graph_of(recorded: &StagesPlanned, planned: &JobGraph) -> Option<JobGraph> {
             edges.push(JobEdge {
                 from,
                 to: i,
-                pattern: input.pattern,
+                pattern: match input.pattern {
+                    StagePattern::Forward => DistributionPattern::Forward,
+                    StagePattern::Hash => DistributionPattern::Hash,
+                    StagePattern::Broadcast => DistributionPattern::Broadcast,
+                },
                 key_names: key
                     .iter()
                     .map(|&k| names.get(k).cloned())

@@ -232,6 +232,14 @@ impl Cutter<'_> {
                     .iter()
                     .filter_map(|f| decl.columns.iter().position(|(n, _)| n == f.name()))
                     .collect();
+                // A query that reads no column (`count(*)`) still needs the
+                // rows: the scan reads the first column and the leaf keeps
+                // only their count.
+                let projection = if projection.is_empty() {
+                    vec![0]
+                } else {
+                    projection
+                };
                 Some(decl.stage_source(&projection))
             }
             None => None,

@@ -267,9 +267,15 @@ pub fn with_schema(
     batch: &RecordBatch,
     schema: &SchemaRef,
 ) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    // A leaf of no column (`count(*)`) keeps only the row count.
+    let columns = if schema.fields().is_empty() {
+        Vec::new()
+    } else {
+        batch.columns().to_vec()
+    };
     RecordBatch::try_new_with_options(
         Arc::clone(schema),
-        batch.columns().to_vec(),
+        columns,
         &arrow_array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
     )
 }

@@ -504,3 +504,73 @@ fn a_file_that_does_not_match_the_declared_schema_fails_naming_the_file_and_the_
         "nothing is published"
     );
 }
+
+/// `example` pointed at `data` with its query replaced by `sql`.
+fn with_sql(data: &Data, example: &str, name: &str, sql: &str) -> PathBuf {
+    let job = data.job(example, name, &[]);
+    let text = std::fs::read_to_string(&job).expect("job");
+    let start = text.find("sql = \"\"\"").expect("sql");
+    let end = start + 9 + text[start + 9..].find("\"\"\"").expect("end") + 3;
+    let text = format!(
+        "{}sql = \"\"\"\n{sql}\n\"\"\"{}",
+        &text[..start],
+        &text[end..]
+    );
+    std::fs::write(&job, text).expect("job");
+    job
+}
+
+#[test]
+fn count_star_reads_no_column_and_counts_every_row_over_csv_and_parquet() {
+    let data = Data::new();
+    for (example, output) in [
+        ("tpch-q1-sql.toml", "tpch-q1-sql"),
+        ("tpch-q1-sql-parquet.toml", "tpch-q1-sql-parquet"),
+    ] {
+        let name = output.replace('-', "_");
+        let job = with_sql(&data, example, &name, "SELECT count(*) AS n FROM lineitem");
+        // CSV output for both, to read the count back: the sink's format only.
+        let text = std::fs::read_to_string(&job).expect("job");
+        let at = text.rfind("[sink]").expect("a [sink]");
+        let text = format!(
+            "{}{}",
+            &text[..at],
+            text[at..].replace("format = \"parquet\"", "format = \"csv\"")
+        );
+        std::fs::write(&job, text).expect("job");
+        let state = data.path(&format!("{name}/state"));
+        run_finished(&job, &state);
+        assert_eq!(
+            published_lines(&state.join(format!("output/{output}"))),
+            ["n", "60175"],
+            "{example}"
+        );
+    }
+}
+
+#[test]
+fn a_zero_byte_parquet_file_fails_the_job_naming_the_file_and_nothing_is_published() {
+    let data = Data::new();
+    // Beside the real files: an empty one, and one cut short (its footer
+    // gone, so no `PAR1` at its end).
+    let dir = data.path("parquet");
+    std::fs::write(dir.join("lineitem-9.parquet"), b"").expect("empty file");
+    let real = std::fs::read(dir.join("lineitem-1.parquet")).expect("a file");
+    std::fs::write(dir.join("lineitem-8.parquet"), &real[..real.len() / 2]).expect("cut file");
+    let job = with_sql(
+        &data,
+        "tpch-q1-sql-parquet.toml",
+        "broken",
+        "SELECT count(*) AS n FROM lineitem",
+    );
+    let state = data.path("broken/state");
+    let (summary, code, stderr) = run(&job, &state, &Knobs::default());
+    assert_eq!(code, Some(1), "{stderr}");
+    let error = summary.and_then(|s| s.error).unwrap_or_default();
+    assert!(
+        error.contains("lineitem-8.parquet") || error.contains("lineitem-9.parquet"),
+        "the error names a broken file: {error} {stderr}"
+    );
+    assert!(error.contains("not a readable Parquet file"), "{error}");
+    assert!(!state.join("output/tpch-q1-sql-parquet/_SUCCESS").exists());
+}

@@ -218,12 +218,20 @@ impl FileEnumerator {
                         path, name, *len, &starts, k,
                     ));
                 }
-                _ => splits.extend(file_range_splits(
-                    path,
-                    name,
-                    *len,
-                    self.settings.split_bytes,
-                )),
+                _ => {
+                    // A `.parquet` file cut by bytes is still checked: a
+                    // 0-byte file or a footer whose row groups start past
+                    // its end would otherwise give no rows, silently.
+                    if name.ends_with(".parquet") {
+                        parquet_splits::row_group_starts(path, *len).map_err(Error::Io)?;
+                    }
+                    splits.extend(file_range_splits(
+                        path,
+                        name,
+                        *len,
+                        self.settings.split_bytes,
+                    ));
+                }
             }
         }
         log(
