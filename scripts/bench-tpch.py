@@ -34,6 +34,7 @@ query or an answer disagrees (each named after the table). Exit 2: bad input.
 
 import argparse
 import csv
+import errno
 import importlib.util
 import json
 import math
@@ -159,7 +160,7 @@ def run_polars(sql, fmt, tables):
         out = ctx.execute(sql.strip().rstrip(";"), eager=True)
     except Exception as e:  # any refusal of the query: Polars cannot run it
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise Cannot(f"{type(e).__name__}: {first}"[:200]) from e
+        raise Cannot(f"{type(e).__name__}: {first}"[:160]) from e
     return out.columns, out.rows()
 
 
@@ -202,8 +203,18 @@ def as_answer(cell):
 
 def timed(argv, log):
     """Runs argv; returns (wall seconds, peak RSS MiB, exit status)."""
-    start = time.monotonic()
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    for attempt in range(30):
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+            break
+        except OSError as e:
+            # A binary being relinked (by a build beside the bench) is briefly
+            # absent or busy: wait for it, a minute at most.
+            if e.errno not in (errno.ENOENT, errno.ETXTBSY) or attempt == 29:
+                die(f"cannot start {argv[0]}: {e}", 2)
+            print(f"bench-tpch: {argv[0]}: {e.strerror}; trying again in 2 s", file=sys.stderr)
+            time.sleep(2)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.monotonic() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
