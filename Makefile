@@ -17,7 +17,7 @@ help:
 	@echo "  demo      the README's run command: data, plugins, then the TPC-H Q1 example; prints the result"
 	@echo "  demo-workers  the demo on 1 coordinator + 3 worker processes, the coordinator killed midway"
 	@echo "  demo-ha   the demo with two --ha coordinators and etcd; the leader killed midway, the standby takes over"
-	@echo "  bench-tpch  TPC-H Q1 SF 1, coordhost vs DuckDB vs Polars (scripts/bench-tpch.sh; BENCH_ARGS=...)"
+	@echo "  bench-tpch  the 22 TPC-H queries at SF 1, CSV and Parquet: coordhost vs DataFusion alone vs DuckDB vs Polars (scripts/bench-tpch.sh; BENCH_ARGS=...)"
 	@echo "  bench-shuffle  all-to-all vs forward edges at N = 256, 1024, 4096 (benches/shuffle_scale.rs)"
 	@echo "  bench-workers  embedded vs 3 worker processes: cost per task, restart with 10 000 partitions, shuffle MB/s (benches/workers.rs)"
 	@echo "  bench-ha  failover time (etcd, 2 coordinators, 3 workers, leader killed) and the steady-state cost of --ha (benches/ha.rs)"
@@ -214,12 +214,16 @@ demo-ha: data ha-deps
 	scripts/demo-ha.sh $(COORDHOST_RELEASE) examples/tpch-q1.toml $(CURDIR)/build/demo-ha
 
 # ---------------------------------------------------------------------------
-# bench-tpch, bench-shuffle: the side-by-side figures of issue 16 (README,
-# "Benchmarks"). bench-tpch: scripts/bench-tpch.sh, which makes its own venv
-# (pinned DuckDB and Polars) and data under build/; BENCH_ARGS passes options
-# (e.g. BENCH_ARGS="--rounds 1 --scale 0.1"). bench-shuffle: the shuffle_scale
-# bench, which runs the release coordhost on generated jobs. Neither is part
-# of `test`.
+# bench-tpch, bench-shuffle: the side-by-side figures (README, "Benchmarks").
+# bench-tpch (issue 26): scripts/bench-tpch.sh runs the 22 TPC-H queries
+# (examples/tpch/qN.toml, embedded workers) with the release coordhost, and the
+# same SQL files with DataFusion alone (the `datafusion` 55 wheel, one process),
+# DuckDB and Polars, over the same CSV and Parquet files at SF 1; per query the
+# median wall time and peak RSS, geometric means and the issue's targets; exit 1
+# if an answer disagrees with DuckDB's. It makes its own venv (pinned versions)
+# and data under build/; BENCH_ARGS passes options (e.g. BENCH_ARGS="--queries
+# 1,3 --rounds 1 --scale 0.1"). bench-shuffle: the shuffle_scale bench, which
+# runs the release coordhost on generated jobs. Neither is part of `test`.
 # ---------------------------------------------------------------------------
 
 BENCH_ARGS ?=

@@ -1,56 +1,85 @@
 #!/usr/bin/env bash
-# bench-tpch.sh: TPC-H Q1 over scale factor 1 lineitem, coordhost vs DuckDB vs
-# Polars on the same file, side by side (issue 16's figure; `make bench-tpch`).
+# bench-tpch.sh: the 22 TPC-H queries, coordhost vs DataFusion alone vs DuckDB vs
+# Polars over the same files, side by side (issue 26's benchmark; `make bench-tpch`).
 #
-#   scripts/bench-tpch.sh [--checkout DIR] [--bin COORDHOST] [--datagen DATAGEN]
-#                         [--rounds N] [--scale SF] [--formats csv,parquet]
+#   scripts/bench-tpch.sh [--queries 1,3,5] [--rounds N] [--scale SF]
+#                         [--formats csv,parquet] [--checkout DIR]
+#                         [--bin COORDHOST] [--datagen DATAGEN]
 #
-# --checkout  the checkout whose coordhost is measured: its examples/tpch-q1.toml
-#             (and examples/tpch-q1-parquet.toml) and build/plugins/ (`make
-#             plugins` there); nothing is written there (default: this script's
-#             checkout)
-# --bin       its release coordhost binary (default
+# --queries   the query numbers, comma-separated (default all: 1..22)
+# --rounds    rounds (default 3); each runs every query on every engine once
+# --scale     TPC-H scale factor (default 1: lineitem 6 001 215 rows)
+# --formats   inputs to measure (default csv,parquet)
+# --checkout  the checkout whose coordhost is measured: its examples/tpch/qN.toml
+#             and queries/qN.sql and its build/plugins/ (`make plugins` there);
+#             nothing is written there (default: this script's checkout)
+# --bin       its coordhost binary (default
 #             ${CARGO_TARGET_DIR:-CHECKOUT/target}/release/coordhost, built with
-#             `cargo build --release` in CHECKOUT when missing)
+#             `cargo build --release` in CHECKOUT when missing). A debug binary
+#             works, but its figures say nothing about coordhost's speed.
 # --datagen   the coordhost-datagen binary that writes the data (default beside
 #             --bin, built the same way)
-# --rounds    rounds (default 3); each runs every engine once
-# --scale     TPC-H scale factor (default 1: 6 001 215 rows)
-# --formats   inputs to measure (default csv,parquet); parquet is measured when
-#             the datagen has `--format parquet` and the checkout has
-#             examples/tpch-q1-parquet.toml, and otherwise skipped saying so
+#
+# The engines, each run as its own process per query (scripts/bench-tpch.py):
+#   coordhost   examples/tpch/qN.toml pointed at the bench data (its SQL file and
+#               table declarations, recovery on as in the file, no record delay),
+#               `coordhost run` with embedded workers
+#   datafusion  the `datafusion` Python wheel (DataFusion 55, as coordhost's) in
+#               one process: the same SQL file, the tables with the declared schemas
+#   duckdb      the same SQL file over views with the declared column types
+#   polars      the same SQL through polars.SQLContext; a query it cannot run is
+#               listed, not a failure
 #
 # What it sets up, under THIS script's checkout (kept between runs, reused):
-#   build/bench-venv/          Python venv with DuckDB and Polars, exact pinned versions
-#   build/bench-data/tpch-sfSF-csv/lineitem-1.csv, ...-parquet/  the data, one file each
-#   build/bench-data/tpch-run/ the engines' scratch (coordhost's data folder, outputs)
-#   build/cache/               coordhost's compiled-component cache
-# The query is examples/tpch-q1.toml's, with recovery on and no record delay.
-# Prints, per input and engine, wall seconds min/median/max, the ratio to
-# DuckDB's median and the peak RSS; fails (exit 1) if the engines' results do
-# not agree to the cent. Exit 2: bad arguments or a missing tool.
+#   build/bench-venv/   Python venv with DuckDB, DataFusion, Polars, PyArrow, exact pinned versions
+#   build/bench-data/tpch-sfSF/<table>/<table>-N.csv, tpch-sfSF-parquet/...  the data (4 files
+#                       per big table, as `make data`), written once per scale factor
+#   build/bench-data/tpch-run/ the engines' scratch (job files, coordhost's data folder, logs)
+#   build/cache/        coordhost's compiled-component cache
+# Prints per format a table: per query and engine the median wall seconds and peak
+# RSS MiB, coordhost/DataFusion and coordhost/DuckDB; geometric means; issue 26's
+# targets and whether they are met. Every engine's answer of every round is checked
+# against DuckDB's under scripts/tpch-answers.py's rule. Exit 0: all agree (targets
+# are reported, not enforced); 1: an engine failed or disagrees (named); 2: bad
+# arguments or a missing tool.
 set -euo pipefail
 
 DUCKDB_VERSION=2.0.0
+DATAFUSION_VERSION=55.0.0   # the newest 55.x on PyPI; coordhost uses DataFusion 55.2
 POLARS_VERSION=2.1.0
+PYARROW_VERSION=26.0.1
 
 say() { printf 'bench-tpch: %s\n' "$*" >&2; }
 die() { printf 'bench-tpch: %s\n' "$1" >&2; exit "${2:-1}"; }
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 checkout=$here bin="" datagen="" rounds=3 scale=1 formats=csv,parquet
+queries=$(seq -s, 1 22)
 while [ $# -gt 0 ]; do
+    [ $# -ge 2 ] || die "$1 needs a value (see the head of $0)" 2
     case $1 in
-        --checkout) checkout=$(cd "$2" && pwd); shift 2 ;;
+        --checkout) checkout=$(cd "$2" && pwd) || die "--checkout: $2 is not a folder" 2; shift 2 ;;
         --bin) bin=$2; shift 2 ;;
         --datagen) datagen=$2; shift 2 ;;
         --rounds) rounds=$2; shift 2 ;;
         --scale) scale=$2; shift 2 ;;
         --formats) formats=$2; shift 2 ;;
+        --queries) queries=$2; shift 2 ;;
         *) die "unknown argument $1 (see the head of $0)" 2 ;;
     esac
 done
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || die "--rounds: $rounds is not a positive number" 2
+[[ $scale =~ ^([0-9]+|[0-9]*\.[0-9]+)$ ]] && [[ $scale =~ [1-9] ]] \
+    || die "--scale: $scale is not a positive number (e.g. 1 or 0.1)" 2
+[[ $queries =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--queries: $queries is not a comma-separated list of numbers" 2
+for q in ${queries//,/ }; do
+    [ "$q" -ge 1 ] && [ "$q" -le 22 ] || die "--queries: $q is not a TPC-H query (1..22)" 2
+done
+fmts=()
+for fmt in ${formats//,/ }; do
+    case $fmt in csv|parquet) fmts+=("$fmt") ;; *) die "--formats: $fmt is neither csv nor parquet" 2 ;; esac
+done
+[ ${#fmts[@]} -gt 0 ] || die "--formats: no format given" 2
 command -v python3 >/dev/null 2>&1 || die "python3 (with venv) is needed" 2
 
 target=${CARGO_TARGET_DIR:-$checkout/target}
@@ -69,44 +98,39 @@ for p in file-enumerator local-shuffle; do
 done
 
 venv=$here/build/bench-venv
-if ! "$venv/bin/python" -c "import duckdb, polars, sys; sys.exit(not (duckdb.__version__ == '$DUCKDB_VERSION' and polars.__version__ == '$POLARS_VERSION'))" 2>/dev/null; then
-    say "installing duckdb==$DUCKDB_VERSION polars==$POLARS_VERSION into $venv"
+if ! "$venv/bin/python" -c "
+import sys, duckdb, datafusion, polars, pyarrow
+sys.exit(not (duckdb.__version__, datafusion.__version__, polars.__version__, pyarrow.__version__)
+         == ('$DUCKDB_VERSION', '$DATAFUSION_VERSION', '$POLARS_VERSION', '$PYARROW_VERSION'))" 2>/dev/null; then
+    say "installing duckdb==$DUCKDB_VERSION datafusion==$DATAFUSION_VERSION polars==$POLARS_VERSION pyarrow==$PYARROW_VERSION into $venv"
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check \
-        "duckdb==$DUCKDB_VERSION" "polars==$POLARS_VERSION"
+        "duckdb==$DUCKDB_VERSION" "datafusion==$DATAFUSION_VERSION" \
+        "polars==$POLARS_VERSION" "pyarrow==$PYARROW_VERSION"
 fi
+"$venv/bin/python" -c 'import tomllib' 2>/dev/null || die "$venv/bin/python has no tomllib: Python 3.11 or newer is needed" 2
 
 data=$here/build/bench-data
 cases=()
-for fmt in ${formats//,/ }; do
-    dir=$data/tpch-sf$scale-$fmt
+for fmt in "${fmts[@]}"; do
     case $fmt in
-        csv) example=examples/tpch-q1.toml flag=() ;;
-        parquet)
-            example=examples/tpch-q1-parquet.toml flag=(--format parquet)
-            if ! "$datagen" tpch --help | grep -q -- '--format'; then
-                say "parquet skipped: $datagen has no --format option"; continue
-            fi
-            if [ ! -f "$checkout/$example" ]; then
-                say "parquet skipped: $checkout/$example does not exist"; continue
-            fi ;;
-        *) die "--formats: $fmt is neither csv nor parquet" 2 ;;
+        csv) dir=$data/tpch-sf$scale flag=() ;;
+        parquet) dir=$data/tpch-sf$scale-parquet flag=(--format parquet) ;;
     esac
     if [ ! -f "$dir.done" ]; then
-        say "generating lineitem SF $scale as $fmt into $dir"
+        say "generating the eight TPC-H tables at SF $scale as $fmt into $dir"
         rm -rf "$dir"
-        "$datagen" tpch --scale "$scale" --parts 1 "${flag[@]}" --out "$dir" >&2
+        "$datagen" tpch --scale "$scale" --parts 4 "${flag[@]}" --out "$dir" >&2
         touch "$dir.done"
     fi
-    file=$(find "$dir" -maxdepth 1 -type f -name "lineitem-*" | head -n 1)
-    [ -n "$file" ] || die "$dir holds no lineitem file"
-    say "$fmt data: $file, $(du -sh "$dir" | cut -f1)"
-    cases+=(--case "$fmt:$file:$example")
+    say "$fmt data: $dir, $(du -sh "$dir" | cut -f1)"
+    cases+=(--data "$fmt:$dir")
 done
-[ ${#cases[@]} -gt 0 ] || die "no input format to measure" 2
 
 say "coordhost: $bin ($(cd "$checkout" && git rev-parse --short HEAD 2>/dev/null || echo "not a git checkout"))"
+case $bin in */debug/*) say "$bin is a debug build: its figures say nothing about coordhost's speed" ;; esac
 "$bin" plugin check "$checkout/build/plugins/file-enumerator.wasm" --cache-dir "$here/build/cache" >/dev/null
 "$bin" plugin check "$checkout/build/plugins/local-shuffle.wasm" --cache-dir "$here/build/cache" >/dev/null
 exec "$venv/bin/python" "$here/scripts/bench-tpch.py" --checkout "$checkout" --bin "$bin" \
-    --python "$venv/bin/python" --rounds "$rounds" --work "$data/tpch-run" --cache "$here/build/cache" "${cases[@]}"
+    --python "$venv/bin/python" --rounds "$rounds" --scale "$scale" --queries "$queries" \
+    --work "$data/tpch-run" --cache "$here/build/cache" "${cases[@]}"
