@@ -180,8 +180,26 @@ impl ExecutionPlan for LeafExec {
             )));
         }
         let iter = inputs.open(&self.kind, partition)?;
+        // The inputs block (a split pulled from the coordinator, a
+        // partition fetched from another worker, both over gRPC on a worker
+        // process): they are drained on a thread of their own, outside the
+        // stage's runtime, two batches ahead at most.
+        let (tx, rx) = tokio::sync::mpsc::channel::<DfResult<RecordBatch>>(2);
+        std::thread::Builder::new()
+            .name(format!("coordhost-{}", self.name()))
+            .spawn(move || {
+                for item in iter {
+                    if tx.blocking_send(item).is_err() {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| DataFusionError::Execution(format!("cannot start a leaf reader: {e}")))?;
+        let batches = futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|item| (item, rx))
+        });
         let schema = Arc::clone(&self.schema);
-        let stream = futures::stream::iter(iter).map(move |b| {
+        let stream = batches.map(move |b| {
             b.and_then(|b| {
                 super::with_schema(&b, &schema)
                     .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))

@@ -295,16 +295,7 @@ fn tpch_q1_sql_over_parquet_writes_parquet_with_the_same_answer() {
 /// A SQL job file refused before anything runs: exit 2, one line naming
 /// `job.sql` and `needle`, no data directory left.
 fn refused(data: &Data, name: &str, sql: &str, needles: &[&str]) {
-    let job = data.job("tpch-q1-sql.toml", name, &[]);
-    let text = std::fs::read_to_string(&job).expect("job");
-    let start = text.find("sql = \"\"\"").expect("sql");
-    let end = start + 9 + text[start + 9..].find("\"\"\"").expect("end") + 3;
-    let text = format!(
-        "{}sql = \"\"\"\n{sql}\n\"\"\"{}",
-        &text[..start],
-        &text[end..]
-    );
-    std::fs::write(&job, text).expect("job");
+    let job = with_sql(data, "tpch-q1-sql.toml", name, sql);
     let state = data.path(&format!("{name}/state"));
     let (summary, code, stderr) = run(&job, &state, &Knobs::default());
     assert!(summary.is_none(), "{stderr}");

@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use crate::support::job::options;
-use crate::support::knobs::{CrashPoint, Knobs, run_output};
+use crate::support::knobs::{CrashPoint, Knobs, run_output_with};
+use crate::support::workers::{Workers, external_args, free_port};
 use crate::support::{plugin_path, published_lines, workspace};
 use coordhost::job::{JobStatus, Summary};
 use coordhost_datagen::{Format, Table};
@@ -171,7 +172,17 @@ fn expected_rows(n: u32) -> Vec<Vec<String>> {
 }
 
 fn run_finished(job: &Path, state: &Path, workers: usize, knobs: &Knobs) -> Summary {
-    let out = run_output(&options(job, state, workers), knobs);
+    run_finished_with(job, state, workers, knobs, &[])
+}
+
+fn run_finished_with(
+    job: &Path,
+    state: &Path,
+    workers: usize,
+    knobs: &Knobs,
+    extra: &[String],
+) -> Summary {
+    let out = run_output_with(&options(job, state, workers), knobs, extra);
     let summary = out
         .summary
         .unwrap_or_else(|| panic!("no summary, exit {:?}: {}", out.code, out.stderr));
@@ -270,7 +281,7 @@ impl Seeded {
 
 /// SIGKILL-equivalent crashes (the coordinator stops dead after a durable
 /// `ExecutionFinished` of a seeded stage and count) of Q3, Q5, Q9 and Q18,
-/// embedded and with 2 worker processes; each rerun recovers, publishes the
+/// embedded and on 3 worker processes; each rerun recovers, publishes the
 /// same answer as DuckDB's, and skips every stage that had finished.
 #[test]
 fn crashes_at_seeded_points_of_join_queries_cost_only_unfinished_stages() {
@@ -311,9 +322,16 @@ fn crashes_at_seeded_points_of_join_queries_cost_only_unfinished_stages() {
         debug_assert!(stage < shape.len() - 1);
         let (vertex, parallelism) = &shape[stage];
         let count = 1 + rng.below(u64::from(*parallelism)) as u32;
+        // Every third kill on 3 worker processes (which outlive the
+        // coordinator and hold the partitions), the others embedded.
+        let processes = k % 3 == 2;
         let workers = if k % 2 == 0 { 2 } else { 3 };
-        let what =
-            format!("kill {k}: Q{n}, after {count} of {vertex}, {workers} workers (seed {seed})");
+        let place = if processes {
+            "3 worker processes".to_string()
+        } else {
+            format!("{workers} embedded workers")
+        };
+        let what = format!("kill {k}: Q{n}, after {count} of {vertex}, {place} (seed {seed})");
         let dir = tmp.path().join(format!("kill{k}"));
         let job = job(n, false, &dir, 3);
         let state = dir.join("state");
@@ -321,7 +339,14 @@ fn crashes_at_seeded_points_of_join_queries_cost_only_unfinished_stages() {
             vertex: vertex.clone(),
             count,
         });
-        let out = run_output(&options(&job, &state, workers), &knobs);
+        let addr = free_port();
+        let cluster = processes.then(|| Workers::start(3, &addr, &dir.join("workers"), 2));
+        let extra = if processes {
+            external_args(&addr, 3, 5000)
+        } else {
+            Vec::new()
+        };
+        let out = run_output_with(&options(&job, &state, workers), &knobs, &extra);
         assert_ne!(
             out.code,
             Some(0),
@@ -352,7 +377,8 @@ fn crashes_at_seeded_points_of_join_queries_cost_only_unfinished_stages() {
             finished.get(vertex).map_or(0, |s| s.len()) >= count as usize,
             "{what}: the log holds the finishes before the crash"
         );
-        let rerun = run_finished(&job, &state, workers, &Knobs::default());
+        let rerun = run_finished_with(&job, &state, workers, &Knobs::default(), &extra);
+        drop(cluster);
         assert!(rerun.recovered, "{what}: the rerun recovers");
         // A crash costs only what was running: every task that had
         // finished is skipped.

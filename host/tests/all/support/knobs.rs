@@ -188,6 +188,15 @@ pub struct RunOutput {
 /// # Panics
 /// If the binary cannot run, or its summary is not a summary.
 pub fn run_output(opts: &RunOptions, knobs: &Knobs) -> RunOutput {
+    run_output_with(opts, knobs, &[])
+}
+
+/// [`run_output`] with more `run` arguments (e.g.
+/// [`super::workers::external_args`]).
+///
+/// # Panics
+/// As [`run_output`].
+pub fn run_output_with(opts: &RunOptions, knobs: &Knobs, extra: &[String]) -> RunOutput {
     let scratch = tempfile::tempdir().expect("tempdir");
     let summary = scratch.path().join("summary.json");
     let mut command = super::coordhost();
@@ -208,6 +217,7 @@ pub fn run_output(opts: &RunOptions, knobs: &Knobs) -> RunOutput {
     if opts.fresh {
         command.arg("--fresh");
     }
+    command.args(extra);
     let out = command.output().expect("coordhost runs");
     RunOutput {
         summary: read_summary(&summary),
