@@ -324,7 +324,8 @@ mod tests {
             3,
         )
         .unwrap();
-        let shape: Vec<(u32, Option<&str>, Vec<(usize, Vec<usize>)>)> = stages
+        type Shape<'a> = (u32, Option<&'a str>, Vec<(usize, Vec<usize>)>);
+        let shape: Vec<Shape<'_>> = stages
             .iter()
             .map(|s| {
                 (

@@ -84,6 +84,40 @@ fn wait(child: &mut std::process::Child, within: Duration) -> Option<i32> {
     }
 }
 
+/// The leader ends with exit 0 having led the job, the word count is
+/// exact, and both workers found the leader through etcd (`how`: how they
+/// reached etcd, for messages).
+fn leader_finished(
+    leader: &mut crate::support::etcd::HaRun,
+    workers: &Workers,
+    etcd: &Etcd,
+    data: &Path,
+    fx: &Fixture,
+    how: &str,
+) {
+    let code = wait(&mut leader.child, Duration::from_secs(180));
+    let stderr = std::fs::read_to_string(&leader.stderr).unwrap_or_default();
+    assert_eq!(
+        code,
+        Some(0),
+        "the leader {how}:\n{stderr}\n{}\n{}",
+        workers.logs(),
+        etcd.log()
+    );
+    assert!(stderr.contains("leading job `wordcount`"), "{stderr}");
+    assert!(
+        sorted_output(data) == expected_output(&fx.input),
+        "the word count {how} differs"
+    );
+    for i in 0..2 {
+        let log = workers.log_of(i);
+        assert!(
+            log.contains("the job's leader") && log.contains("registered"),
+            "w{i} did not find the leader through etcd {how}:\n{log}"
+        );
+    }
+}
+
 #[test]
 fn workers_find_the_leader_through_an_etcd_that_requires_client_certificates() {
     let fx = Fixture::words();
@@ -107,27 +141,7 @@ fn workers_find_the_leader_through_an_etcd_that_requires_client_certificates() {
         2,
         |i| flags(&pki, &format!("w{i}")),
     );
-    let code = wait(&mut leader.child, Duration::from_secs(180));
-    let stderr = std::fs::read_to_string(&leader.stderr).unwrap_or_default();
-    assert_eq!(
-        code,
-        Some(0),
-        "the leader over etcds://:\n{stderr}\n{}\n{}",
-        workers.logs(),
-        etcd.log()
-    );
-    assert!(stderr.contains("leading job `wordcount`"), "{stderr}");
-    assert!(
-        sorted_output(&data) == expected_output(&fx.input),
-        "the word count through TLS etcd and TLS workers differs"
-    );
-    for i in 0..2 {
-        let log = workers.log_of(i);
-        assert!(
-            log.contains("the job's leader") && log.contains("registered"),
-            "w{i} did not find the leader through etcd:\n{log}"
-        );
-    }
+    leader_finished(&mut leader, &workers, &etcd, &data, &fx, "over etcds://");
     drop(workers);
 
     // Without a client certificate etcd refuses the connection; a plain
@@ -324,27 +338,14 @@ fn etcd_user_authentication_lets_the_right_user_lead_and_refuses_a_wrong_passwor
             "the password is in w{i}'s argv"
         );
     }
-    let code = wait(&mut leader.child, Duration::from_secs(180));
-    let stderr = std::fs::read_to_string(&leader.stderr).unwrap_or_default();
-    assert_eq!(
-        code,
-        Some(0),
-        "the leader as etcd user `{USER}`:\n{stderr}\n{}\n{}",
-        workers.logs(),
-        etcd.log()
+    leader_finished(
+        &mut leader,
+        &workers,
+        &etcd,
+        &data,
+        &fx,
+        &format!("as etcd user `{USER}`"),
     );
-    assert!(stderr.contains("leading job `wordcount`"), "{stderr}");
-    assert!(
-        sorted_output(&data) == expected_output(&fx.input),
-        "the word count through an etcd with user authentication differs"
-    );
-    for i in 0..2 {
-        let log = workers.log_of(i);
-        assert!(
-            log.contains("the job's leader") && log.contains("registered"),
-            "w{i} did not find the leader through etcd as `{USER}`:\n{log}"
-        );
-    }
     drop(workers);
 
     // Refused: a wrong password (from the variable), a user without a
