@@ -508,6 +508,35 @@ impl CsvLineParser {
         nends
     }
 
+    /// Whether `line` ends inside a quoted field (RFC 4180: a field that
+    /// starts with `"` and whose closing `"` does not come): the record goes
+    /// on past the line break, which a reader that cuts splits into lines
+    /// cannot follow. A quote inside an unquoted field is data, `""` inside
+    /// a quoted one is a quote.
+    #[must_use]
+    pub fn ends_in_open_quote(&self, line: &str) -> bool {
+        let b = line.as_bytes();
+        let (mut quoted, mut field_start) = (false, true);
+        let mut i = 0;
+        while i < b.len() {
+            let c = b[i];
+            if quoted {
+                if c == b'"' {
+                    if b.get(i + 1) == Some(&b'"') {
+                        i += 2;
+                        continue;
+                    }
+                    quoted = false;
+                }
+            } else if field_start && c == b'"' {
+                quoted = true;
+            }
+            field_start = !quoted && c == self.delimiter;
+            i += 1;
+        }
+        quoted
+    }
+
     /// Field `i` of the line parsed last, unquoted.
     ///
     /// # Panics
@@ -563,6 +592,25 @@ mod tests {
         let mut s = String::new();
         write_csv_field(&mut s, "x, \"y\"", b',');
         assert_eq!(csv(&s), ["x, \"y\""]);
+    }
+
+    #[test]
+    fn a_line_that_ends_inside_a_quoted_field_is_seen() {
+        let p = CsvLineParser::new(b',');
+        for open in ["a,\"x", "\"", "a,\"he said \"\"hi", "\"a\",\"b"] {
+            assert!(p.ends_in_open_quote(open), "{open:?}");
+        }
+        for closed in [
+            "a,b",
+            "a,\"x\"",
+            "ab\"c,d",
+            "\"a\"x,b",
+            "\"\"\"\"",
+            "a,\"x, y\",z",
+            "y\",b",
+        ] {
+            assert!(!p.ends_in_open_quote(closed), "{closed:?}");
+        }
     }
 
     #[test]

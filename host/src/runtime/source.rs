@@ -100,6 +100,14 @@ pub fn read_split(
                     return Ok(());
                 }
                 let n = parser.parse(line);
+                if line.contains('"') && parser.ends_in_open_quote(line) {
+                    return Err(TaskError::Data {
+                        vertex: vertex.to_string(),
+                        detail: format!(
+                            "{file} at byte {offset}: a quoted field holds a line break; CSV is read line by line (a split owns the lines that start in it), so the file cannot be read without losing or inventing records: remove the line breaks from its fields"
+                        ),
+                    });
+                }
                 if n != columns.len() {
                     return Err(TaskError::Data {
                         vertex: vertex.to_string(),

@@ -565,3 +565,28 @@ fn a_zero_byte_parquet_file_fails_the_job_naming_the_file_and_nothing_is_publish
     assert!(error.contains("not a readable Parquet file"), "{error}");
     assert!(!state.join("output/tpch-q1-sql-parquet/_SUCCESS").exists());
 }
+
+#[test]
+fn a_quoted_field_holding_a_line_break_fails_the_job_naming_the_file() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let input = tmp.path().join("in");
+    std::fs::create_dir_all(&input).expect("input");
+    std::fs::write(
+        input.join("multi.csv"),
+        "k,v,d\na,1.50,2020-01-01\n\"two\nlines\",2.00,2020-01-02\nb,3.00,2020-01-03\n",
+    )
+    .expect("csv");
+    let job = small_job(&tmp.path().join("job"), &input, "SELECT k, v FROM t");
+    let state = tmp.path().join("state");
+    let (summary, code, stderr) = run(&job, &state, &Knobs::default());
+    assert_eq!(code, Some(1), "{stderr}");
+    let error = summary.and_then(|s| s.error).unwrap_or_default();
+    assert!(
+        error.contains("multi.csv") && error.contains("a quoted field holds a line break"),
+        "{error}"
+    );
+    assert!(
+        !state.join("output/small/_SUCCESS").exists(),
+        "nothing is published"
+    );
+}
