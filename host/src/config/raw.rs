@@ -344,3 +344,12 @@ pub(super) enum RawValueType {
     String,
     Number,
 }
+
+/// What the SQL form of a job file says, before planning.
+pub(super) struct RawSql {
+    pub(super) sql: Option<String>,
+    pub(super) sql_file: Option<String>,
+    pub(super) parallelism: Option<i64>,
+    pub(super) tables: toml::Table,
+    pub(super) sink: Option<toml::Value>,
+}

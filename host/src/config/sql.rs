@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::raw::{RawSink, RawTable};
+use super::raw::{RawSink, RawSql, RawTable};
 use super::validate::{SinkField, Validator};
 use super::{ConfigError, DEFAULT_BYTES_PER_TASK, DEFAULT_MAX_PARALLELISM, SqlSpec};
 use crate::graph::{JobEdge, JobGraph, JobVertex, Operator, Parallelism, SinkFormat, SinkSpec};
@@ -15,15 +15,6 @@ use crate::sql::{SqlType, TableDecl, TableFormat};
 
 /// Default `[job] parallelism` of a SQL job.
 pub const DEFAULT_SQL_PARALLELISM: u32 = 4;
-
-/// What the SQL form of a job file says, before planning.
-pub(super) struct RawSql {
-    pub(super) sql: Option<String>,
-    pub(super) sql_file: Option<String>,
-    pub(super) parallelism: Option<i64>,
-    pub(super) tables: toml::Table,
-    pub(super) sink: Option<toml::Value>,
-}
 
 impl Validator {
     /// Checks the SQL form, plans the query and builds its job graph.

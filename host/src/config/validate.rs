@@ -228,7 +228,7 @@ impl Validator {
                 ));
             }
             let (graph, spec) = self.sql_graph(
-                super::sql::RawSql {
+                super::raw::RawSql {
                     sql: raw.job.sql,
                     sql_file: raw.job.sql_file,
                     parallelism: raw.job.parallelism,
