@@ -84,6 +84,21 @@ fn wait(child: &mut std::process::Child, within: Duration) -> Option<i32> {
     }
 }
 
+/// A coordinator etcd refused stopped within a minute of `started` and
+/// wrote no log under `refused/`.
+fn refused_at_once(fx: &Fixture, started: Instant, what: &str) {
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{what}: took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        !fx.path("refused").join("log").exists()
+            || crate::support::segment_files(&fx.path("refused").join("log")).is_empty(),
+        "{what}: a refused coordinator wrote a log"
+    );
+}
+
 /// The leader ends with exit 0 having led the job, the word count is
 /// exact, and both workers found the leader through etcd (`how`: how they
 /// reached etcd, for messages).
@@ -179,16 +194,7 @@ fn workers_find_the_leader_through_an_etcd_that_requires_client_certificates() {
             stderr.contains(&format!("etcd at {}", etcd.endpoint())),
             "{what}: the error names etcd: {stderr}"
         );
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "{what}: took {:?}",
-            started.elapsed()
-        );
-        assert!(
-            !fx.path("refused").join("log").exists()
-                || crate::support::segment_files(&fx.path("refused").join("log")).is_empty(),
-            "{what}: a refused coordinator wrote a log"
-        );
+        refused_at_once(&fx, started, &what);
     }
     let out = crate::support::coordhost()
         .arg("run")
@@ -403,16 +409,7 @@ fn etcd_user_authentication_lets_the_right_user_lead_and_refuses_a_wrong_passwor
                 "{what}: a password is printed: {stderr}{stdout}"
             );
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "{what}: took {:?}",
-            started.elapsed()
-        );
-        assert!(
-            !fx.path("refused").join("log").exists()
-                || crate::support::segment_files(&fx.path("refused").join("log")).is_empty(),
-            "{what}: a refused coordinator wrote a log"
-        );
+        refused_at_once(&fx, started, &what);
     }
     // A worker with a wrong password waits for a leader it cannot look
     // up, and says why once: etcd and the user, not the password.
