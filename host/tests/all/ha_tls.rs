@@ -194,7 +194,7 @@ fn workers_find_the_leader_through_an_etcd_that_requires_client_certificates() {
             stderr.contains(&format!("etcd at {}", etcd.endpoint())),
             "{what}: the error names etcd: {stderr}"
         );
-        refused_at_once(&fx, started, &what);
+        refused_at_once(&fx, started, what);
     }
     let out = crate::support::coordhost()
         .arg("run")
@@ -409,7 +409,7 @@ fn etcd_user_authentication_lets_the_right_user_lead_and_refuses_a_wrong_passwor
                 "{what}: a password is printed: {stderr}{stdout}"
             );
         }
-        refused_at_once(&fx, started, &what);
+        refused_at_once(&fx, started, what);
     }
     // A worker with a wrong password waits for a leader it cannot look
     // up, and says why once: etcd and the user, not the password.
