@@ -647,6 +647,7 @@ fn cost_per_task(root: &Path, sources: u32, edges: &[String], runs: usize, ticks
     );
     let modes = worker_modes(&work, "cost");
     let mut rows = Vec::new();
+    let mut ratios: Vec<(String, f64, f64, f64)> = Vec::new();
     let mut run = 0;
     for edge in edges {
         let sinks = if edge == "forward" {
@@ -656,26 +657,52 @@ fn cost_per_task(root: &Path, sources: u32, edges: &[String], runs: usize, ticks
         };
         let job = work.join(format!("job-{edge}.toml"));
         tiny_job(&job, "cost", sources, 1, sinks, edge);
-        let all_modes = std::iter::once(("embedded", Vec::new(), None))
-            .chain(modes.iter().map(|(m, e, w)| (*m, e.clone(), Some(w))));
-        for (mode, extra, w) in all_modes {
-            let all: Vec<CostRun> = (0..runs)
-                .map(|i| {
-                    run += 1;
-                    let r = cost_run(&work, &job, run, &extra, ticks, w);
-                    eprintln!(
-                        "  {edge} {sources}->{sinks} {mode} run {}/{runs}: job {:.2} s (sources {:.2} s, sinks {:.2} s), process {:.2} s, CPU {:.2} s, workers' CPU {:.2} s",
-                        i + 1,
-                        r.job_s,
-                        r.sources_s,
-                        r.sinks_s,
-                        r.process_s,
-                        r.cpu_s,
-                        r.workers_cpu_s
-                    );
-                    r
-                })
+        let all_modes: Vec<(&str, Vec<String>, Option<&Workers>)> =
+            std::iter::once(("embedded", Vec::new(), None))
+                .chain(modes.iter().map(|(m, e, w)| (*m, e.clone(), Some(w))))
                 .collect();
+        // Rounds interleave the modes (embedded, plain, TLS, embedded, ...):
+        // a load that drifts during the figure then weighs on every mode
+        // alike instead of on whichever ran last.
+        let mut by_mode: Vec<Vec<CostRun>> = all_modes.iter().map(|_| Vec::new()).collect();
+        for i in 0..runs {
+            for (m, (mode, extra, w)) in all_modes.iter().enumerate() {
+                run += 1;
+                let r = cost_run(&work, &job, run, extra, ticks, *w);
+                eprintln!(
+                    "  {edge} {sources}->{sinks} {mode} run {}/{runs}: job {:.2} s (sources {:.2} s, sinks {:.2} s), process {:.2} s, CPU {:.2} s, workers' CPU {:.2} s",
+                    i + 1,
+                    r.job_s,
+                    r.sources_s,
+                    r.sinks_s,
+                    r.process_s,
+                    r.cpu_s,
+                    r.workers_cpu_s
+                );
+                by_mode[m].push(r);
+            }
+        }
+        // Per round, TLS over plain (the two ran back to back): the median
+        // of these ratios is what the target is checked against.
+        if let [_, plain, tls] = &by_mode[..] {
+            let paired = |f: fn(&CostRun) -> f64| {
+                let mut r: Vec<f64> = plain
+                    .iter()
+                    .zip(tls)
+                    .filter(|(p, _)| f(p) > 0.0)
+                    .map(|(p, t)| f(t) / f(p))
+                    .collect();
+                if r.is_empty() { 0.0 } else { median(&mut r) }
+            };
+            ratios.push((
+                format!("{edge} {sources}->{sinks}"),
+                paired(|r| r.job_s),
+                paired(|r| r.cpu_s),
+                paired(|r| r.workers_cpu_s),
+            ));
+        }
+        for ((mode, _, _), all) in all_modes.iter().zip(by_mode) {
+            let mode = *mode;
             let med = |f: fn(&CostRun) -> f64| median(&mut all.iter().map(f).collect::<Vec<_>>());
             rows.push((
                 format!("{edge} {sources}->{sinks}"),
@@ -751,6 +778,11 @@ fn cost_per_task(root: &Path, sources: u32, edges: &[String], runs: usize, ticks
                 ratio(tls[6], plain[6]),
             );
         }
+    }
+    for (job, job_r, cpu_r, workers_r) in &ratios {
+        println!(
+            "{job:>18}   TLS / plain, median of the {runs} back-to-back rounds: job time x{job_r:.2}, coordinator CPU x{cpu_r:.2} (target <= x1.15 per task), workers' CPU x{workers_r:.2}"
+        );
     }
     println!(
         "   3 w. TLS = the 3 workers with mutual TLS to the coordinator and between them (certificates of `coordhost cluster certs`)"
