@@ -4,6 +4,7 @@
 //! exchange).
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
 use super::raw::{RawSink, RawSql, RawTable};
@@ -17,29 +18,61 @@ use crate::sql::{SqlType, TableDecl, TableFormat};
 pub const DEFAULT_SQL_PARALLELISM: u32 = 4;
 
 impl Validator {
+    /// `message` (DataFusion's, which counts lines and columns from the
+    /// start of the query) with the place in the user's file added: the
+    /// `.sql` file of `sql-file`, or the job file's own line for an
+    /// inline `sql = """..."""`.
+    fn sql_place(&self, message: &str, sql_file: Option<&Path>) -> String {
+        let Some((line, column)) = query_line_column(message) else {
+            return message.to_string();
+        };
+        match sql_file {
+            Some(path) => format!("{message} (at {}:{line}:{column})", path.display()),
+            None => match std::fs::read_to_string(&self.file)
+                .ok()
+                .and_then(|t| inline_sql_start(&t))
+            {
+                Some((first, before)) => {
+                    let column = if line == 1 { column + before } else { column };
+                    format!(
+                        "{message} (at {}:{}:{column})",
+                        self.file.display(),
+                        first + line - 1
+                    )
+                }
+                None => message.to_string(),
+            },
+        }
+    }
+
     /// Checks the SQL form, plans the query and builds its job graph.
     pub(super) fn sql_graph(
         &self,
         raw: RawSql,
         plugins: &BTreeMap<String, PluginSpec>,
     ) -> Result<(JobGraph, SqlSpec), ConfigError> {
-        let text = match (raw.sql, raw.sql_file) {
+        let (text, sql_file) = match (raw.sql, raw.sql_file) {
             (Some(_), Some(_)) => {
                 return Err(self.invalid("job.sql-file", "give `sql` or `sql-file`, not both"));
             }
-            (Some(t), None) => t,
+            (Some(t), None) => (t, None),
             (None, Some(f)) => {
                 let path = self.resolve_path("job.sql-file", &f)?;
-                crate::files::read_job_text(&path).map_err(|e| {
+                let text = crate::files::read_job_text(&path).map_err(|e| {
                     self.invalid(
                         "job.sql-file",
                         format!("cannot read {}: {e}", path.display()),
                     )
-                })?
+                })?;
+                (text, Some(path))
             }
             (None, None) => unreachable!("called for a SQL job"),
         };
-        let field = "job.sql";
+        let field = if sql_file.is_some() {
+            "job.sql-file"
+        } else {
+            "job.sql"
+        };
         if text.trim().is_empty() {
             return Err(self.invalid(field, "the query is empty"));
         }
@@ -93,8 +126,9 @@ impl Validator {
                 ));
             }
         };
-        let stages = crate::sql::plan_query(&text, &tables, parallelism)
-            .map_err(|e| self.invalid(field, e.to_string()))?;
+        let stages = crate::sql::plan_query(&text, &tables, parallelism).map_err(|e| {
+            self.invalid(field, self.sql_place(&e.to_string(), sql_file.as_deref()))
+        })?;
         let n = stages.len();
         let mut vertices = Vec::with_capacity(n);
         let mut edges = Vec::new();
@@ -240,5 +274,59 @@ impl Validator {
             format,
             columns,
         })
+    }
+}
+
+/// The `Line: L, Column: C` of a DataFusion parser message.
+fn query_line_column(message: &str) -> Option<(usize, usize)> {
+    let at = message.rfind("Line: ")?;
+    let rest = &message[at + "Line: ".len()..];
+    let (line, rest) = rest.split_once(", Column: ")?;
+    let column: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    Some((line.trim().parse().ok()?, column.parse().ok()?))
+}
+
+/// Where the text of the job file's `sql = ...` value starts: its line
+/// (from 1) and the number of characters before it on that line. A
+/// multi-line string's line break right after `"""` is not part of the
+/// value (TOML), so the query then starts on the next line.
+fn inline_sql_start(job_file: &str) -> Option<(usize, usize)> {
+    for (i, line) in job_file.lines().enumerate() {
+        let Some(rest) = line.trim_start().strip_prefix("sql") else {
+            continue;
+        };
+        let Some(value) = rest.trim_start().strip_prefix('=') else {
+            continue;
+        };
+        let value = value.trim_start();
+        for quote in [r#"""""#, "'''", "\"", "'"] {
+            if let Some(after) = value.strip_prefix(quote) {
+                if quote.len() == 3 && after.trim().is_empty() {
+                    return Some((i + 2, 0));
+                }
+                return Some((i + 1, line.len() - after.len()));
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{inline_sql_start, query_line_column};
+
+    #[test]
+    fn the_query_place_maps_to_the_job_file() {
+        assert_eq!(
+            query_line_column("sql parser error: Expected: x, found: ) at Line: 2, Column: 23"),
+            Some((2, 23))
+        );
+        assert_eq!(query_line_column("no place here"), None);
+        let job = "[job]\nname = \"q\"\nsql = \"\"\"\nSELECT 1\n\"\"\"\n";
+        assert_eq!(inline_sql_start(job), Some((4, 0)));
+        let job = "[job]\nsql = \"SELECT )\"\n";
+        assert_eq!(inline_sql_start(job), Some((2, 7)));
+        let job = "[job]\nsql-file = \"q.sql\"\n";
+        assert_eq!(inline_sql_start(job), None);
     }
 }

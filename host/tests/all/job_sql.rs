@@ -319,6 +319,37 @@ fn bad_sql_is_refused_naming_the_place_the_name_or_the_operator() {
         "SELECT l_returnflag\n  FROM lineitem WHERE )",
         &["syntax error", "Line: 2, Column: 23"],
     );
+    // The place is also given in the job file's own lines, and for
+    // `sql-file` in the .sql file's.
+    let job = data.path("syntax").join("tpch-q1-sql.toml");
+    let text = std::fs::read_to_string(&job).expect("job file");
+    let at = text
+        .lines()
+        .position(|l| l.contains("FROM lineitem WHERE )"))
+        .expect("the query's second line")
+        + 1;
+    let (_, _, stderr) = run(&job, &data.path("syntax/state"), &Knobs::default());
+    assert!(
+        stderr.contains(&format!("{}:{at}:23", job.display())),
+        "job file line {at}: {stderr}"
+    );
+    let q = data.path("syntax/q.sql");
+    std::fs::write(&q, "-- a comment\nSELECT l_returnflag\n  FROM lineitem WHERE )\n").expect("q.sql");
+    let start = text.find("sql = \"\"\"").expect("sql");
+    let end = start + 9 + text[start + 9..].find("\"\"\"").expect("end") + 3;
+    let file_job = data.path("syntax/file.toml");
+    std::fs::write(
+        &file_job,
+        format!("{}sql-file = \"q.sql\"{}", &text[..start], &text[end..]),
+    )
+    .expect("job file");
+    let (summary, code, stderr) = run(&file_job, &data.path("syntax/state"), &Knobs::default());
+    assert!(summary.is_none(), "{stderr}");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("field `job.sql-file`") && stderr.contains(&format!("{}:3:23", q.display())),
+        "the .sql file's line 3: {stderr}"
+    );
     refused(
         &data,
         "table",
@@ -584,6 +615,80 @@ fn a_quoted_field_holding_a_line_break_fails_the_job_naming_the_file() {
     assert!(
         error.contains("multi.csv") && error.contains("a quoted field holds a line break"),
         "{error}"
+    );
+    assert!(
+        !state.join("output/small/_SUCCESS").exists(),
+        "nothing is published"
+    );
+}
+
+/// The fixture of `scripts/parquet-crc-fixture.py`: 10 000 rows `(k, v)`,
+/// `v = (i * 7919) % 100003`, `k = "k{i % 10}"`, every page with a CRC-32.
+fn crc_fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/parquet-crc/crc.parquet")
+}
+
+/// `small_job` over the Parquet files of `input` (table `t`: `k`, `v`).
+fn parquet_job(dir: &Path, input: &Path, sql: &str) -> PathBuf {
+    let job = small_job(dir, input, sql);
+    let text = std::fs::read_to_string(&job)
+        .expect("job file")
+        .replace(r#"pattern = ".csv""#, r#"pattern = ".parquet""#)
+        .replace(
+            "format = \"csv\"\nheader = true\nschema = { k = \"varchar\", v = \"decimal(15,2)\", d = \"date\" }",
+            "format = \"parquet\"\nschema = { k = \"varchar\", v = \"bigint\" }",
+        );
+    assert!(text.contains("format = \"parquet\""), "{text}");
+    std::fs::write(&job, text).expect("job file");
+    job
+}
+
+#[test]
+fn a_damaged_parquet_page_with_a_stored_checksum_fails_the_job_naming_the_file() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let sql = "SELECT k, count(*) AS n, sum(v) AS s FROM t GROUP BY k ORDER BY k";
+    // What the fixture holds, computed here rather than read back.
+    let mut want: BTreeMap<String, (u64, i64)> = BTreeMap::new();
+    for i in 0..10_000_i64 {
+        let e = want.entry(format!("k{}", i % 10)).or_default();
+        e.0 += 1;
+        e.1 += (i * 7919) % 100_003;
+    }
+    let mut expected = vec!["k,n,s".to_string()];
+    expected.extend(want.iter().map(|(k, (n, s))| format!("{k},{n},{s}")));
+
+    // The intact file: every page's checksum holds and the sums are right.
+    let intact = tmp.path().join("intact");
+    std::fs::create_dir_all(&intact).expect("dir");
+    std::fs::copy(crc_fixture(), intact.join("crc.parquet")).expect("fixture");
+    let job = parquet_job(&tmp.path().join("job-intact"), &intact, sql);
+    let state = tmp.path().join("state-intact");
+    run_finished(&job, &state);
+    assert_eq!(published_lines(&state.join("output/small")), expected);
+
+    // One byte of a value in the first data page of `v` flipped: without
+    // the check this reads as a wrong value with exit 0.
+    let bytes = std::fs::read(crc_fixture()).expect("fixture");
+    let file = std::fs::File::open(crc_fixture()).expect("fixture");
+    let meta = parquet::file::reader::SerializedFileReader::new(file)
+        .map(|r| parquet::file::reader::FileReader::metadata(&r).clone())
+        .expect("the fixture's footer");
+    let v = meta.row_group(0).column(1);
+    assert_eq!(v.column_path().string(), "v");
+    let at = usize::try_from(v.data_page_offset()).expect("offset") + 200;
+    let mut damaged = bytes;
+    damaged[at] ^= 0x10;
+    let broken = tmp.path().join("broken");
+    std::fs::create_dir_all(&broken).expect("dir");
+    std::fs::write(broken.join("damaged.parquet"), damaged).expect("damaged copy");
+    let job = parquet_job(&tmp.path().join("job-broken"), &broken, sql);
+    let state = tmp.path().join("state-broken");
+    let (summary, code, stderr) = run(&job, &state, &Knobs::default());
+    assert_eq!(code, Some(1), "{stderr}");
+    let error = summary.and_then(|s| s.error).unwrap_or_default();
+    assert!(
+        error.contains("damaged.parquet") && error.contains("CRC checksum mismatch"),
+        "the error names the file and the checksum: {error} {stderr}"
     );
     assert!(
         !state.join("output/small/_SUCCESS").exists(),
