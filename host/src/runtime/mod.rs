@@ -16,6 +16,7 @@
 //! not depend on the order rows arrive in.
 
 mod aggregate;
+pub mod csv;
 pub mod operators;
 pub mod parquet;
 mod pool;

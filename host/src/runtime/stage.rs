@@ -17,7 +17,7 @@ use datafusion::error::{DataFusionError, Result as DfResult};
 use super::operators::BatchSink;
 use super::{InputPartition, SplitSource, TaskError, TaskInput, Ticker, open_input};
 use crate::grant::Grants;
-use crate::graph::{Operator, StagePlan, StageSource};
+use crate::graph::{StagePlan, StageSource};
 use crate::shuffle::SubpartitionReader;
 use crate::sql::{BatchIter, LeafInputs, LeafKind, SqlType, StageOutput};
 use crate::value::{SplitData, SplitPayloadData};
@@ -101,32 +101,11 @@ impl Inner {
                 header,
                 columns,
             } => {
-                let ops = [
-                    Operator::ReadCsv {
-                        columns: *fields,
-                        delimiter: *delimiter,
-                        skip_header: *header,
-                    },
-                    Operator::Project {
-                        columns: columns.iter().map(|c| c.0).collect(),
-                    },
-                ];
-                super::source::read_split(
-                    &split,
-                    self.grants.as_ref(),
-                    &ops,
-                    &self.vertex,
-                    |batch| {
-                        let cols: Vec<(ArrayRef, &str, &str)> = columns
-                            .iter()
-                            .map(|(i, name, ty)| {
-                                (Arc::clone(batch.column(*i)), name.as_str(), ty.as_str())
-                            })
-                            .collect();
-                        out.push(self.typed(&split, cols, true)?);
-                        Ok(())
-                    },
-                )?;
+                let csv = self.csv_layout(*fields, *delimiter, *header, columns)?;
+                super::csv::read_split(&split, self.grants.as_ref(), &csv, &self.vertex, |b| {
+                    out.push(b);
+                    Ok(())
+                })?;
             }
             StageSource::Parquet { columns } => {
                 let names: Vec<String> = columns.iter().map(|c| c.0.clone()).collect();
@@ -150,6 +129,37 @@ impl Inner {
             }
         }
         Ok(Some(out))
+    }
+
+    /// The layout arrow-csv reads a table's lines with: every field of a
+    /// line, the read ones with their declared types.
+    fn csv_layout(
+        &self,
+        fields: usize,
+        delimiter: u8,
+        header: bool,
+        columns: &[(usize, String, String)],
+    ) -> Result<super::csv::TypedCsv, TaskError> {
+        let mut all: Vec<(String, DataType)> = (0..fields)
+            .map(|i| (format!("field {i}"), DataType::Utf8))
+            .collect();
+        for (i, name, ty) in columns {
+            let t = SqlType::parse(name, ty).map_err(|e| TaskError::Data {
+                vertex: self.vertex.clone(),
+                detail: e.to_string(),
+            })?;
+            let slot = all.get_mut(*i).ok_or_else(|| TaskError::Data {
+                vertex: self.vertex.clone(),
+                detail: format!("column `{name}` is field {i} of lines of {fields} fields"),
+            })?;
+            *slot = (name.clone(), t.data_type().clone());
+        }
+        Ok(super::csv::TypedCsv {
+            delimiter,
+            header,
+            fields: all,
+            read: columns.iter().map(|c| c.0).collect(),
+        })
     }
 
     /// A batch of `cols` cast to their declared types. For CSV text

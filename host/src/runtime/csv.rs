@@ -1,0 +1,649 @@
+//! CSV splits of a SQL table, read straight into typed Arrow columns by
+//! arrow-csv (the CSV reader DataFusion itself uses) instead of text
+//! columns that are cast afterwards (docs/sql.md, "Table declarations").
+//!
+//! What a split owns is the Hadoop rule `read-csv` follows too: the lines
+//! that start in its byte range (a split that starts past byte 0 skips the
+//! line holding byte `start - 1`; the last line it owns may run past its
+//! end). Around arrow-csv's decoder this module keeps coordhost's own
+//! rules on those lines: the first line of a file is skipped when the
+//! table has a header, empty lines are skipped, a line longer than
+//! [`MAX_LINE_BYTES`] fails the split, and a line that ends inside an open
+//! quote fails the task naming the file and the byte, because a quoted
+//! field holding a line break cannot be read line by line without losing
+//! or inventing records.
+//!
+//! Values: an empty field is NULL whatever the column's type (as DuckDB and
+//! Spark read CSV); any other field that does not parse as its declared
+//! type fails the task naming the file, the column and the value.
+
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+
+use super::source::MAX_LINE_BYTES;
+use super::TaskError;
+use crate::grant::Grants;
+use crate::value::{BATCH_ROWS, SplitData, SplitPayloadData};
+
+/// How the lines of a table's files are laid out.
+#[derive(Debug, Clone)]
+pub struct TypedCsv {
+    /// Field delimiter.
+    pub delimiter: u8,
+    /// The first line of each file names the columns.
+    pub header: bool,
+    /// Name and type of every field of a line, in file order (fields the
+    /// scan does not read can be anything: they are not parsed).
+    pub fields: Vec<(String, DataType)>,
+    /// Field index of each column to emit, in output order.
+    pub read: Vec<usize>,
+}
+
+/// What a task reads a CSV split through; one per split.
+struct Decode<'a> {
+    csv: &'a TypedCsv,
+    /// Sorted, distinct field indices handed to arrow-csv.
+    projection: Vec<usize>,
+    /// For each output column, its position in the decoder's output.
+    order: Vec<usize>,
+    out_schema: SchemaRef,
+    decoder: arrow_csv::reader::Decoder,
+    /// The file (or split) named in messages.
+    name: String,
+    vertex: &'a str,
+    /// Offset of the first owned line, for messages.
+    first: u64,
+}
+
+impl<'a> Decode<'a> {
+    fn new(csv: &'a TypedCsv, name: String, vertex: &'a str, first: u64) -> Result<Self, TaskError> {
+        let mut projection = csv.read.clone();
+        projection.sort_unstable();
+        projection.dedup();
+        let order = csv
+            .read
+            .iter()
+            .map(|i| projection.binary_search(i).unwrap_or(0))
+            .collect();
+        let schema = Arc::new(Schema::new(
+            csv.fields
+                .iter()
+                .map(|(n, t)| Field::new(n, t.clone(), true))
+                .collect::<Vec<_>>(),
+        ));
+        let out_schema = Arc::new(Schema::new(
+            csv.read
+                .iter()
+                .map(|&i| Field::new(&csv.fields[i].0, csv.fields[i].1.clone(), true))
+                .collect::<Vec<_>>(),
+        ));
+        let decoder = arrow_csv::ReaderBuilder::new(schema)
+            .with_header(false)
+            .with_delimiter(csv.delimiter)
+            .with_batch_size(BATCH_ROWS)
+            .with_projection(projection.clone())
+            .build_decoder();
+        Ok(Self {
+            csv,
+            projection,
+            order,
+            out_schema,
+            decoder,
+            name,
+            vertex,
+            first,
+        })
+    }
+
+    /// Feeds whole lines (or the last line's start, when its end comes in
+    /// the next call) to the decoder, emitting every full batch.
+    fn feed(
+        &mut self,
+        mut data: &[u8],
+        emit: &mut impl FnMut(RecordBatch) -> Result<(), TaskError>,
+    ) -> Result<(), TaskError> {
+        while !data.is_empty() {
+            let n = self.decoder.decode(data).map_err(|e| self.error(&e))?;
+            data = &data[n..];
+            if self.decoder.capacity() == 0 || n == 0 {
+                self.flush(emit)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the input: the last line without a line break, then what is left.
+    fn finish(
+        &mut self,
+        emit: &mut impl FnMut(RecordBatch) -> Result<(), TaskError>,
+    ) -> Result<(), TaskError> {
+        self.decoder.decode(&[]).map_err(|e| self.error(&e))?;
+        self.flush(emit)
+    }
+
+    fn flush(
+        &mut self,
+        emit: &mut impl FnMut(RecordBatch) -> Result<(), TaskError>,
+    ) -> Result<(), TaskError> {
+        let Some(batch) = self.decoder.flush().map_err(|e| self.error(&e))? else {
+            return Ok(());
+        };
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let columns: Vec<ArrayRef> = self
+            .order
+            .iter()
+            .map(|&j| Arc::clone(batch.column(j)))
+            .collect();
+        let batch = RecordBatch::try_new(Arc::clone(&self.out_schema), columns).map_err(|e| {
+            TaskError::Data {
+                vertex: self.vertex.to_string(),
+                detail: format!("{}: {e}", self.name),
+            }
+        })?;
+        emit(batch)
+    }
+
+    /// arrow-csv's error, with the file and the column's name.
+    fn error(&self, e: &arrow_schema::ArrowError) -> TaskError {
+        let text = e.to_string();
+        // arrow-csv counts columns of the file and lines from the first one
+        // it was given.
+        let column = text
+            .split_once("for column ")
+            .map(|(_, rest)| rest.chars().take_while(char::is_ascii_digit).collect::<String>())
+            .and_then(|d| d.parse::<usize>().ok())
+            .and_then(|i| self.csv.fields.get(i).or_else(|| {
+                self.projection.get(i).and_then(|&f| self.csv.fields.get(f))
+            }))
+            .map(|(n, t)| format!(" (column `{n}`, declared {t})"))
+            .unwrap_or_default();
+        TaskError::Data {
+            vertex: self.vertex.to_string(),
+            detail: format!(
+                "{}, in the lines from byte {}{column}: {text}",
+                self.name, self.first
+            ),
+        }
+    }
+}
+
+/// Where a CSV line is, as far as quoting goes (csv-core's rules with
+/// RFC 4180 quotes: a quote opens a quoted field only at the field's start,
+/// `""` inside one is a quote, and a quote elsewhere is a plain byte).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Quoting {
+    /// At the start of a field.
+    FieldStart,
+    /// In a field that did not start with a quote (or whose quotes closed).
+    Plain,
+    /// Inside a quoted field.
+    Quoted,
+    /// Just after a quote inside a quoted field: it closes the field unless
+    /// another quote follows.
+    QuoteInQuoted,
+}
+
+/// Line-level rules over the bytes of the owned lines, carried across
+/// chunks: the header line, line length, open quotes at a line break.
+struct Lines {
+    /// Offset (in the file) of the next byte.
+    at: u64,
+    /// Offset where the current line started.
+    line_start: u64,
+    /// Bytes of the current line so far.
+    line_len: usize,
+    /// The current line is the header, to be dropped.
+    skipping_header: bool,
+    quoting: Quoting,
+    delimiter: u8,
+}
+
+impl Lines {
+    fn new(at: u64, skipping_header: bool, delimiter: u8) -> Self {
+        Self {
+            at,
+            line_start: at,
+            line_len: 0,
+            skipping_header,
+            quoting: Quoting::FieldStart,
+            delimiter,
+        }
+    }
+
+    /// Checks `chunk` (the next bytes of the owned lines) and calls `keep`
+    /// with the part to decode (all of it but a header line).
+    fn pass(
+        &mut self,
+        mut chunk: &[u8],
+        name: &str,
+        vertex: &str,
+        too_long: &dyn Fn(u64) -> TaskError,
+        keep: &mut dyn FnMut(&[u8]) -> Result<(), TaskError>,
+    ) -> Result<(), TaskError> {
+        if self.skipping_header {
+            match memchr::memchr(b'\n', chunk) {
+                Some(nl) => {
+                    self.line_len += nl + 1;
+                    if self.line_len > MAX_LINE_BYTES {
+                        return Err(too_long(self.line_start));
+                    }
+                    self.at += (nl + 1) as u64;
+                    self.line_start = self.at;
+                    self.line_len = 0;
+                    self.skipping_header = false;
+                    chunk = &chunk[nl + 1..];
+                }
+                None => {
+                    self.line_len += chunk.len();
+                    self.at += chunk.len() as u64;
+                    if self.line_len > MAX_LINE_BYTES {
+                        return Err(too_long(self.line_start));
+                    }
+                    return Ok(());
+                }
+            }
+        }
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        let mut prev = 0usize;
+        if self.quoting != Quoting::Quoted && memchr::memchr(b'"', chunk).is_none() {
+            for nl in memchr::memchr_iter(b'\n', chunk) {
+                self.line_break(nl, &mut prev, too_long)?;
+            }
+            self.quoting = match chunk[chunk.len() - 1] {
+                b'\n' => Quoting::FieldStart,
+                b if b == self.delimiter => Quoting::FieldStart,
+                _ => Quoting::Plain,
+            };
+        } else {
+            // Only quotes, delimiters and line breaks change the state; a
+            // gap between two of them is plain bytes.
+            let mut last: Option<usize> = None;
+            for i in memchr::memchr3_iter(b'"', self.delimiter, b'\n', chunk) {
+                let gap = match last {
+                    Some(l) => i > l + 1,
+                    None => i > 0,
+                };
+                if gap {
+                    self.quoting = match self.quoting {
+                        Quoting::FieldStart | Quoting::Plain | Quoting::QuoteInQuoted => {
+                            Quoting::Plain
+                        }
+                        Quoting::Quoted => Quoting::Quoted,
+                    };
+                }
+                last = Some(i);
+                let b = chunk[i];
+                if b == b'"' {
+                    self.quoting = match self.quoting {
+                        Quoting::FieldStart => Quoting::Quoted,
+                        Quoting::Plain => Quoting::Plain,
+                        Quoting::Quoted => Quoting::QuoteInQuoted,
+                        Quoting::QuoteInQuoted => Quoting::Quoted,
+                    };
+                } else if b == b'\n' {
+                    if self.quoting == Quoting::Quoted {
+                        return Err(TaskError::Data {
+                            vertex: vertex.to_string(),
+                            detail: format!(
+                                "{name} at byte {}: a quoted field holds a line break; CSV is read line by line (a split owns the lines that start in it), so the file cannot be read without losing or inventing records: remove the line breaks from its fields",
+                                self.line_start
+                            ),
+                        });
+                    }
+                    self.quoting = Quoting::FieldStart;
+                    self.line_break(i, &mut prev, too_long)?;
+                } else if self.quoting != Quoting::Quoted {
+                    self.quoting = Quoting::FieldStart;
+                }
+            }
+            let trailing = match last {
+                Some(l) => chunk.len() > l + 1,
+                None => true,
+            };
+            if trailing && self.quoting != Quoting::Quoted {
+                self.quoting = Quoting::Plain;
+            }
+        }
+        let rest = chunk.len() - prev;
+        self.line_len += rest;
+        self.at += rest as u64;
+        if self.line_len > MAX_LINE_BYTES {
+            return Err(too_long(self.line_start));
+        }
+        keep(chunk)
+    }
+
+    /// The line break at `chunk[nl]` ends the current line.
+    fn line_break(
+        &mut self,
+        nl: usize,
+        prev: &mut usize,
+        too_long: &dyn Fn(u64) -> TaskError,
+    ) -> Result<(), TaskError> {
+        let n = nl + 1 - *prev;
+        if self.line_len + n > MAX_LINE_BYTES {
+            return Err(too_long(self.line_start));
+        }
+        self.at += n as u64;
+        self.line_start = self.at;
+        self.line_len = 0;
+        *prev = nl + 1;
+        Ok(())
+    }
+
+    /// At the end of the owned lines: a last line left inside a quote.
+    fn end(&self, name: &str, vertex: &str) -> Result<(), TaskError> {
+        if self.quoting == Quoting::Quoted {
+            return Err(TaskError::Data {
+                vertex: vertex.to_string(),
+                detail: format!(
+                    "{name} at byte {}: a quoted field is not closed before the end of the split's last line",
+                    self.line_start
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Reads the lines `split` owns as CSV of `csv`'s layout, emitting
+/// batches of at most [`BATCH_ROWS`] rows with the columns `csv.read` in
+/// that order and their declared types.
+///
+/// # Errors
+///
+/// [`TaskError::Split`] for a file outside the grants, not a regular file,
+/// or with a line over [`MAX_LINE_BYTES`]; [`TaskError::Io`] for a file
+/// that cannot be read; [`TaskError::Data`] naming the file (and the
+/// column, if known) for a line with the wrong number of fields, a value
+/// that does not parse, a quoted line break; and whatever `emit` returns.
+pub fn read_split(
+    split: &SplitData,
+    grants: Option<&Grants>,
+    csv: &TypedCsv,
+    vertex: &str,
+    emit: impl FnMut(RecordBatch) -> Result<(), TaskError>,
+) -> Result<(), TaskError> {
+    match read_lines(split, grants, csv, vertex, emit) {
+        // arrow-csv does not always say which column a value that does not
+        // parse is in: read the split again as text and cast column by
+        // column to find it (the task fails either way).
+        Err(TaskError::Data { detail, .. }) if detail.contains("Parser error") => {
+            Err(diagnose(split, grants, csv, vertex).unwrap_or(TaskError::Data {
+                vertex: vertex.to_string(),
+                detail,
+            }))
+        }
+        other => other,
+    }
+}
+
+/// The first value of `split` that does not parse as its column's
+/// declared type, as an error naming the file, the column, the value and
+/// its row in the split; `None` if every value parses.
+fn diagnose(
+    split: &SplitData,
+    grants: Option<&Grants>,
+    csv: &TypedCsv,
+    vertex: &str,
+) -> Option<TaskError> {
+    let text = TypedCsv {
+        fields: csv
+            .fields
+            .iter()
+            .map(|(n, _)| (n.clone(), DataType::Utf8))
+            .collect(),
+        ..csv.clone()
+    };
+    let name = match &split.payload {
+        SplitPayloadData::FileRange { path, .. } => path.display().to_string(),
+        SplitPayloadData::Inline(_) => format!("split {}", split.id),
+    };
+    let mut row = 0usize;
+    let mut found = None;
+    let options = arrow_cast::CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    let _ = read_lines(split, grants, &text, vertex, |batch| {
+        if found.is_some() {
+            return Ok(());
+        }
+        for (c, &field) in csv.read.iter().enumerate() {
+            let (column, ty) = &csv.fields[field];
+            let values = batch.column(c);
+            if arrow_cast::cast_with_options(values, ty, &options).is_ok() {
+                continue;
+            }
+            let strings = arrow_array::cast::AsArray::as_string::<i32>(values.as_ref());
+            for i in 0..arrow_array::Array::len(strings) {
+                if arrow_array::Array::is_null(strings, i) {
+                    continue;
+                }
+                let one = arrow_array::StringArray::from(vec![strings.value(i)]);
+                if let Err(e) = arrow_cast::cast_with_options(&one, ty, &options) {
+                    found = Some(TaskError::Data {
+                        vertex: vertex.to_string(),
+                        detail: format!(
+                            "{name}: column `{column}` does not hold {ty} values: row {} of split `{}` holds `{}` ({e})",
+                            row + i + 1,
+                            split.id,
+                            strings.value(i)
+                        ),
+                    });
+                    return Ok(());
+                }
+            }
+        }
+        row += batch.num_rows();
+        Ok(())
+    });
+    found
+}
+
+/// [`read_split`] without the diagnosis.
+fn read_lines(
+    split: &SplitData,
+    grants: Option<&Grants>,
+    csv: &TypedCsv,
+    vertex: &str,
+    mut emit: impl FnMut(RecordBatch) -> Result<(), TaskError>,
+) -> Result<(), TaskError> {
+    match &split.payload {
+        SplitPayloadData::Inline(text) => {
+            let name = format!("split {}", split.id);
+            let mut lines = Lines::new(0, false, csv.delimiter);
+            let mut decode = Decode::new(csv, name.clone(), vertex, 0)?;
+            let too_long = |at: u64| TaskError::Split {
+                split: split.id.clone(),
+                reason: format!("its line at byte {at} is longer than {MAX_LINE_BYTES} bytes"),
+            };
+            lines.pass(text.as_bytes(), &name, vertex, &too_long, &mut |b| {
+                decode.feed(b, &mut emit)
+            })?;
+            lines.end(&name, vertex)?;
+            decode.finish(&mut emit)
+        }
+        SplitPayloadData::FileRange {
+            path,
+            start,
+            length,
+        } => {
+            let io = |source| TaskError::Io {
+                path: path.clone(),
+                source,
+            };
+            let name = path.display().to_string();
+            let file = match grants {
+                Some(g) => g.open_readable_file(path).map_err(|e| TaskError::Split {
+                    split: split.id.clone(),
+                    reason: e.to_string(),
+                })?,
+                None => {
+                    crate::files::open_regular_file(path, u64::MAX)
+                        .map_err(io)?
+                        .0
+                }
+            };
+            let plugin = grants.map_or("(host)", Grants::plugin);
+            let too_long = |at: u64| TaskError::Split {
+                split: split.id.clone(),
+                reason: format!(
+                    "plugin `{plugin}` named {name}, whose line at byte {at} is longer than {MAX_LINE_BYTES} bytes"
+                ),
+            };
+            let mut f = BufReader::with_capacity(1 << 20, file);
+            let end = start.saturating_add(*length);
+            let mut pos = *start;
+            if *start > 0 {
+                // The line that holds byte start-1 belongs to an earlier split.
+                f.seek(SeekFrom::Start(start - 1)).map_err(io)?;
+                let mut skipped = Vec::new();
+                let n = (&mut f)
+                    .take(MAX_LINE_BYTES as u64 + 1)
+                    .read_until(b'\n', &mut skipped)
+                    .map_err(io)?;
+                if n > MAX_LINE_BYTES {
+                    return Err(too_long(start - 1));
+                }
+                pos = start - 1 + n as u64;
+            }
+            let mut lines = Lines::new(pos, csv.header && pos == 0, csv.delimiter);
+            let mut decode = Decode::new(csv, name.clone(), vertex, pos)?;
+            // No line starts in the range when the line that holds byte
+            // start-1 runs to `end` or past it. Past `end`, only the rest of
+            // the line that holds byte end-1 is read.
+            let mut finishing = false;
+            if pos < end {
+                loop {
+                    let chunk = f.fill_buf().map_err(io)?;
+                    if chunk.is_empty() {
+                        break;
+                    }
+                    let (take, done) = if finishing {
+                        match memchr::memchr(b'\n', chunk) {
+                            Some(nl) => (nl + 1, true),
+                            None => (chunk.len(), false),
+                        }
+                    } else if lines.at + chunk.len() as u64 <= end {
+                        (chunk.len(), false)
+                    } else {
+                        // `before`: the chunk's bytes before `end` (at least 1).
+                        let before = (end - lines.at) as usize;
+                        match memchr::memchr(b'\n', &chunk[before - 1..]) {
+                            Some(nl) => (before + nl, true),
+                            None => (chunk.len(), false),
+                        }
+                    };
+                    let (piece, _) = chunk.split_at(take);
+                    lines.pass(piece, &name, vertex, &too_long, &mut |b| {
+                        decode.feed(b, &mut emit)
+                    })?;
+                    f.consume(take);
+                    if done {
+                        break;
+                    }
+                    if lines.at >= end {
+                        finishing = true;
+                        // The line that holds byte end-1 ended right at `end`.
+                        if lines.line_len == 0 {
+                            break;
+                        }
+                    }
+                }
+            }
+            lines.end(&name, vertex)?;
+            decode.finish(&mut emit)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::Array;
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+
+    fn layout(header: bool) -> TypedCsv {
+        TypedCsv {
+            delimiter: b',',
+            header,
+            fields: vec![
+                ("k".into(), DataType::Utf8),
+                ("v".into(), DataType::Int64),
+                ("skip".into(), DataType::Utf8),
+            ],
+            read: vec![1, 0],
+        }
+    }
+
+    fn rows_of(path: &std::path::Path, start: u64, length: u64, csv: &TypedCsv) -> Result<Vec<(String, Option<i64>)>, TaskError> {
+        let split = SplitData {
+            id: format!("{start}"),
+            payload: SplitPayloadData::FileRange {
+                path: path.to_path_buf(),
+                start,
+                length,
+            },
+        };
+        let mut rows = Vec::new();
+        read_split(&split, None, csv, "v", |b| {
+            let v = b.column(0).as_primitive::<Int64Type>();
+            let k = b.column(1).as_string::<i32>();
+            for i in 0..b.num_rows() {
+                rows.push((k.value(i).to_string(), (!v.is_null(i)).then(|| v.value(i))));
+            }
+            Ok(())
+        })?;
+        Ok(rows)
+    }
+
+    #[test]
+    fn ranges_cut_anywhere_give_every_record_once() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("t.csv");
+        let text = "k,v,skip\na,1,x\n\nbb,22,y\r\nccc,,z\n\"d,d\",4,w";
+        std::fs::write(&path, text).expect("write");
+        let csv = layout(true);
+        let whole = rows_of(&path, 0, text.len() as u64, &csv).expect("whole");
+        assert_eq!(
+            whole,
+            vec![
+                ("a".into(), Some(1)),
+                ("bb".into(), Some(22)),
+                ("ccc".into(), None),
+                ("d,d".into(), Some(4)),
+            ]
+        );
+        for cut in 1..text.len() as u64 {
+            let mut rows = rows_of(&path, 0, cut, &csv).expect("left");
+            rows.extend(rows_of(&path, cut, text.len() as u64 - cut, &csv).expect("right"));
+            assert_eq!(rows, whole, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn a_quoted_line_break_and_a_bad_value_fail_naming_the_file() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("q.csv");
+        std::fs::write(&path, "a,1,x\n\"two\nlines\",2,y\n").expect("write");
+        let e = rows_of(&path, 0, 100, &layout(false)).expect_err("quoted line break");
+        assert!(e.to_string().contains("q.csv at byte 6: a quoted field holds a line break"), "{e}");
+        let bad = dir.path().join("bad.csv");
+        std::fs::write(&bad, "a,1,x\nb,zz,y\n").expect("write");
+        let e = rows_of(&bad, 0, 100, &layout(false)).expect_err("bad value");
+        assert!(e.to_string().contains("bad.csv") && e.to_string().contains("`v`"), "{e}");
+        let short = dir.path().join("short.csv");
+        std::fs::write(&short, "a,1\n").expect("write");
+        let e = rows_of(&short, 0, 100, &layout(false)).expect_err("too few fields");
+        assert!(e.to_string().contains("short.csv"), "{e}");
+    }
+}
