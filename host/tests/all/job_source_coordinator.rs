@@ -37,7 +37,7 @@ fn static_enumerator(splits: usize) -> coordhost::plugin::LoadedPlugin {
 #[test]
 fn every_split_goes_to_exactly_one_reader_and_a_reset_hands_its_splits_back() {
     let plugin = static_enumerator(10);
-    let mut c = SourceCoordinator::start("source", &plugin, 5).expect("start");
+    let mut c = SourceCoordinator::start("source", &plugin, 5, None).expect("start");
     for s in 0..5 {
         c.register_reader(s).expect("reader");
     }
@@ -101,7 +101,7 @@ fn a_batch_snapshot_carries_the_history_into_a_restored_coordinator() {
     s.dirs.push(grant(dir.path(), false));
     let plugin = host().load(&s).expect("load");
     assert!(plugin.supports_batch_snapshot());
-    let mut c = SourceCoordinator::start("source", &plugin, 2).expect("start");
+    let mut c = SourceCoordinator::start("source", &plugin, 2, None).expect("start");
     c.register_reader(0).expect("reader");
     c.register_reader(1).expect("reader");
     let total = c.unassigned_splits().expect("unassigned");
@@ -120,7 +120,7 @@ fn a_batch_snapshot_carries_the_history_into_a_restored_coordinator() {
     assert_eq!(snap.readers[0].assigned.len(), 2);
     assert_eq!(snap.readers[1].assigned.len(), 1);
 
-    let mut restored = SourceCoordinator::restore("source", &plugin, 2, &snap).expect("restore");
+    let mut restored = SourceCoordinator::restore("source", &plugin, 2, &snap, None).expect("restore");
     assert_eq!(restored.unassigned_splits().expect("unassigned"), total - 3);
     // FLIP-383 step 5: reset the unfinished subtask 1; its split returns.
     assert_eq!(restored.reset_subtask(1).expect("reset"), 1);

@@ -590,3 +590,154 @@ fn a_quoted_field_holding_a_line_break_fails_the_job_naming_the_file() {
         "nothing is published"
     );
 }
+
+/// Split length and `max-task-bytes` of the sized-task tests.
+const SPLIT_BYTES: u64 = 100_000;
+const MAX_TASK_BYTES: u64 = 400_000;
+/// Scan tasks of a table sized by input (`[job] max-parallelism`).
+const SCAN_TASKS: u32 = 32;
+/// Worker threads of these runs: at most this many tasks run at once.
+const WORKERS: u64 = 2;
+
+/// Q1 with source tasks sized by input: 100 kB splits, 400 kB per task,
+/// 32 scan tasks, a batch snapshot at every finish.
+fn sized_job(data: &Data, name: &str) -> PathBuf {
+    data.job(
+        "tpch-q1-sql.toml",
+        name,
+        &[
+            ("split-bytes = 500000", "split-bytes = 100000"),
+            (
+                "parallelism = 3\n",
+                "parallelism = 3\nmax-task-bytes = 400000\nmax-parallelism = 32\n",
+            ),
+            ("snapshot-min-pause-ms = 1000", "snapshot-min-pause-ms = 0"),
+        ],
+    )
+}
+
+/// Bytes of lineitem's CSV files: the whole input, as split lengths add up.
+fn csv_input_bytes(data: &Data) -> u64 {
+    std::fs::read_dir(data.path("csv"))
+        .expect("csv dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "csv"))
+        .map(|p| std::fs::metadata(p).expect("size").len())
+        .sum()
+}
+
+#[test]
+fn source_tasks_sized_by_input_make_a_crash_cost_only_the_splits_in_flight() {
+    let data = Data::new();
+    let total = csv_input_bytes(&data);
+    assert!(
+        total > u64::from(SCAN_TASKS / 4) * MAX_TASK_BYTES,
+        "enough input for many tasks: {total}"
+    );
+    // Without a crash: every split read once, 32 scan tasks of which only
+    // those that found splits read any; the same answer as ever.
+    let job = sized_job(&data, "sized-ref");
+    let reference_state = data.path("sized-ref/state");
+    let reference = run_finished(&job, &reference_state);
+    assert_eq!(reference.vertices[0].parallelism, SCAN_TASKS);
+    assert_eq!(reference.vertices[0].records_in, 60_175, "every row read once");
+    let input = reference.vertices[0].input.expect("a source vertex's input");
+    assert_eq!(input.bytes_assigned, total, "every split handed out once");
+    assert_eq!((input.bytes_kept, input.bytes_reread), (0, 0));
+    let lines = published_lines(&reference_state.join("output/tpch-q1-sql"));
+    check_q1(&lines, &datafusion_alone(&data.path("csv"), false));
+
+    // Crash after the 5th scan task finished (about 5 × 400 kB of the
+    // input read and recorded), while others hold their splits.
+    let job = sized_job(&data, "sized-crash");
+    let state = data.path("sized-crash/state");
+    let knobs = Knobs::crash(CrashPoint::AfterFinished {
+        vertex: "stage0".to_owned(),
+        count: 5,
+    });
+    let (_, code, stderr) = run(&job, &state, &knobs);
+    assert_ne!(code, Some(0), "the crash stops the run: {stderr}");
+    assert!(stderr.contains("simulated coordinator crash"), "{stderr}");
+
+    let out = run_output(&options(&job, &state, WORKERS as usize), &Knobs::default());
+    let rerun = out.summary.expect("a summary");
+    assert_eq!(rerun.status, JobStatus::Finished, "{:?} {}", rerun.error, out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(rerun.recovered);
+    assert_eq!(
+        published_lines(&state.join("output/tpch-q1-sql")),
+        lines,
+        "the same answer"
+    );
+    let v = &rerun.vertices[0];
+    assert!(v.skipped >= 5, "the finished scan tasks are kept: {v:?}");
+    let input = v.input.expect("a source vertex's input");
+    // What was kept plus what this run handed out is the input, exactly:
+    // no split lost, none read twice in this run.
+    assert_eq!(
+        input.bytes_kept + input.bytes_assigned,
+        total,
+        "kept + read in the rerun = the input: {input:?}"
+    );
+    // Each kept task held at least its max-task-bytes.
+    assert!(
+        input.bytes_kept >= 5 * MAX_TASK_BYTES,
+        "the finished tasks' input is kept: {input:?}"
+    );
+    // Read again: at most what the running tasks held, each at most
+    // max-task-bytes plus the split that took it over.
+    assert!(
+        input.bytes_reread <= WORKERS * (MAX_TASK_BYTES + SPLIT_BYTES),
+        "the crash costs only the splits in flight: {input:?}"
+    );
+    assert!(
+        input.bytes_reread <= input.bytes_assigned,
+        "re-read splits are read in this run: {input:?}"
+    );
+    // The human summary says it too.
+    let line = format!(
+        "input kept {} splits ({} bytes), read again {} splits ({} bytes)",
+        input.splits_kept, input.bytes_kept, input.splits_reread, input.bytes_reread
+    );
+    assert!(out.stdout.contains(&line), "`{line}` in:\n{}", out.stdout);
+}
+
+#[test]
+fn a_bad_max_task_bytes_is_refused_naming_the_field() {
+    let data = Data::new();
+    for (i, (place, value)) in [
+        ("job", "0"),
+        ("job", "-5"),
+        ("job", "\"4 MiB\""),
+        ("table", "0"),
+        ("table", "1.5"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let name = format!("bad-mtb-{i}");
+        let (from, to, field) = if place == "job" {
+            (
+                "parallelism = 3\n",
+                format!("parallelism = 3\nmax-task-bytes = {value}\n"),
+                "job.max-task-bytes",
+            )
+        } else {
+            (
+                "[tables.lineitem]\n",
+                format!("[tables.lineitem]\nmax-task-bytes = {value}\n"),
+                "tables.lineitem.max-task-bytes",
+            )
+        };
+        let job = data.job("tpch-q1-sql.toml", &name, &[(from, &to)]);
+        let state = data.path(&format!("{name}/state"));
+        let (summary, code, stderr) = run(&job, &state, &Knobs::default());
+        assert!(summary.is_none(), "{stderr}");
+        assert_eq!(code, Some(2), "{place} = {value}: {stderr}");
+        assert!(
+            stderr.contains(&format!("field `{field}`")),
+            "{place} = {value}: {stderr}"
+        );
+        assert!(!state.exists(), "nothing was created");
+    }
+}
