@@ -1027,6 +1027,58 @@ mod tests {
         ));
     }
 
+    fn stages(auto: Option<StageAuto>) -> JobEvent {
+        let stage = |id: &str, auto| PlannedStage {
+            job_vertex: id.into(),
+            parallelism: 3,
+            source: None,
+            stage: vec![1, 2, 3],
+            output_columns: vec!["k".into()],
+            inputs: vec![StageEdge {
+                from: 0,
+                pattern: StagePattern::Hash,
+                key: vec![0],
+            }],
+            auto,
+        };
+        JobEvent::StagesPlanned(StagesPlanned {
+            sql_fingerprint: "ab".into(),
+            stages: vec![stage("stage0", None), stage("stage1", auto)],
+        })
+    }
+
+    #[test]
+    fn stages_planned_is_version_1_without_auto_stages_and_version_2_with_one() {
+        let fixed = stages(None);
+        assert_eq!(fixed.schema_version(), 1);
+        let bytes = fixed.encode_payload().expect("encode");
+        // Version 1 bytes are what binaries before `auto` wrote and read.
+        let JobEvent::StagesPlanned(plain) = &fixed else {
+            unreachable!()
+        };
+        assert_eq!(bytes, postcard::to_stdvec(&plain.to_v1()).expect("v1"));
+        assert_eq!(
+            JobEvent::decode(kind::STAGES_PLANNED, 1, &bytes).expect("v1"),
+            fixed
+        );
+
+        let auto = stages(Some(StageAuto {
+            max_parallelism: 8,
+            bytes_per_task: 3_000_000,
+        }));
+        assert_eq!(auto.schema_version(), 2);
+        let bytes = auto.encode_payload().expect("encode");
+        assert_eq!(
+            JobEvent::decode(kind::STAGES_PLANNED, 2, &bytes).expect("v2"),
+            auto
+        );
+        assert!(JobEvent::decode(kind::STAGES_PLANNED, 1, &bytes).is_err());
+        assert!(matches!(
+            JobEvent::decode(kind::STAGES_PLANNED, 3, &bytes),
+            Err(DecodeProblem::NewerVersion { max_known: 2 })
+        ));
+    }
+
     fn split(id: &str) -> EncodedSplit {
         EncodedSplit {
             id: id.into(),
