@@ -69,10 +69,9 @@ impl Validator {
         match value {
             None => Ok(None),
             Some(toml::Value::Integer(n)) if n >= 1 => Ok(Some(n as u64)),
-            Some(toml::Value::Integer(n)) => Err(self.invalid(
-                field,
-                format!("{n} is not a positive number of bytes"),
-            )),
+            Some(toml::Value::Integer(n)) => {
+                Err(self.invalid(field, format!("{n} is not a positive number of bytes")))
+            }
             Some(other) => Err(self.invalid(
                 field,
                 format!("{other} is not an integer (input bytes per source task)"),

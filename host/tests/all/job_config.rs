@@ -340,14 +340,22 @@ fn a_bad_max_task_bytes_is_named() {
     let err = expect_error(&text, "field `vertices[1].max-task-bytes`");
     assert!(err.to_string().contains("only a source vertex"), "{err}");
     // The SQL form's `[job]` keys are not for a graph job.
-    let text = replace_once(VALID, "name = \"wc\"", "name = \"wc\"\nmax-task-bytes = 1000");
+    let text = replace_once(
+        VALID,
+        "name = \"wc\"",
+        "name = \"wc\"\nmax-task-bytes = 1000",
+    );
     expect_error(&text, "field `job.max-task-bytes`");
     // A good value loads.
     let f = fixture();
     let text = replace_once(
         VALID,
         source,
-        &source.replacen("parallelism = 2", "parallelism = 2\nmax-task-bytes = 4096", 1),
+        &source.replacen(
+            "parallelism = 2",
+            "parallelism = 2\nmax-task-bytes = 4096",
+            1,
+        ),
     );
     let job = f.load(&text).expect("loads");
     assert_eq!(job.graph.vertices[0].max_task_bytes, Some(4096));

@@ -120,7 +120,8 @@ fn a_batch_snapshot_carries_the_history_into_a_restored_coordinator() {
     assert_eq!(snap.readers[0].assigned.len(), 2);
     assert_eq!(snap.readers[1].assigned.len(), 1);
 
-    let mut restored = SourceCoordinator::restore("source", &plugin, 2, &snap, None).expect("restore");
+    let mut restored =
+        SourceCoordinator::restore("source", &plugin, 2, &snap, None).expect("restore");
     assert_eq!(restored.unassigned_splits().expect("unassigned"), total - 3);
     // FLIP-383 step 5: reset the unfinished subtask 1; its split returns.
     assert_eq!(restored.reset_subtask(1).expect("reset"), 1);
@@ -164,7 +165,11 @@ fn max_task_bytes_ends_readers_at_the_cap_but_the_last_open_one_drains_the_enume
     assert_eq!(drain(&mut c, 0).len(), 2, "capped after 400 bytes");
     assert_eq!(drain(&mut c, 1).len(), 2, "capped after 400 bytes");
     // Subtask 2 is the last one not yet ended: never capped.
-    assert_eq!(drain(&mut c, 2).len(), 5, "the last open reader takes the rest");
+    assert_eq!(
+        drain(&mut c, 2).len(),
+        5,
+        "the last open reader takes the rest"
+    );
     assert_eq!(c.unassigned_splits().expect("unassigned"), 0);
     c.check_none_left().expect("nothing left");
 
@@ -216,7 +221,8 @@ fn a_kept_subtask_does_not_count_as_one_that_could_still_drain() {
         ));
     }
     let snap = c.snapshot().expect("snapshot");
-    let mut r = SourceCoordinator::restore("source", &plugin, 2, &snap, Some(300)).expect("restore");
+    let mut r =
+        SourceCoordinator::restore("source", &plugin, 2, &snap, Some(300)).expect("restore");
     // Recovery keeps subtask 0 and resets 1: 1 is then the only one that
     // will ask again, so it drains the 7 splits left.
     r.mark_finished(0);

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::support::job::{example_job, options};
-use crate::support::knobs::{CrashPoint, Knobs, run_output};
+use crate::support::knobs::{CrashPoint, Knobs, run_output, run_output_with};
 use crate::support::published_lines;
 use coordhost::job::{JobStatus, Summary};
 use tpchgen::generators::LineItemGenerator;
@@ -640,28 +640,79 @@ fn source_tasks_sized_by_input_make_a_crash_cost_only_the_splits_in_flight() {
     let reference_state = data.path("sized-ref/state");
     let reference = run_finished(&job, &reference_state);
     assert_eq!(reference.vertices[0].parallelism, SCAN_TASKS);
-    assert_eq!(reference.vertices[0].records_in, 60_175, "every row read once");
-    let input = reference.vertices[0].input.expect("a source vertex's input");
+    assert_eq!(
+        reference.vertices[0].records_in, 60_175,
+        "every row read once"
+    );
+    let input = reference.vertices[0]
+        .input
+        .expect("a source vertex's input");
     assert_eq!(input.bytes_assigned, total, "every split handed out once");
     assert_eq!((input.bytes_kept, input.bytes_reread), (0, 0));
     let lines = published_lines(&reference_state.join("output/tpch-q1-sql"));
     check_q1(&lines, &datafusion_alone(&data.path("csv"), false));
 
-    // Crash after the 5th scan task finished (about 5 × 400 kB of the
-    // input read and recorded), while others hold their splits.
-    let job = sized_job(&data, "sized-crash");
-    let state = data.path("sized-crash/state");
+    crash_and_rerun_sized(&data, "sized-crash", total, &lines, false);
+}
+
+#[test]
+fn sized_source_tasks_on_worker_processes_cost_a_crash_only_the_splits_in_flight() {
+    let data = Data::new();
+    let total = csv_input_bytes(&data);
+    let job = sized_job(&data, "sized-ref-w");
+    let reference_state = data.path("sized-ref-w/state");
+    run_finished(&job, &reference_state);
+    let lines = published_lines(&reference_state.join("output/tpch-q1-sql"));
+    crash_and_rerun_sized(&data, "sized-crash-w", total, &lines, true);
+}
+
+/// Runs the sized Q1 in folder `name`, crashed after the 5th scan task
+/// finished (about 5 × 400 kB of the input read and recorded, while other
+/// tasks hold their splits), then again: the same `lines`, and the rerun's
+/// summary shows what the crash cost. `processes`: on 2 worker processes of
+/// one slot each (which outlive the coordinator), else on 2 embedded
+/// worker threads; either way at most 2 tasks run at once.
+fn crash_and_rerun_sized(data: &Data, name: &str, total: u64, lines: &[String], processes: bool) {
+    use crate::support::workers::{Workers, external_args, free_port};
+    let job = sized_job(data, name);
+    let state = data.path(&format!("{name}/state"));
+    let addr = free_port();
+    let cluster = processes.then(|| {
+        Workers::start(
+            WORKERS as usize,
+            &addr,
+            &data.path(&format!("{name}/workers")),
+            1,
+        )
+    });
+    let extra = if processes {
+        external_args(&addr, WORKERS as usize, 5000)
+    } else {
+        Vec::new()
+    };
+    let opts = options(&job, &state, WORKERS as usize);
     let knobs = Knobs::crash(CrashPoint::AfterFinished {
         vertex: "stage0".to_owned(),
         count: 5,
     });
-    let (_, code, stderr) = run(&job, &state, &knobs);
-    assert_ne!(code, Some(0), "the crash stops the run: {stderr}");
-    assert!(stderr.contains("simulated coordinator crash"), "{stderr}");
+    let out = run_output_with(&opts, &knobs, &extra);
+    assert_ne!(out.code, Some(0), "the crash stops the run: {}", out.stderr);
+    assert!(
+        out.stderr.contains("simulated coordinator crash"),
+        "{}",
+        out.stderr
+    );
 
-    let out = run_output(&options(&job, &state, WORKERS as usize), &Knobs::default());
+    let out = run_output_with(&opts, &Knobs::default(), &extra);
+    drop(cluster);
     let rerun = out.summary.expect("a summary");
-    assert_eq!(rerun.status, JobStatus::Finished, "{:?} {}", rerun.error, out.stderr);
+    assert_eq!(
+        rerun.status,
+        JobStatus::Finished,
+        "{:?} {}",
+        rerun.error,
+        out.stderr
+    );
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(rerun.recovered);
     assert_eq!(
@@ -737,6 +788,38 @@ fn a_bad_max_task_bytes_is_refused_naming_the_field() {
         assert!(
             stderr.contains(&format!("field `{field}`")),
             "{place} = {value}: {stderr}"
+        );
+        assert!(!state.exists(), "nothing was created");
+    }
+}
+
+#[test]
+fn bad_auto_fields_are_refused_naming_the_field() {
+    let data = Data::new();
+    for (i, (line, field)) in [
+        (
+            "downstream-parallelism = \"many\"",
+            "job.downstream-parallelism",
+        ),
+        ("downstream-parallelism = 4", "job.downstream-parallelism"),
+        ("max-parallelism = 0", "job.max-parallelism"),
+        ("max-parallelism = 5000", "job.max-parallelism"),
+        ("bytes-per-task = 0", "job.bytes-per-task"),
+        ("bytes-per-task = \"1 GB\"", "job.bytes-per-task"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let name = format!("bad-auto-{i}");
+        let to = format!("parallelism = 3\n{line}\n");
+        let job = data.job("tpch-q1-sql.toml", &name, &[("parallelism = 3\n", &to)]);
+        let state = data.path(&format!("{name}/state"));
+        let (summary, code, stderr) = run(&job, &state, &Knobs::default());
+        assert!(summary.is_none(), "{stderr}");
+        assert_eq!(code, Some(2), "{line}: {stderr}");
+        assert!(
+            stderr.contains(&format!("field `{field}`")),
+            "{line}: {stderr}"
         );
         assert!(!state.exists(), "nothing was created");
     }

@@ -75,7 +75,11 @@ fn a_source_vertex_with_max_task_bytes_reads_every_word_once_and_sized_subtasks_
     coordhost_datagen::write_words(&data, 3, 2000, 5).expect("data");
     let input: u64 = std::fs::read_dir(&data)
         .expect("words")
-        .map(|e| std::fs::metadata(e.expect("entry").path()).expect("size").len())
+        .map(|e| {
+            std::fs::metadata(e.expect("entry").path())
+                .expect("size")
+                .len()
+        })
         .sum();
     let job = example_job("wordcount.toml", "build/data/words", &data, tmp.path());
     // 4 kB splits, 16 kB per subtask, 64 subtasks: more than the input needs.

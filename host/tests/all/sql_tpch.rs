@@ -460,7 +460,10 @@ fn q3_with_auto_stages_decides_their_parallelism_from_produced_bytes_and_a_rerun
     );
     let (auto, initialized) = auto_records(&log_events(&state, "tpch-q3"));
     // The stages after hash exchanges (the two joins) are `auto`.
-    assert!(auto.len() >= 2, "StagesPlanned says auto for the join stages: {auto:?}");
+    assert!(
+        auto.len() >= 2,
+        "StagesPlanned says auto for the join stages: {auto:?}"
+    );
     let decided: Vec<(String, u32)> = auto
         .iter()
         .map(|id| {
@@ -474,7 +477,10 @@ fn q3_with_auto_stages_decides_their_parallelism_from_produced_bytes_and_a_rerun
                 .find(|(i, _, _)| i == id)
                 .expect("the stage was initialized");
             assert!(*at_runtime, "`{id}` was decided at run time");
-            assert_eq!(v.parallelism, *p, "the summary shows the decision of `{id}`");
+            assert_eq!(
+                v.parallelism, *p,
+                "the summary shows the decision of `{id}`"
+            );
             assert!((1..=8).contains(p), "`{id}`: {p} within max-parallelism");
             (id.clone(), *p)
         })
@@ -486,7 +492,12 @@ fn q3_with_auto_stages_decides_their_parallelism_from_produced_bytes_and_a_rerun
         "an auto stage decided other than the fixed parallelism: {decided:?}"
     );
     assert!(
-        decided.iter().map(|(_, p)| p).collect::<std::collections::BTreeSet<_>>().len() > 1,
+        decided
+            .iter()
+            .map(|(_, p)| p)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            > 1,
         "the two join stages decide differently: {decided:?}"
     );
 
@@ -503,11 +514,18 @@ fn q3_with_auto_stages_decides_their_parallelism_from_produced_bytes_and_a_rerun
         &[],
     );
     assert_ne!(out.code, Some(0), "the crash stops the run: {}", out.stderr);
-    assert!(out.stderr.contains("simulated coordinator crash"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("simulated coordinator crash"),
+        "{}",
+        out.stderr
+    );
     let before = auto_records(&log_events(&state, "tpch-q3")).1;
     let rerun = run_finished(&job, &state, 2, &Knobs::default());
     assert!(rerun.recovered, "the rerun recovers");
-    assert!(rerun.tasks_skipped > 0, "finished tasks are skipped: {rerun:?}");
+    assert!(
+        rerun.tasks_skipped > 0,
+        "finished tasks are skipped: {rerun:?}"
+    );
     assert_eq!(
         answer_rows(&state.join("output/tpch-q3")),
         expected_rows(3),
@@ -520,14 +538,29 @@ fn q3_with_auto_stages_decides_their_parallelism_from_produced_bytes_and_a_rerun
             .filter(|(i, _, _)| i == id)
             .map(|(_, p, _)| *p)
             .collect();
-        assert_eq!(recorded, [*p], "`{id}` was decided once before the crash, as in a whole run");
+        assert_eq!(
+            recorded,
+            [*p],
+            "`{id}` was decided once before the crash, as in a whole run"
+        );
         let all: Vec<u32> = after
             .iter()
             .filter(|(i, _, _)| i == id)
             .map(|(_, p, _)| *p)
             .collect();
-        assert_eq!(all, [*p], "the rerun decides `{id}` no more: it replays the record");
-        let v = rerun.vertices.iter().find(|v| &v.id == id).expect("in the summary");
-        assert_eq!(v.parallelism, *p, "the rerun runs `{id}` with the recorded decision");
+        assert_eq!(
+            all,
+            [*p],
+            "the rerun decides `{id}` no more: it replays the record"
+        );
+        let v = rerun
+            .vertices
+            .iter()
+            .find(|v| &v.id == id)
+            .expect("in the summary");
+        assert_eq!(
+            v.parallelism, *p,
+            "the rerun runs `{id}` with the recorded decision"
+        );
     }
 }

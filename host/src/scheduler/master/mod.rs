@@ -927,8 +927,10 @@ impl JobMaster {
             Some(a) => {
                 if let SplitAnswer::Split(s) = &a {
                     self.split_counts.entry(attempt.vertex).or_default().0 += 1;
-                    self.input_figures.entry(attempt.vertex).or_default().bytes_assigned +=
-                        crate::coordinator::split_input_bytes(s);
+                    self.input_figures
+                        .entry(attempt.vertex)
+                        .or_default()
+                        .bytes_assigned += crate::coordinator::split_input_bytes(s);
                 }
                 let _ignored = reply.send(Ok(answer(a)));
             }
