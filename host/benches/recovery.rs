@@ -240,7 +240,8 @@ fn build_state(config: &JobConfig, opts: &RunOptions, data_dir: &Path, n: u32) -
 
     // The source coordinator: every reader got one split, then "no more splits".
     let t = Instant::now();
-    let mut coordinator = SourceCoordinator::start("source", &plugins["files"], n).expect("start");
+    let mut coordinator =
+        SourceCoordinator::start("source", &plugins["files"], n, None).expect("start");
     for s in 0..n {
         coordinator.register_reader(s).expect("add reader");
         let a = coordinator.request_split(s).expect("split request");

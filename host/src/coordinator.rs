@@ -12,6 +12,13 @@
 //! enumerator and its flag is cleared, so every split is read exactly once
 //! by a finished attempt. Readers pull: a request is answered at once when
 //! a split or the end is known, and otherwise waits for a later assignment.
+//!
+//! With a `max-task-bytes` cap (docs/recovery.md, "Source tasks sized by
+//! input"), the host itself answers "no more splits" to a reader that holds
+//! at least that many input bytes and has nothing assigned left to read,
+//! but never to the last subtask that has not been answered so: that one
+//! reads until the enumerator says there is nothing left, so no split can
+//! stay unread.
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -79,8 +86,36 @@ pub struct ReaderState {
     pub assigned: Vec<SplitData>,
     /// How many of `assigned` were handed to the reader.
     pub delivered: usize,
-    /// The enumerator signalled "no more splits" for this subtask.
+    /// The enumerator signalled "no more splits" for this subtask, or the
+    /// host did because the subtask reached its `max-task-bytes` cap (the
+    /// effect is the same: the reader ends, and a reset clears it).
     pub no_more_splits: bool,
+}
+
+impl ReaderState {
+    /// Input bytes of the splits handed to the reader so far
+    /// ([`split_input_bytes`] each).
+    pub fn delivered_bytes(&self) -> u64 {
+        self.assigned[..self.delivered.min(self.assigned.len())]
+            .iter()
+            .map(split_input_bytes)
+            .sum()
+    }
+
+    /// Input bytes of every split in the history.
+    pub fn assigned_bytes(&self) -> u64 {
+        self.assigned.iter().map(split_input_bytes).sum()
+    }
+}
+
+/// The input bytes a split stands for: a `file-range`'s length, an inline
+/// split's text length. This is what `max-task-bytes` counts and what the
+/// summary reports as kept and re-read input.
+pub fn split_input_bytes(s: &SplitData) -> u64 {
+    match &s.payload {
+        SplitPayloadData::FileRange { length, .. } => *length,
+        SplitPayloadData::Inline(t) => t.len() as u64,
+    }
 }
 
 /// A batch snapshot of a source coordinator: the enumerator's bytes plus
@@ -124,6 +159,10 @@ pub struct SourceCoordinator {
     /// Subtasks whose reader was answered "no more splits" since its last
     /// reset (or, restored, whose history says so).
     ended: BTreeSet<u32>,
+    /// `max-task-bytes`: a reader holding at least this many input bytes
+    /// is told "no more splits" by the host, unless it is the last subtask
+    /// not yet told so. `None`: readers read until the enumerator ends them.
+    max_task_bytes: Option<u64>,
 }
 
 impl SourceCoordinator {
@@ -136,6 +175,7 @@ impl SourceCoordinator {
         vertex: &str,
         plugin: &LoadedPlugin,
         parallelism: u32,
+        max_task_bytes: Option<u64>,
     ) -> Result<Self, CoordinatorError> {
         let err = |source| CoordinatorError::Plugin {
             vertex: vertex.to_string(),
@@ -155,6 +195,7 @@ impl SourceCoordinator {
             held: HashSet::new(),
             held_bytes: 0,
             ended: BTreeSet::new(),
+            max_task_bytes,
         };
         c.start_enumerator()?;
         Ok(c)
@@ -173,6 +214,7 @@ impl SourceCoordinator {
         plugin: &LoadedPlugin,
         parallelism: u32,
         snapshot: &CoordinatorSnapshot,
+        max_task_bytes: Option<u64>,
     ) -> Result<Self, CoordinatorError> {
         let err = |source| CoordinatorError::Plugin {
             vertex: vertex.to_string(),
@@ -215,6 +257,7 @@ impl SourceCoordinator {
                 .filter(|(_, r)| r.no_more_splits)
                 .map(|(s, _)| s as u32)
                 .collect(),
+            max_task_bytes,
         };
         c.start_enumerator()?;
         Ok(c)
@@ -418,10 +461,25 @@ impl SourceCoordinator {
     }
 
     fn answer(&mut self, subtask: u32) -> Option<SplitAnswer> {
+        // Another subtask that has not been told "no more splits" (one that
+        // runs, or one still to run) will ask again, so this one may stop
+        // at its cap: the last such subtask always drains the enumerator.
+        let others_open = self.readers.len() - self.ended.len() > 1;
         let r = &mut self.readers[subtask as usize];
         if r.delivered < r.assigned.len() {
             r.delivered += 1;
             Some(SplitAnswer::Split(r.assigned[r.delivered - 1].clone()))
+        } else if !r.no_more_splits
+            && others_open
+            && !self.ended.contains(&subtask)
+            && self
+                .max_task_bytes
+                .is_some_and(|cap| r.delivered > 0 && r.delivered_bytes() >= cap)
+        {
+            tracing::debug!(vertex = %self.vertex, subtask, "reader holds its max-task-bytes of input: no more splits for it");
+            r.no_more_splits = true;
+            self.ended.insert(subtask);
+            Some(SplitAnswer::NoMoreSplits)
         } else if r.no_more_splits {
             self.ended.insert(subtask);
             Some(SplitAnswer::NoMoreSplits)
@@ -445,7 +503,11 @@ impl SourceCoordinator {
     }
 
     /// Reader `subtask` asks for its next split. Splits already assigned
-    /// but not handed out come first; otherwise the enumerator is asked
+    /// but not handed out come first; then, under a `max-task-bytes` cap,
+    /// a reader that holds at least the cap in input bytes is answered
+    /// "no more splits" if another subtask has not been answered so (that
+    /// one will ask again; the last one is never capped, so it drains the
+    /// enumerator); otherwise the enumerator is asked
     /// (`handle-split-request`). `None` means "wait": the answer comes later
     /// from [`SourceCoordinator::take_ready`].
     ///
@@ -574,6 +636,48 @@ impl SourceCoordinator {
                     ),
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// Counts `subtask` as ended (recovery keeps its finished attempt): a
+    /// finished reader never asks again, so it must not count as one that
+    /// could still drain the enumerator under a `max-task-bytes` cap.
+    pub fn mark_finished(&mut self, subtask: u32) {
+        if (subtask as usize) < self.readers.len() {
+            self.waiting.remove(&subtask);
+            self.ended.insert(subtask);
+        }
+    }
+
+    /// The `max-task-bytes` cap, if any.
+    pub fn max_task_bytes(&self) -> Option<u64> {
+        self.max_task_bytes
+    }
+
+    /// Checks, when the job's vertices all finished and readers were
+    /// capped by `max-task-bytes`, that the enumerator holds no split no
+    /// reader took: the host ended readers that the enumerator did not,
+    /// so it checks that this left nothing behind (a safety net under the
+    /// rule in [`SourceCoordinator::request_split`]; it does not trigger
+    /// for an enumerator that keeps its contract).
+    ///
+    /// # Errors
+    ///
+    /// [`CoordinatorError::Plugin`] naming the plugin and the count.
+    pub fn check_none_left(&mut self) -> Result<(), CoordinatorError> {
+        if self.max_task_bytes.is_none() {
+            return Ok(());
+        }
+        let left = self.unassigned_splits()?;
+        if left > 0 {
+            return Err(self.broke(
+                "unassigned-splits",
+                format!(
+                    "still holds {left} splits after every reader of `{}` finished; they were never read",
+                    self.vertex
+                ),
+            ));
         }
         Ok(())
     }

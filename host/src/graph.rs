@@ -297,6 +297,11 @@ pub struct JobVertex {
     pub max_parallelism: u32,
     /// Target input bytes per subtask for `auto` parallelism.
     pub bytes_per_task: u64,
+    /// `max-task-bytes` of a source vertex: a subtask takes splits only
+    /// until it holds about this many input bytes (split lengths), the
+    /// last open subtask excepted (docs/recovery.md, "Source tasks sized
+    /// by input"). `None`: until the enumerator has none left.
+    pub max_task_bytes: Option<u64>,
     /// The split-enumerator plugin feeding a source vertex.
     pub source: Option<String>,
     /// The operator chain (without the write operator).

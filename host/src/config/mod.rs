@@ -182,6 +182,14 @@ pub struct SqlSpec {
     pub tables: Vec<crate::sql::TableDecl>,
     /// DataFusion's target partitions (`[job] parallelism`).
     pub parallelism: u32,
+    /// `[job] downstream-parallelism = "auto"`: the stages after hash
+    /// exchanges decide their parallelism at run time.
+    pub downstream_auto: bool,
+    /// `[job] max-parallelism`: the bound of `auto` stages, and the tasks
+    /// of a scan sized by `max-task-bytes`.
+    pub max_parallelism: u32,
+    /// `[job] bytes-per-task` of `auto` stages.
+    pub bytes_per_task: u64,
 }
 
 /// Largest file `[cluster] tls` may name: 1 MiB (a PEM certificate chain

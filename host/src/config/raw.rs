@@ -63,6 +63,15 @@ pub(super) struct RawJob {
     /// SQL jobs: DataFusion's target partitions, the tasks of each
     /// parallel stage.
     pub(super) parallelism: Option<i64>,
+    /// SQL jobs: `max-task-bytes` of every table that sets none.
+    pub(super) max_task_bytes: Option<toml::Value>,
+    /// SQL jobs: `"auto"` for the stages after hash exchanges.
+    pub(super) downstream_parallelism: Option<toml::Value>,
+    /// SQL jobs: the upper bound of `auto` stages and the number of tasks
+    /// of a scan sized by `max-task-bytes`.
+    pub(super) max_parallelism: Option<toml::Value>,
+    /// SQL jobs: target input bytes per task of an `auto` stage.
+    pub(super) bytes_per_task: Option<toml::Value>,
 }
 
 /// `[tables.NAME]` of a SQL job.
@@ -77,6 +86,8 @@ pub(super) struct RawTable {
     pub(super) delimiter: Option<String>,
     #[serde(default)]
     pub(super) schema: toml::Table,
+    #[serde(default)]
+    pub(super) max_task_bytes: Option<toml::Value>,
 }
 
 /// `[sink]` of a SQL job.
@@ -153,6 +164,8 @@ pub(super) struct RawVertex {
     pub(super) max_parallelism: Option<i64>,
     #[serde(default)]
     pub(super) bytes_per_task: Option<i64>,
+    #[serde(default)]
+    pub(super) max_task_bytes: Option<toml::Value>,
     #[serde(default)]
     pub(super) record_delay_us: Option<u64>,
 }
@@ -350,6 +363,10 @@ pub(super) struct RawSql {
     pub(super) sql: Option<String>,
     pub(super) sql_file: Option<String>,
     pub(super) parallelism: Option<i64>,
+    pub(super) max_task_bytes: Option<toml::Value>,
+    pub(super) downstream_parallelism: Option<toml::Value>,
+    pub(super) max_parallelism: Option<toml::Value>,
+    pub(super) bytes_per_task: Option<toml::Value>,
     pub(super) tables: toml::Table,
     pub(super) sink: Option<toml::Value>,
 }

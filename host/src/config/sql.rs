@@ -83,12 +83,53 @@ impl Validator {
                 return Err(self.invalid("job.parallelism", format!("{n} is not in 1..=4096")));
             }
         };
+        let job_max_task_bytes = self.max_task_bytes("job.max-task-bytes", raw.max_task_bytes)?;
+        let downstream_auto = match raw.downstream_parallelism {
+            None => false,
+            Some(toml::Value::String(s)) if s == "auto" => true,
+            Some(other) => {
+                return Err(self.invalid(
+                    "job.downstream-parallelism",
+                    format!("{other} is not \"auto\" (leave it out for `parallelism` tasks)"),
+                ));
+            }
+        };
+        let max_parallelism = match raw.max_parallelism {
+            None => DEFAULT_MAX_PARALLELISM,
+            Some(toml::Value::Integer(n)) if (1..=4096).contains(&n) => n as u32,
+            Some(other) => {
+                return Err(self.invalid(
+                    "job.max-parallelism",
+                    format!("{other} is not an integer in 1..=4096"),
+                ));
+            }
+        };
+        let bytes_per_task = match raw.bytes_per_task {
+            None => DEFAULT_BYTES_PER_TASK,
+            Some(toml::Value::Integer(n)) if n >= 1 => n as u64,
+            Some(other) => {
+                return Err(self.invalid(
+                    "job.bytes-per-task",
+                    format!("{other} is not a positive integer (bytes)"),
+                ));
+            }
+        };
         if raw.tables.is_empty() {
             return Err(self.invalid("tables", "a SQL job declares its tables as [tables.NAME]"));
         }
         let mut tables = Vec::new();
         for (name, value) in raw.tables {
-            tables.push(self.table(&name, value, plugins)?);
+            let mut t = self.table(&name, value, plugins)?;
+            if t.max_task_bytes.is_none() {
+                t.max_task_bytes = job_max_task_bytes;
+            }
+            // A scan sized by input has `max-parallelism` tasks: enough
+            // that each holds about `max-task-bytes`; the tasks that find
+            // no split left finish empty (docs/sql.md).
+            if t.max_task_bytes.is_some() {
+                t.scan_tasks = Some(max_parallelism);
+            }
+            tables.push(t);
         }
         let sink_value = raw
             .sink
@@ -133,16 +174,30 @@ impl Validator {
         let mut vertices = Vec::with_capacity(n);
         let mut edges = Vec::new();
         for (i, st) in stages.into_iter().enumerate() {
-            let source = match &st.table {
+            let decl = match &st.table {
                 Some(t) => Some(
                     tables
                         .iter()
                         .find(|d| &d.name == t)
-                        .map(|d| d.plugin.clone())
                         .ok_or_else(|| self.invalid(field, format!("no table `{t}`")))?,
                 ),
                 None => None,
             };
+            let source = decl.map(|d| d.plugin.clone());
+            // `auto`: a stage fed by hash exchanges (and possibly
+            // broadcast ones), none forward, that the planner made
+            // parallel. Its plan reads whatever subpartitions a task is
+            // given (docs/sql.md, "auto parallelism").
+            let auto = downstream_auto
+                && st.parallelism > 1
+                && st
+                    .inputs
+                    .iter()
+                    .any(|e| e.pattern == crate::graph::DistributionPattern::Hash)
+                && st
+                    .inputs
+                    .iter()
+                    .all(|e| e.pattern != crate::graph::DistributionPattern::Forward);
             for input in &st.inputs {
                 let names = &vertices
                     .get(input.from)
@@ -164,9 +219,14 @@ impl Validator {
             });
             vertices.push(JobVertex {
                 id: format!("stage{i}"),
-                parallelism: Parallelism::Fixed(st.parallelism),
-                max_parallelism: DEFAULT_MAX_PARALLELISM,
-                bytes_per_task: DEFAULT_BYTES_PER_TASK,
+                parallelism: if auto {
+                    Parallelism::Auto
+                } else {
+                    Parallelism::Fixed(st.parallelism)
+                },
+                max_parallelism,
+                bytes_per_task,
+                max_task_bytes: decl.and_then(|d| d.max_task_bytes),
                 source,
                 operators: vec![Operator::Stage(st.plan)],
                 sink,
@@ -194,6 +254,9 @@ impl Validator {
                 text,
                 tables,
                 parallelism,
+                downstream_auto,
+                max_parallelism,
+                bytes_per_task,
             },
         ))
     }
@@ -268,11 +331,15 @@ impl Validator {
             let t = SqlType::parse(&col, &ty).map_err(|e| self.invalid(&cf, e.to_string()))?;
             columns.push((col, t));
         }
+        let max_task_bytes =
+            self.max_task_bytes(&format!("{field}.max-task-bytes"), rt.max_task_bytes)?;
         Ok(TableDecl {
             name: name.to_string(),
             plugin: rt.plugin,
             format,
             columns,
+            max_task_bytes,
+            scan_tasks: None,
         })
     }
 }

@@ -58,6 +58,27 @@ impl Validator {
             .map_err(|e: toml::de::Error| self.invalid(field, e.message().trim().to_string()))
     }
 
+    /// A `max-task-bytes` value: absent, or an integer of at least 1
+    /// (input bytes per source task). 0, a negative number or anything
+    /// but an integer is refused naming `field`.
+    pub(super) fn max_task_bytes(
+        &self,
+        field: &str,
+        value: Option<toml::Value>,
+    ) -> Result<Option<u64>, ConfigError> {
+        match value {
+            None => Ok(None),
+            Some(toml::Value::Integer(n)) if n >= 1 => Ok(Some(n as u64)),
+            Some(toml::Value::Integer(n)) => {
+                Err(self.invalid(field, format!("{n} is not a positive number of bytes")))
+            }
+            Some(other) => Err(self.invalid(
+                field,
+                format!("{other} is not an integer (input bytes per source task)"),
+            )),
+        }
+    }
+
     /// One word of a closed set (a serde enum with kebab-case names): an
     /// unknown word is refused naming `field`, with serde's message
     /// ("unknown variant `x`, expected one of `a`, `b`, ...").
@@ -232,6 +253,10 @@ impl Validator {
                     sql: raw.job.sql,
                     sql_file: raw.job.sql_file,
                     parallelism: raw.job.parallelism,
+                    max_task_bytes: raw.job.max_task_bytes,
+                    downstream_parallelism: raw.job.downstream_parallelism,
+                    max_parallelism: raw.job.max_parallelism,
+                    bytes_per_task: raw.job.bytes_per_task,
                     tables: raw.tables,
                     sink: raw.sink,
                 },
@@ -241,6 +266,13 @@ impl Validator {
         } else {
             if let Some(f) = [
                 (raw.job.parallelism.is_some(), "job.parallelism"),
+                (raw.job.max_task_bytes.is_some(), "job.max-task-bytes"),
+                (
+                    raw.job.downstream_parallelism.is_some(),
+                    "job.downstream-parallelism",
+                ),
+                (raw.job.max_parallelism.is_some(), "job.max-parallelism"),
+                (raw.job.bytes_per_task.is_some(), "job.bytes-per-task"),
                 (!raw.tables.is_empty(), "tables"),
                 (raw.sink.is_some(), "sink"),
             ]
@@ -467,12 +499,21 @@ impl Validator {
                     ));
                 }
             }
+            let max_task_bytes =
+                self.max_task_bytes(&format!("{field}.max-task-bytes"), rv.max_task_bytes)?;
+            if max_task_bytes.is_some() && rv.source.is_none() {
+                return Err(self.invalid(
+                    format!("{field}.max-task-bytes"),
+                    "only a source vertex (one with `source`) takes this",
+                ));
+            }
             raw_ops.push(rv.operators);
             vertices.push(JobVertex {
                 id: rv.id,
                 parallelism,
                 max_parallelism,
                 bytes_per_task,
+                max_task_bytes,
                 source: rv.source,
                 operators: Vec::new(),
                 sink: None,

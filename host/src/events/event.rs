@@ -631,6 +631,92 @@ pub struct PlannedStage {
     pub output_columns: Vec<String>,
     /// Its inputs, one per job edge into it.
     pub inputs: Vec<StageEdge>,
+    /// `Some` for an `auto` stage (`[job] downstream-parallelism =
+    /// "auto"`): its number of subtasks is decided at run time from what
+    /// its producers wrote (recorded by `JobVertexInitialized`), and
+    /// `parallelism` is only the planner's partition count. Schema
+    /// version 2 of `StagesPlanned`; a record without an `auto` stage is
+    /// written in version 1, as before.
+    pub auto: Option<StageAuto>,
+}
+
+/// How an `auto` stage of a [`PlannedStage`] decides its parallelism.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageAuto {
+    /// Upper bound of its subtasks, and the number of subpartitions every
+    /// producer feeding it over a hash edge writes.
+    pub max_parallelism: u32,
+    /// Target input bytes per subtask.
+    pub bytes_per_task: u64,
+}
+
+/// Schema version 1 of [`PlannedStage`]: without `auto`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct PlannedStageV1 {
+    job_vertex: String,
+    parallelism: u32,
+    source: Option<String>,
+    stage: Vec<u8>,
+    output_columns: Vec<String>,
+    inputs: Vec<StageEdge>,
+}
+
+/// Schema version 1 of [`StagesPlanned`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct StagesPlannedV1 {
+    sql_fingerprint: String,
+    stages: Vec<PlannedStageV1>,
+}
+
+impl StagesPlanned {
+    /// The schema version this record needs: 2 when a stage is `auto`.
+    #[must_use]
+    pub fn version(&self) -> u16 {
+        if self.stages.iter().any(|s| s.auto.is_some()) {
+            2
+        } else {
+            1
+        }
+    }
+
+    fn to_v1(&self) -> StagesPlannedV1 {
+        StagesPlannedV1 {
+            sql_fingerprint: self.sql_fingerprint.clone(),
+            stages: self
+                .stages
+                .iter()
+                .map(|s| PlannedStageV1 {
+                    job_vertex: s.job_vertex.clone(),
+                    parallelism: s.parallelism,
+                    source: s.source.clone(),
+                    stage: s.stage.clone(),
+                    output_columns: s.output_columns.clone(),
+                    inputs: s.inputs.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<StagesPlannedV1> for StagesPlanned {
+    fn from(v1: StagesPlannedV1) -> Self {
+        Self {
+            sql_fingerprint: v1.sql_fingerprint,
+            stages: v1
+                .stages
+                .into_iter()
+                .map(|s| PlannedStage {
+                    job_vertex: s.job_vertex,
+                    parallelism: s.parallelism,
+                    source: s.source,
+                    stage: s.stage,
+                    output_columns: s.output_columns,
+                    inputs: s.inputs,
+                    auto: None,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// How rows travel on a [`StageEdge`] (the job graph's distribution
@@ -724,13 +810,15 @@ impl JobEvent {
     /// `RecoveryFinished` are written in the oldest version that holds them
     /// (`ExecutionFinished`: 1 without snapshot side files or incremental
     /// histories, 2 with side files; the other two: 1 unless a reset reason
-    /// of version 2 is in them; readable by older binaries).
+    /// of version 2 is in them; readable by older binaries), and so is a
+    /// `StagesPlanned` (1 unless a stage is `auto`).
     #[must_use]
     pub fn schema_version(&self) -> u16 {
         match self {
             Self::ExecutionFinished(e) => e.version(),
             Self::ExecutionsReset(e) => e.version(),
             Self::RecoveryFinished(e) => e.version(),
+            Self::StagesPlanned(e) => e.version(),
             _ => max_known_version(self.kind_id()).unwrap_or(0),
         }
     }
@@ -762,7 +850,10 @@ impl JobEvent {
             Self::LeaderElected(e) => postcard::to_stdvec(e),
             Self::JobFinished(e) => postcard::to_stdvec(e),
             Self::JobFailed(e) => postcard::to_stdvec(e),
-            Self::StagesPlanned(e) => postcard::to_stdvec(e),
+            Self::StagesPlanned(e) => match e.version() {
+                1 => postcard::to_stdvec(&e.to_v1()),
+                _ => postcard::to_stdvec(e),
+            },
         }
     }
 
@@ -805,6 +896,9 @@ impl JobEvent {
             kind::LEADER_ELECTED => exact(payload).map(Self::LeaderElected),
             kind::JOB_FINISHED => exact(payload).map(Self::JobFinished),
             kind::JOB_FAILED => exact(payload).map(Self::JobFailed),
+            kind::STAGES_PLANNED if version == 1 => {
+                exact::<StagesPlannedV1>(payload).map(|v1| Self::StagesPlanned(v1.into()))
+            }
             kind::STAGES_PLANNED => exact(payload).map(Self::StagesPlanned),
             _ => Err(DecodeProblem::UnknownKind),
         }
@@ -930,6 +1024,58 @@ mod tests {
         assert!(matches!(
             JobEvent::decode(kind::EXECUTION_FINISHED, 4, &bytes),
             Err(DecodeProblem::NewerVersion { max_known: 3 })
+        ));
+    }
+
+    fn stages(auto: Option<StageAuto>) -> JobEvent {
+        let stage = |id: &str, auto| PlannedStage {
+            job_vertex: id.into(),
+            parallelism: 3,
+            source: None,
+            stage: vec![1, 2, 3],
+            output_columns: vec!["k".into()],
+            inputs: vec![StageEdge {
+                from: 0,
+                pattern: StagePattern::Hash,
+                key: vec![0],
+            }],
+            auto,
+        };
+        JobEvent::StagesPlanned(StagesPlanned {
+            sql_fingerprint: "ab".into(),
+            stages: vec![stage("stage0", None), stage("stage1", auto)],
+        })
+    }
+
+    #[test]
+    fn stages_planned_is_version_1_without_auto_stages_and_version_2_with_one() {
+        let fixed = stages(None);
+        assert_eq!(fixed.schema_version(), 1);
+        let bytes = fixed.encode_payload().expect("encode");
+        // Version 1 bytes are what binaries before `auto` wrote and read.
+        let JobEvent::StagesPlanned(plain) = &fixed else {
+            unreachable!()
+        };
+        assert_eq!(bytes, postcard::to_stdvec(&plain.to_v1()).expect("v1"));
+        assert_eq!(
+            JobEvent::decode(kind::STAGES_PLANNED, 1, &bytes).expect("v1"),
+            fixed
+        );
+
+        let auto = stages(Some(StageAuto {
+            max_parallelism: 8,
+            bytes_per_task: 3_000_000,
+        }));
+        assert_eq!(auto.schema_version(), 2);
+        let bytes = auto.encode_payload().expect("encode");
+        assert_eq!(
+            JobEvent::decode(kind::STAGES_PLANNED, 2, &bytes).expect("v2"),
+            auto
+        );
+        assert!(JobEvent::decode(kind::STAGES_PLANNED, 1, &bytes).is_err());
+        assert!(matches!(
+            JobEvent::decode(kind::STAGES_PLANNED, 3, &bytes),
+            Err(DecodeProblem::NewerVersion { max_known: 2 })
         ));
     }
 

@@ -129,8 +129,9 @@ pub mod schema {
     pub const JOB_FINISHED: u16 = 1;
     /// Schema version of `JobFailed` payloads.
     pub const JOB_FAILED: u16 = 1;
-    /// Schema version of `StagesPlanned` payloads.
-    pub const STAGES_PLANNED: u16 = 1;
+    /// Schema version of `StagesPlanned` payloads: 2 adds a stage's
+    /// `auto` parallelism (written only when a stage is `auto`).
+    pub const STAGES_PLANNED: u16 = 2;
 }
 
 /// File name of the segment written by coordinator attempt `attempt`.

@@ -181,9 +181,12 @@ pub fn describe(event: &JobEvent) -> String {
             e.stages
                 .iter()
                 .map(|s| format!(
-                    "{} x{}{}",
+                    "{} {}{}",
                     s.job_vertex,
-                    s.parallelism,
+                    s.auto.map_or(format!("x{}", s.parallelism), |a| format!(
+                        "auto max {}",
+                        a.max_parallelism
+                    )),
                     s.source
                         .as_ref()
                         .map_or(String::new(), |p| format!(" from {p}"))

@@ -36,7 +36,8 @@ pub use event::{
     ExecutionsReset, JobEvent, JobFailed, JobFinished, JobStarted, JobVertexInitialized,
     LeaderElected, PlannedStage, ProducedPartition, RecoveryFinished, RecoveryReset,
     RecoveryStarted, ResetReason, ShuffleSnapshot, SinkCommitted, SnapshotFile, SplitAssignment,
-    StageEdge, StagePattern, StagesPlanned, SubtaskInputRange, kind_name, max_known_version,
+    StageAuto, StageEdge, StagePattern, StagesPlanned, SubtaskInputRange, kind_name,
+    max_known_version,
 };
 pub use inspect::{describe, inspect, locate_log_dir};
 pub use lock::{LockHolder, LogLock};

@@ -331,6 +331,19 @@ fn print_summary(s: &Summary) {
                     String::new()
                 }
             )?;
+            // After a recovery: what the crash cost a source in input.
+            if let Some(i) = v.input.filter(|_| s.recovered) {
+                writeln!(
+                    out,
+                    "  {:<16} input kept {} splits ({} bytes), read again {} splits ({} bytes); {} bytes handed out in this run",
+                    "",
+                    i.splits_kept,
+                    i.bytes_kept,
+                    i.splits_reread,
+                    i.bytes_reread,
+                    i.bytes_assigned
+                )?;
+            }
         }
         writeln!(
             out,

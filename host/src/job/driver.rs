@@ -247,6 +247,7 @@ fn failed_before_start(
                 splits_assigned: 0,
                 splits_returned: 0,
                 skipped: 0,
+                input: None,
             })
             .collect(),
         // Only folders that hold published output (of an earlier run).

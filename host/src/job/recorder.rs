@@ -47,6 +47,7 @@ fn graph_text(graph: &JobGraph) -> String {
         parallelism,
         max_parallelism,
         bytes_per_task: _,
+        max_task_bytes: _,
         source,
         operators,
         sink,
@@ -102,8 +103,18 @@ pub fn sql_fingerprint(sql: &crate::config::SqlSpec) -> String {
         text,
         tables,
         parallelism,
+        downstream_auto,
+        max_parallelism,
+        bytes_per_task: _,
     } = sql;
-    hex_sha256(&format!("{text:?} {tables:?} {parallelism}"))
+    // The `auto` bound is layout (the subpartitions producers write);
+    // written only when `auto` is on, so other SQL jobs keep their print.
+    let auto = if *downstream_auto {
+        format!(" auto max {max_parallelism}")
+    } else {
+        String::new()
+    };
+    hex_sha256(&format!("{text:?} {tables:?} {parallelism}{auto}"))
 }
 
 fn hex_sha256(text: &str) -> String {

@@ -8,7 +8,9 @@ use std::path::Path;
 
 use super::recorder::sql_fingerprint;
 use crate::config::JobConfig;
-use crate::events::{JobEvent, PlannedStage, StageEdge, StagePattern, StagesPlanned, job_log_dir};
+use crate::events::{
+    JobEvent, PlannedStage, StageAuto, StageEdge, StagePattern, StagesPlanned, job_log_dir,
+};
 use crate::graph::{
     DistributionPattern, JobEdge, JobGraph, JobVertex, Operator, Parallelism, StagePlan,
 };
@@ -31,8 +33,17 @@ pub(super) fn stages_planned(config: &JobConfig) -> Result<Option<JobEvent>, Job
         let Some(Operator::Stage(plan)) = v.operators.first() else {
             return Ok(None);
         };
-        let Parallelism::Fixed(parallelism) = v.parallelism else {
-            return Ok(None);
+        let (parallelism, auto) = match v.parallelism {
+            Parallelism::Fixed(n) => (n, None),
+            // The planner's partition count stays as a figure; the record
+            // says the stage is `auto` and how it decides.
+            Parallelism::Auto => (
+                v.max_parallelism,
+                Some(StageAuto {
+                    max_parallelism: v.max_parallelism,
+                    bytes_per_task: v.bytes_per_task,
+                }),
+            ),
         };
         let stage = postcard::to_stdvec(plan).map_err(|e| JobError::Io {
             path: config.file.clone(),
@@ -61,6 +72,7 @@ pub(super) fn stages_planned(config: &JobConfig) -> Result<Option<JobEvent>, Job
             stage,
             output_columns: v.output_columns.clone(),
             inputs,
+            auto,
         });
     }
     Ok(Some(JobEvent::StagesPlanned(StagesPlanned {
@@ -146,11 +158,32 @@ fn graph_of(recorded: &StagesPlanned, planned: &JobGraph) -> Option<JobGraph> {
             });
         }
         let template = planned.vertices.first()?;
+        let (parallelism, max_parallelism, bytes_per_task) = match s.auto {
+            // Recorded `auto`: decided at run time (a recovery replays the
+            // recorded decision), with the recorded bounds.
+            Some(a) => (
+                Parallelism::Auto,
+                a.max_parallelism.max(1),
+                a.bytes_per_task.max(1),
+            ),
+            None => (
+                Parallelism::Fixed(s.parallelism.max(1)),
+                template.max_parallelism,
+                template.bytes_per_task,
+            ),
+        };
         vertices.push(JobVertex {
             id: s.job_vertex.clone(),
-            parallelism: Parallelism::Fixed(s.parallelism.max(1)),
-            max_parallelism: template.max_parallelism,
-            bytes_per_task: template.bytes_per_task,
+            parallelism,
+            max_parallelism,
+            bytes_per_task,
+            // Tuning, not layout: the job file's value for the same stage
+            // (the same SQL fingerprint means the same tables).
+            max_task_bytes: planned
+                .vertices
+                .get(i)
+                .filter(|p| p.id == s.job_vertex)
+                .and_then(|p| p.max_task_bytes),
             source: s.source.clone(),
             operators: vec![Operator::Stage(plan)],
             sink: (i + 1 == n).then(|| crate::graph::SinkSpec {

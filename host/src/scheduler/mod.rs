@@ -508,6 +508,34 @@ pub struct VertexSummary {
     pub splits_returned: u64,
     /// Subtasks that recovery skipped (their output survived the crash).
     pub skipped: u64,
+    /// For a source vertex: its input in bytes and splits, kept and read
+    /// again (`None` for other vertices).
+    pub input: Option<InputSummary>,
+}
+
+/// What a source vertex read in a run, in input bytes (a `file-range`
+/// split's length, an inline split's text length) and splits.
+///
+/// `kept` and `reread` are decided when a rerun recovers: the splits in
+/// the recorded split-assignment history of the subtasks recovery keeps
+/// (their reads survived the crash) and of those it resets (handed out
+/// before the crash and given back to the enumerator, so read again).
+/// Both are 0 in a run that recovered nothing, and for an enumerator
+/// without batch snapshots (it starts afresh: nothing is known kept).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputSummary {
+    /// Input bytes of the splits handed to readers in this run (read
+    /// again ones included).
+    pub bytes_assigned: u64,
+    /// Splits read before the crash by subtasks recovery kept.
+    pub splits_kept: u64,
+    /// Their input bytes.
+    pub bytes_kept: u64,
+    /// Splits handed out before the crash to subtasks recovery reset:
+    /// given back to the enumerator and read again in this run.
+    pub splits_reread: u64,
+    /// Their input bytes.
+    pub bytes_reread: u64,
 }
 
 /// The final summary of a run; serializes to the JSON of `--summary-json`

@@ -148,7 +148,7 @@ pub(super) async fn plan_and_cut(
             Arc::new(DeclaredTable {
                 schema: t.schema(),
                 decl: t.clone(),
-                partitions,
+                partitions: t.scan_tasks.map_or(partitions, |n| n.max(1) as usize),
             }),
         )
         .map_err(|e| refused(&e, sql))?;

@@ -149,6 +149,13 @@ pub struct TableDecl {
     pub format: TableFormat,
     /// Its columns in file order, each with its declared type.
     pub columns: Vec<(String, SqlType)>,
+    /// `max-task-bytes` (the table's, else `[job]`'s): a scan task takes
+    /// splits only until it holds about this many input bytes.
+    pub max_task_bytes: Option<u64>,
+    /// Tasks of this table's scan stage when not `[job] parallelism`: a
+    /// scan sized by `max-task-bytes` has `[job] max-parallelism` tasks,
+    /// those that find no split left finishing empty.
+    pub scan_tasks: Option<u32>,
 }
 
 impl TableDecl {
@@ -313,6 +320,8 @@ mod tests {
                 col("v", "decimal(15,2)"),
                 col("d", "date"),
             ],
+            max_task_bytes: None,
+            scan_tasks: None,
         }
     }
 

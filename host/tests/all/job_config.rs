@@ -315,3 +315,48 @@ fn a_file_that_is_not_toml_or_missing_is_named() {
         "{err}"
     );
 }
+
+#[test]
+fn a_bad_max_task_bytes_is_named() {
+    let source = "parallelism = 2\noperators = [\n  { op = \"read-lines\" }";
+    for bad in ["0", "-1", "\"16 MiB\"", "2.5"] {
+        let text = replace_once(
+            VALID,
+            source,
+            &source.replacen(
+                "parallelism = 2",
+                &format!("parallelism = 2\nmax-task-bytes = {bad}"),
+                1,
+            ),
+        );
+        expect_error(&text, "field `vertices[0].max-task-bytes`");
+    }
+    // Only a source vertex takes it.
+    let text = replace_once(
+        VALID,
+        "parallelism = \"auto\"",
+        "parallelism = \"auto\"\nmax-task-bytes = 1000",
+    );
+    let err = expect_error(&text, "field `vertices[1].max-task-bytes`");
+    assert!(err.to_string().contains("only a source vertex"), "{err}");
+    // The SQL form's `[job]` keys are not for a graph job.
+    let text = replace_once(
+        VALID,
+        "name = \"wc\"",
+        "name = \"wc\"\nmax-task-bytes = 1000",
+    );
+    expect_error(&text, "field `job.max-task-bytes`");
+    // A good value loads.
+    let f = fixture();
+    let text = replace_once(
+        VALID,
+        source,
+        &source.replacen(
+            "parallelism = 2",
+            "parallelism = 2\nmax-task-bytes = 4096",
+            1,
+        ),
+    );
+    let job = f.load(&text).expect("loads");
+    assert_eq!(job.graph.vertices[0].max_task_bytes, Some(4096));
+}

@@ -67,6 +67,7 @@ source = "files"
 parallelism = 4
 max-parallelism = 8
 bytes-per-task = 100
+max-task-bytes = 5000
 record-delay-us = 10
 operators = [
   { op = "read-csv", columns = ["k", "n", "x"], delimiter = ";", skip-header = true },
@@ -218,6 +219,8 @@ const RULES: &[(&str, Side, Flip)] = &[
         Flip::Plain,
     ),
     ("vertices[].bytes-per-task", Side::Tuning, Flip::Plain),
+    // Which subtask reads which split, never which rows are read.
+    ("vertices[].max-task-bytes", Side::Tuning, Flip::Plain),
     ("vertices[].record-delay-us", Side::Tuning, Flip::Plain),
     (
         "vertices[].operators[op=read-csv].columns[]",

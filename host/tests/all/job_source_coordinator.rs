@@ -37,7 +37,7 @@ fn static_enumerator(splits: usize) -> coordhost::plugin::LoadedPlugin {
 #[test]
 fn every_split_goes_to_exactly_one_reader_and_a_reset_hands_its_splits_back() {
     let plugin = static_enumerator(10);
-    let mut c = SourceCoordinator::start("source", &plugin, 5).expect("start");
+    let mut c = SourceCoordinator::start("source", &plugin, 5, None).expect("start");
     for s in 0..5 {
         c.register_reader(s).expect("reader");
     }
@@ -101,7 +101,7 @@ fn a_batch_snapshot_carries_the_history_into_a_restored_coordinator() {
     s.dirs.push(grant(dir.path(), false));
     let plugin = host().load(&s).expect("load");
     assert!(plugin.supports_batch_snapshot());
-    let mut c = SourceCoordinator::start("source", &plugin, 2).expect("start");
+    let mut c = SourceCoordinator::start("source", &plugin, 2, None).expect("start");
     c.register_reader(0).expect("reader");
     c.register_reader(1).expect("reader");
     let total = c.unassigned_splits().expect("unassigned");
@@ -120,7 +120,8 @@ fn a_batch_snapshot_carries_the_history_into_a_restored_coordinator() {
     assert_eq!(snap.readers[0].assigned.len(), 2);
     assert_eq!(snap.readers[1].assigned.len(), 1);
 
-    let mut restored = SourceCoordinator::restore("source", &plugin, 2, &snap).expect("restore");
+    let mut restored =
+        SourceCoordinator::restore("source", &plugin, 2, &snap, None).expect("restore");
     assert_eq!(restored.unassigned_splits().expect("unassigned"), total - 3);
     // FLIP-383 step 5: reset the unfinished subtask 1; its split returns.
     assert_eq!(restored.reset_subtask(1).expect("reset"), 1);
@@ -135,4 +136,98 @@ fn a_batch_snapshot_carries_the_history_into_a_restored_coordinator() {
     seen.extend(drain(&mut restored, 1));
     let unique: BTreeSet<&String> = seen.iter().collect();
     assert_eq!((seen.len(), unique.len()), (9, 9), "{seen:?}");
+}
+
+/// A file enumerator over 3 files of 600 bytes in 200-byte splits (9).
+fn file_enumerator(dir: &std::path::Path) -> coordhost::plugin::LoadedPlugin {
+    for i in 0..3 {
+        std::fs::write(dir.join(format!("f{i}.txt")), "a\nb\nc\n".repeat(100)).expect("file");
+    }
+    let dir_str = dir.display().to_string();
+    let mut s = spec(
+        "file-enumerator",
+        PluginKind::SplitEnumerator,
+        &[("dir", dir_str.as_str()), ("split-bytes", "200")],
+    );
+    s.dirs.push(grant(dir, false));
+    host().load(&s).expect("load")
+}
+
+#[test]
+fn max_task_bytes_ends_readers_at_the_cap_but_the_last_open_one_drains_the_enumerator() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugin = file_enumerator(dir.path());
+    // 300 bytes: a reader stops after its second 200-byte split.
+    let mut c = SourceCoordinator::start("source", &plugin, 3, Some(300)).expect("start");
+    for s in 0..3 {
+        c.register_reader(s).expect("reader");
+    }
+    assert_eq!(drain(&mut c, 0).len(), 2, "capped after 400 bytes");
+    assert_eq!(drain(&mut c, 1).len(), 2, "capped after 400 bytes");
+    // Subtask 2 is the last one not yet ended: never capped.
+    assert_eq!(
+        drain(&mut c, 2).len(),
+        5,
+        "the last open reader takes the rest"
+    );
+    assert_eq!(c.unassigned_splits().expect("unassigned"), 0);
+    c.check_none_left().expect("nothing left");
+
+    // Two resets give 4 splits back; the first reader to come back stops
+    // at its cap while the other is open, the other drains.
+    assert_eq!(c.reset_subtask(0).expect("reset"), 2);
+    assert_eq!(c.reset_subtask(1).expect("reset"), 2);
+    c.register_reader(0).expect("reader");
+    c.register_reader(1).expect("reader");
+    assert_eq!(drain(&mut c, 0).len(), 2);
+    assert_eq!(drain(&mut c, 1).len(), 2);
+    assert_eq!(c.unassigned_splits().expect("unassigned"), 0);
+
+    // A cap of 1 byte (one split each), then 0 and 2 reset after 1 ended:
+    // 8 splits back, 0 stops at its cap while 2 is open, and 2 — the last
+    // open reader — reads all the others (none may stay unread).
+    let mut d = SourceCoordinator::start("source", &plugin, 3, Some(1)).expect("start");
+    for s in 0..3 {
+        d.register_reader(s).expect("reader");
+    }
+    assert_eq!(drain(&mut d, 0).len(), 1);
+    assert_eq!(drain(&mut d, 1).len(), 1);
+    assert_eq!(drain(&mut d, 2).len(), 7);
+    assert_eq!(d.reset_subtask(0).expect("reset"), 1);
+    assert_eq!(d.reset_subtask(2).expect("reset"), 7);
+    d.register_reader(0).expect("reader");
+    d.register_reader(2).expect("reader");
+    // Subtask 0 is capped at 1 split (2 is still open) ...
+    assert_eq!(drain(&mut d, 0).len(), 1);
+    // ... and 2, the last open one, reads the 7 others.
+    assert_eq!(drain(&mut d, 2).len(), 7);
+    assert_eq!(d.unassigned_splits().expect("unassigned"), 0);
+    d.check_none_left().expect("nothing left");
+}
+
+#[test]
+fn a_kept_subtask_does_not_count_as_one_that_could_still_drain() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugin = file_enumerator(dir.path());
+    let mut c = SourceCoordinator::start("source", &plugin, 2, Some(300)).expect("start");
+    c.register_reader(0).expect("reader");
+    c.register_reader(1).expect("reader");
+    // Subtask 0 reads 2 splits and finishes; its snapshot is taken before
+    // it was told "no more splits" (as after a crash between the two).
+    for _ in 0..2 {
+        assert!(matches!(
+            c.request_split(0).expect("req"),
+            Some(SplitAnswer::Split(_))
+        ));
+    }
+    let snap = c.snapshot().expect("snapshot");
+    let mut r =
+        SourceCoordinator::restore("source", &plugin, 2, &snap, Some(300)).expect("restore");
+    // Recovery keeps subtask 0 and resets 1: 1 is then the only one that
+    // will ask again, so it drains the 7 splits left.
+    r.mark_finished(0);
+    r.reset_subtask(1).expect("reset");
+    r.register_reader(1).expect("reader");
+    assert_eq!(drain(&mut r, 1).len(), 7);
+    assert_eq!(r.unassigned_splits().expect("unassigned"), 0);
 }

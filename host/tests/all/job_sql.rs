@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::support::job::{example_job, options};
-use crate::support::knobs::{CrashPoint, Knobs, run_output};
+use crate::support::knobs::{CrashPoint, Knobs, run_output, run_output_with};
 use crate::support::published_lines;
 use coordhost::job::{JobStatus, Summary};
 use tpchgen::generators::LineItemGenerator;
@@ -694,4 +694,238 @@ fn a_damaged_parquet_page_with_a_stored_checksum_fails_the_job_naming_the_file()
         !state.join("output/small/_SUCCESS").exists(),
         "nothing is published"
     );
+}
+
+/// Split length and `max-task-bytes` of the sized-task tests.
+const SPLIT_BYTES: u64 = 100_000;
+const MAX_TASK_BYTES: u64 = 400_000;
+/// Scan tasks of a table sized by input (`[job] max-parallelism`).
+const SCAN_TASKS: u32 = 32;
+/// Worker threads of these runs: at most this many tasks run at once.
+const WORKERS: u64 = 2;
+
+/// Q1 with source tasks sized by input: 100 kB splits, 400 kB per task,
+/// 32 scan tasks (the example's recovery settings: every source finish
+/// carries a batch snapshot whatever the minimum pause).
+fn sized_job(data: &Data, name: &str) -> PathBuf {
+    data.job(
+        "tpch-q1-sql.toml",
+        name,
+        &[
+            ("split-bytes = 500000", "split-bytes = 100000"),
+            (
+                "parallelism = 3\n",
+                "parallelism = 3\nmax-task-bytes = 400000\nmax-parallelism = 32\n",
+            ),
+        ],
+    )
+}
+
+/// Bytes of lineitem's CSV files: the whole input, as split lengths add up.
+fn csv_input_bytes(data: &Data) -> u64 {
+    std::fs::read_dir(data.path("csv"))
+        .expect("csv dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "csv"))
+        .map(|p| std::fs::metadata(p).expect("size").len())
+        .sum()
+}
+
+#[test]
+fn source_tasks_sized_by_input_make_a_crash_cost_only_the_splits_in_flight() {
+    let data = Data::new();
+    let total = csv_input_bytes(&data);
+    assert!(
+        total > u64::from(SCAN_TASKS / 4) * MAX_TASK_BYTES,
+        "enough input for many tasks: {total}"
+    );
+    // Without a crash: every split read once, 32 scan tasks of which only
+    // those that found splits read any; the same answer as ever.
+    let job = sized_job(&data, "sized-ref");
+    let reference_state = data.path("sized-ref/state");
+    let reference = run_finished(&job, &reference_state);
+    assert_eq!(reference.vertices[0].parallelism, SCAN_TASKS);
+    assert_eq!(
+        reference.vertices[0].records_in, 60_175,
+        "every row read once"
+    );
+    let input = reference.vertices[0]
+        .input
+        .expect("a source vertex's input");
+    assert_eq!(input.bytes_assigned, total, "every split handed out once");
+    assert_eq!((input.bytes_kept, input.bytes_reread), (0, 0));
+    let lines = published_lines(&reference_state.join("output/tpch-q1-sql"));
+    check_q1(&lines, &datafusion_alone(&data.path("csv"), false));
+
+    crash_and_rerun_sized(&data, "sized-crash", total, &lines, false);
+}
+
+#[test]
+fn sized_source_tasks_on_worker_processes_cost_a_crash_only_the_splits_in_flight() {
+    let data = Data::new();
+    let total = csv_input_bytes(&data);
+    let job = sized_job(&data, "sized-ref-w");
+    let reference_state = data.path("sized-ref-w/state");
+    run_finished(&job, &reference_state);
+    let lines = published_lines(&reference_state.join("output/tpch-q1-sql"));
+    crash_and_rerun_sized(&data, "sized-crash-w", total, &lines, true);
+}
+
+/// Runs the sized Q1 in folder `name`, crashed after the 5th scan task
+/// finished (about 5 × 400 kB of the input read and recorded, while other
+/// tasks hold their splits), then again: the same `lines`, and the rerun's
+/// summary shows what the crash cost. `processes`: on 2 worker processes of
+/// one slot each (which outlive the coordinator), else on 2 embedded
+/// worker threads; either way at most 2 tasks run at once.
+fn crash_and_rerun_sized(data: &Data, name: &str, total: u64, lines: &[String], processes: bool) {
+    use crate::support::workers::{Workers, external_args, free_port};
+    let job = sized_job(data, name);
+    let state = data.path(&format!("{name}/state"));
+    let addr = free_port();
+    let cluster = processes.then(|| {
+        Workers::start(
+            WORKERS as usize,
+            &addr,
+            &data.path(&format!("{name}/workers")),
+            1,
+        )
+    });
+    let extra = if processes {
+        external_args(&addr, WORKERS as usize, 5000)
+    } else {
+        Vec::new()
+    };
+    let opts = options(&job, &state, WORKERS as usize);
+    let knobs = Knobs::crash(CrashPoint::AfterFinished {
+        vertex: "stage0".to_owned(),
+        count: 5,
+    });
+    let out = run_output_with(&opts, &knobs, &extra);
+    assert_ne!(out.code, Some(0), "the crash stops the run: {}", out.stderr);
+    assert!(
+        out.stderr.contains("simulated coordinator crash"),
+        "{}",
+        out.stderr
+    );
+
+    let out = run_output_with(&opts, &Knobs::default(), &extra);
+    drop(cluster);
+    let rerun = out.summary.expect("a summary");
+    assert_eq!(
+        rerun.status,
+        JobStatus::Finished,
+        "{:?} {}",
+        rerun.error,
+        out.stderr
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(rerun.recovered);
+    assert_eq!(
+        published_lines(&state.join("output/tpch-q1-sql")),
+        lines,
+        "the same answer"
+    );
+    let v = &rerun.vertices[0];
+    assert!(v.skipped >= 5, "the finished scan tasks are kept: {v:?}");
+    let input = v.input.expect("a source vertex's input");
+    // What was kept plus what this run handed out is the input, exactly:
+    // no split lost, none read twice in this run.
+    assert_eq!(
+        input.bytes_kept + input.bytes_assigned,
+        total,
+        "kept + read in the rerun = the input: {input:?}"
+    );
+    // Each kept task held at least its max-task-bytes.
+    assert!(
+        input.bytes_kept >= 5 * MAX_TASK_BYTES,
+        "the finished tasks' input is kept: {input:?}"
+    );
+    // Read again: at most what the running tasks held, each at most
+    // max-task-bytes plus the split that took it over.
+    assert!(
+        input.bytes_reread <= WORKERS * (MAX_TASK_BYTES + SPLIT_BYTES),
+        "the crash costs only the splits in flight: {input:?}"
+    );
+    assert!(
+        input.bytes_reread <= input.bytes_assigned,
+        "re-read splits are read in this run: {input:?}"
+    );
+    // The human summary says it too.
+    let line = format!(
+        "input kept {} splits ({} bytes), read again {} splits ({} bytes)",
+        input.splits_kept, input.bytes_kept, input.splits_reread, input.bytes_reread
+    );
+    assert!(out.stdout.contains(&line), "`{line}` in:\n{}", out.stdout);
+}
+
+#[test]
+fn a_bad_max_task_bytes_is_refused_naming_the_field() {
+    let data = Data::new();
+    for (i, (place, value)) in [
+        ("job", "0"),
+        ("job", "-5"),
+        ("job", "\"4 MiB\""),
+        ("table", "0"),
+        ("table", "1.5"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let name = format!("bad-mtb-{i}");
+        let (from, to, field) = if place == "job" {
+            (
+                "parallelism = 3\n",
+                format!("parallelism = 3\nmax-task-bytes = {value}\n"),
+                "job.max-task-bytes",
+            )
+        } else {
+            (
+                "[tables.lineitem]\n",
+                format!("[tables.lineitem]\nmax-task-bytes = {value}\n"),
+                "tables.lineitem.max-task-bytes",
+            )
+        };
+        let job = data.job("tpch-q1-sql.toml", &name, &[(from, &to)]);
+        let state = data.path(&format!("{name}/state"));
+        let (summary, code, stderr) = run(&job, &state, &Knobs::default());
+        assert!(summary.is_none(), "{stderr}");
+        assert_eq!(code, Some(2), "{place} = {value}: {stderr}");
+        assert!(
+            stderr.contains(&format!("field `{field}`")),
+            "{place} = {value}: {stderr}"
+        );
+        assert!(!state.exists(), "nothing was created");
+    }
+}
+
+#[test]
+fn bad_auto_fields_are_refused_naming_the_field() {
+    let data = Data::new();
+    for (i, (line, field)) in [
+        (
+            "downstream-parallelism = \"many\"",
+            "job.downstream-parallelism",
+        ),
+        ("downstream-parallelism = 4", "job.downstream-parallelism"),
+        ("max-parallelism = 0", "job.max-parallelism"),
+        ("max-parallelism = 5000", "job.max-parallelism"),
+        ("bytes-per-task = 0", "job.bytes-per-task"),
+        ("bytes-per-task = \"1 GB\"", "job.bytes-per-task"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let name = format!("bad-auto-{i}");
+        let to = format!("parallelism = 3\n{line}\n");
+        let job = data.job("tpch-q1-sql.toml", &name, &[("parallelism = 3\n", &to)]);
+        let state = data.path(&format!("{name}/state"));
+        let (summary, code, stderr) = run(&job, &state, &Knobs::default());
+        assert!(summary.is_none(), "{stderr}");
+        assert_eq!(code, Some(2), "{line}: {stderr}");
+        assert!(
+            stderr.contains(&format!("field `{field}`")),
+            "{line}: {stderr}"
+        );
+        assert!(!state.exists(), "nothing was created");
+    }
 }

@@ -67,3 +67,68 @@ fn the_auto_sink_splits_into_several_subtasks_when_bytes_say_so() {
     let got = word_count_output(&data_dir.join("output/wordcount"));
     assert_eq!(got, expected_word_counts(&data));
 }
+
+#[test]
+fn a_source_vertex_with_max_task_bytes_reads_every_word_once_and_sized_subtasks_finish_empty() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("words");
+    coordhost_datagen::write_words(&data, 3, 2000, 5).expect("data");
+    let input: u64 = std::fs::read_dir(&data)
+        .expect("words")
+        .map(|e| {
+            std::fs::metadata(e.expect("entry").path())
+                .expect("size")
+                .len()
+        })
+        .sum();
+    let job = example_job("wordcount.toml", "build/data/words", &data, tmp.path());
+    // 4 kB splits, 16 kB per subtask, 64 subtasks: more than the input needs.
+    let text = std::fs::read_to_string(&job)
+        .expect("job")
+        .replace("split-bytes = 1048576", "split-bytes = 4096")
+        .replace(
+            "source = \"files\"\nparallelism = 4",
+            "source = \"files\"\nparallelism = 64\nmax-task-bytes = 16384",
+        );
+    assert!(text.contains("max-task-bytes = 16384"), "{text}");
+    std::fs::write(&job, text).expect("job");
+    let data_dir = tmp.path().join("state");
+    let summary = run_ok(&options(&job, &data_dir, 2));
+    assert_eq!(
+        word_count_output(&data_dir.join("output/wordcount")),
+        expected_word_counts(&data),
+        "every word counted once"
+    );
+    let source = &summary.vertices[0];
+    assert_eq!(source.parallelism, 64);
+    let read = source.input.expect("a source's input").bytes_assigned;
+    assert_eq!(read, input, "every split handed out once");
+    // Each subtask but the last open one stops at 16 kB + one split, so at
+    // least input / 20 kB subtasks took splits (they wrote bytes); the
+    // others found none left and finished empty.
+    let log = coordhost::events::replay(&coordhost::events::FileStorage::open_read_only(
+        &data_dir.join("wordcount/log"),
+    ))
+    .expect("the log");
+    let mut finished = 0u64;
+    let mut wrote = 0u64;
+    for e in log.iter_events() {
+        if let coordhost::events::JobEvent::ExecutionFinished(f) = e
+            && f.attempt.job_vertex == source.id
+        {
+            finished += 1;
+            let bytes: u64 = f
+                .produced
+                .iter()
+                .flat_map(|p| &p.bytes_per_subpartition)
+                .sum();
+            wrote += u64::from(bytes > 0);
+        }
+    }
+    assert_eq!(finished, 64, "every subtask finished");
+    let needed = input.div_ceil(16_384 + 4096);
+    assert!(
+        wrote >= needed && wrote < 64,
+        "{wrote} subtasks read splits ({input} bytes: at least {needed}), the others none"
+    );
+}

@@ -397,3 +397,170 @@ fn crashes_at_seeded_points_of_join_queries_cost_only_unfinished_stages() {
         );
     }
 }
+
+/// `examples/tpch/q<n>.toml` with `auto` stages after hash exchanges:
+/// at most 8 tasks, 3 MB of produced bytes per task.
+fn auto_job(n: u32, dir: &Path) -> PathBuf {
+    let path = job(n, false, dir, 3);
+    let text = std::fs::read_to_string(&path).expect("job file");
+    assert!(text.contains("parallelism = 3\n"), "{text}");
+    let text = text.replacen(
+        "parallelism = 3\n",
+        "parallelism = 3\ndownstream-parallelism = \"auto\"\nmax-parallelism = 8\nbytes-per-task = 3000000\n",
+        1,
+    );
+    std::fs::write(&path, text).expect("job file");
+    path
+}
+
+/// The log of the job `name` in data directory `state`.
+fn log_events(state: &Path, name: &str) -> Vec<coordhost::events::JobEvent> {
+    coordhost::events::replay(&coordhost::events::FileStorage::open_read_only(
+        &state.join(format!("{name}/log")),
+    ))
+    .expect("the log")
+    .iter_events()
+    .cloned()
+    .collect()
+}
+
+/// The stages `StagesPlanned` records as `auto`, and every
+/// `JobVertexInitialized` of the log as (vertex, parallelism, decided).
+fn auto_records(events: &[coordhost::events::JobEvent]) -> (Vec<String>, Vec<(String, u32, bool)>) {
+    use coordhost::events::JobEvent;
+    let mut auto = Vec::new();
+    let mut initialized = Vec::new();
+    for e in events {
+        match e {
+            JobEvent::StagesPlanned(p) => auto.extend(
+                p.stages
+                    .iter()
+                    .filter(|s| s.auto.is_some())
+                    .map(|s| s.job_vertex.clone()),
+            ),
+            JobEvent::JobVertexInitialized(i) => {
+                initialized.push((i.job_vertex.clone(), i.parallelism, i.decided_at_runtime));
+            }
+            _ => {}
+        }
+    }
+    (auto, initialized)
+}
+
+#[test]
+fn q3_with_auto_stages_decides_their_parallelism_from_produced_bytes_and_a_rerun_keeps_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let job = auto_job(3, &tmp.path().join("job"));
+    let state = tmp.path().join("ref");
+    let reference = run_finished(&job, &state, 2, &Knobs::default());
+    assert_eq!(
+        answer_rows(&state.join("output/tpch-q3")),
+        expected_rows(3),
+        "Q3 with auto stages: DuckDB's answer"
+    );
+    let (auto, initialized) = auto_records(&log_events(&state, "tpch-q3"));
+    // The stages after hash exchanges (the two joins) are `auto`.
+    assert!(
+        auto.len() >= 2,
+        "StagesPlanned says auto for the join stages: {auto:?}"
+    );
+    let decided: Vec<(String, u32)> = auto
+        .iter()
+        .map(|id| {
+            let v = reference
+                .vertices
+                .iter()
+                .find(|v| &v.id == id)
+                .expect("the stage is in the summary");
+            let (_, p, at_runtime) = initialized
+                .iter()
+                .find(|(i, _, _)| i == id)
+                .expect("the stage was initialized");
+            assert!(*at_runtime, "`{id}` was decided at run time");
+            assert_eq!(
+                v.parallelism, *p,
+                "the summary shows the decision of `{id}`"
+            );
+            assert!((1..=8).contains(p), "`{id}`: {p} within max-parallelism");
+            (id.clone(), *p)
+        })
+        .collect();
+    // Decided from bytes, not the fixed 3: 3 MB per task over a couple of
+    // MB and over about 13 MB of partitions.
+    assert!(
+        decided.iter().any(|(_, p)| *p != 3),
+        "an auto stage decided other than the fixed parallelism: {decided:?}"
+    );
+    assert!(
+        decided
+            .iter()
+            .map(|(_, p)| p)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            > 1,
+        "the two join stages decide differently: {decided:?}"
+    );
+
+    // A crash after the first task of the last auto stage finished: both
+    // auto stages were initialized; the rerun replays the decisions.
+    let (last, _) = decided.last().expect("auto stages").clone();
+    let state = tmp.path().join("crash");
+    let out = run_output_with(
+        &options(&job, &state, 2),
+        &Knobs::crash(CrashPoint::AfterFinished {
+            vertex: last.clone(),
+            count: 1,
+        }),
+        &[],
+    );
+    assert_ne!(out.code, Some(0), "the crash stops the run: {}", out.stderr);
+    assert!(
+        out.stderr.contains("simulated coordinator crash"),
+        "{}",
+        out.stderr
+    );
+    let before = auto_records(&log_events(&state, "tpch-q3")).1;
+    let rerun = run_finished(&job, &state, 2, &Knobs::default());
+    assert!(rerun.recovered, "the rerun recovers");
+    assert!(
+        rerun.tasks_skipped > 0,
+        "finished tasks are skipped: {rerun:?}"
+    );
+    assert_eq!(
+        answer_rows(&state.join("output/tpch-q3")),
+        expected_rows(3),
+        "the rerun's answer"
+    );
+    let after = auto_records(&log_events(&state, "tpch-q3")).1;
+    for (id, p) in &decided {
+        let recorded: Vec<u32> = before
+            .iter()
+            .filter(|(i, _, _)| i == id)
+            .map(|(_, p, _)| *p)
+            .collect();
+        assert_eq!(
+            recorded,
+            [*p],
+            "`{id}` was decided once before the crash, as in a whole run"
+        );
+        let all: Vec<u32> = after
+            .iter()
+            .filter(|(i, _, _)| i == id)
+            .map(|(_, p, _)| *p)
+            .collect();
+        assert_eq!(
+            all,
+            [*p],
+            "the rerun decides `{id}` no more: it replays the record"
+        );
+        let v = rerun
+            .vertices
+            .iter()
+            .find(|v| &v.id == id)
+            .expect("in the summary");
+        assert_eq!(
+            v.parallelism, *p,
+            "the rerun runs `{id}` with the recorded decision"
+        );
+    }
+}

@@ -52,7 +52,7 @@ impl JobMaster {
             reason: format!("source plugin `{name}` not loaded"),
         })?;
         let parallelism = self.graph.vertices[v].executions.len() as u32;
-        let c = SourceCoordinator::start(&vertex.id, plugin, parallelism)?;
+        let c = SourceCoordinator::start(&vertex.id, plugin, parallelism, vertex.max_task_bytes)?;
         self.coordinators.insert(v, c);
         Ok(())
     }
@@ -77,6 +77,11 @@ impl JobMaster {
             Parallelism::Auto => {
                 let mut bytes = vec![0u64; jv.max_parallelism as usize];
                 for e in self.graph.job.inputs(v) {
+                    // What is cut into ranges: the hash inputs. A broadcast
+                    // input (a SQL build side) goes whole to every subtask.
+                    if self.graph.job.edges[e].pattern != DistributionPattern::Hash {
+                        continue;
+                    }
                     let from = self.graph.job.edges[e].from;
                     for ex in &self.graph.vertices[from].executions {
                         for p in ex.partitions.iter().filter(|p| p.edge == e) {

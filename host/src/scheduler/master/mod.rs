@@ -129,6 +129,17 @@ struct Figures {
     bytes_out: u64,
 }
 
+/// Input figures of one source vertex in this run (see
+/// [`crate::scheduler::InputSummary`]).
+#[derive(Debug, Clone, Copy, Default)]
+struct InputFigures {
+    bytes_assigned: u64,
+    splits_kept: u64,
+    bytes_kept: u64,
+    splits_reread: u64,
+    bytes_reread: u64,
+}
+
 /// The JobMaster: owns the execution graph, the source coordinators and the
 /// shuffle master; runs the loop.
 pub struct JobMaster {
@@ -181,6 +192,8 @@ pub struct JobMaster {
     reset_reasons: BTreeMap<String, u64>,
     /// Per source vertex: splits handed to readers, splits given back.
     split_counts: HashMap<usize, (u64, u64)>,
+    /// Per source vertex: input kept by recovery, read again, handed out.
+    input_figures: HashMap<usize, InputFigures>,
     /// Subtasks recovery skipped, per vertex.
     skipped_here: HashMap<usize, u64>,
     /// External workers: the worker each attempt in flight was deployed to.
@@ -314,6 +327,7 @@ impl JobMaster {
             recovered: false,
             reset_reasons: BTreeMap::new(),
             split_counts: HashMap::new(),
+            input_figures: HashMap::new(),
             skipped_here: HashMap::new(),
             placed_on: HashMap::new(),
             failed_on: HashMap::new(),
@@ -464,7 +478,13 @@ impl JobMaster {
                 reason: format!("source plugin of `{}` not loaded", vertex.id),
             })?;
         let parallelism = snapshot.readers.len() as u32;
-        let c = SourceCoordinator::restore(&vertex.id, plugin, parallelism, snapshot)?;
+        let c = SourceCoordinator::restore(
+            &vertex.id,
+            plugin,
+            parallelism,
+            snapshot,
+            vertex.max_task_bytes,
+        )?;
         self.coordinators.insert(v, c);
         Ok(())
     }
@@ -539,8 +559,18 @@ impl JobMaster {
             };
             // Unfinished subtasks are reset explicitly: their splits go back
             // to the restored enumerator and "no more splits" is cleared.
+            // What the kept subtasks read is kept input; what the reset
+            // ones held (as the recorded history says) is read again.
+            let input = self.input_figures.entry(v).or_default();
             for s in 0..parallelism {
-                if !plan.kept.contains_key(&(v, s)) {
+                let history = &c.readers()[s as usize];
+                if plan.kept.contains_key(&(v, s)) {
+                    input.splits_kept += history.assigned.len() as u64;
+                    input.bytes_kept += history.assigned_bytes();
+                    c.mark_finished(s);
+                } else {
+                    input.splits_reread += history.assigned.len() as u64;
+                    input.bytes_reread += history.assigned_bytes();
                     let n = c.reset_subtask(s)?;
                     self.split_counts.entry(v).or_default().1 += n as u64;
                 }
@@ -807,8 +837,9 @@ impl JobMaster {
             self.busy += t.elapsed();
         }
         self.release_superseded();
-        for c in self.coordinators.values() {
+        for c in self.coordinators.values_mut() {
             c.check_all_read()?;
+            c.check_none_left()?;
         }
         events.job_finished()?;
         for v in &self.graph.job.vertices {
@@ -894,8 +925,12 @@ impl JobMaster {
         self.touched.insert(attempt.vertex);
         match c.request_split(attempt.subtask)? {
             Some(a) => {
-                if matches!(a, SplitAnswer::Split(_)) {
+                if let SplitAnswer::Split(s) = &a {
                     self.split_counts.entry(attempt.vertex).or_default().0 += 1;
+                    self.input_figures
+                        .entry(attempt.vertex)
+                        .or_default()
+                        .bytes_assigned += crate::coordinator::split_input_bytes(s);
                 }
                 let _ignored = reply.send(Ok(answer(a)));
             }
@@ -915,8 +950,10 @@ impl JobMaster {
         for (subtask, a) in c.take_ready() {
             let id = self.graph.attempt_id(v, subtask);
             if let Some(reply) = self.waiting.remove(&id) {
-                if matches!(a, SplitAnswer::Split(_)) {
+                if let SplitAnswer::Split(s) = &a {
                     self.split_counts.entry(v).or_default().0 += 1;
+                    self.input_figures.entry(v).or_default().bytes_assigned +=
+                        crate::coordinator::split_input_bytes(s);
                 }
                 let _ignored = reply.send(Ok(answer(a)));
             }
@@ -1077,6 +1114,16 @@ impl JobMaster {
                     bytes_out: f.iter().map(|x| x.bytes_out).sum(),
                     splits_assigned: self.split_counts.get(&i).map_or(0, |c| c.0),
                     splits_returned: self.split_counts.get(&i).map_or(0, |c| c.1),
+                    input: v.source.as_ref().map(|_| {
+                        let f = self.input_figures.get(&i).copied().unwrap_or_default();
+                        crate::scheduler::InputSummary {
+                            bytes_assigned: f.bytes_assigned,
+                            splits_kept: f.splits_kept,
+                            bytes_kept: f.bytes_kept,
+                            splits_reread: f.splits_reread,
+                            bytes_reread: f.bytes_reread,
+                        }
+                    }),
                     skipped: self.skipped_here.get(&i).copied().unwrap_or(0),
                 }
             })

@@ -180,6 +180,8 @@ pub struct RunOutput {
     pub code: Option<i32>,
     /// Its whole stderr.
     pub stderr: String,
+    /// Its whole stdout (the human summary).
+    pub stdout: String,
 }
 
 /// Runs `coordhost run` as `opts` says (job file, data directory, workers,
@@ -223,6 +225,7 @@ pub fn run_output_with(opts: &RunOptions, knobs: &Knobs, extra: &[String]) -> Ru
         summary: read_summary(&summary),
         code: out.status.code(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
     }
 }
 
