@@ -182,6 +182,8 @@ pub struct SqlSpec {
     pub tables: Vec<crate::sql::TableDecl>,
     /// DataFusion's target partitions (`[job] parallelism`).
     pub parallelism: u32,
+    /// The `[functions.NAME]` scalar functions, loaded (empty when none).
+    pub functions: crate::sql::FunctionSet,
 }
 
 /// Largest file `[cluster] tls` may name: 1 MiB (a PEM certificate chain
@@ -189,6 +191,8 @@ pub struct SqlSpec {
 pub const MAX_TLS_FILE_BYTES: u64 = 1024 * 1024;
 
 pub use crate::files;
+mod functions;
+pub use functions::refuse_functions_on_workers;
 mod operators;
 mod paths;
 mod raw;

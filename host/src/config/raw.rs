@@ -22,6 +22,9 @@ pub(super) struct RawJobFile {
     /// SQL jobs: where the query's result goes.
     #[serde(default)]
     pub(super) sink: Option<toml::Value>,
+    /// SQL jobs: scalar functions, `[functions.NAME]`.
+    #[serde(default)]
+    pub(super) functions: toml::Table,
     #[serde(default)]
     pub(super) cluster: Option<RawCluster>,
 }
@@ -115,6 +118,19 @@ pub(super) struct RawShuffle {
 pub(super) struct RawPlugin {
     pub(super) component: String,
     pub(super) kind: String,
+    #[serde(default)]
+    pub(super) config: toml::Table,
+    #[serde(default)]
+    pub(super) dirs: Vec<RawDir>,
+    #[serde(default)]
+    pub(super) limits: Option<RawLimits>,
+}
+
+/// `[functions.NAME]` of a SQL job: a scalar-function plugin.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawFunction {
+    pub(super) component: String,
     #[serde(default)]
     pub(super) config: toml::Table,
     #[serde(default)]
@@ -352,4 +368,5 @@ pub(super) struct RawSql {
     pub(super) parallelism: Option<i64>,
     pub(super) tables: toml::Table,
     pub(super) sink: Option<toml::Value>,
+    pub(super) functions: toml::Table,
 }

@@ -93,7 +93,8 @@ impl Validator {
                 ));
             }
         };
-        let stages = crate::sql::plan_query(&text, &tables, parallelism)
+        let functions = self.functions(raw.functions)?;
+        let stages = crate::sql::plan_query_with(&text, &tables, &functions, parallelism)
             .map_err(|e| self.invalid(field, e.to_string()))?;
         let n = stages.len();
         let mut vertices = Vec::with_capacity(n);
@@ -160,6 +161,7 @@ impl Validator {
                 text,
                 tables,
                 parallelism,
+                functions,
             },
         ))
     }

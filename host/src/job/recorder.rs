@@ -102,8 +102,19 @@ pub fn sql_fingerprint(sql: &crate::config::SqlSpec) -> String {
         text,
         tables,
         parallelism,
+        functions,
     } = sql;
-    hex_sha256(&format!("{text:?} {tables:?} {parallelism}"))
+    if functions.is_empty() {
+        // As before functions existed: the fingerprints of logs written
+        // then stay the same.
+        hex_sha256(&format!("{text:?} {tables:?} {parallelism}"))
+    } else {
+        // Name, types and component hash of each function: a changed
+        // function is a changed job.
+        hex_sha256(&format!(
+            "{text:?} {tables:?} {parallelism} {functions:?}"
+        ))
+    }
 }
 
 fn hex_sha256(text: &str) -> String {
