@@ -321,6 +321,27 @@ fn a_function_past_its_deadline_fails_the_task_in_time_naming_it() {
 }
 
 #[test]
+fn a_function_that_allocates_past_its_cap_fails_the_task_naming_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let input = tmp.path().join("in");
+    write_table(&input, 100);
+    let job = job_file(
+        &tmp.path().join("job"),
+        &input,
+        &plus_one("memory", "call-timeout-ms = 20000, memory-mib = 32"),
+        "SELECT plus_one(id) AS x FROM t",
+        1,
+    );
+    let error = run_failed(&job, &tmp.path().join("state"));
+    for needle in [
+        "scalar function `plus_one`",
+        "`invoke` tried to grow memory past its cap of 33554432 bytes",
+    ] {
+        assert!(error.contains(needle), "`{needle}` in: {error}");
+    }
+}
+
+#[test]
 fn an_answer_of_the_wrong_type_or_length_fails_naming_both() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let input = tmp.path().join("in");
