@@ -18,9 +18,7 @@ use sha2::Digest;
 use super::ConfigError;
 use super::raw::{RawFunction, RawPlugin};
 use super::validate::Validator;
-use crate::plugin::{
-    HostOptions, PluginError, PluginHost, PluginKind, PluginSpec, ScalarFunction,
-};
+use crate::plugin::{HostOptions, PluginError, PluginHost, PluginKind, PluginSpec, ScalarFunction};
 use crate::sql::{FunctionSet, ScalarCallee, SqlFunction};
 
 /// A loaded scalar-function plugin as the planner calls it.

@@ -101,7 +101,8 @@ const ENUMERATOR_KNOWN: &str =
 const SHUFFLE_KNOWN: &str = "create, register-job, register:N, produce:N, report, snapshot, restore, release:N, unregister-job";
 
 /// A scalar function has no script: `plugin call` prints its signature.
-const FUNCTION_KNOWN: &str = "none: `plugin call` prints a scalar function's signature and takes no --steps";
+const FUNCTION_KNOWN: &str =
+    "none: `plugin call` prints a scalar function's signature and takes no --steps";
 
 /// Parses a comma-separated script for `kind`.
 ///

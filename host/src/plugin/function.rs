@@ -92,7 +92,12 @@ fn instantiate(loaded: &LoadedInner) -> Result<Live, PluginError> {
     let outcome = world
         .coordhost_function_scalar_function()
         .call_configure(&mut store, &loaded.spec.config);
-    match instance::settle(&store, loaded, "configure", outcome.map(|r| r.map_err(failure))) {
+    match instance::settle(
+        &store,
+        loaded,
+        "configure",
+        outcome.map(|r| r.map_err(failure)),
+    ) {
         Ok(Ok(())) => Ok(Live { store, world }),
         Ok(Err(e)) => Err(e),
         Err(fault) => Err(fault.into_error(loaded, "configure", false)),
@@ -214,7 +219,10 @@ impl ScalarFunction {
             .map_err(|e| protocol(format!("cannot encode the arguments: {e}")))?;
         let answer = match self.try_call(&bytes, false) {
             Err(e) if e.is_fault() && loaded.spec.limits.on_trap == TrapPolicy::Rebuild => {
-                tracing::warn!(plugin = loaded.spec.name, "{e}; trying the batch once more on a fresh instance");
+                tracing::warn!(
+                    plugin = loaded.spec.name,
+                    "{e}; trying the batch once more on a fresh instance"
+                );
                 self.try_call(&bytes, true)?
             }
             other => other?,

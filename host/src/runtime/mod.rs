@@ -316,8 +316,15 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
     };
     if let [Operator::Stage(stage)] = operators.as_slice() {
         // A SQL stage: its DataFusion plan is the whole chain.
-        let (records_in, splits, (records_out, partitions)) =
-            stage::run(stage, functions, &vertex_id, input, source_grants, ticker, out)?;
+        let (records_in, splits, (records_out, partitions)) = stage::run(
+            stage,
+            functions,
+            &vertex_id,
+            input,
+            source_grants,
+            ticker,
+            out,
+        )?;
         return Ok(TaskReport {
             records_in,
             records_out,

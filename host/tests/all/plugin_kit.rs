@@ -396,7 +396,15 @@ fn plugin_new_writes_a_rust_scalar_function_with_its_own_wit_and_no_other_langua
     let parent = tempfile::tempdir().expect("tempdir");
     let dir = parent.path().to_str().expect("utf-8");
     let out = coordhost(&[
-        "plugin", "new", "my-tax", "--kind", "scalar-function", "--lang", "rust", "--dir", dir,
+        "plugin",
+        "new",
+        "my-tax",
+        "--kind",
+        "scalar-function",
+        "--lang",
+        "rust",
+        "--dir",
+        dir,
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let project = parent.path().join("my-tax");
@@ -406,11 +414,25 @@ fn plugin_new_writes_a_rust_scalar_function_with_its_own_wit_and_no_other_langua
     assert_eq!(wit, repo_wit, "the coordhost:function WIT is copied in");
     assert!(!project.join("wit/types.wit").exists());
     let source = std::fs::read_to_string(project.join("src/lib.rs")).expect("source");
-    assert!(source.contains("my_tax") && !source.contains("{{"), "{source}");
+    assert!(
+        source.contains("my_tax") && !source.contains("{{"),
+        "{source}"
+    );
     let lock = std::fs::read_to_string(project.join("Cargo.lock")).expect("lock");
-    assert!(lock.contains("name = \"my-tax\""), "the lockfile names the project");
+    assert!(
+        lock.contains("name = \"my-tax\""),
+        "the lockfile names the project"
+    );
     let out = coordhost(&[
-        "plugin", "new", "py-tax", "--kind", "scalar-function", "--lang", "python", "--dir", dir,
+        "plugin",
+        "new",
+        "py-tax",
+        "--kind",
+        "scalar-function",
+        "--lang",
+        "python",
+        "--dir",
+        dir,
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     assert!(

@@ -232,7 +232,11 @@ fn a_function_feeds_an_aggregate_across_stages() {
     let job = job_file(
         &tmp.path().join("job"),
         &input,
-        &format!("{}\n{}", tax_function(), plus_one("ok", "call-timeout-ms = 5000")),
+        &format!(
+            "{}\n{}",
+            tax_function(),
+            plus_one("ok", "call-timeout-ms = 5000")
+        ),
         "SELECT region, sum(tax(price, region)) AS total, sum(plus_one(id)) AS ids FROM t GROUP BY region ORDER BY region",
         1,
     );
@@ -314,10 +318,7 @@ fn a_function_past_its_deadline_fails_the_task_in_time_naming_it() {
     }
     // Loading, planning and compiling take a few seconds on a loaded
     // machine; a loop that no deadline stopped would never end.
-    assert!(
-        took < Duration::from_secs(60),
-        "the run ended in {took:?}"
-    );
+    assert!(took < Duration::from_secs(60), "the run ended in {took:?}");
 }
 
 #[test]
@@ -384,14 +385,22 @@ fn a_non_deterministic_function_and_bad_declarations_are_refused_naming_the_fiel
 
     let (job, state) = case("nondeterministic", &plus_one("nondeterministic", ""));
     let line = refused(&job, &state, "functions.plus_one");
-    for n in ["function `plus_one`", "faulty-function.wasm", "non-deterministic", "recovery re-runs tasks"] {
+    for n in [
+        "function `plus_one`",
+        "faulty-function.wasm",
+        "non-deterministic",
+        "recovery re-runs tasks",
+    ] {
         assert!(line.contains(n), "`{n}` in: {line}");
     }
 
     let missing = tmp.path().join("nowhere.wasm");
     let (job, state) = case(
         "missing",
-        &format!("[functions.plus_one]\ncomponent = \"{}\"\n", missing.display()),
+        &format!(
+            "[functions.plus_one]\ncomponent = \"{}\"\n",
+            missing.display()
+        ),
     );
     let line = refused(&job, &state, "functions.plus_one.component");
     assert!(line.contains("nowhere.wasm"), "{line}");
@@ -411,7 +420,10 @@ fn a_non_deterministic_function_and_bad_declarations_are_refused_naming_the_fiel
 
     let (job, state) = case("type", &plus_one("bad-decimal", ""));
     let line = refused(&job, &state, "functions.plus_one.component");
-    assert!(line.contains("decimal128(40, 2) is not a decimal type"), "{line}");
+    assert!(
+        line.contains("decimal128(40, 2) is not a decimal type"),
+        "{line}"
+    );
 
     let (job, state) = case("config", &plus_one("sideways", ""));
     let line = refused(&job, &state, "functions.plus_one.config");
@@ -425,7 +437,10 @@ fn a_non_deterministic_function_and_bad_declarations_are_refused_naming_the_fiel
 
     let (job, state) = case("builtin", &plus_one("ok", "").replace("plus_one]", "abs]"));
     let line = refused(&job, &state, "job.sql");
-    assert!(line.contains("`abs`") && line.contains("built-in"), "{line}");
+    assert!(
+        line.contains("`abs`") && line.contains("built-in"),
+        "{line}"
+    );
 
     let (job, state) = case("limits", &plus_one("ok", "memory-mib = 0"));
     refused(&job, &state, "functions.plus_one.limits.memory-mib");
@@ -453,8 +468,7 @@ fn a_job_with_functions_is_refused_on_worker_processes() {
     );
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(
-        out.stderr.contains("field `functions.tax`")
-            && out.stderr.contains("embedded tasks only"),
+        out.stderr.contains("field `functions.tax`") && out.stderr.contains("embedded tasks only"),
         "{}",
         out.stderr
     );

@@ -98,7 +98,12 @@ impl Guest for Faulty {
             "wrong-type" => Arc::new(StringArray::from_iter_values(
                 (0..x.len()).map(|i| x.value(i).to_string()),
             )),
-            "wrong-length" => Arc::new(x.iter().skip(1).map(|v| v.map(|v| v + 1)).collect::<Int64Array>()),
+            "wrong-length" => Arc::new(
+                x.iter()
+                    .skip(1)
+                    .map(|v| v.map(|v| v + 1))
+                    .collect::<Int64Array>(),
+            ),
             _ => Arc::new(x.iter().map(|v| v.map(|v| v + 1)).collect::<Int64Array>()),
         };
         plugin_support::arrow_batches::write_result(out).map_err(Error::Other)

@@ -21,8 +21,8 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Decimal128Type;
 use arrow_array::{Array, Decimal128Array};
-use bindings::exports::coordhost::function::scalar_function::Guest;
 use bindings::coordhost::function::types::{DataType, DecimalType, Error, FunctionSignature};
+use bindings::exports::coordhost::function::scalar_function::Guest;
 
 const PRICE: DecimalType = DecimalType {
     precision: 15,
