@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
-use arrow_array::{Array, ArrayRef, Int64Array, StringArray};
+use arrow_array::{ArrayRef, Int64Array, StringArray};
 use bindings::coordhost::function::types::{DataType, DecimalType, Error, FunctionSignature};
 use bindings::exports::coordhost::function::scalar_function::Guest;
 
