@@ -215,6 +215,10 @@ pub struct PluginInfo {
     /// Whether it imports `job-shuffle-context` (WIT 0.1.1): a shuffle
     /// master that reads the partitions worker processes report.
     pub reads_worker_reports: bool,
+    /// A scalar function's signature in words, e.g. `(Int64) -> Int64,
+    /// deterministic: true`; `None` for the other kinds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
     /// The component's exports.
     pub exports: Vec<String>,
     /// Whether machine code came from the cache.
@@ -438,10 +442,25 @@ impl PluginHost {
             reads_worker_reports,
         } = detect_kind(&self.inner.engine, path, &component)?;
         let loaded = self.load(&PluginSpec::bare(path, kind))?;
+        let signature = loaded.function_signature().map(|sig| {
+            let args: Vec<String> = sig.arguments.iter().map(ToString::to_string).collect();
+            format!(
+                "({}) -> {}, deterministic: {}",
+                args.join(", "),
+                sig.returns,
+                sig.deterministic
+            )
+        });
         Ok(PluginInfo {
             kind,
             world: kind.world().to_string(),
-            package: WIT_PACKAGE.to_string(),
+            package: if kind == PluginKind::ScalarFunction {
+                bindings::FUNCTION_PACKAGE
+            } else {
+                WIT_PACKAGE
+            }
+            .to_string(),
+            signature,
             version,
             supports_batch_snapshot: loaded.supports_batch_snapshot(),
             reads_worker_reports,
