@@ -510,3 +510,45 @@ fn a_coordinator_killed_after_the_first_stage_reruns_to_the_same_answer() {
         "the same answer"
     );
 }
+
+#[test]
+fn the_example_job_computes_the_same_tax_with_the_wasm_function_as_written_in_sql() {
+    use coordhost_datagen::{Format, Table};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("tpch");
+    let written = coordhost_datagen::write_tpch(
+        &data,
+        &[Table::Region, Table::Nation, Table::Customer, Table::Orders],
+        Format::Csv,
+        0.01,
+        2,
+        coordhost_datagen::DEFAULT_ROW_GROUP_ROWS,
+    )
+    .expect("TPC-H tables");
+    let orders = written.last().expect("orders").rows;
+    let dir = tmp.path().join("job");
+    std::fs::create_dir_all(&dir).expect("job dir");
+    let job = crate::support::job::example_job(
+        "tax-by-region-sql.toml",
+        "build/data/tpch-sf0.1",
+        &data,
+        &dir,
+    );
+    let state = tmp.path().join("state");
+    run_finished(&job, &state);
+    let lines = published_lines(&state.join("output/tax-by-region"));
+    assert_eq!(lines[0], "r_name,orders,tax_wasm,tax_sql");
+    assert_eq!(lines.len(), 6, "one row per region: {lines:?}");
+    let mut counted = 0;
+    for line in &lines[1..] {
+        let cells: Vec<&str> = line.split(',').collect();
+        assert_eq!(cells.len(), 4, "{line}");
+        counted += cells[1].parse::<u64>().expect("a count");
+        assert!(!cells[2].is_empty(), "every region is taxed: {line}");
+        assert_eq!(
+            cells[2], cells[3],
+            "the Wasm function and the SQL agree: {line}"
+        );
+    }
+    assert_eq!(counted, orders, "every order is counted once");
+}
