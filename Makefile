@@ -45,7 +45,8 @@ PLUGINS_RELEASE := $(PLUGINS_TARGET_DIR)/$(PLUGIN_TARGET)/release
 # wit-0-1-0, its own target folder so the two builds do not replace each
 # other) into local-shuffle-0.1.0.wasm.
 PLUGIN_NAMES := file-enumerator static-enumerator faulty-enumerator \
-	local-shuffle memory-shuffle hostile-shuffle wrong-world not-a-plugin
+	local-shuffle memory-shuffle hostile-shuffle wrong-world not-a-plugin \
+	tax-function faulty-function
 
 .PHONY: plugins
 plugins:

@@ -321,15 +321,19 @@ fn write_info(
         info.kind.world(),
         info.version
     )?;
-    writeln!(
-        out,
-        "  supports batch snapshot: {}",
-        if info.supports_batch_snapshot {
-            "yes"
-        } else {
-            "no"
-        }
-    )?;
+    if let Some(signature) = &info.signature {
+        writeln!(out, "  signature:               {signature}")?;
+    } else {
+        writeln!(
+            out,
+            "  supports batch snapshot: {}",
+            if info.supports_batch_snapshot {
+                "yes"
+            } else {
+                "no"
+            }
+        )?;
+    }
     if info.kind == crate::plugin::PluginKind::ShuffleMaster {
         writeln!(
             out,

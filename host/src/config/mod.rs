@@ -190,6 +190,8 @@ pub struct SqlSpec {
     pub max_parallelism: u32,
     /// `[job] bytes-per-task` of `auto` stages.
     pub bytes_per_task: u64,
+    /// The `[functions.NAME]` scalar functions, loaded (empty when none).
+    pub functions: crate::sql::FunctionSet,
 }
 
 /// Largest file `[cluster] tls` may name: 1 MiB (a PEM certificate chain
@@ -197,6 +199,8 @@ pub struct SqlSpec {
 pub const MAX_TLS_FILE_BYTES: u64 = 1024 * 1024;
 
 pub use crate::files;
+mod functions;
+pub use functions::refuse_functions_on_workers;
 mod operators;
 mod paths;
 mod raw;

@@ -22,6 +22,9 @@ pub(super) struct RawJobFile {
     /// SQL jobs: where the query's result goes.
     #[serde(default)]
     pub(super) sink: Option<toml::Value>,
+    /// SQL jobs: scalar functions, `[functions.NAME]`.
+    #[serde(default)]
+    pub(super) functions: toml::Table,
     #[serde(default)]
     pub(super) cluster: Option<RawCluster>,
 }
@@ -126,6 +129,19 @@ pub(super) struct RawShuffle {
 pub(super) struct RawPlugin {
     pub(super) component: String,
     pub(super) kind: String,
+    #[serde(default)]
+    pub(super) config: toml::Table,
+    #[serde(default)]
+    pub(super) dirs: Vec<RawDir>,
+    #[serde(default)]
+    pub(super) limits: Option<RawLimits>,
+}
+
+/// `[functions.NAME]` of a SQL job: a scalar-function plugin.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawFunction {
+    pub(super) component: String,
     #[serde(default)]
     pub(super) config: toml::Table,
     #[serde(default)]
@@ -369,4 +385,5 @@ pub(super) struct RawSql {
     pub(super) bytes_per_task: Option<toml::Value>,
     pub(super) tables: toml::Table,
     pub(super) sink: Option<toml::Value>,
+    pub(super) functions: toml::Table,
 }

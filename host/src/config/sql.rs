@@ -167,9 +167,11 @@ impl Validator {
                 ));
             }
         };
-        let stages = crate::sql::plan_query(&text, &tables, parallelism).map_err(|e| {
-            self.invalid(field, self.sql_place(&e.to_string(), sql_file.as_deref()))
-        })?;
+        let functions = self.functions(raw.functions)?;
+        let stages = crate::sql::plan_query_with(&text, &tables, &functions, parallelism)
+            .map_err(|e| {
+                self.invalid(field, self.sql_place(&e.to_string(), sql_file.as_deref()))
+            })?;
         let n = stages.len();
         let mut vertices = Vec::with_capacity(n);
         let mut edges = Vec::new();
@@ -257,6 +259,7 @@ impl Validator {
                 downstream_auto,
                 max_parallelism,
                 bytes_per_task,
+                functions,
             },
         ))
     }

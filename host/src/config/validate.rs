@@ -259,6 +259,7 @@ impl Validator {
                     bytes_per_task: raw.job.bytes_per_task,
                     tables: raw.tables,
                     sink: raw.sink,
+                    functions: raw.functions,
                 },
                 &plugins,
             )?;
@@ -275,6 +276,7 @@ impl Validator {
                 (raw.job.bytes_per_task.is_some(), "job.bytes-per-task"),
                 (!raw.tables.is_empty(), "tables"),
                 (raw.sink.is_some(), "sink"),
+                (!raw.functions.is_empty(), "functions"),
             ]
             .iter()
             .find_map(|(set, f)| set.then_some(*f))
@@ -329,7 +331,25 @@ impl Validator {
     pub(super) fn plugin(&self, name: &str, value: toml::Value) -> Result<PluginSpec, ConfigError> {
         let field = format!("plugins.{name}");
         let raw: RawPlugin = self.typed(&field, value)?;
-        let kind: PluginKind = self.choice(&format!("{field}.kind"), raw.kind)?;
+        let kind: PluginKind = self.choice(&format!("{field}.kind"), raw.kind.clone())?;
+        if kind == PluginKind::ScalarFunction {
+            return Err(self.invalid(
+                format!("{field}.kind"),
+                "a scalar function is declared as [functions.NAME] of a SQL job, not under [plugins]",
+            ));
+        }
+        self.plugin_at(&field, name, raw, kind)
+    }
+
+    /// The settings of a plugin entry at `field` (`plugins.NAME` or
+    /// `functions.NAME`) of `kind`.
+    pub(super) fn plugin_at(
+        &self,
+        field: &str,
+        name: &str,
+        raw: RawPlugin,
+        kind: PluginKind,
+    ) -> Result<PluginSpec, ConfigError> {
         let component = self.resolve_path(&format!("{field}.component"), &raw.component)?;
         self.check_component(&format!("{field}.component"), &component)?;
         let mut config = Vec::with_capacity(raw.config.len());

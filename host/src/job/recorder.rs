@@ -106,6 +106,7 @@ pub fn sql_fingerprint(sql: &crate::config::SqlSpec) -> String {
         downstream_auto,
         max_parallelism,
         bytes_per_task: _,
+        functions,
     } = sql;
     // The `auto` bound is layout (the subpartitions producers write);
     // written only when `auto` is on, so other SQL jobs keep their print.
@@ -114,7 +115,15 @@ pub fn sql_fingerprint(sql: &crate::config::SqlSpec) -> String {
     } else {
         String::new()
     };
-    hex_sha256(&format!("{text:?} {tables:?} {parallelism}{auto}"))
+    if functions.is_empty() {
+        // As before functions existed: the fingerprints of logs written
+        // then stay the same.
+        hex_sha256(&format!("{text:?} {tables:?} {parallelism}{auto}"))
+    } else {
+        // Name, types and component hash of each function: a changed
+        // function is a changed job.
+        hex_sha256(&format!("{text:?} {tables:?} {parallelism}{auto} {functions:?}"))
+    }
 }
 
 fn hex_sha256(text: &str) -> String {

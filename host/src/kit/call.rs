@@ -100,6 +100,10 @@ const ENUMERATOR_KNOWN: &str =
     "create, start, add-reader:N, request:N, drain:N, unassigned, snapshot, restore, add-back:N";
 const SHUFFLE_KNOWN: &str = "create, register-job, register:N, produce:N, report, snapshot, restore, release:N, unregister-job";
 
+/// A scalar function has no script: `plugin call` prints its signature.
+const FUNCTION_KNOWN: &str =
+    "none: `plugin call` prints a scalar function's signature and takes no --steps";
+
 /// Parses a comma-separated script for `kind`.
 ///
 /// # Errors
@@ -109,6 +113,7 @@ fn parse(steps: &str, kind: PluginKind) -> Result<Vec<Step>, BadStep> {
     let known = match kind {
         PluginKind::SplitEnumerator => ENUMERATOR_KNOWN,
         PluginKind::ShuffleMaster => SHUFFLE_KNOWN,
+        PluginKind::ScalarFunction => FUNCTION_KNOWN,
     };
     steps
         .split(',')
@@ -124,6 +129,9 @@ fn parse(steps: &str, kind: PluginKind) -> Result<Vec<Step>, BadStep> {
                 Some((w, n)) => (w, Some(n.parse::<u32>().map_err(|_| bad())?)),
                 None => (text, None),
             };
+            if kind == PluginKind::ScalarFunction {
+                return Err(bad());
+            }
             let enumerator = kind == PluginKind::SplitEnumerator;
             let step = match (word, arg) {
                 ("create", None) => Step::Create,
@@ -178,11 +186,27 @@ pub fn run(
     let steps_given = steps;
     let kind = plugin.spec().kind;
     let snapshots = plugin.supports_batch_snapshot();
+    if let Some(sig) = plugin.function_signature() {
+        if let Some(steps) = steps_given {
+            parse(steps, kind)?;
+        }
+        let args: Vec<String> = sig.arguments.iter().map(ToString::to_string).collect();
+        writeln!(
+            out,
+            "{}: {kind} plugin, signature: ({}) -> {}, deterministic: {}",
+            plugin.spec().path.display(),
+            args.join(", "),
+            sig.returns,
+            sig.deterministic
+        )?;
+        return Ok(true);
+    }
     let script = steps.unwrap_or(match (kind, snapshots) {
         (PluginKind::SplitEnumerator, true) => ENUMERATOR_STEPS,
         (PluginKind::SplitEnumerator, false) => ENUMERATOR_STEPS_NO_SNAPSHOT,
         (PluginKind::ShuffleMaster, true) => SHUFFLE_STEPS,
         (PluginKind::ShuffleMaster, false) => SHUFFLE_STEPS_NO_SNAPSHOT,
+        (PluginKind::ScalarFunction, _) => "",
     });
     let steps = parse(script, kind)?;
     writeln!(
@@ -205,6 +229,7 @@ pub fn run(
     let ok = match kind {
         PluginKind::SplitEnumerator => EnumeratorScript::new(plugin).run(&steps, out)?,
         PluginKind::ShuffleMaster => ShuffleScript::new(plugin).run(&steps, out)?,
+        PluginKind::ScalarFunction => true,
     };
     Ok(ok)
 }

@@ -20,6 +20,8 @@ pub enum KindArg {
     SplitEnumerator,
     /// World `shuffle-master-plugin`.
     ShuffleMaster,
+    /// World `scalar-function-plugin` (package `coordhost:function`).
+    ScalarFunction,
 }
 
 impl From<KindArg> for PluginKind {
@@ -27,6 +29,7 @@ impl From<KindArg> for PluginKind {
         match kind {
             KindArg::SplitEnumerator => Self::SplitEnumerator,
             KindArg::ShuffleMaster => Self::ShuffleMaster,
+            KindArg::ScalarFunction => Self::ScalarFunction,
         }
     }
 }

@@ -120,6 +120,18 @@ pub fn run(plugin: &LoadedPlugin) -> Report {
     let (checks, not_run) = match kind {
         PluginKind::SplitEnumerator => enumerator_checks(plugin),
         PluginKind::ShuffleMaster => (shuffle_checks(plugin), None),
+        // Not written yet (issue 27, item 4): said as a failed check, so
+        // `plugin test` never passes a scalar function it did not test.
+        PluginKind::ScalarFunction => (
+            vec![Check {
+                name: "scalar-function-checks",
+                about: "the contract checks of a scalar function (signature, determinism across two calls, errors, traps)",
+                outcome: Outcome::Failed(
+                    "`plugin test` has no checks for scalar functions yet; run the function from a SQL job (docs/write-a-plugin.md, \"Scalar functions\")".to_string(),
+                ),
+            }],
+            None,
+        ),
     };
     Report {
         kind,

@@ -15,6 +15,9 @@ use crate::plugin::{PluginKind, WIT_VERSION};
 
 /// The WIT package every plugin targets, copied into each project as `wit/types.wit`.
 pub const WIT_TYPES: &str = include_str!("../../../wit/types.wit");
+/// The scalar-function contract (`coordhost:function`), written into a new
+/// scalar-function project as `wit/function.wit`.
+pub const WIT_FUNCTION: &str = include_str!("../../../wit/function/function.wit");
 
 const PLUGINS_CARGO: &str = include_str!("../../../plugins/Cargo.toml");
 const LANGUAGES_MK: &str = include_str!("../../../plugins/languages.mk");
@@ -59,8 +62,18 @@ const PYTHON_SPLIT_ENUMERATOR: &[TemplateFile] = template!("python-split-enumera
     "app.py", "split_enumerator.py", "README.md", ".gitignore");
 const PYTHON_SHUFFLE_MASTER: &[TemplateFile] = template!("python-shuffle-master":
     "app.py", "shuffle_master.py", "README.md", ".gitignore");
+const RUST_SCALAR_FUNCTION: &[TemplateFile] = template!("rust-scalar-function":
+    "Cargo.toml", "Cargo.lock", "src/lib.rs", "README.md", ".gitignore");
 const JS_SPLIT_ENUMERATOR: &[TemplateFile] = template!("js-split-enumerator":
     "enumerator.js", "build.mjs", "package.json", "README.md", ".gitignore");
+
+/// The languages that have a template of `kind`, for messages.
+fn template_langs(kind: PluginKind) -> &'static str {
+    match kind {
+        PluginKind::ScalarFunction => "--lang rust",
+        _ => "--lang rust and --lang python",
+    }
+}
 
 /// The template for `lang` and `kind`, if there is one.
 fn template(lang: Lang, kind: PluginKind) -> Option<&'static [TemplateFile]> {
@@ -71,6 +84,8 @@ fn template(lang: Lang, kind: PluginKind) -> Option<&'static [TemplateFile]> {
         (Lang::Python, PluginKind::ShuffleMaster) => Some(PYTHON_SHUFFLE_MASTER),
         (Lang::Js, PluginKind::SplitEnumerator) => Some(JS_SPLIT_ENUMERATOR),
         (Lang::Js, PluginKind::ShuffleMaster) => None,
+        (Lang::Rust, PluginKind::ScalarFunction) => Some(RUST_SCALAR_FUNCTION),
+        (Lang::Python | Lang::Js, PluginKind::ScalarFunction) => None,
     }
 }
 
@@ -98,7 +113,7 @@ pub enum NewError {
     },
     /// No template for this language and kind.
     #[error(
-        "--lang {lang} --kind {kind}: no template; a {kind} template exists for --lang rust and --lang python"
+        "--lang {lang} --kind {kind}: no template; a {kind} template exists for {}", template_langs(*kind)
     )]
     NoTemplate {
         /// The language asked for.
@@ -234,13 +249,18 @@ pub fn create(
         Err(e) => return Err(write_error(&dir)(e)),
     }
     let mut written = Vec::new();
-    let wit: TemplateFile = ("wit/types.wit", WIT_TYPES);
+    // A scalar function's contract is the package `coordhost:function`.
+    let wit: TemplateFile = if kind == PluginKind::ScalarFunction {
+        ("wit/function.wit", WIT_FUNCTION)
+    } else {
+        ("wit/types.wit", WIT_TYPES)
+    };
     for (rel, text) in files.iter().chain(std::iter::once(&wit)) {
         let path = dir.join(rel);
         if let Some(folder) = path.parent() {
             std::fs::create_dir_all(folder).map_err(write_error(folder))?;
         }
-        let body = if *rel == "wit/types.wit" {
+        let body = if *rel == wit.0 {
             (*text).to_string()
         } else {
             render(text, name)
@@ -273,6 +293,7 @@ mod tests {
             PYTHON_SPLIT_ENUMERATOR,
             PYTHON_SHUFFLE_MASTER,
             JS_SPLIT_ENUMERATOR,
+            RUST_SCALAR_FUNCTION,
         ] {
             for (rel, text) in files {
                 let out = render(text, "my-plugin");

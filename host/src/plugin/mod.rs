@@ -27,6 +27,7 @@ mod cache;
 mod deadline;
 mod enumerator;
 mod error;
+mod function;
 mod instance;
 mod open_guard;
 mod output;
@@ -56,17 +57,19 @@ pub use bindings::{WIT_PACKAGE, WIT_VERSION, WIT_VERSIONS_LOADED};
 pub use cache::{CacheOutcome, CompileNotice, NOTICE_AFTER};
 pub use enumerator::SplitEnumerator;
 pub use error::PluginError;
+pub use function::{FunctionSignature, MAX_FUNCTION_ARGUMENTS, ScalarFunction};
 pub use output::{MAX_MESSAGE_BYTES, one_line};
 pub use shuffle::{JobShuffleContext, ShuffleMaster};
 
 use bindings::enumerator::{SplitEnumeratorPlugin, SplitEnumeratorPluginPre};
+use bindings::function::ScalarFunctionPluginPre;
 use bindings::shuffle::{ShuffleMasterPlugin, ShuffleMasterPluginPre};
 use store::PluginState;
 
 /// How often the engine's epoch advances; deadlines are counted in these ticks.
 const EPOCH_TICK: Duration = Duration::from_millis(5);
 
-/// The two kinds of plugin, one WIT world each.
+/// The kinds of plugin, one WIT world each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PluginKind {
@@ -74,6 +77,9 @@ pub enum PluginKind {
     SplitEnumerator,
     /// World `shuffle-master-plugin`: places result partitions and reports them.
     ShuffleMaster,
+    /// World `scalar-function-plugin` of the package `coordhost:function`:
+    /// a function SQL calls once per record batch (`[functions.NAME]`).
+    ScalarFunction,
 }
 
 impl PluginKind {
@@ -82,6 +88,7 @@ impl PluginKind {
         match self {
             Self::SplitEnumerator => "split-enumerator-plugin",
             Self::ShuffleMaster => "shuffle-master-plugin",
+            Self::ScalarFunction => "scalar-function-plugin",
         }
     }
 }
@@ -91,6 +98,7 @@ impl fmt::Display for PluginKind {
         f.write_str(match self {
             Self::SplitEnumerator => "split-enumerator",
             Self::ShuffleMaster => "shuffle-master",
+            Self::ScalarFunction => "scalar-function",
         })
     }
 }
@@ -207,6 +215,10 @@ pub struct PluginInfo {
     /// Whether it imports `job-shuffle-context` (WIT 0.1.1): a shuffle
     /// master that reads the partitions worker processes report.
     pub reads_worker_reports: bool,
+    /// A scalar function's signature in words, e.g. `(Int64) -> Int64,
+    /// deterministic: true`; `None` for the other kinds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
     /// The component's exports.
     pub exports: Vec<String>,
     /// Whether machine code came from the cache.
@@ -224,6 +236,8 @@ struct HostInner {
     engine: Engine,
     enumerator_linker: Linker<PluginState>,
     shuffle_linker: Linker<PluginState>,
+    /// Scalar functions import nothing of coordhost's: WASI only.
+    function_linker: Linker<PluginState>,
     cache: cache::ComponentCache,
     ticker: Arc<EpochTicker>,
 }
@@ -310,6 +324,11 @@ impl PluginHost {
         ShuffleMasterPlugin::add_to_linker::<_, HasSelf<PluginState>>(&mut shuffle_linker, |s| s)
             .map_err(engine_error)?;
 
+        let mut function_linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut function_linker).map_err(engine_error)?;
+        deadline::add_to_linker(&mut function_linker).map_err(engine_error)?;
+        open_guard::add_to_linker(&mut function_linker).map_err(engine_error)?;
+
         let ticker = Arc::new(EpochTicker::start(&engine)?);
 
         let mut cache = cache::ComponentCache::new(&engine, options.cache_dir);
@@ -319,6 +338,7 @@ impl PluginHost {
                 engine,
                 enumerator_linker,
                 shuffle_linker,
+                function_linker,
                 cache,
                 ticker,
             }),
@@ -378,6 +398,14 @@ impl PluginHost {
                     .map_err(link_error)?;
                 KindPre::Shuffle(ShuffleMasterPluginPre::new(pre).map_err(world_error)?)
             }
+            PluginKind::ScalarFunction => {
+                let pre = self
+                    .inner
+                    .function_linker
+                    .instantiate_pre(&component)
+                    .map_err(link_error)?;
+                KindPre::Function(ScalarFunctionPluginPre::new(pre).map_err(world_error)?)
+            }
         };
         let mut loaded = LoadedInner {
             spec: spec.clone(),
@@ -388,8 +416,13 @@ impl PluginHost {
             cache,
             version: detected.version,
             reads_worker_reports: detected.reads_worker_reports,
+            signature: None,
         };
-        loaded.supports_batch_snapshot = instance::query_supports_batch_snapshot(&loaded)?;
+        if kind == PluginKind::ScalarFunction {
+            loaded.signature = Some(function::query_signature(&loaded)?);
+        } else {
+            loaded.supports_batch_snapshot = instance::query_supports_batch_snapshot(&loaded)?;
+        }
         Ok(LoadedPlugin {
             inner: Arc::new(loaded),
         })
@@ -409,10 +442,25 @@ impl PluginHost {
             reads_worker_reports,
         } = detect_kind(&self.inner.engine, path, &component)?;
         let loaded = self.load(&PluginSpec::bare(path, kind))?;
+        let signature = loaded.function_signature().map(|sig| {
+            let args: Vec<String> = sig.arguments.iter().map(ToString::to_string).collect();
+            format!(
+                "({}) -> {}, deterministic: {}",
+                args.join(", "),
+                sig.returns,
+                sig.deterministic
+            )
+        });
         Ok(PluginInfo {
             kind,
             world: kind.world().to_string(),
-            package: WIT_PACKAGE.to_string(),
+            package: if kind == PluginKind::ScalarFunction {
+                bindings::FUNCTION_PACKAGE
+            } else {
+                WIT_PACKAGE
+            }
+            .to_string(),
+            signature,
             version,
             supports_batch_snapshot: loaded.supports_batch_snapshot(),
             reads_worker_reports,
@@ -481,11 +529,6 @@ struct Detected {
     reads_worker_reports: bool,
 }
 
-/// The versions this host loads, for messages: `0.1.0 or 0.1.1`.
-fn versions_loaded() -> String {
-    bindings::WIT_VERSIONS_LOADED.join(" or ")
-}
-
 /// Finds which plugin interface the component exports, at which version
 /// (one of [`bindings::WIT_VERSIONS_LOADED`]), and whether it imports the
 /// job shuffle context.
@@ -503,14 +546,21 @@ fn detect_kind(
         name.strip_prefix(bindings::JOB_SHUFFLE_CONTEXT_INTERFACE)
             .is_some_and(|rest| rest.is_empty() || rest.starts_with('@'))
     });
-    for (interface, kind) in [
+    for (interface, kind, loads) in [
         (
             bindings::SPLIT_ENUMERATOR_INTERFACE,
             PluginKind::SplitEnumerator,
+            bindings::WIT_VERSIONS_LOADED,
         ),
         (
             bindings::SHUFFLE_MASTER_INTERFACE,
             PluginKind::ShuffleMaster,
+            bindings::WIT_VERSIONS_LOADED,
+        ),
+        (
+            bindings::SCALAR_FUNCTION_INTERFACE,
+            PluginKind::ScalarFunction,
+            &[bindings::FUNCTION_VERSION][..],
         ),
     ] {
         for name in &exports {
@@ -518,7 +568,7 @@ fn detect_kind(
                 continue;
             };
             let found = match rest.strip_prefix('@') {
-                Some(version) if bindings::WIT_VERSIONS_LOADED.contains(&version) => {
+                Some(version) if loads.contains(&version) => {
                     return Ok(Detected {
                         kind,
                         version: version.to_string(),
@@ -534,22 +584,24 @@ fn detect_kind(
                 path: path.to_path_buf(),
                 interface: interface.to_string(),
                 found,
-                expected: versions_loaded(),
+                expected: loads.join(" or "),
             });
         }
     }
     Err(PluginError::WrongWorld {
         path: path.to_path_buf(),
         missing: format!(
-            "it exports neither `{}@{v}` nor `{}@{v}` (its exports: {})",
+            "it exports neither `{}@{v}` nor `{}@{v}` nor `{}@{f}` (its exports: {})",
             bindings::SPLIT_ENUMERATOR_INTERFACE,
             bindings::SHUFFLE_MASTER_INTERFACE,
+            bindings::SCALAR_FUNCTION_INTERFACE,
             if exports.is_empty() {
                 "none".to_string()
             } else {
                 exports.join(", ")
             },
             v = WIT_VERSION,
+            f = bindings::FUNCTION_VERSION,
         ),
     })
 }
@@ -573,11 +625,14 @@ pub(crate) struct LoadedInner {
     pub(crate) version: String,
     /// Whether it imports `job-shuffle-context`.
     pub(crate) reads_worker_reports: bool,
+    /// A scalar function's signature, read at load.
+    pub(crate) signature: Option<FunctionSignature>,
 }
 
 pub(crate) enum KindPre {
     Enumerator(SplitEnumeratorPluginPre<PluginState>),
     Shuffle(ShuffleMasterPluginPre<PluginState>),
+    Function(ScalarFunctionPluginPre<PluginState>),
 }
 
 impl LoadedPlugin {
@@ -645,6 +700,21 @@ impl LoadedPlugin {
     /// own `create` error; a fault during instantiation.
     pub fn shuffle_master(&self) -> Result<ShuffleMaster, PluginError> {
         ShuffleMaster::create(self.clone())
+    }
+
+    /// A scalar function's signature as it declared it at load; `None`
+    /// for the other kinds.
+    pub fn function_signature(&self) -> Option<&FunctionSignature> {
+        self.inner.signature.as_ref()
+    }
+
+    /// The callable scalar function (a pool of instances made as calls
+    /// need them).
+    ///
+    /// # Errors
+    /// [`PluginError::KindMismatch`] for a plugin of another kind.
+    pub fn scalar_function(&self) -> Result<Arc<ScalarFunction>, PluginError> {
+        ScalarFunction::new(self.clone())
     }
 
     pub(crate) fn inner(&self) -> &LoadedInner {

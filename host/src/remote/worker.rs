@@ -1209,6 +1209,9 @@ fn task_spec(
         outputs,
         sink,
         source_grants,
+        // Scalar functions do not travel to worker processes: a job that
+        // declares any is refused with --workers (docs/sql.md).
+        functions: crate::sql::FunctionSet::default(),
         record_delay: Duration::from_micros(req.record_delay_us),
         #[cfg(feature = "failpoints")]
         fail_after: (req.fail_after_records > 0)

@@ -244,6 +244,10 @@ pub struct TaskSpec {
     /// For a source: the split enumerator's grants, the only place a
     /// `file-range` split is read from (`crate::grant`).
     pub source_grants: Option<Grants>,
+    /// The job's scalar functions (`[functions.NAME]`), which a SQL
+    /// stage's plan calls by name; empty on worker processes (a job with
+    /// functions runs in embedded tasks only, docs/sql.md).
+    pub functions: crate::sql::FunctionSet,
     /// Sleep per input record (test knob): before each input batch, its
     /// rows times this.
     pub record_delay: Duration,
@@ -289,6 +293,7 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
         outputs,
         sink,
         source_grants,
+        functions,
         record_delay,
         #[cfg(feature = "failpoints")]
         fail_after,
@@ -312,8 +317,15 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
     };
     if let [Operator::Stage(stage)] = operators.as_slice() {
         // A SQL stage: its DataFusion plan is the whole chain.
-        let (records_in, splits, (records_out, partitions)) =
-            stage::run(stage, &vertex_id, input, source_grants, ticker, out)?;
+        let (records_in, splits, (records_out, partitions)) = stage::run(
+            stage,
+            functions,
+            &vertex_id,
+            input,
+            source_grants,
+            ticker,
+            out,
+        )?;
         return Ok(TaskReport {
             records_in,
             records_out,

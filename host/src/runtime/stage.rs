@@ -380,6 +380,7 @@ impl StageOutput for Output<'_> {
 /// and what `out` reports.
 pub(super) fn run(
     stage: &StagePlan,
+    functions: crate::sql::FunctionSet,
     vertex: &str,
     input: TaskInput,
     grants: Option<Grants>,
@@ -407,7 +408,7 @@ pub(super) fn run(
         error: None,
     };
     let inputs: Arc<dyn LeafInputs> = Arc::new(Feeds(Arc::clone(&feeds)));
-    let result = crate::sql::run_stage(&stage.plan, inputs, &mut output);
+    let result = crate::sql::run_stage(&stage.plan, inputs, functions, &mut output);
     let emit_error = output.error;
     let mut state = feeds.lock();
     if let Some(e) = state.error.take() {

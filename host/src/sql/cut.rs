@@ -114,6 +114,7 @@ fn refused(e: &DataFusionError, sql: &str) -> SqlError {
 pub(super) async fn plan_and_cut(
     sql: &str,
     tables: &[TableDecl],
+    functions: &[super::SqlFunction],
     parallelism: u32,
 ) -> Result<Vec<PlannedStage>, SqlError> {
     let partitions = parallelism.max(1) as usize;
@@ -142,6 +143,15 @@ pub(super) async fn plan_and_cut(
         o.sql_parser.map_string_types_to_utf8view = false;
     }
     let ctx = SessionContext::new_with_config(config);
+    for f in functions {
+        if ctx.state().scalar_functions().contains_key(&f.name) {
+            return Err(SqlError::Plan(format!(
+                "function `{}`: DataFusion has a built-in function of that name; give the job's function another name",
+                f.name
+            )));
+        }
+        ctx.register_udf(super::udf::WasmUdf::udf(f));
+    }
     for t in tables {
         ctx.register_table(
             t.name.as_str(),

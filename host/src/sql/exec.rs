@@ -27,6 +27,9 @@ use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConve
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
+use super::udf::FunctionSet;
+use datafusion::logical_expr::ScalarUDF;
+
 /// What a leaf reads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LeafKind {
@@ -241,6 +244,9 @@ fn schema_from_bytes(bytes: &[u8]) -> DfResult<SchemaRef> {
 #[derive(Debug, Default)]
 pub(super) struct LeafCodec {
     pub(super) inputs: Option<Arc<dyn LeafInputs>>,
+    /// The job's scalar functions: a decoded plan's calls of them by name
+    /// are looked up here (`super::udf`).
+    pub(super) functions: FunctionSet,
 }
 
 impl PhysicalExtensionCodec for LeafCodec {
@@ -269,6 +275,20 @@ impl PhysicalExtensionCodec for LeafCodec {
             partitions,
             self.inputs.clone(),
         )))
+    }
+
+    fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> DfResult<()> {
+        // A job function by its name (a non-empty definition sends the
+        // decoder to `try_decode_udf`); DataFusion's own functions as
+        // DataFusion writes them (empty: looked up in its registry).
+        if super::udf::is_job_function(node) {
+            buf.extend_from_slice(node.name().as_bytes());
+        }
+        Ok(())
+    }
+
+    fn try_decode_udf(&self, name: &str, _buf: &[u8]) -> DfResult<Arc<ScalarUDF>> {
+        super::udf::decode(&self.functions, name)
     }
 
     fn try_encode(
@@ -315,7 +335,8 @@ pub trait StageOutput: Send {
 }
 
 /// Runs one task of a stage: decodes `plan` (`datafusion-proto` bytes)
-/// with its leaves fed by `inputs`, executes its single output partition
+/// with its leaves fed by `inputs` and its calls of job functions bound
+/// to `functions`, executes its single output partition
 /// and hands `out` its schema and then every batch it produces, in order.
 ///
 /// Runs on a thread of its own with a one-thread Tokio runtime (the
@@ -331,6 +352,7 @@ pub trait StageOutput: Send {
 pub fn run_stage(
     plan: &[u8],
     inputs: Arc<dyn LeafInputs>,
+    functions: FunctionSet,
     out: &mut dyn StageOutput,
 ) -> Result<(), Option<String>> {
     std::thread::scope(|s| {
@@ -343,6 +365,7 @@ pub fn run_stage(
                 let task = ctx.task_ctx();
                 let codec = LeafCodec {
                     inputs: Some(inputs),
+                    functions,
                 };
                 let plan = datafusion_proto::bytes::physical_plan_from_bytes_with_extension_codec(
                     plan, &task, &codec,

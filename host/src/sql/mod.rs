@@ -18,6 +18,7 @@
 
 mod cut;
 mod exec;
+mod udf;
 
 use std::sync::Arc;
 
@@ -25,6 +26,7 @@ use arrow_array::RecordBatch;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 pub use exec::{BatchIter, LeafInputs, LeafKind, StageOutput, run_stage};
+pub use udf::{FunctionSet, ScalarCallee, SqlFunction};
 
 use crate::graph::{DistributionPattern, StagePlan, StageSource};
 
@@ -249,6 +251,22 @@ pub fn plan_query(
     tables: &[TableDecl],
     parallelism: u32,
 ) -> Result<Vec<PlannedStage>, SqlError> {
+    plan_query_with(sql, tables, &FunctionSet::default(), parallelism)
+}
+
+/// As [`plan_query`], with the job's scalar functions callable by name.
+///
+/// # Errors
+///
+/// As [`plan_query`]; [`SqlError::Plan`] naming a function whose name is
+/// one of DataFusion's own.
+pub fn plan_query_with(
+    sql: &str,
+    tables: &[TableDecl],
+    functions: &FunctionSet,
+    parallelism: u32,
+) -> Result<Vec<PlannedStage>, SqlError> {
+    let functions = functions.clone();
     // DataFusion's planner is async; it runs on its own thread with its
     // own runtime, so the caller may be inside another runtime or not.
     let sql = sql.to_string();
@@ -258,7 +276,7 @@ pub fn plan_query(
             let rt = tokio::runtime::Builder::new_current_thread()
                 .build()
                 .map_err(|e| SqlError::Plan(format!("cannot start the planner: {e}")))?;
-            rt.block_on(cut::plan_and_cut(&sql, &tables, parallelism))
+            rt.block_on(cut::plan_and_cut(&sql, &tables, &functions, parallelism))
         })
         .join()
         .unwrap_or_else(|_| Err(SqlError::Plan("the planner panicked".to_string())))

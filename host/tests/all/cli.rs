@@ -18,6 +18,45 @@ fn text(bytes: &[u8]) -> String {
 }
 
 #[test]
+fn plugin_check_and_call_show_a_scalar_functions_world_and_signature() {
+    let path = plugin_path("tax-function");
+    let out = coordhost(&["plugin", "check", path.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    for line in [
+        "scalar-function plugin\n",
+        "  world:                   coordhost:function/scalar-function-plugin@0.1.0\n",
+        "  signature:               (Decimal128(15, 2), Utf8) -> Decimal128(15, 2), deterministic: true\n",
+        "  exports:                 coordhost:function/scalar-function@0.1.0\n",
+    ] {
+        assert!(stdout.contains(line), "`{line}` in: {stdout}");
+    }
+    assert!(!stdout.contains("other exports"), "{stdout}");
+    let out = coordhost(&["plugin", "call", path.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("scalar-function plugin, signature: (Decimal128(15, 2), Utf8) -> Decimal128(15, 2), deterministic: true"),
+        "{stdout}"
+    );
+    // A non-deterministic one is shown as it declares itself; only a job refuses it.
+    let path = plugin_path("faulty-function");
+    let out = coordhost(&[
+        "plugin",
+        "call",
+        path.to_str().unwrap(),
+        "--config",
+        "mode=nondeterministic",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("(Int64) -> Int64, deterministic: false"),
+        "{stdout}{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
 fn plugin_check_names_kind_version_and_snapshot_support_of_every_sample_plugin() {
     let expected = [
         ("file-enumerator", "split-enumerator", "yes"),

@@ -11,6 +11,7 @@
 //! turns on; without it they are not built and one test fails to say so.
 
 #[cfg(feature = "failpoints")]
+mod sql_functions;
 mod sql_tpch;
 mod support;
 

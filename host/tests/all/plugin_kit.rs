@@ -392,6 +392,57 @@ fn plugin_call_of_a_shuffle_master_restores_a_new_instance_and_traces_calls_at_d
 }
 
 #[test]
+fn plugin_new_writes_a_rust_scalar_function_with_its_own_wit_and_no_other_language() {
+    let parent = tempfile::tempdir().expect("tempdir");
+    let dir = parent.path().to_str().expect("utf-8");
+    let out = coordhost(&[
+        "plugin",
+        "new",
+        "my-tax",
+        "--kind",
+        "scalar-function",
+        "--lang",
+        "rust",
+        "--dir",
+        dir,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let project = parent.path().join("my-tax");
+    let wit = std::fs::read_to_string(project.join("wit/function.wit")).expect("wit");
+    let repo_wit =
+        std::fs::read_to_string(workspace().join("wit/function/function.wit")).expect("wit");
+    assert_eq!(wit, repo_wit, "the coordhost:function WIT is copied in");
+    assert!(!project.join("wit/types.wit").exists());
+    let source = std::fs::read_to_string(project.join("src/lib.rs")).expect("source");
+    assert!(
+        source.contains("my_tax") && !source.contains("{{"),
+        "{source}"
+    );
+    let lock = std::fs::read_to_string(project.join("Cargo.lock")).expect("lock");
+    assert!(
+        lock.contains("name = \"my-tax\""),
+        "the lockfile names the project"
+    );
+    let out = coordhost(&[
+        "plugin",
+        "new",
+        "py-tax",
+        "--kind",
+        "scalar-function",
+        "--lang",
+        "python",
+        "--dir",
+        dir,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(
+        text(&out.stderr).contains("a scalar-function template exists for --lang rust"),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
 fn plugin_new_writes_a_project_with_the_wit_and_refuses_a_folder_that_is_not_empty() {
     let parent = tempfile::tempdir().expect("tempdir");
     let dir = parent.path().to_str().expect("utf-8");

@@ -220,6 +220,7 @@ impl JobMaster {
             outputs,
             sink: jv.sink.clone().map(Arc::new),
             source_grants,
+            functions: self.functions.clone(),
             record_delay: jv.record_delay,
             #[cfg(feature = "failpoints")]
             fail_after: crate::failpoints::task_fails_after(&jv.id, s, attempt.attempt),

@@ -147,6 +147,8 @@ pub struct JobMaster {
     graph: ExecutionGraph,
     max_attempts: u32,
     plugins: BTreeMap<String, LoadedPlugin>,
+    /// The SQL job's scalar functions, handed to every embedded task.
+    functions: crate::sql::FunctionSet,
     shuffle: ShuffleMaster,
     shuffle_plugin: String,
     /// With high availability: the leadership's fence, checked before a
@@ -295,6 +297,11 @@ impl JobMaster {
             job: config.name.clone(),
             graph,
             max_attempts: config.max_attempts,
+            functions: config
+                .sql
+                .as_ref()
+                .map(|sql| sql.functions.clone())
+                .unwrap_or_default(),
             plugins,
             shuffle,
             shuffle_plugin,
