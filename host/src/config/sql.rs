@@ -168,8 +168,8 @@ impl Validator {
             }
         };
         let functions = self.functions(raw.functions)?;
-        let stages = crate::sql::plan_query_with(&text, &tables, &functions, parallelism)
-            .map_err(|e| {
+        let stages =
+            crate::sql::plan_query_with(&text, &tables, &functions, parallelism).map_err(|e| {
                 self.invalid(field, self.sql_place(&e.to_string(), sql_file.as_deref()))
             })?;
         let n = stages.len();

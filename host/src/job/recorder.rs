@@ -122,7 +122,9 @@ pub fn sql_fingerprint(sql: &crate::config::SqlSpec) -> String {
     } else {
         // Name, types and component hash of each function: a changed
         // function is a changed job.
-        hex_sha256(&format!("{text:?} {tables:?} {parallelism}{auto} {functions:?}"))
+        hex_sha256(&format!(
+            "{text:?} {tables:?} {parallelism}{auto} {functions:?}"
+        ))
     }
 }
 

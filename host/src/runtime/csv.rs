@@ -23,8 +23,8 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
-use super::source::MAX_LINE_BYTES;
 use super::TaskError;
+use super::source::MAX_LINE_BYTES;
 use crate::grant::Grants;
 use crate::value::{BATCH_ROWS, SplitData, SplitPayloadData};
 
@@ -59,7 +59,12 @@ struct Decode<'a> {
 }
 
 impl<'a> Decode<'a> {
-    fn new(csv: &'a TypedCsv, name: String, vertex: &'a str, first: u64) -> Result<Self, TaskError> {
+    fn new(
+        csv: &'a TypedCsv,
+        name: String,
+        vertex: &'a str,
+        first: u64,
+    ) -> Result<Self, TaskError> {
         let mut projection = csv.read.clone();
         projection.sort_unstable();
         projection.dedup();
@@ -155,11 +160,18 @@ impl<'a> Decode<'a> {
         // it was given.
         let column = text
             .split_once("for column ")
-            .map(|(_, rest)| rest.chars().take_while(char::is_ascii_digit).collect::<String>())
+            .map(|(_, rest)| {
+                rest.chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect::<String>()
+            })
             .and_then(|d| d.parse::<usize>().ok())
-            .and_then(|i| self.csv.fields.get(i).or_else(|| {
-                self.projection.get(i).and_then(|&f| self.csv.fields.get(f))
-            }))
+            .and_then(|i| {
+                self.csv
+                    .fields
+                    .get(i)
+                    .or_else(|| self.projection.get(i).and_then(|&f| self.csv.fields.get(f)))
+            })
             .map(|(n, t)| format!(" (column `{n}`, declared {t})"))
             .unwrap_or_default();
         TaskError::Data {
@@ -375,12 +387,13 @@ pub fn read_split(
         // arrow-csv does not always say which column a value that does not
         // parse is in: read the split again as text and cast column by
         // column to find it (the task fails either way).
-        Err(TaskError::Data { detail, .. }) if detail.contains("Parser error") => {
-            Err(diagnose(split, grants, csv, vertex).unwrap_or(TaskError::Data {
-                vertex: vertex.to_string(),
-                detail,
-            }))
-        }
+        Err(TaskError::Data { detail, .. }) if detail.contains("Parser error") => Err(diagnose(
+            split, grants, csv, vertex,
+        )
+        .unwrap_or(TaskError::Data {
+            vertex: vertex.to_string(),
+            detail,
+        })),
         other => other,
     }
 }
@@ -585,7 +598,12 @@ mod tests {
         }
     }
 
-    fn rows_of(path: &std::path::Path, start: u64, length: u64, csv: &TypedCsv) -> Result<Vec<(String, Option<i64>)>, TaskError> {
+    fn rows_of(
+        path: &std::path::Path,
+        start: u64,
+        length: u64,
+        csv: &TypedCsv,
+    ) -> Result<Vec<(String, Option<i64>)>, TaskError> {
         let split = SplitData {
             id: format!("{start}"),
             payload: SplitPayloadData::FileRange {
@@ -636,11 +654,18 @@ mod tests {
         let path = dir.path().join("q.csv");
         std::fs::write(&path, "a,1,x\n\"two\nlines\",2,y\n").expect("write");
         let e = rows_of(&path, 0, 100, &layout(false)).expect_err("quoted line break");
-        assert!(e.to_string().contains("q.csv at byte 6: a quoted field holds a line break"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("q.csv at byte 6: a quoted field holds a line break"),
+            "{e}"
+        );
         let bad = dir.path().join("bad.csv");
         std::fs::write(&bad, "a,1,x\nb,zz,y\n").expect("write");
         let e = rows_of(&bad, 0, 100, &layout(false)).expect_err("bad value");
-        assert!(e.to_string().contains("bad.csv") && e.to_string().contains("`v`"), "{e}");
+        assert!(
+            e.to_string().contains("bad.csv") && e.to_string().contains("`v`"),
+            "{e}"
+        );
         let short = dir.path().join("short.csv");
         std::fs::write(&short, "a,1\n").expect("write");
         let e = rows_of(&short, 0, 100, &layout(false)).expect_err("too few fields");

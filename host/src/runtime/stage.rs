@@ -8,8 +8,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use arrow_array::cast::AsArray;
-use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow_array::{Array, ArrayRef, RecordBatch};
 
 use arrow_schema::{DataType, Field, Schema};
 use datafusion::error::{DataFusionError, Result as DfResult};
@@ -122,7 +121,7 @@ impl Inner {
                                 (Arc::clone(batch.column(i)), name.as_str(), ty.as_str())
                             })
                             .collect();
-                        out.push(self.typed(&split, cols, false)?);
+                        out.push(self.typed(&split, cols)?);
                         Ok(())
                     },
                 )?;
@@ -162,13 +161,11 @@ impl Inner {
         })
     }
 
-    /// A batch of `cols` cast to their declared types. For CSV text
-    /// (`from_text`) an empty field of a non-text column is NULL.
+    /// A batch of a Parquet split's `cols` cast to their declared types.
     fn typed(
         &self,
         split: &SplitData,
         cols: Vec<(ArrayRef, &str, &str)>,
-        from_text: bool,
     ) -> Result<RecordBatch, TaskError> {
         let what = match &split.payload {
             SplitPayloadData::FileRange { path, .. } => {
@@ -184,13 +181,6 @@ impl Inner {
                 detail: e.to_string(),
             })?;
             let target = target.data_type().clone();
-            let mut array = array;
-            if from_text && target != DataType::Utf8 && array.data_type() == &DataType::Utf8 {
-                let s = array.as_string::<i32>();
-                let with_nulls: StringArray =
-                    s.iter().map(|v| v.filter(|t| !t.is_empty())).collect();
-                array = Arc::new(with_nulls);
-            }
             let array = if array.data_type() == &target {
                 array
             } else {

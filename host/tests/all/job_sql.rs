@@ -334,7 +334,11 @@ fn bad_sql_is_refused_naming_the_place_the_name_or_the_operator() {
         "job file line {at}: {stderr}"
     );
     let q = data.path("syntax/q.sql");
-    std::fs::write(&q, "-- a comment\nSELECT l_returnflag\n  FROM lineitem WHERE )\n").expect("q.sql");
+    std::fs::write(
+        &q,
+        "-- a comment\nSELECT l_returnflag\n  FROM lineitem WHERE )\n",
+    )
+    .expect("q.sql");
     let start = text.find("sql = \"\"\"").expect("sql");
     let end = start + 9 + text[start + 9..].find("\"\"\"").expect("end") + 3;
     let file_job = data.path("syntax/file.toml");
@@ -347,7 +351,8 @@ fn bad_sql_is_refused_naming_the_place_the_name_or_the_operator() {
     assert!(summary.is_none(), "{stderr}");
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
-        stderr.contains("field `job.sql-file`") && stderr.contains(&format!("{}:3:23", q.display())),
+        stderr.contains("field `job.sql-file`")
+            && stderr.contains(&format!("{}:3:23", q.display())),
         "the .sql file's line 3: {stderr}"
     );
     refused(
