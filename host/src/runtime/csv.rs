@@ -113,8 +113,19 @@ impl<'a> Decode<'a> {
         while !data.is_empty() {
             let n = self.decoder.decode(data).map_err(|e| self.error(&e))?;
             data = &data[n..];
-            if self.decoder.capacity() == 0 || n == 0 {
+            if self.decoder.capacity() == 0 {
                 self.flush(emit)?;
+            } else if n == 0 {
+                // Room for rows, input left, nothing taken: never loop on it.
+                return Err(TaskError::Data {
+                    vertex: self.vertex.to_string(),
+                    detail: format!(
+                        "{}, in the lines from byte {}: the CSV decoder took none of {} bytes",
+                        self.name,
+                        self.first,
+                        data.len()
+                    ),
+                });
             }
         }
         Ok(())
