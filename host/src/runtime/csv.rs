@@ -505,17 +505,7 @@ fn read_lines(
                 source,
             };
             let name = path.display().to_string();
-            let file = match grants {
-                Some(g) => g.open_readable_file(path).map_err(|e| TaskError::Split {
-                    split: split.id.clone(),
-                    reason: e.to_string(),
-                })?,
-                None => {
-                    crate::files::open_regular_file(path, u64::MAX)
-                        .map_err(io)?
-                        .0
-                }
-            };
+            let file = super::source::open_split_file(split, path, grants)?;
             let plugin = grants.map_or("(host)", Grants::plugin);
             let too_long = |at: u64| TaskError::Split {
                 split: split.id.clone(),

@@ -256,19 +256,7 @@ fn read_lines(
                 source,
             };
             let name = path.display().to_string();
-            let file = match grants {
-                Some(g) => g.open_readable_file(path).map_err(|e| TaskError::Split {
-                    split: split.id.clone(),
-                    reason: e.to_string(),
-                })?,
-                // A path the host chose (tests, tools): a regular file, opened
-                // without blocking on a FIFO.
-                None => {
-                    crate::files::open_regular_file(path, u64::MAX)
-                        .map_err(io)?
-                        .0
-                }
-            };
+            let file = open_split_file(split, path, grants)?;
             let plugin = grants.map_or("(host)", Grants::plugin);
             let too_long = |at: u64| TaskError::Split {
                 split: split.id.clone(),
@@ -307,6 +295,33 @@ fn read_lines(
             }
             Ok(())
         }
+    }
+}
+
+/// Opens the file of `split`'s `file-range` payload: through the plugin's
+/// `grants` when it has them, else (a path the host chose: tests, tools)
+/// as a regular file, without blocking on a FIFO.
+///
+/// # Errors
+///
+/// [`TaskError::Split`] for a file outside the grants or not a regular
+/// file, [`TaskError::Io`] for one that cannot be opened.
+pub(super) fn open_split_file(
+    split: &SplitData,
+    path: &std::path::Path,
+    grants: Option<&Grants>,
+) -> Result<std::fs::File, TaskError> {
+    match grants {
+        Some(g) => g.open_readable_file(path).map_err(|e| TaskError::Split {
+            split: split.id.clone(),
+            reason: e.to_string(),
+        }),
+        None => crate::files::open_regular_file(path, u64::MAX)
+            .map(|(f, _)| f)
+            .map_err(|source| TaskError::Io {
+                path: path.to_path_buf(),
+                source,
+            }),
     }
 }
 
