@@ -41,6 +41,15 @@ use crate::events::Fence;
 /// Prefix of every election name: `coordhost/leader/<job>`.
 pub const ELECTION_PREFIX: &str = "coordhost/leader/";
 
+/// How long a coordinator keeps trying to reach etcd at its start when the
+/// connection itself fails (a TCP connect that timed out or was refused):
+/// past it, the start fails with one `--ha:` line. A refusal by etcd (user,
+/// password, permissions) ends the start at once. Like the connection
+/// timeout of Flink's ZooKeeper HA client, it rides out a dropped packet or
+/// an etcd that is still starting; unlike it, it is short, because nothing
+/// can run without etcd.
+pub const START_PATIENCE: Duration = Duration::from_secs(5);
+
 /// Why HA could not be set up or kept.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -91,6 +100,25 @@ impl HaError {
     #[must_use]
     pub fn is_refusal(&self) -> bool {
         self.refusal().is_some()
+    }
+
+    /// Whether the call failed before etcd answered at all: the gRPC
+    /// status `UNAVAILABLE` that tonic gives a connection it could not make
+    /// or lost (a TCP connect that timed out or was refused). Another try
+    /// may succeed; see [`START_PATIENCE`].
+    #[must_use]
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Etcd {
+                source: etcd_client::Error::GRpcStatus(status),
+                ..
+            } => status.code() == tonic::Code::Unavailable,
+            Self::Etcd {
+                source: etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_),
+                ..
+            } => true,
+            _ => false,
+        }
     }
 
     /// etcd's words when it refused this process's authentication or
@@ -432,10 +460,18 @@ pub fn campaign(
     let mut waiting = Some(waiting);
     let mut started = false;
     let mut said = false;
+    let first = Instant::now();
     let (client, lease, term, valid_until) = runtime.block_on(async {
         loop {
             match campaign_once(options, &name, ttl_s, &mut waiting, &mut started).await {
                 Ok(won) => return Ok(won),
+                // A connection that could not be made at the start (a
+                // dropped SYN on a loaded network, etcd still binding)
+                // is tried again within START_PATIENCE, quietly.
+                Err(e) if !started && e.is_transient() && first.elapsed() < START_PATIENCE => {
+                    tracing::debug!("etcd not reached yet for job `{}`: {e}; trying again", options.job);
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
                 // etcd not there at the start: one clear error.
                 Err(e) if !started => return Err(e),
                 // etcd refuses this process itself (no user, a user
