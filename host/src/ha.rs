@@ -48,7 +48,7 @@ pub const ELECTION_PREFIX: &str = "coordhost/leader/";
 /// timeout of Flink's ZooKeeper HA client, it rides out a dropped packet or
 /// an etcd that is still starting; unlike it, it is short, because nothing
 /// can run without etcd.
-pub const START_PATIENCE: Duration = Duration::from_secs(5);
+pub const START_PATIENCE: Duration = Duration::from_secs(8);
 
 /// Why HA could not be set up or kept.
 #[derive(Debug, thiserror::Error)]

@@ -381,6 +381,39 @@ fn a_standby_takes_over_when_the_leader_is_killed_and_recovers_the_job() {
     );
 }
 
+/// etcd that comes up within `START_PATIENCE` of a coordinator's start
+/// (8 s) is waited for: a connection that fails at the start (here refused: etcd
+/// is down) is tried again quietly, and the coordinator leads and runs the
+/// job once etcd answers (docs/ha.md, "Failure matrix"; a dropped SYN in a
+/// loaded CI run once ended a coordinator although etcd was up).
+#[test]
+fn a_coordinator_started_just_before_etcd_waits_for_it_and_runs_the_job() {
+    let fx = Fixture::words();
+    let mut etcd = Etcd::start(&fx.path("etcd"));
+    etcd.kill();
+    let j = WordJob::new(&fx.input);
+    let file = j.write(&fx.path("job.toml"));
+    let data = fx.path("data");
+    let base = fx.path("coordinators");
+    let mut a = Coordinator::start("A", &file, &data, &etcd, &base, &[]);
+    std::thread::sleep(Duration::from_secs(1));
+    etcd.restart();
+    let (a_leads, _) = a.wait_for_line(&leading_line());
+    assert!(term_in(&a_leads) > 0, "A leads: {a_leads}");
+    let summary = a.finish();
+    assert!(
+        !summary.recovered(),
+        "A ran the job from the start: {}",
+        summary.0
+    );
+    assert_counts(&data, &fx, "after etcd came up late");
+    assert!(
+        a.stderr().lines().all(|l| !l.starts_with("coordhost: --ha:")),
+        "no --ha error while etcd came up within the patience window:\n{}",
+        a.context()
+    );
+}
+
 /// The lock is the fence of coordinators without `--ha`, the lease that of
 /// coordinators with it: mixing them on one job is refused either way, so
 /// that two coordinators never run one job (docs/ha.md, "Fencing").
