@@ -182,7 +182,7 @@ fn a_coordinator_killed_mid_job_with_functions_on_workers_reruns_to_the_same_out
     write_table(&input, 3000);
     // `tax` runs in the scan stage (per row, before the partial sums) and
     // in the final stage (on each region's sum): the rerun calls it too.
-    let sql = "SELECT region, sum(tax(price, region)) AS total, tax(sum(price), region) AS tax_of_sum, count(*) AS n FROM t GROUP BY region ORDER BY region";
+    let sql = "SELECT region, sum(tax(price, region)) AS total, tax(CAST(sum(price) AS DECIMAL(15, 2)), region) AS tax_of_sum, count(*) AS n FROM t GROUP BY region ORDER BY region";
     let reference_job = job_file(&tmp.path().join("ref"), &input, &tax_function(), sql, 2);
     let reference_state = tmp.path().join("ref-state");
     let reference_run = run_output(&options(&reference_job, &reference_state, 2), &Knobs::default());
