@@ -386,7 +386,10 @@ impl PluginHost {
             });
         }
         check_magic(&spec.path, bytes)?;
-        let (component, cache) = self.inner.cache.load(&self.inner.engine, &spec.path, bytes)?;
+        let (component, cache) = self
+            .inner
+            .cache
+            .load(&self.inner.engine, &spec.path, bytes)?;
         self.load_compiled(spec, &component, cache)
     }
 

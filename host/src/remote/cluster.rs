@@ -1244,8 +1244,7 @@ impl coordinator_server::Coordinator for Service {
         Ok(Response::new(rpc::ReportResponse { accepted: true }))
     }
 
-    type FetchComponentStream =
-        tokio_stream::Iter<std::vec::IntoIter<Result<rpc::Chunk, Status>>>;
+    type FetchComponentStream = tokio_stream::Iter<std::vec::IntoIter<Result<rpc::Chunk, Status>>>;
 
     async fn fetch_component(
         &self,
@@ -1286,15 +1285,14 @@ impl coordinator_server::Coordinator for Service {
 /// here, naming both hashes, rather than shipped.
 fn component_bytes(served: &ServedComponent) -> Result<Vec<u8>, Status> {
     use sha2::Digest;
-    let bytes =
-        crate::files::read_regular_file(&served.path, crate::files::MAX_COMPONENT_BYTES)
-            .map_err(|e| {
-                Status::failed_precondition(format!(
-                    "the component {} of scalar function `{}` cannot be read: {e}",
-                    served.path.display(),
-                    served.function
-                ))
-            })?;
+    let bytes = crate::files::read_regular_file(&served.path, crate::files::MAX_COMPONENT_BYTES)
+        .map_err(|e| {
+            Status::failed_precondition(format!(
+                "the component {} of scalar function `{}` cannot be read: {e}",
+                served.path.display(),
+                served.function
+            ))
+        })?;
     let now: String = sha2::Sha256::digest(&bytes)
         .iter()
         .map(|b| format!("{b:02x}"))

@@ -138,8 +138,8 @@ impl WorkerFunctions {
                 .map(|t| parse(t))
                 .collect::<Result<Vec<_>, _>>()?;
             let returns = parse(&f.returns)?;
-            let key = postcard::to_stdvec(f)
-                .map_err(|e| format!("scalar function `{}`: {e}", f.name))?;
+            let key =
+                postcard::to_stdvec(f).map_err(|e| format!("scalar function `{}`: {e}", f.name))?;
             let slot = lock(&self.loaded).entry(key).or_default().clone();
             out.push(SqlFunction {
                 name: f.name.clone(),
@@ -186,8 +186,12 @@ impl WorkerFunctions {
         if file.exists() {
             match crate::files::read_regular_file(&file, crate::files::MAX_COMPONENT_BYTES) {
                 Ok(bytes) if sha256_hex(&bytes) == f.sha256 => return Ok(bytes),
-                Ok(_) => tracing::warn!(worker = %self.worker, file = %file.display(), "a kept component does not have the hash it is named by; fetching it again"),
-                Err(e) => tracing::warn!(worker = %self.worker, file = %file.display(), "a kept component cannot be read ({e}); fetching it again"),
+                Ok(_) => {
+                    tracing::warn!(worker = %self.worker, file = %file.display(), "a kept component does not have the hash it is named by; fetching it again")
+                }
+                Err(e) => {
+                    tracing::warn!(worker = %self.worker, file = %file.display(), "a kept component cannot be read ({e}); fetching it again")
+                }
             }
         }
         let bytes = source.fetch(&f.sha256).map_err(|e| {

@@ -82,7 +82,13 @@ fn money(c: i128) -> String {
 
 /// A SQL job over the CSV files of `input` with `functions` (TOML of the
 /// `[functions.*]` tables) and `sql`.
-pub(crate) fn job_file(dir: &Path, input: &Path, functions: &str, sql: &str, max_attempts: u32) -> PathBuf {
+pub(crate) fn job_file(
+    dir: &Path,
+    input: &Path,
+    functions: &str,
+    sql: &str,
+    max_attempts: u32,
+) -> PathBuf {
     let plugin = |n: &str| plugin_path(n).display().to_string();
     let text = format!(
         r#"[job]

@@ -131,7 +131,10 @@ fn the_example_tax_job_on_three_workers_gives_the_embedded_answer() {
         assert_eq!(loads, n, "w{i} loads what it fetched, once:\n{log}");
         if n == 1 {
             assert!(log.contains(&sha), "w{i} fetched sha256 {sha}:\n{log}");
-            let kept = workers.data_dir(i).join("components").join(format!("{sha}.wasm"));
+            let kept = workers
+                .data_dir(i)
+                .join("components")
+                .join(format!("{sha}.wasm"));
             assert_eq!(sha256_of(&kept), sha, "w{i} keeps the bytes by their hash");
         }
         fetches += n;
@@ -185,7 +188,10 @@ fn a_coordinator_killed_mid_job_with_functions_on_workers_reruns_to_the_same_out
     let sql = "SELECT region, sum(tax(price, region)) AS total, tax(CAST(sum(price) AS DECIMAL(15, 2)), region) AS tax_of_sum, count(*) AS n FROM t GROUP BY region ORDER BY region";
     let reference_job = job_file(&tmp.path().join("ref"), &input, &tax_function(), sql, 2);
     let reference_state = tmp.path().join("ref-state");
-    let reference_run = run_output(&options(&reference_job, &reference_state, 2), &Knobs::default());
+    let reference_run = run_output(
+        &options(&reference_job, &reference_state, 2),
+        &Knobs::default(),
+    );
     assert_eq!(reference_run.code, Some(0), "{}", reference_run.stderr);
     let reference = published_lines(&reference_state.join("output/udf"));
 
@@ -193,7 +199,10 @@ fn a_coordinator_killed_mid_job_with_functions_on_workers_reruns_to_the_same_out
     // once the scan stage finished and before the sink published.
     let job = job_file(&tmp.path().join("crash"), &input, &tax_function(), sql, 2);
     let mut text = std::fs::read_to_string(&job).expect("job file");
-    assert!(text.trim_end().ends_with("format = \"csv\""), "[sink] is last:\n{text}");
+    assert!(
+        text.trim_end().ends_with("format = \"csv\""),
+        "[sink] is last:\n{text}"
+    );
     text.push_str("record-delay-us = 700000\n");
     std::fs::write(&job, text).expect("job file");
     let state = tmp.path().join("crash-state");
@@ -201,7 +210,9 @@ fn a_coordinator_killed_mid_job_with_functions_on_workers_reruns_to_the_same_out
     let workers = Workers::start(WORKERS, &addr, &tmp.path().join("workers"), 2);
     let mut coordinator = Coordhost::new(&job, &state);
     coordinator.extra_args = external_args(&addr, WORKERS, 5000);
-    coordinator.extra_args.extend(["--workers".into(), "2".into()]);
+    coordinator
+        .extra_args
+        .extend(["--workers".into(), "2".into()]);
     let mut running = coordinator.start();
     let scan_tasks = running
         .poll_until(|| {
@@ -248,12 +259,8 @@ fn component_bytes_of_another_hash_are_refused_by_the_worker_and_the_job_fails()
     let state = tmp.path().join("state");
     let base = tmp.path().join("workers");
     let started = Instant::now();
-    let (out, workers) = run_on_workers(
-        &job,
-        &state,
-        &base,
-        "coordinator::corrupt-component=return",
-    );
+    let (out, workers) =
+        run_on_workers(&job, &state, &base, "coordinator::corrupt-component=return");
     assert_eq!(out.code, Some(1), "{}\n{}", out.stderr, workers.logs());
     let s = out.summary.expect("a summary");
     assert_eq!(s.status, JobStatus::Failed);
@@ -292,7 +299,10 @@ fn component_bytes_of_another_hash_are_refused_by_the_worker_and_the_job_fails()
         .collect();
     assert!(published.is_empty(), "no part file: {published:?}");
     for i in 0..WORKERS {
-        let kept = workers.data_dir(i).join("components").join(format!("{want}.wasm"));
+        let kept = workers
+            .data_dir(i)
+            .join("components")
+            .join(format!("{want}.wasm"));
         assert!(!kept.exists(), "w{i} kept no damaged bytes");
     }
     assert!(
@@ -430,11 +440,18 @@ fn the_coordinator_serves_a_component_only_to_a_registered_worker_and_only_the_j
         .expect("registered");
 
     let status = fetch_component(&rt, &addr, "fake", session ^ 1, &want).expect_err("refused");
-    assert_eq!(status.code(), tonic::Code::PermissionDenied, "another session: {status:?}");
+    assert_eq!(
+        status.code(),
+        tonic::Code::PermissionDenied,
+        "another session: {status:?}"
+    );
     let status =
         fetch_component(&rt, &addr, "fake", session, &"0".repeat(64)).expect_err("refused");
     assert_eq!(status.code(), tonic::Code::NotFound, "{status:?}");
-    assert!(status.message().contains("no scalar function"), "{status:?}");
+    assert!(
+        status.message().contains("no scalar function"),
+        "{status:?}"
+    );
     let bytes = fetch_component(&rt, &addr, "fake", session, &want).expect("the job's component");
     let got: String = sha2::Sha256::digest(&bytes)
         .iter()
