@@ -174,7 +174,6 @@ pub fn main() -> ExitCode {
     let uses_cache = !matches!(
         cli.command,
         Command::Log { .. }
-            | Command::Worker(_)
             | Command::Cluster { .. }
             | Command::Plugin {
                 command: PluginCommand::New(_)
@@ -195,7 +194,7 @@ pub fn main() -> ExitCode {
     };
     match cli.command {
         Command::Run(args) => crate::job::run_command(&args, cache_dir),
-        Command::Worker(args) => worker_command(&args),
+        Command::Worker(args) => worker_command(&args, cache_dir),
         Command::Plugin {
             command: PluginCommand::Check { file, json },
         } => plugin_check(&file, json, cache_dir),
@@ -411,7 +410,7 @@ fn cluster_certs(req: crate::tls::CertsRequest) -> ExitCode {
 /// Runs `coordhost worker` until it is killed; returns the exit code of a
 /// worker that could not start or was refused (2: a wrong argument or
 /// another protocol version; 1: folders or the socket).
-fn worker_command(args: &WorkerArgs) -> ExitCode {
+fn worker_command(args: &WorkerArgs, cache_dir: Option<PathBuf>) -> ExitCode {
     let from_file = match &args.config {
         None => None,
         Some(file) => match crate::config::load_cluster_file(file, &args.data_dir) {
@@ -431,6 +430,7 @@ fn worker_command(args: &WorkerArgs) -> ExitCode {
         keep_partitions: std::time::Duration::from_millis(args.keep_partitions_ms),
         id: args.id.clone(),
         tls: tls.clone(),
+        cache_dir,
         etcd: match args.etcd.security() {
             Ok(s) => s,
             Err(e) => {

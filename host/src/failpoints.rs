@@ -19,6 +19,7 @@
 //! | `snapshot::max-bytes` | the largest enumerator batch snapshot state recorded is lowered (to test the refusal without a 1 GiB snapshot) | bytes |
 //! | `worker::hold-deploy-answer` | in a `coordhost worker`: a `Deploy` of a source attempt starts the task, waits until it pulled its first split (logging `test knob: ... pulled a split`), then holds its answer this long (a worker that dies or hangs between the two) | milliseconds |
 //! | `worker::fail-every-task` | in a `coordhost worker`: every attempt it runs fails after its first input records, as on a worker whose disk is full | none |
+//! | `coordinator::corrupt-component` | in `coordhost run` serving workers: the bytes of a scalar function's component it sends a worker (`FetchComponent`) have their last byte flipped after the coordinator checked its file, as a transfer damaged on the way; the worker must refuse them | none |
 //!
 //! An argument that does not parse is refused with a panic naming the fail
 //! point: a test knob set wrong must not look like a passing run.
@@ -132,4 +133,17 @@ pub fn worker_holds_deploy_answer() -> Option<std::time::Duration> {
 #[must_use]
 pub fn worker_fails_every_task() -> bool {
     fail::eval("worker::fail-every-task", |_| ()).is_some()
+}
+
+/// `bytes` with the last byte flipped when the fail point
+/// `coordinator::corrupt-component` fires, else unchanged: the component
+/// a coordinator sends a worker, damaged after the coordinator checked it.
+#[must_use]
+pub fn corrupt_component(mut bytes: Vec<u8>) -> Vec<u8> {
+    if fail::eval("coordinator::corrupt-component", |_| ()).is_some()
+        && let Some(last) = bytes.last_mut()
+    {
+        *last ^= 0xff;
+    }
+    bytes
 }

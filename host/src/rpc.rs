@@ -23,8 +23,10 @@ tonic::include_proto!("coordhost.worker.v1");
 /// `InputPartition.grant`, the session and consumer of `ReadRequest`);
 /// inputs and outputs name their partitions' producer, and
 /// `ReadSubpartitions` sends the partition's index (result partition
-/// format version 2).
-pub const PROTOCOL_VERSION: u32 = 2;
+/// format version 2). Revision 3 (issue 27, item 3): the task names the
+/// job's scalar functions (`RemoteVertex::functions`) and workers fetch
+/// their components with `FetchComponent`.
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Largest message either side accepts, bytes (a task with its inputs on
 /// an all-to-all edge of many producers; a chunk is at most [`CHUNK_BYTES`]).

@@ -50,20 +50,27 @@ impl ScalarCallee for WasmCallee {
 }
 
 impl Validator {
-    /// Loads every `[functions.NAME]` of a SQL job.
-    pub(super) fn functions(&self, raw: toml::Table) -> Result<FunctionSet, ConfigError> {
+    /// Loads every `[functions.NAME]` of a SQL job: the functions and,
+    /// in the same order, their plugin settings.
+    pub(super) fn functions(
+        &self,
+        raw: toml::Table,
+    ) -> Result<(FunctionSet, Vec<PluginSpec>), ConfigError> {
         if raw.is_empty() {
-            return Ok(FunctionSet::default());
+            return Ok((FunctionSet::default(), Vec::new()));
         }
         // Compiled without the cache: the cache folder is the run's to
         // create, after the job file is checked (docs/job-file.md).
         let host = PluginHost::new(HostOptions { cache_dir: None })
             .map_err(|e| self.invalid("functions", e.to_string()))?;
         let mut out = Vec::with_capacity(raw.len());
+        let mut specs = Vec::with_capacity(raw.len());
         for (name, value) in raw {
-            out.push(self.function(&host, &name, value)?);
+            let (function, spec) = self.function(&host, &name, value)?;
+            out.push(function);
+            specs.push(spec);
         }
-        Ok(out.into())
+        Ok((out.into(), specs))
     }
 
     fn function(
@@ -71,7 +78,7 @@ impl Validator {
         host: &PluginHost,
         name: &str,
         value: toml::Value,
-    ) -> Result<SqlFunction, ConfigError> {
+    ) -> Result<(SqlFunction, PluginSpec), ConfigError> {
         let field = format!("functions.{name}");
         if !name.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
             || !name
@@ -109,7 +116,7 @@ impl Validator {
                 ),
             ));
         }
-        Ok(SqlFunction {
+        let sql = SqlFunction {
             name: name.to_string(),
             arguments: sig.arguments,
             returns: sig.returns,
@@ -118,7 +125,8 @@ impl Validator {
                 function,
                 component: spec.path.display().to_string(),
             }),
-        })
+        };
+        Ok((sql, spec))
     }
 
     fn component_sha256(&self, field: &str, spec: &PluginSpec) -> Result<String, ConfigError> {
@@ -133,25 +141,6 @@ impl Validator {
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect())
-    }
-}
-
-/// Refuses `config` on worker processes when it declares scalar functions:
-/// they run in embedded tasks only (the component does not travel to
-/// worker processes yet; docs/sql.md, "Scalar functions").
-///
-/// # Errors
-///
-/// [`ConfigError::Invalid`] naming the job file and `functions.NAME` of
-/// the first function.
-pub fn refuse_functions_on_workers(config: &super::JobConfig) -> Result<(), ConfigError> {
-    match config.sql.as_ref().and_then(|sql| sql.functions.first()) {
-        None => Ok(()),
-        Some(f) => Err(ConfigError::Invalid {
-            file: config.file.clone(),
-            field: format!("functions.{}", f.name),
-            reason: "a job with scalar functions runs in embedded tasks only: run it without --external-workers (a function's component does not travel to worker processes yet)".to_string(),
-        }),
     }
 }
 

@@ -192,6 +192,10 @@ pub struct SqlSpec {
     pub bytes_per_task: u64,
     /// The `[functions.NAME]` scalar functions, loaded (empty when none).
     pub functions: crate::sql::FunctionSet,
+    /// The plugin settings of each of `functions`, in the same order
+    /// (component path, config, grants, limits): what a worker process
+    /// needs to load the same function (`remote::RemoteFunction`).
+    pub function_specs: Vec<PluginSpec>,
 }
 
 /// Largest file `[cluster] tls` may name: 1 MiB (a PEM certificate chain
@@ -200,7 +204,6 @@ pub const MAX_TLS_FILE_BYTES: u64 = 1024 * 1024;
 
 pub use crate::files;
 mod functions;
-pub use functions::refuse_functions_on_workers;
 mod operators;
 mod paths;
 mod raw;

@@ -167,7 +167,7 @@ impl Validator {
                 ));
             }
         };
-        let functions = self.functions(raw.functions)?;
+        let (functions, function_specs) = self.functions(raw.functions)?;
         let stages =
             crate::sql::plan_query_with(&text, &tables, &functions, parallelism).map_err(|e| {
                 self.invalid(field, self.sql_place(&e.to_string(), sql_file.as_deref()))
@@ -260,6 +260,7 @@ impl Validator {
                 max_parallelism,
                 bytes_per_task,
                 functions,
+                function_specs,
             },
         ))
     }

@@ -188,8 +188,6 @@ fn start_cluster(args: &RunArgs, n: usize) -> Result<crate::remote::Cluster, (u8
         },
     )
     .map_err(|e| (EXIT_BAD_INPUT, crate::config::one_line(&e.to_string())))?;
-    crate::config::refuse_functions_on_workers(&job)
-        .map_err(|e| (EXIT_BAD_INPUT, crate::config::one_line(&e.to_string())))?;
     let files = args.tls.files().or(job.tls);
     args.tls
         .check_listen(&listen, files.is_some())

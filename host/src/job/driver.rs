@@ -60,11 +60,6 @@ pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
             data_dir: opts.data_dir.clone(),
         },
     )?;
-    // Scalar functions run only in this process's tasks (docs/sql.md,
-    // "Scalar functions"): a job with any is refused on worker processes.
-    if opts.external.is_some() {
-        crate::config::refuse_functions_on_workers(&config)?;
-    }
     // A SQL job rerun runs the stages its log recorded, never a new plan
     // (docs/sql.md); the plan made while checking the file is dropped.
     super::sql::adopt_recorded_stages(&mut config, &opts.data_dir);

@@ -107,6 +107,7 @@ pub fn sql_fingerprint(sql: &crate::config::SqlSpec) -> String {
         max_parallelism,
         bytes_per_task: _,
         functions,
+        function_specs: _,
     } = sql;
     // The `auto` bound is layout (the subpartitions producers write);
     // written only when `auto` is on, so other SQL jobs keep their print.

@@ -362,7 +362,45 @@ impl PluginHost {
     /// asking the plugin whether it supports batch snapshots.
     pub fn load(&self, spec: &PluginSpec) -> Result<LoadedPlugin, PluginError> {
         let (component, cache) = self.compile(&spec.path)?;
-        let detected = detect_kind(&self.inner.engine, &spec.path, &component)?;
+        self.load_compiled(spec, &component, cache)
+    }
+
+    /// As [`PluginHost::load`], from the component's `bytes` in memory
+    /// rather than from `spec.path` (which then only names the component
+    /// in messages and is never read): a worker process loads a scalar
+    /// function's component from bytes whose SHA-256 it checked, so that
+    /// nothing can change between the check and the compile.
+    ///
+    /// # Errors
+    /// As [`PluginHost::load`]; [`PluginError::Read`] for more than
+    /// [`crate::files::MAX_COMPONENT_BYTES`].
+    pub fn load_bytes(&self, spec: &PluginSpec, bytes: &[u8]) -> Result<LoadedPlugin, PluginError> {
+        if bytes.len() as u64 > crate::files::MAX_COMPONENT_BYTES {
+            return Err(PluginError::Read {
+                path: spec.path.clone(),
+                source: std::io::Error::other(format!(
+                    "{} bytes, more than the largest component coordhost loads ({} bytes)",
+                    bytes.len(),
+                    crate::files::MAX_COMPONENT_BYTES
+                )),
+            });
+        }
+        check_magic(&spec.path, bytes)?;
+        let (component, cache) = self
+            .inner
+            .cache
+            .load(&self.inner.engine, &spec.path, bytes)?;
+        self.load_compiled(spec, &component, cache)
+    }
+
+    /// Checks, links and pre-instantiates a compiled `component` as `spec`.
+    fn load_compiled(
+        &self,
+        spec: &PluginSpec,
+        component: &Component,
+        cache: CacheOutcome,
+    ) -> Result<LoadedPlugin, PluginError> {
+        let detected = detect_kind(&self.inner.engine, &spec.path, component)?;
         let kind = detected.kind;
         if kind != spec.kind {
             return Err(PluginError::KindMismatch {
@@ -386,7 +424,7 @@ impl PluginHost {
                 let pre = self
                     .inner
                     .enumerator_linker
-                    .instantiate_pre(&component)
+                    .instantiate_pre(component)
                     .map_err(link_error)?;
                 KindPre::Enumerator(SplitEnumeratorPluginPre::new(pre).map_err(world_error)?)
             }
@@ -394,7 +432,7 @@ impl PluginHost {
                 let pre = self
                     .inner
                     .shuffle_linker
-                    .instantiate_pre(&component)
+                    .instantiate_pre(component)
                     .map_err(link_error)?;
                 KindPre::Shuffle(ShuffleMasterPluginPre::new(pre).map_err(world_error)?)
             }
@@ -402,7 +440,7 @@ impl PluginHost {
                 let pre = self
                     .inner
                     .function_linker
-                    .instantiate_pre(&component)
+                    .instantiate_pre(component)
                     .map_err(link_error)?;
                 KindPre::Function(ScalarFunctionPluginPre::new(pre).map_err(world_error)?)
             }

@@ -123,6 +123,18 @@ pub enum ClusterEvent {
 
 type EventFn = Arc<dyn Fn(ClusterEvent) + Send + Sync>;
 
+/// A scalar function's component that workers may fetch
+/// ([`Cluster::serve_components`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedComponent {
+    /// The function's name (for messages).
+    pub function: String,
+    /// Lowercase hex SHA-256 of the bytes the job was checked with.
+    pub sha256: String,
+    /// The component file.
+    pub path: PathBuf,
+}
+
 /// One registered worker.
 struct WorkerEntry {
     address: String,
@@ -164,6 +176,8 @@ struct Shared {
     state: Mutex<State>,
     changed: Condvar,
     events: Mutex<Option<EventFn>>,
+    /// The components workers may fetch, by SHA-256.
+    components: Mutex<HashMap<String, ServedComponent>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -353,6 +367,7 @@ impl Cluster {
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
             events: Mutex::new(None),
+            components: Mutex::new(HashMap::new()),
         });
         let service = coordinator_server::CoordinatorServer::new(Service {
             shared: shared.clone(),
@@ -441,6 +456,17 @@ impl Cluster {
     /// earlier one.
     pub fn set_events(&self, f: impl Fn(ClusterEvent) + Send + Sync + 'static) {
         *lock(&self.shared.events) = Some(Arc::new(f));
+    }
+
+    /// Makes `components` (the job's scalar functions) the ones workers
+    /// may fetch with `FetchComponent`, replacing any earlier ones: a
+    /// worker asks by SHA-256 and gets the file's bytes only while they
+    /// still have that hash.
+    pub fn serve_components(&self, components: Vec<ServedComponent>) {
+        *lock(&self.shared.components) = components
+            .into_iter()
+            .map(|c| (c.sha256.clone(), c))
+            .collect();
     }
 
     /// Names the split wait of source vertex `vertex` (its enumerator
@@ -1217,6 +1243,89 @@ impl coordinator_server::Coordinator for Service {
         }
         Ok(Response::new(rpc::ReportResponse { accepted: true }))
     }
+
+    type FetchComponentStream = tokio_stream::Iter<std::vec::IntoIter<Result<rpc::Chunk, Status>>>;
+
+    async fn fetch_component(
+        &self,
+        request: Request<rpc::ComponentRequest>,
+    ) -> Result<Response<Self::FetchComponentStream>, Status> {
+        self.shared.answer_fenced()?;
+        let who = caller(&request);
+        let req = request.into_inner();
+        self.check_worker(&who, &req.worker_id, "FetchComponent")?;
+        if !self.shared.known(&req.worker_id, req.session) {
+            let why = format!(
+                "FetchComponent refused: worker `{}` is not registered in this coordinator's session",
+                req.worker_id
+            );
+            tracing::warn!("{why}");
+            return Err(Status::permission_denied(why));
+        }
+        let served = lock(&self.shared.components)
+            .get(&req.sha256)
+            .cloned()
+            .ok_or_else(|| {
+                Status::not_found(format!(
+                    "no scalar function of this job has a component of sha256 `{}`",
+                    crate::plugin::one_line(&req.sha256, 80)
+                ))
+            })?;
+        let bytes = tokio::task::spawn_blocking(move || component_bytes(&served))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))??;
+        tracing::info!(worker = %req.worker_id, sha256 = %req.sha256, bytes = bytes.len(), "sending a component");
+        Ok(Response::new(chunked(bytes)))
+    }
+}
+
+/// The bytes of `served`'s file for a worker, read anew (at most
+/// [`crate::files::MAX_COMPONENT_BYTES`]) and checked to still have the
+/// job's hash: a component edited since the job was checked is refused
+/// here, naming both hashes, rather than shipped.
+fn component_bytes(served: &ServedComponent) -> Result<Vec<u8>, Status> {
+    use sha2::Digest;
+    let bytes = crate::files::read_regular_file(&served.path, crate::files::MAX_COMPONENT_BYTES)
+        .map_err(|e| {
+            Status::failed_precondition(format!(
+                "the component {} of scalar function `{}` cannot be read: {e}",
+                served.path.display(),
+                served.function
+            ))
+        })?;
+    let now: String = sha2::Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    if now != served.sha256 {
+        return Err(Status::failed_precondition(format!(
+            "the component {} of scalar function `{}` changed since the job was checked: its sha256 is now {now}, the job's is {}",
+            served.path.display(),
+            served.function,
+            served.sha256
+        )));
+    }
+    #[cfg(feature = "failpoints")]
+    let bytes = crate::failpoints::corrupt_component(bytes);
+    Ok(bytes)
+}
+
+/// `bytes` as a stream of chunks: a first one carrying the total, then
+/// pieces of at most [`rpc::CHUNK_BYTES`].
+fn chunked(bytes: Vec<u8>) -> tokio_stream::Iter<std::vec::IntoIter<Result<rpc::Chunk, Status>>> {
+    let mut chunks = vec![Ok(rpc::Chunk {
+        total_bytes: bytes.len() as u64,
+        data: Vec::new(),
+        index: Vec::new(),
+    })];
+    chunks.extend(bytes.chunks(rpc::CHUNK_BYTES).map(|c| {
+        Ok(rpc::Chunk {
+            total_bytes: 0,
+            data: c.to_vec(),
+            index: Vec::new(),
+        })
+    }));
+    tokio_stream::iter(chunks)
 }
 
 /// [`Cluster::job_shuffle_context`]: the worker registry seen by a shuffle

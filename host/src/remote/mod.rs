@@ -15,13 +15,18 @@
 //!   the attempt is not current or the worker was given up), deployment
 //!   and release of partitions.
 //! - [`task`]: what one attempt needs, as it crosses the wire.
+//! - `functions`: a worker's scalar functions (issue 27, item 3): each
+//!   component fetched from the coordinator once by its SHA-256, checked,
+//!   compiled once into the worker's compiled-component cache, and its
+//!   instances reused across the worker's tasks.
 //!
 //! docs/workers.md tells the story, with the failure cases.
 
 pub mod cluster;
+mod functions;
 pub mod task;
 pub mod worker;
 
-pub use cluster::{Cluster, ClusterEvent, ClusterOptions};
-pub use task::{RemoteInput, RemoteOutput, RemoteTask, RemoteVertex};
+pub use cluster::{Cluster, ClusterEvent, ClusterOptions, ServedComponent};
+pub use task::{RemoteFunction, RemoteInput, RemoteOutput, RemoteTask, RemoteVertex};
 pub use worker::{WorkerOptions, run_worker};

@@ -28,6 +28,70 @@ pub struct RemoteVertex {
     pub sink: Option<SinkSpec>,
     /// For a source: the split enumerator plugin's name and grants.
     pub source: Option<(String, Vec<DirGrant>)>,
+    /// The job's scalar functions (`[functions.NAME]`, docs/sql.md): a
+    /// stage plan calls them by name; the worker binds each name to the
+    /// component of this hash, fetched from the coordinator when it has
+    /// none (docs/workers.md, "Scalar functions on workers").
+    pub functions: Vec<RemoteFunction>,
+}
+
+/// One scalar function of the job as a worker needs it to run it as the
+/// coordinator would: its name, its component by SHA-256 (the bytes
+/// travel separately, `FetchComponent`, and only when the worker has none
+/// of that hash), its signature (the planner's, for decoding a stage
+/// before the component is loaded) and its plugin settings. What a worker
+/// receives here is checked before use: the hash must be 64 lowercase hex
+/// digits (it names a file), the types must parse, and the loaded
+/// component must declare exactly this signature.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteFunction {
+    /// The name SQL calls it by.
+    pub name: String,
+    /// The component file on the coordinator, for messages only.
+    pub component: String,
+    /// Lowercase hex SHA-256 of the component's bytes.
+    pub sha256: String,
+    /// Argument types in Arrow's text form (`Int64`, `Decimal128(15, 2)`).
+    pub arguments: Vec<String>,
+    /// Result type in Arrow's text form.
+    pub returns: String,
+    /// The function's `config`, in file order.
+    pub config: Vec<(String, String)>,
+    /// Directories granted (none unless the job file lists some).
+    pub dirs: Vec<DirGrant>,
+    /// `limits.call-timeout-ms`.
+    pub call_timeout_ms: u64,
+    /// `limits.memory-mib`, in bytes.
+    pub memory_bytes: u64,
+    /// `limits.on-trap`.
+    pub on_trap: crate::plugin::TrapPolicy,
+}
+
+impl RemoteFunction {
+    /// The function `f` of a job whose `[functions.NAME]` entry is `spec`.
+    pub fn new(f: &crate::sql::SqlFunction, spec: &crate::plugin::PluginSpec) -> Self {
+        Self {
+            name: f.name.clone(),
+            component: spec.path.display().to_string(),
+            sha256: f.sha256.clone(),
+            arguments: f.arguments.iter().map(ToString::to_string).collect(),
+            returns: f.returns.to_string(),
+            config: spec.config.clone(),
+            dirs: spec.dirs.clone(),
+            call_timeout_ms: spec.limits.call_timeout.as_millis() as u64,
+            memory_bytes: spec.limits.memory_bytes,
+            on_trap: spec.limits.on_trap,
+        }
+    }
+}
+
+/// Whether `sha256` is a SHA-256 as coordhost writes it: 64 lowercase hex
+/// digits (and so a safe file name).
+pub fn is_sha256_hex(sha256: &str) -> bool {
+    sha256.len() == 64
+        && sha256
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// One input partition of a consumer attempt.
@@ -122,6 +186,22 @@ mod tests {
         );
         for bad in ["", "/etc", "../x", "a/../../b", "./a"] {
             assert_eq!(plain_relative(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn only_lowercase_hex_sha256_names_a_component() {
+        let good = "0123456789abcdef".repeat(4);
+        assert!(is_sha256_hex(&good));
+        for bad in [
+            String::new(),
+            good[..63].to_string(),
+            format!("{good}0"),
+            good.to_uppercase(),
+            format!("../{}", &good[3..]),
+            good.replacen('0', "g", 1),
+        ] {
+            assert!(!is_sha256_hex(&bad), "{bad:?}");
         }
     }
 

@@ -31,6 +31,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
+use super::functions::{ComponentSource, WorkerFunctions};
 use super::task::{RemoteVertex, from_wire, plain_relative, to_wire};
 use crate::grant::{DirGrant, Grants};
 use crate::graph::AttemptId;
@@ -69,6 +70,9 @@ pub struct WorkerOptions {
     pub tls: Option<crate::tls::TlsFiles>,
     /// With `etcds://`: the CA, client certificate and user for etcd.
     pub etcd: crate::ha::EtcdSecurity,
+    /// The compiled-component cache the job's scalar functions are
+    /// compiled through (`--cache-dir`); default `<data-dir>/cache`.
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// Why a worker process stopped.
@@ -141,6 +145,8 @@ struct State {
     tls: Option<crate::tls::ClusterTls>,
     /// The read-grant key of the session registered with.
     read_grants: Mutex<Option<crate::tls::ReadGrants>>,
+    /// The job's scalar functions, loaded at their first call.
+    functions: Arc<WorkerFunctions>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -339,6 +345,15 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
         channels: Mutex::new(HashMap::new()),
         tls,
         read_grants: Mutex::new(None),
+        functions: Arc::new(WorkerFunctions::new(
+            &id,
+            opts.data_dir.join("components"),
+            Some(
+                opts.cache_dir
+                    .clone()
+                    .unwrap_or_else(|| opts.data_dir.join("cache")),
+            ),
+        )),
     });
     let service = worker_server::WorkerServer::new(Service {
         state: state.clone(),
@@ -989,6 +1004,11 @@ impl worker_server::Worker for Service {
                 held.retain(|h| !released.contains(&h.location));
             }
         }
+        if req.whole_job {
+            // The job is over: its functions' instances go (the bytes and
+            // the machine code stay for the next job).
+            state.functions.forget_loaded();
+        }
         // Deleting thousands of folders must not hold up the runtime that
         // answers heartbeats (`make bench-workers` saw a worker given up).
         let state = state.clone();
@@ -1201,6 +1221,14 @@ fn task_spec(
         .source
         .as_ref()
         .map(|(plugin, dirs)| Grants::new(plugin, dirs));
+    let components: Arc<dyn ComponentSource> = Arc::new(CoordinatorComponents {
+        state: state.clone(),
+        session: req.session,
+    });
+    let functions = state
+        .functions
+        .function_set(&vertex.functions, &components)
+        .map_err(|e| Status::invalid_argument(format!("the task of `{}`: {e}", req.vertex_id)))?;
     Ok(TaskSpec {
         attempt,
         vertex_id: req.vertex_id.clone(),
@@ -1209,9 +1237,7 @@ fn task_spec(
         outputs,
         sink,
         source_grants,
-        // Scalar functions do not travel to worker processes: a job that
-        // declares any is refused with --workers (docs/sql.md).
-        functions: crate::sql::FunctionSet::default(),
+        functions,
         record_delay: Duration::from_micros(req.record_delay_us),
         #[cfg(feature = "failpoints")]
         fail_after: (req.fail_after_records > 0)
@@ -1219,6 +1245,70 @@ fn task_spec(
             .or_else(|| crate::failpoints::worker_fails_every_task().then_some(0)),
         cancel: Arc::new(AtomicBool::new(false)),
     })
+}
+
+/// The components of the job's scalar functions, fetched from the
+/// coordinator of session `session` (`FetchComponent`).
+struct CoordinatorComponents {
+    state: Arc<State>,
+    session: u64,
+}
+
+impl ComponentSource for CoordinatorComponents {
+    fn fetch(&self, sha256: &str) -> Result<Vec<u8>, String> {
+        let max = crate::files::MAX_COMPONENT_BYTES;
+        let mut client = self.state.coordinator_client()?;
+        let request = rpc::ComponentRequest {
+            worker_id: self.state.id.clone(),
+            session: self.session,
+            sha256: sha256.to_owned(),
+        };
+        // Each answer must come within the heartbeat timeout: a
+        // coordinator cut off mid-stream does not hold the task forever.
+        let quiet = *lock(&self.state.report_timeout);
+        let silent = || format!("no answer within {} ms", quiet.as_millis());
+        self.state.handle.block_on(async {
+            let mut stream = tokio::time::timeout(quiet, client.fetch_component(request))
+                .await
+                .map_err(|_| silent())?
+                .map_err(|s| s.message().to_owned())?
+                .into_inner();
+            let total = next_chunk(&mut stream, quiet)
+                .await?
+                .ok_or_else(|| "an empty answer".to_owned())?
+                .total_bytes;
+            if total > max {
+                return Err(format!(
+                    "it announced {total} bytes, more than the largest component ({max} bytes)"
+                ));
+            }
+            let mut bytes = Vec::with_capacity(total.min(64 << 20) as usize);
+            while let Some(chunk) = next_chunk(&mut stream, quiet).await? {
+                if (bytes.len() + chunk.data.len()) as u64 > total {
+                    return Err(format!("it sent more than the {total} bytes it announced"));
+                }
+                bytes.extend_from_slice(&chunk.data);
+            }
+            if bytes.len() as u64 != total {
+                return Err(format!(
+                    "the answer ended after {} of the {total} bytes it announced",
+                    bytes.len()
+                ));
+            }
+            Ok(bytes)
+        })
+    }
+}
+
+/// The next chunk of `stream`, which must come within `quiet`.
+async fn next_chunk(
+    stream: &mut tonic::Streaming<rpc::Chunk>,
+    quiet: Duration,
+) -> Result<Option<rpc::Chunk>, String> {
+    tokio::time::timeout(quiet, stream.message())
+        .await
+        .map_err(|_| format!("no answer within {} ms", quiet.as_millis()))?
+        .map_err(|s| s.message().to_owned())
 }
 
 /// A source attempt's splits, pulled from the coordinator.

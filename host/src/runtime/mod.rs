@@ -245,8 +245,9 @@ pub struct TaskSpec {
     /// `file-range` split is read from (`crate::grant`).
     pub source_grants: Option<Grants>,
     /// The job's scalar functions (`[functions.NAME]`), which a SQL
-    /// stage's plan calls by name; empty on worker processes (a job with
-    /// functions runs in embedded tasks only, docs/sql.md).
+    /// stage's plan calls by name: the coordinator's loaded functions in
+    /// embedded tasks, the worker's (components fetched by hash) on a
+    /// worker process.
     pub functions: crate::sql::FunctionSet,
     /// Sleep per input record (test knob): before each input batch, its
     /// rows times this.

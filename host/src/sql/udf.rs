@@ -3,8 +3,9 @@
 //!
 //! This module knows the function by its name, its signature and a
 //! [`ScalarCallee`] that computes one batch; what the callee is (a Wasm
-//! component, `crate::plugin`) is decided a floor up, where the job file
-//! is loaded. In a stage plan (`datafusion-proto`) a function is written by
+//! component, `crate::plugin`) is decided a floor up: where the job file
+//! is loaded (the coordinator's embedded tasks), or by a worker process
+//! that fetched the component by its hash (`crate::remote`). In a stage plan (`datafusion-proto`) a function is written by
 //! name only; a task that decodes the plan looks the name up in the
 //! functions of its job ([`FunctionSet`]) and fails naming the function
 //! when its process has none of that name.
@@ -162,8 +163,8 @@ pub(super) fn decode(functions: &[SqlFunction], name: &str) -> DfResult<Arc<Scal
         .map(|f| Arc::new(WasmUdf::udf(f)))
         .ok_or_else(|| {
             DataFusionError::Plan(format!(
-                "the stage calls scalar function `{name}`, which this process does not have \
-                 (declared as [functions.{name}] in the job file; functions run in embedded tasks only)"
+                "the stage calls scalar function `{name}`, which this process was not given \
+                 (declared as [functions.{name}] in the job file)"
             ))
         })
 }

@@ -6,14 +6,15 @@
 //! sandbox on the real path — a trap, a call past its deadline, an answer
 //! of the wrong type or length, a non-deterministic function refused at
 //! load — plus the refused declarations (a missing component, another
-//! world, a type Arrow has not, a bad name, worker processes) and a
-//! coordinator killed midway whose rerun publishes the same answer.
+//! world, a type Arrow has not, a bad name) and a coordinator killed
+//! midway whose rerun publishes the same answer. The same on worker
+//! processes: `sql_functions_workers.rs`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::support::job::options;
-use crate::support::knobs::{CrashPoint, Knobs, run_output, run_output_with};
+use crate::support::knobs::{CrashPoint, Knobs, run_output};
 use crate::support::{plugin_path, published_lines};
 use coordhost::job::{JobStatus, Summary};
 
@@ -33,12 +34,12 @@ fn rate_bp(region: &str) -> Option<i128> {
 }
 
 /// One row of the test table: id, price in cents (`None`: empty field), region.
-type Row = (i64, Option<i128>, &'static str);
+pub(crate) type Row = (i64, Option<i128>, &'static str);
 
 /// `n` rows spread over three CSV files under `dir` (table `t`: `id
 /// bigint, price decimal(15,2), region varchar`), with negative prices,
 /// empty prices and an untaxed region among them.
-fn write_table(dir: &Path, n: i64) -> Vec<Row> {
+pub(crate) fn write_table(dir: &Path, n: i64) -> Vec<Row> {
     std::fs::create_dir_all(dir).expect("input dir");
     let mut rows = Vec::new();
     let mut files: Vec<String> = vec!["id,price,region\n".to_string(); 3];
@@ -81,7 +82,13 @@ fn money(c: i128) -> String {
 
 /// A SQL job over the CSV files of `input` with `functions` (TOML of the
 /// `[functions.*]` tables) and `sql`.
-fn job_file(dir: &Path, input: &Path, functions: &str, sql: &str, max_attempts: u32) -> PathBuf {
+pub(crate) fn job_file(
+    dir: &Path,
+    input: &Path,
+    functions: &str,
+    sql: &str,
+    max_attempts: u32,
+) -> PathBuf {
     let plugin = |n: &str| plugin_path(n).display().to_string();
     let text = format!(
         r#"[job]
@@ -131,7 +138,7 @@ format = "csv"
     job
 }
 
-fn tax_function() -> String {
+pub(crate) fn tax_function() -> String {
     format!(
         "[functions.tax]\ncomponent = \"{}\"\nlimits = {{ call-timeout-ms = 5000, memory-mib = 64 }}\n",
         plugin_path("tax-function").display()
@@ -139,7 +146,7 @@ fn tax_function() -> String {
 }
 
 /// `[functions.plus_one]`: faulty-function in `mode`, with `limits`.
-fn plus_one(mode: &str, limits: &str) -> String {
+pub(crate) fn plus_one(mode: &str, limits: &str) -> String {
     format!(
         "[functions.plus_one]\ncomponent = \"{}\"\nconfig = {{ mode = \"{mode}\" }}\nlimits = {{ {limits} }}\n",
         plugin_path("faulty-function").display()
@@ -444,38 +451,6 @@ fn a_non_deterministic_function_and_bad_declarations_are_refused_naming_the_fiel
 
     let (job, state) = case("limits", &plus_one("ok", "memory-mib = 0"));
     refused(&job, &state, "functions.plus_one.limits.memory-mib");
-}
-
-#[test]
-fn a_job_with_functions_is_refused_on_worker_processes() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let input = tmp.path().join("in");
-    write_table(&input, 10);
-    let job = job_file(
-        &tmp.path().join("job"),
-        &input,
-        &tax_function(),
-        "SELECT tax(price, region) AS x FROM t",
-        1,
-    );
-    let state = tmp.path().join("state");
-    let addr = crate::support::workers::free_port();
-    let started = Instant::now();
-    let out = run_output_with(
-        &options(&job, &state, 2),
-        &Knobs::default(),
-        &crate::support::workers::external_args(&addr, 1, 1000),
-    );
-    assert_eq!(out.code, Some(2), "{}", out.stderr);
-    assert!(
-        out.stderr.contains("field `functions.tax`") && out.stderr.contains("embedded tasks only"),
-        "{}",
-        out.stderr
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(30),
-        "refused before waiting for workers"
-    );
 }
 
 #[test]

@@ -347,6 +347,7 @@ impl JobMaster {
                     .collect(),
                 sink: jv.sink.clone(),
                 source,
+                functions: self.remote_functions.clone(),
             },
             inputs,
             outputs: spec

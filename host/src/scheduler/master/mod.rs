@@ -149,6 +149,9 @@ pub struct JobMaster {
     plugins: BTreeMap<String, LoadedPlugin>,
     /// The SQL job's scalar functions, handed to every embedded task.
     functions: crate::sql::FunctionSet,
+    /// The same functions as a worker process is told of them (name,
+    /// settings, component hash); empty in embedded mode.
+    remote_functions: Vec<crate::remote::RemoteFunction>,
     shuffle: ShuffleMaster,
     shuffle_plugin: String,
     /// With high availability: the leadership's fence, checked before a
@@ -243,6 +246,15 @@ impl JobMaster {
         shuffle.register_job(&config.name).map_err(plugin_err)?;
         let snapshots_enabled = config.recovery.enabled && shuffle.supports_batch_snapshot();
         let (tx, rx) = channel();
+        let remote_functions: Vec<crate::remote::RemoteFunction> = match &config.sql {
+            Some(sql) if opts.external.is_some() => sql
+                .functions
+                .iter()
+                .zip(&sql.function_specs)
+                .map(|(f, spec)| crate::remote::RemoteFunction::new(f, spec))
+                .collect(),
+            _ => Vec::new(),
+        };
         let executor = match &opts.external {
             Some(cluster) => {
                 let events = tx.clone();
@@ -282,6 +294,18 @@ impl JobMaster {
                         cluster.set_split_wait(v, wait, plugin, &jv.id);
                     }
                 }
+                // Workers fetch the components of the job's scalar
+                // functions by hash (docs/workers.md).
+                cluster.serve_components(
+                    remote_functions
+                        .iter()
+                        .map(|f| crate::remote::ServedComponent {
+                            function: f.name.clone(),
+                            sha256: f.sha256.clone(),
+                            path: std::path::PathBuf::from(&f.component),
+                        })
+                        .collect(),
+                );
                 // FLIP-383's job shuffle context: the shuffle master (WIT
                 // 0.1.1) learns what the workers report holding.
                 shuffle
@@ -302,6 +326,7 @@ impl JobMaster {
                 .as_ref()
                 .map(|sql| sql.functions.clone())
                 .unwrap_or_default(),
+            remote_functions,
             plugins,
             shuffle,
             shuffle_plugin,

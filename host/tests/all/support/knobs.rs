@@ -199,6 +199,19 @@ pub fn run_output(opts: &RunOptions, knobs: &Knobs) -> RunOutput {
 /// # Panics
 /// As [`run_output`].
 pub fn run_output_with(opts: &RunOptions, knobs: &Knobs, extra: &[String]) -> RunOutput {
+    run_output_with_failpoints(opts, &knobs.failpoints(), extra)
+}
+
+/// [`run_output_with`] with `FAILPOINTS` set to `failpoints` as written
+/// (`name=actions;...`, e.g. a fail point no [`Knobs`] field names).
+///
+/// # Panics
+/// As [`run_output`].
+pub fn run_output_with_failpoints(
+    opts: &RunOptions,
+    failpoints: &str,
+    extra: &[String],
+) -> RunOutput {
     let scratch = tempfile::tempdir().expect("tempdir");
     let summary = scratch.path().join("summary.json");
     let mut command = super::coordhost();
@@ -212,7 +225,7 @@ pub fn run_output_with(opts: &RunOptions, knobs: &Knobs, extra: &[String]) -> Ru
         .arg(&opts.data_dir)
         .arg("--summary-json")
         .arg(&summary)
-        .env("FAILPOINTS", knobs.failpoints());
+        .env("FAILPOINTS", failpoints);
     if let Some(workers) = opts.workers {
         command.arg("--workers").arg(workers.to_string());
     }
