@@ -107,7 +107,7 @@ pub fn sql_fingerprint(sql: &crate::config::SqlSpec) -> String {
         max_parallelism,
         bytes_per_task: _,
         functions,
-        function_specs: _,
+        function_specs,
     } = sql;
     // The `auto` bound is layout (the subpartitions producers write);
     // written only when `auto` is on, so other SQL jobs keep their print.
@@ -121,10 +121,30 @@ pub fn sql_fingerprint(sql: &crate::config::SqlSpec) -> String {
         // then stay the same.
         hex_sha256(&format!("{text:?} {tables:?} {parallelism}{auto}"))
     } else {
-        // Name, types and component hash of each function: a changed
-        // function is a changed job.
+        // Name, types and component hash of each function, and what it
+        // was configured and granted: a changed function (a new tax rate)
+        // is a changed job, never a rerun that mixes old and new rows.
+        // Limits are tuning, as for every plugin.
+        let settings: Vec<String> = function_specs
+            .iter()
+            .map(|spec| {
+                let crate::plugin::PluginSpec {
+                    name,
+                    path: _,
+                    kind: _,
+                    config,
+                    dirs,
+                    limits: _,
+                } = spec;
+                let dirs: Vec<(String, bool)> = dirs
+                    .iter()
+                    .map(|d| (d.host.display().to_string(), d.writable))
+                    .collect();
+                format!("{name:?} {config:?} {dirs:?}")
+            })
+            .collect();
         hex_sha256(&format!(
-            "{text:?} {tables:?} {parallelism}{auto} {functions:?}"
+            "{text:?} {tables:?} {parallelism}{auto} {functions:?} {settings:?}"
         ))
     }
 }

@@ -486,6 +486,46 @@ fn a_coordinator_killed_after_the_first_stage_reruns_to_the_same_answer() {
     );
 }
 
+/// A function's configuration is part of what a rerun replays: a new
+/// `surcharge-bp` after a crash is an edited job (exit 2), never a rerun
+/// whose skipped stage taxed at the old rate and whose rerun stage at the
+/// new (docs/sql.md, "Scalar functions").
+#[test]
+fn a_function_configured_otherwise_after_a_crash_is_an_edited_job() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let input = tmp.path().join("in");
+    write_table(&input, 3000);
+    let sql = "SELECT region, sum(tax(price, region)) AS total, count(*) AS n FROM t GROUP BY region ORDER BY region";
+    let with_rate = |bp: u32| {
+        format!(
+            "{}config = {{ surcharge-bp = \"{bp}\" }}\n",
+            tax_function()
+        )
+    };
+    let job = job_file(&tmp.path().join("crash"), &input, &with_rate(0), sql, 1);
+    let state = tmp.path().join("crash-state");
+    let knobs = Knobs::crash(CrashPoint::AfterFinished {
+        vertex: "stage0".to_owned(),
+        count: 2,
+    });
+    let (_, code, stderr) = run(&job, &state, &knobs);
+    assert_ne!(code, Some(0), "the crash stops the run: {stderr}");
+    assert!(stderr.contains("simulated coordinator crash"), "{stderr}");
+    let edited = job_file(&tmp.path().join("crash"), &input, &with_rate(250), sql, 1);
+    let (summary, code, stderr) = run(&edited, &state, &Knobs::default());
+    assert_eq!(code, Some(2), "a new surcharge is an edited job: {stderr}");
+    assert!(summary.is_none(), "{stderr}");
+    assert!(
+        stderr.contains("the job's event log was written for a different job graph"),
+        "{stderr}"
+    );
+    assert!(!state.join("output/udf/_SUCCESS").exists(), "{stderr}");
+    // The job as it was recovers.
+    let back = job_file(&tmp.path().join("crash"), &input, &with_rate(0), sql, 1);
+    let rerun = run_finished(&back, &state);
+    assert!(rerun.recovered, "the unedited job recovers: {rerun:?}");
+}
+
 #[test]
 fn the_example_job_computes_the_same_tax_with_the_wasm_function_as_written_in_sql() {
     use coordhost_datagen::{Format, Table};
