@@ -12,6 +12,7 @@
 
 #[cfg(feature = "failpoints")]
 mod sql_functions;
+mod sql_functions_languages;
 mod sql_tpch;
 mod support;
 
@@ -54,6 +55,7 @@ mod job_wordcount;
 mod plugin_cache;
 mod plugin_conformance;
 mod plugin_kit;
+mod plugin_kit_functions;
 mod plugin_sandbox;
 #[cfg(feature = "failpoints")]
 mod recovery_attempts;
