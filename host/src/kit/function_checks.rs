@@ -144,13 +144,19 @@ fn same_column(a: &ArrayRef, b: &ArrayRef) -> bool {
     a.to_data() == b.to_data()
 }
 
+/// Row `i` of `a` as text (`null` for null).
+fn value_at(a: &ArrayRef, i: usize) -> String {
+    let options = arrow_cast::display::FormatOptions::default().with_null("null");
+    arrow_cast::display::ArrayFormatter::try_new(a.as_ref(), &options)
+        .map_or_else(|e| format!("({e})"), |f| f.value(i).to_string())
+}
+
 /// The first row where two answers differ, for the message.
 fn first_difference(a: &ArrayRef, b: &ArrayRef) -> String {
     let n = a.len().min(b.len());
     for i in 0..n {
-        let (x, y) = (a.slice(i, 1), b.slice(i, 1));
-        if !same_column(&x, &y) {
-            return format!("row {i}: {x:?} then {y:?}");
+        if !same_column(&a.slice(i, 1), &b.slice(i, 1)) {
+            return format!("row {i}: {} then {}", value_at(a, i), value_at(b, i));
         }
     }
     format!("{} rows then {} rows", a.len(), b.len())
@@ -374,6 +380,6 @@ mod tests {
         let b: ArrayRef = Arc::new(Float64Array::from(vec![Some(f64::NAN), None, Some(2.0)]));
         assert!(same_column(&a, &a));
         assert!(!same_column(&a, &b));
-        assert!(first_difference(&a, &b).starts_with("row 2:"), "{}", first_difference(&a, &b));
+        assert_eq!(first_difference(&a, &b), "row 2: 1.0 then 2.0");
     }
 }

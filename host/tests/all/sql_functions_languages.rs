@@ -50,7 +50,7 @@ fn tpch(dir: &Path) -> u64 {
             Table::Nation,
             Table::Customer,
             Table::Orders,
-            Table::Lineitem,
+            Table::LineItem,
         ],
         Format::Csv,
         0.01,
@@ -80,6 +80,12 @@ fn example(dir: &Path, data: &Path, sql: Option<&str>, split_bytes: u64) -> Path
         let start = text.find("sql = \"\"\"").expect("the example has a query");
         let end = start + 9 + text[start + 9..].find("\"\"\"").expect("its end") + 3;
         text.replace_range(start..end, &format!("sql = \"\"\"{sql}\"\"\""));
+        // No component at all: the query in SQL alone.
+        let first = text.find("[functions.").expect("the example declares functions");
+        let after = text.find("[plugins.shuffle]").expect("the shuffle plugin");
+        assert!(first < after, "the functions come before the plugins");
+        text.replace_range(first..after, "");
+        assert!(!text.contains("[functions."), "every function was taken out");
     }
     std::fs::write(&job, text).expect("job");
     job
