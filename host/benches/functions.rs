@@ -67,7 +67,10 @@ fn arguments(name: &str, rows: usize) -> Vec<ArrayRef> {
                 (0..rows).map(|i| REGIONS[i % 5]),
             )),
         ],
-        "py-function" => vec![money(|i| 100_000 + i as i128 * 37), money(|i| (i % 11) as i128)],
+        "py-function" => vec![
+            money(|i| 100_000 + i as i128 * 37),
+            money(|i| (i % 11) as i128),
+        ],
         "js-function" => vec![Arc::new(StringArray::from_iter_values(
             (0..rows).map(|i| PRIORITIES[i % 5]),
         ))],

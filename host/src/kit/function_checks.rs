@@ -105,7 +105,11 @@ fn column(t: &DataType, rows: usize, seed: u64) -> Option<ArrayRef> {
                 .map(|i| {
                     pick(i).map(|x| {
                         let v = i128::from(x) % limit;
-                        if x % 3 == 0 { v % 10_000 } else { v - limit / 2 }
+                        if x % 3 == 0 {
+                            v % 10_000
+                        } else {
+                            v - limit / 2
+                        }
                     })
                 })
                 .collect();
@@ -121,8 +125,9 @@ fn arguments(sig: &FunctionSignature, rows: usize, seed: u64) -> Result<Vec<Arra
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            column(t, rows, seed + i as u64)
-                .ok_or_else(|| format!("argument {i} has type {t}, which `plugin test` cannot make"))
+            column(t, rows, seed + i as u64).ok_or_else(|| {
+                format!("argument {i} has type {t}, which `plugin test` cannot make")
+            })
         })
         .collect()
 }
@@ -337,8 +342,8 @@ pub(crate) fn checks(plugin: &LoadedPlugin) -> Vec<Check> {
     checks
 }
 
-/// A signature as `plugin call` prints it.
-fn show_signature(sig: &FunctionSignature) -> String {
+/// A signature as `plugin call` prints it: `(Int64, Utf8) -> Float64, deterministic: true`.
+pub(crate) fn show_signature(sig: &FunctionSignature) -> String {
     let args: Vec<String> = sig.arguments.iter().map(ToString::to_string).collect();
     format!(
         "({}) -> {}, deterministic: {}",
@@ -368,8 +373,14 @@ mod tests {
             assert_eq!(c.data_type(), &t);
             assert_eq!(c.len(), ROWS);
             assert_eq!(c.null_count(), (3..ROWS).step_by(NULL_EVERY).count(), "{t}");
-            assert!(same_column(&c, &column(&t, ROWS, 1).expect("again")), "{t}: seeded");
-            assert!(!same_column(&c, &column(&t, ROWS, 2).expect("other")), "{t}: seed matters");
+            assert!(
+                same_column(&c, &column(&t, ROWS, 1).expect("again")),
+                "{t}: seeded"
+            );
+            assert!(
+                !same_column(&c, &column(&t, ROWS, 2).expect("other")),
+                "{t}: seed matters"
+            );
         }
         assert!(column(&DataType::Int8, 3, 1).is_none());
     }

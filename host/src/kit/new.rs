@@ -74,9 +74,18 @@ const RUST_SCALAR_FUNCTION: &[TemplateFile] = template!("rust-scalar-function":
 const JS_SPLIT_ENUMERATOR: &[TemplateFile] = template!("js-split-enumerator":
     "enumerator.js", "build.mjs", "package.json", "README.md", ".gitignore");
 const PYTHON_SCALAR_FUNCTION: &[TemplateFile] = &[
-    ("app.py", include_str!("../../../templates/python-scalar-function/app.py")),
-    ("README.md", include_str!("../../../templates/python-scalar-function/README.md")),
-    (".gitignore", include_str!("../../../templates/python-scalar-function/.gitignore")),
+    (
+        "app.py",
+        include_str!("../../../templates/python-scalar-function/app.py"),
+    ),
+    (
+        "README.md",
+        include_str!("../../../templates/python-scalar-function/README.md"),
+    ),
+    (
+        ".gitignore",
+        include_str!("../../../templates/python-scalar-function/.gitignore"),
+    ),
     ("arrow_ipc.py", PY_ARROW_CODEC),
 ];
 const JS_SCALAR_FUNCTION: &[TemplateFile] = template!("js-scalar-function":

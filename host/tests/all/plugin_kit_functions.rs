@@ -48,7 +48,18 @@ fn plugin_test(name: &str, config: &[&str]) -> Output {
 
 #[test]
 fn plugin_test_passes_the_sample_functions_in_rust_python_and_js() {
-    for name in ["tax-function", "py-function", "js-function", "faulty-function"] {
+    for (name, signature) in [
+        (
+            "tax-function",
+            "(Decimal128(15, 2), Utf8) -> Decimal128(15, 2), deterministic: true",
+        ),
+        (
+            "py-function",
+            "(Decimal128(15, 2), Decimal128(15, 2)) -> Decimal128(15, 2), deterministic: true",
+        ),
+        ("js-function", "(Utf8) -> Int64, deterministic: true"),
+        ("faulty-function", "(Int64) -> Int64, deterministic: true"),
+    ] {
         let out = plugin_test(name, &[]);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "{name}: {}", show(&out));
@@ -59,6 +70,11 @@ fn plugin_test_passes_the_sample_functions_in_rust_python_and_js() {
             );
         }
         assert!(stdout.contains("passed: 6 checks"), "{name}: {stdout}");
+        assert!(
+            stdout.contains(&format!("scalar-function plugin, signature: {signature}\n"))
+                && !stdout.contains("batch snapshots"),
+            "{name}: the header line is the signature: {stdout}"
+        );
     }
 }
 
@@ -69,8 +85,14 @@ fn each_function_check_fails_on_the_faulty_function_that_breaks_it() {
         (
             "unstable-signature",
             "signature-stable",
-            &["call 2 of `signature` on fresh instance 1 said (Int64) -> Float64", "at load it said (Int64) -> Int64"],
-            &["answers-declared-type-and-rows", "deterministic-across-calls"],
+            &[
+                "call 2 of `signature` on fresh instance 1 said (Int64) -> Float64",
+                "at load it said (Int64) -> Int64",
+            ],
+            &[
+                "answers-declared-type-and-rows",
+                "deterministic-across-calls",
+            ],
         ),
         (
             "nondeterministic",
@@ -81,7 +103,10 @@ fn each_function_check_fails_on_the_faulty_function_that_breaks_it() {
         (
             "wrong-type",
             "answers-declared-type-and-rows",
-            &["a batch of 301 rows", "of type Utf8, but the function declared Int64"],
+            &[
+                "a batch of 301 rows",
+                "of type Utf8, but the function declared Int64",
+            ],
             &["signature-stable", "wrong-schema-is-an-error-value"],
         ),
         (
@@ -100,13 +125,22 @@ fn each_function_check_fails_on_the_faulty_function_that_breaks_it() {
             "drifting",
             "deterministic-across-calls",
             &["the second call on one instance answered otherwise: row 0:"],
-            &["answers-declared-type-and-rows", "wrong-schema-is-an-error-value"],
+            &[
+                "answers-declared-type-and-rows",
+                "wrong-schema-is-an-error-value",
+            ],
         ),
         (
             "unchecked",
             "wrong-schema-is-an-error-value",
-            &["a batch whose first column is Utf8: expected an error value (`invalid-input`), got a trap", "does not check its input"],
-            &["answers-declared-type-and-rows", "deterministic-across-calls"],
+            &[
+                "a batch whose first column is Utf8: expected an error value (`invalid-input`), got a trap",
+                "does not check its input",
+            ],
+            &[
+                "answers-declared-type-and-rows",
+                "deterministic-across-calls",
+            ],
         ),
     ];
     for (mode, failed, says, passed) in cases {
@@ -166,7 +200,10 @@ fn plugin_new_writes_python_and_js_scalar_functions_with_the_function_wit() {
         assert_eq!(out.status.code(), Some(0), "{lang}: {}", show(&out));
         let project = parent.path().join(name);
         let wit = std::fs::read_to_string(project.join("wit/function.wit")).expect("wit");
-        assert_eq!(wit, repo_wit, "{lang}: the coordhost:function WIT is copied in");
+        assert_eq!(
+            wit, repo_wit,
+            "{lang}: the coordhost:function WIT is copied in"
+        );
         assert!(!project.join("wit/types.wit").exists(), "{lang}");
         let source = std::fs::read_to_string(project.join(main)).expect("source");
         let crate_name = name.replace('-', "_");
@@ -176,13 +213,16 @@ fn plugin_new_writes_python_and_js_scalar_functions_with_the_function_wit() {
         );
     }
     // The Python project ships the sample's codec as it is.
-    let codec = std::fs::read_to_string(parent.path().join("py-scaled/arrow_ipc.py"))
-        .expect("codec");
+    let codec =
+        std::fs::read_to_string(parent.path().join("py-scaled/arrow_ipc.py")).expect("codec");
     let sample =
         std::fs::read_to_string(workspace().join("plugins/py-arrow/arrow_ipc.py")).expect("codec");
     assert_eq!(codec, sample);
     // The JavaScript project pins apache-arrow as the sample does.
     let package = std::fs::read_to_string(parent.path().join("js-scaled/package.json"))
         .expect("package.json");
-    assert!(package.contains("\"apache-arrow\": \"21.2.0\""), "{package}");
+    assert!(
+        package.contains("\"apache-arrow\": \"21.2.0\""),
+        "{package}"
+    );
 }
