@@ -64,17 +64,36 @@ ln -s "$node_modules" "$projects/$name/node_modules"
 (cd "$projects/$name" && node build.mjs "$name.wasm") || fail "the JavaScript project does not build"
 verify "$projects/$name/$name.wasm" --config lines=20 --config lines-per-split=4
 
-# The Rust scalar function (issue 27): `plugin test` has no checks for that
-# kind yet (it says so and fails), so this project is built, checked and
-# called (`plugin call` prints its signature); the SQL tests run functions.
+# The scalar functions (issue 27), one project per language: built, checked, their signature
+# printed by `plugin call`, then `plugin test` (signature, determinism, error values).
+node_modules_fn=$root/plugins/js-function/node_modules
+[ -d "$node_modules_fn/apache-arrow" ] \
+  || fail "apache-arrow not in $node_modules_fn; run 'make plugins' (it runs npm ci there)"
+called() { # WASM
+  "$bin" --cache-dir "$cache" plugin call "$1" | grep -q 'signature: (Float64, Float64) -> Float64, deterministic: true' \
+    || fail "plugin call does not print the signature of $1"
+}
+
 name=kit-rust-scalar-function
 new "$name" scalar-function rust
 (cd "$projects/$name" && cargo build --quiet --locked --release --target wasm32-wasip2) \
   || fail "the Rust scalar-function project does not build"
 wasm="$CARGO_TARGET_DIR/wasm32-wasip2/release/${name//-/_}.wasm"
-"$bin" --cache-dir "$cache" plugin check "$wasm"
-"$bin" --cache-dir "$cache" plugin call "$wasm" | grep -q 'signature: (Float64, Float64) -> Float64, deterministic: true' \
-  || fail "plugin call does not print the scalar function's signature"
-echo "kit-check: $wasm built, checked and called"
+called "$wasm"
+verify "$wasm"
+
+name=kit-python-scalar-function
+new "$name" scalar-function python
+(cd "$projects/$name" && "$cpy" -d wit -w scalar-function-plugin componentize -p . app -o "$name.wasm") \
+  || fail "the Python scalar-function project does not build"
+called "$projects/$name/$name.wasm"
+verify "$projects/$name/$name.wasm"
+
+name=kit-js-scalar-function
+new "$name" scalar-function js
+ln -s "$node_modules_fn" "$projects/$name/node_modules"
+(cd "$projects/$name" && node build.mjs "$name.wasm") || fail "the JavaScript scalar-function project does not build"
+called "$projects/$name/$name.wasm"
+verify "$projects/$name/$name.wasm"
 
 echo "kit-check: every generated project built and passed plugin test"

@@ -206,16 +206,18 @@ pub fn test_command(args: &LoadArgs, cache_dir: Option<PathBuf>) -> ExitCode {
         Err(code) => return code,
     };
     let report = super::conformance::run(&prepared.plugin);
-    println!(
-        "{}: {} plugin, batch snapshots: {}",
-        args.file.display(),
-        report.kind,
-        if prepared.plugin.supports_batch_snapshot() {
-            "supported"
-        } else {
-            "not supported"
+    // A scalar function has no snapshots: its header line is its signature.
+    let about = match prepared.plugin.function_signature() {
+        Some(sig) => format!(
+            "signature: {}",
+            super::function_checks::show_signature(sig)
+        ),
+        None if prepared.plugin.supports_batch_snapshot() => {
+            "batch snapshots: supported".to_string()
         }
-    );
+        None => "batch snapshots: not supported".to_string(),
+    };
+    println!("{}: {} plugin, {about}", args.file.display(), report.kind);
     println!("{report}");
     if report.passed() {
         ExitCode::from(EXIT_OK)

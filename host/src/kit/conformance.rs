@@ -10,7 +10,8 @@
 //! snapshot round trip of a plugin without batch snapshots) says so and
 //! counts as passed; its counterpart (snapshot calls give an error value,
 //! not a trap) runs instead. The idea is Flink's connector testing framework
-//! (`SourceTestSuiteBase`): one suite, any implementation.
+//! (`SourceTestSuiteBase`): one suite, any implementation. The checks of a
+//! scalar function are in [`super::function_checks`].
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -120,18 +121,7 @@ pub fn run(plugin: &LoadedPlugin) -> Report {
     let (checks, not_run) = match kind {
         PluginKind::SplitEnumerator => enumerator_checks(plugin),
         PluginKind::ShuffleMaster => (shuffle_checks(plugin), None),
-        // Not written yet (issue 27, item 4): said as a failed check, so
-        // `plugin test` never passes a scalar function it did not test.
-        PluginKind::ScalarFunction => (
-            vec![Check {
-                name: "scalar-function-checks",
-                about: "the contract checks of a scalar function (signature, determinism across two calls, errors, traps)",
-                outcome: Outcome::Failed(
-                    "`plugin test` has no checks for scalar functions yet; run the function from a SQL job (docs/write-a-plugin.md, \"Scalar functions\")".to_string(),
-                ),
-            }],
-            None,
-        ),
+        PluginKind::ScalarFunction => (super::function_checks::checks(plugin), None),
     };
     Report {
         kind,
@@ -140,10 +130,10 @@ pub fn run(plugin: &LoadedPlugin) -> Report {
     }
 }
 
-type CheckFn<'a> = Box<dyn FnOnce() -> Result<Option<String>, String> + 'a>;
+pub(crate) type CheckFn<'a> = Box<dyn FnOnce() -> Result<Option<String>, String> + 'a>;
 
 /// Runs `body`: `Ok(None)` passed, `Ok(Some(why))` not applicable, `Err` failed.
-fn check(name: &'static str, about: &'static str, body: CheckFn<'_>) -> Check {
+pub(crate) fn check(name: &'static str, about: &'static str, body: CheckFn<'_>) -> Check {
     let outcome = match body() {
         Ok(None) => Outcome::Passed,
         Ok(Some(why)) => Outcome::NotApplicable(why),
@@ -172,7 +162,7 @@ fn no_snapshot<T>(answer: Result<T, PluginError>) -> Result<Option<String>, Stri
 /// Which answer a failed call gave, for a check that expects one error
 /// case: the WIT `error` case (e.g. `` `other` ``) of an error value, or the
 /// kind of fault otherwise.
-fn answer_case(error: &PluginError) -> &'static str {
+pub(crate) fn answer_case(error: &PluginError) -> &'static str {
     match error {
         PluginError::Returned { error, .. } => match error {
             PluginFailure::InvalidConfig(_) => "`invalid-config`",
@@ -189,7 +179,7 @@ fn answer_case(error: &PluginError) -> &'static str {
 }
 
 /// A plugin error as the one line a failed check shows.
-fn said(error: &PluginError) -> String {
+pub(crate) fn said(error: &PluginError) -> String {
     crate::plugin::one_line(&error.to_string(), 400)
 }
 

@@ -16,6 +16,7 @@
 pub mod call;
 pub mod command;
 pub mod conformance;
+pub mod function_checks;
 pub mod new;
 
 use std::path::{Path, PathBuf};

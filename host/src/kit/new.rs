@@ -6,7 +6,10 @@
 //! coordhost, from the files that pin them for the sample plugins
 //! (`plugins/Cargo.toml` for wit-bindgen, `plugins/languages.mk` for
 //! componentize-py, `plugins/js-enumerator/package.json` for
-//! componentize-js and preview2-shim).
+//! componentize-js and preview2-shim, `plugins/js-function/package.json`
+//! for apache-arrow). The Python scalar-function template ships the
+//! pure-Python Arrow IPC codec of the Python sample,
+//! `plugins/py-arrow/arrow_ipc.py`, as it is.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -22,6 +25,10 @@ pub const WIT_FUNCTION: &str = include_str!("../../../wit/function/function.wit"
 const PLUGINS_CARGO: &str = include_str!("../../../plugins/Cargo.toml");
 const LANGUAGES_MK: &str = include_str!("../../../plugins/languages.mk");
 const JS_PACKAGE: &str = include_str!("../../../plugins/js-enumerator/package.json");
+const JS_FUNCTION_PACKAGE: &str = include_str!("../../../plugins/js-function/package.json");
+/// The pure-Python Arrow IPC codec (`plugins/py-arrow/arrow_ipc.py`), shipped
+/// in a Python scalar-function project as `arrow_ipc.py`.
+pub const PY_ARROW_CODEC: &str = include_str!("../../../plugins/py-arrow/arrow_ipc.py");
 
 /// The language of a project.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -66,11 +73,28 @@ const RUST_SCALAR_FUNCTION: &[TemplateFile] = template!("rust-scalar-function":
     "Cargo.toml", "Cargo.lock", "src/lib.rs", "README.md", ".gitignore");
 const JS_SPLIT_ENUMERATOR: &[TemplateFile] = template!("js-split-enumerator":
     "enumerator.js", "build.mjs", "package.json", "README.md", ".gitignore");
+const PYTHON_SCALAR_FUNCTION: &[TemplateFile] = &[
+    (
+        "app.py",
+        include_str!("../../../templates/python-scalar-function/app.py"),
+    ),
+    (
+        "README.md",
+        include_str!("../../../templates/python-scalar-function/README.md"),
+    ),
+    (
+        ".gitignore",
+        include_str!("../../../templates/python-scalar-function/.gitignore"),
+    ),
+    ("arrow_ipc.py", PY_ARROW_CODEC),
+];
+const JS_SCALAR_FUNCTION: &[TemplateFile] = template!("js-scalar-function":
+    "function.js", "build.mjs", "package.json", "README.md", ".gitignore");
 
 /// The languages that have a template of `kind`, for messages.
 fn template_langs(kind: PluginKind) -> &'static str {
     match kind {
-        PluginKind::ScalarFunction => "--lang rust",
+        PluginKind::ScalarFunction => "--lang rust, --lang python and --lang js",
         _ => "--lang rust and --lang python",
     }
 }
@@ -85,7 +109,8 @@ fn template(lang: Lang, kind: PluginKind) -> Option<&'static [TemplateFile]> {
         (Lang::Js, PluginKind::SplitEnumerator) => Some(JS_SPLIT_ENUMERATOR),
         (Lang::Js, PluginKind::ShuffleMaster) => None,
         (Lang::Rust, PluginKind::ScalarFunction) => Some(RUST_SCALAR_FUNCTION),
-        (Lang::Python | Lang::Js, PluginKind::ScalarFunction) => None,
+        (Lang::Python, PluginKind::ScalarFunction) => Some(PYTHON_SCALAR_FUNCTION),
+        (Lang::Js, PluginKind::ScalarFunction) => Some(JS_SCALAR_FUNCTION),
     }
 }
 
@@ -144,7 +169,7 @@ fn pinned<'a>(text: &'a str, after: &str, end: char) -> &'a str {
 }
 
 /// The tool versions the templates pin: `(placeholder, version)`.
-pub fn pinned_versions() -> [(&'static str, &'static str); 5] {
+pub fn pinned_versions() -> [(&'static str, &'static str); 6] {
     [
         (
             "wit_bindgen",
@@ -161,6 +186,10 @@ pub fn pinned_versions() -> [(&'static str, &'static str); 5] {
         (
             "preview2_shim",
             pinned(JS_PACKAGE, "\"@bytecodealliance/preview2-shim\": \"", '"'),
+        ),
+        (
+            "apache_arrow",
+            pinned(JS_FUNCTION_PACKAGE, "\"apache-arrow\": \"", '"'),
         ),
         ("wit_version", WIT_VERSION),
     ]
@@ -260,7 +289,8 @@ pub fn create(
         if let Some(folder) = path.parent() {
             std::fs::create_dir_all(folder).map_err(write_error(folder))?;
         }
-        let body = if *rel == wit.0 {
+        // The WIT and the codec are copied as they are.
+        let body = if *rel == wit.0 || *text == PY_ARROW_CODEC {
             (*text).to_string()
         } else {
             render(text, name)
@@ -294,6 +324,8 @@ mod tests {
             PYTHON_SHUFFLE_MASTER,
             JS_SPLIT_ENUMERATOR,
             RUST_SCALAR_FUNCTION,
+            PYTHON_SCALAR_FUNCTION,
+            JS_SCALAR_FUNCTION,
         ] {
             for (rel, text) in files {
                 let out = render(text, "my-plugin");

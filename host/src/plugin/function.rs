@@ -115,35 +115,54 @@ fn failure(e: wit::Error) -> PluginFailure {
 
 /// Asks a fresh, configured instance for the signature (at load).
 pub(crate) fn query_signature(loaded: &LoadedInner) -> Result<FunctionSignature, PluginError> {
+    let mut all = query_signatures(loaded, 1)?;
+    all.pop().ok_or_else(|| PluginError::Protocol {
+        plugin: loaded.spec.name.clone(),
+        call: "signature",
+        reason: "no signature was read".to_string(),
+    })
+}
+
+/// Asks one fresh, configured instance for its signature `times` times, in
+/// order (`plugin test` checks that the answers do not change; the WIT
+/// says they must not). Each answer is checked as at load.
+pub(crate) fn query_signatures(
+    loaded: &LoadedInner,
+    times: usize,
+) -> Result<Vec<FunctionSignature>, PluginError> {
     const CALL: &str = "signature";
     let mut live = instantiate(loaded)?;
-    instance::arm_deadline(&mut live.store, loaded);
-    let sig = live
-        .world
-        .coordhost_function_scalar_function()
-        .call_signature(&mut live.store)
-        .map_err(|e| Fault::classify(&live.store, &e).into_error(loaded, CALL, false))?;
     let protocol = |reason: String| PluginError::Protocol {
         plugin: loaded.spec.name.clone(),
         call: CALL,
         reason,
     };
-    if sig.arguments.len() > MAX_FUNCTION_ARGUMENTS {
-        return Err(protocol(format!(
-            "it declares {} arguments, more than {MAX_FUNCTION_ARGUMENTS}",
-            sig.arguments.len()
-        )));
+    let mut out = Vec::with_capacity(times);
+    for _ in 0..times {
+        instance::arm_deadline(&mut live.store, loaded);
+        let sig = live
+            .world
+            .coordhost_function_scalar_function()
+            .call_signature(&mut live.store)
+            .map_err(|e| Fault::classify(&live.store, &e).into_error(loaded, CALL, false))?;
+        if sig.arguments.len() > MAX_FUNCTION_ARGUMENTS {
+            return Err(protocol(format!(
+                "it declares {} arguments, more than {MAX_FUNCTION_ARGUMENTS}",
+                sig.arguments.len()
+            )));
+        }
+        let mut arguments = Vec::with_capacity(sig.arguments.len());
+        for (i, a) in sig.arguments.iter().enumerate() {
+            arguments.push(arrow_type(a).map_err(|r| protocol(format!("argument {i}: {r}")))?);
+        }
+        let returns = arrow_type(&sig.returns).map_err(|r| protocol(format!("result: {r}")))?;
+        out.push(FunctionSignature {
+            arguments,
+            returns,
+            deterministic: sig.deterministic,
+        });
     }
-    let mut arguments = Vec::with_capacity(sig.arguments.len());
-    for (i, a) in sig.arguments.iter().enumerate() {
-        arguments.push(arrow_type(a).map_err(|r| protocol(format!("argument {i}: {r}")))?);
-    }
-    let returns = arrow_type(&sig.returns).map_err(|r| protocol(format!("result: {r}")))?;
-    Ok(FunctionSignature {
-        arguments,
-        returns,
-        deterministic: sig.deterministic,
-    })
+    Ok(out)
 }
 
 /// A scalar-function plugin ready to be called from many threads: its
@@ -228,6 +247,17 @@ impl ScalarFunction {
             other => other?,
         };
         decode_result(&answer, &self.signature.returns, rows).map_err(protocol)
+    }
+
+    /// Calls `invoke` once with `bytes` as they are, not checked against
+    /// the signature, and returns the answer's bytes unread (`plugin test`
+    /// sends batches of the wrong schema with it, to see an error value
+    /// come back rather than a trap). No second try.
+    ///
+    /// # Errors
+    /// As [`ScalarFunction::call`], less the checks of the answer.
+    pub fn call_bytes(&self, bytes: &[u8]) -> Result<Vec<u8>, PluginError> {
+        self.try_call(bytes, false)
     }
 
     /// One try of `invoke` on an idle or fresh instance, on a thread of

@@ -57,6 +57,7 @@ pub use bindings::{WIT_PACKAGE, WIT_VERSION, WIT_VERSIONS_LOADED};
 pub use cache::{CacheOutcome, CompileNotice, NOTICE_AFTER};
 pub use enumerator::SplitEnumerator;
 pub use error::PluginError;
+pub(crate) use function::query_signatures;
 pub use function::{FunctionSignature, MAX_FUNCTION_ARGUMENTS, ScalarFunction};
 pub use output::{MAX_MESSAGE_BYTES, one_line};
 pub use shuffle::{JobShuffleContext, ShuffleMaster};

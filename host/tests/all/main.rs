@@ -12,6 +12,7 @@
 
 #[cfg(feature = "failpoints")]
 mod sql_functions;
+mod sql_functions_languages;
 #[cfg(feature = "failpoints")]
 mod sql_functions_workers;
 mod sql_tpch;
@@ -56,6 +57,7 @@ mod job_wordcount;
 mod plugin_cache;
 mod plugin_conformance;
 mod plugin_kit;
+mod plugin_kit_functions;
 mod plugin_sandbox;
 #[cfg(feature = "failpoints")]
 mod recovery_attempts;

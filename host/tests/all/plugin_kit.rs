@@ -392,7 +392,7 @@ fn plugin_call_of_a_shuffle_master_restores_a_new_instance_and_traces_calls_at_d
 }
 
 #[test]
-fn plugin_new_writes_a_rust_scalar_function_with_its_own_wit_and_no_other_language() {
+fn plugin_new_writes_a_rust_scalar_function_with_its_own_wit() {
     let parent = tempfile::tempdir().expect("tempdir");
     let dir = parent.path().to_str().expect("utf-8");
     let out = coordhost(&[
@@ -422,23 +422,6 @@ fn plugin_new_writes_a_rust_scalar_function_with_its_own_wit_and_no_other_langua
     assert!(
         lock.contains("name = \"my-tax\""),
         "the lockfile names the project"
-    );
-    let out = coordhost(&[
-        "plugin",
-        "new",
-        "py-tax",
-        "--kind",
-        "scalar-function",
-        "--lang",
-        "python",
-        "--dir",
-        dir,
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
-    assert!(
-        text(&out.stderr).contains("a scalar-function template exists for --lang rust"),
-        "{}",
-        show(&out)
     );
 }
 

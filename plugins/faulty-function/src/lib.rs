@@ -10,6 +10,13 @@
 //! - `nondeterministic`: says so in its signature (the host refuses it).
 //! - `bad-decimal`: declares a result type `decimal(40,2)`, which Arrow has not.
 //! - `memory`: allocates without end in `invoke` (the memory cap stops it).
+//! - `unstable-signature`: the first `signature` of an instance says
+//!   `bigint -> bigint`, every later one `bigint -> double`.
+//! - `drifting`: x + n, where n counts the instance's `invoke` calls (1, 2,
+//!   ...): the same batch gets another answer the second time.
+//! - `unchecked`: x + 1, but traps (a panic) on a batch whose first column
+//!   is not `bigint` or that is not Arrow IPC, instead of returning the
+//!   error value `invalid-input`.
 
 #![allow(missing_docs, reason = "the generated bindings carry the WIT docs")]
 
@@ -20,7 +27,7 @@ mod bindings {
     });
 }
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
@@ -31,6 +38,16 @@ use bindings::exports::coordhost::function::scalar_function::Guest;
 
 thread_local! {
     static MODE: RefCell<String> = RefCell::new("ok".to_string());
+    /// Calls of `signature` (mode `unstable-signature`) or `invoke` (mode `drifting`).
+    static CALLS: Cell<i64> = const { Cell::new(0) };
+}
+
+/// Counts one more call; returns the count.
+fn count_call() -> i64 {
+    CALLS.with(|c| {
+        c.set(c.get() + 1);
+        c.get()
+    })
 }
 
 fn mode() -> String {
@@ -46,7 +63,7 @@ impl Guest for Faulty {
                 (
                     "mode",
                     "ok" | "trap" | "slow" | "wrong-type" | "wrong-length" | "nondeterministic"
-                    | "bad-decimal" | "memory",
+                    | "bad-decimal" | "memory" | "unstable-signature" | "drifting" | "unchecked",
                 ) => MODE.with(|m| *m.borrow_mut() = v.clone()),
                 ("mode", other) => {
                     return Err(Error::InvalidConfig(format!("unknown mode `{other}`")));
@@ -66,6 +83,8 @@ impl Guest for Faulty {
                     precision: 40,
                     scale: 2,
                 })
+            } else if mode == "unstable-signature" && count_call() > 1 {
+                DataType::Float64
             } else {
                 DataType::Int64
             },
@@ -74,12 +93,23 @@ impl Guest for Faulty {
     }
 
     fn invoke(arguments: Vec<u8>) -> Result<Vec<u8>, Error> {
-        let batch = plugin_support::arrow_batches::read_arguments(&arguments)
-            .map_err(Error::InvalidInput)?;
-        let x = batch
-            .column(0)
-            .as_primitive_opt::<Int64Type>()
-            .ok_or_else(|| Error::InvalidInput("argument 0 is not a bigint".into()))?;
+        let unchecked = mode() == "unchecked";
+        let batch = match plugin_support::arrow_batches::read_arguments(&arguments) {
+            Ok(b) => b,
+            Err(e) if unchecked => panic!("plus_one does not check its input: {e}"),
+            Err(e) => return Err(Error::InvalidInput(e)),
+        };
+        let x = match batch.column(0).as_primitive_opt::<Int64Type>() {
+            Some(x) => x,
+            None if unchecked => panic!("plus_one does not check its input: not a bigint"),
+            None => return Err(Error::InvalidInput("argument 0 is not a bigint".into())),
+        };
+        if batch.num_columns() != 1 {
+            return Err(Error::InvalidInput(format!(
+                "expected 1 argument, got {}",
+                batch.num_columns()
+            )));
+        }
         let out: ArrayRef = match mode().as_str() {
             "trap" => panic!("plus_one was told to trap"),
             "slow" => {
@@ -104,6 +134,10 @@ impl Guest for Faulty {
                     .map(|v| v.map(|v| v + 1))
                     .collect::<Int64Array>(),
             ),
+            "drifting" => {
+                let n = count_call();
+                Arc::new(x.iter().map(|v| v.map(|v| v + n)).collect::<Int64Array>())
+            }
             _ => Arc::new(x.iter().map(|v| v.map(|v| v + 1)).collect::<Int64Array>()),
         };
         plugin_support::arrow_batches::write_result(out).map_err(Error::Other)

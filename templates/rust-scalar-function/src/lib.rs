@@ -70,6 +70,12 @@ impl Guest for Component {
             .next()
             .ok_or_else(|| Error::InvalidInput("no batch".into()))?
             .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        if batch.num_columns() != 2 {
+            return Err(Error::InvalidInput(format!(
+                "expected 2 arguments, got {}",
+                batch.num_columns()
+            )));
+        }
         let column = |i: usize| {
             batch
                 .column(i)
