@@ -204,6 +204,8 @@ pub use functions::refuse_functions_on_workers;
 mod operators;
 mod paths;
 mod raw;
+mod readers;
+pub use readers::refuse_readers_on_workers;
 mod sql;
 mod validate;
 

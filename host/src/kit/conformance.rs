@@ -132,6 +132,16 @@ pub fn run(plugin: &LoadedPlugin) -> Report {
             }],
             None,
         ),
+        PluginKind::SourceReader => (
+            vec![Check {
+                name: "source-reader-checks",
+                about: "the contract checks of a source reader (batches of the declared schema, errors, traps)",
+                outcome: Outcome::Failed(
+                    "`plugin test` has no checks for source readers yet; read a table with it from a SQL job (docs/write-a-plugin.md, \"Source readers\")".to_string(),
+                ),
+            }],
+            None,
+        ),
     };
     Report {
         kind,

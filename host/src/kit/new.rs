@@ -71,6 +71,7 @@ const JS_SPLIT_ENUMERATOR: &[TemplateFile] = template!("js-split-enumerator":
 fn template_langs(kind: PluginKind) -> &'static str {
     match kind {
         PluginKind::ScalarFunction => "--lang rust",
+        PluginKind::SourceReader => "no language yet",
         _ => "--lang rust and --lang python",
     }
 }
@@ -86,6 +87,7 @@ fn template(lang: Lang, kind: PluginKind) -> Option<&'static [TemplateFile]> {
         (Lang::Js, PluginKind::ShuffleMaster) => None,
         (Lang::Rust, PluginKind::ScalarFunction) => Some(RUST_SCALAR_FUNCTION),
         (Lang::Python | Lang::Js, PluginKind::ScalarFunction) => None,
+        (_, PluginKind::SourceReader) => None,
     }
 }
 

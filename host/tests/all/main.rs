@@ -12,6 +12,8 @@
 
 #[cfg(feature = "failpoints")]
 mod sql_functions;
+#[cfg(feature = "failpoints")]
+mod sql_readers;
 mod sql_tpch;
 mod support;
 
