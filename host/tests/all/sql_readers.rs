@@ -306,8 +306,9 @@ fn a_fixed_width_table_read_by_the_wasm_reader_answers_as_the_same_rows_read_as_
     write_tables(&rows, &fw, &csv);
     for (i, sql) in [
         "SELECT id, name, balance, opened, active, rate FROM acct ORDER BY id",
-        "SELECT active, count(*) AS n, count(name) AS named, sum(balance) AS total, \
-         min(opened) AS first, max(rate) AS top FROM acct GROUP BY active ORDER BY active",
+        "SELECT name, count(*) AS n, count(active) AS flagged, sum(balance) AS total, \
+         min(opened) AS first, max(rate) AS top, sum(CASE WHEN active THEN 1 ELSE 0 END) AS actives \
+         FROM acct GROUP BY name ORDER BY name",
     ]
     .into_iter()
     .enumerate()
@@ -334,7 +335,7 @@ fn a_fixed_width_table_read_by_the_wasm_reader_answers_as_the_same_rows_read_as_
             assert!(got[5].starts_with("4,,"), "{}", got[5]);
             assert!(got.iter().any(|l| l.contains("Émile Zola")));
         } else {
-            assert_eq!(got.len(), 4, "true, false and null: {got:?}");
+            assert_eq!(got.len(), NAMES.len() + 2, "every name and null: {got:?}");
         }
     }
 }
@@ -366,7 +367,13 @@ fn scan_tasks_finished(data: &Path) -> usize {
         .unwrap_or(0)
 }
 
-fn sorted(mut lines: Vec<String>) -> Vec<String> {
+/// The data lines of a published output (each part file has its header
+/// line), sorted: the order of rows across tasks is not the answer's.
+fn sorted(lines: Vec<String>) -> Vec<String> {
+    let mut lines: Vec<String> = lines
+        .into_iter()
+        .filter(|l| l != "id,name,balance,opened")
+        .collect();
     lines.sort_unstable();
     lines
 }
@@ -417,11 +424,12 @@ fn a_coordinator_killed_mid_scan_reruns_to_the_same_answer_skipping_finished_tas
         "the {kept} finished scan tasks are skipped: {}",
         done.summary.brief()
     );
-    assert_eq!(
-        sorted(published_lines(&data.join("output/acct"))),
-        want,
-        "the same answer as the rows read as CSV"
-    );
+    let got = sorted(published_lines(&data.join("output/acct")));
+    assert!(want.len() > 10_000, "most rows pass the filter: {}", want.len());
+    assert_eq!(got.len(), want.len(), "as many rows as read as CSV");
+    if let Some((g, w)) = got.iter().zip(&want).find(|(g, w)| g != w) {
+        panic!("the answer differs from the rows read as CSV: `{g}` where `{w}`");
+    }
 }
 
 #[test]
