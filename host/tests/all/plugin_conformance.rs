@@ -60,7 +60,10 @@ fn every_sample_plugin_passes_the_contract_checks_of_plugin_test() {
             (PluginKind::SplitEnumerator, false) | (PluginKind::ShuffleMaster, false) => 6,
             (PluginKind::ShuffleMaster, true) => 5,
             (PluginKind::ScalarFunction | PluginKind::SourceReader, _) => {
-                panic!("{}: no scalar function or source reader is listed here", s.name)
+                panic!(
+                    "{}: no scalar function or source reader is listed here",
+                    s.name
+                )
             }
         };
         assert_eq!(report.checks.len(), expected, "{}:\n{report}", s.name);

@@ -425,7 +425,11 @@ fn a_coordinator_killed_mid_scan_reruns_to_the_same_answer_skipping_finished_tas
         done.summary.brief()
     );
     let got = sorted(published_lines(&data.join("output/acct")));
-    assert!(want.len() > 10_000, "most rows pass the filter: {}", want.len());
+    assert!(
+        want.len() > 10_000,
+        "most rows pass the filter: {}",
+        want.len()
+    );
     assert_eq!(got.len(), want.len(), "as many rows as read as CSV");
     if let Some((g, w)) = got.iter().zip(&want).find(|(g, w)| g != w) {
         panic!("the answer differs from the rows read as CSV: `{g}` where `{w}`");
@@ -741,7 +745,12 @@ fn plugin_check_and_call_recognise_a_source_reader() {
         assert!(stdout.contains(line), "`{line}` in: {stdout}");
     }
     assert!(!stdout.contains("batch snapshot"), "{stdout}");
-    let json = run(&["plugin", "check", "--json", path.to_str().expect("utf-8 path")]);
+    let json = run(&[
+        "plugin",
+        "check",
+        "--json",
+        path.to_str().expect("utf-8 path"),
+    ]);
     let value: serde_json::Value = serde_json::from_slice(&json.stdout).expect("valid JSON");
     assert_eq!(value["valid"], true);
     assert_eq!(value["kind"], "source-reader");
