@@ -46,7 +46,8 @@ PLUGINS_RELEASE := $(PLUGINS_TARGET_DIR)/$(PLUGIN_TARGET)/release
 # other) into local-shuffle-0.1.0.wasm.
 PLUGIN_NAMES := file-enumerator static-enumerator faulty-enumerator \
 	local-shuffle memory-shuffle hostile-shuffle wrong-world not-a-plugin \
-	tax-function faulty-function
+	tax-function faulty-function \
+	fixed-width-reader faulty-reader
 
 .PHONY: plugins
 plugins:

@@ -322,7 +322,8 @@ fn write_info(
     )?;
     if let Some(signature) = &info.signature {
         writeln!(out, "  signature:               {signature}")?;
-    } else {
+    } else if info.kind != crate::plugin::PluginKind::SourceReader {
+        // A source reader keeps no state between splits: nothing to say.
         writeln!(
             out,
             "  supports batch snapshot: {}",

@@ -218,6 +218,16 @@ pub enum StageSource {
         /// Name and declared type of each column the scan reads.
         columns: Vec<(String, String)>,
     },
+    /// Record batches of every declared column, answered by the table's
+    /// source-reader plugin (WIT `coordhost:reader`); the scan keeps the
+    /// columns it reads.
+    Reader {
+        /// The table (the task finds its reader by this name).
+        table: String,
+        /// Index among the declared columns, name and declared type of
+        /// each column the scan reads.
+        columns: Vec<(usize, String, String)>,
+    },
 }
 
 /// One stage of a SQL job: a DataFusion physical plan as

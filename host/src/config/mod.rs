@@ -207,6 +207,8 @@ mod functions;
 mod operators;
 mod paths;
 mod raw;
+mod readers;
+pub use readers::refuse_readers_on_workers;
 mod sql;
 mod validate;
 

@@ -82,7 +82,8 @@ pub(super) struct RawJob {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub(super) struct RawTable {
     pub(super) plugin: String,
-    pub(super) format: String,
+    /// `"csv"`, `"parquet"` or `{ reader = "PLUGIN" }`.
+    pub(super) format: toml::Value,
     #[serde(default)]
     pub(super) header: Option<bool>,
     #[serde(default)]

@@ -299,7 +299,35 @@ impl Validator {
             }
             Some(_) => {}
         }
-        let format = match rt.format.as_str() {
+        let format_name = match rt.format {
+            toml::Value::String(f) => f,
+            toml::Value::Table(t) => {
+                if rt.header.is_some() || rt.delimiter.is_some() {
+                    return Err(self.invalid(
+                        format!("{field}.format"),
+                        "`header` and `delimiter` are for `csv`, not a reader plugin",
+                    ));
+                }
+                let format = self.reader_format(&field, t, plugins)?;
+                return self.table_rest(
+                    name,
+                    &field,
+                    rt.plugin,
+                    format,
+                    rt.schema,
+                    rt.max_task_bytes,
+                );
+            }
+            other => {
+                return Err(self.invalid(
+                    format!("{field}.format"),
+                    format!(
+                        "{other} is neither `csv`, `parquet` nor a reader table `{{ reader = \"PLUGIN\" }}`"
+                    ),
+                ));
+            }
+        };
+        let format = match format_name.as_str() {
             "csv" => TableFormat::Csv {
                 header: rt.header.unwrap_or(false),
                 delimiter: self.delimiter(&format!("{field}.delimiter"), rt.delimiter)?,
@@ -316,18 +344,41 @@ impl Validator {
             other => {
                 return Err(self.invalid(
                     format!("{field}.format"),
-                    format!("unknown format `{other}`, expected `csv` or `parquet`"),
+                    format!(
+                        "unknown format `{other}`, expected `csv`, `parquet` or `{{ reader = \"PLUGIN\" }}`"
+                    ),
                 ));
             }
         };
-        if rt.schema.is_empty() {
+        self.table_rest(
+            name,
+            &field,
+            rt.plugin,
+            format,
+            rt.schema,
+            rt.max_task_bytes,
+        )
+    }
+
+    /// The rest of one `[tables.NAME]` once its format is known: the
+    /// schema and `max-task-bytes`.
+    fn table_rest(
+        &self,
+        name: &str,
+        field: &str,
+        plugin: String,
+        format: TableFormat,
+        schema: toml::Table,
+        max_task_bytes: Option<toml::Value>,
+    ) -> Result<TableDecl, ConfigError> {
+        if schema.is_empty() {
             return Err(self.invalid(
                 format!("{field}.schema"),
                 "needs the columns and their types, e.g. `schema = { l_orderkey = \"bigint\" }`",
             ));
         }
         let mut columns = Vec::new();
-        for (col, ty) in rt.schema {
+        for (col, ty) in schema {
             let cf = format!("{field}.schema.{col}");
             let toml::Value::String(ty) = ty else {
                 return Err(self.invalid(cf, "a type is a string, e.g. \"decimal(15,2)\""));
@@ -336,10 +387,10 @@ impl Validator {
             columns.push((col, t));
         }
         let max_task_bytes =
-            self.max_task_bytes(&format!("{field}.max-task-bytes"), rt.max_task_bytes)?;
+            self.max_task_bytes(&format!("{field}.max-task-bytes"), max_task_bytes)?;
         Ok(TableDecl {
             name: name.to_string(),
-            plugin: rt.plugin,
+            plugin,
             format,
             columns,
             max_task_bytes,

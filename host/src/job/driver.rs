@@ -63,6 +63,11 @@ pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
     // A SQL job rerun runs the stages its log recorded, never a new plan
     // (docs/sql.md); the plan made while checking the file is dropped.
     super::sql::adopt_recorded_stages(&mut config, &opts.data_dir);
+    // So do tables read by a source-reader plugin (docs/sql.md, "Tables
+    // read by a Wasm reader").
+    if opts.external.is_some() {
+        crate::config::refuse_readers_on_workers(&config.file, config.sql.as_ref())?;
+    }
     let data_dir = &opts.data_dir;
     let cache_dir = opts
         .cache_dir

@@ -100,6 +100,9 @@ const ENUMERATOR_KNOWN: &str =
     "create, start, add-reader:N, request:N, drain:N, unassigned, snapshot, restore, add-back:N";
 const SHUFFLE_KNOWN: &str = "create, register-job, register:N, produce:N, report, snapshot, restore, release:N, unregister-job";
 
+/// A source reader has no script (yet): `plugin call` prints its kind.
+const READER_KNOWN: &str = "none: `plugin call` prints a source reader's kind and takes no --steps; read a table with it from a SQL job";
+
 /// A scalar function has no script: `plugin call` prints its signature.
 const FUNCTION_KNOWN: &str =
     "none: `plugin call` prints a scalar function's signature and takes no --steps";
@@ -114,6 +117,7 @@ fn parse(steps: &str, kind: PluginKind) -> Result<Vec<Step>, BadStep> {
         PluginKind::SplitEnumerator => ENUMERATOR_KNOWN,
         PluginKind::ShuffleMaster => SHUFFLE_KNOWN,
         PluginKind::ScalarFunction => FUNCTION_KNOWN,
+        PluginKind::SourceReader => READER_KNOWN,
     };
     steps
         .split(',')
@@ -129,7 +133,7 @@ fn parse(steps: &str, kind: PluginKind) -> Result<Vec<Step>, BadStep> {
                 Some((w, n)) => (w, Some(n.parse::<u32>().map_err(|_| bad())?)),
                 None => (text, None),
             };
-            if kind == PluginKind::ScalarFunction {
+            if matches!(kind, PluginKind::ScalarFunction | PluginKind::SourceReader) {
                 return Err(bad());
             }
             let enumerator = kind == PluginKind::SplitEnumerator;
@@ -206,8 +210,21 @@ pub fn run(
         (PluginKind::SplitEnumerator, false) => ENUMERATOR_STEPS_NO_SNAPSHOT,
         (PluginKind::ShuffleMaster, true) => SHUFFLE_STEPS,
         (PluginKind::ShuffleMaster, false) => SHUFFLE_STEPS_NO_SNAPSHOT,
-        (PluginKind::ScalarFunction, _) => "",
+        (PluginKind::ScalarFunction | PluginKind::SourceReader, _) => "",
     });
+    if kind == PluginKind::SourceReader {
+        if let Some(steps) = steps_given {
+            parse(steps, kind)?;
+        }
+        writeln!(
+            out,
+            "{}: {kind} plugin (WIT {}@{})",
+            plugin.spec().path.display(),
+            crate::plugin::bindings::READER_PACKAGE,
+            plugin.wit_version()
+        )?;
+        return Ok(true);
+    }
     let steps = parse(script, kind)?;
     writeln!(
         out,
@@ -229,7 +246,7 @@ pub fn run(
     let ok = match kind {
         PluginKind::SplitEnumerator => EnumeratorScript::new(plugin).run(&steps, out)?,
         PluginKind::ShuffleMaster => ShuffleScript::new(plugin).run(&steps, out)?,
-        PluginKind::ScalarFunction => true,
+        PluginKind::ScalarFunction | PluginKind::SourceReader => true,
     };
     Ok(ok)
 }

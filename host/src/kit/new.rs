@@ -95,6 +95,7 @@ const JS_SCALAR_FUNCTION: &[TemplateFile] = template!("js-scalar-function":
 fn template_langs(kind: PluginKind) -> &'static str {
     match kind {
         PluginKind::ScalarFunction => "--lang rust, --lang python and --lang js",
+        PluginKind::SourceReader => "no language yet",
         _ => "--lang rust and --lang python",
     }
 }
@@ -111,6 +112,7 @@ fn template(lang: Lang, kind: PluginKind) -> Option<&'static [TemplateFile]> {
         (Lang::Rust, PluginKind::ScalarFunction) => Some(RUST_SCALAR_FUNCTION),
         (Lang::Python, PluginKind::ScalarFunction) => Some(PYTHON_SCALAR_FUNCTION),
         (Lang::Js, PluginKind::ScalarFunction) => Some(JS_SCALAR_FUNCTION),
+        (_, PluginKind::SourceReader) => None,
     }
 }
 

@@ -156,8 +156,8 @@ pub(crate) fn query_supports_batch_snapshot(loaded: &LoadedInner) -> Result<bool
                         .call_supports_batch_snapshot(&mut store)
                 })
         }
-        // A scalar function keeps no state to snapshot.
-        KindPre::Function(_) => Ok(false),
+        // A scalar function or source reader keeps no state to snapshot.
+        KindPre::Function(_) | KindPre::Reader(_) => Ok(false),
     };
     answer.map_err(|e| Fault::classify(&store, &e).into_error(loaded, CALL, false))
 }

@@ -31,6 +31,7 @@ mod function;
 mod instance;
 mod open_guard;
 mod output;
+mod reader;
 mod shuffle;
 mod store;
 
@@ -60,10 +61,12 @@ pub use error::PluginError;
 pub(crate) use function::query_signatures;
 pub use function::{FunctionSignature, MAX_FUNCTION_ARGUMENTS, ScalarFunction};
 pub use output::{MAX_MESSAGE_BYTES, one_line};
+pub use reader::{MAX_BATCH_BYTES, MAX_SPLIT_BATCHES, MAX_SPLIT_BYTES, SourceReader};
 pub use shuffle::{JobShuffleContext, ShuffleMaster};
 
 use bindings::enumerator::{SplitEnumeratorPlugin, SplitEnumeratorPluginPre};
 use bindings::function::ScalarFunctionPluginPre;
+use bindings::reader::SourceReaderPluginPre;
 use bindings::shuffle::{ShuffleMasterPlugin, ShuffleMasterPluginPre};
 use store::PluginState;
 
@@ -81,6 +84,10 @@ pub enum PluginKind {
     /// World `scalar-function-plugin` of the package `coordhost:function`:
     /// a function SQL calls once per record batch (`[functions.NAME]`).
     ScalarFunction,
+    /// World `source-reader-plugin` of the package `coordhost:reader`:
+    /// reads the splits of a SQL table into Arrow record batches
+    /// (`[tables.NAME] format = { reader = "PLUGIN" }`).
+    SourceReader,
 }
 
 impl PluginKind {
@@ -90,6 +97,7 @@ impl PluginKind {
             Self::SplitEnumerator => "split-enumerator-plugin",
             Self::ShuffleMaster => "shuffle-master-plugin",
             Self::ScalarFunction => "scalar-function-plugin",
+            Self::SourceReader => "source-reader-plugin",
         }
     }
 }
@@ -100,6 +108,7 @@ impl fmt::Display for PluginKind {
             Self::SplitEnumerator => "split-enumerator",
             Self::ShuffleMaster => "shuffle-master",
             Self::ScalarFunction => "scalar-function",
+            Self::SourceReader => "source-reader",
         })
     }
 }
@@ -237,7 +246,8 @@ struct HostInner {
     engine: Engine,
     enumerator_linker: Linker<PluginState>,
     shuffle_linker: Linker<PluginState>,
-    /// Scalar functions import nothing of coordhost's: WASI only.
+    /// Scalar functions and source readers import nothing of coordhost's:
+    /// WASI only.
     function_linker: Linker<PluginState>,
     cache: cache::ComponentCache,
     ticker: Arc<EpochTicker>,
@@ -445,6 +455,14 @@ impl PluginHost {
                     .map_err(link_error)?;
                 KindPre::Function(ScalarFunctionPluginPre::new(pre).map_err(world_error)?)
             }
+            PluginKind::SourceReader => {
+                let pre = self
+                    .inner
+                    .function_linker
+                    .instantiate_pre(&component)
+                    .map_err(link_error)?;
+                KindPre::Reader(SourceReaderPluginPre::new(pre).map_err(world_error)?)
+            }
         };
         let mut loaded = LoadedInner {
             spec: spec.clone(),
@@ -459,6 +477,11 @@ impl PluginHost {
         };
         if kind == PluginKind::ScalarFunction {
             loaded.signature = Some(function::query_signature(&loaded)?);
+        } else if kind == PluginKind::SourceReader {
+            // A reader keeps no state between splits: nothing to snapshot.
+            // Instantiating it once here finds a component that traps at
+            // start before any job relies on it.
+            reader::check_instantiates(&loaded)?;
         } else {
             loaded.supports_batch_snapshot = instance::query_supports_batch_snapshot(&loaded)?;
         }
@@ -493,10 +516,10 @@ impl PluginHost {
         Ok(PluginInfo {
             kind,
             world: kind.world().to_string(),
-            package: if kind == PluginKind::ScalarFunction {
-                bindings::FUNCTION_PACKAGE
-            } else {
-                WIT_PACKAGE
+            package: match kind {
+                PluginKind::ScalarFunction => bindings::FUNCTION_PACKAGE,
+                PluginKind::SourceReader => bindings::READER_PACKAGE,
+                PluginKind::SplitEnumerator | PluginKind::ShuffleMaster => WIT_PACKAGE,
             }
             .to_string(),
             signature,
@@ -601,6 +624,11 @@ fn detect_kind(
             PluginKind::ScalarFunction,
             &[bindings::FUNCTION_VERSION][..],
         ),
+        (
+            bindings::SOURCE_READER_INTERFACE,
+            PluginKind::SourceReader,
+            &[bindings::READER_VERSION][..],
+        ),
     ] {
         for name in &exports {
             let Some(rest) = name.strip_prefix(interface) else {
@@ -630,10 +658,11 @@ fn detect_kind(
     Err(PluginError::WrongWorld {
         path: path.to_path_buf(),
         missing: format!(
-            "it exports neither `{}@{v}` nor `{}@{v}` nor `{}@{f}` (its exports: {})",
+            "it exports neither `{}@{v}` nor `{}@{v}` nor `{}@{f}` nor `{}@{r}` (its exports: {})",
             bindings::SPLIT_ENUMERATOR_INTERFACE,
             bindings::SHUFFLE_MASTER_INTERFACE,
             bindings::SCALAR_FUNCTION_INTERFACE,
+            bindings::SOURCE_READER_INTERFACE,
             if exports.is_empty() {
                 "none".to_string()
             } else {
@@ -641,6 +670,7 @@ fn detect_kind(
             },
             v = WIT_VERSION,
             f = bindings::FUNCTION_VERSION,
+            r = bindings::READER_VERSION,
         ),
     })
 }
@@ -672,6 +702,7 @@ pub(crate) enum KindPre {
     Enumerator(SplitEnumeratorPluginPre<PluginState>),
     Shuffle(ShuffleMasterPluginPre<PluginState>),
     Function(ScalarFunctionPluginPre<PluginState>),
+    Reader(SourceReaderPluginPre<PluginState>),
 }
 
 impl LoadedPlugin {
@@ -754,6 +785,19 @@ impl LoadedPlugin {
     /// [`PluginError::KindMismatch`] for a plugin of another kind.
     pub fn scalar_function(&self) -> Result<Arc<ScalarFunction>, PluginError> {
         ScalarFunction::new(self.clone())
+    }
+
+    /// The source reader for a table of `schema` (a pool of configured
+    /// instances made as splits need them).
+    ///
+    /// # Errors
+    /// [`PluginError::KindMismatch`] for a plugin of another kind.
+    pub fn source_reader(
+        &self,
+        table: &str,
+        schema: arrow_schema::SchemaRef,
+    ) -> Result<Arc<SourceReader>, PluginError> {
+        SourceReader::new(self.clone(), table, schema)
     }
 
     pub(crate) fn inner(&self) -> &LoadedInner {

@@ -1233,6 +1233,9 @@ fn task_spec(
         attempt,
         vertex_id: req.vertex_id.clone(),
         operators: Arc::new(vertex.operators),
+        // Source readers do not travel to worker processes either: a job
+        // with a table read by one is refused with --workers (docs/sql.md).
+        readers: crate::runtime::TableReaders::default(),
         input,
         outputs,
         sink,

@@ -227,6 +227,10 @@ pub struct TaskOutput {
     pub key: Vec<usize>,
 }
 
+/// The source readers of a SQL job's tables, by table name (cheap to
+/// clone: shared by every task of the job).
+pub type TableReaders = Arc<std::collections::BTreeMap<String, Arc<crate::plugin::SourceReader>>>;
+
 /// Everything a worker needs to run one execution attempt.
 pub struct TaskSpec {
     /// The attempt.
@@ -235,6 +239,10 @@ pub struct TaskSpec {
     pub vertex_id: String,
     /// The operator chain.
     pub operators: Arc<Vec<Operator>>,
+    /// The source-reader plugins of the SQL job's tables read by one
+    /// (`format = { reader = "PLUGIN" }`), by table; empty on worker
+    /// processes (such a job runs in embedded tasks only, docs/sql.md).
+    pub readers: TableReaders,
     /// The input.
     pub input: TaskInput,
     /// Result partitions to write (none for a sink).
@@ -290,6 +298,7 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
         attempt,
         vertex_id,
         operators,
+        readers,
         input,
         outputs,
         sink,
@@ -321,6 +330,7 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
         let (records_in, splits, (records_out, partitions)) = stage::run(
             stage,
             functions,
+            readers,
             &vertex_id,
             input,
             source_grants,

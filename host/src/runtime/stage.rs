@@ -27,6 +27,8 @@ struct Inner {
     vertex: String,
     source: Option<StageSource>,
     grants: Option<Grants>,
+    /// The source readers of the job's tables read by one.
+    readers: super::TableReaders,
     state: Mutex<FeedState>,
 }
 
@@ -126,8 +128,79 @@ impl Inner {
                     },
                 )?;
             }
+            StageSource::Reader { table, columns } => {
+                out = self.read_with_plugin(&split, table, columns)?;
+            }
         }
         Ok(Some(out))
+    }
+
+    /// The batches the table's source-reader plugin gives for `split`
+    /// (checked against the declared schema by the plugin host), cut to
+    /// the `columns` the scan reads. A `file-range` split must name a file
+    /// inside the reader's own grants: the host checks it before the
+    /// reader sees the split.
+    fn read_with_plugin(
+        &self,
+        split: &SplitData,
+        table: &str,
+        columns: &[(usize, String, String)],
+    ) -> Result<Vec<RecordBatch>, TaskError> {
+        let reader = self.readers.get(table).ok_or_else(|| TaskError::Data {
+            vertex: self.vertex.clone(),
+            detail: format!(
+                "table `{table}` is read by a source-reader plugin, which this task does not have (such tables are read in embedded tasks only)"
+            ),
+        })?;
+        let spec = reader.plugin().spec();
+        let failed = |reason: String| TaskError::Split {
+            split: split.id.clone(),
+            reason: format!("table `{table}`, source reader `{}`: {reason}", spec.name),
+        };
+        if let SplitPayloadData::FileRange { path, .. } = &split.payload {
+            Grants::new(&spec.name, &spec.dirs)
+                .check_readable(path)
+                .map_err(|e| failed(format!("its split names {}", e.detail())))?;
+        }
+        let batches = reader.read_split(split).map_err(|e| {
+            // The plugin host's message names the plugin already.
+            let text = e.to_string();
+            let text = text
+                .strip_prefix(&format!("plugin `{}`: ", spec.name))
+                .map_or(text.clone(), str::to_string);
+            failed(text)
+        })?;
+        let declared = reader.schema().fields();
+        let fields: Vec<Field> = columns
+            .iter()
+            .map(|(i, name, _)| {
+                declared
+                    .get(*i)
+                    .map(|f| Field::new(name, f.data_type().clone(), true))
+                    .ok_or_else(|| {
+                        failed(format!(
+                            "the scan reads column {i} of a table of {} columns",
+                            declared.len()
+                        ))
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+        let schema = Arc::new(Schema::new(fields));
+        batches
+            .into_iter()
+            .map(|b| {
+                let arrays: Vec<ArrayRef> = columns
+                    .iter()
+                    .map(|(i, _, _)| Arc::clone(b.column(*i)))
+                    .collect();
+                RecordBatch::try_new_with_options(
+                    Arc::clone(&schema),
+                    arrays,
+                    &arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
+                )
+                .map_err(|e| failed(format!("cannot project the batch: {e}")))
+            })
+            .collect()
     }
 
     /// The layout arrow-csv reads a table's lines with: every field of a
@@ -368,9 +441,14 @@ impl StageOutput for Output<'_> {
 
 /// Runs the task of `stage`: returns the input records, the splits read
 /// and what `out` reports.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the parts of a task spec a SQL stage uses, each once"
+)]
 pub(super) fn run(
     stage: &StagePlan,
     functions: crate::sql::FunctionSet,
+    readers: super::TableReaders,
     vertex: &str,
     input: TaskInput,
     grants: Option<Grants>,
@@ -385,6 +463,7 @@ pub(super) fn run(
         vertex: vertex.to_string(),
         source: stage.source.clone(),
         grants,
+        readers,
         state: Mutex::new(FeedState {
             splits,
             parts,

@@ -62,7 +62,7 @@ pub enum JobError {
         file: PathBuf,
         /// The plugin's name in the job file.
         plugin: String,
-        /// The field at fault: `component`, `kind` or `dirs`.
+        /// The field at fault: `component`, `kind`, `dirs` or `config`.
         field: &'static str,
         /// What went wrong (boxed: it is large and rare).
         source: Box<PluginError>,

@@ -138,6 +138,17 @@ pub enum TableFormat {
     },
     /// Parquet files, read by row group.
     Parquet,
+    /// Read by a source-reader plugin (`format = { reader = "NAME" }`,
+    /// WIT `coordhost:reader`): each split goes to the plugin, which
+    /// answers record batches of the declared schema.
+    Reader {
+        /// The source-reader plugin under `[plugins]`.
+        plugin: String,
+        /// Lowercase hex SHA-256 of its component: part of the SQL
+        /// fingerprint, so a changed reader between a crash and the rerun
+        /// is a changed job.
+        component_sha256: String,
+    },
 }
 
 /// One `[tables.NAME]` of a SQL job file.
@@ -175,11 +186,24 @@ impl TableDecl {
     /// How a source stage reads the columns `projection` (indices into
     /// [`TableDecl::columns`]) of this table.
     fn stage_source(&self, projection: &[usize]) -> StageSource {
-        match self.format {
+        match &self.format {
             TableFormat::Csv { header, delimiter } => StageSource::Csv {
                 fields: self.columns.len(),
-                delimiter,
-                header,
+                delimiter: *delimiter,
+                header: *header,
+                columns: projection
+                    .iter()
+                    .map(|&i| {
+                        (
+                            i,
+                            self.columns[i].0.clone(),
+                            self.columns[i].1.text().to_string(),
+                        )
+                    })
+                    .collect(),
+            },
+            TableFormat::Reader { .. } => StageSource::Reader {
+                table: self.name.clone(),
                 columns: projection
                     .iter()
                     .map(|&i| {

@@ -15,6 +15,8 @@ mod sql_functions;
 mod sql_functions_languages;
 #[cfg(feature = "failpoints")]
 mod sql_functions_workers;
+#[cfg(feature = "failpoints")]
+mod sql_readers;
 mod sql_tpch;
 mod support;
 

@@ -59,8 +59,11 @@ fn every_sample_plugin_passes_the_contract_checks_of_plugin_test() {
             (PluginKind::SplitEnumerator, true) => 7,
             (PluginKind::SplitEnumerator, false) | (PluginKind::ShuffleMaster, false) => 6,
             (PluginKind::ShuffleMaster, true) => 5,
-            (PluginKind::ScalarFunction, _) => {
-                panic!("{}: no scalar function is listed here", s.name)
+            (PluginKind::ScalarFunction | PluginKind::SourceReader, _) => {
+                panic!(
+                    "{}: no scalar function or source reader is listed here",
+                    s.name
+                )
             }
         };
         assert_eq!(report.checks.len(), expected, "{}:\n{report}", s.name);
@@ -332,6 +335,7 @@ fn every_sample_plugin_obeys_its_memory_cap_with_a_clear_error() {
             PluginKind::ScalarFunction => {
                 host().load(&tiny).and_then(|p| p.scalar_function()).err()
             }
+            PluginKind::SourceReader => host().load(&tiny).err(),
         };
         let err = err.unwrap_or_else(|| panic!("{name}: started inside 64 KiB"));
         assert!(

@@ -216,6 +216,7 @@ impl JobMaster {
             attempt,
             vertex_id: jv.id.clone(),
             operators: Arc::new(jv.operators.clone()),
+            readers: self.readers.clone(),
             input,
             outputs,
             sink: jv.sink.clone().map(Arc::new),

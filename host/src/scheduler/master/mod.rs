@@ -147,6 +147,8 @@ pub struct JobMaster {
     graph: ExecutionGraph,
     max_attempts: u32,
     plugins: BTreeMap<String, LoadedPlugin>,
+    /// The source readers of the SQL job's tables read by one, by table.
+    readers: crate::runtime::TableReaders,
     /// The SQL job's scalar functions, handed to every embedded task.
     functions: crate::sql::FunctionSet,
     /// The same functions as a worker process is told of them (name,
@@ -245,6 +247,7 @@ impl JobMaster {
             .map_err(plugin_err)?;
         shuffle.register_job(&config.name).map_err(plugin_err)?;
         let snapshots_enabled = config.recovery.enabled && shuffle.supports_batch_snapshot();
+        let readers = table_readers(config, &plugins)?;
         let (tx, rx) = channel();
         let remote_functions: Vec<crate::remote::RemoteFunction> = match &config.sql {
             Some(sql) if opts.external.is_some() => sql
@@ -328,6 +331,7 @@ impl JobMaster {
                 .unwrap_or_default(),
             remote_functions,
             plugins,
+            readers,
             shuffle,
             shuffle_plugin,
             fence: opts.fence.clone(),
@@ -1245,4 +1249,45 @@ fn crash_if(
         return Err(JobError::SimulatedCrash { point: where_() });
     }
     Ok(())
+}
+
+/// The source reader of each table of `config`'s SQL read by one
+/// (`format = { reader = "PLUGIN" }`), bound to the table's declared schema.
+fn table_readers(
+    config: &JobConfig,
+    plugins: &BTreeMap<String, LoadedPlugin>,
+) -> Result<crate::runtime::TableReaders, JobError> {
+    let mut readers = BTreeMap::new();
+    for t in config.sql.iter().flat_map(|sql| &sql.tables) {
+        let crate::sql::TableFormat::Reader { plugin, .. } = &t.format else {
+            continue;
+        };
+        let loaded = plugins.get(plugin).ok_or_else(|| JobError::Internal {
+            reason: format!(
+                "source-reader plugin `{plugin}` of table `{}` not loaded",
+                t.name
+            ),
+        })?;
+        let failed = |source| JobError::Plugin {
+            plugin: plugin.clone(),
+            source,
+        };
+        let reader = loaded.source_reader(&t.name, t.schema()).map_err(failed)?;
+        // A configuration the reader refuses is bad input of the job file,
+        // found before any task runs.
+        reader.warm_up().map_err(|source| match source {
+            crate::plugin::PluginError::Returned {
+                error: crate::plugin::PluginFailure::InvalidConfig(_),
+                ..
+            } => JobError::PluginLoad {
+                file: config.file.clone(),
+                plugin: plugin.clone(),
+                field: "config",
+                source: Box::new(source),
+            },
+            other => failed(other),
+        })?;
+        readers.insert(t.name.clone(), reader);
+    }
+    Ok(std::sync::Arc::new(readers))
 }
