@@ -145,6 +145,7 @@ fn load_synthetic(job: &Path, data_dir: &Path, n: u32) -> JobConfig {
         job,
         &LoadOptions {
             data_dir: data_dir.to_path_buf(),
+            cache_dir: None,
         },
     )
     .expect("synthetic job file");

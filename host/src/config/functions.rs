@@ -59,9 +59,11 @@ impl Validator {
         if raw.is_empty() {
             return Ok((FunctionSet::default(), Vec::new()));
         }
-        // Compiled without the cache: the cache folder is the run's to
-        // create, after the job file is checked (docs/job-file.md).
-        let host = PluginHost::new(HostOptions { cache_dir: None })
+        // Through the cache only when it exists: the cache folder is the
+        // run's to create, after the job file is checked (docs/job-file.md).
+        let host = PluginHost::new(HostOptions {
+            cache_dir: self.cache_dir.clone(),
+        })
             .map_err(|e| self.invalid("functions", e.to_string()))?;
         let mut out = Vec::with_capacity(raw.len());
         let mut specs = Vec::with_capacity(raw.len());

@@ -123,6 +123,12 @@ pub struct LoadOptions {
     /// The data directory: replaces `${data_dir}` in plugin configs, granted
     /// directories and sink paths.
     pub data_dir: PathBuf,
+    /// The compiled-component cache (`--cache-dir`): the components the
+    /// check loads (a SQL job's scalar functions) are compiled through it
+    /// when the folder already exists, so a job file checked again (a
+    /// rerun, a worker's or a standby's start) does not compile them again;
+    /// the check never creates it (docs/job-file.md).
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// The `[recovery]` table (FLIP-383's settings).
@@ -262,6 +268,7 @@ pub fn parse_job(path: &Path, text: &str, opts: &LoadOptions) -> Result<JobConfi
         file,
         job_dir,
         data_dir,
+        cache_dir: opts.cache_dir.clone().filter(|d| d.is_dir()),
         sinks: std::cell::RefCell::new(Vec::new()),
     };
     v.check_data_dir()?;
@@ -299,6 +306,7 @@ pub fn load_cluster_file(
         file,
         job_dir: absolute(path.parent().unwrap_or(Path::new("."))),
         data_dir: absolute(data_dir),
+        cache_dir: None,
         sinks: std::cell::RefCell::new(Vec::new()),
     };
     v.cluster_tls(Some(raw.cluster))

@@ -20,6 +20,9 @@ pub(super) struct Validator {
     pub(super) file: PathBuf,
     pub(super) job_dir: PathBuf,
     pub(super) data_dir: PathBuf,
+    /// The compiled-component cache when it already exists
+    /// ([`super::LoadOptions::cache_dir`]).
+    pub(super) cache_dir: Option<PathBuf>,
     /// Where each sink's `path` field is, filled while operators are read,
     /// for the path checks that run once the whole file is known.
     pub(super) sinks: RefCell<Vec<SinkField>>,

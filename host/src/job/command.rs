@@ -185,6 +185,7 @@ fn start_cluster(args: &RunArgs, n: usize) -> Result<crate::remote::Cluster, (u8
         &args.job,
         &crate::config::LoadOptions {
             data_dir: args.data_dir.clone(),
+            cache_dir: None,
         },
     )
     .map_err(|e| (EXIT_BAD_INPUT, crate::config::one_line(&e.to_string())))?;
@@ -252,6 +253,7 @@ fn lead(
         &args.job,
         &crate::config::LoadOptions {
             data_dir: args.data_dir.clone(),
+            cache_dir: None,
         },
     )
     .map_err(|e| (EXIT_BAD_INPUT, crate::config::one_line(&e.to_string())))?

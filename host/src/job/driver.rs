@@ -58,6 +58,7 @@ pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
         &opts.job_file,
         &crate::config::LoadOptions {
             data_dir: opts.data_dir.clone(),
+            cache_dir: opts.cache_dir.clone(),
         },
     )?;
     // A SQL job rerun runs the stages its log recorded, never a new plan

@@ -52,6 +52,7 @@ fn t1() -> JobGraph {
     }
     let opts = LoadOptions {
         data_dir: dir.path().join("data"),
+        cache_dir: None,
     };
     parse_job(&dir.path().join("t1.toml"), T1, &opts)
         .expect("T1 parses")

@@ -72,6 +72,7 @@ impl Fixture {
             &job,
             &LoadOptions {
                 data_dir: self.dir.path().join("data"),
+                cache_dir: None,
             },
         )
     }
@@ -307,6 +308,7 @@ fn a_file_that_is_not_toml_or_missing_is_named() {
         missing,
         &LoadOptions {
             data_dir: f.dir.path().into(),
+            cache_dir: None,
         },
     )
     .expect_err("missing");

@@ -525,6 +525,7 @@ fn setup() -> Setup {
     let file = tmp.path().join("full.toml");
     let opts = LoadOptions {
         data_dir: tmp.path().join("data"),
+        cache_dir: None,
     };
     Setup {
         _tmp: tmp,

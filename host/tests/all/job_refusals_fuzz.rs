@@ -234,6 +234,7 @@ fn thousands_of_mutated_examples_load_or_are_refused_in_one_line_without_panic_o
                     &text,
                     &LoadOptions {
                         data_dir: data_dir.clone(),
+                        cache_dir: None,
                     },
                 );
                 prop_assert!(
