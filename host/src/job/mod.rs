@@ -25,11 +25,11 @@ mod sql;
 mod ui;
 
 pub use command::{RunArgs, run_command};
-pub use ui::UiArgs;
 pub use driver::{recover_into, run_job};
 pub use exit::{EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, exit_code};
 pub use plugins::load_plugins;
 pub use recorder::{EventRecorder, graph_fingerprint, job_fingerprint};
+pub use ui::UiArgs;
 
 pub use crate::scheduler::{
     BatchSnapshots, JobError, JobEventSink, JobMaster, JobStatus, NoEvents, ProgressListener,

@@ -39,8 +39,7 @@ pub(super) fn start(args: &UiArgs, opts: &mut RunOptions) -> Result<Option<Arc<L
         return Ok(None);
     };
     let live = Arc::new(LiveJob::new());
-    let server =
-        crate::ui::serve(addr, args.ui_public, live.clone()).map_err(|e| e.to_string())?;
+    let server = crate::ui::serve(addr, args.ui_public, live.clone()).map_err(|e| e.to_string())?;
     eprintln!(
         "coordhost run: job page on http://{}/ (also /api/job, /metrics)",
         server.local_addr()

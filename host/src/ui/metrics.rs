@@ -81,7 +81,9 @@ pub fn render(live: &LiveJob) -> Result<String, std::fmt::Error> {
 
     let tasks: Family<Labels, Gauge> = Family::default();
     for (state, n) in view.tasks_by_state() {
-        tasks.get_or_create(&label("state", state.name())).set(clamp(n));
+        tasks
+            .get_or_create(&label("state", state.name()))
+            .set(clamp(n));
     }
     registry.register("coordhost_tasks", "Subtasks by state", tasks);
 

@@ -157,11 +157,9 @@ fn router(live: Arc<LiveJob>) -> Router {
         let live = live.clone();
         async move {
             match super::metrics::render(&live) {
-                Ok(text) => (
-                    [(header::CONTENT_TYPE, super::metrics::CONTENT_TYPE)],
-                    text,
-                )
-                    .into_response(),
+                Ok(text) => {
+                    ([(header::CONTENT_TYPE, super::metrics::CONTENT_TYPE)], text).into_response()
+                }
                 Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
             }
         }
@@ -170,7 +168,12 @@ fn router(live: Arc<LiveJob>) -> Router {
         .route("/", get(page))
         .route("/api/job", get(api))
         .route("/metrics", get(metrics))
-        .fallback(|| async { (StatusCode::NOT_FOUND, "not found: GET /, /api/job or /metrics\n") })
+        .fallback(|| async {
+            (
+                StatusCode::NOT_FOUND,
+                "not found: GET /, /api/job or /metrics\n",
+            )
+        })
 }
 
 fn json(view: &super::view::JobView) -> Response {

@@ -520,7 +520,14 @@ impl JobView {
     }
 
     /// Live: an attempt failed (a reset or the job's failure follows).
-    pub fn task_failed(&mut self, vertex: &str, subtask: u32, attempt: u32, reason: &str, epoch: u32) {
+    pub fn task_failed(
+        &mut self,
+        vertex: &str,
+        subtask: u32,
+        attempt: u32,
+        reason: &str,
+        epoch: u32,
+    ) {
         let sub = self.subtask(vertex, subtask);
         sub.note(attempt, epoch, "failed", Some(reason.to_owned()));
         self.run(epoch).attempts_failed += 1;
@@ -713,8 +720,14 @@ mod tests {
         assert_eq!(view.status, "finished");
         assert_eq!(view.epoch, 1);
         let a = &view.vertices[0];
-        assert_eq!((a.parallelism, a.finished, a.skipped, a.reset), (2, 2, 1, 1));
-        assert_eq!(a.subtasks[0].recovery, Some(Decision::Skipped { attempt: 0 }));
+        assert_eq!(
+            (a.parallelism, a.finished, a.skipped, a.reset),
+            (2, 2, 1, 1)
+        );
+        assert_eq!(
+            a.subtasks[0].recovery,
+            Some(Decision::Skipped { attempt: 0 })
+        );
         assert!(matches!(
             &a.subtasks[1].recovery,
             Some(Decision::Reset { reason, .. }) if reason == "unfinished"
@@ -728,7 +741,10 @@ mod tests {
         assert_eq!(states, ["reset", "finished"]);
         assert_eq!(view.vertices[1].id, "b");
         assert_eq!(view.edges.len(), 1);
-        assert_eq!((view.edges[0].from.as_str(), view.edges[0].to.as_str()), ("a", "b"));
+        assert_eq!(
+            (view.edges[0].from.as_str(), view.edges[0].to.as_str()),
+            ("a", "b")
+        );
         assert_eq!(view.edges[0].kind, None, "the log alone does not say");
         let run1 = view.runs.iter().find(|r| r.epoch == 1).expect("run 1");
         assert_eq!(run1.tasks_skipped, 1);
@@ -736,7 +752,10 @@ mod tests {
         assert_eq!(run1.reset_reasons.get("unfinished"), Some(&1));
         assert_eq!(run1.attempts_finished, 2);
         let recovery = view.recovery.as_ref().expect("a recovery");
-        assert_eq!((recovery.epoch, recovery.skipped, recovery.reset), (1, 1, 1));
+        assert_eq!(
+            (recovery.epoch, recovery.skipped, recovery.reset),
+            (1, 1, 1)
+        );
     }
 
     #[test]
@@ -748,12 +767,12 @@ mod tests {
         view.recount();
         view.job = "<j&\"x\">".into();
         let svg = crate::ui::render_svg(&view);
-        assert!(svg.contains("data-job=\"&lt;j&amp;&quot;x&quot;&gt;\""), "{svg}");
+        assert!(
+            svg.contains("data-job=\"&lt;j&amp;&quot;x&quot;&gt;\""),
+            "{svg}"
+        );
         assert!(!svg.contains("<j&"), "{svg}");
-        assert!(svg.contains(&format!(
-            "class=\"bar skipped\" x=\"{}\"",
-            20 + 10
-        )));
+        assert!(svg.contains(&format!("class=\"bar skipped\" x=\"{}\"", 20 + 10)));
         assert!(svg.contains(crate::ui::COLOR_RESET));
         assert_eq!(svg.matches("<g class=\"vertex\"").count(), 2);
     }

@@ -155,8 +155,14 @@ fn a_recovered_job_shows_on_its_page_api_and_metrics_as_its_summary_counts() {
             .as_u64()
             .unwrap_or_else(|| panic!("summary has no `{key}`: {summary:#}"))
     };
-    assert!(n("tasks_skipped") >= u64::from(job.sources), "the sources were kept: {summary:#}");
-    assert!(n("tasks_reset") > 0, "some sink subtask ran again: {summary:#}");
+    assert!(
+        n("tasks_skipped") >= u64::from(job.sources),
+        "the sources were kept: {summary:#}"
+    );
+    assert!(
+        n("tasks_reset") > 0,
+        "some sink subtask ran again: {summary:#}"
+    );
 
     // /api/job: the same figures as the summary.
     let (status, _, body) = http(&addr, "GET", "/api/job");
@@ -164,7 +170,10 @@ fn a_recovered_job_shows_on_its_page_api_and_metrics_as_its_summary_counts() {
     let api: Value = serde_json::from_str(&body).expect("/api/job is JSON");
     assert_eq!(api["job"], "wordcount");
     assert_eq!(api["status"], "finished", "{api:#}");
-    assert_eq!(api["epoch"], 1, "the second coordinator run serves: {api:#}");
+    assert_eq!(
+        api["epoch"], 1,
+        "the second coordinator run serves: {api:#}"
+    );
     let vertices = api["vertices"].as_array().expect("vertices");
     let ids: Vec<&str> = vertices.iter().filter_map(|v| v["id"].as_str()).collect();
     assert_eq!(ids, [SOURCE, SINK], "{api:#}");
@@ -192,9 +201,21 @@ fn a_recovered_job_shows_on_its_page_api_and_metrics_as_its_summary_counts() {
         .as_array()
         .and_then(|r| r.iter().find(|r| r["epoch"] == 1))
         .unwrap_or_else(|| panic!("run 1 in {api:#}"));
-    assert_eq!(run["attempts_started"].as_u64(), Some(n("tasks_run")), "{run:#}");
-    assert_eq!(run["tasks_skipped"].as_u64(), Some(n("tasks_skipped")), "{run:#}");
-    assert_eq!(run["tasks_reset"].as_u64(), Some(n("tasks_reset")), "{run:#}");
+    assert_eq!(
+        run["attempts_started"].as_u64(),
+        Some(n("tasks_run")),
+        "{run:#}"
+    );
+    assert_eq!(
+        run["tasks_skipped"].as_u64(),
+        Some(n("tasks_skipped")),
+        "{run:#}"
+    );
+    assert_eq!(
+        run["tasks_reset"].as_u64(),
+        Some(n("tasks_reset")),
+        "{run:#}"
+    );
     assert_eq!(run["reset_reasons"], summary["reset_reasons"], "{run:#}");
     let recovery = &api["recovery"];
     assert_eq!(recovery["epoch"], 1, "{recovery:#}");
@@ -224,7 +245,10 @@ fn a_recovered_job_shows_on_its_page_api_and_metrics_as_its_summary_counts() {
         serde_json::to_value(&reset).expect("json"),
         recovery["reset_reasons"]
     );
-    assert_eq!(reset.values().sum::<u64>(), recovery["reset"].as_u64().unwrap_or(u64::MAX));
+    assert_eq!(
+        reset.values().sum::<u64>(),
+        recovery["reset"].as_u64().unwrap_or(u64::MAX)
+    );
 
     // /metrics: Prometheus text, the same counts.
     let (status, headers, metrics) = http(&addr, "GET", "/metrics");
@@ -249,7 +273,11 @@ fn a_recovered_job_shows_on_its_page_api_and_metrics_as_its_summary_counts() {
         ("coordhost_event_log_appends", "counter"),
         ("coordhost_event_log_durable_append_seconds", "histogram"),
     ] {
-        assert_eq!(metric_type(&metrics, family), Some(kind), "{family}:\n{metrics}");
+        assert_eq!(
+            metric_type(&metrics, family),
+            Some(kind),
+            "{family}:\n{metrics}"
+        );
     }
     assert!(metrics.trim_end().ends_with("# EOF"), "{metrics}");
     let tasks_total = n("tasks_total") as f64;
@@ -258,8 +286,14 @@ fn a_recovered_job_shows_on_its_page_api_and_metrics_as_its_summary_counts() {
         Some(tasks_total),
         "{metrics}"
     );
-    assert_eq!(sample(&metrics, r#"coordhost_tasks{state="created"}"#), Some(0.0));
-    assert_eq!(sample(&metrics, r#"coordhost_tasks{state="running"}"#), Some(0.0));
+    assert_eq!(
+        sample(&metrics, r#"coordhost_tasks{state="created"}"#),
+        Some(0.0)
+    );
+    assert_eq!(
+        sample(&metrics, r#"coordhost_tasks{state="running"}"#),
+        Some(0.0)
+    );
     assert_eq!(
         sample(&metrics, "coordhost_attempts_started_total"),
         Some(n("tasks_run") as f64),
@@ -271,13 +305,19 @@ fn a_recovered_job_shows_on_its_page_api_and_metrics_as_its_summary_counts() {
     );
     for (reason, count) in summary["reset_reasons"].as_object().expect("reasons") {
         assert_eq!(
-            sample(&metrics, &format!(r#"coordhost_task_resets_total{{reason="{reason}"}}"#)),
+            sample(
+                &metrics,
+                &format!(r#"coordhost_task_resets_total{{reason="{reason}"}}"#)
+            ),
             count.as_f64(),
             "{reason}:\n{metrics}"
         );
     }
     assert_eq!(
-        sample(&metrics, r#"coordhost_job_info{job="wordcount",status="finished"}"#),
+        sample(
+            &metrics,
+            r#"coordhost_job_info{job="wordcount",status="finished"}"#
+        ),
         Some(1.0),
         "{metrics}"
     );
@@ -291,10 +331,16 @@ fn a_recovered_job_shows_on_its_page_api_and_metrics_as_its_summary_counts() {
     // The page: the graph inline, each vertex, kept and reset marked.
     let (status, headers, page) = http(&addr, "GET", "/");
     assert_eq!(status, 200);
-    assert!(headers["content-type"].starts_with("text/html"), "{headers:?}");
+    assert!(
+        headers["content-type"].starts_with("text/html"),
+        "{headers:?}"
+    );
     assert!(page.contains("<svg"), "{page}");
     for id in [SOURCE, SINK] {
-        assert!(page.contains(&format!("data-vertex=\"{id}\"")), "{id}: {page}");
+        assert!(
+            page.contains(&format!("data-vertex=\"{id}\"")),
+            "{id}: {page}"
+        );
     }
     assert!(
         !page.contains("http-equiv=\"refresh\""),
@@ -303,7 +349,10 @@ fn a_recovered_job_shows_on_its_page_api_and_metrics_as_its_summary_counts() {
     assert!(page.contains("class=\"bar skipped\""), "{page}");
     assert!(page.contains("class=\"bar reset\""), "{page}");
     for reason in reset.keys() {
-        assert!(page.contains(&format!("reset: {reason}")), "{reason}: {page}");
+        assert!(
+            page.contains(&format!("reset: {reason}")),
+            "{reason}: {page}"
+        );
     }
 
     // Read-only, and no path is a file.
@@ -343,7 +392,10 @@ fn log_inspect_svg_draws_what_the_golden_logs_last_recovery_kept_and_reset() {
         String::from_utf8_lossy(&out.stderr)
     );
     let svg = std::fs::read_to_string(&svg_path).expect("the SVG was written");
-    assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""), "{svg}");
+    assert!(
+        svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""),
+        "{svg}"
+    );
     assert!(svg.ends_with("</svg>"));
     assert!(svg.contains("data-job=\"golden\""), "{svg}");
 
@@ -359,25 +411,56 @@ fn log_inspect_svg_draws_what_the_golden_logs_last_recovery_kept_and_reset() {
             .unwrap_or_else(|| panic!("no node {id} in {svg}"))
     };
     let source = node("source");
-    assert!(source.contains("data-parallelism=\"2\" data-finished=\"2\" data-skipped=\"1\" data-reset=\"1\""), "{source}");
+    assert!(
+        source.contains(
+            "data-parallelism=\"2\" data-finished=\"2\" data-skipped=\"1\" data-reset=\"1\""
+        ),
+        "{source}"
+    );
     assert!(source.contains("class=\"bar skipped\""), "{source}");
-    assert!(source.contains(&format!("fill=\"{}\"", coordhost::ui::COLOR_SKIPPED)), "{source}");
+    assert!(
+        source.contains(&format!("fill=\"{}\"", coordhost::ui::COLOR_SKIPPED)),
+        "{source}"
+    );
     assert!(source.contains("class=\"bar reset\""), "{source}");
-    assert!(source.contains(&format!("fill=\"{}\"", coordhost::ui::COLOR_RESET)), "{source}");
+    assert!(
+        source.contains(&format!("fill=\"{}\"", coordhost::ui::COLOR_RESET)),
+        "{source}"
+    );
     assert!(source.contains("reset: no-snapshot ×1"), "{source}");
     let sink = node("sink");
-    assert!(sink.contains("data-parallelism=\"1\" data-finished=\"0\" data-skipped=\"0\" data-reset=\"1\""), "{sink}");
-    assert!(!sink.contains("class=\"bar skipped\""), "nothing of the sink was kept: {sink}");
-    assert!(sink.contains(&format!("fill=\"{}\"", coordhost::ui::COLOR_RESET)), "{sink}");
+    assert!(
+        sink.contains(
+            "data-parallelism=\"1\" data-finished=\"0\" data-skipped=\"0\" data-reset=\"1\""
+        ),
+        "{sink}"
+    );
+    assert!(
+        !sink.contains("class=\"bar skipped\""),
+        "nothing of the sink was kept: {sink}"
+    );
+    assert!(
+        sink.contains(&format!("fill=\"{}\"", coordhost::ui::COLOR_RESET)),
+        "{sink}"
+    );
     assert!(sink.contains("reset: unfinished ×1"), "{sink}");
     // The one edge: the data set `source` produced and `sink` reads.
     assert_eq!(svg.matches("<g class=\"edge\"").count(), 1, "{svg}");
-    assert!(svg.contains("<g class=\"edge\" data-from=\"source\" data-to=\"sink\""), "{svg}");
+    assert!(
+        svg.contains("<g class=\"edge\" data-from=\"source\" data-to=\"sink\""),
+        "{svg}"
+    );
 
     let html = std::fs::read_to_string(&html_path).expect("the page was written");
     assert!(html.contains(&svg), "the page holds the same picture");
-    assert!(html.contains("data-vertex=\"source\" data-subtask=\"0\""), "{html}");
-    assert!(html.contains("status: <b>interrupted</b>"), "the log ends without JobFinished: {html}");
+    assert!(
+        html.contains("data-vertex=\"source\" data-subtask=\"0\""),
+        "{html}"
+    );
+    assert!(
+        html.contains("status: <b>interrupted</b>"),
+        "the log ends without JobFinished: {html}"
+    );
 
     // A folder without a log, and a file that cannot be written: exit 2, one line.
     let out = coordhost()
@@ -400,7 +483,10 @@ fn log_inspect_svg_draws_what_the_golden_logs_last_recovery_kept_and_reset() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("--svg") && stderr.contains("no-such-folder/x.svg"), "{stderr}");
+    assert!(
+        stderr.contains("--svg") && stderr.contains("no-such-folder/x.svg"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -429,7 +515,10 @@ fn ui_beyond_loopback_needs_ui_public_and_a_bad_address_is_refused() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{addr}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{addr}: {stderr}");
-        assert!(stderr.contains(expect) && stderr.contains(addr), "{addr}: {stderr}");
+        assert!(
+            stderr.contains(expect) && stderr.contains(addr),
+            "{addr}: {stderr}"
+        );
         assert!(!data.exists(), "{addr}: nothing created");
     }
 }
