@@ -90,8 +90,8 @@ impl LiveJob {
         self.durable_append.observe(took.as_secs_f64());
     }
 
-    /// The recovery of this run took `took` (replay to `RecoveryFinished`
-    /// durable).
+    /// The recovery of this run took `took` (from the decision to recover,
+    /// after the log was replayed, to `RecoveryFinished` made durable).
     pub fn recovery_took(&self, took: Duration) {
         let ms = took.as_millis() as u64;
         self.with(|v| {
