@@ -21,7 +21,7 @@ set -euo pipefail
 FLOORS='
 0 value files failpoints rpc tls
 1 grant events graph
-2 shuffle plugin ha sql
+2 shuffle plugin ha sql ui
 3 config runtime coordinator
 4 plan snapshot remote
 5 scheduler recovery

@@ -133,6 +133,14 @@ pub enum LogCommand {
         /// Print one JSON document instead of lines.
         #[arg(long)]
         json: bool,
+        /// Draw the job graph as the log tells it (what the last recovery
+        /// kept and reset, and why) into FILE as SVG instead (docs/ui.md).
+        #[arg(long, value_name = "FILE", conflicts_with = "json")]
+        svg: Option<PathBuf>,
+        /// Write the job's page (the graph, the recovery decisions, each
+        /// coordinator run, the attempts) into FILE as HTML instead.
+        #[arg(long, value_name = "FILE", conflicts_with = "json")]
+        html: Option<PathBuf>,
     },
 }
 
@@ -208,8 +216,20 @@ pub fn main() -> ExitCode {
             command: PluginCommand::Test(args),
         } => crate::kit::command::test_command(&args, cache_dir),
         Command::Log {
-            command: LogCommand::Inspect { dir, json },
-        } => log_inspect(&dir, json),
+            command:
+                LogCommand::Inspect {
+                    dir,
+                    json,
+                    svg,
+                    html,
+                },
+        } => {
+            if svg.is_some() || html.is_some() {
+                log_draw(&dir, svg.as_deref(), html.as_deref())
+            } else {
+                log_inspect(&dir, json)
+            }
+        }
         Command::Cluster {
             command:
                 ClusterCommand::Certs {
@@ -390,6 +410,35 @@ fn log_inspect(dir: &Path, json: bool) -> ExitCode {
             ExitCode::from(EXIT_BAD_INPUT)
         }
     }
+}
+
+/// `coordhost log inspect DIR --svg FILE | --html FILE`: the job view of
+/// the log (`crate::ui::JobView::from_replay`) drawn into FILE; one line
+/// per file written.
+fn log_draw(dir: &Path, svg: Option<&Path>, html: Option<&Path>) -> ExitCode {
+    let replay = crate::events::locate_log_dir(dir).and_then(|log_dir| {
+        crate::events::replay(&crate::events::FileStorage::open_read_only(&log_dir))
+    });
+    let view = match replay {
+        Ok(replay) => crate::ui::JobView::from_replay(&replay),
+        Err(error) => {
+            eprintln!("coordhost: {error}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let drawings = [
+        (svg, crate::ui::render_svg(&view), "--svg"),
+        (html, crate::ui::render_page(&view), "--html"),
+    ];
+    for (path, text, flag) in drawings {
+        let Some(path) = path else { continue };
+        if let Err(e) = std::fs::write(path, text) {
+            eprintln!("coordhost: {flag} {}: cannot write: {e}", path.display());
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+        println!("{}", path.display());
+    }
+    ExitCode::from(EXIT_OK)
 }
 
 /// `coordhost cluster certs`: prints each file written.

@@ -13,7 +13,7 @@
 //! | 5 | [`scheduler`] (the JobMaster) and [`recovery`] (the FLIP-383 decision): never each other |
 //! | 4 | [`plan`] (the recovery plan), [`snapshot`] (coordinator snapshots in the log's form) |
 //! | 3 | [`config`], [`runtime`], [`coordinator`] |
-//! | 2 | [`plugin`], [`shuffle`], [`sql`] (DataFusion planning, the stage cut, running a stage's plan) |
+//! | 2 | [`plugin`], [`shuffle`], [`sql`] (DataFusion planning, the stage cut, running a stage's plan), [`ui`] (the job's page, API and metrics) |
 //! | 1 | [`events`], [`graph`], [`grant`] |
 //! | 0 | [`value`], [`files`] |
 
@@ -40,4 +40,5 @@ pub mod shuffle;
 pub mod snapshot;
 pub mod sql;
 pub mod tls;
+pub mod ui;
 pub mod value;

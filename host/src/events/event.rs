@@ -483,6 +483,31 @@ pub enum ResetReason {
 }
 
 impl ResetReason {
+    /// The reason's short name, the one `--summary-json`'s `reset_reasons`,
+    /// `coordhost run --ui` (`/api/job`, `/metrics`) and `log inspect --svg`
+    /// all use: `failover`, `partition-not-found`, `unfinished`,
+    /// `no-snapshot`, `enumerator-cannot-snapshot`, `partition-missing`,
+    /// `upstream-reset`, `enumerator-restore-failed`.
+    #[must_use]
+    pub fn short_name(&self) -> &'static str {
+        match self {
+            Self::Failover { .. } => "failover",
+            Self::PartitionNotFound { .. } => "partition-not-found",
+            Self::RecoveryUnfinished => "unfinished",
+            Self::RecoveryNotInSnapshot => "no-snapshot",
+            Self::RecoveryEnumeratorWithoutSnapshot => "enumerator-cannot-snapshot",
+            Self::RecoveryPartitionMissing { .. } => "partition-missing",
+            Self::RecoveryUpstreamReset { .. } => "upstream-reset",
+            Self::RecoveryEnumeratorRestoreFailed => "enumerator-restore-failed",
+        }
+    }
+
+    /// Whether recovery (not a failure during a run) decided this reset.
+    #[must_use]
+    pub fn is_recovery(&self) -> bool {
+        !matches!(self, Self::Failover { .. } | Self::PartitionNotFound { .. })
+    }
+
     /// True for a reason only schema version 2 of `ExecutionsReset` and
     /// `RecoveryFinished` holds.
     fn needs_version_2(&self) -> bool {

@@ -72,6 +72,9 @@ pub struct RunArgs {
     /// TLS and user authentication to etcd (docs/ha.md, "Security").
     #[command(flatten)]
     pub etcd: crate::ha::EtcdArgs,
+    /// The job's web page, API and metrics (docs/ui.md).
+    #[command(flatten)]
+    pub ui: super::ui::UiArgs,
 }
 
 /// Runs `coordhost run`; returns the exit code.
@@ -90,6 +93,13 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
         Arc::new(Lines)
     };
     opts.progress = Some(progress);
+    let live = match super::ui::start(&args.ui, &mut opts) {
+        Ok(live) => live,
+        Err(line) => {
+            eprintln!("coordhost: {line}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
     let cluster = match args.external_workers.map(|n| start_cluster(args, n)) {
         None => None,
         Some(Ok(cluster)) => Some(Arc::new(cluster)),
@@ -129,11 +139,20 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
         return ExitCode::from(EXIT_FAILED);
     }
     opts.external = cluster;
-    match run_job(&opts) {
+    let result = run_job(&opts);
+    let code = report(args, result.as_ref());
+    super::ui::finish(&args.ui, live.as_deref(), &result);
+    code
+}
+
+/// Prints the end of a run (summary, `--summary-json`, error) and returns
+/// its exit code.
+fn report(args: &RunArgs, result: Result<&Summary, &crate::scheduler::JobError>) -> ExitCode {
+    match result {
         Ok(summary) => {
-            print_summary(&summary);
+            print_summary(summary);
             if let Some(path) = &args.summary_json {
-                let written = serde_json::to_vec_pretty(&summary)
+                let written = serde_json::to_vec_pretty(summary)
                     .map_err(std::io::Error::from)
                     .and_then(|bytes| std::fs::write(path, bytes));
                 if let Err(e) = written {
@@ -161,7 +180,7 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
         }
         Err(e) => {
             eprintln!("coordhost: {}", crate::config::one_line(&e.to_string()));
-            ExitCode::from(exit_code(&e))
+            ExitCode::from(exit_code(e))
         }
     }
 }

@@ -64,10 +64,13 @@ pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
     // A SQL job rerun runs the stages its log recorded, never a new plan
     // (docs/sql.md); the plan made while checking the file is dropped.
     super::sql::adopt_recorded_stages(&mut config, &opts.data_dir);
-    // So do tables read by a source-reader plugin (docs/sql.md, "Tables
-    // read by a Wasm reader").
+    // Tables read by a source-reader plugin run in embedded tasks only
+    // (docs/sql.md, "Tables read by a Wasm reader").
     if opts.external.is_some() {
         crate::config::refuse_readers_on_workers(&config.file, config.sql.as_ref())?;
+    }
+    if let Some(ui) = &opts.ui {
+        ui.start(&config.name, &config.graph);
     }
     let data_dir = &opts.data_dir;
     let cache_dir = opts
@@ -137,6 +140,10 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
     )?;
     let mut recorder = EventRecorder::new(writer, config.graph.clone());
     recorder.adopt_snapshot_files(newest_files);
+    if let Some(ui) = &opts.ui {
+        ui.replayed(&replay, recorder.epoch());
+        recorder.observe(ui.clone());
+    }
     let mut master = match fresh_master() {
         Ok(master) => master,
         Err(e) if !e.is_bad_input() => {
@@ -155,6 +162,7 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
         tracing::warn!("{line}");
     }
     let mut recovered = false;
+    let recovery_started = std::time::Instant::now();
     if !history.is_empty() {
         let impossible = if !config.recovery.enabled {
             Some("recovery is disabled in the job file ([recovery] enabled = false)".to_string())
@@ -172,7 +180,12 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
                 tracing::warn!("no progress recovery: {reason}; the job runs again from scratch");
             }
             None => match recover(&mut master, config, &replay, &log_dir, &mut recorder) {
-                Ok(()) => recovered = true,
+                Ok(()) => {
+                    recovered = true;
+                    if let Some(ui) = &opts.ui {
+                        ui.recovery_took(recovery_started.elapsed());
+                    }
+                }
                 // A simulated crash inside recovery is a crash, not a failed recovery.
                 #[cfg(feature = "failpoints")]
                 Err(crash @ JobError::SimulatedCrash { .. }) => {

@@ -9,6 +9,7 @@
 //!   fingerprints that stop a replay against an edited job file;
 //! - `plugins`: loading every plugin of the job file;
 //! - `command`: the `coordhost run` face (clap arguments, progress, summary);
+//! - `ui`: `run --ui`: starts the job's page and feeds it (docs/ui.md);
 //! - `exit`: the exit codes of every command, and the rule that maps a
 //!   [`JobError`] onto one.
 //!
@@ -21,12 +22,14 @@ pub mod exit;
 mod plugins;
 mod recorder;
 mod sql;
+mod ui;
 
 pub use command::{RunArgs, run_command};
 pub use driver::{recover_into, run_job};
 pub use exit::{EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, exit_code};
 pub use plugins::load_plugins;
 pub use recorder::{EventRecorder, graph_fingerprint, job_fingerprint};
+pub use ui::UiArgs;
 
 pub use crate::scheduler::{
     BatchSnapshots, JobError, JobEventSink, JobMaster, JobStatus, NoEvents, ProgressListener,

@@ -247,6 +247,8 @@ pub struct EventRecorder {
     /// snapshot recorded by this run: the next one records only what was
     /// assigned since ([`EnumeratorSnapshot::since`]).
     recorded_history: HashMap<String, Vec<SplitAssignment>>,
+    /// `coordhost run --ui`: told of every event appended.
+    ui: Option<std::sync::Arc<crate::ui::LiveJob>>,
 }
 
 impl EventRecorder {
@@ -258,7 +260,14 @@ impl EventRecorder {
             parallelism: HashMap::new(),
             snapshot_files: HashMap::new(),
             recorded_history: HashMap::new(),
+            ui: None,
         }
+    }
+
+    /// `coordhost run --ui`: tells `ui` of every event appended from now
+    /// on, and how long each durable append took.
+    pub fn observe(&mut self, ui: std::sync::Arc<crate::ui::LiveJob>) {
+        self.ui = Some(ui);
     }
 
     /// Remembers the side files of the newest snapshots in the replayed log
@@ -305,10 +314,11 @@ impl EventRecorder {
     /// The writer's error (a write or fsync failure is sticky).
     pub fn append(&mut self, event: &JobEvent) -> Result<(), RecordingError> {
         self.forget_history_at_job_start(event);
-        self.writer
-            .append(event)
-            .map(|_| ())
-            .map_err(RecordingError::from)
+        self.writer.append(event).map_err(RecordingError::from)?;
+        if let Some(ui) = &self.ui {
+            ui.appended(event);
+        }
+        Ok(())
     }
 
     /// Appends one event and waits until it is durable.
@@ -317,10 +327,20 @@ impl EventRecorder {
     /// As [`EventRecorder::append`].
     pub fn append_durable(&mut self, event: &JobEvent) -> Result<(), RecordingError> {
         self.forget_history_at_job_start(event);
+        let Some(ui) = &self.ui else {
+            return self
+                .writer
+                .append_durable(event)
+                .map(|_| ())
+                .map_err(RecordingError::from);
+        };
+        let started = std::time::Instant::now();
         self.writer
             .append_durable(event)
-            .map(|_| ())
-            .map_err(RecordingError::from)
+            .map_err(RecordingError::from)?;
+        ui.durable_append_took(started.elapsed());
+        ui.appended(event);
+        Ok(())
     }
 
     /// A `JobStarted` begins the log's current run, which replay folds

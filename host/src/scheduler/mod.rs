@@ -396,6 +396,10 @@ pub trait ProgressListener: Send + Sync {
     fn task_finished(&self, vertex: &str, finished: u32, total: u32);
     /// An attempt failed and will be retried (or the job fails).
     fn task_failed(&self, vertex: &str, subtask: u32, attempt: u32, reason: &str);
+    /// Attempt `attempt` of subtask `subtask` of `vertex` was deployed (it
+    /// counts in the summary's `tasks_run`). Default: nothing (the
+    /// progress bars need it not; `coordhost run --ui` does).
+    fn task_started(&self, _vertex: &str, _subtask: u32, _attempt: u32) {}
 }
 
 /// How to run a job.
@@ -433,6 +437,10 @@ pub struct RunOptions {
     /// a run another coordinator started afresh since is not discarded
     /// again (docs/ha.md, "A failed job stays failed").
     pub fresh_if_last_started: Option<Option<LastJobStarted>>,
+    /// `coordhost run --ui`: the view the job's page, `/api/job` and
+    /// `/metrics` read; the job driver and its recorder update it
+    /// (docs/ui.md).
+    pub ui: Option<Arc<crate::ui::LiveJob>>,
 }
 
 /// Which run of a job's log is the last one: the log folder (its device and
@@ -461,6 +469,7 @@ impl RunOptions {
             fence: None,
             leader: None,
             fresh_if_last_started: None,
+            ui: None,
         }
     }
 }

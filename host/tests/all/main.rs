@@ -55,6 +55,7 @@ mod job_sql;
 mod job_tpch;
 #[cfg(feature = "failpoints")]
 mod job_tpch_languages;
+mod job_ui;
 mod job_wordcount;
 mod plugin_cache;
 mod plugin_conformance;

@@ -232,6 +232,9 @@ impl JobMaster {
         ev.attempts_started += 1;
         self.running += 1;
         self.tasks_run += 1;
+        if let Some(p) = &self.opts.progress {
+            p.task_started(&jv.id, s, attempt.attempt);
+        }
         tracing::debug!(vertex = %jv.id, subtask = s, attempt = attempt.attempt, "deploying");
         let tx = self.tx.clone();
         match &self.executor {

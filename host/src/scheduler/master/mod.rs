@@ -1217,18 +1217,9 @@ fn answer(a: SplitAnswer) -> Option<SplitData> {
     }
 }
 
-/// The summary's name of a reset reason.
+/// The summary's name of a reset reason ([`ResetReason::short_name`]).
 fn reason_kind(reason: &ResetReason) -> &'static str {
-    match reason {
-        ResetReason::Failover { .. } => "failover",
-        ResetReason::PartitionNotFound { .. } => "partition-not-found",
-        ResetReason::RecoveryUnfinished => "unfinished",
-        ResetReason::RecoveryNotInSnapshot => "no-snapshot",
-        ResetReason::RecoveryEnumeratorWithoutSnapshot => "enumerator-cannot-snapshot",
-        ResetReason::RecoveryPartitionMissing { .. } => "partition-missing",
-        ResetReason::RecoveryUpstreamReset { .. } => "upstream-reset",
-        ResetReason::RecoveryEnumeratorRestoreFailed => "enumerator-restore-failed",
-    }
+    reason.short_name()
 }
 
 /// Fires the crash fail point `name` of [`crate::failpoints`]: makes what

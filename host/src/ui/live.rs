@@ -1,0 +1,149 @@
+//! The state a running job shares with its web page: one [`JobView`]
+//! behind a mutex, updated where the job already records its facts (each
+//! event the recorder appends, each deployment the scheduler counts), and
+//! a latency histogram of durable appends. Readers (the HTTP handlers)
+//! clone the view and count it up outside the job's path.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use prometheus_client::metrics::histogram::Histogram;
+
+use super::view::JobView;
+use crate::events::{JobEvent, Replay};
+use crate::graph::JobGraph;
+
+/// Upper bounds of the durable-append latency buckets, seconds: 100 µs to
+/// about 3.3 s, doubling.
+fn append_buckets() -> impl Iterator<Item = f64> {
+    prometheus_client::metrics::histogram::exponential_buckets(0.0001, 2.0, 16)
+}
+
+/// A running job as the page, `/api/job` and `/metrics` see it.
+pub struct LiveJob {
+    view: Mutex<JobView>,
+    /// The coordinator run appending now (its log segment's number).
+    epoch: AtomicU32,
+    /// Appends to the event log this process made.
+    appends: AtomicU64,
+    /// Durable appends (append, then wait for the fsync), seconds.
+    durable_append: Histogram,
+}
+
+impl Default for LiveJob {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LiveJob {
+    /// Before the job file is read: an empty view.
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            view: Mutex::new(JobView::new("")),
+            epoch: AtomicU32::new(0),
+            appends: AtomicU64::new(0),
+            durable_append: Histogram::new(append_buckets()),
+        }
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut JobView) -> R) -> R {
+        // A panicking reader leaves a view that is still whole: go on.
+        let mut view = self
+            .view
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut view)
+    }
+
+    /// The job file was read: job `job` with `graph`'s vertices and edges.
+    pub fn start(&self, job: &str, graph: &JobGraph) {
+        let mut view = JobView::from_graph(job, graph);
+        view.status = "starting".to_owned();
+        self.with(|v| *v = view);
+    }
+
+    /// The log was opened by coordinator run `epoch`: folds what it
+    /// replayed (earlier runs) into the view.
+    pub fn replayed(&self, replay: &Replay, epoch: u32) {
+        self.epoch.store(epoch, Ordering::Relaxed);
+        self.with(|v| {
+            for e in &replay.events {
+                v.apply(&e.event, e.position.attempt);
+            }
+            v.epoch = epoch;
+            v.status = "running".to_owned();
+        });
+    }
+
+    /// The run appended `event` to the log.
+    pub fn appended(&self, event: &JobEvent) {
+        self.appends.fetch_add(1, Ordering::Relaxed);
+        let epoch = self.epoch.load(Ordering::Relaxed);
+        self.with(|v| v.apply(event, epoch));
+    }
+
+    /// A durable append (write and fsync wait) took `took`.
+    pub fn durable_append_took(&self, took: Duration) {
+        self.durable_append.observe(took.as_secs_f64());
+    }
+
+    /// The recovery of this run took `took` (from the decision to recover,
+    /// after the log was replayed, to `RecoveryFinished` made durable).
+    pub fn recovery_took(&self, took: Duration) {
+        let ms = took.as_millis() as u64;
+        self.with(|v| {
+            if let Some(r) = &mut v.recovery {
+                r.duration_ms = Some(ms);
+            }
+        });
+    }
+
+    /// A deployment: see [`JobView::task_started`].
+    pub fn task_started(&self, vertex: &str, subtask: u32, attempt: u32) {
+        let epoch = self.epoch.load(Ordering::Relaxed);
+        self.with(|v| v.task_started(vertex, subtask, attempt, epoch));
+    }
+
+    /// A failed attempt: see [`JobView::task_failed`].
+    pub fn task_failed(&self, vertex: &str, subtask: u32, attempt: u32, reason: &str) {
+        let epoch = self.epoch.load(Ordering::Relaxed);
+        self.with(|v| v.task_failed(vertex, subtask, attempt, reason, epoch));
+    }
+
+    /// A job vertex's parallelism: see [`JobView::vertex_initialized`].
+    pub fn vertex_initialized(&self, vertex: &str, parallelism: u32) {
+        self.with(|v| v.vertex_initialized(vertex, parallelism));
+    }
+
+    /// The run ended: `finished` or `failed` (with `error`).
+    pub fn ended(&self, finished: bool, error: Option<&str>) {
+        self.with(|v| {
+            v.status = if finished { "finished" } else { "failed" }.to_owned();
+            v.error = error.map(str::to_owned);
+        });
+    }
+
+    /// A counted copy of the view, taken under the lock.
+    #[must_use]
+    pub fn snapshot(&self) -> JobView {
+        let mut view = self.with(|v| v.clone());
+        view.recount();
+        view
+    }
+
+    /// Event log appends this process made.
+    #[must_use]
+    pub fn appends(&self) -> u64 {
+        self.appends.load(Ordering::Relaxed)
+    }
+
+    /// The durable-append latency histogram (shared: a clone observes into
+    /// the same buckets).
+    #[must_use]
+    pub fn durable_append_histogram(&self) -> Histogram {
+        self.durable_append.clone()
+    }
+}

@@ -1,0 +1,188 @@
+//! `GET /metrics`: the running job in the Prometheus text format
+//! (OpenMetrics 1.0, as the `prometheus-client` crate encodes it). The
+//! figures are counted from a snapshot of the [`LiveJob`] at each scrape;
+//! only the durable-append histogram is observed as the job runs.
+//!
+//! | metric | type | labels | what |
+//! |---|---|---|---|
+//! | `coordhost_job_info` | gauge (1) | `job`, `status` | the job and where it stands |
+//! | `coordhost_coordinator_epoch` | gauge | | the coordinator run (log segment) serving |
+//! | `coordhost_tasks` | gauge | `state` | subtasks `created`, `running`, `finished` |
+//! | `coordhost_vertex_parallelism` | gauge | `vertex` | subtasks of each job vertex |
+//! | `coordhost_vertex_tasks_finished` | gauge | `vertex` | finished subtasks of each job vertex |
+//! | `coordhost_attempts_started_total` | counter | | attempts deployed by this run (`tasks_run`) |
+//! | `coordhost_attempts_finished_total` | counter | | attempts that finished in this run |
+//! | `coordhost_attempts_failed_total` | counter | | attempts that failed in this run |
+//! | `coordhost_task_resets_total` | counter | `reason` | resets in this run by reason (`reset_reasons`) |
+//! | `coordhost_recovery_tasks_skipped` | gauge | | subtasks this run's recovery kept (`tasks_skipped`) |
+//! | `coordhost_recovery_tasks_reset` | gauge | `reason` | subtasks this run's recovery reset, by reason |
+//! | `coordhost_recovery_duration_seconds` | gauge | | how long this run's recovery took |
+//! | `coordhost_event_log_appends_total` | counter | | records this run appended to the event log |
+//! | `coordhost_event_log_durable_append_seconds` | histogram | | an append made durable: write, then wait for the fsync |
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use super::live::LiveJob;
+
+type Labels = Vec<(String, String)>;
+
+fn label(name: &str, value: &str) -> Labels {
+    vec![(name.to_owned(), value.to_owned())]
+}
+
+fn counter(registry: &mut Registry, name: &str, help: &str, value: u64) {
+    let c: Counter = Counter::default();
+    c.inc_by(value);
+    registry.register(name, help, c);
+}
+
+fn gauge(registry: &mut Registry, name: &str, help: &str, value: i64) {
+    let g: Gauge = Gauge::default();
+    g.set(value);
+    registry.register(name, help, g);
+}
+
+fn clamp(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The Prometheus text of `live` now (content type
+/// [`CONTENT_TYPE`]).
+///
+/// # Errors
+/// Only if the encoder fails to write into a `String` (it does not).
+pub fn render(live: &LiveJob) -> Result<String, std::fmt::Error> {
+    let view = live.snapshot();
+    let run = view
+        .runs
+        .iter()
+        .find(|r| r.epoch == view.epoch)
+        .cloned()
+        .unwrap_or_default();
+    let mut registry = Registry::default();
+
+    let info: Family<Labels, Gauge> = Family::default();
+    info.get_or_create(&vec![
+        ("job".to_owned(), view.job.clone()),
+        ("status".to_owned(), view.status.clone()),
+    ])
+    .set(1);
+    registry.register("coordhost_job_info", "The job and its status", info);
+    gauge(
+        &mut registry,
+        "coordhost_coordinator_epoch",
+        "The coordinator run serving (its event log segment)",
+        i64::from(view.epoch),
+    );
+
+    let tasks: Family<Labels, Gauge> = Family::default();
+    for (state, n) in view.tasks_by_state() {
+        tasks
+            .get_or_create(&label("state", state.name()))
+            .set(clamp(n));
+    }
+    registry.register("coordhost_tasks", "Subtasks by state", tasks);
+
+    let parallelism: Family<Labels, Gauge> = Family::default();
+    let finished: Family<Labels, Gauge> = Family::default();
+    for v in &view.vertices {
+        parallelism
+            .get_or_create(&label("vertex", &v.id))
+            .set(i64::from(v.parallelism));
+        finished
+            .get_or_create(&label("vertex", &v.id))
+            .set(i64::from(v.finished));
+    }
+    registry.register(
+        "coordhost_vertex_parallelism",
+        "Subtasks of each job vertex (0: not decided yet)",
+        parallelism,
+    );
+    registry.register(
+        "coordhost_vertex_tasks_finished",
+        "Finished subtasks of each job vertex",
+        finished,
+    );
+
+    counter(
+        &mut registry,
+        "coordhost_attempts_started",
+        "Attempts deployed by this coordinator run",
+        run.attempts_started,
+    );
+    counter(
+        &mut registry,
+        "coordhost_attempts_finished",
+        "Attempts that finished in this coordinator run",
+        run.attempts_finished,
+    );
+    counter(
+        &mut registry,
+        "coordhost_attempts_failed",
+        "Attempts that failed in this coordinator run",
+        run.attempts_failed,
+    );
+    let resets: Family<Labels, Counter> = Family::default();
+    for (reason, n) in &run.reset_reasons {
+        resets.get_or_create(&label("reason", reason)).inc_by(*n);
+    }
+    registry.register(
+        "coordhost_task_resets",
+        "Subtask resets in this coordinator run, by reason",
+        resets,
+    );
+
+    let recovery = view.recovery.clone().filter(|r| r.epoch == view.epoch);
+    gauge(
+        &mut registry,
+        "coordhost_recovery_tasks_skipped",
+        "Subtasks this run's recovery kept (did not run again)",
+        clamp(recovery.as_ref().map_or(0, |r| r.skipped)),
+    );
+    let recovery_resets: Family<Labels, Gauge> = Family::default();
+    for (reason, n) in recovery.iter().flat_map(|r| &r.reset_reasons) {
+        recovery_resets
+            .get_or_create(&label("reason", reason))
+            .set(clamp(*n));
+    }
+    registry.register(
+        "coordhost_recovery_tasks_reset",
+        "Subtasks this run's recovery reset, by reason",
+        recovery_resets,
+    );
+    let duration: Gauge<f64, std::sync::atomic::AtomicU64> = Gauge::default();
+    duration.set(
+        recovery
+            .as_ref()
+            .and_then(|r| r.duration_ms)
+            .map_or(0.0, |ms| ms as f64 / 1000.0),
+    );
+    registry.register(
+        "coordhost_recovery_duration_seconds",
+        "How long this run's recovery took (0: no recovery)",
+        duration,
+    );
+
+    counter(
+        &mut registry,
+        "coordhost_event_log_appends",
+        "Records this coordinator run appended to the job event log",
+        live.appends(),
+    );
+    registry.register(
+        "coordhost_event_log_durable_append_seconds",
+        "Appends made durable: the write and the wait for its fsync",
+        live.durable_append_histogram(),
+    );
+
+    let mut out = String::new();
+    encode(&mut out, &registry)?;
+    Ok(out)
+}
+
+/// The content type of [`render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
