@@ -64,7 +64,7 @@ impl Validator {
         let host = PluginHost::new(HostOptions {
             cache_dir: self.cache_dir.clone(),
         })
-            .map_err(|e| self.invalid("functions", e.to_string()))?;
+        .map_err(|e| self.invalid("functions", e.to_string()))?;
         let mut out = Vec::with_capacity(raw.len());
         let mut specs = Vec::with_capacity(raw.len());
         for (name, value) in raw {

@@ -208,10 +208,7 @@ pub fn test_command(args: &LoadArgs, cache_dir: Option<PathBuf>) -> ExitCode {
     let report = super::conformance::run(&prepared.plugin);
     // A scalar function has no snapshots: its header line is its signature.
     let about = match prepared.plugin.function_signature() {
-        Some(sig) => format!(
-            "signature: {}",
-            super::function_checks::show_signature(sig)
-        ),
+        Some(sig) => format!("signature: {}", super::function_checks::show_signature(sig)),
         None if prepared.plugin.supports_batch_snapshot() => {
             "batch snapshots: supported".to_string()
         }

@@ -459,7 +459,7 @@ impl PluginHost {
                 let pre = self
                     .inner
                     .function_linker
-                    .instantiate_pre(&component)
+                    .instantiate_pre(component)
                     .map_err(link_error)?;
                 KindPre::Reader(SourceReaderPluginPre::new(pre).map_err(world_error)?)
             }

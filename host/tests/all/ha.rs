@@ -408,7 +408,9 @@ fn a_coordinator_started_just_before_etcd_waits_for_it_and_runs_the_job() {
     );
     assert_counts(&data, &fx, "after etcd came up late");
     assert!(
-        a.stderr().lines().all(|l| !l.starts_with("coordhost: --ha:")),
+        a.stderr()
+            .lines()
+            .all(|l| !l.starts_with("coordhost: --ha:")),
         "no --ha error while etcd came up within the patience window:\n{}",
         a.context()
     );

@@ -496,12 +496,7 @@ fn a_function_configured_otherwise_after_a_crash_is_an_edited_job() {
     let input = tmp.path().join("in");
     write_table(&input, 3000);
     let sql = "SELECT region, sum(tax(price, region)) AS total, count(*) AS n FROM t GROUP BY region ORDER BY region";
-    let with_rate = |bp: u32| {
-        format!(
-            "{}config = {{ surcharge-bp = \"{bp}\" }}\n",
-            tax_function()
-        )
-    };
+    let with_rate = |bp: u32| format!("{}config = {{ surcharge-bp = \"{bp}\" }}\n", tax_function());
     let job = job_file(&tmp.path().join("crash"), &input, &with_rate(0), sql, 1);
     let state = tmp.path().join("crash-state");
     let knobs = Knobs::crash(CrashPoint::AfterFinished {
