@@ -444,7 +444,7 @@ fn a_misbehaving_reader_fails_the_job_naming_the_plugin_and_the_table() {
     let secret = tmp.path().join("secret.txt");
     std::fs::write(&secret, "not granted\n").expect("secret");
     let sql = "SELECT id FROM acct";
-    let cases: [(&str, &str, &str, &[&str]); 4] = [
+    let cases: [(&str, &str, &str, &[&str]); 5] = [
         (
             "wrong-schema",
             "mode = \"wrong-schema\"",
@@ -472,6 +472,14 @@ fn a_misbehaving_reader_fails_the_job_naming_the_plugin_and_the_table() {
             &format!("mode = \"escape\", path = \"{}\"", secret.display()),
             "call-timeout-ms = 5000",
             &["`next-batch` failed: I/O error: cannot read", "secret.txt"],
+        ),
+        // Empty batches for ever: each call returns in time, so only the
+        // per-split bound (plugin::reader::MAX_SPLIT_BATCHES) ends it.
+        (
+            "endless",
+            "mode = \"endless\"",
+            "call-timeout-ms = 5000",
+            &["the split gave more than 65536 batches"],
         ),
     ];
     for (mode, config, limits, needles) in cases {
