@@ -29,6 +29,9 @@ use crate::plugin::{
 use crate::shuffle::format::{INDEX_FILE, INDEX_TMP_FILE};
 use crate::shuffle::{PartitionProducer, PartitionWriter, ShuffleError};
 
+pub use super::check::{Check, Outcome};
+use super::check::{answer_case, check, said};
+
 /// Parallelism of the source the enumerator checks create (readers 0 and 1).
 pub const PARALLELISM: u32 = 2;
 /// Most split requests one drain makes before the check fails: an
@@ -36,28 +39,6 @@ pub const PARALLELISM: u32 = 2;
 pub const MAX_REQUESTS: usize = 100_000;
 /// The job id the shuffle-master checks register.
 pub const JOB_ID: &str = "kit-job";
-
-/// The outcome of one check.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// The plugin did what the contract says.
-    Passed,
-    /// The check does not apply to this plugin; the reason says why.
-    NotApplicable(String),
-    /// The plugin broke the contract; the message says how.
-    Failed(String),
-}
-
-/// One named check and its outcome.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Check {
-    /// Kebab-case name, e.g. `batch-snapshot-restore`.
-    pub name: &'static str,
-    /// What the check asks of the plugin, in one line.
-    pub about: &'static str,
-    /// Its outcome.
-    pub outcome: Outcome,
-}
 
 /// Every check run on one plugin.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,22 +121,6 @@ pub fn run(plugin: &LoadedPlugin) -> Report {
     }
 }
 
-pub(crate) type CheckFn<'a> = Box<dyn FnOnce() -> Result<Option<String>, String> + 'a>;
-
-/// Runs `body`: `Ok(None)` passed, `Ok(Some(why))` not applicable, `Err` failed.
-pub(crate) fn check(name: &'static str, about: &'static str, body: CheckFn<'_>) -> Check {
-    let outcome = match body() {
-        Ok(None) => Outcome::Passed,
-        Ok(Some(why)) => Outcome::NotApplicable(why),
-        Err(why) => Outcome::Failed(why),
-    };
-    Check {
-        name,
-        about,
-        outcome,
-    }
-}
-
 /// The verdict of "without batch-snapshot support, `snapshot-state`
 /// returns an error value (it does not trap)" on the answer of
 /// `snapshot-state`, for either plugin kind.
@@ -167,30 +132,6 @@ fn no_snapshot<T>(answer: Result<T, PluginError>) -> Result<Option<String>, Stri
             "`supports-batch-snapshot` says false, but `snapshot-state` returned a snapshot".into(),
         ),
     }
-}
-
-/// Which answer a failed call gave, for a check that expects one error
-/// case: the WIT `error` case (e.g. `` `other` ``) of an error value, or the
-/// kind of fault otherwise.
-pub(crate) fn answer_case(error: &PluginError) -> &'static str {
-    match error {
-        PluginError::Returned { error, .. } => match error {
-            PluginFailure::InvalidConfig(_) => "`invalid-config`",
-            PluginFailure::InvalidState(_) => "`invalid-state`",
-            PluginFailure::Io(_) => "`io`",
-            PluginFailure::CorruptSnapshot(_) => "`corrupt-snapshot`",
-            PluginFailure::Other(_) => "`other`",
-        },
-        PluginError::Trap { .. } => "a trap",
-        PluginError::Deadline { .. } => "a missed deadline",
-        PluginError::MemoryCap { .. } => "the memory cap",
-        _ => "no error value",
-    }
-}
-
-/// A plugin error as the one line a failed check shows.
-pub(crate) fn said(error: &PluginError) -> String {
-    crate::plugin::one_line(&error.to_string(), 400)
 }
 
 // ---------------------------------------------------------------------------

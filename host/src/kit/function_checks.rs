@@ -36,7 +36,7 @@ use arrow_array::{
 };
 use arrow_schema::{DataType, Field, Schema};
 
-use super::conformance::{Check, answer_case, check, said};
+use super::check::{Check, answer_case, check, said};
 use crate::plugin::{FunctionSignature, LoadedPlugin, PluginError, ScalarFunction};
 
 /// Rows of the main test batch: more than one byte of validity bits and

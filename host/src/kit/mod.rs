@@ -14,6 +14,7 @@
 //! whose configuration is `root = ${tmp}` when none is given.
 
 pub mod call;
+pub mod check;
 pub mod command;
 pub mod conformance;
 pub mod function_checks;
