@@ -17,7 +17,7 @@
 //! deadline, memory cap) drops the instance; with `on-trap = "rebuild"`
 //! the batch is tried once more on a fresh instance before the call fails.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow_schema::{DataType, Field, Schema};
@@ -170,7 +170,7 @@ pub(crate) fn query_signatures(
 pub struct ScalarFunction {
     plugin: LoadedPlugin,
     signature: FunctionSignature,
-    idle: Mutex<Vec<Live>>,
+    idle: super::pool::IdlePool<Live>,
 }
 
 impl std::fmt::Debug for ScalarFunction {
@@ -181,9 +181,6 @@ impl std::fmt::Debug for ScalarFunction {
             .finish_non_exhaustive()
     }
 }
-
-/// Most idle instances a [`ScalarFunction`] keeps.
-const MAX_IDLE: usize = 16;
 
 impl ScalarFunction {
     pub(crate) fn new(plugin: LoadedPlugin) -> Result<Arc<Self>, PluginError> {
@@ -200,7 +197,7 @@ impl ScalarFunction {
         Ok(Arc::new(Self {
             plugin,
             signature,
-            idle: Mutex::new(Vec::new()),
+            idle: super::pool::IdlePool::new(),
         }))
     }
 
@@ -266,11 +263,7 @@ impl ScalarFunction {
     fn try_call(&self, bytes: &[u8], rebuilt: bool) -> Result<Vec<u8>, PluginError> {
         const CALL: &str = "invoke";
         let loaded = self.plugin.inner();
-        let taken = self
-            .idle
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .pop();
+        let taken = self.idle.take();
         std::thread::scope(|s| {
             s.spawn(move || {
                 let mut live = match taken {
@@ -290,13 +283,7 @@ impl ScalarFunction {
                 );
                 match settled {
                     Ok(result) => {
-                        let mut idle = self
-                            .idle
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner);
-                        if idle.len() < MAX_IDLE {
-                            idle.push(live);
-                        }
+                        self.idle.put(live);
                         result
                     }
                     Err(fault) => Err(fault.into_error(loaded, CALL, rebuilt)),

@@ -31,6 +31,7 @@ mod function;
 mod instance;
 mod open_guard;
 mod output;
+mod pool;
 mod reader;
 mod shuffle;
 mod store;

@@ -22,7 +22,7 @@
 //! with `on-trap = "rebuild"` the split is read once more from its start on
 //! a fresh instance before the read fails.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use arrow_array::{RecordBatch, RecordBatchOptions};
 use arrow_schema::SchemaRef;
@@ -45,9 +45,6 @@ pub const MAX_SPLIT_BATCHES: usize = 1 << 16;
 /// Most Arrow IPC bytes one split may give in all: 1 GiB (the batches of a
 /// split are held until it is done).
 pub const MAX_SPLIT_BYTES: u64 = 1 << 30;
-/// Most idle instances a [`SourceReader`] keeps.
-const MAX_IDLE: usize = 16;
-
 /// An instance of the component: its store and exports, configured.
 struct Live {
     store: Store<PluginState>,
@@ -123,7 +120,7 @@ pub struct SourceReader {
     schema: SchemaRef,
     /// `schema` as an Arrow IPC stream without batches (for `configure`).
     schema_bytes: Vec<u8>,
-    idle: Mutex<Vec<Live>>,
+    idle: super::pool::IdlePool<Live>,
 }
 
 impl std::fmt::Debug for SourceReader {
@@ -159,7 +156,7 @@ impl SourceReader {
             table: table.to_string(),
             schema,
             schema_bytes,
-            idle: Mutex::new(Vec::new()),
+            idle: super::pool::IdlePool::new(),
         }))
     }
 
@@ -200,10 +197,7 @@ impl SourceReader {
                     })
                 })
         })?;
-        self.idle
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(live);
+        self.idle.put(live);
         Ok(())
     }
 
@@ -239,11 +233,7 @@ impl SourceReader {
     /// ended the split normally goes back to the pool; any other is dropped.
     fn try_split(&self, split: &SplitData, rebuilt: bool) -> Try {
         let loaded = self.plugin.inner();
-        let taken = self
-            .idle
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .pop();
+        let taken = self.idle.take();
         std::thread::scope(|s| {
             s.spawn(move || {
                 let mut live = match taken {
@@ -252,13 +242,7 @@ impl SourceReader {
                 };
                 let (result, keep) = self.read_on(&mut live, split, rebuilt);
                 if keep {
-                    let mut idle = self
-                        .idle
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    if idle.len() < MAX_IDLE {
-                        idle.push(live);
-                    }
+                    self.idle.put(live);
                 }
                 result
             })
