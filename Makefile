@@ -35,9 +35,10 @@ RUSTUP ?= rustup
 PLUGIN_TARGET := wasm32-wasip2
 PLUGINS_SRC := $(CURDIR)/plugins
 PLUGINS_OUT := $(CURDIR)/build/plugins
-# The plugins build in their own target folder, whatever CARGO_TARGET_DIR says
-# (CI points that at a shared folder for the host build).
-PLUGINS_TARGET_DIR ?= $(PLUGINS_SRC)/target
+# The plugins build in their own target folder: plugins/target, or, when
+# CARGO_TARGET_DIR is set (CI points it outside the clone so runs reuse the
+# build), its subfolder plugins/, so a fresh clone does not build them cold.
+PLUGINS_TARGET_DIR ?= $(if $(CARGO_TARGET_DIR),$(CARGO_TARGET_DIR)/plugins,$(PLUGINS_SRC)/target)
 PLUGINS_RELEASE := $(PLUGINS_TARGET_DIR)/$(PLUGIN_TARGET)/release
 # Component crates (folder name = crate name = component name). The library
 # crate plugins/plugin-support is not a component and is not listed.

@@ -27,8 +27,10 @@ command -v node >/dev/null || fail "node not found; install Node.js >= 20"
 projects=$work/projects
 rm -rf "$projects"
 mkdir -p "$projects"
-# One target folder for every Rust project: wit-bindgen compiles once.
-export CARGO_TARGET_DIR=$work/rust-target
+# One target folder for every Rust project: wit-bindgen compiles once. Under CARGO_TARGET_DIR
+# when that is set (CI keeps it outside the clone, so later runs reuse the build).
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:+$CARGO_TARGET_DIR/kit-check}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$work/rust-target}
 cache=$work/cache
 
 new() { # NAME KIND LANG
