@@ -95,10 +95,15 @@ impl Validator {
             .map_err(|e| self.invalid(field, e.to_string()))
     }
 
-    /// Replaces `${data_dir}` and `${job_dir}` in one pass over `s`, the
-    /// job file's text: a replaced value is never scanned again (a data
-    /// directory named `${job_dir}` stays as it is). Any other `${...}`, or
-    /// a `${` without `}`, is an error naming `field`.
+    /// Replaces `${data_dir}`, `${job_dir}` and `${env:NAME}` (the value of
+    /// environment variable `NAME`, as Spark's and Flink's configuration
+    /// files allow) in one pass over `s`, the job file's text: a replaced
+    /// value is never scanned again (a data directory or a variable whose
+    /// value holds `${job_dir}` stays as it is). Any other `${...}`, a `${`
+    /// without `}`, a variable that is not set or not UTF-8 is an error
+    /// naming `field` (and the variable). The values are part of the
+    /// resolved job, so of its fingerprint: a variable changed between a
+    /// crash and the next run makes it an edited job, refused.
     pub(super) fn substitute(&self, field: &str, s: &str) -> Result<String, ConfigError> {
         let mut out = String::with_capacity(s.len());
         let mut rest = s;
@@ -108,24 +113,27 @@ impl Validator {
             let Some(end) = after.find('}') else {
                 return Err(self.invalid(
                     field,
-                    format!("`{s}` has a `${{` without a closing `}}`; only `${{data_dir}}` and `${{job_dir}}` are replaced"),
+                    format!("`{s}` has a `${{` without a closing `}}`; only `${{data_dir}}`, `${{job_dir}}` and `${{env:NAME}}` are replaced"),
                 ));
             };
             match &after[..end] {
                 "data_dir" => out.push_str(&self.data_dir.to_string_lossy()),
                 "job_dir" => out.push_str(&self.job_dir.to_string_lossy()),
+                name if name.starts_with("env:") => {
+                    out.push_str(&self.env_var(field, s, &name[4..])?)
+                }
                 name if !name.is_empty()
                     && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
                 {
                     return Err(self.invalid(
                         field,
-                        format!("unknown substitution `${{{name}}}`; only `${{data_dir}}` and `${{job_dir}}` are replaced"),
+                        format!("unknown substitution `${{{name}}}`; only `${{data_dir}}`, `${{job_dir}}` and `${{env:NAME}}` are replaced"),
                     ));
                 }
                 name => {
                     return Err(self.invalid(
                         field,
-                        format!("`${{{name}}}` is not a substitution; only `${{data_dir}}` and `${{job_dir}}` are replaced"),
+                        format!("`${{{name}}}` is not a substitution; only `${{data_dir}}`, `${{job_dir}}` and `${{env:NAME}}` are replaced"),
                     ));
                 }
             }
@@ -133,6 +141,32 @@ impl Validator {
         }
         out.push_str(rest);
         Ok(out)
+    }
+
+    /// The value of environment variable `var` for `${env:VAR}` in `s`.
+    fn env_var(&self, field: &str, s: &str, var: &str) -> Result<String, ConfigError> {
+        let well_formed = var
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !well_formed {
+            return Err(self.invalid(
+                field,
+                format!("`${{env:{var}}}` in `{s}` does not name an environment variable (letters, digits and `_`, not starting with a digit)"),
+            ));
+        }
+        match std::env::var(var) {
+            Ok(value) => Ok(value),
+            Err(std::env::VarError::NotPresent) => Err(self.invalid(
+                field,
+                format!("`${{env:{var}}}`: environment variable {var} is not set"),
+            )),
+            Err(std::env::VarError::NotUnicode(_)) => Err(self.invalid(
+                field,
+                format!("`${{env:{var}}}`: environment variable {var} is not UTF-8"),
+            )),
+        }
     }
 
     /// A path field: substituted, resolved against the job file's folder,

@@ -148,7 +148,7 @@ const SINK: &str = r#"path = "${data_dir}/output/wordcount""#;
 const SINK_FIELD: &str = "{job}: field `vertices[1].operators[1].path`: ";
 const SHUFFLE_DIRS: &str = r#"dirs = [{ path = "${data_dir}/shuffle", writable = true }]"#;
 const FILES_DIRS: &str = r#"dirs = [{ path = "{words}", writable = false }]"#;
-const SUBST_ONLY: &str = "only `${data_dir}` and `${job_dir}` are replaced";
+const SUBST_ONLY: &str = "only `${data_dir}`, `${job_dir}` and `${env:NAME}` are replaced";
 
 /// The command line of a case.
 type Args = Box<dyn Fn(&Env) -> Vec<OsString>>;
@@ -454,6 +454,21 @@ fn cases() -> Vec<Case> {
             edit(r#"dir = "{words}""#, r#"dir = "${${job_dir}}""#),
             &format!(
                 "{{job}}: field `plugins.files.config.dir`: `${{${{job_dir}}` is not a substitution; {SUBST_ONLY}"
+            ),
+        ),
+        case(
+            "an environment variable that is not set",
+            edit(
+                r#"dir = "{words}""#,
+                r#"dir = "${env:COORDHOST_TEST_NEVER_SET}/words""#,
+            ),
+            "{job}: field `plugins.files.config.dir`: `${env:COORDHOST_TEST_NEVER_SET}`: environment variable COORDHOST_TEST_NEVER_SET is not set",
+        ),
+        case(
+            "an environment variable with a bad name",
+            edit(SINK, r#"path = "${env:1-out}""#),
+            &sink(
+                "`${env:1-out}` in `${env:1-out}` does not name an environment variable (letters, digits and `_`, not starting with a digit)",
             ),
         ),
         case(
@@ -842,6 +857,52 @@ fn a_data_dir_named_with_a_substitution_is_used_as_it_is() {
     // Substituted once: nothing under the job folder's own path.
     let twice = PathBuf::from(format!("{}/d{}", env.tmp().display(), env.tmp().display()));
     assert!(!twice.exists(), "{} exists", twice.display());
+}
+
+/// Issue 31, item 5: `${env:NAME}` in a job file is the variable's value
+/// (here the input folder and the sink), and part of the resolved job: the
+/// same job file with the variable pointing at other input is an edited
+/// job once output was published, refused with exit 2 and nothing lost.
+#[test]
+fn an_environment_variable_names_the_input_and_a_changed_one_is_an_edited_job() {
+    let env = Env::new();
+    env.edit(
+        &env.fill(r#"dir = "{words}""#),
+        r#"dir = "${env:COORDHOST_TEST_WORDS}""#,
+    );
+    env.edit(
+        &env.fill(FILES_DIRS),
+        r#"dirs = [{ path = "${env:COORDHOST_TEST_WORDS}", writable = false }]"#,
+    );
+    env.edit(SINK, r#"path = "${env:COORDHOST_TEST_OUT}/wordcount""#);
+    let out_root = env.tmp().join("out");
+    let run = |words: &Path| {
+        coordhost()
+            .args(env.run_args())
+            .env("COORDHOST_TEST_WORDS", words)
+            .env("COORDHOST_TEST_OUT", &out_root)
+            .output()
+            .expect("runs")
+    };
+    let out = run(&env.words);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let published = word_count_output(&out_root.join("wordcount"));
+    assert_eq!(published, expected_word_counts(&env.words));
+    let other = env.tmp().join("other-words");
+    coordhost_datagen::write_words(&other, 1, 10, 3).expect("other input");
+    let out = run(&other);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the job's event log was written for a different job graph"),
+        "{stderr}"
+    );
+    assert_eq!(word_count_output(&out_root.join("wordcount")), published);
 }
 
 #[test]
