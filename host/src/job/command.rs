@@ -355,6 +355,20 @@ fn print_summary(s: &Summary) {
                     String::new()
                 }
             )?;
+            // A source that read nothing says so (an empty folder or a
+            // pattern that matches no file is the usual cause), instead of a
+            // silent "Finished" with 0 records.
+            if let Some(i) = v.input
+                && s.status == JobStatus::Finished
+                && v.splits_assigned == 0
+                && i.splits_kept == 0
+            {
+                writeln!(
+                    out,
+                    "  {:<16} read no input: its split enumerator gave no split (an empty input folder, or a pattern that matches no file?)",
+                    ""
+                )?;
+            }
             // After a recovery: what the crash cost a source in input.
             if let Some(i) = v.input.filter(|_| s.recovered) {
                 writeln!(

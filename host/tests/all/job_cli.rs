@@ -101,3 +101,66 @@ fn a_job_that_fails_while_running_exits_1() {
         "{stderr}"
     );
 }
+
+/// Issue 31, item 5: a source whose enumerator gives no split (an empty
+/// input folder) finishes, and the summary says so in one line under that
+/// source; a run that read input has no such line.
+#[test]
+fn a_source_that_yields_no_split_says_so_in_one_line() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let run = |data: &std::path::Path, name: &str| {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir_all(&dir).expect("job folder");
+        let job = example_job("wordcount.toml", "build/data/words", data, &dir);
+        coordhost()
+            .arg("run")
+            .arg(&job)
+            .arg("--data-dir")
+            .arg(tmp.path().join(name).join("state"))
+            .output()
+            .expect("coordhost runs")
+    };
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir_all(&empty).expect("empty input folder");
+    let out = run(&empty, "a");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("read no input"))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "                   read no input: its split enumerator gave no split (an empty input folder, or a pattern that matches no file?)"
+        ],
+        "{stdout}"
+    );
+    // It sits right under the source vertex's line.
+    let all: Vec<&str> = stdout.lines().collect();
+    let at = all
+        .iter()
+        .position(|l| l.contains("read no input"))
+        .expect("line");
+    assert!(
+        all[at - 1].trim_start().starts_with("tokenize "),
+        "{stdout}"
+    );
+
+    let words = tmp.path().join("words");
+    coordhost_datagen::write_words(&words, 1, 20, 3).expect("data");
+    let out = run(&words, "b");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stdout.contains("read no input"), "{stdout}");
+}
