@@ -30,7 +30,9 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run a batch job from its job file (exit 0 finished, 1 failed, 2 bad input).
+    /// Run a batch job from its job file (exit 0 finished, 1 failed, 2 bad
+    /// input, 3 cancelled, 128 + N stopped by signal N: run it again to
+    /// resume).
     Run(crate::job::RunArgs),
     /// Work with plugin components.
     Plugin {
@@ -48,6 +50,12 @@ pub enum Command {
         #[command(subcommand)]
         command: ClusterCommand,
     },
+    /// Cancel a job: the coordinator running it stops its attempts,
+    /// releases its partitions and records it as cancelled; a later `run`
+    /// does not resume it unless asked (`--resume`). Exit 0 cancelled (or
+    /// left for the next run when none runs it), 1 the coordinator did not
+    /// stop in time, 2 no job log there or the job already finished.
+    Cancel(crate::job::cancel::CancelArgs),
     /// Read a job's event log.
     Log {
         /// What to do with the log.
@@ -230,6 +238,7 @@ pub fn main() -> ExitCode {
                 log_inspect(&dir, json)
             }
         }
+        Command::Cancel(args) => crate::job::cancel::cancel_command(&args),
         Command::Cluster {
             command:
                 ClusterCommand::Certs {

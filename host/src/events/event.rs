@@ -626,6 +626,21 @@ pub struct JobFailed {
     pub exit_code: u8,
 }
 
+/// The run ended with the job cancelled: `coordhost cancel` asked for it
+/// (docs/job-file.md, "Stopping, cancelling, resuming"), and the
+/// coordinator stopped its attempts and released the job's partitions.
+/// The last record of a cancelled run, made durable before the
+/// coordinator exits. Recovery ignores it; a later `run` refuses to go on
+/// with the job unless asked (`--resume`), as Flink's and Spark's
+/// cancelled jobs are not restarted by themselves.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobCancelled {
+    /// The job id.
+    pub job_id: String,
+    /// Who asked, in one line (e.g. "`coordhost cancel` (pid 4242)").
+    pub requested_by: String,
+}
+
 /// A SQL job's plan (docs/sql.md): written durably right after the
 /// `JobStarted` of a SQL job, before anything is scheduled. A rerun whose
 /// SQL text and tables have `sql_fingerprint` runs these stages, never a
@@ -795,6 +810,8 @@ pub enum JobEvent {
     JobFailed(JobFailed),
     /// See [`StagesPlanned`].
     StagesPlanned(StagesPlanned),
+    /// See [`JobCancelled`].
+    JobCancelled(JobCancelled),
 }
 
 /// Why a checksum-valid record could not become an event.
@@ -826,6 +843,7 @@ impl JobEvent {
             Self::LeaderElected(_) => kind::LEADER_ELECTED,
             Self::JobFinished(_) => kind::JOB_FINISHED,
             Self::JobFailed(_) => kind::JOB_FAILED,
+            Self::JobCancelled(_) => kind::JOB_CANCELLED,
             Self::StagesPlanned(_) => kind::STAGES_PLANNED,
         }
     }
@@ -875,6 +893,7 @@ impl JobEvent {
             Self::LeaderElected(e) => postcard::to_stdvec(e),
             Self::JobFinished(e) => postcard::to_stdvec(e),
             Self::JobFailed(e) => postcard::to_stdvec(e),
+            Self::JobCancelled(e) => postcard::to_stdvec(e),
             Self::StagesPlanned(e) => match e.version() {
                 1 => postcard::to_stdvec(&e.to_v1()),
                 _ => postcard::to_stdvec(e),
@@ -921,6 +940,7 @@ impl JobEvent {
             kind::LEADER_ELECTED => exact(payload).map(Self::LeaderElected),
             kind::JOB_FINISHED => exact(payload).map(Self::JobFinished),
             kind::JOB_FAILED => exact(payload).map(Self::JobFailed),
+            kind::JOB_CANCELLED => exact(payload).map(Self::JobCancelled),
             kind::STAGES_PLANNED if version == 1 => {
                 exact::<StagesPlannedV1>(payload).map(|v1| Self::StagesPlanned(v1.into()))
             }
@@ -970,6 +990,7 @@ pub fn max_known_version(kind_id: u16) -> Option<u16> {
         kind::LEADER_ELECTED => schema::LEADER_ELECTED,
         kind::JOB_FINISHED => schema::JOB_FINISHED,
         kind::JOB_FAILED => schema::JOB_FAILED,
+        kind::JOB_CANCELLED => schema::JOB_CANCELLED,
         kind::STAGES_PLANNED => schema::STAGES_PLANNED,
         _ => return None,
     })
@@ -989,6 +1010,7 @@ pub fn kind_name(kind_id: u16) -> Option<&'static str> {
         kind::LEADER_ELECTED => "LeaderElected",
         kind::JOB_FINISHED => "JobFinished",
         kind::JOB_FAILED => "JobFailed",
+        kind::JOB_CANCELLED => "JobCancelled",
         kind::STAGES_PLANNED => "StagesPlanned",
         _ => return None,
     })

@@ -94,9 +94,11 @@ pub mod kind {
     pub const JOB_FAILED: u16 = 10;
     /// [`StagesPlanned`](crate::events::StagesPlanned).
     pub const STAGES_PLANNED: u16 = 11;
+    /// [`JobCancelled`](crate::events::JobCancelled).
+    pub const JOB_CANCELLED: u16 = 12;
     /// The largest kind id this binary knows; a record of a larger one was
     /// written by a newer coordhost.
-    pub const NEWEST: u16 = STAGES_PLANNED;
+    pub const NEWEST: u16 = JOB_CANCELLED;
 }
 
 /// Newest schema version of each kind's payload that this binary knows.
@@ -132,6 +134,8 @@ pub mod schema {
     /// Schema version of `StagesPlanned` payloads: 2 adds a stage's
     /// `auto` parallelism (written only when a stage is `auto`).
     pub const STAGES_PLANNED: u16 = 2;
+    /// Schema version of `JobCancelled` payloads.
+    pub const JOB_CANCELLED: u16 = 1;
 }
 
 /// File name of the segment written by coordinator attempt `attempt`.

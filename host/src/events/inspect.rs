@@ -207,6 +207,11 @@ pub fn describe(event: &JobEvent) -> String {
             }
         ),
         JobEvent::JobFinished(e) => write!(line, "job {} finished", e.job_id),
+        JobEvent::JobCancelled(e) => write!(
+            line,
+            "job {} cancelled, asked by {}",
+            e.job_id, e.requested_by
+        ),
         JobEvent::JobFailed(e) => write!(
             line,
             "job {} failed (exit {}): {}",

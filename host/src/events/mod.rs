@@ -33,12 +33,13 @@ mod writer;
 pub use error::{Damage, EventsError};
 pub use event::{
     AttemptId, EncodedSplit, EnumeratorSnapshot, ExecutionFinished, ExecutionVertexId,
-    ExecutionsReset, JobEvent, JobFailed, JobFinished, JobStarted, JobVertexInitialized,
-    LeaderElected, PlannedStage, ProducedPartition, RecoveryFinished, RecoveryReset,
-    RecoveryStarted, ResetReason, ShuffleSnapshot, SinkCommitted, SnapshotFile, SplitAssignment,
-    StageAuto, StageEdge, StagePattern, StagesPlanned, SubtaskInputRange, kind_name,
-    max_known_version,
+    ExecutionsReset, JobCancelled, JobEvent, JobFailed, JobFinished, JobStarted,
+    JobVertexInitialized, LeaderElected, PlannedStage, ProducedPartition, RecoveryFinished,
+    RecoveryReset, RecoveryStarted, ResetReason, ShuffleSnapshot, SinkCommitted, SnapshotFile,
+    SplitAssignment, StageAuto, StageEdge, StagePattern, StagesPlanned, SubtaskInputRange,
+    kind_name, max_known_version,
 };
+pub use format::LOCK_FILE;
 pub use inspect::{describe, inspect, locate_log_dir};
 pub use lock::{LockHolder, LogLock};
 pub use reader::{Position, Replay, ReplayedEvent, SegmentSummary, TornTail, replay};

@@ -17,7 +17,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use super::exit::{EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, exit_code};
 use super::run_job;
-use crate::scheduler::{JobStatus, ProgressListener, RunOptions, Summary};
+use crate::scheduler::{JobStatus, ProgressListener, RunOptions, StopReason, StopRequest, Summary};
 
 /// Arguments of `coordhost run`.
 #[derive(Debug, Clone, clap::Args)]
@@ -40,6 +40,10 @@ pub struct RunArgs {
     /// to run a failed job again, docs/ha.md).
     #[arg(long)]
     pub fresh: bool,
+    /// Go on with a job that was cancelled (`coordhost cancel`) from where
+    /// it stopped, and withdraw a cancel request not yet acted on.
+    #[arg(long, conflicts_with = "fresh")]
+    pub resume: bool,
     /// Serve worker processes on HOST:PORT (their `--coordinator`); with
     /// `--external-workers`, attempts run on them (docs/workers.md).
     #[arg(long, value_name = "HOST:PORT")]
@@ -86,7 +90,14 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
     let mut opts = RunOptions::new(&args.job, &args.data_dir);
     opts.workers = args.workers;
     opts.fresh = args.fresh;
+    opts.resume = args.resume;
     opts.cache_dir = cache_dir;
+    let stop = Arc::new(StopRequest::default());
+    if let Err(e) = stop_on_signals(stop.clone()) {
+        eprintln!("coordhost: cannot watch for SIGINT and SIGTERM: {e}");
+        return ExitCode::from(EXIT_FAILED);
+    }
+    opts.stop = Some(stop.clone());
     let progress: Arc<dyn ProgressListener> = if std::io::stderr().is_terminal() {
         Arc::new(Bars::default())
     } else {
@@ -140,14 +151,18 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
     }
     opts.external = cluster;
     let result = run_job(&opts);
-    let code = report(args, result.as_ref());
+    let code = report(args, result.as_ref(), stop.requested());
     super::ui::finish(&args.ui, live.as_deref(), &result);
     code
 }
 
 /// Prints the end of a run (summary, `--summary-json`, error) and returns
 /// its exit code.
-fn report(args: &RunArgs, result: Result<&Summary, &crate::scheduler::JobError>) -> ExitCode {
+fn report(
+    args: &RunArgs,
+    result: Result<&Summary, &crate::scheduler::JobError>,
+    stopped_by: Option<StopReason>,
+) -> ExitCode {
     match result {
         Ok(summary) => {
             print_summary(summary);
@@ -176,6 +191,19 @@ fn report(args: &RunArgs, result: Result<&Summary, &crate::scheduler::JobError>)
                         EXIT_FAILED
                     })
                 }
+                JobStatus::Stopped | JobStatus::Cancelled => {
+                    eprintln!(
+                        "coordhost: {}",
+                        summary.error.as_deref().unwrap_or("stopped")
+                    );
+                    ExitCode::from(match (summary.status, stopped_by) {
+                        (JobStatus::Stopped, Some(StopReason::Signal(n))) => {
+                            super::exit::exit_stopped(n)
+                        }
+                        (JobStatus::Cancelled, _) => super::exit::EXIT_CANCELLED,
+                        _ => EXIT_FAILED,
+                    })
+                }
             }
         }
         Err(e) => {
@@ -183,6 +211,35 @@ fn report(args: &RunArgs, result: Result<&Summary, &crate::scheduler::JobError>)
             ExitCode::from(exit_code(e))
         }
     }
+}
+
+/// SIGINT and SIGTERM stop the run cleanly: while the JobMaster's loop
+/// runs, the first one asks it to stop ([`StopRequest`]: its attempts end,
+/// nothing more is recorded, partitions are kept) and the run ends with
+/// exit 128 + N and a line saying how to resume; a second one, or one
+/// before or after the loop (planning, recovery, a campaign), ends the
+/// process at once, which the event log survives as it survives a crash.
+fn stop_on_signals(stop: Arc<StopRequest>) -> std::io::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            for signal in signals.forever() {
+                let name = crate::scheduler::signal_name(signal);
+                if stop.accepting() && stop.request(StopReason::Signal(signal)) {
+                    eprintln!(
+                        "coordhost: {name}: stopping the job's attempts (again to stop at once)"
+                    );
+                    continue;
+                }
+                eprintln!(
+                    "coordhost: stopped by {name}: what finished is kept in the event log; run the same command again to resume the job"
+                );
+                std::process::exit(i32::from(super::exit::exit_stopped(signal)));
+            }
+        })?;
+    Ok(())
 }
 
 /// Serves workers on `--listen` and waits until `n` registered.

@@ -113,6 +113,15 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
     };
     let fingerprint = job_fingerprint(config, &data_dir);
     let fresh = opts.fresh && fresh_still_applies(config, &data_dir, opts)?;
+    // `coordhost cancel`'s request file lives in the job's folder, beside
+    // its log; `--resume` and `--fresh` withdraw a request not acted on.
+    let job_dir = crate::events::job_log_dir(&data_dir, &config.name)?
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    if fresh || opts.resume {
+        super::cancel::withdraw(&job_dir)?;
+    }
     if fresh {
         discard_log(config, &data_dir, opts.fence.as_deref())?;
     } else {
@@ -128,6 +137,15 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
         // stays empty but for its header.
         writer.close()?;
         return Err(failed);
+    }
+    if !opts.resume
+        && let Some(cancelled) = super::cancel::cancelled_earlier(&config.name, &replay)
+    {
+        // A cancelled job stays cancelled unless asked (docs/job-file.md,
+        // "Stopping, cancelling, resuming").
+        writer.close()?;
+        super::cancel::withdraw(&job_dir)?;
+        return Err(cancelled);
     }
     let log_dir = writer.log_dir().to_path_buf();
     // Snapshot side files: keep those of the newest snapshots (all that
@@ -222,9 +240,21 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
         // High availability: which term writes this segment (docs/ha.md).
         recorder.append_durable(&JobEvent::LeaderElected(leader.clone()))?;
     }
+    let watcher = opts.stop.as_ref().map(|stop| {
+        // A request that waited for this run is seen before the loop starts.
+        if super::cancel::requested(&job_dir) {
+            stop.request(crate::scheduler::StopReason::Cancel);
+        }
+        super::cancel::Watcher::start(job_dir.clone(), stop.clone())
+    });
     let summary = master.run(&mut recorder);
+    drop(watcher);
     record_end(config, &mut recorder, &summary)?;
     recorder.close()?;
+    if summary.status == crate::scheduler::JobStatus::Cancelled {
+        // Recorded: the request is done.
+        super::cancel::withdraw(&job_dir)?;
+    }
     Ok(summary)
 }
 
@@ -331,6 +361,14 @@ fn record_end(
             }
         }
         JobStatus::Failed => {}
+        JobStatus::Cancelled => {
+            recorder.append_durable(&JobEvent::JobCancelled(crate::events::JobCancelled {
+                job_id,
+                requested_by: "`coordhost cancel`".to_owned(),
+            }))?;
+        }
+        // A stop records nothing: the next run recovers, as after a crash.
+        JobStatus::Stopped => {}
     }
     Ok(())
 }

@@ -6,6 +6,8 @@
 //! | 0 | success: the job finished, the component is a valid plugin, the log was printed |
 //! | 1 | the job failed while running (a task ran out of attempts, a plugin failed), or the run failed on its own storage |
 //! | 2 | bad input: command line, job file, component, log, data directory |
+//! | 3 | the job was cancelled (`coordhost cancel`), by this run or an earlier one |
+//! | 128 + N | signal N (2 SIGINT: 130, 15 SIGTERM: 143) stopped the run; the next run resumes the job |
 
 use crate::plugin::PluginError;
 use crate::scheduler::JobError;
@@ -19,6 +21,16 @@ pub const EXIT_FAILED: u8 = 1;
 /// Exit code: bad input (command line, job file, component, log, data
 /// directory).
 pub const EXIT_BAD_INPUT: u8 = 2;
+/// Exit code: the job was cancelled (`coordhost cancel`), in this run or,
+/// for a run that refused to go on with it, an earlier one.
+pub const EXIT_CANCELLED: u8 = 3;
+
+/// Exit code of a run stopped by signal `number` (the shell's convention,
+/// 128 + N: 130 for SIGINT, 143 for SIGTERM).
+#[must_use]
+pub fn exit_stopped(number: i32) -> u8 {
+    u8::try_from(128 + number.clamp(1, 127)).unwrap_or(u8::MAX)
+}
 
 /// The exit code of a run that ended with `error` before a summary existed.
 ///
@@ -33,6 +45,11 @@ pub fn exit_code(error: &JobError) -> u8 {
     if let JobError::FailedEarlier { exit_code, .. } = error {
         // The failed run's own code, as it exited then.
         return *exit_code;
+    }
+    match error {
+        JobError::Stopped { signal } => return exit_stopped(*signal),
+        JobError::Cancelled { .. } | JobError::CancelledEarlier { .. } => return EXIT_CANCELLED,
+        _ => {}
     }
     if error.is_bad_input() {
         EXIT_BAD_INPUT
@@ -63,6 +80,9 @@ impl JobError {
             | Self::LostLeadership { .. }
             | Self::NoWorker { .. }
             | Self::FailedEarlier { .. }
+            | Self::Stopped { .. }
+            | Self::Cancelled { .. }
+            | Self::CancelledEarlier { .. }
             | Self::TaskFailed { .. } => false,
             // A split enumerator that refused its configuration is bad
             // input; any other failure of it is a failure of the run.

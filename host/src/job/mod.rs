@@ -16,6 +16,7 @@
 //! The scheduler's public types are re-exported here: this is the library's
 //! face for running a job.
 
+pub mod cancel;
 mod command;
 mod driver;
 pub mod exit;

@@ -61,8 +61,22 @@ pub(super) fn finish(
 ) {
     let Some(live) = live else { return };
     match result {
-        Ok(s) => live.ended(s.status == JobStatus::Finished, s.error.as_deref()),
-        Err(e) => live.ended(false, Some(&crate::config::one_line(&e.to_string()))),
+        Ok(s) => live.ended(
+            match s.status {
+                JobStatus::Finished => "finished",
+                JobStatus::Failed => "failed",
+                JobStatus::Stopped => "stopped",
+                JobStatus::Cancelled => "cancelled",
+            },
+            s.error.as_deref(),
+        ),
+        Err(e) => live.ended(
+            match e {
+                crate::scheduler::JobError::CancelledEarlier { .. } => "cancelled",
+                _ => "failed",
+            },
+            Some(&crate::config::one_line(&e.to_string())),
+        ),
     }
     if args.ui_linger_s > 0 {
         eprintln!(

@@ -293,7 +293,8 @@ fn replay(graph: &JobGraph, events: &[JobEvent]) -> Result<Replayed, RecoveryErr
             | JobEvent::RecoveryFinished(_)
             | JobEvent::LeaderElected(_)
             | JobEvent::JobFinished(_)
-            | JobEvent::JobFailed(_) => {}
+            | JobEvent::JobFailed(_)
+            | JobEvent::JobCancelled(_) => {}
             JobEvent::StagesPlanned(_) => {}
         }
     }

@@ -25,6 +25,8 @@
 //! connects the two (docs/architecture.md).
 
 mod master;
+mod stop;
+pub use stop::{StopReason, StopRequest, signal_name};
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -141,6 +143,36 @@ pub enum JobError {
         error: String,
         /// The failed run's exit code (1, or 2 for bad input).
         exit_code: u8,
+    },
+    /// The run was stopped by a signal (SIGINT, SIGTERM) before the job
+    /// ended ([`StopRequest`]): nothing more was recorded and every result
+    /// partition is kept, so the next run recovers the job.
+    #[error("stopped by {}: what finished is kept in the event log; run the same command again to resume the job, or `coordhost cancel` its data folder to cancel it", signal_name(*signal))]
+    Stopped {
+        /// The signal's number.
+        signal: i32,
+    },
+    /// The run was cancelled (`coordhost cancel`): its attempts stopped,
+    /// its partitions released, `JobCancelled` recorded.
+    #[error(
+        "job `{job}` was cancelled ({by}); a later run does not resume it unless asked (`run --resume`)"
+    )]
+    Cancelled {
+        /// The job.
+        job: String,
+        /// Who asked.
+        by: String,
+    },
+    /// The log's last run ended cancelled (`JobCancelled`): a run does not
+    /// go on with a cancelled job unless asked.
+    #[error(
+        "job `{job}` was cancelled ({by}); a run does not resume a cancelled job: pass --resume to go on from where it stopped, or --fresh to run it again from scratch"
+    )]
+    CancelledEarlier {
+        /// The job.
+        job: String,
+        /// Who asked, as recorded.
+        by: String,
     },
     /// The job event log cannot be opened (another coordinator holds it, or
     /// an I/O error).
@@ -441,6 +473,14 @@ pub struct RunOptions {
     /// `/metrics` read; the job driver and its recorder update it
     /// (docs/ui.md).
     pub ui: Option<Arc<crate::ui::LiveJob>>,
+    /// Where a signal or `coordhost cancel` asks the run to stop
+    /// ([`StopRequest`]); `None`: nothing stops it but its end. With it,
+    /// the job driver also watches the job folder for a cancel request
+    /// (`<data-dir>/<job>/CANCEL`, written by `coordhost cancel`).
+    pub stop: Option<Arc<StopRequest>>,
+    /// `run --resume`: go on with a job whose last run was cancelled (and
+    /// withdraw a cancel request not yet acted on).
+    pub resume: bool,
 }
 
 /// Which run of a job's log is the last one: the log folder (its device and
@@ -470,6 +510,8 @@ impl RunOptions {
             leader: None,
             fresh_if_last_started: None,
             ui: None,
+            stop: None,
+            resume: false,
         }
     }
 }
@@ -495,6 +537,11 @@ pub enum JobStatus {
     Finished,
     /// The job failed; `error` says why.
     Failed,
+    /// A signal stopped the run before the job ended; the next run
+    /// resumes it (`error` says so).
+    Stopped,
+    /// `coordhost cancel` ended the job (`error` says so).
+    Cancelled,
 }
 
 /// Per-vertex figures of a run.

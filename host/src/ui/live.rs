@@ -118,10 +118,11 @@ impl LiveJob {
         self.with(|v| v.vertex_initialized(vertex, parallelism));
     }
 
-    /// The run ended: `finished` or `failed` (with `error`).
-    pub fn ended(&self, finished: bool, error: Option<&str>) {
+    /// The run ended: `status` is `finished`, `failed`, `stopped` or
+    /// `cancelled` (with `error` saying why when not finished).
+    pub fn ended(&self, status: &str, error: Option<&str>) {
         self.with(|v| {
-            v.status = if finished { "finished" } else { "failed" }.to_owned();
+            v.status = status.to_owned();
             v.error = error.map(str::to_owned);
         });
     }

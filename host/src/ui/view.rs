@@ -178,8 +178,10 @@ pub struct RunView {
 pub struct JobView {
     /// The job's name.
     pub job: String,
-    /// `running`, `recovering`, `finished`, `failed`; offline from the log:
-    /// `interrupted` when the log ends without `JobFinished`/`JobFailed`.
+    /// `running`, `recovering`, `finished`, `failed`, `cancelled`,
+    /// `stopped` (by a signal; the next run resumes it); offline from the
+    /// log: `interrupted` when the log ends without `JobFinished`,
+    /// `JobFailed` or `JobCancelled`.
     pub status: String,
     /// Why the job failed.
     pub error: Option<String>,
@@ -275,7 +277,7 @@ impl JobView {
         for e in &replay.events {
             view.apply(&e.event, e.position.attempt);
         }
-        if !matches!(view.status.as_str(), "finished" | "failed") {
+        if !matches!(view.status.as_str(), "finished" | "failed" | "cancelled") {
             view.status = "interrupted".to_owned();
         }
         view.recount();
@@ -438,6 +440,7 @@ impl JobView {
             }
             JobEvent::LeaderElected(l) => self.run(epoch).leader_term = Some(l.term),
             JobEvent::JobFinished(_) => self.status = "finished".to_owned(),
+            JobEvent::JobCancelled(_) => self.status = "cancelled".to_owned(),
             JobEvent::JobFailed(f) => {
                 self.status = "failed".to_owned();
                 self.error = Some(f.error.clone());

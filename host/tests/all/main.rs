@@ -52,6 +52,7 @@ mod job_refusals_fuzz;
 mod job_source_coordinator;
 #[cfg(feature = "failpoints")]
 mod job_sql;
+mod job_stop;
 mod job_tpch;
 #[cfg(feature = "failpoints")]
 mod job_tpch_languages;

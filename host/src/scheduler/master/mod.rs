@@ -172,6 +172,9 @@ pub struct JobMaster {
     tx: Sender<Message>,
     rx: Receiver<Message>,
     cancel: Arc<AtomicBool>,
+    /// Where a signal or `coordhost cancel` asks the run to stop
+    /// (`RunOptions::stop`), looked at every [`StopRequest::TICK`].
+    stop: Option<Arc<crate::scheduler::StopRequest>>,
     running: usize,
     tasks_run: u64,
     tasks_reset: u64,
@@ -349,6 +352,7 @@ impl JobMaster {
             tx,
             rx,
             cancel: Arc::new(AtomicBool::new(false)),
+            stop: opts.stop.clone(),
             running: 0,
             tasks_run: 0,
             tasks_reset: 0,
@@ -783,7 +787,13 @@ impl JobMaster {
     /// summary's `status` and `error` say how it ended (a [`JobError`] in words).
     pub fn run(mut self, events: &mut dyn JobEventSink) -> Summary {
         let started = Instant::now();
+        if let Some(stop) = &self.stop {
+            stop.set_accepting(true);
+        }
         let result = self.drive(events);
+        if let Some(stop) = &self.stop {
+            stop.set_accepting(false);
+        }
         self.cancel.store(true, Ordering::Relaxed);
         if let Executor::External(cluster) = &self.executor {
             cluster.cancel_all();
@@ -801,7 +811,8 @@ impl JobMaster {
                 Err(_) => break,
             }
         }
-        if result.is_ok()
+        let cancelled = matches!(result, Err(JobError::Cancelled { .. }));
+        if (result.is_ok() || cancelled)
             && let Executor::External(cluster) = &self.executor
         {
             // The job is over and every attempt has stopped: each
@@ -813,17 +824,24 @@ impl JobMaster {
         let crashed = matches!(result, Err(JobError::SimulatedCrash { .. }));
         #[cfg(not(feature = "failpoints"))]
         let crashed = false;
-        if !crashed {
+        // A stopped run keeps its partitions for the next run, as a crash.
+        let stopped = matches!(result, Err(JobError::Stopped { .. }));
+        if !crashed && !stopped {
             let _ignored = self.shuffle.unregister_job(&self.job);
         }
         let mut summary = self.summary(started);
         if let Err(e) = result {
-            summary.status = JobStatus::Failed;
+            summary.status = match e {
+                JobError::Stopped { .. } => JobStatus::Stopped,
+                JobError::Cancelled { .. } => JobStatus::Cancelled,
+                _ => JobStatus::Failed,
+            };
             summary.bad_input = e.is_invalid_plugin_config();
             summary.coordinator_failed = crashed
                 || matches!(
                     e,
                     JobError::LostLeadership { .. }
+                        | JobError::Stopped { .. }
                         | JobError::Log { .. }
                         | JobError::Recording { .. }
                         | JobError::Io { .. }
@@ -845,17 +863,38 @@ impl JobMaster {
         summary
     }
 
+    /// The error that ends the run when a signal or `coordhost cancel`
+    /// asked it to stop (`RunOptions::stop`).
+    fn check_stop(&self) -> Result<(), JobError> {
+        match self.stop.as_ref().and_then(|s| s.requested()) {
+            None => Ok(()),
+            Some(crate::scheduler::StopReason::Signal(signal)) => Err(JobError::Stopped { signal }),
+            Some(reason @ crate::scheduler::StopReason::Cancel) => Err(JobError::Cancelled {
+                job: self.job.clone(),
+                by: reason.describe(),
+            }),
+        }
+    }
+
     fn drive(&mut self, events: &mut dyn JobEventSink) -> Result<(), JobError> {
+        // A cancel request that waited for this run is acted on before
+        // anything is deployed.
+        self.check_stop()?;
         let t = Instant::now();
         self.schedule(events)?;
         self.busy += t.elapsed();
         while !self.graph.is_finished() {
+            // Looked at before each wait, so a message received is always
+            // handled (a dropped `Finished` would leave its attempt counted
+            // as running).
+            self.check_stop()?;
             let closed = || JobError::Internal {
                 reason: "the task channel closed".into(),
             };
             // While execution vertices wait for a worker, look again every
-            // tick: workers register without a message to this loop.
-            let msg = if self.unplaced.is_empty() {
+            // tick: workers register without a message to this loop; so
+            // does a stop request.
+            let msg = if self.unplaced.is_empty() && self.stop.is_none() {
                 Some(self.rx.recv().map_err(|_| closed())?)
             } else {
                 match self.rx.recv_timeout(PLACEMENT_TICK) {
@@ -867,6 +906,8 @@ impl JobMaster {
             let t = Instant::now();
             match msg {
                 Some(msg) => self.handle(msg, events)?,
+                // A tick for a stop request only: nothing waits to be placed.
+                None if self.unplaced.is_empty() => {}
                 None => self.schedule(events)?,
             }
             self.check_slot_waits()?;

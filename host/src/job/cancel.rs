@@ -1,0 +1,305 @@
+//! Cancelling a job (`coordhost cancel DIR`) and what a run does about it
+//! (docs/job-file.md, "Stopping, cancelling, resuming").
+//!
+//! Only a coordinator writes a job's event log, so `coordhost cancel` does
+//! not: it leaves a request, the file `CANCEL` in the job's folder
+//! (`<data-dir>/<job>/CANCEL`, beside `log/`). The coordinator running the
+//! job looks for it every [`WATCH_EVERY`], stops its attempts, releases the
+//! job's partitions and records `JobCancelled`; if none runs, the next
+//! `coordhost run` of the job does so first and ends without running
+//! anything more. Whether a coordinator runs the job is read from the
+//! kernel's table of file locks (`/proc/locks`), without taking the log's
+//! lock: taking it, even for an instant, could refuse a coordinator that
+//! starts at that instant.
+//!
+//! A run finds a log whose last run ended cancelled and refuses to go on
+//! with it ([`JobError::CancelledEarlier`], exit 3) unless asked: `run
+//! --resume` goes on from where it stopped (and withdraws a request not yet
+//! acted on), `run --fresh` starts again from scratch.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::exit::{EXIT_BAD_INPUT, EXIT_OK};
+use crate::events::{JobEvent, Replay};
+use crate::scheduler::{JobError, StopReason, StopRequest};
+
+/// The request file's name, in the job's folder.
+pub const CANCEL_FILE: &str = "CANCEL";
+
+/// How often a running coordinator looks for the request file.
+pub const WATCH_EVERY: Duration = Duration::from_millis(100);
+
+/// Arguments of `coordhost cancel`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CancelArgs {
+    /// The job's folder in the data directory (`<data-dir>/<job>`), its
+    /// `log/` folder, or a data directory holding one job.
+    pub dir: PathBuf,
+    /// How long to wait for the coordinator running the job to stop, s.
+    #[arg(long, value_name = "S", default_value_t = 60)]
+    pub wait_s: u64,
+}
+
+/// The request file of job folder `job_dir`.
+#[must_use]
+pub fn request_path(job_dir: &Path) -> PathBuf {
+    job_dir.join(CANCEL_FILE)
+}
+
+/// Whether a cancel request waits in `job_dir` (a regular file named
+/// [`CANCEL_FILE`]; a symlink or anything else there is not one).
+#[must_use]
+pub fn requested(job_dir: &Path) -> bool {
+    std::fs::symlink_metadata(request_path(job_dir)).is_ok_and(|m| m.is_file())
+}
+
+/// Removes a request (after it was recorded, or withdrawn by `--resume` or
+/// `--fresh`); a missing one is fine.
+///
+/// # Errors
+/// [`JobError::Io`] naming the file when it exists and cannot be removed.
+pub fn withdraw(job_dir: &Path) -> Result<(), JobError> {
+    let path = request_path(job_dir);
+    match std::fs::remove_file(&path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(JobError::Io { path, source: e }),
+        _ => Ok(()),
+    }
+}
+
+/// The log's last run ended cancelled: the error a run refuses with, unless
+/// a run or recovery started after the `JobCancelled`.
+#[must_use]
+pub fn cancelled_earlier(job: &str, replay: &Replay) -> Option<JobError> {
+    let mut by = None;
+    for e in &replay.events {
+        match &e.event {
+            JobEvent::JobCancelled(c) => by = Some(c.requested_by.clone()),
+            JobEvent::JobStarted(_) | JobEvent::RecoveryStarted(_) | JobEvent::JobFinished(_) => {
+                by = None;
+            }
+            _ => {}
+        }
+    }
+    by.map(|by| JobError::CancelledEarlier {
+        job: job.to_owned(),
+        by,
+    })
+}
+
+/// Looks for the request file of `job_dir` every [`WATCH_EVERY`] while a
+/// run goes on, and asks `stop` to cancel when it appears. Stops looking
+/// when dropped.
+pub struct Watcher {
+    done: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watcher {
+    /// Starts watching.
+    #[must_use]
+    pub fn start(job_dir: PathBuf, stop: Arc<StopRequest>) -> Self {
+        let done = Arc::new(AtomicBool::new(false));
+        let seen = done.clone();
+        let thread = std::thread::Builder::new()
+            .name("cancel-watch".into())
+            .spawn(move || {
+                while !seen.load(Ordering::SeqCst) {
+                    if requested(&job_dir) {
+                        stop.request(StopReason::Cancel);
+                        return;
+                    }
+                    std::thread::sleep(WATCH_EVERY);
+                }
+            })
+            .ok();
+        Self { done, thread }
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ignored = t.join();
+        }
+    }
+}
+
+/// The process holding the `flock` lock on `path`, read from `/proc/locks`
+/// (Linux), without taking the lock. `None` when nobody holds it (or the
+/// table cannot be read).
+#[must_use]
+pub fn lock_holder(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(path).ok()?;
+    let table = std::fs::read_to_string("/proc/locks").ok()?;
+    let dev = meta.dev();
+    // glibc's gnu_dev_major/minor encoding.
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    let wanted = format!("{major:02x}:{minor:02x}:{}", meta.ino());
+    table.lines().find_map(|line| {
+        // "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234 0 EOF"; a blocked
+        // waiter's line has "->" after the id and is not the holder.
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.get(1) == Some(&"->") {
+            return None;
+        }
+        let at = fields.iter().position(|f| *f == wanted)?;
+        fields.get(at.checked_sub(1)?)?.parse().ok()
+    })
+}
+
+/// How the log's last run ended, for the messages of `coordhost cancel`.
+enum LastEnd {
+    Finished,
+    Cancelled,
+    Other,
+}
+
+fn last_end(replay: &Replay) -> LastEnd {
+    let mut end = LastEnd::Other;
+    for e in &replay.events {
+        match &e.event {
+            JobEvent::JobFinished(_) => end = LastEnd::Finished,
+            JobEvent::JobCancelled(_) => end = LastEnd::Cancelled,
+            JobEvent::JobStarted(_) | JobEvent::RecoveryStarted(_) | JobEvent::JobFailed(_) => {
+                end = LastEnd::Other;
+            }
+            _ => {}
+        }
+    }
+    end
+}
+
+fn read_log(log_dir: &Path) -> Result<Replay, crate::events::EventsError> {
+    crate::events::replay(&crate::events::FileStorage::open_read_only(log_dir))
+}
+
+/// Runs `coordhost cancel`; returns the exit code: 0 when the job is
+/// cancelled or the request is left for the next run, 2 for a folder that
+/// holds no job log or a job that already finished, 1 when the running
+/// coordinator did not stop within `--wait-s`.
+pub fn cancel_command(args: &CancelArgs) -> ExitCode {
+    match cancel(args) {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::from(EXIT_OK)
+        }
+        Err((code, line)) => {
+            eprintln!("coordhost: {line}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn cancel(args: &CancelArgs) -> Result<String, (u8, String)> {
+    let bad = |e: &dyn std::fmt::Display| (EXIT_BAD_INPUT, crate::config::one_line(&e.to_string()));
+    let log_dir = crate::events::locate_log_dir(&args.dir).map_err(|e| bad(&e))?;
+    let job_dir = log_dir
+        .parent()
+        .map(Path::to_path_buf)
+        .ok_or_else(|| bad(&format!("{}: not a job's folder", args.dir.display())))?;
+    let replay = read_log(&log_dir).map_err(|e| bad(&e))?;
+    let job = job_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match last_end(&replay) {
+        LastEnd::Finished => {
+            return Err((
+                EXIT_BAD_INPUT,
+                format!(
+                    "{}: job `{job}` already finished; there is nothing to cancel",
+                    job_dir.display()
+                ),
+            ));
+        }
+        LastEnd::Cancelled => {
+            return Ok(format!("job `{job}` is already cancelled"));
+        }
+        _ => {}
+    }
+    let request = request_path(&job_dir);
+    if !requested(&job_dir) {
+        let text = format!(
+            "cancel requested by `coordhost cancel` (pid {})\n",
+            std::process::id()
+        );
+        // A new file only: never through a symlink someone left there.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&request)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
+            .map_err(|e| {
+                (
+                    super::exit::EXIT_FAILED,
+                    format!(
+                        "{}: cannot write the cancel request: {e}",
+                        request.display()
+                    ),
+                )
+            })?;
+    }
+    let lock = log_dir.join(crate::events::LOCK_FILE);
+    let Some(pid) = lock_holder(&lock) else {
+        return Ok(format!(
+            "no coordinator runs job `{job}` now: the next `coordhost run` of it records the cancellation and ends (exit 3) without running anything (`run --resume` goes on with the job instead)"
+        ));
+    };
+    eprintln!(
+        "coordhost cancel: the coordinator running job `{job}` (pid {pid}) was asked to cancel it; waiting up to {} s",
+        args.wait_s
+    );
+    let deadline = Instant::now() + Duration::from_secs(args.wait_s);
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        if lock_holder(&lock).is_none() {
+            let ended = read_log(&log_dir).map(|r| last_end(&r));
+            return match ended {
+                Ok(LastEnd::Cancelled) => Ok(format!("job `{job}` cancelled")),
+                Ok(LastEnd::Finished) => {
+                    // Nothing is left to cancel: the request goes too.
+                    let _ignored = withdraw(&job_dir);
+                    Err((
+                        super::exit::EXIT_FAILED,
+                        format!("job `{job}` finished before the coordinator saw the request"),
+                    ))
+                }
+                _ => Ok(format!(
+                    "the coordinator of job `{job}` stopped without recording the cancellation: the next `coordhost run` of it records it"
+                )),
+            };
+        }
+    }
+    Err((
+        super::exit::EXIT_FAILED,
+        format!(
+            "the coordinator running job `{job}` (pid {pid}) did not stop within {} s; the request stays in {}",
+            args.wait_s,
+            request.display()
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_held_lock_names_its_holder_and_a_free_one_none() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("LOCK");
+        let file = std::fs::File::create(&path).expect("lock file");
+        assert_eq!(lock_holder(&path), None);
+        file.try_lock().expect("locked");
+        assert_eq!(lock_holder(&path), Some(std::process::id()));
+        file.unlock().expect("unlocked");
+        assert_eq!(lock_holder(&path), None);
+    }
+}
