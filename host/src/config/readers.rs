@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 
 use sha2::Digest;
 
-use super::validate::Validator;
 use super::ConfigError;
+use super::validate::Validator;
 use crate::plugin::{PluginKind, PluginSpec};
 use crate::sql::TableFormat;
 

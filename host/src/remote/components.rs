@@ -143,9 +143,7 @@ impl WorkerComponents {
         let host = self.host()?;
         // The plugin host's message names the plugin; the caller names
         // the component, its hash and this worker.
-        let loaded = host
-            .load_bytes(&spec, &bytes)
-            .map_err(|e| e.to_string())?;
+        let loaded = host.load_bytes(&spec, &bytes).map_err(|e| e.to_string())?;
         tracing::info!(
             worker = %self.worker,
             plugin = %name,
@@ -264,11 +262,7 @@ pub(super) mod tests {
         let want = sha256_hex(b"the real component");
         let what = what(PluginKind::SourceReader, "fixed");
         let e = components
-            .bytes(
-                &what,
-                &component(&want),
-                &Fixed(b"something else".to_vec()),
-            )
+            .bytes(&what, &component(&want), &Fixed(b"something else".to_vec()))
             .expect_err("refused");
         let got = sha256_hex(b"something else");
         for needle in [

@@ -124,9 +124,8 @@ impl WorkerReaders {
     ) -> Result<TableReaders, String> {
         let mut out = BTreeMap::new();
         for r in readers {
-            let key = postcard::to_stdvec(r).map_err(|e| {
-                format!("source reader `{}` of table `{}`: {e}", r.plugin, r.table)
-            })?;
+            let key = postcard::to_stdvec(r)
+                .map_err(|e| format!("source reader `{}` of table `{}`: {e}", r.plugin, r.table))?;
             let slot = lock(&self.loaded).entry(key).or_default().clone();
             // Other tasks of the same reader wait for this load rather
             // than making their own.

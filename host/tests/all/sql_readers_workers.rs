@@ -115,13 +115,22 @@ fn csv_table(data: &Path, name: &str, schema: &str) -> String {
 /// `sink_delay_us` per record (0: none). With `sql_only`, its query is
 /// [`SQL_ONLY`]: no `[functions]`, and `nation` and `region` read as CSV
 /// in place of the fixed-width table and its reader.
-fn example(dir: &Path, data: &Path, sql_only: bool, split_bytes: u64, sink_delay_us: u64) -> PathBuf {
+fn example(
+    dir: &Path,
+    data: &Path,
+    sql_only: bool,
+    split_bytes: u64,
+    sink_delay_us: u64,
+) -> PathBuf {
     std::fs::create_dir_all(dir.join("geography")).expect("job dir");
     let examples = crate::support::workspace().join("examples");
     for entry in std::fs::read_dir(examples.join("geography")).expect("the example's folder") {
         let path = entry.expect("entry").path();
-        std::fs::copy(&path, dir.join("geography").join(path.file_name().expect("name")))
-            .expect("copy the fixed-width file");
+        std::fs::copy(
+            &path,
+            dir.join("geography").join(path.file_name().expect("name")),
+        )
+        .expect("copy the fixed-width file");
     }
     let job = crate::support::job::example_job(
         "functions-and-reader-sql.toml",
@@ -139,7 +148,9 @@ fn example(dir: &Path, data: &Path, sql_only: bool, split_bytes: u64, sink_delay
         let end = start + 9 + text[start + 9..].find("\"\"\"").expect("its end") + 3;
         text.replace_range(start..end, &format!("sql = \"\"\"{SQL_ONLY}\"\"\""));
         // No function at all.
-        let first = text.find("[functions.").expect("the example declares functions");
+        let first = text
+            .find("[functions.")
+            .expect("the example declares functions");
         let after = text.find("[plugins.shuffle]").expect("the shuffle plugin");
         text.replace_range(first..after, "");
         // No reader: nation and region as CSV instead.
@@ -170,7 +181,7 @@ fn example(dir: &Path, data: &Path, sql_only: bool, split_bytes: u64, sink_delay
         "[sink] is last:\n{text}"
     );
     if sink_delay_us > 0 {
-        text.push_str(&format!("record-delay-us = {sink_delay_us}\n"));
+        text = format!("{}\nrecord-delay-us = {sink_delay_us}\n", text.trim_end());
     }
     std::fs::write(&job, text).expect("job");
     job
@@ -293,7 +304,12 @@ fn finished_tasks(state: &Path) -> usize {
 /// coordinator once two tasks finished, runs it again to the end and
 /// returns the published answer, checking that the rerun recovered and
 /// kept the tasks finished before the kill.
-fn killed_and_rerun(job: &Path, state: &Path, extra: Vec<String>, workers: Option<&Workers>) -> Vec<String> {
+fn killed_and_rerun(
+    job: &Path,
+    state: &Path,
+    extra: Vec<String>,
+    workers: Option<&Workers>,
+) -> Vec<String> {
     let logs = || workers.map(Workers::logs).unwrap_or_default();
     let mut coordhost = Coordhost::new(job, state);
     coordhost.extra_args = extra;
@@ -512,8 +528,13 @@ fn a_reader_on_a_worker_gets_only_its_grants_and_its_deadline() {
         let file = job.write(&tmp.path().join(case));
         let state = tmp.path().join(format!("{case}-state"));
         let started = Instant::now();
-        let (out, workers) =
-            run_on_workers(&file, &state, &tmp.path().join(format!("{case}-workers")), 1, "");
+        let (out, workers) = run_on_workers(
+            &file,
+            &state,
+            &tmp.path().join(format!("{case}-workers")),
+            1,
+            "",
+        );
         let error = failed(out, &state, &workers);
         assert!(
             error.contains("table `acct`, source reader `bad`"),

@@ -317,12 +317,9 @@ impl JobMaster {
                 }
                 // Workers fetch the components of the job's scalar
                 // functions and source readers by hash (docs/workers.md).
-                let functions = remote_functions.iter().map(|f| {
-                    (
-                        format!("scalar function `{}`", f.name),
-                        &f.component,
-                    )
-                });
+                let functions = remote_functions
+                    .iter()
+                    .map(|f| (format!("scalar function `{}`", f.name), &f.component));
                 let readers = remote_readers
                     .iter()
                     .map(|r| (format!("source reader `{}`", r.plugin), &r.component));
