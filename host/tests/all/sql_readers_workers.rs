@@ -314,13 +314,18 @@ fn killed_and_rerun(
     let mut coordhost = Coordhost::new(job, state);
     coordhost.extra_args = extra;
     let mut running = coordhost.start();
-    let seen = running
-        .poll_until(|| {
-            std::thread::sleep(Duration::from_millis(50));
-            let n = finished_tasks(state);
-            (n >= 2).then_some(n)
-        })
-        .unwrap_or_else(|e| panic!("no task finished before the kill: {e}\n{}", logs()));
+    let polled = running.poll_until(|| {
+        std::thread::sleep(Duration::from_millis(50));
+        let n = finished_tasks(state);
+        (n >= 2).then_some(n)
+    });
+    let seen = polled.unwrap_or_else(|e| {
+        panic!(
+            "no task finished before the kill: {e}\n{}\n{}",
+            running.stderr_tail(),
+            logs()
+        )
+    });
     match running.kill() {
         Kill::Killed { .. } => {}
         Kill::TooLate(f) => panic!(
@@ -366,8 +371,10 @@ fn the_example_job_killed_midway_reruns_to_the_same_answer_embedded_and_on_three
         "embedded: the rerun publishes the answer of an uninterrupted run"
     );
 
+    // The workers keep their finished partitions for 10 min while no
+    // coordinator answers: the rerun claims them however slowly it starts.
     let addr = free_port();
-    let workers = Workers::start(WORKERS, &addr, &tmp.path().join("workers"), 2);
+    let workers = Workers::start_keeping(WORKERS, &addr, &tmp.path().join("workers"), 2, 600_000);
     let mut extra = external_args(&addr, WORKERS, 5000);
     extra.extend(["--workers".into(), "2".into()]);
     let on_workers = killed_and_rerun(&job, &tmp.path().join("on-workers"), extra, Some(&workers));
