@@ -219,9 +219,6 @@ fn start_cluster(args: &RunArgs, n: usize) -> Result<crate::remote::Cluster, (u8
         ),
         None => None,
     };
-    // Tables read by a Wasm reader run in embedded tasks only (docs/sql.md).
-    crate::config::refuse_readers_on_workers(&job.file, job.sql.as_ref())
-        .map_err(|e| (EXIT_BAD_INPUT, crate::config::one_line(&e.to_string())))?;
     let mut options = crate::remote::ClusterOptions::new(listen);
     options.tls = tls;
     options.heartbeat_timeout = std::time::Duration::from_millis(args.heartbeat_timeout_ms);

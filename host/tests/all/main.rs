@@ -17,6 +17,8 @@ mod sql_functions_languages;
 mod sql_functions_workers;
 #[cfg(feature = "failpoints")]
 mod sql_readers;
+#[cfg(feature = "failpoints")]
+mod sql_readers_workers;
 mod sql_tpch;
 mod support;
 
