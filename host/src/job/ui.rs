@@ -1,7 +1,8 @@
 //! `coordhost run --ui HOST:PORT` (docs/ui.md): starts the job's page,
 //! `/api/job` and `/metrics` ([`crate::ui::serve`]) before the run, feeds
 //! the [`LiveJob`] from the progress listener (deployments, failures,
-//! parallelism) while the recorder feeds it the events, says at the end how
+//! parallelism) and the plugin call observer (latencies) while the
+//! recorder feeds it the events, says at the end how
 //! the run ended, and keeps serving `--ui-linger-s` seconds after it.
 
 use std::sync::Arc;
@@ -49,6 +50,8 @@ pub(super) fn start(args: &UiArgs, opts: &mut RunOptions) -> Result<Option<Arc<L
         live: live.clone(),
     }));
     opts.ui = Some(live.clone());
+    // One job per process: the first observer stays (none was set before).
+    let _first = crate::plugin::observe_calls(Arc::new(UiCalls(live.clone())));
     Ok(Some(live))
 }
 
@@ -70,6 +73,15 @@ pub(super) fn finish(
             args.ui_linger_s
         );
         std::thread::sleep(std::time::Duration::from_secs(args.ui_linger_s));
+    }
+}
+
+/// Plugin call latencies, told to the [`LiveJob`]'s histograms.
+struct UiCalls(Arc<LiveJob>);
+
+impl crate::plugin::CallObserver for UiCalls {
+    fn plugin_call(&self, plugin: &str, call: &'static str, took: std::time::Duration) {
+        self.0.plugin_call(plugin, call, took);
     }
 }
 

@@ -19,6 +19,9 @@
 //! | `coordhost_recovery_duration_seconds` | gauge | | how long this run's recovery took |
 //! | `coordhost_event_log_appends_total` | counter | | records this run appended to the event log |
 //! | `coordhost_event_log_durable_append_seconds` | histogram | | an append made durable: write, then wait for the fsync |
+//! | `coordhost_plugin_call_seconds` | histogram | `plugin`, `call` | calls into plugins by plugin and WIT function |
+//! | `coordhost_shuffle_bytes_written_total` | counter | | bytes this run's finished attempts wrote to result partitions |
+//! | `coordhost_vertex_bytes_out` | gauge | `vertex` | bytes written by the subtasks that finished in this run (`bytes_out`) |
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -89,7 +92,11 @@ pub fn render(live: &LiveJob) -> Result<String, std::fmt::Error> {
 
     let parallelism: Family<Labels, Gauge> = Family::default();
     let finished: Family<Labels, Gauge> = Family::default();
+    let bytes_out: Family<Labels, Gauge> = Family::default();
     for v in &view.vertices {
+        bytes_out
+            .get_or_create(&label("vertex", &v.id))
+            .set(clamp(v.bytes_out));
         parallelism
             .get_or_create(&label("vertex", &v.id))
             .set(i64::from(v.parallelism));
@@ -106,6 +113,17 @@ pub fn render(live: &LiveJob) -> Result<String, std::fmt::Error> {
         "coordhost_vertex_tasks_finished",
         "Finished subtasks of each job vertex",
         finished,
+    );
+    registry.register(
+        "coordhost_vertex_bytes_out",
+        "Bytes the subtasks of each job vertex that finished in this coordinator run wrote to result partitions",
+        bytes_out,
+    );
+    counter(
+        &mut registry,
+        "coordhost_shuffle_bytes_written",
+        "Bytes the attempts that finished in this coordinator run wrote to result partitions",
+        run.bytes_shuffled,
     );
 
     counter(
@@ -177,6 +195,11 @@ pub fn render(live: &LiveJob) -> Result<String, std::fmt::Error> {
         "coordhost_event_log_durable_append_seconds",
         "Appends made durable: the write and the wait for its fsync",
         live.durable_append_histogram(),
+    );
+    registry.register(
+        "coordhost_plugin_call_seconds",
+        "Calls into plugins, from entering the guest to the settled outcome, by plugin and WIT function",
+        live.plugin_call_histograms(),
     );
 
     let mut out = String::new();

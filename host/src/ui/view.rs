@@ -90,6 +90,13 @@ pub struct SubtaskView {
     pub recovery: Option<Decision>,
     /// Its attempts, oldest first (bounded: the newest [`MAX_ATTEMPTS_KEPT`]).
     pub attempts: Vec<AttemptView>,
+    /// Bytes its last finished attempt wrote to its result partitions (the
+    /// sum of the `ExecutionFinished` record's subpartition sizes; 0 for a
+    /// sink, which writes files, not partitions).
+    pub bytes_out: u64,
+    /// The coordinator run its last finished attempt finished in.
+    #[serde(skip)]
+    finished_in: Option<u32>,
 }
 
 /// Attempts kept per subtask in the view (older ones are dropped; the log
@@ -109,6 +116,11 @@ pub struct VertexView {
     pub skipped: u32,
     /// Subtasks the last recovery reset.
     pub reset: u32,
+    /// Bytes the subtasks that finished in the serving run wrote to result
+    /// partitions, each subtask's last finish counted once:
+    /// `--summary-json`'s `bytes_out` of the vertex (subtasks recovery
+    /// kept count 0 there and here).
+    pub bytes_out: u64,
     /// Its subtasks.
     pub subtasks: Vec<SubtaskView>,
 }
@@ -167,6 +179,10 @@ pub struct RunView {
     /// Resets by reason; `--summary-json`'s `reset_reasons` (but for
     /// `not-placed`, which the log records as `failover`).
     pub reset_reasons: BTreeMap<String, u64>,
+    /// Bytes its finished attempts wrote to result partitions, every
+    /// `ExecutionFinished` record counted (a subtask that ran twice in the
+    /// run counts twice): what went into the shuffle.
+    pub bytes_shuffled: u64,
     /// The high-availability term that led it, if any.
     pub leader_term: Option<u64>,
     /// Event log records it appended.
@@ -292,6 +308,7 @@ impl JobView {
             finished: 0,
             skipped: 0,
             reset: 0,
+            bytes_out: 0,
             subtasks: Vec::new(),
         });
         self.vertices.len() - 1
@@ -372,13 +389,22 @@ impl JobView {
             JobEvent::ExecutionFinished(f) => {
                 let a = &f.attempt;
                 let sub = self.subtask(&a.job_vertex, a.subtask);
+                let bytes = f
+                    .produced
+                    .iter()
+                    .flat_map(|p| &p.bytes_per_subpartition)
+                    .fold(0u64, |sum, b| sum.saturating_add(*b));
                 sub.state = TaskState::Finished;
                 sub.attempt = a.attempt;
+                sub.bytes_out = bytes;
+                sub.finished_in = Some(epoch);
                 sub.note(a.attempt, epoch, "finished", None);
                 for p in &f.produced {
                     self.note_data_set(&p.data_set, Some(&a.job_vertex), None);
                 }
-                self.run(epoch).attempts_finished += 1;
+                let run = self.run(epoch);
+                run.attempts_finished += 1;
+                run.bytes_shuffled = run.bytes_shuffled.saturating_add(bytes);
             }
             JobEvent::ExecutionsReset(r) => {
                 let name = r.reason.short_name();
@@ -487,10 +513,16 @@ impl JobView {
         self.data_sets.entry(data_set.to_owned()).or_default()
     }
 
-    /// Recomputes each vertex's `finished`, `skipped`, `reset` (left to
+    /// Recomputes each vertex's `finished`, `skipped`, `reset`, `bytes_out` (left to
     /// the reader: folding an event costs no pass over every subtask).
     pub fn recount(&mut self) {
+        let epoch = self.epoch;
         for v in &mut self.vertices {
+            v.bytes_out = v
+                .subtasks
+                .iter()
+                .filter(|s| s.finished_in == Some(epoch))
+                .fold(0u64, |sum, s| sum.saturating_add(s.bytes_out));
             v.finished = v
                 .subtasks
                 .iter()
@@ -570,6 +602,8 @@ impl VertexView {
                 attempt: 0,
                 recovery: None,
                 attempts: Vec::new(),
+                bytes_out: 0,
+                finished_in: None,
             });
         }
     }
