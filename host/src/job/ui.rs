@@ -55,6 +55,72 @@ pub(super) fn start(args: &UiArgs, opts: &mut RunOptions) -> Result<Option<Arc<L
     Ok(Some(live))
 }
 
+/// The standby's view of leader `term` announcing `address` (empty: it
+/// serves no worker processes) on `etcd`.
+pub(super) fn standby_view(
+    term: u64,
+    address: &str,
+    etcd: &crate::ha::EtcdUrl,
+) -> crate::ui::StandbyView {
+    crate::ui::StandbyView {
+        leader_term: term,
+        leader_address: (!address.is_empty()).then(|| address.to_owned()),
+        etcd: etcd.to_string(),
+    }
+}
+
+/// How often a standby with `--ui` asks etcd who leads.
+const LEADER_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Asks etcd who leads `job` every [`LEADER_POLL`] from a thread of its
+/// own and tells `live` (a standby's page follows a change of leader
+/// while it waits); stops when the returned guard is dropped (this
+/// coordinator leads, or gave up). A failed question is skipped: the page
+/// keeps the last answer.
+pub(super) fn watch_leader(
+    live: Arc<LiveJob>,
+    etcd: crate::ha::EtcdUrl,
+    job: String,
+) -> LeaderWatch {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = stop.clone();
+    let spawned = std::thread::Builder::new()
+        .name("coordhost-ui-leader".to_owned())
+        .spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            while !stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                let asked = runtime.block_on(async {
+                    tokio::time::timeout(LEADER_POLL, crate::ha::leader_address(&etcd, &job)).await
+                });
+                if stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                if let Ok(Ok(Some((term, address)))) = asked {
+                    live.leader_changed(standby_view(term, &address, &etcd));
+                }
+                std::thread::sleep(LEADER_POLL);
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("--ui: cannot watch the leader: {e}");
+    }
+    LeaderWatch(stop)
+}
+
+/// Stops [`watch_leader`]'s thread when dropped.
+pub(super) struct LeaderWatch(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for LeaderWatch {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// Tells `live` how the run ended and, with `--ui-linger-s`, keeps the
 /// process (and so the listener) alive that long.
 pub(super) fn finish(

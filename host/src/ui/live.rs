@@ -11,7 +11,7 @@ use std::time::Duration;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 
-use super::view::JobView;
+use super::view::{JobView, StandbyView};
 use crate::events::{JobEvent, Replay};
 use crate::graph::JobGraph;
 
@@ -80,6 +80,41 @@ impl LiveJob {
         let mut view = JobView::from_graph(job, graph);
         view.status = "starting".to_owned();
         self.with(|v| *v = view);
+    }
+
+    /// `--ha`: this coordinator is a standby for job `job`; `standby` says
+    /// who leads. Ignored once it leads ([`Self::leading`]) or the job
+    /// started, so a late answer from etcd cannot turn a leader's page
+    /// back into a standby's.
+    pub fn standby(&self, job: &str, standby: StandbyView) {
+        self.with(|v| {
+            if v.status == "unknown" || v.status == "standby" {
+                job.clone_into(&mut v.job);
+                v.status = "standby".to_owned();
+                v.standby = Some(standby);
+            }
+        });
+    }
+
+    /// `--ha`: etcd names `standby`'s leader now; applied only while this
+    /// coordinator is a standby already ([`Self::standby`] was told by the
+    /// campaign), so a coordinator about to win never names itself.
+    pub fn leader_changed(&self, standby: StandbyView) {
+        self.with(|v| {
+            if v.status == "standby" {
+                v.standby = Some(standby);
+            }
+        });
+    }
+
+    /// `--ha`: this coordinator won the election; the job starts.
+    pub fn leading(&self) {
+        self.with(|v| {
+            v.standby = None;
+            if v.status == "unknown" || v.status == "standby" {
+                v.status = "starting".to_owned();
+            }
+        });
     }
 
     /// The log was opened by coordinator run `epoch`: folds what it

@@ -7,6 +7,8 @@
 //! |---|---|---|---|
 //! | `coordhost_job_info` | gauge (1) | `job`, `status` | the job and where it stands |
 //! | `coordhost_coordinator_epoch` | gauge | | the coordinator run (log segment) serving |
+//! | `coordhost_ha_standby` | gauge | | 1 while this coordinator is an `--ha` standby, else 0 |
+//! | `coordhost_ha_leader_term` | gauge | | the term of the leader a standby waits behind (0: not a standby) |
 //! | `coordhost_tasks` | gauge | `state` | subtasks `created`, `running`, `finished` |
 //! | `coordhost_vertex_parallelism` | gauge | `vertex` | subtasks of each job vertex |
 //! | `coordhost_vertex_tasks_finished` | gauge | `vertex` | finished subtasks of each job vertex |
@@ -80,6 +82,19 @@ pub fn render(live: &LiveJob) -> Result<String, std::fmt::Error> {
         "coordhost_coordinator_epoch",
         "The coordinator run serving (its event log segment)",
         i64::from(view.epoch),
+    );
+
+    gauge(
+        &mut registry,
+        "coordhost_ha_standby",
+        "1 while this coordinator is a high-availability standby (another leads the job)",
+        i64::from(view.standby.is_some()),
+    );
+    gauge(
+        &mut registry,
+        "coordhost_ha_leader_term",
+        "The term of the coordinator a standby waits behind (0: not a standby)",
+        clamp(view.standby.as_ref().map_or(0, |s| s.leader_term)),
     );
 
     let tasks: Family<Labels, Gauge> = Family::default();

@@ -32,5 +32,5 @@ pub use svg::{
 };
 pub use view::{
     AttemptView, Decision, EdgeView, JobView, MAX_ATTEMPTS_KEPT, RecoveryView, RunView,
-    SubtaskView, TaskState, VertexView,
+    StandbyView, SubtaskView, TaskState, VertexView,
 };

@@ -189,11 +189,25 @@ pub struct RunView {
     pub events: u64,
 }
 
+/// A high-availability standby (`run --ha` while another coordinator
+/// leads the job): who leads instead, as etcd's election says.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct StandbyView {
+    /// The leader's term (the etcd revision its leadership began at).
+    pub leader_term: u64,
+    /// The address the leader serves worker processes on; `None` when it
+    /// runs without worker processes (its campaign announces no address).
+    pub leader_address: Option<String>,
+    /// The etcd cluster the election runs on (`etcd://HOST:PORT,...`).
+    pub etcd: String,
+}
+
 /// The whole view: what `/api/job` returns and the page draws.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct JobView {
     /// The job's name.
     pub job: String,
+    /// `standby` (live, `--ha`: another coordinator leads), `starting`,
     /// `running`, `recovering`, `finished`, `failed`; offline from the log:
     /// `interrupted` when the log ends without `JobFinished`/`JobFailed`.
     pub status: String,
@@ -209,6 +223,8 @@ pub struct JobView {
     pub recovery: Option<RecoveryView>,
     /// Every coordinator run of the log's current job run, oldest first.
     pub runs: Vec<RunView>,
+    /// While this coordinator is a standby: who leads (`None` otherwise).
+    pub standby: Option<StandbyView>,
     /// Data sets seen: producer and consumers (edges of an offline view).
     #[serde(skip)]
     data_sets: BTreeMap<String, (Option<String>, Vec<String>)>,
