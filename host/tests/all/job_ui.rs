@@ -467,3 +467,96 @@ fn ui_beyond_loopback_needs_ui_public_and_a_bad_address_is_refused() {
         assert!(!data.exists(), "{addr}: nothing created");
     }
 }
+
+/// Whether the server closed `stream` (EOF or a reset), asked within
+/// `wait`.
+fn closed_by_server(mut stream: &std::net::TcpStream, wait: std::time::Duration) -> bool {
+    use std::io::Read as _;
+    stream.set_read_timeout(Some(wait)).expect("timeout");
+    let mut byte = [0u8; 1];
+    match stream.read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => panic!("the server sent bytes to a client that asked nothing"),
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
+}
+
+/// docs/ui.md, "Security": a client holding many idle connections (and
+/// requests stalled halfway) does not keep a normal GET from an answer:
+/// the quietest connections are closed past the cap at once, and every
+/// idle one after the idle timeout.
+#[test]
+fn many_idle_connections_do_not_keep_a_get_from_its_answer() {
+    use std::io::Write as _;
+    use std::time::{Duration, Instant};
+
+    use coordhost::ui::{IDLE_TIMEOUT, MAX_CONNECTIONS};
+
+    use crate::support::crash::{Coordhost, Fixture, Kill, WordJob};
+    use crate::support::ui::ui_address;
+
+    let fx = Fixture::words();
+    let job = WordJob::new(&fx.input);
+    let file = job.write(&fx.path("job.toml"));
+    let data = fx.path("data");
+    let mut ch = Coordhost::new(&file, &data);
+    ch.extra_args = ["--ui", "127.0.0.1:0", "--ui-linger-s", "60"]
+        .map(str::to_owned)
+        .to_vec();
+    let run = ch.start();
+    let addr = ui_address(&std::path::PathBuf::from(format!(
+        "{}.run1.err",
+        data.display()
+    )));
+
+    // Three times the cap of connections that say nothing, and a few
+    // that stall halfway through a request.
+    let flood = 3 * MAX_CONNECTIONS;
+    let idle: Vec<std::net::TcpStream> = (0..flood)
+        .map(|i| {
+            let mut s = std::net::TcpStream::connect(&addr)
+                .unwrap_or_else(|e| panic!("idle connection {i}: {e}"));
+            if i % 8 == 0 {
+                s.write_all(b"GET /api/job HTTP/1.1\r\nHost: x")
+                    .expect("half a request");
+            }
+            s
+        })
+        .collect();
+
+    // A normal GET is answered now, well before the idle timeout.
+    let asked = Instant::now();
+    let (status, _, body) = http(&addr, "GET", "/api/job");
+    let took = asked.elapsed();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        took < IDLE_TIMEOUT / 2,
+        "the GET took {took:?} behind {flood} idle connections (idle timeout {IDLE_TIMEOUT:?})"
+    );
+
+    // The cap: all but the newest MAX_CONNECTIONS - 1 idle ones were
+    // closed to make room (the GET took one place).
+    let closed = idle
+        .iter()
+        .filter(|s| closed_by_server(s, Duration::from_millis(300)))
+        .count();
+    assert!(
+        closed > flood - MAX_CONNECTIONS,
+        "{closed} of {flood} idle connections closed; at most {MAX_CONNECTIONS} stay open"
+    );
+
+    // The idle timeout: after it, none is left open.
+    std::thread::sleep(IDLE_TIMEOUT + Duration::from_secs(1));
+    for (i, s) in idle.iter().enumerate() {
+        assert!(
+            closed_by_server(s, Duration::from_secs(3)),
+            "idle connection {i} still open after {IDLE_TIMEOUT:?}"
+        );
+    }
+    let (status, _, body) = http(&addr, "GET", "/metrics");
+    assert_eq!(status, 200, "{body}");
+    assert!(matches!(run.kill(), Kill::Killed { .. }), "it lingered");
+}
