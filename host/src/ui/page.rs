@@ -52,11 +52,16 @@ pub fn render(view: &JobView) -> String {
     if let Some(s) = &view.standby {
         let who = s.leader_address.as_deref().map_or_else(
             || "another coordinator (it serves no worker processes)".to_owned(),
-            |a| format!("the coordinator serving workers at <span id=\"leader-address\">{}</span>", escape(a)),
+            |a| {
+                format!(
+                    "the coordinator serving workers at <span id=\"leader-address\">{}</span>",
+                    escape(a)
+                )
+            },
         );
-        let _ = write!(
+        let _ = writeln!(
             h,
-            "<p id=\"standby\" data-leader-term=\"{}\">this coordinator is a <b>standby</b>: {who} leads the job (term {}, election on {}). This page shows the job once this coordinator leads; the leader's own page has it now.</p></body></html>\n",
+            "<p id=\"standby\" data-leader-term=\"{}\">this coordinator is a <b>standby</b>: {who} leads the job (term {}, election on {}). This page shows the job once this coordinator leads; the leader's own page has it now.</p></body></html>",
             s.leader_term,
             s.leader_term,
             escape(&s.etcd)

@@ -431,17 +431,27 @@ fn a_standby_with_ui_says_it_is_one_and_who_leads_then_shows_the_job_once_it_lea
         )),
         "{page}"
     );
-    assert!(page.contains("http-equiv=\"refresh\""), "a standby's page reloads: {page}");
+    assert!(
+        page.contains("http-equiv=\"refresh\""),
+        "a standby's page reloads: {page}"
+    );
     let (status, _, metrics) = http(&addr, "GET", "/metrics");
     assert_eq!(status, 200);
-    assert_eq!(sample(&metrics, "coordhost_ha_standby"), Some(1.0), "{metrics}");
+    assert_eq!(
+        sample(&metrics, "coordhost_ha_standby"),
+        Some(1.0),
+        "{metrics}"
+    );
     assert_eq!(
         sample(&metrics, "coordhost_ha_leader_term"),
         Some(term_in(&a_leads) as f64),
         "{metrics}"
     );
     assert_eq!(
-        sample(&metrics, &format!(r#"coordhost_job_info{{job="{JOB}",status="standby"}}"#)),
+        sample(
+            &metrics,
+            &format!(r#"coordhost_job_info{{job="{JOB}",status="standby"}}"#)
+        ),
         Some(1.0),
         "{metrics}"
     );
@@ -465,7 +475,11 @@ fn a_standby_with_ui_says_it_is_one_and_who_leads_then_shows_the_job_once_it_lea
         "the serving run is B's term: {finished:#}"
     );
     let (_, _, metrics) = http(&addr, "GET", "/metrics");
-    assert_eq!(sample(&metrics, "coordhost_ha_standby"), Some(0.0), "{metrics}");
+    assert_eq!(
+        sample(&metrics, "coordhost_ha_standby"),
+        Some(0.0),
+        "{metrics}"
+    );
     assert_counts(&data, &fx, "after B took over");
 }
 

@@ -227,9 +227,16 @@ fn a_recovered_job_shows_on_its_page_api_and_metrics_as_its_summary_counts() {
             .iter()
             .find(|a| a["id"] == id)
             .expect("vertex in the API");
-        assert_eq!(in_api["bytes_out"].as_u64(), Some(bytes), "{id}: {in_api:#}");
         assert_eq!(
-            sample(&metrics, &format!(r#"coordhost_vertex_bytes_out{{vertex="{id}"}}"#)),
+            in_api["bytes_out"].as_u64(),
+            Some(bytes),
+            "{id}: {in_api:#}"
+        );
+        assert_eq!(
+            sample(
+                &metrics,
+                &format!(r#"coordhost_vertex_bytes_out{{vertex="{id}"}}"#)
+            ),
             Some(bytes as f64),
             "{id}:\n{metrics}"
         );
@@ -246,8 +253,18 @@ fn a_recovered_job_shows_on_its_page_api_and_metrics_as_its_summary_counts() {
         .events
         .iter()
         .filter(|e| e["position"]["attempt"] == 0 && e["event"]["kind"] == "ExecutionFinished")
-        .flat_map(|e| e["event"]["event"]["produced"].as_array().cloned().unwrap_or_default())
-        .flat_map(|p| p["bytes_per_subpartition"].as_array().cloned().unwrap_or_default())
+        .flat_map(|e| {
+            e["event"]["event"]["produced"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .flat_map(|p| {
+            p["bytes_per_subpartition"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
         .filter_map(|b| b.as_u64())
         .sum();
     assert!(run0_bytes > 0, "the sources wrote partitions in run 0");
@@ -255,7 +272,11 @@ fn a_recovered_job_shows_on_its_page_api_and_metrics_as_its_summary_counts() {
         .as_array()
         .and_then(|r| r.iter().find(|r| r["epoch"] == 0))
         .unwrap_or_else(|| panic!("run 0 in {api:#}"));
-    assert_eq!(run0["bytes_shuffled"].as_u64(), Some(run0_bytes), "{run0:#}");
+    assert_eq!(
+        run0["bytes_shuffled"].as_u64(),
+        Some(run0_bytes),
+        "{run0:#}"
+    );
 
     // Plugin calls: a latency histogram per plugin and WIT function; this
     // run restored the enumerator (`files`) and the shuffle master.

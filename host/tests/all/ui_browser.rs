@@ -140,8 +140,16 @@ fn read_png(png: &[u8]) -> (u32, u32, usize) {
         chunks.push(kind);
         at = end + 4;
     }
-    assert_eq!(chunks.first().map(String::as_str), Some("IHDR"), "{chunks:?}");
-    assert_eq!(chunks.last().map(String::as_str), Some("IEND"), "{chunks:?}");
+    assert_eq!(
+        chunks.first().map(String::as_str),
+        Some("IHDR"),
+        "{chunks:?}"
+    );
+    assert_eq!(
+        chunks.last().map(String::as_str),
+        Some("IEND"),
+        "{chunks:?}"
+    );
     (width, height, idat)
 }
 
@@ -212,9 +220,10 @@ fn headless_chromium_shows_a_recovered_jobs_vertices_kept_and_reset_subtasks_and
         "{skipped_rows:?}"
     );
     assert!(
-        skipped_rows
-            .iter()
-            .all(|r| r.contains(&format!("data-vertex=\"{}\"", crate::support::crash::SOURCE))),
+        skipped_rows.iter().all(|r| r.contains(&format!(
+            "data-vertex=\"{}\"",
+            crate::support::crash::SOURCE
+        ))),
         "recovery kept only source subtasks: {skipped_rows:?}"
     );
     assert!(
@@ -272,7 +281,11 @@ fn headless_chromium_shows_a_recovered_jobs_vertices_kept_and_reset_subtasks_and
     let shot = tmp.path().join("page.png");
     run_chromium(
         &tmp.path().join("profile-shot"),
-        &[format!("--screenshot={}", shot.display()), size.clone(), url],
+        &[
+            format!("--screenshot={}", shot.display()),
+            size.clone(),
+            url,
+        ],
     );
     let png = std::fs::read(&shot).expect("the screenshot was written");
     let (w, h, idat) = read_png(&png);
