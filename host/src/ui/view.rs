@@ -760,6 +760,53 @@ mod tests {
     }
 
     #[test]
+    fn bytes_count_the_serving_runs_finishes_per_vertex_and_every_finish_per_run() {
+        let mut view = JobView::new("");
+        for (e, epoch) in events() {
+            view.apply(&e, epoch);
+        }
+        view.recount();
+        // `a` 0 finished in run 0 (kept), `a` 1 in run 1: 1 byte each.
+        assert_eq!(view.vertices[0].bytes_out, 1, "only run 1's finish");
+        assert_eq!(view.vertices[0].subtasks[0].bytes_out, 1);
+        assert_eq!(view.vertices[1].bytes_out, 0, "a sink writes no partition");
+        let by_run: Vec<(u32, u64)> = view
+            .runs
+            .iter()
+            .map(|r| (r.epoch, r.bytes_shuffled))
+            .collect();
+        assert_eq!(by_run, [(0, 1), (1, 1)]);
+    }
+
+    #[test]
+    fn a_standby_page_names_the_leader_and_the_view_forgets_it_once_leading() {
+        use super::StandbyView;
+        let live = crate::ui::LiveJob::new();
+        let standby = StandbyView {
+            leader_term: 7,
+            leader_address: Some("10.0.0.5:7070".into()),
+            etcd: "etcd://127.0.0.1:2379".into(),
+        };
+        live.standby("j", standby.clone());
+        let view = live.snapshot();
+        assert_eq!(view.status, "standby");
+        assert_eq!(view.standby.as_ref(), Some(&standby));
+        let page = crate::ui::render_page(&view);
+        assert!(
+            page.contains("<p id=\"standby\" data-leader-term=\"7\">"),
+            "{page}"
+        );
+        assert!(page.contains("10.0.0.5:7070"), "{page}");
+        live.leading();
+        // A late answer from etcd does not make a leader a standby again.
+        live.leader_changed(standby.clone());
+        live.standby("j", standby);
+        let view = live.snapshot();
+        assert_eq!(view.status, "starting");
+        assert_eq!(view.standby, None);
+    }
+
+    #[test]
     fn a_log_folds_into_decisions_edges_and_per_run_counts() {
         let mut view = JobView::new("");
         for (e, epoch) in events() {
