@@ -17,7 +17,7 @@ use std::time::Duration;
 pub trait CallObserver: Send + Sync {
     /// Plugin `plugin` (its `[plugins.NAME]` / `[functions.NAME]` name)
     /// answered its WIT function `call` (e.g. `handle-split-request`,
-    /// `read-split`, `call`) after `took`, whatever the outcome.
+    /// `next-batch`, `invoke`) after `took`, whatever the outcome.
     fn plugin_call(&self, plugin: &str, call: &'static str, took: Duration);
 }
 
