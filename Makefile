@@ -9,6 +9,7 @@ help:
 	@echo "  test      the README's test command: build the plugins, then every test of the workspace, then kit-check"
 	@echo "  kit-check build and test a project of every plugin template (coordhost plugin new/test)"
 	@echo "  ha-deps   install what the host build and HA tests need: protoc (+ well-known types) and etcd, from Debian's packages"
+	@echo "  browser-deps install what the job page's browser test needs: Debian's chromium (headless) and a font"
 	@echo "  plugins   build the sample Rust plugins into $(PLUGINS_OUT)/NAME.wasm"
 	@echo "  plugins-py  build the Python sample plugins (py-enumerator, py-shuffle, py-function); part of plugins"
 	@echo "  plugins-js  build the JavaScript sample plugins (js-enumerator, js-function); part of plugins"
@@ -87,6 +88,14 @@ plugins: plugins-py plugins-js
 ha-deps:
 	scripts/install-ha-deps.sh
 
+# browser-deps: headless Chromium (Debian's `chromium`) and a font, for the
+# browser test of the job page (host/tests/all/ui_browser.rs, docs/ui.md);
+# scripts/install-browser-deps.sh installs what is missing (as root, with
+# apt-get) and says what; nothing when all is there. Part of `test`.
+.PHONY: browser-deps
+browser-deps:
+	scripts/install-browser-deps.sh
+
 # ---------------------------------------------------------------------------
 # test: the README's test command (and what .ci/run calls). Builds every
 # sample plugin from source (installing the wasm32-wasip2 target and the
@@ -100,7 +109,7 @@ ha-deps:
 # ---------------------------------------------------------------------------
 
 .PHONY: test
-test: plugins ha-deps
+test: plugins ha-deps browser-deps
 	scripts/check-layers.sh --self-test
 	scripts/check-layers.sh
 	$(CARGO) test --locked --manifest-path $(PLUGINS_SRC)/Cargo.toml \
