@@ -21,6 +21,7 @@ help:
 	@echo "  bench-tpch  the 22 TPC-H queries at SF 1, CSV and Parquet: coordhost vs DataFusion alone vs DuckDB vs Polars (scripts/bench-tpch.sh; BENCH_ARGS=...)"
 	@echo "  bench-shuffle  all-to-all vs forward edges at N = 256, 1024, 4096 (benches/shuffle_scale.rs)"
 	@echo "  bench-workers  embedded vs 3 worker processes: cost per task, restart with 10 000 partitions, shuffle MB/s (benches/workers.rs)"
+	@echo "  bench-functions  x + 1 on TPC-H SF 1 lineitem: Rust, Python, JS and C guests vs DataFusion's built-in expression (benches/functions.rs; BENCH_FUNCTIONS_ARGS=...)"
 	@echo "  bench-ha  failover time (etcd, 2 coordinators, 3 workers, leader killed) and the steady-state cost of --ha (benches/ha.rs)"
 
 # ---------------------------------------------------------------------------
@@ -266,3 +267,20 @@ bench-workers:
 .PHONY: bench-ha
 bench-ha: plugins ha-deps data
 	$(CARGO) bench --locked -p coordhost --bench ha
+
+# bench-functions: the scalar-function figures of issue 27 (docs/write-a-plugin.md,
+# "Figures"): `x + 1` on lineitem's l_orderkey at TPC-H SF 1 as a SQL job run by
+# the release `coordhost run`, with the function built into DataFusion and as a
+# Rust, Python, JavaScript and C guest (benches/functions.rs), then `invoke` per
+# batch in process. Writes lineitem as Parquet once (build/data/tpch-sf1-parquet,
+# 6 001 215 rows in 4 files). BENCH_FUNCTIONS_ARGS passes options, e.g.
+# BENCH_FUNCTIONS_ARGS="--guests rust,python,js --rounds 3". Not part of `test`.
+BENCH_FUNCTIONS_ARGS ?=
+
+$(DATA_DIR)/tpch-sf1-parquet.lineitem.done:
+	$(DATAGEN) tpch --scale 1 --parts 4 --tables lineitem --format parquet --out $(DATA_DIR)/tpch-sf1-parquet
+	touch $@
+
+.PHONY: bench-functions
+bench-functions: plugins ha-deps $(DATA_DIR)/tpch-sf1-parquet.lineitem.done
+	$(CARGO) bench --locked -p coordhost --bench functions -- $(BENCH_FUNCTIONS_ARGS)
