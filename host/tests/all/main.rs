@@ -17,6 +17,7 @@ mod sql_functions_languages;
 mod sql_functions_workers;
 #[cfg(feature = "failpoints")]
 mod sql_readers;
+mod sql_readers_python;
 mod sql_tpch;
 mod support;
 
@@ -61,6 +62,7 @@ mod plugin_cache;
 mod plugin_conformance;
 mod plugin_kit;
 mod plugin_kit_functions;
+mod plugin_kit_readers;
 mod plugin_sandbox;
 #[cfg(feature = "failpoints")]
 mod recovery_attempts;
