@@ -299,12 +299,8 @@ pub fn run_reader(
         return Ok(false);
     }
     writeln!(out, "  -> ok")?;
-    let files = std::iter::once(("input", &sample.input)).chain(
-        sample
-            .bad_input
-            .as_ref()
-            .map(|bad| ("bad-input", bad)),
-    );
+    let files = std::iter::once(("input", &sample.input))
+        .chain(sample.bad_input.as_ref().map(|bad| ("bad-input", bad)));
     for (id, path) in files {
         let split = match super::reader_checks::whole(id, path) {
             Ok(s) => s,

@@ -220,7 +220,9 @@ pub fn call_command(args: &CallArgs, cache_dir: Option<PathBuf>) -> ExitCode {
     };
     let mut out = std::io::stdout().lock();
     let ran = match &prepared.reader {
-        Some(sample) => super::call::run_reader(&prepared.plugin, sample, steps.as_deref(), &mut out),
+        Some(sample) => {
+            super::call::run_reader(&prepared.plugin, sample, steps.as_deref(), &mut out)
+        }
         None => super::call::run(&prepared.plugin, steps.as_deref(), &mut out),
     };
     match ran {

@@ -121,7 +121,10 @@ pub enum PrepareError {
         reason: String,
     },
     /// A `--column` type is not one a table may declare.
-    #[error("--column {name}={ty}: not a column type; use one of {}", crate::sql::SqlType::NAMES)]
+    #[error(
+        "--column {name}={ty}: not a column type; use one of {}",
+        crate::sql::SqlType::NAMES
+    )]
     ColumnType {
         /// The column name.
         name: String,
@@ -176,9 +179,11 @@ fn copy_sample(
         path: path.to_path_buf(),
         reason,
     };
-    let bytes = crate::files::read_regular_file(path, MAX_SAMPLE_BYTES).map_err(|e| bad(e.to_string()))?;
+    let bytes =
+        crate::files::read_regular_file(path, MAX_SAMPLE_BYTES).map_err(|e| bad(e.to_string()))?;
     let to = scratch.join(name);
-    std::fs::write(&to, bytes).map_err(|e| bad(format!("cannot copy it into the scratch folder: {e}")))?;
+    std::fs::write(&to, bytes)
+        .map_err(|e| bad(format!("cannot copy it into the scratch folder: {e}")))?;
     Ok(to)
 }
 
@@ -202,9 +207,19 @@ fn reader_sample(inputs: &ReaderInputs, scratch: &Path) -> Result<ReaderSample, 
         p.file_name()
             .map_or_else(|| "sample".into(), |n| n.to_string_lossy().into_owned())
     };
-    let input = copy_sample("--input", input, scratch, &format!("input-{}", file_name(input)))?;
+    let input = copy_sample(
+        "--input",
+        input,
+        scratch,
+        &format!("input-{}", file_name(input)),
+    )?;
     let bad_input = match &inputs.bad_input {
-        Some(p) => Some(copy_sample("--bad-input", p, scratch, &format!("bad-{}", file_name(p)))?),
+        Some(p) => Some(copy_sample(
+            "--bad-input",
+            p,
+            scratch,
+            &format!("bad-{}", file_name(p)),
+        )?),
         None => None,
     };
     Ok(ReaderSample {
@@ -268,7 +283,9 @@ pub fn prepare(
             } else {
                 "--bad-input"
             },
-            reason: format!("only a source reader takes --column, --input and --bad-input; this is a {kind} plugin"),
+            reason: format!(
+                "only a source reader takes --column, --input and --bad-input; this is a {kind} plugin"
+            ),
         });
     } else {
         None

@@ -41,9 +41,7 @@ use arrow_schema::SchemaRef;
 
 use super::ReaderSample;
 use super::check::{Check, answer_case, check, said};
-use crate::plugin::{
-    INVALID_SPLIT_PREFIX, LoadedPlugin, PluginError, PluginFailure, SourceReader,
-};
+use crate::plugin::{INVALID_SPLIT_PREFIX, LoadedPlugin, PluginError, PluginFailure, SourceReader};
 use crate::value::{SplitData, SplitPayloadData};
 
 /// Into how many byte ranges `byte-ranges-cover-the-file` cuts the input.
@@ -79,10 +77,19 @@ fn reader(plugin: &LoadedPlugin, schema: &SchemaRef) -> Result<Arc<SourceReader>
         .map_err(|e| said(&e))
 }
 
+/// What a failed read gave: [`answer_case`], or a broken contract (a batch
+/// the host refused).
+fn case(e: &PluginError) -> &'static str {
+    match e {
+        PluginError::Protocol { .. } => "a broken contract",
+        other => answer_case(other),
+    }
+}
+
 /// Reads `split`, the error as one line naming what was read.
 fn read(r: &SourceReader, split: &SplitData, what: &str) -> Result<Vec<RecordBatch>, String> {
     r.read_split(split)
-        .map_err(|e| format!("{what}: {}: {}", answer_case(&e), said(&e)))
+        .map_err(|e| format!("{what}: {}: {}", case(&e), said(&e)))
 }
 
 /// Rows in `batches`.
@@ -134,11 +141,7 @@ fn first_difference(schema: &SchemaRef, a: &[RecordBatch], b: &[RecordBatch]) ->
     let n = x.num_rows().min(y.num_rows());
     for i in 0..n {
         if show_row(&x, i) != show_row(&y, i) {
-            return format!(
-                "row {i}: {} then {}",
-                show_row(&x, i),
-                show_row(&y, i)
-            );
+            return format!("row {i}: {} then {}", show_row(&x, i), show_row(&y, i));
         }
     }
     if x.num_rows() == y.num_rows() {
@@ -158,7 +161,7 @@ fn must_refuse(answer: Result<Vec<RecordBatch>, PluginError>, what: &str) -> Res
         Err(PluginError::Returned { .. }) => Ok(()),
         Err(other) => Err(format!(
             "{what}: expected an error value, got {}: {}",
-            answer_case(&other),
+            case(&other),
             said(&other)
         )),
         Ok(batches) => Err(format!(
@@ -179,7 +182,7 @@ pub(crate) fn checks(plugin: &LoadedPlugin, sample: &ReaderSample) -> Vec<Check>
         Box::new(|| {
             reader(plugin, schema)?
                 .warm_up()
-                .map_err(|e| format!("{}: {}", answer_case(&e), said(&e)))?;
+                .map_err(|e| format!("{}: {}", case(&e), said(&e)))?;
             Ok(None)
         }),
     ));
@@ -300,7 +303,7 @@ pub(crate) fn checks(plugin: &LoadedPlugin, sample: &ReaderSample) -> Vec<Check>
                 Err(PluginError::Returned { .. }) => Ok(None),
                 Err(other) => Err(format!(
                     "an inline split: expected rows or an error value, got {}: {}",
-                    answer_case(&other),
+                    case(&other),
                     said(&other)
                 )),
                 Ok(got) => {
@@ -355,7 +358,7 @@ pub(crate) fn checks(plugin: &LoadedPlugin, sample: &ReaderSample) -> Vec<Check>
                     "the bad input: expected the error value `invalid-split`, got {}: {}",
                     match &other {
                         PluginError::Returned { .. } => "another error value",
-                        e => answer_case(e),
+                        e => case(e),
                     },
                     said(&other)
                 )),
