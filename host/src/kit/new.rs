@@ -7,9 +7,11 @@
 //! (`plugins/Cargo.toml` for wit-bindgen, `plugins/languages.mk` for
 //! componentize-py, `plugins/js-enumerator/package.json` for
 //! componentize-js and preview2-shim, `plugins/js-function/package.json`
-//! for apache-arrow). The Python scalar-function template ships the
-//! pure-Python Arrow IPC codec of the Python sample,
-//! `plugins/py-arrow/arrow_ipc.py`, as it is.
+//! for apache-arrow). The Python scalar-function and source-reader
+//! templates ship the pure-Python Arrow IPC codec of the Python samples,
+//! `plugins/py-arrow/arrow_ipc.py`, as it is. A project gets the WIT of its
+//! kind: `wit/types.wit` (`coordhost:plugin`), `wit/function.wit`
+//! (`coordhost:function`) or `wit/reader.wit` (`coordhost:reader`).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
