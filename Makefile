@@ -11,7 +11,7 @@ help:
 	@echo "  ha-deps   install what the host build and HA tests need: protoc (+ well-known types) and etcd, from Debian's packages"
 	@echo "  browser-deps install what the job page's browser test needs: Debian's chromium (headless) and a font"
 	@echo "  plugins   build the sample Rust plugins into $(PLUGINS_OUT)/NAME.wasm"
-	@echo "  plugins-py  build the Python sample plugins (py-enumerator, py-shuffle, py-function); part of plugins"
+	@echo "  plugins-py  build the Python sample plugins (py-enumerator, py-shuffle, py-function, py-reader); part of plugins"
 	@echo "  plugins-js  build the JavaScript sample plugins (js-enumerator, js-function); part of plugins"
 	@echo "  data      write the example data: the eight TPC-H tables at SF 0.1 (CSV and Parquet) and text files, under $(DATA_DIR)"
 	@echo "  tpch-answers  recompute examples/tpch/answers/sf0.1 with DuckDB (pinned, into .venv); TPCH_ANSWERS_ARGS=--check compares instead"

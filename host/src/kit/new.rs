@@ -7,9 +7,11 @@
 //! (`plugins/Cargo.toml` for wit-bindgen, `plugins/languages.mk` for
 //! componentize-py, `plugins/js-enumerator/package.json` for
 //! componentize-js and preview2-shim, `plugins/js-function/package.json`
-//! for apache-arrow). The Python scalar-function template ships the
-//! pure-Python Arrow IPC codec of the Python sample,
-//! `plugins/py-arrow/arrow_ipc.py`, as it is.
+//! for apache-arrow). The Python scalar-function and source-reader
+//! templates ship the pure-Python Arrow IPC codec of the Python samples,
+//! `plugins/py-arrow/arrow_ipc.py`, as it is. A project gets the WIT of its
+//! kind: `wit/types.wit` (`coordhost:plugin`), `wit/function.wit`
+//! (`coordhost:function`) or `wit/reader.wit` (`coordhost:reader`).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -21,6 +23,9 @@ pub const WIT_TYPES: &str = include_str!("../../../wit/types.wit");
 /// The scalar-function contract (`coordhost:function`), written into a new
 /// scalar-function project as `wit/function.wit`.
 pub const WIT_FUNCTION: &str = include_str!("../../../wit/function/function.wit");
+/// The source-reader contract (`coordhost:reader`), written into a new
+/// source-reader project as `wit/reader.wit`.
+pub const WIT_READER: &str = include_str!("../../../wit/reader/reader.wit");
 
 const PLUGINS_CARGO: &str = include_str!("../../../plugins/Cargo.toml");
 const LANGUAGES_MK: &str = include_str!("../../../plugins/languages.mk");
@@ -90,12 +95,45 @@ const PYTHON_SCALAR_FUNCTION: &[TemplateFile] = &[
 ];
 const JS_SCALAR_FUNCTION: &[TemplateFile] = template!("js-scalar-function":
     "function.js", "build.mjs", "package.json", "README.md", ".gitignore");
+const RUST_SOURCE_READER: &[TemplateFile] = template!("rust-source-reader":
+    "Cargo.toml", "Cargo.lock", "src/lib.rs", "README.md", ".gitignore", "sample.log",
+    "bad-sample.log");
+const PYTHON_SOURCE_READER: &[TemplateFile] = &[
+    (
+        "app.py",
+        include_str!("../../../templates/python-source-reader/app.py"),
+    ),
+    (
+        "source_reader.py",
+        include_str!("../../../templates/python-source-reader/source_reader.py"),
+    ),
+    (
+        "README.md",
+        include_str!("../../../templates/python-source-reader/README.md"),
+    ),
+    (
+        ".gitignore",
+        include_str!("../../../templates/python-source-reader/.gitignore"),
+    ),
+    (
+        "sample.log",
+        include_str!("../../../templates/python-source-reader/sample.log"),
+    ),
+    (
+        "bad-sample.log",
+        include_str!("../../../templates/python-source-reader/bad-sample.log"),
+    ),
+    ("arrow_ipc.py", PY_ARROW_CODEC),
+];
+const JS_SOURCE_READER: &[TemplateFile] = template!("js-source-reader":
+    "reader.js", "build.mjs", "package.json", "README.md", ".gitignore", "sample.log",
+    "bad-sample.log");
 
 /// The languages that have a template of `kind`, for messages.
 fn template_langs(kind: PluginKind) -> &'static str {
     match kind {
         PluginKind::ScalarFunction => "--lang rust, --lang python and --lang js",
-        PluginKind::SourceReader => "no language yet",
+        PluginKind::SourceReader => "--lang rust, --lang python and --lang js",
         _ => "--lang rust and --lang python",
     }
 }
@@ -112,7 +150,9 @@ fn template(lang: Lang, kind: PluginKind) -> Option<&'static [TemplateFile]> {
         (Lang::Rust, PluginKind::ScalarFunction) => Some(RUST_SCALAR_FUNCTION),
         (Lang::Python, PluginKind::ScalarFunction) => Some(PYTHON_SCALAR_FUNCTION),
         (Lang::Js, PluginKind::ScalarFunction) => Some(JS_SCALAR_FUNCTION),
-        (_, PluginKind::SourceReader) => None,
+        (Lang::Rust, PluginKind::SourceReader) => Some(RUST_SOURCE_READER),
+        (Lang::Python, PluginKind::SourceReader) => Some(PYTHON_SOURCE_READER),
+        (Lang::Js, PluginKind::SourceReader) => Some(JS_SOURCE_READER),
     }
 }
 
@@ -281,10 +321,11 @@ pub fn create(
     }
     let mut written = Vec::new();
     // A scalar function's contract is the package `coordhost:function`.
-    let wit: TemplateFile = if kind == PluginKind::ScalarFunction {
-        ("wit/function.wit", WIT_FUNCTION)
-    } else {
-        ("wit/types.wit", WIT_TYPES)
+    let wit: TemplateFile = match kind {
+        PluginKind::ScalarFunction => ("wit/function.wit", WIT_FUNCTION),
+        // A source reader's contract is the package `coordhost:reader`.
+        PluginKind::SourceReader => ("wit/reader.wit", WIT_READER),
+        _ => ("wit/types.wit", WIT_TYPES),
     };
     for (rel, text) in files.iter().chain(std::iter::once(&wit)) {
         let path = dir.join(rel);
@@ -328,6 +369,9 @@ mod tests {
             RUST_SCALAR_FUNCTION,
             PYTHON_SCALAR_FUNCTION,
             JS_SCALAR_FUNCTION,
+            RUST_SOURCE_READER,
+            PYTHON_SOURCE_READER,
+            JS_SOURCE_READER,
         ] {
             for (rel, text) in files {
                 let out = render(text, "my-plugin");

@@ -19,6 +19,7 @@ mod sql_functions_workers;
 mod sql_readers;
 #[cfg(feature = "failpoints")]
 mod sql_readers_workers;
+mod sql_readers_python;
 mod sql_tpch;
 mod support;
 
@@ -63,6 +64,7 @@ mod plugin_cache;
 mod plugin_conformance;
 mod plugin_kit;
 mod plugin_kit_functions;
+mod plugin_kit_readers;
 mod plugin_sandbox;
 #[cfg(feature = "failpoints")]
 mod recovery_attempts;

@@ -790,13 +790,31 @@ fn plugin_check_and_call_recognise_a_source_reader() {
     assert_eq!(value["valid"], true);
     assert_eq!(value["kind"], "source-reader");
     assert_eq!(value["package"], "coordhost:reader");
-    let out = run(&["plugin", "call", path.to_str().expect("utf-8 path")]);
+    // `plugin call` reads a sample against declared columns (more in plugin_kit_readers.rs).
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let sample = tmp.path().join("sample.txt");
+    std::fs::write(&sample, "   7Ada\n  12Grace\n").expect("sample");
+    let out = run(&[
+        "plugin",
+        "call",
+        path.to_str().expect("utf-8 path"),
+        "--config",
+        "widths=4,10",
+        "--column",
+        "id=bigint",
+        "--column",
+        "name=varchar",
+        "--input",
+        sample.to_str().expect("utf-8 path"),
+    ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(
-        stdout.contains("source-reader plugin (WIT coordhost:reader@0.1.0)"),
-        "{stdout}"
-    );
+    for line in [
+        "source-reader plugin (WIT coordhost:reader@0.1.0)\n",
+        "     id=7, name=Ada\n     id=12, name=Grace\n",
+    ] {
+        assert!(stdout.contains(line), "`{line}` in: {stdout}");
+    }
     // A source reader is not a scalar function, nor the other way round.
     let out = run(&[
         "plugin",
