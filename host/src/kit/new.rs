@@ -9,7 +9,9 @@
 //! componentize-js and preview2-shim, `plugins/js-function/package.json`
 //! for apache-arrow). The Python scalar-function template ships the
 //! pure-Python Arrow IPC codec of the Python sample,
-//! `plugins/py-arrow/arrow_ipc.py`, as it is.
+//! `plugins/py-arrow/arrow_ipc.py`, as it is; the C one ships the C codec
+//! of the C sample, `plugins/c-arrow/arrow_ipc.{c,h}`, as it is, and pins
+//! wit-bindgen-cli and wasm-tools as `scripts/install-c-deps.sh` does.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -29,6 +31,14 @@ const JS_FUNCTION_PACKAGE: &str = include_str!("../../../plugins/js-function/pac
 /// The pure-Python Arrow IPC codec (`plugins/py-arrow/arrow_ipc.py`), shipped
 /// in a Python scalar-function project as `arrow_ipc.py`.
 pub const PY_ARROW_CODEC: &str = include_str!("../../../plugins/py-arrow/arrow_ipc.py");
+/// The C Arrow IPC codec (`plugins/c-arrow/arrow_ipc.c` and its header),
+/// shipped in a C scalar-function project as `arrow_ipc.c` and `arrow_ipc.h`.
+pub const C_ARROW_CODEC: [&str; 2] = [
+    include_str!("../../../plugins/c-arrow/arrow_ipc.c"),
+    include_str!("../../../plugins/c-arrow/arrow_ipc.h"),
+];
+/// The script that installs the C toolchain and pins its crates.io tools.
+const C_DEPS: &str = include_str!("../../../scripts/install-c-deps.sh");
 
 /// The language of a project.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -39,6 +49,9 @@ pub enum Lang {
     Python,
     /// JavaScript with componentize-js.
     Js,
+    /// C with `wit-bindgen c`, compiled by clang-19 for `wasm32-wasi` and
+    /// made a component by `wasm-tools component new`.
+    C,
 }
 
 impl fmt::Display for Lang {
@@ -47,6 +60,7 @@ impl fmt::Display for Lang {
             Self::Rust => "rust",
             Self::Python => "python",
             Self::Js => "js",
+            Self::C => "c",
         })
     }
 }
@@ -90,11 +104,31 @@ const PYTHON_SCALAR_FUNCTION: &[TemplateFile] = &[
 ];
 const JS_SCALAR_FUNCTION: &[TemplateFile] = template!("js-scalar-function":
     "function.js", "build.mjs", "package.json", "README.md", ".gitignore");
+const C_SCALAR_FUNCTION: &[TemplateFile] = &[
+    (
+        "function.c",
+        include_str!("../../../templates/c-scalar-function/function.c"),
+    ),
+    (
+        "Makefile",
+        include_str!("../../../templates/c-scalar-function/Makefile"),
+    ),
+    (
+        "README.md",
+        include_str!("../../../templates/c-scalar-function/README.md"),
+    ),
+    (
+        ".gitignore",
+        include_str!("../../../templates/c-scalar-function/.gitignore"),
+    ),
+    ("arrow_ipc.c", C_ARROW_CODEC[0]),
+    ("arrow_ipc.h", C_ARROW_CODEC[1]),
+];
 
 /// The languages that have a template of `kind`, for messages.
 fn template_langs(kind: PluginKind) -> &'static str {
     match kind {
-        PluginKind::ScalarFunction => "--lang rust, --lang python and --lang js",
+        PluginKind::ScalarFunction => "--lang rust, --lang python, --lang js and --lang c",
         PluginKind::SourceReader => "no language yet",
         _ => "--lang rust and --lang python",
     }
@@ -112,6 +146,8 @@ fn template(lang: Lang, kind: PluginKind) -> Option<&'static [TemplateFile]> {
         (Lang::Rust, PluginKind::ScalarFunction) => Some(RUST_SCALAR_FUNCTION),
         (Lang::Python, PluginKind::ScalarFunction) => Some(PYTHON_SCALAR_FUNCTION),
         (Lang::Js, PluginKind::ScalarFunction) => Some(JS_SCALAR_FUNCTION),
+        (Lang::C, PluginKind::ScalarFunction) => Some(C_SCALAR_FUNCTION),
+        (Lang::C, PluginKind::SplitEnumerator | PluginKind::ShuffleMaster) => None,
         (_, PluginKind::SourceReader) => None,
     }
 }
@@ -171,7 +207,7 @@ fn pinned<'a>(text: &'a str, after: &str, end: char) -> &'a str {
 }
 
 /// The tool versions the templates pin: `(placeholder, version)`.
-pub fn pinned_versions() -> [(&'static str, &'static str); 6] {
+pub fn pinned_versions() -> [(&'static str, &'static str); 8] {
     [
         (
             "wit_bindgen",
@@ -194,6 +230,11 @@ pub fn pinned_versions() -> [(&'static str, &'static str); 6] {
             pinned(JS_FUNCTION_PACKAGE, "\"apache-arrow\": \"", '"'),
         ),
         ("wit_version", WIT_VERSION),
+        (
+            "wit_bindgen_cli",
+            pinned(C_DEPS, "WIT_BINDGEN_VERSION=", '\n'),
+        ),
+        ("wasm_tools", pinned(C_DEPS, "WASM_TOOLS_VERSION=", '\n')),
     ]
 }
 
@@ -292,7 +333,7 @@ pub fn create(
             std::fs::create_dir_all(folder).map_err(write_error(folder))?;
         }
         // The WIT and the codec are copied as they are.
-        let body = if *rel == wit.0 || *text == PY_ARROW_CODEC {
+        let body = if *rel == wit.0 || *text == PY_ARROW_CODEC || C_ARROW_CODEC.contains(text) {
             (*text).to_string()
         } else {
             render(text, name)
@@ -328,6 +369,7 @@ mod tests {
             RUST_SCALAR_FUNCTION,
             PYTHON_SCALAR_FUNCTION,
             JS_SCALAR_FUNCTION,
+            C_SCALAR_FUNCTION,
         ] {
             for (rel, text) in files {
                 let out = render(text, "my-plugin");
