@@ -659,7 +659,7 @@ void arrow_append_utf8(arrow_builder *b, const char *text, size_t len) {
         b->failed = true;
         return;
     }
-    memcpy(b->data + b->data_len, text, len);
+    if (len > 0) memcpy(b->data + b->data_len, text, len);
     b->data_len += len;
     append_offset(b, true);
 }
