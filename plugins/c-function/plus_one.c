@@ -19,17 +19,17 @@
 #include "arrow_ipc.h"
 #include "scalar_function_plugin.h"
 
-typedef exports_coordhost_function_scalar_function_error_t error_t;
+typedef exports_coordhost_function_scalar_function_error_t function_error;
 
 /* Sets *err to the variant case `tag` with a copy of `message`. */
-static void set_error(error_t *err, uint8_t tag, const char *message) {
+static void set_error(function_error *err, uint8_t tag, const char *message) {
     err->tag = tag;
     /* Every case of the error variant carries one string, at the same place. */
     scalar_function_plugin_string_dup(&err->val.invalid_config, message);
 }
 
 bool exports_coordhost_function_scalar_function_configure(
-    exports_coordhost_function_scalar_function_config_t *config, error_t *err) {
+    exports_coordhost_function_scalar_function_config_t *config, function_error *err) {
     bool ok = true;
     if (config->len > 0) {
         char message[160];
@@ -57,7 +57,7 @@ void exports_coordhost_function_scalar_function_signature(
 
 bool exports_coordhost_function_scalar_function_invoke(scalar_function_plugin_list_u8_t *arguments,
                                                        scalar_function_plugin_list_u8_t *ret,
-                                                       error_t *err) {
+                                                       function_error *err) {
     static const arrow_type types[1] = {ARROW_INT64};
     arrow_batch in;
     char why[200];

@@ -28,14 +28,14 @@
 #include "arrow_ipc.h"
 #include "scalar_function_plugin.h"
 
-typedef exports_coordhost_function_scalar_function_error_t error_t;
+typedef exports_coordhost_function_scalar_function_error_t function_error;
 typedef scalar_function_plugin_string_t string_t;
 
 /* The `offset` config key; `configure` runs once on each new instance, first. */
 static double offset = 0.0;
 
 /* Sets *err to the variant case `tag` with a copy of `message`. */
-static void set_error(error_t *err, uint8_t tag, const char *message) {
+static void set_error(function_error *err, uint8_t tag, const char *message) {
     err->tag = tag;
     /* Every case of the error variant carries one string, at the same place. */
     scalar_function_plugin_string_dup(&err->val.invalid_config, message);
@@ -53,7 +53,7 @@ static bool parse_double(const string_t *s, double *out) {
 }
 
 bool exports_coordhost_function_scalar_function_configure(
-    exports_coordhost_function_scalar_function_config_t *config, error_t *err) {
+    exports_coordhost_function_scalar_function_config_t *config, function_error *err) {
     bool ok = true;
     char message[200];
     for (size_t i = 0; i < config->len && ok; i++) {
@@ -92,7 +92,7 @@ void exports_coordhost_function_scalar_function_signature(
 
 bool exports_coordhost_function_scalar_function_invoke(scalar_function_plugin_list_u8_t *arguments,
                                                        scalar_function_plugin_list_u8_t *ret,
-                                                       error_t *err) {
+                                                       function_error *err) {
     static const arrow_type types[2] = {ARROW_FLOAT64, ARROW_FLOAT64};
     arrow_batch in;
     char why[200];
