@@ -10,6 +10,7 @@
 #   from crates.io (cargo install --locked, into ~/.cargo/bin)
 #     wit-bindgen-cli  $WIT_BINDGEN_VERSION  `wit-bindgen c`: the C bindings of the WIT
 #     wasm-tools       $WASM_TOOLS_VERSION  `wasm-tools component new`: core module -> component
+#                      (features component, print, validate only)
 # The crates are installed only when `wit-bindgen --version` / `wasm-tools --version` say
 # another version (or nothing). `make plugins`, `make test` and `make kit-check` run this
 # first. Says what it installs; fails naming the packages when it cannot install them.
@@ -59,14 +60,16 @@ version_of() { # TOOL: the version `TOOL --version` prints second, or nothing
   tool=$(command -v "$1" 2>/dev/null || echo "$cargo_bin/$1")
   if [ -x "$tool" ]; then "$tool" --version 2>/dev/null | awk '{print $2}'; fi
 }
-crates=()
-[ "$(version_of wit-bindgen)" = "$WIT_BINDGEN_VERSION" ] || crates+=("wit-bindgen-cli@$WIT_BINDGEN_VERSION")
-[ "$(version_of wasm-tools)" = "$WASM_TOOLS_VERSION" ] || crates+=("wasm-tools@$WASM_TOOLS_VERSION")
-if [ "${#crates[@]}" -gt 0 ]; then
+install() { # ARGS...: cargo install --locked ARGS
   command -v cargo >/dev/null || { echo "error: cargo not found; install Rust with rustup, then run $0 again" >&2; exit 1; }
-  echo "install-c-deps: cargo install --locked ${crates[*]} (from crates.io; takes a few minutes once)" >&2
-  cargo install --quiet --locked "${crates[@]}"
-fi
+  echo "install-c-deps: cargo install --locked $* (from crates.io; takes a few minutes once)" >&2
+  cargo install --quiet --locked "$@"
+}
+[ "$(version_of wit-bindgen)" = "$WIT_BINDGEN_VERSION" ] || install "wit-bindgen-cli@$WIT_BINDGEN_VERSION"
+# Only the subcommands the builds use (component new, print, validate): a fraction of the
+# default build's compile time.
+[ "$(version_of wasm-tools)" = "$WASM_TOOLS_VERSION" ] \
+  || install --no-default-features --features component,print,validate "wasm-tools@$WASM_TOOLS_VERSION"
 [ "$(version_of wit-bindgen)" = "$WIT_BINDGEN_VERSION" ] && [ "$(version_of wasm-tools)" = "$WASM_TOOLS_VERSION" ] || {
   echo "error: after cargo install, wit-bindgen says '$(version_of wit-bindgen)' and wasm-tools '$(version_of wasm-tools)'; expected $WIT_BINDGEN_VERSION and $WASM_TOOLS_VERSION (is another copy first on PATH?)" >&2
   exit 1

@@ -103,7 +103,11 @@ fn a_config_key_the_c_function_does_not_know_refuses_the_job_naming_the_field() 
         .lines()
         .find(|l| l.contains("field `functions.plus_one.config`"))
         .unwrap_or_else(|| panic!("a line naming the config: {}", out.stderr));
-    for part in ["unknown key `step`", "c-function.wasm"] {
+    for part in [
+        "udf.toml",
+        "plugin `plus_one`",
+        "invalid configuration: unknown key `step`",
+    ] {
         assert!(line.contains(part), "`{part}` in: {line}");
     }
 }
