@@ -71,7 +71,8 @@ fn echo(types: &str, column: usize, input: &[u8]) -> Output {
 /// `batch` as an Arrow IPC stream, written by arrow-rs.
 fn stream(batch: &RecordBatch) -> Vec<u8> {
     let mut out = Vec::new();
-    let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut out, &batch.schema()).expect("writer");
+    let mut w =
+        arrow_ipc::writer::StreamWriter::try_new(&mut out, &batch.schema()).expect("writer");
     w.write(batch).expect("batch");
     w.finish().expect("finish");
     drop(w);
@@ -161,7 +162,12 @@ fn the_c_codec_reads_what_arrow_rs_writes_and_writes_what_arrow_rs_reads() {
         let bytes = stream(b);
         for (k, expected) in b.columns().iter().enumerate() {
             let out = echo(TYPES, k, &bytes);
-            assert_eq!(out.status.code(), Some(0), "{what}, column {k}: {}", show(&out));
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{what}, column {k}: {}",
+                show(&out)
+            );
             let answer = read(&out.stdout);
             assert_eq!(answer.num_columns(), 1, "{what}");
             assert_eq!(answer.schema().field(0).name(), "result");
@@ -169,7 +175,11 @@ fn the_c_codec_reads_what_arrow_rs_writes_and_writes_what_arrow_rs_reads() {
             let got = answer.column(0);
             assert_eq!(got.data_type(), expected.data_type(), "{what}, column {k}");
             assert_eq!(got.len(), expected.len(), "{what}, column {k}");
-            assert_eq!(got.null_count(), expected.null_count(), "{what}, column {k}");
+            assert_eq!(
+                got.null_count(),
+                expected.null_count(),
+                "{what}, column {k}"
+            );
             // Values compared as arrow-rs sees them (floats bit for bit via their text).
             for i in 0..got.len() {
                 let show_row = |a: &ArrayRef| {
@@ -215,11 +225,31 @@ fn the_c_codec_refuses_what_is_not_its_batch_shape_naming_it() {
         out
     };
     let cases: Vec<(&str, &str, Vec<u8>, &str)> = vec![
-        ("not Arrow", TYPES, b"hello, world".to_vec(), "not an Arrow IPC stream"),
+        (
+            "not Arrow",
+            TYPES,
+            b"hello, world".to_vec(),
+            "not an Arrow IPC stream",
+        ),
         ("empty", TYPES, Vec::new(), "the stream is empty"),
-        ("cut in the body", TYPES, good[..good.len() - 40].to_vec(), "runs past the end"),
-        ("another type", "int64,utf8,utf8", good.clone(), "column 1 (`arg1`) is Float64, expected Utf8"),
-        ("another count", "int64,float64", good.clone(), "the schema has 3 columns, expected 2"),
+        (
+            "cut in the body",
+            TYPES,
+            good[..good.len() - 40].to_vec(),
+            "runs past the end",
+        ),
+        (
+            "another type",
+            "int64,utf8,utf8",
+            good.clone(),
+            "column 1 (`arg1`) is Float64, expected Utf8",
+        ),
+        (
+            "another count",
+            "int64,float64",
+            good.clone(),
+            "the schema has 3 columns, expected 2",
+        ),
         ("two batches", TYPES, two_batches, "exactly one batch"),
         ("no batch", TYPES, only_schema, "no record batch"),
     ];

@@ -76,7 +76,10 @@ fn plugin_new_writes_a_c_scalar_function_with_the_codec_and_the_pinned_tools() {
         format!("WASM_TOOLS_VERSION := {}", pinned("wasm-tools")),
         "c-scaled.wasm".to_string(),
     ] {
-        assert!(makefile.contains(&pin), "`{pin}` in the Makefile: {makefile}");
+        assert!(
+            makefile.contains(&pin),
+            "`{pin}` in the Makefile: {makefile}"
+        );
     }
     let source = read("function.c");
     assert!(
