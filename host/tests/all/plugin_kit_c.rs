@@ -154,7 +154,7 @@ fn the_generated_c_project_builds_with_make_and_passes_plugin_test() {
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(
-            all.contains(says) && all.contains("invalid-config"),
+            all.contains(says) && all.contains("invalid configuration"),
             "{config}: {}",
             show(&out)
         );
