@@ -372,6 +372,10 @@ mod tests {
             C_SCALAR_FUNCTION,
         ] {
             for (rel, text) in files {
+                // The C codec is copied as it is (its array initialisers hold `{{`).
+                if C_ARROW_CODEC.contains(text) {
+                    continue;
+                }
                 let out = render(text, "my-plugin");
                 assert!(!out.contains("{{"), "{rel}: {out}");
             }
