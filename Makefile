@@ -13,6 +13,8 @@ help:
 	@echo "  plugins   build the sample Rust plugins into $(PLUGINS_OUT)/NAME.wasm"
 	@echo "  plugins-py  build the Python sample plugins (py-enumerator, py-shuffle, py-function, py-reader); part of plugins"
 	@echo "  plugins-js  build the JavaScript sample plugins (js-enumerator, js-function); part of plugins"
+	@echo "  plugins-c  build the C sample plugin (c-function); part of plugins"
+	@echo "  c-deps    install what the C plugins need: clang-19, lld-19, wasi-libc (Debian), wit-bindgen-cli and wasm-tools (crates.io, pinned)"
 	@echo "  data      write the example data: the eight TPC-H tables at SF 0.1 (CSV and Parquet) and text files, under $(DATA_DIR)"
 	@echo "  tpch-answers  recompute examples/tpch/answers/sf0.1 with DuckDB (pinned, into .venv); TPCH_ANSWERS_ARGS=--check compares instead"
 	@echo "  demo      the README's run command: data, plugins, then the TPC-H Q1 example; prints the result"
@@ -74,7 +76,59 @@ plugins:
 
 include plugins/languages.mk
 
-plugins: plugins-py plugins-js
+plugins: plugins-py plugins-js plugins-c
+
+# ---------------------------------------------------------------------------
+# c-deps, plugins-c: the C sample plugin (issue 27: a fourth guest language).
+# scripts/install-c-deps.sh installs what is missing: Debian's clang-19,
+# lld-19, libclang-rt-19-dev-wasm32 and wasi-libc (apt-get), and the pinned
+# wit-bindgen-cli and wasm-tools (cargo install --locked, when the installed
+# versions differ). `plugins` (so `test` and `kit-check`) depends on it.
+#
+# How a C component is made here: Debian's wasi-libc (bookworm) is a wasip1
+# build only (/usr/include/wasm32-wasi, /usr/lib/wasm32-wasi; no
+# wasm32-wasip2 sysroot, so clang-19 --target=wasm32-wasip2, which wants one
+# and the wasm-component-ld linker, is not used). So: `wit-bindgen c` writes
+# the bindings and an object holding the component type; clang-19
+# --target=wasm32-wasi -mexec-model=reactor compiles and links a core module
+# (libc for malloc and memcpy only); `wasm-tools component new` wraps it.
+# The C code calls nothing of WASI (no stdio, no files, no clock), so the
+# core module imports nothing and needs no WASI adapter (which no package
+# registry here ships); the Makefile fails, naming the imports, if one
+# appears. A scalar function has no grants anyway.
+# ---------------------------------------------------------------------------
+
+C_CC := clang-19
+C_CFLAGS := --target=wasm32-wasi -mexec-model=reactor -O2 -Wall -Wextra -Werror
+CARGO_BIN := $(or $(CARGO_HOME),$(HOME)/.cargo)/bin
+WIT_BINDGEN := $(shell command -v wit-bindgen 2>/dev/null || echo $(CARGO_BIN)/wit-bindgen)
+WASM_TOOLS := $(shell command -v wasm-tools 2>/dev/null || echo $(CARGO_BIN)/wasm-tools)
+C_BUILD := build/c
+C_GEN := $(C_BUILD)/bindings
+C_ARROW := plugins/c-arrow/arrow_ipc.c plugins/c-arrow/arrow_ipc.h
+
+.PHONY: c-deps plugins-c
+c-deps:
+	scripts/install-c-deps.sh
+
+plugins-c: $(PLUGINS_OUT)/c-function.wasm
+
+# The bindings of world scalar-function-plugin: scalar_function_plugin.{c,h}
+# and scalar_function_plugin_component_type.o.
+$(C_GEN)/scalar_function_plugin.c: $(LANG_FUNCTION_WIT) scripts/install-c-deps.sh | c-deps
+	rm -rf $(C_GEN)
+	$(WIT_BINDGEN) c wit/function --world scalar-function-plugin --out-dir $(C_GEN)
+
+$(PLUGINS_OUT)/c-function.wasm: plugins/c-function/plus_one.c $(C_ARROW) $(C_GEN)/scalar_function_plugin.c | c-deps
+	@mkdir -p $(@D) $(C_BUILD)
+	$(C_CC) $(C_CFLAGS) -I$(C_GEN) -Iplugins/c-arrow plugins/c-function/plus_one.c \
+		plugins/c-arrow/arrow_ipc.c $(C_GEN)/scalar_function_plugin.c \
+		$(C_GEN)/scalar_function_plugin_component_type.o -o $(C_BUILD)/c-function.core.wasm
+	@! $(WASM_TOOLS) print $(C_BUILD)/c-function.core.wasm | grep '(import ' \
+	  || { echo "error: $(C_BUILD)/c-function.core.wasm imports the above; a C plugin here must import nothing (no stdio, files or clocks)" >&2; exit 1; }
+	$(WASM_TOOLS) component new $(C_BUILD)/c-function.core.wasm -o $@.tmp
+	mv $@.tmp $@
+	$(call lang_check_component,$@)
 
 # ---------------------------------------------------------------------------
 # ha-deps: what building the host needs besides cargo since high availability

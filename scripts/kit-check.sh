@@ -5,7 +5,8 @@
 #   scripts/kit-check.sh COORDHOST_BINARY
 #
 # Reuses the tools `make plugins` installs (the Python venv .venv with the pinned
-# componentize-py, the pinned componentize-js in plugins/js-enumerator/node_modules), and one
+# componentize-py, the pinned componentize-js in plugins/js-enumerator/node_modules, clang-19,
+# wit-bindgen and wasm-tools for C), and one
 # Cargo target folder for every Rust project, so wit-bindgen compiles once. Fails loudly when a
 # tool is missing. Works in build/kit-check/ (KIT_CHECK_DIR), which it empties first.
 set -euo pipefail
@@ -95,6 +96,14 @@ name=kit-js-scalar-function
 new "$name" scalar-function js
 ln -s "$node_modules_fn" "$projects/$name/node_modules"
 (cd "$projects/$name" && node build.mjs "$name.wasm") || fail "the JavaScript scalar-function project does not build"
+called "$projects/$name/$name.wasm"
+verify "$projects/$name/$name.wasm"
+
+# C: the project's own Makefile (clang-19, wit-bindgen c, wasm-tools component new; the tools
+# `make plugins` installs through scripts/install-c-deps.sh).
+name=kit-c-scalar-function
+new "$name" scalar-function c
+make -C "$projects/$name" || fail "the C scalar-function project does not build (tools: scripts/install-c-deps.sh)"
 called "$projects/$name/$name.wasm"
 verify "$projects/$name/$name.wasm"
 

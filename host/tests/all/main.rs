@@ -12,6 +12,8 @@
 
 #[cfg(feature = "failpoints")]
 mod sql_functions;
+#[cfg(feature = "failpoints")]
+mod sql_functions_c;
 mod sql_functions_languages;
 #[cfg(feature = "failpoints")]
 mod sql_functions_workers;
@@ -60,9 +62,11 @@ mod job_tpch;
 mod job_tpch_languages;
 mod job_ui;
 mod job_wordcount;
+mod plugin_c_arrow;
 mod plugin_cache;
 mod plugin_conformance;
 mod plugin_kit;
+mod plugin_kit_c;
 mod plugin_kit_functions;
 mod plugin_kit_readers;
 mod plugin_sandbox;
