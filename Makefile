@@ -9,9 +9,12 @@ help:
 	@echo "  test      the README's test command: build the plugins, then every test of the workspace, then kit-check"
 	@echo "  kit-check build and test a project of every plugin template (coordhost plugin new/test)"
 	@echo "  ha-deps   install what the host build and HA tests need: protoc (+ well-known types) and etcd, from Debian's packages"
+	@echo "  browser-deps install what the job page's browser test needs: Debian's chromium (headless) and a font"
 	@echo "  plugins   build the sample Rust plugins into $(PLUGINS_OUT)/NAME.wasm"
-	@echo "  plugins-py  build the Python sample plugins (py-enumerator, py-shuffle, py-function); part of plugins"
+	@echo "  plugins-py  build the Python sample plugins (py-enumerator, py-shuffle, py-function, py-reader); part of plugins"
 	@echo "  plugins-js  build the JavaScript sample plugins (js-enumerator, js-function); part of plugins"
+	@echo "  plugins-c  build the C sample plugin (c-function); part of plugins"
+	@echo "  c-deps    install what the C plugins need: clang-19, lld-19, wasi-libc (Debian), wit-bindgen-cli and wasm-tools (crates.io, pinned)"
 	@echo "  data      write the example data: the eight TPC-H tables at SF 0.1 (CSV and Parquet) and text files, under $(DATA_DIR)"
 	@echo "  tpch-answers  recompute examples/tpch/answers/sf0.1 with DuckDB (pinned, into .venv); TPCH_ANSWERS_ARGS=--check compares instead"
 	@echo "  demo      the README's run command: data, plugins, then the TPC-H Q1 example; prints the result"
@@ -20,6 +23,7 @@ help:
 	@echo "  bench-tpch  the 22 TPC-H queries at SF 1, CSV and Parquet: coordhost vs DataFusion alone vs DuckDB vs Polars (scripts/bench-tpch.sh; BENCH_ARGS=...)"
 	@echo "  bench-shuffle  all-to-all vs forward edges at N = 256, 1024, 4096 (benches/shuffle_scale.rs)"
 	@echo "  bench-workers  embedded vs 3 worker processes: cost per task, restart with 10 000 partitions, shuffle MB/s (benches/workers.rs)"
+	@echo "  bench-functions  x + 1 on TPC-H SF 1 lineitem: Rust, Python, JS and C guests vs DataFusion's built-in expression (benches/functions.rs; BENCH_FUNCTIONS_ARGS=...)"
 	@echo "  bench-ha  failover time (etcd, 2 coordinators, 3 workers, leader killed) and the steady-state cost of --ha (benches/ha.rs)"
 
 # ---------------------------------------------------------------------------
@@ -72,7 +76,59 @@ plugins:
 
 include plugins/languages.mk
 
-plugins: plugins-py plugins-js
+plugins: plugins-py plugins-js plugins-c
+
+# ---------------------------------------------------------------------------
+# c-deps, plugins-c: the C sample plugin (issue 27: a fourth guest language).
+# scripts/install-c-deps.sh installs what is missing: Debian's clang-19,
+# lld-19, libclang-rt-19-dev-wasm32 and wasi-libc (apt-get), and the pinned
+# wit-bindgen-cli and wasm-tools (cargo install --locked, when the installed
+# versions differ). `plugins` (so `test` and `kit-check`) depends on it.
+#
+# How a C component is made here: Debian's wasi-libc (bookworm) is a wasip1
+# build only (/usr/include/wasm32-wasi, /usr/lib/wasm32-wasi; no
+# wasm32-wasip2 sysroot, so clang-19 --target=wasm32-wasip2, which wants one
+# and the wasm-component-ld linker, is not used). So: `wit-bindgen c` writes
+# the bindings and an object holding the component type; clang-19
+# --target=wasm32-wasi -mexec-model=reactor compiles and links a core module
+# (libc for malloc and memcpy only); `wasm-tools component new` wraps it.
+# The C code calls nothing of WASI (no stdio, no files, no clock), so the
+# core module imports nothing and needs no WASI adapter (which no package
+# registry here ships); the Makefile fails, naming the imports, if one
+# appears. A scalar function has no grants anyway.
+# ---------------------------------------------------------------------------
+
+C_CC := clang-19
+C_CFLAGS := --target=wasm32-wasi -mexec-model=reactor -O2 -Wall -Wextra -Werror
+CARGO_BIN := $(or $(CARGO_HOME),$(HOME)/.cargo)/bin
+WIT_BINDGEN := $(shell command -v wit-bindgen 2>/dev/null || echo $(CARGO_BIN)/wit-bindgen)
+WASM_TOOLS := $(shell command -v wasm-tools 2>/dev/null || echo $(CARGO_BIN)/wasm-tools)
+C_BUILD := build/c
+C_GEN := $(C_BUILD)/bindings
+C_ARROW := plugins/c-arrow/arrow_ipc.c plugins/c-arrow/arrow_ipc.h
+
+.PHONY: c-deps plugins-c
+c-deps:
+	scripts/install-c-deps.sh
+
+plugins-c: $(PLUGINS_OUT)/c-function.wasm
+
+# The bindings of world scalar-function-plugin: scalar_function_plugin.{c,h}
+# and scalar_function_plugin_component_type.o.
+$(C_GEN)/scalar_function_plugin.c: $(LANG_FUNCTION_WIT) scripts/install-c-deps.sh | c-deps
+	rm -rf $(C_GEN)
+	$(WIT_BINDGEN) c wit/function --world scalar-function-plugin --out-dir $(C_GEN)
+
+$(PLUGINS_OUT)/c-function.wasm: plugins/c-function/plus_one.c $(C_ARROW) $(C_GEN)/scalar_function_plugin.c | c-deps
+	@mkdir -p $(@D) $(C_BUILD)
+	$(C_CC) $(C_CFLAGS) -I$(C_GEN) -Iplugins/c-arrow plugins/c-function/plus_one.c \
+		plugins/c-arrow/arrow_ipc.c $(C_GEN)/scalar_function_plugin.c \
+		$(C_GEN)/scalar_function_plugin_component_type.o -o $(C_BUILD)/c-function.core.wasm
+	@! $(WASM_TOOLS) print $(C_BUILD)/c-function.core.wasm | grep '(import ' \
+	  || { echo "error: $(C_BUILD)/c-function.core.wasm imports the above; a C plugin here must import nothing (no stdio, files or clocks)" >&2; exit 1; }
+	$(WASM_TOOLS) component new $(C_BUILD)/c-function.core.wasm -o $@.tmp
+	mv $@.tmp $@
+	$(call lang_check_component,$@)
 
 # ---------------------------------------------------------------------------
 # ha-deps: what building the host needs besides cargo since high availability
@@ -87,6 +143,14 @@ plugins: plugins-py plugins-js
 ha-deps:
 	scripts/install-ha-deps.sh
 
+# browser-deps: headless Chromium (Debian's `chromium`) and a font, for the
+# browser test of the job page (host/tests/all/ui_browser.rs, docs/ui.md);
+# scripts/install-browser-deps.sh installs what is missing (as root, with
+# apt-get) and says what; nothing when all is there. Part of `test`.
+.PHONY: browser-deps
+browser-deps:
+	scripts/install-browser-deps.sh
+
 # ---------------------------------------------------------------------------
 # test: the README's test command (and what .ci/run calls). Builds every
 # sample plugin from source (installing the wasm32-wasip2 target and the
@@ -100,7 +164,7 @@ ha-deps:
 # ---------------------------------------------------------------------------
 
 .PHONY: test
-test: plugins ha-deps
+test: plugins ha-deps browser-deps
 	scripts/check-layers.sh --self-test
 	scripts/check-layers.sh
 	$(CARGO) test --locked --manifest-path $(PLUGINS_SRC)/Cargo.toml \
@@ -257,3 +321,20 @@ bench-workers:
 .PHONY: bench-ha
 bench-ha: plugins ha-deps data
 	$(CARGO) bench --locked -p coordhost --bench ha
+
+# bench-functions: the scalar-function figures of issue 27 (docs/write-a-plugin.md,
+# "Figures"): `x + 1` on lineitem's l_orderkey at TPC-H SF 1 as a SQL job run by
+# the release `coordhost run`, with the function built into DataFusion and as a
+# Rust, Python, JavaScript and C guest (benches/functions.rs), then `invoke` per
+# batch in process. Writes lineitem as Parquet once (build/data/tpch-sf1-parquet,
+# 6 001 215 rows in 4 files). BENCH_FUNCTIONS_ARGS passes options, e.g.
+# BENCH_FUNCTIONS_ARGS="--guests rust,python,js --rounds 3". Not part of `test`.
+BENCH_FUNCTIONS_ARGS ?=
+
+$(DATA_DIR)/tpch-sf1-parquet.lineitem.done:
+	$(DATAGEN) tpch --scale 1 --parts 4 --tables lineitem --format parquet --out $(DATA_DIR)/tpch-sf1-parquet
+	touch $@
+
+.PHONY: bench-functions
+bench-functions: plugins ha-deps $(DATA_DIR)/tpch-sf1-parquet.lineitem.done
+	$(CARGO) bench --locked -p coordhost --bench functions -- $(BENCH_FUNCTIONS_ARGS)

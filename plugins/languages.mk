@@ -19,6 +19,8 @@
 #                                      the pure-Python Arrow IPC codec plugins/py-arrow)
 #   build/plugins/js-function.wasm     world scalar-function-plugin    (componentize-js, with
 #                                      apache-arrow)
+#   build/plugins/py-reader.wasm       world source-reader-plugin      (componentize-py, with
+#                                      the same codec): access logs in the Common Log Format
 #
 # Needs python3 (with the venv module; Debian: apt-get install python3-venv) and Node.js >= 20
 # with npm (Debian: apt-get install nodejs npm). Both registries are reached only by the
@@ -39,6 +41,7 @@ LANG_JS_DIR := plugins/js-enumerator
 LANG_JS_STAMP := $(LANG_JS_DIR)/node_modules/.package-lock.json
 LANG_WIT := $(wildcard wit/*.wit)
 LANG_FUNCTION_WIT := wit/function/function.wit
+LANG_READER_WIT := wit/reader/reader.wit
 LANG_JSF_DIR := plugins/js-function
 LANG_JSF_STAMP := $(LANG_JSF_DIR)/node_modules/.package-lock.json
 
@@ -51,9 +54,10 @@ endef
 
 .PHONY: plugins-py plugins-js
 
-## Python plugins: the split enumerator, the shuffle master and the scalar function.
+## Python plugins: the split enumerator, the shuffle master, the scalar function and the
+## source reader.
 plugins-py: $(LANG_PLUGIN_DIR)/py-enumerator.wasm $(LANG_PLUGIN_DIR)/py-shuffle.wasm \
-	$(LANG_PLUGIN_DIR)/py-function.wasm
+	$(LANG_PLUGIN_DIR)/py-function.wasm $(LANG_PLUGIN_DIR)/py-reader.wasm
 
 ## JavaScript plugins: the split enumerator and the scalar function.
 plugins-js: $(LANG_PLUGIN_DIR)/js-enumerator.wasm $(LANG_PLUGIN_DIR)/js-function.wasm
@@ -97,6 +101,12 @@ $(LANG_PLUGIN_DIR)/js-enumerator.wasm: $(LANG_JS_DIR)/enumerator.js $(LANG_JS_DI
 $(LANG_PLUGIN_DIR)/py-function.wasm: $(wildcard plugins/py-function/*.py) plugins/py-arrow/arrow_ipc.py $(LANG_FUNCTION_WIT) $(LANG_CPY_STAMP)
 	@mkdir -p $(@D)
 	$(LANG_CPY) -d wit/function -w scalar-function-plugin componentize -p plugins/py-function -p plugins/py-arrow app -o $@.tmp
+	mv $@.tmp $@
+	$(call lang_check_component,$@)
+
+$(LANG_PLUGIN_DIR)/py-reader.wasm: $(wildcard plugins/py-reader/*.py) plugins/py-arrow/arrow_ipc.py $(LANG_READER_WIT) $(LANG_CPY_STAMP)
+	@mkdir -p $(@D)
+	$(LANG_CPY) -d wit/reader -w source-reader-plugin componentize -p plugins/py-reader -p plugins/py-arrow app -o $@.tmp
 	mv $@.tmp $@
 	$(call lang_check_component,$@)
 

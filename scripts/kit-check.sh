@@ -5,7 +5,8 @@
 #   scripts/kit-check.sh COORDHOST_BINARY
 #
 # Reuses the tools `make plugins` installs (the Python venv .venv with the pinned
-# componentize-py, the pinned componentize-js in plugins/js-enumerator/node_modules), and one
+# componentize-py, the pinned componentize-js in plugins/js-enumerator/node_modules, clang-19,
+# wit-bindgen and wasm-tools for C), and one
 # Cargo target folder for every Rust project, so wit-bindgen compiles once. Fails loudly when a
 # tool is missing. Works in build/kit-check/ (KIT_CHECK_DIR), which it empties first.
 set -euo pipefail
@@ -97,5 +98,41 @@ ln -s "$node_modules_fn" "$projects/$name/node_modules"
 (cd "$projects/$name" && node build.mjs "$name.wasm") || fail "the JavaScript scalar-function project does not build"
 called "$projects/$name/$name.wasm"
 verify "$projects/$name/$name.wasm"
+
+# C: the project's own Makefile (clang-19, wit-bindgen c, wasm-tools component new; the tools
+# `make plugins` installs through scripts/install-c-deps.sh).
+name=kit-c-scalar-function
+new "$name" scalar-function c
+make -C "$projects/$name" || fail "the C scalar-function project does not build (tools: scripts/install-c-deps.sh)"
+called "$projects/$name/$name.wasm"
+verify "$projects/$name/$name.wasm"
+
+# The source readers (issue 27), one project per language: built, checked, the sample read by
+# `plugin call`, then `plugin test` on the sample and the bad sample the project ships.
+reader_columns=(--column level=varchar --column status=bigint --column ms=double
+  --column path=varchar --column cached=boolean)
+read_sample() { # WASM PROJECT_DIR
+  "$bin" --cache-dir "$cache" plugin call "$1" "${reader_columns[@]}" --input "$2/sample.log" \
+    | grep -q 'none: 1 batches, 8 rows' || fail "plugin call does not read the 8 records of $2/sample.log"
+  verify "$1" "${reader_columns[@]}" --input "$2/sample.log" --bad-input "$2/bad-sample.log"
+}
+
+name=kit-rust-source-reader
+new "$name" source-reader rust
+(cd "$projects/$name" && cargo build --quiet --locked --release --target wasm32-wasip2) \
+  || fail "the Rust source-reader project does not build"
+read_sample "$CARGO_TARGET_DIR/wasm32-wasip2/release/${name//-/_}.wasm" "$projects/$name"
+
+name=kit-python-source-reader
+new "$name" source-reader python
+(cd "$projects/$name" && "$cpy" -d wit -w source-reader-plugin componentize -p . app -o "$name.wasm") \
+  || fail "the Python source-reader project does not build"
+read_sample "$projects/$name/$name.wasm" "$projects/$name"
+
+name=kit-js-source-reader
+new "$name" source-reader js
+ln -s "$node_modules_fn" "$projects/$name/node_modules"
+(cd "$projects/$name" && node build.mjs "$name.wasm") || fail "the JavaScript source-reader project does not build"
+read_sample "$projects/$name/$name.wasm" "$projects/$name"
 
 echo "kit-check: every generated project built and passed plugin test"

@@ -19,7 +19,7 @@
 //! | `snapshot::max-bytes` | the largest enumerator batch snapshot state recorded is lowered (to test the refusal without a 1 GiB snapshot) | bytes |
 //! | `worker::hold-deploy-answer` | in a `coordhost worker`: a `Deploy` of a source attempt starts the task, waits until it pulled its first split (logging `test knob: ... pulled a split`), then holds its answer this long (a worker that dies or hangs between the two) | milliseconds |
 //! | `worker::fail-every-task` | in a `coordhost worker`: every attempt it runs fails after its first input records, as on a worker whose disk is full | none |
-//! | `coordinator::corrupt-component` | in `coordhost run` serving workers: the bytes of a scalar function's component it sends a worker (`FetchComponent`) have their last byte flipped after the coordinator checked its file, as a transfer damaged on the way; the worker must refuse them | none |
+//! | `coordinator::corrupt-component` | in `coordhost run` serving workers: the bytes of a component (a scalar function's or a source reader's) it sends a worker (`FetchComponent`) have their last byte flipped after the coordinator checked its file, as a transfer damaged on the way; the worker must refuse them | none |
 //!
 //! An argument that does not parse is refused with a panic naming the fail
 //! point: a test knob set wrong must not look like a passing run.

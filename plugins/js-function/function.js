@@ -6,8 +6,16 @@
 //
 // The number before the first `-` of an order priority (TPC-H's `o_orderpriority`:
 // `1-URGENT` -> 1, `5-LOW` -> 5); null for a null argument or one that does not start with
-// digits followed by `-`. Deterministic: the answer depends on the argument only. No config
-// keys (any key is refused as `invalid-config`).
+// digits followed by `-`. Deterministic: the answer depends on the argument only.
+//
+// One config key, `function`, chooses what the component computes (any other key or value
+// is refused as `invalid-config`):
+//
+//   priority (the default)  as above
+//   plus_one                plus_one(x bigint) -> bigint: x + 1, wrapping around at the ends
+//                           of the 64-bit range as DataFusion's built-in `+` on `bigint` does;
+//                           null gives null. The trivial function of the scalar-function
+//                           benchmark (host/benches/functions.rs, `make bench-functions`).
 //
 // The batch shape is read and written with the `apache-arrow` npm package (pinned in
 // package-lock.json). componentize-js takes one source file, so build.mjs prepends Arrow's
@@ -54,32 +62,90 @@ function priorityOf(bytes, start, end) {
   return i > start && i < end && bytes[i] === DASH ? n : -1;
 }
 
+/** The values of config key `function`. */
+const FUNCTIONS = ['priority', 'plus_one'];
+/** The configured function of this instance (`configure` sets it). */
+let chosen = 'priority';
+
+/** The arguments' Arrow table, or an `invalid-input` error unless it is one batch of (`want`). */
+function readArguments(bytes, isType, want) {
+  let table;
+  try {
+    table = arrow.tableFromIPC(bytes);
+  } catch (e) {
+    throw new FunctionError('invalid-input', `the arguments are not an Arrow IPC stream: ${e}`);
+  }
+  const fields = table.schema.fields;
+  if (fields.length !== 1 || !isType(fields[0].type)) {
+    const found = fields.map((f) => String(f.type)).join(', ');
+    throw new FunctionError('invalid-input', `the arguments are (${found}), expected (${want})`);
+  }
+  if (table.batches.length !== 1) {
+    throw new FunctionError('invalid-input', `the stream holds ${table.batches.length} record batches, expected 1`);
+  }
+  return table;
+}
+
+/** `invoke` of `plus_one`: x + 1 per row; a BigInt64Array wraps what does not fit. */
+function plusOne(bytes) {
+  const table = readArguments(bytes, (t) => arrow.DataType.isInt(t) && t.bitWidth === 64 && t.isSigned, 'Int64');
+  const rows = table.numRows;
+  const out = new BigInt64Array(rows);
+  const validity = new Uint8Array((rows + 7) >> 3);
+  let nulls = 0;
+  let row = 0;
+  for (const data of table.getChildAt(0).data) {
+    const values = data.values;
+    if (data.nullCount === 0) {
+      for (let i = 0; i < data.length; i++, row++) {
+        out[row] = values[i] + 1n;
+        validity[row >> 3] |= 1 << (row & 7);
+      }
+      continue;
+    }
+    for (let i = 0; i < data.length; i++, row++) {
+      if (data.getValid(i)) {
+        out[row] = values[i] + 1n;
+        validity[row >> 3] |= 1 << (row & 7);
+      } else {
+        nulls++;
+      }
+    }
+  }
+  const result = arrow.makeVector(
+    arrow.makeData({ type: new arrow.Int64(), length: rows, nullCount: nulls, nullBitmap: validity, data: out }),
+  );
+  return arrow.tableToIPC(new arrow.Table({ result }), 'stream');
+}
+
 export const scalarFunction = {
   configure(config) {
-    for (const [key] of config) {
-      throw new FunctionError('invalid-config', `unknown key \`${key}\`; priority takes no configuration`);
+    for (const [key, value] of config) {
+      if (key !== 'function') {
+        throw new FunctionError('invalid-config', `unknown key \`${key}\`; the only key is \`function\``);
+      }
+      if (!FUNCTIONS.includes(value)) {
+        throw new FunctionError(
+          'invalid-config',
+          `unknown function \`${value}\` (config key \`function\`); expected one of: ${FUNCTIONS.join(', ')}`,
+        );
+      }
+      chosen = value;
     }
   },
 
   signature() {
+    if (chosen === 'plus_one') {
+      return { arguments: [{ tag: 'int64' }], returns: { tag: 'int64' }, deterministic: true };
+    }
     return { arguments: [{ tag: 'utf8' }], returns: { tag: 'int64' }, deterministic: true };
   },
 
   invoke(bytes) {
-    let table;
-    try {
-      table = arrow.tableFromIPC(bytes);
-    } catch (e) {
-      throw new FunctionError('invalid-input', `the arguments are not an Arrow IPC stream: ${e}`);
+    if (chosen === 'plus_one') {
+      return plusOne(bytes);
     }
-    const fields = table.schema.fields;
-    if (fields.length !== 1 || !arrow.DataType.isUtf8(fields[0].type)) {
-      const found = fields.map((f) => String(f.type)).join(', ');
-      throw new FunctionError('invalid-input', `the arguments are (${found}), expected (Utf8)`);
-    }
-    if (table.batches.length !== 1) {
-      throw new FunctionError('invalid-input', `the stream holds ${table.batches.length} record batches, expected 1`);
-    }
+    const table = readArguments(bytes, (t) => arrow.DataType.isUtf8(t), 'Utf8');
     const rows = table.numRows;
     const out = new BigInt64Array(rows);
     const validity = new Uint8Array((rows + 7) >> 3);

@@ -1,25 +1,30 @@
-"""A small Arrow IPC stream codec in pure Python, for coordhost scalar functions.
+"""A small Arrow IPC stream codec in pure Python, for coordhost scalar functions and source readers.
 
 componentize-py cannot load native extension modules, so pyarrow and nanoarrow are not
 available inside a component. This module reads and writes exactly the batch shape of the
-WIT package `coordhost:function` (wit/function/function.wit), nothing more:
+WIT packages `coordhost:function` (wit/function/function.wit) and `coordhost:reader`
+(wit/reader/reader.wit), nothing more:
 
 * an Arrow IPC *stream* (https://arrow.apache.org/docs/format/Columnar.html#ipc-streaming-format):
   a Schema message, record-batch messages, an end-of-stream marker;
-* flat columns of the WIT's data types, each nullable: int64, float64, utf8, boolean,
+* flat columns of the WITs' data types, each nullable: int64, int32, float64, utf8, boolean,
   decimal128(precision, scale) and date32 (days since 1970-01-01);
 * no dictionaries, no compression, little-endian only.
 
 Anything else is refused with `CodecError` naming what was found, never guessed at.
 
-Values are plain Python values, `None` for null: `int` for int64 and date32, `float` for
+Values are plain Python values, `None` for null: `int` for int64, int32 and date32, `float` for
 float64, `str` for utf8, `bool` for boolean, and for decimal128 the *unscaled* `int`
 (`12.34` of a `decimal(15,2)` is `1234`), so decimal arithmetic stays exact.
 
-Types are tuples: `INT64`, `FLOAT64`, `UTF8`, `BOOLEAN`, `DATE32` and `decimal128(p, s)`.
+Types are tuples: `INT64`, `INT32`, `FLOAT64`, `UTF8`, `BOOLEAN`, `DATE32` and
+`decimal128(p, s)`.
 
-    columns, rows = read_arguments(data, [decimal128(15, 2), UTF8])
-    return write_result(decimal128(15, 2), [...one value per row...])
+    columns, rows = read_arguments(data, [decimal128(15, 2), UTF8])   # a function's input
+    return write_result(decimal128(15, 2), [...one value per row...])  # its answer
+
+    fields = read_schema(schema)             # a reader's declared schema: [(name, type), ...]
+    return write_batch([(name, t, values) for ...])                   # one batch of it
 
 The flatbuffers of the IPC metadata are read and written by hand (the layouts of the
 tables used are in Arrow's format/Message.fbs and format/Schema.fbs); the writer lays
@@ -30,6 +35,7 @@ verify flatbuffers (arrow-rs does) accept it.
 import struct
 
 INT64 = ("int64",)
+INT32 = ("int32",)
 FLOAT64 = ("float64",)
 UTF8 = ("utf8",)
 BOOLEAN = ("boolean",)
@@ -47,7 +53,7 @@ def type_name(t):
     """A type as the host names it in messages, e.g. `Decimal128(15, 2)`."""
     if t[0] == "decimal128":
         return f"Decimal128({t[1]}, {t[2]})"
-    return {"int64": "Int64", "float64": "Float64", "utf8": "Utf8", "boolean": "Boolean", "date32": "Date32"}[t[0]]
+    return {"int64": "Int64", "int32": "Int32", "float64": "Float64", "utf8": "Utf8", "boolean": "Boolean", "date32": "Date32"}[t[0]]
 
 
 class CodecError(Exception):
@@ -228,6 +234,8 @@ def _read_type(field):
         raise CodecError(f"field `{name}` has no type")
     if tag == _TYPE_INT and t.scalar(0, "<i", 0) == 64 and t.scalar(1, "<B", 0):
         return INT64
+    if tag == _TYPE_INT and t.scalar(0, "<i", 0) == 32 and t.scalar(1, "<B", 0):
+        return INT32
     if tag == _TYPE_FLOAT and t.scalar(0, "<h", 0) == 2:
         return FLOAT64
     if tag == _TYPE_UTF8:
@@ -250,6 +258,8 @@ def _type_fields(t):
     kind = t[0]
     if kind == "int64":
         return _TYPE_INT, [("i", 64), ("B", 1)]
+    if kind == "int32":
+        return _TYPE_INT, [("i", 32), ("B", 1)]
     if kind == "float64":
         return _TYPE_FLOAT, [("h", 2)]
     if kind == "utf8":
@@ -335,7 +345,7 @@ def _decode_column(t, rows, node, bufs, body, name):
     if kind in ("int64", "float64"):
         need(vals, 8 * rows)
         out = list(struct.unpack_from(f"<{rows}{'q' if kind == 'int64' else 'd'}", vals, 0))
-    elif kind == "date32":
+    elif kind in ("date32", "int32"):
         need(vals, 4 * rows)
         out = list(struct.unpack_from(f"<{rows}i", vals, 0))
     elif kind == "decimal128":
@@ -368,6 +378,30 @@ def _decode_column(t, rows, node, bufs, body, name):
     return out
 
 
+def _schema_fields(tag, header):
+    """The `(name, type)` of each field of the stream's first message, which must be a schema."""
+    if tag != _HEADER_SCHEMA:
+        raise CodecError("the stream does not start with a schema")
+    if header.scalar(0, "<h", 0) != 0:
+        raise CodecError("the stream is big-endian")
+    return [(f.string(0) or f"column{i}", _read_type(f)) for i, f in enumerate(header.tables(1))]
+
+
+def read_schema(data):
+    """Reads the declared schema a source reader's `configure` gets: an IPC stream holding a
+    schema and no record batch. Returns `[(name, type), ...]` in declared order.
+    Raises `CodecError` (answer it with the WIT error `invalid-config`)."""
+    fields = None
+    for tag, header, _body in _messages(data):
+        if fields is None:
+            fields = _schema_fields(tag, header)
+        else:
+            raise CodecError("the schema stream holds more than a schema")
+    if fields is None:
+        raise CodecError("the stream holds no schema")
+    return fields
+
+
 def read_arguments(data, expected):
     """Reads the argument stream of an `invoke`: its schema must have exactly the types in
     `expected` (a list of types), and it must hold exactly one record batch.
@@ -378,12 +412,7 @@ def read_arguments(data, expected):
     batch = None
     for tag, header, body in _messages(data):
         if schema is None:
-            if tag != _HEADER_SCHEMA:
-                raise CodecError("the stream does not start with a schema")
-            if header.scalar(0, "<h", 0) != 0:
-                raise CodecError("the stream is big-endian")
-            fields = header.tables(1)
-            schema = [(f.string(0) or f"arg{i}", _read_type(f)) for i, f in enumerate(fields)]
+            schema = _schema_fields(tag, header)
             found = [t for _, t in schema]
             if found != list(expected):
                 raise CodecError(
@@ -446,7 +475,7 @@ def _encode_values(t, values):
         return [struct.pack(f"<{len(values)}q", *[0 if v is None else v for v in values])]
     if kind == "float64":
         return [struct.pack(f"<{len(values)}d", *[0.0 if v is None else v for v in values])]
-    if kind == "date32":
+    if kind in ("date32", "int32"):
         return [struct.pack(f"<{len(values)}i", *[0 if v is None else v for v in values])]
     if kind == "decimal128":
         limit = 10 ** t[1]
@@ -477,7 +506,8 @@ def _encode_values(t, values):
 
 def write_batch(columns):
     """An IPC stream of one batch: `columns` is a list of `(name, type, values)`, every
-    `values` list of the same length. Used for results (`write_result`) and by tests."""
+    `values` list of the same length. A function's result (`write_result`) and a source
+    reader's `next-batch` answer. Raises `ValueError` for a value that does not fit its type."""
     rows = len(columns[0][2]) if columns else 0
     for name, t, values in columns:
         if len(values) != rows:

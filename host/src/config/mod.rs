@@ -214,7 +214,6 @@ mod operators;
 mod paths;
 mod raw;
 mod readers;
-pub use readers::refuse_readers_on_workers;
 mod sql;
 mod validate;
 

@@ -10,14 +10,17 @@
 //! (`tables.NAME.format`). The component itself is loaded when the job
 //! starts, as every `[plugins]` entry is: one that is not a source reader
 //! is refused then, naming `plugins.PLUGIN.kind`.
+//!
+//! Such a table is read in embedded tasks and on worker processes alike:
+//! a worker fetches the reader's component by the SHA-256 computed here
+//! (docs/workers.md, "Plugin components on workers").
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use sha2::Digest;
 
+use super::ConfigError;
 use super::validate::Validator;
-use super::{ConfigError, SqlSpec};
 use crate::plugin::{PluginKind, PluginSpec};
 use crate::sql::TableFormat;
 
@@ -85,30 +88,5 @@ impl Validator {
             plugin: name,
             component_sha256,
         })
-    }
-}
-
-/// Refuses the job of `file` (its SQL `sql`) on worker processes when one of its tables is read by
-/// a source-reader plugin: such tables are read in embedded tasks only
-/// (the component does not travel to worker processes yet; docs/sql.md,
-/// "Tables read by a Wasm reader").
-///
-/// # Errors
-///
-/// [`ConfigError::Invalid`] naming the job file and
-/// `tables.NAME.format.reader` of the first such table.
-pub fn refuse_readers_on_workers(file: &Path, sql: Option<&SqlSpec>) -> Result<(), ConfigError> {
-    let table = sql.and_then(|sql| {
-        sql.tables
-            .iter()
-            .find(|t| matches!(t.format, TableFormat::Reader { .. }))
-    });
-    match table {
-        None => Ok(()),
-        Some(t) => Err(ConfigError::Invalid {
-            file: file.to_path_buf(),
-            field: format!("tables.{}.format.reader", t.name),
-            reason: "a table read by a source-reader plugin runs in embedded tasks only: run the job without --external-workers (a reader's component does not travel to worker processes yet)".to_string(),
-        }),
     }
 }

@@ -122,7 +122,7 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
     // High availability: lead before touching the log or any worker.
     let _leadership = match &args.ha {
         None => None,
-        Some(url) => match lead(args, url, cluster.as_deref()) {
+        Some(url) => match lead(args, url, cluster.as_deref(), live.as_ref()) {
             Ok((leadership, fresh_if_last_started)) => {
                 opts.fresh_if_last_started = fresh_if_last_started;
                 opts.fence = Some(leadership.fence());
@@ -276,9 +276,6 @@ fn start_cluster(args: &RunArgs, n: usize) -> Result<crate::remote::Cluster, (u8
         ),
         None => None,
     };
-    // Tables read by a Wasm reader run in embedded tasks only (docs/sql.md).
-    crate::config::refuse_readers_on_workers(&job.file, job.sql.as_ref())
-        .map_err(|e| (EXIT_BAD_INPUT, crate::config::one_line(&e.to_string())))?;
     let mut options = crate::remote::ClusterOptions::new(listen);
     options.tls = tls;
     options.heartbeat_timeout = std::time::Duration::from_millis(args.heartbeat_timeout_ms);
@@ -309,6 +306,7 @@ fn lead(
     args: &RunArgs,
     url: &str,
     cluster: Option<&crate::remote::Cluster>,
+    live: Option<&Arc<crate::ui::LiveJob>>,
 ) -> Result<Led, (u8, String)> {
     let security = args.etcd.security().map_err(|e| (EXIT_BAD_INPUT, e))?;
     let etcd = crate::ha::EtcdUrl::parse(url)
@@ -348,9 +346,14 @@ fn lead(
             .unwrap_or_default(),
     };
     let lost_job = job.clone();
+    // `--ui`: the page says who leads while this one waits.
+    let watch = live.map(|live| super::ui::watch_leader(live.clone(), etcd.clone(), job.clone()));
     let leadership = crate::ha::campaign(
         &options,
         |term, address| {
+            if let Some(live) = live {
+                live.standby(&job, super::ui::standby_view(term, address, &etcd));
+            }
             let who = if address.is_empty() {
                 "another coordinator".to_owned()
             } else {
@@ -370,6 +373,10 @@ fn lead(
         },
     )
     .map_err(|e| (EXIT_FAILED, format!("--ha: {e}")))?;
+    if let Some(live) = live {
+        live.leading();
+    }
+    drop(watch);
     eprintln!(
         "coordhost run: leading job `{job}` (term {}, {etcd})",
         leadership.term()

@@ -64,11 +64,6 @@ pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
     // A SQL job rerun runs the stages its log recorded, never a new plan
     // (docs/sql.md); the plan made while checking the file is dropped.
     super::sql::adopt_recorded_stages(&mut config, &opts.data_dir);
-    // Tables read by a source-reader plugin run in embedded tasks only
-    // (docs/sql.md, "Tables read by a Wasm reader").
-    if opts.external.is_some() {
-        crate::config::refuse_readers_on_workers(&config.file, config.sql.as_ref())?;
-    }
     if let Some(ui) = &opts.ui {
         ui.start(&config.name, &config.graph);
     }

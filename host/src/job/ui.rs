@@ -1,7 +1,8 @@
 //! `coordhost run --ui HOST:PORT` (docs/ui.md): starts the job's page,
 //! `/api/job` and `/metrics` ([`crate::ui::serve`]) before the run, feeds
 //! the [`LiveJob`] from the progress listener (deployments, failures,
-//! parallelism) while the recorder feeds it the events, says at the end how
+//! parallelism) and the plugin call observer (latencies) while the
+//! recorder feeds it the events, says at the end how
 //! the run ended, and keeps serving `--ui-linger-s` seconds after it.
 
 use std::sync::Arc;
@@ -49,7 +50,75 @@ pub(super) fn start(args: &UiArgs, opts: &mut RunOptions) -> Result<Option<Arc<L
         live: live.clone(),
     }));
     opts.ui = Some(live.clone());
+    // One job per process: the first observer stays (none was set before).
+    let _first = crate::plugin::observe_calls(Arc::new(UiCalls(live.clone())));
     Ok(Some(live))
+}
+
+/// The standby's view of leader `term` announcing `address` (empty: it
+/// serves no worker processes) on `etcd`.
+pub(super) fn standby_view(
+    term: u64,
+    address: &str,
+    etcd: &crate::ha::EtcdUrl,
+) -> crate::ui::StandbyView {
+    crate::ui::StandbyView {
+        leader_term: term,
+        leader_address: (!address.is_empty()).then(|| address.to_owned()),
+        etcd: etcd.to_string(),
+    }
+}
+
+/// How often a standby with `--ui` asks etcd who leads.
+const LEADER_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Asks etcd who leads `job` every [`LEADER_POLL`] from a thread of its
+/// own and tells `live` (a standby's page follows a change of leader
+/// while it waits); stops when the returned guard is dropped (this
+/// coordinator leads, or gave up). A failed question is skipped: the page
+/// keeps the last answer.
+pub(super) fn watch_leader(
+    live: Arc<LiveJob>,
+    etcd: crate::ha::EtcdUrl,
+    job: String,
+) -> LeaderWatch {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = stop.clone();
+    let spawned = std::thread::Builder::new()
+        .name("coordhost-ui-leader".to_owned())
+        .spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            while !stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                let asked = runtime.block_on(async {
+                    tokio::time::timeout(LEADER_POLL, crate::ha::leader_address(&etcd, &job)).await
+                });
+                if stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                if let Ok(Ok(Some((term, address)))) = asked {
+                    live.leader_changed(standby_view(term, &address, &etcd));
+                }
+                std::thread::sleep(LEADER_POLL);
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("--ui: cannot watch the leader: {e}");
+    }
+    LeaderWatch(stop)
+}
+
+/// Stops [`watch_leader`]'s thread when dropped.
+pub(super) struct LeaderWatch(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for LeaderWatch {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Tells `live` how the run ended and, with `--ui-linger-s`, keeps the
@@ -84,6 +153,15 @@ pub(super) fn finish(
             args.ui_linger_s
         );
         std::thread::sleep(std::time::Duration::from_secs(args.ui_linger_s));
+    }
+}
+
+/// Plugin call latencies, told to the [`LiveJob`]'s histograms.
+struct UiCalls(Arc<LiveJob>);
+
+impl crate::plugin::CallObserver for UiCalls {
+    fn plugin_call(&self, plugin: &str, call: &'static str, took: std::time::Duration) {
+        self.0.plugin_call(plugin, call, took);
     }
 }
 

@@ -100,8 +100,8 @@ const ENUMERATOR_KNOWN: &str =
     "create, start, add-reader:N, request:N, drain:N, unassigned, snapshot, restore, add-back:N";
 const SHUFFLE_KNOWN: &str = "create, register-job, register:N, produce:N, report, snapshot, restore, release:N, unregister-job";
 
-/// A source reader has no script (yet): `plugin call` prints its kind.
-const READER_KNOWN: &str = "none: `plugin call` prints a source reader's kind and takes no --steps; read a table with it from a SQL job";
+/// A source reader has no script: `plugin call` reads its samples.
+const READER_KNOWN: &str = "none: `plugin call` reads a source reader's --input (and --bad-input) as splits and takes no --steps";
 
 /// A scalar function has no script: `plugin call` prints its signature.
 const FUNCTION_KNOWN: &str =
@@ -251,6 +251,93 @@ pub fn run(
     Ok(ok)
 }
 
+/// Rows of each batch `plugin call` prints of a source reader's answer.
+pub const SHOWN_ROWS: usize = 3;
+
+/// `plugin call` of a source reader: `configure` with the declared schema,
+/// then the whole `--input` read as one split (`open`, then `next-batch`
+/// until `none`), then the `--bad-input` if given, each answer printed (the
+/// batch count, each batch's rows, its first [`SHOWN_ROWS`] rows). Returns
+/// `Ok(true)` when every read gave batches; a read answered with an error
+/// is printed and ends the transcript (a bad input is meant to end so).
+///
+/// # Errors
+/// [`BadStep`] for any `--steps` (a reader has no script), or the error of
+/// writing to `out`.
+pub fn run_reader(
+    plugin: &LoadedPlugin,
+    sample: &super::ReaderSample,
+    steps: Option<&str>,
+    out: &mut dyn std::io::Write,
+) -> Result<bool, CallError> {
+    if let Some(steps) = steps {
+        parse(steps, PluginKind::SourceReader)?;
+    }
+    let schema = super::reader_checks::show_schema(&sample.schema);
+    writeln!(
+        out,
+        "{}: {} plugin (WIT {}@{})",
+        plugin.spec().path.display(),
+        PluginKind::SourceReader,
+        crate::plugin::bindings::READER_PACKAGE,
+        plugin.wit_version()
+    )?;
+    writeln!(
+        out,
+        "configure(config {:?}, schema {schema})",
+        plugin.spec().config
+    )?;
+    let reader = match plugin.source_reader(super::reader_checks::TABLE, sample.schema.clone()) {
+        Ok(r) => r,
+        Err(e) => {
+            writeln!(out, "  -> error: {}", show_error(&e))?;
+            return Ok(false);
+        }
+    };
+    if let Err(e) = reader.warm_up() {
+        writeln!(out, "  -> error: {}", show_error(&e))?;
+        return Ok(false);
+    }
+    writeln!(out, "  -> ok")?;
+    let files = std::iter::once(("input", &sample.input))
+        .chain(sample.bad_input.as_ref().map(|bad| ("bad-input", bad)));
+    for (id, path) in files {
+        let split = match super::reader_checks::whole(id, path) {
+            Ok(s) => s,
+            Err(m) => {
+                writeln!(out, "  -> error: {m}")?;
+                return Ok(false);
+            }
+        };
+        writeln!(
+            out,
+            "open({}), then next-batch until none",
+            show_split_data(&split)
+        )?;
+        match reader.read_split(&split) {
+            Ok(batches) => {
+                for (n, batch) in batches.iter().enumerate() {
+                    writeln!(out, "  -> batch {}: {} rows", n + 1, batch.num_rows())?;
+                    for i in 0..batch.num_rows().min(SHOWN_ROWS) {
+                        writeln!(out, "     {}", super::reader_checks::show_row(batch, i))?;
+                    }
+                }
+                writeln!(
+                    out,
+                    "  -> none: {} batches, {} rows",
+                    batches.len(),
+                    super::reader_checks::rows(&batches)
+                )?;
+            }
+            Err(e) => {
+                writeln!(out, "  -> error: {}", show_error(&e))?;
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}
+
 /// Why `plugin call` could not run its script.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
@@ -279,6 +366,24 @@ fn show_split(split: &Split) -> String {
         SplitPayload::FileRange(r) => format!(
             "{} file-range {} [{}, +{})",
             split.id, r.path, r.start, r.length
+        ),
+    }
+}
+
+/// A split as a source reader gets it, as [`show_split`] shows one.
+fn show_split_data(split: &crate::value::SplitData) -> String {
+    match &split.payload {
+        crate::value::SplitPayloadData::Inline(text) => {
+            format!("{} inline {}", split.id, show_text(text))
+        }
+        crate::value::SplitPayloadData::FileRange {
+            path,
+            start,
+            length,
+        } => format!(
+            "{} file-range {} [{start}, +{length})",
+            split.id,
+            path.display()
         ),
     }
 }

@@ -22,6 +22,8 @@ pub enum KindArg {
     ShuffleMaster,
     /// World `scalar-function-plugin` (package `coordhost:function`).
     ScalarFunction,
+    /// World `source-reader-plugin` (package `coordhost:reader`).
+    SourceReader,
 }
 
 impl From<KindArg> for PluginKind {
@@ -30,6 +32,7 @@ impl From<KindArg> for PluginKind {
             KindArg::SplitEnumerator => Self::SplitEnumerator,
             KindArg::ShuffleMaster => Self::ShuffleMaster,
             KindArg::ScalarFunction => Self::ScalarFunction,
+            KindArg::SourceReader => Self::SourceReader,
         }
     }
 }
@@ -66,6 +69,30 @@ pub struct LoadArgs {
     /// A folder granted writable to the plugin (absolute; repeatable).
     #[arg(long = "grant-rw", value_name = "DIR")]
     pub grants_rw: Vec<PathBuf>,
+    /// A source reader's declared column `NAME=TYPE`, in order (repeat for
+    /// each; the types of a job file's `schema`: bigint, int, double,
+    /// varchar, date, boolean, decimal(P,S)).
+    #[arg(long = "column", value_name = "NAME=TYPE", value_parser = parse_pair)]
+    pub columns: Vec<(String, String)>,
+    /// A source reader's sample: a file of records it reads (copied into
+    /// the scratch folder and read as splits).
+    #[arg(long, value_name = "FILE")]
+    pub input: Option<PathBuf>,
+    /// A source reader's bad sample: a file holding a record that is not
+    /// the format, which the reader must refuse with `invalid-split`.
+    #[arg(long = "bad-input", value_name = "FILE")]
+    pub bad_input: Option<PathBuf>,
+}
+
+impl LoadArgs {
+    /// The source-reader options.
+    fn reader_inputs(&self) -> super::ReaderInputs {
+        super::ReaderInputs {
+            columns: self.columns.clone(),
+            input: self.input.clone(),
+            bad_input: self.bad_input.clone(),
+        }
+    }
 }
 
 /// Options of `plugin call`.
@@ -147,6 +174,7 @@ fn load(args: &LoadArgs, cache_dir: Option<PathBuf>) -> Result<Prepared, ExitCod
         &args.config,
         &args.grants,
         &args.grants_rw,
+        &args.reader_inputs(),
     )
     .map_err(|e| {
         let code = match &e {
@@ -191,7 +219,13 @@ pub fn call_command(args: &CallArgs, cache_dir: Option<PathBuf>) -> ExitCode {
         Err(code) => return code,
     };
     let mut out = std::io::stdout().lock();
-    match super::call::run(&prepared.plugin, steps.as_deref(), &mut out) {
+    let ran = match &prepared.reader {
+        Some(sample) => {
+            super::call::run_reader(&prepared.plugin, sample, steps.as_deref(), &mut out)
+        }
+        None => super::call::run(&prepared.plugin, steps.as_deref(), &mut out),
+    };
+    match ran {
         Ok(true) => ExitCode::from(EXIT_OK),
         Ok(false) => ExitCode::from(EXIT_FAILED),
         Err(super::call::CallError::BadStep(e)) => fail(&e.to_string(), EXIT_BAD_INPUT),
@@ -205,14 +239,19 @@ pub fn test_command(args: &LoadArgs, cache_dir: Option<PathBuf>) -> ExitCode {
         Ok(p) => p,
         Err(code) => return code,
     };
-    let report = super::conformance::run(&prepared.plugin);
-    // A scalar function has no snapshots: its header line is its signature.
-    let about = match prepared.plugin.function_signature() {
-        Some(sig) => format!("signature: {}", super::function_checks::show_signature(sig)),
-        None if prepared.plugin.supports_batch_snapshot() => {
+    let report = super::conformance::run_reader(&prepared.plugin, prepared.reader.as_ref());
+    // A scalar function has no snapshots: its header line is its signature;
+    // a source reader's is its declared schema.
+    let about = match (prepared.plugin.function_signature(), &prepared.reader) {
+        (Some(sig), _) => format!("signature: {}", super::function_checks::show_signature(sig)),
+        (None, Some(sample)) => format!(
+            "declared schema: {}",
+            super::reader_checks::show_schema(&sample.schema)
+        ),
+        (None, None) if prepared.plugin.supports_batch_snapshot() => {
             "batch snapshots: supported".to_string()
         }
-        None => "batch snapshots: not supported".to_string(),
+        (None, None) => "batch snapshots: not supported".to_string(),
     };
     println!("{}: {} plugin, {about}", args.file.display(), report.kind);
     println!("{report}");

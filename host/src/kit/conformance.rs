@@ -11,7 +11,8 @@
 //! counts as passed; its counterpart (snapshot calls give an error value,
 //! not a trap) runs instead. The idea is Flink's connector testing framework
 //! (`SourceTestSuiteBase`): one suite, any implementation. The checks of a
-//! scalar function are in [`super::function_checks`].
+//! scalar function are in [`super::function_checks`], those of a source
+//! reader in [`super::reader_checks`].
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -96,23 +97,35 @@ impl fmt::Display for Report {
 
 /// Runs every check of `plugin`'s kind. The plugin's spec (configuration,
 /// granted directories, limits) is used as loaded; a split enumerator's
-/// configuration must give at least one split.
+/// configuration must give at least one split. A source reader is checked
+/// on its sample ([`run_reader`]); here it has none and fails one check
+/// that says so.
 pub fn run(plugin: &LoadedPlugin) -> Report {
+    run_reader(plugin, None)
+}
+
+/// [`run`], with a source reader's declared schema and sample files
+/// (`sample` is ignored for the other kinds): the checks of
+/// [`super::reader_checks`].
+pub fn run_reader(plugin: &LoadedPlugin, sample: Option<&super::ReaderSample>) -> Report {
     let kind = plugin.spec().kind;
     let (checks, not_run) = match kind {
         PluginKind::SplitEnumerator => enumerator_checks(plugin),
         PluginKind::ShuffleMaster => (shuffle_checks(plugin), None),
         PluginKind::ScalarFunction => (super::function_checks::checks(plugin), None),
-        PluginKind::SourceReader => (
-            vec![Check {
-                name: "source-reader-checks",
-                about: "the contract checks of a source reader (batches of the declared schema, errors, traps)",
-                outcome: Outcome::Failed(
-                    "`plugin test` has no checks for source readers yet; read a table with it from a SQL job (docs/write-a-plugin.md, \"Source readers\")".to_string(),
-                ),
-            }],
-            None,
-        ),
+        PluginKind::SourceReader => match sample {
+            Some(sample) => (super::reader_checks::checks(plugin, sample), None),
+            None => (
+                vec![Check {
+                    name: "configure-accepts-the-schema",
+                    about: "`configure` of a fresh instance takes the configuration and the declared schema",
+                    outcome: Outcome::Failed(
+                        "a source reader is checked on a sample: give --column NAME=TYPE (each declared column) and --input FILE".to_string(),
+                    ),
+                }],
+                None,
+            ),
+        },
     };
     Report {
         kind,

@@ -11,7 +11,11 @@
 //! replaced by its path; it is granted read-only to a split enumerator
 //! (holding three small text files, `a.txt`, `b.txt`, `c.txt`, so a file
 //! enumerator has something to list) and writable to a shuffle master,
-//! whose configuration is `root = ${tmp}` when none is given.
+//! whose configuration is `root = ${tmp}` when none is given. A source
+//! reader is given its declared schema (`--column NAME=TYPE`) and sample
+//! files (`--input`, `--bad-input`), copied into the scratch folder, which
+//! is granted read-only: the checks of [`reader_checks`] read them as
+//! splits.
 
 pub mod call;
 pub mod check;
@@ -19,8 +23,13 @@ pub mod command;
 pub mod conformance;
 pub mod function_checks;
 pub mod new;
+pub mod reader_checks;
 
 use std::path::{Path, PathBuf};
+
+use std::sync::Arc;
+
+use arrow_schema::{Field, Schema, SchemaRef};
 
 use crate::plugin::{DirGrant, LoadedPlugin, PluginError, PluginHost, PluginKind, PluginSpec};
 
@@ -41,6 +50,41 @@ pub struct Prepared {
     pub plugin: LoadedPlugin,
     /// The scratch folder.
     pub scratch: tempfile::TempDir,
+    /// A source reader's declared schema and sample files; `None` for
+    /// other kinds.
+    pub reader: Option<ReaderSample>,
+}
+
+/// What a source reader is tested with, as given on the command line:
+/// `--column NAME=TYPE` (repeatable, in declared order; the types of a job
+/// file's `schema`, docs/sql.md), `--input FILE`, `--bad-input FILE`.
+#[derive(Debug, Clone, Default)]
+pub struct ReaderInputs {
+    /// The declared columns, `(name, SQL type)`, in order.
+    pub columns: Vec<(String, String)>,
+    /// A file of good records.
+    pub input: Option<PathBuf>,
+    /// A file holding a record the reader must refuse (`invalid-split`).
+    pub bad_input: Option<PathBuf>,
+}
+
+impl ReaderInputs {
+    /// Whether any reader option was given.
+    fn given(&self) -> bool {
+        !self.columns.is_empty() || self.input.is_some() || self.bad_input.is_some()
+    }
+}
+
+/// A source reader's declared schema and its sample files, copied into the
+/// scratch folder (granted read-only to the reader).
+#[derive(Debug, Clone)]
+pub struct ReaderSample {
+    /// The declared schema: every column nullable, as a SQL job declares it.
+    pub schema: SchemaRef,
+    /// The copy of `--input` in the scratch folder (absolute).
+    pub input: PathBuf,
+    /// The copy of `--bad-input` in the scratch folder, if one was given.
+    pub bad_input: Option<PathBuf>,
 }
 
 /// Why the kit could not load a plugin.
@@ -67,11 +111,129 @@ pub enum PrepareError {
     /// Loading failed (not a component, wrong world, ...).
     #[error(transparent)]
     Plugin(#[from] PluginError),
+    /// A source reader was given no `--column` or no `--input`, or a
+    /// plugin of another kind was given one of them.
+    #[error("{option}: {reason}")]
+    ReaderOption {
+        /// The option (`--column`, `--input`, `--bad-input`).
+        option: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A `--column` type is not one a table may declare.
+    #[error(
+        "--column {name}={ty}: not a column type; use one of {}",
+        crate::sql::SqlType::NAMES
+    )]
+    ColumnType {
+        /// The column name.
+        name: String,
+        /// The type as given.
+        ty: String,
+    },
+    /// A sample file could not be read or copied into the scratch folder.
+    #[error("{option} {}: {reason}", path.display())]
+    Sample {
+        /// `--input` or `--bad-input`.
+        option: &'static str,
+        /// The file as given.
+        path: PathBuf,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// Most bytes of a sample file (`--input`, `--bad-input`): 64 MiB; the
+/// checks read it several times.
+pub const MAX_SAMPLE_BYTES: u64 = 64 << 20;
+
+/// The declared schema of `columns`, each nullable.
+fn declared_schema(columns: &[(String, String)]) -> Result<SchemaRef, PrepareError> {
+    let mut fields = Vec::with_capacity(columns.len());
+    for (name, ty) in columns {
+        if name.is_empty() || fields.iter().any(|f: &Field| f.name() == name) {
+            return Err(PrepareError::ReaderOption {
+                option: "--column",
+                reason: format!("`{name}`: give each column a name, once"),
+            });
+        }
+        let parsed =
+            crate::sql::SqlType::parse(name, ty).map_err(|_| PrepareError::ColumnType {
+                name: name.clone(),
+                ty: ty.clone(),
+            })?;
+        fields.push(Field::new(name, parsed.data_type().clone(), true));
+    }
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+/// Copies sample `path` into `scratch` as `name`; the copy's path.
+fn copy_sample(
+    option: &'static str,
+    path: &Path,
+    scratch: &Path,
+    name: &str,
+) -> Result<PathBuf, PrepareError> {
+    let bad = |reason: String| PrepareError::Sample {
+        option,
+        path: path.to_path_buf(),
+        reason,
+    };
+    let bytes =
+        crate::files::read_regular_file(path, MAX_SAMPLE_BYTES).map_err(|e| bad(e.to_string()))?;
+    let to = scratch.join(name);
+    std::fs::write(&to, bytes)
+        .map_err(|e| bad(format!("cannot copy it into the scratch folder: {e}")))?;
+    Ok(to)
+}
+
+/// The reader sample of a source reader: the schema and both files
+/// copied into `scratch` (`input-NAME`, `bad-NAME`).
+fn reader_sample(inputs: &ReaderInputs, scratch: &Path) -> Result<ReaderSample, PrepareError> {
+    if inputs.columns.is_empty() {
+        return Err(PrepareError::ReaderOption {
+            option: "--column",
+            reason: "a source reader is tested against a declared schema: give each column as --column NAME=TYPE, in order".into(),
+        });
+    }
+    let schema = declared_schema(&inputs.columns)?;
+    let Some(input) = &inputs.input else {
+        return Err(PrepareError::ReaderOption {
+            option: "--input",
+            reason: "a source reader is tested on a sample: give a file of records it reads as --input FILE".into(),
+        });
+    };
+    let file_name = |p: &Path| {
+        p.file_name()
+            .map_or_else(|| "sample".into(), |n| n.to_string_lossy().into_owned())
+    };
+    let input = copy_sample(
+        "--input",
+        input,
+        scratch,
+        &format!("input-{}", file_name(input)),
+    )?;
+    let bad_input = match &inputs.bad_input {
+        Some(p) => Some(copy_sample(
+            "--bad-input",
+            p,
+            scratch,
+            &format!("bad-{}", file_name(p)),
+        )?),
+        None => None,
+    };
+    Ok(ReaderSample {
+        schema,
+        input,
+        bad_input,
+    })
 }
 
 /// Loads `path` for `plugin call` / `plugin test`: detects its kind, makes
 /// the scratch folder, expands `${tmp}` in `config`, grants the scratch
-/// folder and `grants` (read-only) and `grants_rw` (writable).
+/// folder and `grants` (read-only) and `grants_rw` (writable). A source
+/// reader needs `reader`'s columns and input (copied into the scratch
+/// folder); another kind takes none of them.
 ///
 /// # Errors
 /// [`PrepareError`].
@@ -81,6 +243,7 @@ pub fn prepare(
     config: &[(String, String)],
     grants: &[PathBuf],
     grants_rw: &[PathBuf],
+    reader: &ReaderInputs,
 ) -> Result<Prepared, PrepareError> {
     // The grants first: a refused one leaves nothing behind.
     for (list, option) in [(grants, "--grant"), (grants_rw, "--grant-rw")] {
@@ -109,6 +272,24 @@ pub fn prepare(
             std::fs::write(scratch.path().join(name), text).map_err(PrepareError::Scratch)?;
         }
     }
+    let sample = if kind == PluginKind::SourceReader {
+        Some(reader_sample(reader, scratch.path())?)
+    } else if reader.given() {
+        return Err(PrepareError::ReaderOption {
+            option: if !reader.columns.is_empty() {
+                "--column"
+            } else if reader.input.is_some() {
+                "--input"
+            } else {
+                "--bad-input"
+            },
+            reason: format!(
+                "only a source reader takes --column, --input and --bad-input; this is a {kind} plugin"
+            ),
+        });
+    } else {
+        None
+    };
     let mut config = config.to_vec();
     if config.is_empty() && kind == PluginKind::ShuffleMaster {
         config.push(("root".into(), TMP_PLACEHOLDER.into()));
@@ -133,5 +314,9 @@ pub fn prepare(
     spec.config = config;
     spec.dirs = dirs;
     let plugin = host.load(&spec)?;
-    Ok(Prepared { plugin, scratch })
+    Ok(Prepared {
+        plugin,
+        scratch,
+        reader: sample,
+    })
 }

@@ -7,9 +7,14 @@
 //! (`plugins/Cargo.toml` for wit-bindgen, `plugins/languages.mk` for
 //! componentize-py, `plugins/js-enumerator/package.json` for
 //! componentize-js and preview2-shim, `plugins/js-function/package.json`
-//! for apache-arrow). The Python scalar-function template ships the
-//! pure-Python Arrow IPC codec of the Python sample,
-//! `plugins/py-arrow/arrow_ipc.py`, as it is.
+//! for apache-arrow). The Python scalar-function and source-reader
+//! templates ship the pure-Python Arrow IPC codec of the Python samples,
+//! `plugins/py-arrow/arrow_ipc.py`, as it is; the C one ships the C codec
+//! of the C sample, `plugins/c-arrow/arrow_ipc.{c,h}`, as it is, and pins
+//! wit-bindgen-cli and wasm-tools as `scripts/install-c-deps.sh` does. A
+//! project gets the WIT of its kind: `wit/types.wit` (`coordhost:plugin`),
+//! `wit/function.wit` (`coordhost:function`) or `wit/reader.wit`
+//! (`coordhost:reader`).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -21,6 +26,9 @@ pub const WIT_TYPES: &str = include_str!("../../../wit/types.wit");
 /// The scalar-function contract (`coordhost:function`), written into a new
 /// scalar-function project as `wit/function.wit`.
 pub const WIT_FUNCTION: &str = include_str!("../../../wit/function/function.wit");
+/// The source-reader contract (`coordhost:reader`), written into a new
+/// source-reader project as `wit/reader.wit`.
+pub const WIT_READER: &str = include_str!("../../../wit/reader/reader.wit");
 
 const PLUGINS_CARGO: &str = include_str!("../../../plugins/Cargo.toml");
 const LANGUAGES_MK: &str = include_str!("../../../plugins/languages.mk");
@@ -29,6 +37,14 @@ const JS_FUNCTION_PACKAGE: &str = include_str!("../../../plugins/js-function/pac
 /// The pure-Python Arrow IPC codec (`plugins/py-arrow/arrow_ipc.py`), shipped
 /// in a Python scalar-function project as `arrow_ipc.py`.
 pub const PY_ARROW_CODEC: &str = include_str!("../../../plugins/py-arrow/arrow_ipc.py");
+/// The C Arrow IPC codec (`plugins/c-arrow/arrow_ipc.c` and its header),
+/// shipped in a C scalar-function project as `arrow_ipc.c` and `arrow_ipc.h`.
+pub const C_ARROW_CODEC: [&str; 2] = [
+    include_str!("../../../plugins/c-arrow/arrow_ipc.c"),
+    include_str!("../../../plugins/c-arrow/arrow_ipc.h"),
+];
+/// The script that installs the C toolchain and pins its crates.io tools.
+const C_DEPS: &str = include_str!("../../../scripts/install-c-deps.sh");
 
 /// The language of a project.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -39,6 +55,9 @@ pub enum Lang {
     Python,
     /// JavaScript with componentize-js.
     Js,
+    /// C with `wit-bindgen c`, compiled by clang-19 for `wasm32-wasi` and
+    /// made a component by `wasm-tools component new`.
+    C,
 }
 
 impl fmt::Display for Lang {
@@ -47,6 +66,7 @@ impl fmt::Display for Lang {
             Self::Rust => "rust",
             Self::Python => "python",
             Self::Js => "js",
+            Self::C => "c",
         })
     }
 }
@@ -90,12 +110,65 @@ const PYTHON_SCALAR_FUNCTION: &[TemplateFile] = &[
 ];
 const JS_SCALAR_FUNCTION: &[TemplateFile] = template!("js-scalar-function":
     "function.js", "build.mjs", "package.json", "README.md", ".gitignore");
+const RUST_SOURCE_READER: &[TemplateFile] = template!("rust-source-reader":
+    "Cargo.toml", "Cargo.lock", "src/lib.rs", "README.md", ".gitignore", "sample.log",
+    "bad-sample.log");
+const PYTHON_SOURCE_READER: &[TemplateFile] = &[
+    (
+        "app.py",
+        include_str!("../../../templates/python-source-reader/app.py"),
+    ),
+    (
+        "source_reader.py",
+        include_str!("../../../templates/python-source-reader/source_reader.py"),
+    ),
+    (
+        "README.md",
+        include_str!("../../../templates/python-source-reader/README.md"),
+    ),
+    (
+        ".gitignore",
+        include_str!("../../../templates/python-source-reader/.gitignore"),
+    ),
+    (
+        "sample.log",
+        include_str!("../../../templates/python-source-reader/sample.log"),
+    ),
+    (
+        "bad-sample.log",
+        include_str!("../../../templates/python-source-reader/bad-sample.log"),
+    ),
+    ("arrow_ipc.py", PY_ARROW_CODEC),
+];
+const JS_SOURCE_READER: &[TemplateFile] = template!("js-source-reader":
+    "reader.js", "build.mjs", "package.json", "README.md", ".gitignore", "sample.log",
+    "bad-sample.log");
+const C_SCALAR_FUNCTION: &[TemplateFile] = &[
+    (
+        "function.c",
+        include_str!("../../../templates/c-scalar-function/function.c"),
+    ),
+    (
+        "Makefile",
+        include_str!("../../../templates/c-scalar-function/Makefile"),
+    ),
+    (
+        "README.md",
+        include_str!("../../../templates/c-scalar-function/README.md"),
+    ),
+    (
+        ".gitignore",
+        include_str!("../../../templates/c-scalar-function/.gitignore"),
+    ),
+    ("arrow_ipc.c", C_ARROW_CODEC[0]),
+    ("arrow_ipc.h", C_ARROW_CODEC[1]),
+];
 
 /// The languages that have a template of `kind`, for messages.
 fn template_langs(kind: PluginKind) -> &'static str {
     match kind {
-        PluginKind::ScalarFunction => "--lang rust, --lang python and --lang js",
-        PluginKind::SourceReader => "no language yet",
+        PluginKind::ScalarFunction => "--lang rust, --lang python, --lang js and --lang c",
+        PluginKind::SourceReader => "--lang rust, --lang python and --lang js",
         _ => "--lang rust and --lang python",
     }
 }
@@ -112,7 +185,14 @@ fn template(lang: Lang, kind: PluginKind) -> Option<&'static [TemplateFile]> {
         (Lang::Rust, PluginKind::ScalarFunction) => Some(RUST_SCALAR_FUNCTION),
         (Lang::Python, PluginKind::ScalarFunction) => Some(PYTHON_SCALAR_FUNCTION),
         (Lang::Js, PluginKind::ScalarFunction) => Some(JS_SCALAR_FUNCTION),
-        (_, PluginKind::SourceReader) => None,
+        (Lang::Rust, PluginKind::SourceReader) => Some(RUST_SOURCE_READER),
+        (Lang::Python, PluginKind::SourceReader) => Some(PYTHON_SOURCE_READER),
+        (Lang::Js, PluginKind::SourceReader) => Some(JS_SOURCE_READER),
+        (Lang::C, PluginKind::ScalarFunction) => Some(C_SCALAR_FUNCTION),
+        (
+            Lang::C,
+            PluginKind::SplitEnumerator | PluginKind::ShuffleMaster | PluginKind::SourceReader,
+        ) => None,
     }
 }
 
@@ -171,7 +251,7 @@ fn pinned<'a>(text: &'a str, after: &str, end: char) -> &'a str {
 }
 
 /// The tool versions the templates pin: `(placeholder, version)`.
-pub fn pinned_versions() -> [(&'static str, &'static str); 6] {
+pub fn pinned_versions() -> [(&'static str, &'static str); 8] {
     [
         (
             "wit_bindgen",
@@ -194,6 +274,11 @@ pub fn pinned_versions() -> [(&'static str, &'static str); 6] {
             pinned(JS_FUNCTION_PACKAGE, "\"apache-arrow\": \"", '"'),
         ),
         ("wit_version", WIT_VERSION),
+        (
+            "wit_bindgen_cli",
+            pinned(C_DEPS, "WIT_BINDGEN_VERSION=", '\n'),
+        ),
+        ("wasm_tools", pinned(C_DEPS, "WASM_TOOLS_VERSION=", '\n')),
     ]
 }
 
@@ -281,10 +366,11 @@ pub fn create(
     }
     let mut written = Vec::new();
     // A scalar function's contract is the package `coordhost:function`.
-    let wit: TemplateFile = if kind == PluginKind::ScalarFunction {
-        ("wit/function.wit", WIT_FUNCTION)
-    } else {
-        ("wit/types.wit", WIT_TYPES)
+    let wit: TemplateFile = match kind {
+        PluginKind::ScalarFunction => ("wit/function.wit", WIT_FUNCTION),
+        // A source reader's contract is the package `coordhost:reader`.
+        PluginKind::SourceReader => ("wit/reader.wit", WIT_READER),
+        _ => ("wit/types.wit", WIT_TYPES),
     };
     for (rel, text) in files.iter().chain(std::iter::once(&wit)) {
         let path = dir.join(rel);
@@ -292,7 +378,7 @@ pub fn create(
             std::fs::create_dir_all(folder).map_err(write_error(folder))?;
         }
         // The WIT and the codec are copied as they are.
-        let body = if *rel == wit.0 || *text == PY_ARROW_CODEC {
+        let body = if *rel == wit.0 || *text == PY_ARROW_CODEC || C_ARROW_CODEC.contains(text) {
             (*text).to_string()
         } else {
             render(text, name)
@@ -328,8 +414,16 @@ mod tests {
             RUST_SCALAR_FUNCTION,
             PYTHON_SCALAR_FUNCTION,
             JS_SCALAR_FUNCTION,
+            RUST_SOURCE_READER,
+            PYTHON_SOURCE_READER,
+            JS_SOURCE_READER,
+            C_SCALAR_FUNCTION,
         ] {
             for (rel, text) in files {
+                // The C codec is copied as it is (its array initialisers hold `{{`).
+                if C_ARROW_CODEC.contains(text) {
+                    continue;
+                }
                 let out = render(text, "my-plugin");
                 assert!(!out.contains("{{"), "{rel}: {out}");
             }

@@ -98,7 +98,9 @@ impl Fault {
 }
 
 /// Turns the outcome of a call on a store into the wrapper's result; a
-/// fault is reported as `Err(Fault)` for the wrapper to handle.
+/// fault is reported as `Err(Fault)` for the wrapper to handle. Tells the
+/// [`super::observe`] observer, if any, how long the call took (since
+/// [`arm_deadline`]).
 pub(crate) fn settle<R, E>(
     store: &Store<PluginState>,
     loaded: &LoadedInner,
@@ -108,6 +110,14 @@ pub(crate) fn settle<R, E>(
 where
     E: Into<super::PluginFailure>,
 {
+    if let Some(observer) = super::observe::observer()
+        && let Some(started) = store
+            .data()
+            .call_deadline
+            .and_then(|d| d.checked_sub(loaded.spec.limits.call_timeout))
+    {
+        observer.plugin_call(&loaded.spec.name, call, started.elapsed());
+    }
     match outcome {
         Ok(Ok(value)) => Ok(Ok(value)),
         Ok(Err(error)) => Ok(Err(PluginError::Returned {

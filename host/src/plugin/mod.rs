@@ -29,6 +29,7 @@ mod enumerator;
 mod error;
 mod function;
 mod instance;
+mod observe;
 mod open_guard;
 mod output;
 mod pool;
@@ -61,8 +62,11 @@ pub use enumerator::SplitEnumerator;
 pub use error::PluginError;
 pub(crate) use function::query_signatures;
 pub use function::{FunctionSignature, MAX_FUNCTION_ARGUMENTS, ScalarFunction};
+pub use observe::{CallObserver, observe_calls};
 pub use output::{MAX_MESSAGE_BYTES, one_line};
-pub use reader::{MAX_BATCH_BYTES, MAX_SPLIT_BATCHES, MAX_SPLIT_BYTES, SourceReader};
+pub use reader::{
+    INVALID_SPLIT_PREFIX, MAX_BATCH_BYTES, MAX_SPLIT_BATCHES, MAX_SPLIT_BYTES, SourceReader,
+};
 pub use shuffle::{JobShuffleContext, ShuffleMaster};
 
 use bindings::enumerator::{SplitEnumeratorPlugin, SplitEnumeratorPluginPre};

@@ -51,11 +51,17 @@ struct Live {
     world: SourceReaderPlugin,
 }
 
+/// How a reader's `invalid-split` error value begins once it is the host's
+/// [`PluginFailure::Other`] (the host's failure type has no case of its
+/// own for it): `invalid split: ` and then the reader's words. `plugin
+/// test` (`crate::kit`) tells `invalid-split` from `other` by it.
+pub const INVALID_SPLIT_PREFIX: &str = "invalid split: ";
+
 /// A reader's error value as the plugin host's failure type.
 fn failure(e: wit::Error) -> PluginFailure {
     match e {
         wit::Error::InvalidConfig(m) => PluginFailure::InvalidConfig(m),
-        wit::Error::InvalidSplit(m) => PluginFailure::Other(format!("invalid split: {m}")),
+        wit::Error::InvalidSplit(m) => PluginFailure::Other(format!("{INVALID_SPLIT_PREFIX}{m}")),
         wit::Error::Io(m) => PluginFailure::Io(m),
         wit::Error::Other(m) => PluginFailure::Other(m),
     }

@@ -123,12 +123,14 @@ pub enum ClusterEvent {
 
 type EventFn = Arc<dyn Fn(ClusterEvent) + Send + Sync>;
 
-/// A scalar function's component that workers may fetch
-/// ([`Cluster::serve_components`]).
+/// A component of the job that workers may fetch
+/// ([`Cluster::serve_components`]), whatever its kind: a scalar
+/// function's, a source reader's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServedComponent {
-    /// The function's name (for messages).
-    pub function: String,
+    /// What it is, for messages: `scalar function `tax``, `source reader
+    /// `fixed``.
+    pub plugin: String,
     /// Lowercase hex SHA-256 of the bytes the job was checked with.
     pub sha256: String,
     /// The component file.
@@ -458,10 +460,11 @@ impl Cluster {
         *lock(&self.shared.events) = Some(Arc::new(f));
     }
 
-    /// Makes `components` (the job's scalar functions) the ones workers
-    /// may fetch with `FetchComponent`, replacing any earlier ones: a
-    /// worker asks by SHA-256 and gets the file's bytes only while they
-    /// still have that hash.
+    /// Makes `components` (those of the job's scalar functions and source
+    /// readers) the ones workers may fetch with `FetchComponent`, replacing
+    /// any earlier ones: a worker asks by SHA-256 and gets the file's bytes
+    /// only while they still have that hash. Two plugins of one component
+    /// are served once.
     pub fn serve_components(&self, components: Vec<ServedComponent>) {
         *lock(&self.shared.components) = components
             .into_iter()
@@ -1267,7 +1270,7 @@ impl coordinator_server::Coordinator for Service {
             .cloned()
             .ok_or_else(|| {
                 Status::not_found(format!(
-                    "no scalar function of this job has a component of sha256 `{}`",
+                    "no scalar function or source reader of this job has a component of sha256 `{}`",
                     crate::plugin::one_line(&req.sha256, 80)
                 ))
             })?;
@@ -1288,9 +1291,9 @@ fn component_bytes(served: &ServedComponent) -> Result<Vec<u8>, Status> {
     let bytes = crate::files::read_regular_file(&served.path, crate::files::MAX_COMPONENT_BYTES)
         .map_err(|e| {
             Status::failed_precondition(format!(
-                "the component {} of scalar function `{}` cannot be read: {e}",
+                "the component {} of {} cannot be read: {e}",
                 served.path.display(),
-                served.function
+                served.plugin
             ))
         })?;
     let now: String = sha2::Sha256::digest(&bytes)
@@ -1299,9 +1302,9 @@ fn component_bytes(served: &ServedComponent) -> Result<Vec<u8>, Status> {
         .collect();
     if now != served.sha256 {
         return Err(Status::failed_precondition(format!(
-            "the component {} of scalar function `{}` changed since the job was checked: its sha256 is now {now}, the job's is {}",
+            "the component {} of {} changed since the job was checked: its sha256 is now {now}, the job's is {}",
             served.path.display(),
-            served.function,
+            served.plugin,
             served.sha256
         )));
     }

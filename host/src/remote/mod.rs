@@ -15,18 +15,26 @@
 //!   the attempt is not current or the worker was given up), deployment
 //!   and release of partitions.
 //! - [`task`]: what one attempt needs, as it crosses the wire.
-//! - `functions`: a worker's scalar functions (issue 27, item 3): each
-//!   component fetched from the coordinator once by its SHA-256, checked,
-//!   compiled once into the worker's compiled-component cache, and its
-//!   instances reused across the worker's tasks.
+//! - `components`: the plugin components a worker's tasks need, whatever
+//!   their kind (issue 27, item 3): each fetched from the coordinator once
+//!   by its SHA-256, checked, compiled once into the worker's
+//!   compiled-component cache. `functions` (scalar functions, loaded at
+//!   their first call) and `readers` (the source readers of the tables a
+//!   scan reads, loaded before the task runs) use it, and keep what they
+//!   loaded, with its idle instances, across the worker's tasks.
 //!
 //! docs/workers.md tells the story, with the failure cases.
 
 pub mod cluster;
+mod components;
 mod functions;
+mod readers;
 pub mod task;
 pub mod worker;
 
 pub use cluster::{Cluster, ClusterEvent, ClusterOptions, ServedComponent};
-pub use task::{RemoteFunction, RemoteInput, RemoteOutput, RemoteTask, RemoteVertex};
+pub use task::{
+    RemoteComponent, RemoteFunction, RemoteInput, RemoteOutput, RemoteReader, RemoteTask,
+    RemoteVertex,
+};
 pub use worker::{WorkerOptions, run_worker};

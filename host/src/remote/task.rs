@@ -31,33 +31,36 @@ pub struct RemoteVertex {
     /// The job's scalar functions (`[functions.NAME]`, docs/sql.md): a
     /// stage plan calls them by name; the worker binds each name to the
     /// component of this hash, fetched from the coordinator when it has
-    /// none (docs/workers.md, "Scalar functions on workers").
+    /// none (docs/workers.md, "Plugin components on workers").
     pub functions: Vec<RemoteFunction>,
+    /// For a scan of a table read by a source-reader plugin
+    /// (`format = { reader = "PLUGIN" }`): that reader, loaded on the
+    /// worker the same way as a function's component. Empty otherwise.
+    pub readers: Vec<RemoteReader>,
 }
 
-/// One scalar function of the job as a worker needs it to run it as the
-/// coordinator would: its name, its component by SHA-256 (the bytes
-/// travel separately, `FetchComponent`, and only when the worker has none
-/// of that hash), its signature (the planner's, for decoding a stage
-/// before the component is loaded) and its plugin settings. What a worker
-/// receives here is checked before use: the hash must be 64 lowercase hex
-/// digits (it names a file), the types must parse, and the loaded
-/// component must declare exactly this signature.
+/// A plugin component a task needs, whatever its kind (a scalar
+/// function's, a source reader's), as a worker is told of it: the
+/// component by its SHA-256 (the bytes travel separately, `FetchComponent`,
+/// and only when the worker keeps none of that hash) and the plugin's
+/// settings, so that the worker loads it exactly as the coordinator does:
+/// the same config, the same grants, the same limits.
+///
+/// What a worker receives here is checked before use: the hash must be 64
+/// lowercase hex digits (it names a file) and the fetched bytes must have
+/// it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RemoteFunction {
-    /// The name SQL calls it by.
-    pub name: String,
+pub struct RemoteComponent {
     /// The component file on the coordinator, for messages only.
-    pub component: String,
-    /// Lowercase hex SHA-256 of the component's bytes.
+    pub path: String,
+    /// Lowercase hex SHA-256 of the component's bytes: the job's (the
+    /// hash the job file was checked with, part of its fingerprint).
     pub sha256: String,
-    /// Argument types in Arrow's text form (`Int64`, `Decimal128(15, 2)`).
-    pub arguments: Vec<String>,
-    /// Result type in Arrow's text form.
-    pub returns: String,
-    /// The function's `config`, in file order.
+    /// The plugin's `config`, in file order.
     pub config: Vec<(String, String)>,
-    /// Directories granted (none unless the job file lists some).
+    /// Directories granted (none unless the job file lists some). The
+    /// host paths are the coordinator's: a worker sees the same file
+    /// system (docs/workers.md).
     pub dirs: Vec<DirGrant>,
     /// `limits.call-timeout-ms`.
     pub call_timeout_ms: u64,
@@ -67,21 +70,114 @@ pub struct RemoteFunction {
     pub on_trap: crate::plugin::TrapPolicy,
 }
 
+impl RemoteComponent {
+    /// The component of the plugin `spec` whose bytes have SHA-256
+    /// `sha256` (lowercase hex).
+    pub fn new(spec: &crate::plugin::PluginSpec, sha256: &str) -> Self {
+        Self {
+            path: spec.path.display().to_string(),
+            sha256: sha256.to_owned(),
+            config: spec.config.clone(),
+            dirs: spec.dirs.clone(),
+            call_timeout_ms: u64::try_from(spec.limits.call_timeout.as_millis())
+                .unwrap_or(u64::MAX),
+            memory_bytes: spec.limits.memory_bytes,
+            on_trap: spec.limits.on_trap,
+        }
+    }
+
+    /// The plugin settings a worker loads it with: plugin `name` of `kind`,
+    /// its component at `path` (the worker's copy, named in messages).
+    pub fn spec(
+        &self,
+        name: &str,
+        kind: crate::plugin::PluginKind,
+        path: PathBuf,
+    ) -> crate::plugin::PluginSpec {
+        crate::plugin::PluginSpec {
+            name: name.to_owned(),
+            path,
+            kind,
+            config: self.config.clone(),
+            dirs: self.dirs.clone(),
+            limits: crate::plugin::Limits {
+                call_timeout: Duration::from_millis(self.call_timeout_ms),
+                memory_bytes: self.memory_bytes,
+                on_trap: self.on_trap,
+                ..crate::plugin::Limits::default()
+            },
+        }
+    }
+}
+
+/// One scalar function of the job as a worker needs it to run it as the
+/// coordinator would: its name, its signature (the planner's, for decoding
+/// a stage before the component is loaded) and its component. The types
+/// must parse and the loaded component must declare exactly this
+/// signature.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteFunction {
+    /// The name SQL calls it by.
+    pub name: String,
+    /// Argument types in Arrow's text form (`Int64`, `Decimal128(15, 2)`).
+    pub arguments: Vec<String>,
+    /// Result type in Arrow's text form.
+    pub returns: String,
+    /// Its component and plugin settings.
+    pub component: RemoteComponent,
+}
+
 impl RemoteFunction {
     /// The function `f` of a job whose `[functions.NAME]` entry is `spec`.
     pub fn new(f: &crate::sql::SqlFunction, spec: &crate::plugin::PluginSpec) -> Self {
         Self {
             name: f.name.clone(),
-            component: spec.path.display().to_string(),
-            sha256: f.sha256.clone(),
             arguments: f.arguments.iter().map(ToString::to_string).collect(),
             returns: f.returns.to_string(),
-            config: spec.config.clone(),
-            dirs: spec.dirs.clone(),
-            call_timeout_ms: spec.limits.call_timeout.as_millis() as u64,
-            memory_bytes: spec.limits.memory_bytes,
-            on_trap: spec.limits.on_trap,
+            component: RemoteComponent::new(spec, &f.sha256),
         }
+    }
+}
+
+/// The source reader of one table of the job (`[tables.TABLE] format =
+/// { reader = "PLUGIN" }`) as a worker needs it to read the table's splits
+/// as the coordinator's embedded tasks would: the table, its declared
+/// columns (the schema every batch is checked against), the plugin's name
+/// and its component. The types must parse.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteReader {
+    /// The table's name in SQL.
+    pub table: String,
+    /// The source-reader plugin's name under `[plugins]`.
+    pub plugin: String,
+    /// The table's columns in file order: name and Arrow type in Arrow's
+    /// text form (every column nullable, as [`crate::sql::TableDecl::schema`]).
+    pub columns: Vec<(String, String)>,
+    /// Its component and plugin settings.
+    pub component: RemoteComponent,
+}
+
+impl RemoteReader {
+    /// The reader of table `t`, or `None` when `t` is not read by one;
+    /// `spec` is its `[plugins.PLUGIN]` entry.
+    pub fn new(t: &crate::sql::TableDecl, spec: &crate::plugin::PluginSpec) -> Option<Self> {
+        let crate::sql::TableFormat::Reader {
+            plugin,
+            component_sha256,
+        } = &t.format
+        else {
+            return None;
+        };
+        Some(Self {
+            table: t.name.clone(),
+            plugin: plugin.clone(),
+            columns: t
+                .columns
+                .iter()
+                .map(|(name, ty)| (name.clone(), ty.data_type().to_string()))
+                .collect(),
+            component: RemoteComponent::new(spec, component_sha256),
+        })
     }
 }
 

@@ -31,7 +31,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
-use super::functions::{ComponentSource, WorkerFunctions};
+use super::components::{ComponentSource, WorkerComponents};
+use super::functions::WorkerFunctions;
+use super::readers::WorkerReaders;
 use super::task::{RemoteVertex, from_wire, plain_relative, to_wire};
 use crate::grant::{DirGrant, Grants};
 use crate::graph::AttemptId;
@@ -70,8 +72,9 @@ pub struct WorkerOptions {
     pub tls: Option<crate::tls::TlsFiles>,
     /// With `etcds://`: the CA, client certificate and user for etcd.
     pub etcd: crate::ha::EtcdSecurity,
-    /// The compiled-component cache the job's scalar functions are
-    /// compiled through (`--cache-dir`); default `<data-dir>/cache`.
+    /// The compiled-component cache the job's scalar functions and source
+    /// readers are compiled through (`--cache-dir`); default
+    /// `<data-dir>/cache`.
     pub cache_dir: Option<PathBuf>,
 }
 
@@ -147,6 +150,9 @@ struct State {
     read_grants: Mutex<Option<crate::tls::ReadGrants>>,
     /// The job's scalar functions, loaded at their first call.
     functions: Arc<WorkerFunctions>,
+    /// The source readers of the job's tables, loaded before the first
+    /// scan task of their table runs here.
+    readers: WorkerReaders,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -316,6 +322,17 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
     };
     let tls_config = tls.as_ref().map(crate::tls::ClusterTls::server_config);
     let pool = WorkerPool::new(opts.slots.max(1)).map_err(io("worker threads".into()))?;
+    // Every component a task needs (a scalar function's, a source
+    // reader's): bytes by hash here, machine code in the cache.
+    let components = Arc::new(WorkerComponents::new(
+        &id,
+        opts.data_dir.join("components"),
+        Some(
+            opts.cache_dir
+                .clone()
+                .unwrap_or_else(|| opts.data_dir.join("cache")),
+        ),
+    ));
     let state = Arc::new(State {
         id: id.clone(),
         address: bound.to_string(),
@@ -345,15 +362,8 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
         channels: Mutex::new(HashMap::new()),
         tls,
         read_grants: Mutex::new(None),
-        functions: Arc::new(WorkerFunctions::new(
-            &id,
-            opts.data_dir.join("components"),
-            Some(
-                opts.cache_dir
-                    .clone()
-                    .unwrap_or_else(|| opts.data_dir.join("cache")),
-            ),
-        )),
+        functions: Arc::new(WorkerFunctions::new(components.clone())),
+        readers: WorkerReaders::new(components),
     });
     let service = worker_server::WorkerServer::new(Service {
         state: state.clone(),
@@ -792,7 +802,7 @@ impl worker_server::Worker for Service {
         let state = self.state.clone();
         let attempt = from_wire(req.attempt.as_ref());
         let pulled = Arc::new(AtomicBool::new(false));
-        let spec = task_spec(&state, &req, pulled.clone())?;
+        let (mut spec, readers) = task_spec(&state, &req, pulled.clone())?;
         #[cfg(feature = "failpoints")]
         let hold = matches!(spec.input, TaskInput::Splits(_))
             .then(crate::failpoints::worker_holds_deploy_answer)
@@ -812,8 +822,26 @@ impl worker_server::Worker for Service {
             .map(|s| sink::staging_path(s, attempt.subtask, attempt.attempt));
         tracing::debug!(worker = %state.id, vertex = %req.vertex_id, subtask = attempt.subtask, attempt = attempt.attempt, "running");
         let pool_state = state.clone();
+        let components = CoordinatorComponents {
+            state: state.clone(),
+            session,
+        };
+        let vertex_id = req.vertex_id.clone();
         pool_state.pool.submit(move || {
-            let result = run_task(spec);
+            // The readers of the tables this scan reads, loaded here (a
+            // fetch blocks) before the task runs: one that cannot be
+            // loaded, or whose bytes are not the job's, fails the attempt.
+            let result = state
+                .readers
+                .table_readers(&readers, &components)
+                .map_err(|detail| TaskError::Data {
+                    vertex: vertex_id,
+                    detail,
+                })
+                .and_then(|readers| {
+                    spec.readers = readers;
+                    run_task(spec)
+                });
             let reported = report(&state, session, attempt, &result);
             match (result, reported) {
                 (Ok(report), Reported::Accepted | Reported::Unanswered) => {
@@ -1005,9 +1033,10 @@ impl worker_server::Worker for Service {
             }
         }
         if req.whole_job {
-            // The job is over: its functions' instances go (the bytes and
+            // The job is over: its functions' and readers' instances go (the bytes and
             // the machine code stay for the next job).
             state.functions.forget_loaded();
+            state.readers.forget_loaded();
         }
         // Deleting thousands of folders must not hold up the runtime that
         // answers heartbeats (`make bench-workers` saw a worker given up).
@@ -1114,12 +1143,14 @@ fn report(
     }
 }
 
-/// The runtime's task for a deployment, checking every path it names.
+/// The runtime's task for a deployment, checking every path it names,
+/// and the source readers its scan needs (checked, loaded by the caller
+/// on the task's thread into the task's `readers`).
 fn task_spec(
     state: &Arc<State>,
     req: &rpc::DeployRequest,
     pulled: Arc<AtomicBool>,
-) -> Result<TaskSpec, Status> {
+) -> Result<(TaskSpec, Vec<super::task::RemoteReader>), Status> {
     let attempt = from_wire(req.attempt.as_ref());
     let vertex: RemoteVertex = postcard::from_bytes(&req.vertex)
         .map_err(|e| Status::invalid_argument(format!("the task of `{}`: {e}", req.vertex_id)))?;
@@ -1229,12 +1260,13 @@ fn task_spec(
         .functions
         .function_set(&vertex.functions, &components)
         .map_err(|e| Status::invalid_argument(format!("the task of `{}`: {e}", req.vertex_id)))?;
-    Ok(TaskSpec {
+    super::readers::check(&vertex.readers)
+        .map_err(|e| Status::invalid_argument(format!("the task of `{}`: {e}", req.vertex_id)))?;
+    let spec = TaskSpec {
         attempt,
         vertex_id: req.vertex_id.clone(),
         operators: Arc::new(vertex.operators),
-        // Source readers do not travel to worker processes either: a job
-        // with a table read by one is refused with --workers (docs/sql.md).
+        // Filled on the task's thread (`WorkerReaders::table_readers`).
         readers: crate::runtime::TableReaders::default(),
         input,
         outputs,
@@ -1247,10 +1279,11 @@ fn task_spec(
             .then_some(req.fail_after_records)
             .or_else(|| crate::failpoints::worker_fails_every_task().then_some(0)),
         cancel: Arc::new(AtomicBool::new(false)),
-    })
+    };
+    Ok((spec, vertex.readers))
 }
 
-/// The components of the job's scalar functions, fetched from the
+/// The components of the job's scalar functions and source readers, fetched from the
 /// coordinator of session `session` (`FetchComponent`).
 struct CoordinatorComponents {
     state: Arc<State>,

@@ -240,8 +240,9 @@ pub struct TaskSpec {
     /// The operator chain.
     pub operators: Arc<Vec<Operator>>,
     /// The source-reader plugins of the SQL job's tables read by one
-    /// (`format = { reader = "PLUGIN" }`), by table; empty on worker
-    /// processes (such a job runs in embedded tasks only, docs/sql.md).
+    /// (`format = { reader = "PLUGIN" }`), by table: the coordinator's
+    /// loaded readers in embedded tasks, on a worker process those of the
+    /// tables its scan reads (components fetched by hash, docs/workers.md).
     pub readers: TableReaders,
     /// The input.
     pub input: TaskInput,

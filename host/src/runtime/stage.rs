@@ -149,7 +149,7 @@ impl Inner {
         let reader = self.readers.get(table).ok_or_else(|| TaskError::Data {
             vertex: self.vertex.clone(),
             detail: format!(
-                "table `{table}` is read by a source-reader plugin, which this task does not have (such tables are read in embedded tasks only)"
+                "table `{table}` is read by a source-reader plugin, which this task was not given"
             ),
         })?;
         let spec = reader.plugin().spec();

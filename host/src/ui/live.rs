@@ -8,9 +8,10 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 
-use super::view::JobView;
+use super::view::{JobView, StandbyView};
 use crate::events::{JobEvent, Replay};
 use crate::graph::JobGraph;
 
@@ -19,6 +20,19 @@ use crate::graph::JobGraph;
 fn append_buckets() -> impl Iterator<Item = f64> {
     prometheus_client::metrics::histogram::exponential_buckets(0.0001, 2.0, 16)
 }
+
+/// Upper bounds of the plugin call latency buckets, seconds: 10 µs to
+/// about 21 s, doubling.
+fn call_buckets() -> impl Iterator<Item = f64> {
+    prometheus_client::metrics::histogram::exponential_buckets(0.000_01, 2.0, 22)
+}
+
+fn call_histogram() -> Histogram {
+    Histogram::new(call_buckets())
+}
+
+/// Plugin call latency histograms, labelled `plugin` and `call`.
+pub type PluginCalls = Family<Vec<(String, String)>, Histogram, fn() -> Histogram>;
 
 /// A running job as the page, `/api/job` and `/metrics` see it.
 pub struct LiveJob {
@@ -29,6 +43,8 @@ pub struct LiveJob {
     appends: AtomicU64,
     /// Durable appends (append, then wait for the fsync), seconds.
     durable_append: Histogram,
+    /// Calls into plugins, seconds, by plugin and WIT function.
+    plugin_calls: PluginCalls,
 }
 
 impl Default for LiveJob {
@@ -46,6 +62,7 @@ impl LiveJob {
             epoch: AtomicU32::new(0),
             appends: AtomicU64::new(0),
             durable_append: Histogram::new(append_buckets()),
+            plugin_calls: Family::new_with_constructor(call_histogram),
         }
     }
 
@@ -63,6 +80,41 @@ impl LiveJob {
         let mut view = JobView::from_graph(job, graph);
         view.status = "starting".to_owned();
         self.with(|v| *v = view);
+    }
+
+    /// `--ha`: this coordinator is a standby for job `job`; `standby` says
+    /// who leads. Ignored once it leads ([`Self::leading`]) or the job
+    /// started, so a late answer from etcd cannot turn a leader's page
+    /// back into a standby's.
+    pub fn standby(&self, job: &str, standby: StandbyView) {
+        self.with(|v| {
+            if v.status == "unknown" || v.status == "standby" {
+                job.clone_into(&mut v.job);
+                v.status = "standby".to_owned();
+                v.standby = Some(standby);
+            }
+        });
+    }
+
+    /// `--ha`: etcd names `standby`'s leader now; applied only while this
+    /// coordinator is a standby already ([`Self::standby`] was told by the
+    /// campaign), so a coordinator about to win never names itself.
+    pub fn leader_changed(&self, standby: StandbyView) {
+        self.with(|v| {
+            if v.status == "standby" {
+                v.standby = Some(standby);
+            }
+        });
+    }
+
+    /// `--ha`: this coordinator won the election; the job starts.
+    pub fn leading(&self) {
+        self.with(|v| {
+            v.standby = None;
+            if v.status == "unknown" || v.status == "standby" {
+                v.status = "starting".to_owned();
+            }
+        });
     }
 
     /// The log was opened by coordinator run `epoch`: folds what it
@@ -88,6 +140,17 @@ impl LiveJob {
     /// A durable append (write and fsync wait) took `took`.
     pub fn durable_append_took(&self, took: Duration) {
         self.durable_append.observe(took.as_secs_f64());
+    }
+
+    /// A call into plugin `plugin`'s WIT function `call` took `took`
+    /// (the job layer forwards `crate::plugin`'s call observer here).
+    pub fn plugin_call(&self, plugin: &str, call: &str, took: Duration) {
+        self.plugin_calls
+            .get_or_create(&vec![
+                ("plugin".to_owned(), plugin.to_owned()),
+                ("call".to_owned(), call.to_owned()),
+            ])
+            .observe(took.as_secs_f64());
     }
 
     /// The recovery of this run took `took` (from the decision to recover,
@@ -146,5 +209,12 @@ impl LiveJob {
     #[must_use]
     pub fn durable_append_histogram(&self) -> Histogram {
         self.durable_append.clone()
+    }
+
+    /// The plugin call latency histograms (shared, as
+    /// [`Self::durable_append_histogram`]).
+    #[must_use]
+    pub fn plugin_call_histograms(&self) -> PluginCalls {
+        self.plugin_calls.clone()
     }
 }

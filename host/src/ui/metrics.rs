@@ -7,6 +7,8 @@
 //! |---|---|---|---|
 //! | `coordhost_job_info` | gauge (1) | `job`, `status` | the job and where it stands |
 //! | `coordhost_coordinator_epoch` | gauge | | the coordinator run (log segment) serving |
+//! | `coordhost_ha_standby` | gauge | | 1 while this coordinator is an `--ha` standby, else 0 |
+//! | `coordhost_ha_leader_term` | gauge | | the term of the leader a standby waits behind (0: not a standby) |
 //! | `coordhost_tasks` | gauge | `state` | subtasks `created`, `running`, `finished` |
 //! | `coordhost_vertex_parallelism` | gauge | `vertex` | subtasks of each job vertex |
 //! | `coordhost_vertex_tasks_finished` | gauge | `vertex` | finished subtasks of each job vertex |
@@ -19,6 +21,9 @@
 //! | `coordhost_recovery_duration_seconds` | gauge | | how long this run's recovery took |
 //! | `coordhost_event_log_appends_total` | counter | | records this run appended to the event log |
 //! | `coordhost_event_log_durable_append_seconds` | histogram | | an append made durable: write, then wait for the fsync |
+//! | `coordhost_plugin_call_seconds` | histogram | `plugin`, `call` | calls into plugins by plugin and WIT function |
+//! | `coordhost_shuffle_bytes_written_total` | counter | | bytes this run's finished attempts wrote to result partitions |
+//! | `coordhost_vertex_bytes_out` | gauge | `vertex` | bytes written by the subtasks that finished in this run (`bytes_out`) |
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -79,6 +84,19 @@ pub fn render(live: &LiveJob) -> Result<String, std::fmt::Error> {
         i64::from(view.epoch),
     );
 
+    gauge(
+        &mut registry,
+        "coordhost_ha_standby",
+        "1 while this coordinator is a high-availability standby (another leads the job)",
+        i64::from(view.standby.is_some()),
+    );
+    gauge(
+        &mut registry,
+        "coordhost_ha_leader_term",
+        "The term of the coordinator a standby waits behind (0: not a standby)",
+        clamp(view.standby.as_ref().map_or(0, |s| s.leader_term)),
+    );
+
     let tasks: Family<Labels, Gauge> = Family::default();
     for (state, n) in view.tasks_by_state() {
         tasks
@@ -89,7 +107,11 @@ pub fn render(live: &LiveJob) -> Result<String, std::fmt::Error> {
 
     let parallelism: Family<Labels, Gauge> = Family::default();
     let finished: Family<Labels, Gauge> = Family::default();
+    let bytes_out: Family<Labels, Gauge> = Family::default();
     for v in &view.vertices {
+        bytes_out
+            .get_or_create(&label("vertex", &v.id))
+            .set(clamp(v.bytes_out));
         parallelism
             .get_or_create(&label("vertex", &v.id))
             .set(i64::from(v.parallelism));
@@ -106,6 +128,17 @@ pub fn render(live: &LiveJob) -> Result<String, std::fmt::Error> {
         "coordhost_vertex_tasks_finished",
         "Finished subtasks of each job vertex",
         finished,
+    );
+    registry.register(
+        "coordhost_vertex_bytes_out",
+        "Bytes the subtasks of each job vertex that finished in this coordinator run wrote to result partitions",
+        bytes_out,
+    );
+    counter(
+        &mut registry,
+        "coordhost_shuffle_bytes_written",
+        "Bytes the attempts that finished in this coordinator run wrote to result partitions",
+        run.bytes_shuffled,
     );
 
     counter(
@@ -177,6 +210,11 @@ pub fn render(live: &LiveJob) -> Result<String, std::fmt::Error> {
         "coordhost_event_log_durable_append_seconds",
         "Appends made durable: the write and the wait for its fsync",
         live.durable_append_histogram(),
+    );
+    registry.register(
+        "coordhost_plugin_call_seconds",
+        "Calls into plugins, from entering the guest to the settled outcome, by plugin and WIT function",
+        live.plugin_call_histograms(),
     );
 
     let mut out = String::new();

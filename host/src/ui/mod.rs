@@ -9,12 +9,14 @@
 //! - `page`: the HTML page around it;
 //! - `metrics`: the Prometheus text;
 //! - `live`: [`LiveJob`], the view a running job updates;
-//! - `server`: [`serve`], the loopback-by-default GET-only listener.
+//! - `server`: [`serve`], the loopback-by-default GET-only listener;
+//! - `guard`: its cap on open connections and idle timeout.
 //!
 //! This floor reads only `events` and `graph`; the job layer feeds a
 //! [`LiveJob`] where it already records facts, so the job's path costs a
 //! mutex and a few field updates per event.
 
+mod guard;
 mod live;
 mod metrics;
 mod page;
@@ -22,6 +24,7 @@ mod server;
 mod svg;
 mod view;
 
+pub use guard::{IDLE_TIMEOUT, MAX_CONNECTIONS};
 pub use live::LiveJob;
 pub use metrics::{CONTENT_TYPE as METRICS_CONTENT_TYPE, render as render_metrics};
 pub use page::render as render_page;
@@ -32,5 +35,5 @@ pub use svg::{
 };
 pub use view::{
     AttemptView, Decision, EdgeView, JobView, MAX_ATTEMPTS_KEPT, RecoveryView, RunView,
-    SubtaskView, TaskState, VertexView,
+    StandbyView, SubtaskView, TaskState, VertexView,
 };

@@ -17,7 +17,10 @@ pub const REFRESH_S: u32 = 2;
 #[must_use]
 pub fn render(view: &JobView) -> String {
     let mut h = String::new();
-    let live = matches!(view.status.as_str(), "running" | "recovering" | "starting");
+    let live = matches!(
+        view.status.as_str(),
+        "running" | "recovering" | "starting" | "standby"
+    );
     h.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
     if live {
         let _ = write!(h, "<meta http-equiv=\"refresh\" content=\"{REFRESH_S}\">");
@@ -46,6 +49,25 @@ pub fn render(view: &JobView) -> String {
         let _ = write!(h, " — {}", escape(e));
     }
     h.push_str("</p>");
+    if let Some(s) = &view.standby {
+        let who = s.leader_address.as_deref().map_or_else(
+            || "another coordinator (it serves no worker processes)".to_owned(),
+            |a| {
+                format!(
+                    "the coordinator serving workers at <span id=\"leader-address\">{}</span>",
+                    escape(a)
+                )
+            },
+        );
+        let _ = writeln!(
+            h,
+            "<p id=\"standby\" data-leader-term=\"{}\">this coordinator is a <b>standby</b>: {who} leads the job (term {}, election on {}). This page shows the job once this coordinator leads; the leader's own page has it now.</p></body></html>",
+            s.leader_term,
+            s.leader_term,
+            escape(&s.etcd)
+        );
+        return h;
+    }
     match &view.recovery {
         Some(r) => {
             let _ = write!(

@@ -5,6 +5,9 @@
 //! client. Nothing else is served: no file, no path taken from a request;
 //! another path is 404, another method 405.
 //!
+//! Connections are capped and closed when idle (`guard`): a client that
+//! opens many idle connections or stalls mid-request cannot hold it.
+//!
 //! It binds loopback only unless the caller allows more (`--ui-public`):
 //! the page shows the job's names and errors to whoever reaches it, and it
 //! has no authentication.
@@ -112,7 +115,7 @@ pub fn serve(addr: &str, public: bool, live: Arc<LiveJob>) -> Result<UiServer, U
         .spawn(move || {
             runtime.block_on(async move {
                 let listener = match tokio::net::TcpListener::from_std(listener) {
-                    Ok(l) => l,
+                    Ok(l) => super::guard::GuardedListener::new(l),
                     Err(e) => {
                         tracing::warn!("--ui: the listener stopped: {e}");
                         return;

@@ -110,6 +110,28 @@ fn box_height(v: &VertexView) -> u32 {
     BOX_H + lines * LINE_H
 }
 
+/// The legend's words for a category.
+fn legend_label(category: &str) -> &str {
+    match category {
+        "skipped" => "kept (skipped)",
+        "reset" => "reset by recovery",
+        other => other,
+    }
+}
+
+/// Horizontal room of one legend entry: the swatch, its label (at most
+/// 7 px a character at font size 12) and a gap.
+fn legend_step(label: &str) -> u32 {
+    16 + 7 * label.chars().count() as u32 + 18
+}
+
+fn legend_width() -> u32 {
+    CATEGORIES
+        .iter()
+        .map(|(name, _)| legend_step(legend_label(name)))
+        .sum()
+}
+
 /// Draws `view` as a standalone SVG document (`<svg xmlns=...>...</svg>`).
 ///
 /// Structure a reader (or a test) can rely on: one `<g class="vertex"
@@ -136,7 +158,7 @@ pub fn render(view: &JobView) -> String {
     let width = pos.iter().map(|p| p.0 + BOX_W).max().unwrap_or(0) + MARGIN;
     let legend_y = next_y.values().copied().max().unwrap_or(MARGIN);
     let height = legend_y + 30;
-    let width = width.max(5 * 110 + 2 * MARGIN);
+    let width = width.max(legend_width() + 2 * MARGIN);
 
     let mut svg = String::new();
     let _ = write!(
@@ -257,7 +279,8 @@ pub fn render(view: &JobView) -> String {
         );
         let rs = reasons(v);
         for (k, (reason, n)) in rs.iter().enumerate() {
-            let ly = y + BOX_H + k as u32 * LINE_H - 4;
+            // Under the decision line (y + 74), one line each.
+            let ly = y + BOX_H + k as u32 * LINE_H + 6;
             if k == MAX_REASON_LINES {
                 let rest: u32 = rs.values().skip(MAX_REASON_LINES).sum();
                 let _ = write!(
@@ -276,15 +299,11 @@ pub fn render(view: &JobView) -> String {
         }
         svg.push_str("</g>");
     }
-    // Legend.
+    // Legend: each entry as wide as its label.
     svg.push_str(r#"<g class="legend">"#);
-    for (k, (name, color)) in CATEGORIES.iter().enumerate() {
-        let lx = MARGIN + k as u32 * 110;
-        let label = match *name {
-            "skipped" => "kept (skipped)",
-            "reset" => "reset by recovery",
-            other => other,
-        };
+    let mut lx = MARGIN;
+    for (name, color) in CATEGORIES {
+        let label = legend_label(name);
         let _ = write!(
             svg,
             r##"<rect x="{lx}" y="{}" width="12" height="12" fill="{color}"/><text x="{}" y="{}">{label}</text>"##,
@@ -292,6 +311,7 @@ pub fn render(view: &JobView) -> String {
             lx + 16,
             legend_y + 10
         );
+        lx += legend_step(label);
     }
     svg.push_str("</g></svg>");
     svg

@@ -90,6 +90,13 @@ pub struct SubtaskView {
     pub recovery: Option<Decision>,
     /// Its attempts, oldest first (bounded: the newest [`MAX_ATTEMPTS_KEPT`]).
     pub attempts: Vec<AttemptView>,
+    /// Bytes its last finished attempt wrote to its result partitions (the
+    /// sum of the `ExecutionFinished` record's subpartition sizes; 0 for a
+    /// sink, which writes files, not partitions).
+    pub bytes_out: u64,
+    /// The coordinator run its last finished attempt finished in.
+    #[serde(skip)]
+    finished_in: Option<u32>,
 }
 
 /// Attempts kept per subtask in the view (older ones are dropped; the log
@@ -109,6 +116,11 @@ pub struct VertexView {
     pub skipped: u32,
     /// Subtasks the last recovery reset.
     pub reset: u32,
+    /// Bytes the subtasks that finished in the serving run wrote to result
+    /// partitions, each subtask's last finish counted once:
+    /// `--summary-json`'s `bytes_out` of the vertex (subtasks recovery
+    /// kept count 0 there and here).
+    pub bytes_out: u64,
     /// Its subtasks.
     pub subtasks: Vec<SubtaskView>,
 }
@@ -167,10 +179,27 @@ pub struct RunView {
     /// Resets by reason; `--summary-json`'s `reset_reasons` (but for
     /// `not-placed`, which the log records as `failover`).
     pub reset_reasons: BTreeMap<String, u64>,
+    /// Bytes its finished attempts wrote to result partitions, every
+    /// `ExecutionFinished` record counted (a subtask that ran twice in the
+    /// run counts twice): what went into the shuffle.
+    pub bytes_shuffled: u64,
     /// The high-availability term that led it, if any.
     pub leader_term: Option<u64>,
     /// Event log records it appended.
     pub events: u64,
+}
+
+/// A high-availability standby (`run --ha` while another coordinator
+/// leads the job): who leads instead, as etcd's election says.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct StandbyView {
+    /// The leader's term (the etcd revision its leadership began at).
+    pub leader_term: u64,
+    /// The address the leader serves worker processes on; `None` when it
+    /// runs without worker processes (its campaign announces no address).
+    pub leader_address: Option<String>,
+    /// The etcd cluster the election runs on (`etcd://HOST:PORT,...`).
+    pub etcd: String,
 }
 
 /// The whole view: what `/api/job` returns and the page draws.
@@ -178,6 +207,7 @@ pub struct RunView {
 pub struct JobView {
     /// The job's name.
     pub job: String,
+    /// `standby` (live, `--ha`: another coordinator leads), `starting`,
     /// `running`, `recovering`, `finished`, `failed`, `cancelled`,
     /// `stopped` (by a signal; the next run resumes it); offline from the
     /// log: `interrupted` when the log ends without `JobFinished`,
@@ -195,6 +225,8 @@ pub struct JobView {
     pub recovery: Option<RecoveryView>,
     /// Every coordinator run of the log's current job run, oldest first.
     pub runs: Vec<RunView>,
+    /// While this coordinator is a standby: who leads (`None` otherwise).
+    pub standby: Option<StandbyView>,
     /// Data sets seen: producer and consumers (edges of an offline view).
     #[serde(skip)]
     data_sets: BTreeMap<String, (Option<String>, Vec<String>)>,
@@ -294,6 +326,7 @@ impl JobView {
             finished: 0,
             skipped: 0,
             reset: 0,
+            bytes_out: 0,
             subtasks: Vec::new(),
         });
         self.vertices.len() - 1
@@ -374,13 +407,22 @@ impl JobView {
             JobEvent::ExecutionFinished(f) => {
                 let a = &f.attempt;
                 let sub = self.subtask(&a.job_vertex, a.subtask);
+                let bytes = f
+                    .produced
+                    .iter()
+                    .flat_map(|p| &p.bytes_per_subpartition)
+                    .fold(0u64, |sum, b| sum.saturating_add(*b));
                 sub.state = TaskState::Finished;
                 sub.attempt = a.attempt;
+                sub.bytes_out = bytes;
+                sub.finished_in = Some(epoch);
                 sub.note(a.attempt, epoch, "finished", None);
                 for p in &f.produced {
                     self.note_data_set(&p.data_set, Some(&a.job_vertex), None);
                 }
-                self.run(epoch).attempts_finished += 1;
+                let run = self.run(epoch);
+                run.attempts_finished += 1;
+                run.bytes_shuffled = run.bytes_shuffled.saturating_add(bytes);
             }
             JobEvent::ExecutionsReset(r) => {
                 let name = r.reason.short_name();
@@ -490,10 +532,16 @@ impl JobView {
         self.data_sets.entry(data_set.to_owned()).or_default()
     }
 
-    /// Recomputes each vertex's `finished`, `skipped`, `reset` (left to
+    /// Recomputes each vertex's `finished`, `skipped`, `reset`, `bytes_out` (left to
     /// the reader: folding an event costs no pass over every subtask).
     pub fn recount(&mut self) {
+        let epoch = self.epoch;
         for v in &mut self.vertices {
+            v.bytes_out = v
+                .subtasks
+                .iter()
+                .filter(|s| s.finished_in == Some(epoch))
+                .fold(0u64, |sum, s| sum.saturating_add(s.bytes_out));
             v.finished = v
                 .subtasks
                 .iter()
@@ -573,6 +621,8 @@ impl VertexView {
                 attempt: 0,
                 recovery: None,
                 attempts: Vec::new(),
+                bytes_out: 0,
+                finished_in: None,
             });
         }
     }
@@ -710,6 +760,53 @@ mod tests {
             (finished("b", 0, 0, 1), 1),
             (JobEvent::JobFinished(JobFinished { job_id: "j".into() }), 1),
         ]
+    }
+
+    #[test]
+    fn bytes_count_the_serving_runs_finishes_per_vertex_and_every_finish_per_run() {
+        let mut view = JobView::new("");
+        for (e, epoch) in events() {
+            view.apply(&e, epoch);
+        }
+        view.recount();
+        // `a` 0 finished in run 0 (kept), `a` 1 in run 1: 1 byte each.
+        assert_eq!(view.vertices[0].bytes_out, 1, "only run 1's finish");
+        assert_eq!(view.vertices[0].subtasks[0].bytes_out, 1);
+        assert_eq!(view.vertices[1].bytes_out, 0, "a sink writes no partition");
+        let by_run: Vec<(u32, u64)> = view
+            .runs
+            .iter()
+            .map(|r| (r.epoch, r.bytes_shuffled))
+            .collect();
+        assert_eq!(by_run, [(0, 1), (1, 1)]);
+    }
+
+    #[test]
+    fn a_standby_page_names_the_leader_and_the_view_forgets_it_once_leading() {
+        use super::StandbyView;
+        let live = crate::ui::LiveJob::new();
+        let standby = StandbyView {
+            leader_term: 7,
+            leader_address: Some("10.0.0.5:7070".into()),
+            etcd: "etcd://127.0.0.1:2379".into(),
+        };
+        live.standby("j", standby.clone());
+        let view = live.snapshot();
+        assert_eq!(view.status, "standby");
+        assert_eq!(view.standby.as_ref(), Some(&standby));
+        let page = crate::ui::render_page(&view);
+        assert!(
+            page.contains("<p id=\"standby\" data-leader-term=\"7\">"),
+            "{page}"
+        );
+        assert!(page.contains("10.0.0.5:7070"), "{page}");
+        live.leading();
+        // A late answer from etcd does not make a leader a standby again.
+        live.leader_changed(standby.clone());
+        live.standby("j", standby);
+        let view = live.snapshot();
+        assert_eq!(view.status, "starting");
+        assert_eq!(view.standby, None);
     }
 
     #[test]

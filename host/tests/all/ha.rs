@@ -25,6 +25,7 @@ use crate::support::crash::{
 };
 use crate::support::etcd::Etcd;
 use crate::support::segment_files;
+use crate::support::ui::{http, sample};
 use crate::support::workers::{Workers, external_args, free_port};
 
 /// The leases of these tests, seconds: a dead leader is replaced after
@@ -379,6 +380,107 @@ fn a_standby_takes_over_when_the_leader_is_killed_and_recovers_the_job() {
         [term_in(&a_leads), term_in(&b_leads)],
         "the log records A's then B's leadership"
     );
+}
+
+/// `--ui` on a standby (docs/ui.md, "A standby"): while A leads, B's
+/// `/api/job`, page and metrics say B is a standby and name A's term;
+/// once A is killed and B leads, B's page is the job's.
+#[test]
+fn a_standby_with_ui_says_it_is_one_and_who_leads_then_shows_the_job_once_it_leads() {
+    let fx = Fixture::words();
+    let etcd = Etcd::start(&fx.path("etcd"));
+    let mut j = WordJob::new(&fx.input);
+    j.sink_delay_us = 2000;
+    let file = j.write(&fx.path("job.toml"));
+    let data = fx.path("data");
+    let base = fx.path("coordinators");
+    let mut a = Coordinator::start("A", &file, &data, &etcd, &base, &[]);
+    let (a_leads, _) = a.wait_for_line(&leading_line());
+    let ui = ["--ui", "127.0.0.1:0", "--ui-linger-s", "60"].map(str::to_owned);
+    let mut b = Coordinator::start("B", &file, &data, &etcd, &base, &ui);
+    b.wait_for_line(&standby_line());
+    let (page_line, _) = b.wait_for_line("job page on http://");
+    let addr = page_line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .expect("an address")
+        .to_owned();
+
+    let (status, _, body) = http(&addr, "GET", "/api/job");
+    assert_eq!(status, 200, "{body}");
+    let api: serde_json::Value = serde_json::from_str(&body).expect("/api/job is JSON");
+    assert_eq!(api["status"], "standby", "{api:#}\n{}", b.context());
+    assert_eq!(api["job"], JOB, "{api:#}");
+    assert_eq!(
+        api["standby"]["leader_term"].as_u64(),
+        Some(term_in(&a_leads)),
+        "B names A's term: {api:#}"
+    );
+    assert!(
+        api["standby"]["leader_address"].is_null(),
+        "A serves no worker processes: {api:#}"
+    );
+    assert_eq!(api["standby"]["etcd"], etcd.url(), "{api:#}");
+    let (status, _, page) = http(&addr, "GET", "/");
+    assert_eq!(status, 200);
+    assert!(
+        page.contains(&format!(
+            "<p id=\"standby\" data-leader-term=\"{}\">",
+            term_in(&a_leads)
+        )),
+        "{page}"
+    );
+    assert!(
+        page.contains("http-equiv=\"refresh\""),
+        "a standby's page reloads: {page}"
+    );
+    let (status, _, metrics) = http(&addr, "GET", "/metrics");
+    assert_eq!(status, 200);
+    assert_eq!(
+        sample(&metrics, "coordhost_ha_standby"),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&metrics, "coordhost_ha_leader_term"),
+        Some(term_in(&a_leads) as f64),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            &format!(r#"coordhost_job_info{{job="{JOB}",status="standby"}}"#)
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+
+    // A goes; B leads, and its page becomes the job's.
+    a.poll_until("A's sources finish", || sources_finished(&data, j.sources));
+    a.kill();
+    let (b_leads, _) = b.wait_for_line(&leading_line());
+    let finished = b.poll_until("B's page shows the finished job", || {
+        let (status, _, body) = http(&addr, "GET", "/api/job");
+        let api: serde_json::Value = serde_json::from_str(&body).ok()?;
+        (status == 200 && api["status"] == "finished").then_some(api)
+    });
+    assert!(finished["standby"].is_null(), "{finished:#}");
+    assert_eq!(
+        finished["runs"]
+            .as_array()
+            .and_then(|r| r.last())
+            .map(|r| r["leader_term"].clone()),
+        Some(serde_json::json!(term_in(&b_leads))),
+        "the serving run is B's term: {finished:#}"
+    );
+    let (_, _, metrics) = http(&addr, "GET", "/metrics");
+    assert_eq!(
+        sample(&metrics, "coordhost_ha_standby"),
+        Some(0.0),
+        "{metrics}"
+    );
+    assert_counts(&data, &fx, "after B took over");
 }
 
 /// etcd that comes up within `START_PATIENCE` of a coordinator's start

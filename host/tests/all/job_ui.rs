@@ -6,15 +6,13 @@
 //! other than loopback is refused without `--ui-public`.
 
 use std::collections::BTreeMap;
-use std::io::{Read as _, Write as _};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::Path;
 
 use serde_json::Value;
 
 use crate::support::coordhost;
-use crate::support::crash::{Coordhost, EventLog, Fixture, Kill, SINK, SOURCE, WordJob};
+use crate::support::crash::{EventLog, SINK, SOURCE};
+use crate::support::ui::{Recovered, http, metric_type, sample};
 
 /// The reasons `--summary-json` may name (`ResetReason::short_name`, and
 /// `not-placed`).
@@ -30,131 +28,18 @@ const REASONS: [&str; 9] = [
     "not-placed",
 ];
 
-/// One HTTP/1.1 exchange: `METHOD path`, the connection closed after it.
-/// Returns the status code, the headers (lower-case names) and the body.
-fn http(addr: &str, method: &str, path: &str) -> (u16, BTreeMap<String, String>, String) {
-    let mut stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
-    )
-    .expect("send the request");
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).expect("read the response");
-    let (head, body) = raw
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("no header end in {raw:?}"));
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no status line in {head:?}"));
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    (status, headers, body.to_owned())
-}
-
-/// Waits for the `job page on http://ADDR/` line in a run's stderr file.
-fn ui_address(stderr: &Path) -> String {
-    let started = Instant::now();
-    loop {
-        let text = std::fs::read_to_string(stderr).unwrap_or_default();
-        if let Some(rest) = text.split("job page on http://").nth(1) {
-            let addr = rest.split('/').next().expect("an address").to_owned();
-            return addr;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "no `job page on` line in {}:\n{text}",
-            stderr.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The value of the sample `name` (with its labels, as printed) in a
-/// Prometheus text, e.g. `coordhost_tasks{state="finished"}`.
-fn sample(metrics: &str, name: &str) -> Option<f64> {
-    metrics.lines().find_map(|l| {
-        let (key, value) = l.rsplit_once(' ')?;
-        (key == name).then(|| value.parse().ok())?
-    })
-}
-
-fn metric_type<'a>(metrics: &'a str, family: &str) -> Option<&'a str> {
-    metrics.lines().find_map(|l| {
-        l.strip_prefix("# TYPE ")?
-            .strip_prefix(family)?
-            .strip_prefix(' ')
-    })
-}
-
 #[test]
 fn a_recovered_job_shows_on_its_page_api_and_metrics_as_its_summary_counts() {
-    let fx = Fixture::words();
-    let job = WordJob::new(&fx.input);
-    let file = job.write(&fx.path("job.toml"));
-    let data = fx.path("data");
-    let mut ch = Coordhost::new(&file, &data);
-
-    // Run 1: killed once every source subtask finished and the `auto` sink
-    // was initialized (its slowed subtasks have not finished): recovery
-    // keeps the sources and resets the sink's subtasks, `unfinished`.
-    let mut first = ch.start();
-    first
-        .poll_until(|| {
-            EventLog::read(&data)
-                .filter(|l| {
-                    l.finished(SOURCE).len() == job.sources as usize
-                        && l.count("JobVertexInitialized") >= 2
-                })
-                .map(|_| ())
-        })
-        .expect("the sources finished and the sink was initialized");
-    assert!(
-        matches!(first.kill(), Kill::Killed { .. }),
-        "killed mid-run"
-    );
-
-    // Run 2 recovers with the page on a free loopback port; it stays up
-    // 60 s after the job ends, and this test kills it once it has looked.
-    ch.extra_args = ["--ui", "127.0.0.1:0", "--ui-linger-s", "60"]
-        .map(str::to_owned)
-        .to_vec();
-    let mut second = ch.start();
-    let addr = ui_address(&PathBuf::from(format!("{}.run2.err", data.display())));
-
-    // While it runs (or lingers), the API answers with the job's shape.
-    let (status, headers, body) = http(&addr, "GET", "/api/job");
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(headers["content-type"], "application/json");
-    let early: Value = serde_json::from_str(&body).expect("/api/job is JSON");
-    assert_eq!(early["job"], "wordcount", "{early:#}");
-
-    // Wait for the summary (written before the linger).
-    second
-        .poll_until(|| {
-            std::fs::read_to_string(&ch.summary)
-                .ok()
-                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-        })
-        .expect("the run wrote its summary and lingers");
-    let summary: Value =
-        serde_json::from_str(&std::fs::read_to_string(&ch.summary).expect("summary"))
-            .expect("summary JSON");
-    assert_eq!(summary["status"], "finished", "{summary:#}");
-    assert_eq!(summary["recovered"], true, "{summary:#}");
-    let n = |key: &str| {
-        summary[key]
-            .as_u64()
-            .unwrap_or_else(|| panic!("summary has no `{key}`: {summary:#}"))
-    };
+    // While run 2 runs (or lingers), the API answers with the job's shape.
+    let rec = Recovered::start(|addr| {
+        let (status, headers, body) = http(addr, "GET", "/api/job");
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(headers["content-type"], "application/json");
+        let early: Value = serde_json::from_str(&body).expect("/api/job is JSON");
+        assert_eq!(early["job"], "wordcount", "{early:#}");
+    });
+    let (addr, summary, job) = (&rec.addr, &rec.summary, &rec.job);
+    let n = |key: &str| rec.n(key);
     assert!(
         n("tasks_skipped") >= u64::from(job.sources),
         "the sources were kept: {summary:#}"
@@ -165,7 +50,7 @@ fn a_recovered_job_shows_on_its_page_api_and_metrics_as_its_summary_counts() {
     );
 
     // /api/job: the same figures as the summary.
-    let (status, _, body) = http(&addr, "GET", "/api/job");
+    let (status, _, body) = http(addr, "GET", "/api/job");
     assert_eq!(status, 200, "{body}");
     let api: Value = serde_json::from_str(&body).expect("/api/job is JSON");
     assert_eq!(api["job"], "wordcount");
@@ -251,7 +136,7 @@ fn a_recovered_job_shows_on_its_page_api_and_metrics_as_its_summary_counts() {
     );
 
     // /metrics: Prometheus text, the same counts.
-    let (status, headers, metrics) = http(&addr, "GET", "/metrics");
+    let (status, headers, metrics) = http(addr, "GET", "/metrics");
     assert_eq!(status, 200, "{metrics}");
     assert!(
         headers["content-type"].starts_with("application/openmetrics-text"),
@@ -272,6 +157,9 @@ fn a_recovered_job_shows_on_its_page_api_and_metrics_as_its_summary_counts() {
         ("coordhost_recovery_duration_seconds", "gauge"),
         ("coordhost_event_log_appends", "counter"),
         ("coordhost_event_log_durable_append_seconds", "histogram"),
+        ("coordhost_plugin_call_seconds", "histogram"),
+        ("coordhost_shuffle_bytes_written", "counter"),
+        ("coordhost_vertex_bytes_out", "gauge"),
     ] {
         assert_eq!(
             metric_type(&metrics, family),
@@ -328,8 +216,86 @@ fn a_recovered_job_shows_on_its_page_api_and_metrics_as_its_summary_counts() {
     );
     assert!(sample(&metrics, "coordhost_event_log_appends_total").is_some_and(|c| c >= 3.0));
 
+    // Bytes: each vertex's `bytes_out` as the summary has it, on the page's
+    // API and in /metrics; this run's shuffled bytes are their sum.
+    let mut this_run = 0;
+    for v in summary["vertices"].as_array().expect("summary vertices") {
+        let id = v["id"].as_str().expect("id");
+        let bytes = v["bytes_out"].as_u64().expect("bytes_out");
+        this_run += bytes;
+        let in_api = vertices
+            .iter()
+            .find(|a| a["id"] == id)
+            .expect("vertex in the API");
+        assert_eq!(
+            in_api["bytes_out"].as_u64(),
+            Some(bytes),
+            "{id}: {in_api:#}"
+        );
+        assert_eq!(
+            sample(
+                &metrics,
+                &format!(r#"coordhost_vertex_bytes_out{{vertex="{id}"}}"#)
+            ),
+            Some(bytes as f64),
+            "{id}:\n{metrics}"
+        );
+    }
+    assert_eq!(
+        sample(&metrics, "coordhost_shuffle_bytes_written_total"),
+        Some(this_run as f64),
+        "{metrics}"
+    );
+    // Run 0's shuffled bytes (before the kill) are the sizes its
+    // `ExecutionFinished` records give, as `log inspect --json` reads them.
+    let log = EventLog::read(&rec.data).expect("the log");
+    let run0_bytes: u64 = log
+        .events
+        .iter()
+        .filter(|e| e["position"]["attempt"] == 0 && e["event"]["kind"] == "ExecutionFinished")
+        .flat_map(|e| {
+            e["event"]["event"]["produced"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .flat_map(|p| {
+            p["bytes_per_subpartition"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|b| b.as_u64())
+        .sum();
+    assert!(run0_bytes > 0, "the sources wrote partitions in run 0");
+    let run0 = api["runs"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["epoch"] == 0))
+        .unwrap_or_else(|| panic!("run 0 in {api:#}"));
+    assert_eq!(
+        run0["bytes_shuffled"].as_u64(),
+        Some(run0_bytes),
+        "{run0:#}"
+    );
+
+    // Plugin calls: a latency histogram per plugin and WIT function; this
+    // run restored the enumerator (`files`) and the shuffle master.
+    let calls: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("coordhost_plugin_call_seconds_count{"))
+        .collect();
+    for plugin in ["files", "shuffle"] {
+        assert!(
+            calls.iter().any(|l| {
+                l.contains(&format!("plugin=\"{plugin}\",call=\""))
+                    && l.rsplit_once(' ').and_then(|(_, n)| n.parse::<f64>().ok()) >= Some(1.0)
+            }),
+            "no call of `{plugin}` counted: {calls:#?}\n{metrics}"
+        );
+    }
+
     // The page: the graph inline, each vertex, kept and reset marked.
-    let (status, headers, page) = http(&addr, "GET", "/");
+    let (status, headers, page) = http(addr, "GET", "/");
     assert_eq!(status, 200);
     assert!(
         headers["content-type"].starts_with("text/html"),
@@ -356,15 +322,15 @@ fn a_recovered_job_shows_on_its_page_api_and_metrics_as_its_summary_counts() {
     }
 
     // Read-only, and no path is a file.
-    let (status, _, _) = http(&addr, "POST", "/api/job");
+    let (status, _, _) = http(addr, "POST", "/api/job");
     assert_eq!(status, 405, "only GET");
     for path in ["/../../etc/passwd", "/job.toml", "/api/job/../../job.toml"] {
-        let (status, _, body) = http(&addr, "GET", path);
+        let (status, _, body) = http(addr, "GET", path);
         assert_eq!(status, 404, "{path}: {body}");
     }
 
     // Done looking: the lingering process goes.
-    assert!(matches!(second.kill(), Kill::Killed { .. }), "it lingered");
+    rec.stop();
 }
 
 /// The golden log: attempt 0 finished `source` 0 and (after a failover)
@@ -521,4 +487,97 @@ fn ui_beyond_loopback_needs_ui_public_and_a_bad_address_is_refused() {
         );
         assert!(!data.exists(), "{addr}: nothing created");
     }
+}
+
+/// Whether the server closed `stream` (EOF or a reset), asked within
+/// `wait`.
+fn closed_by_server(mut stream: &std::net::TcpStream, wait: std::time::Duration) -> bool {
+    use std::io::Read as _;
+    stream.set_read_timeout(Some(wait)).expect("timeout");
+    let mut byte = [0u8; 1];
+    match stream.read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => panic!("the server sent bytes to a client that asked nothing"),
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
+}
+
+/// docs/ui.md, "Security": a client holding many idle connections (and
+/// requests stalled halfway) does not keep a normal GET from an answer:
+/// the quietest connections are closed past the cap at once, and every
+/// idle one after the idle timeout.
+#[test]
+fn many_idle_connections_do_not_keep_a_get_from_its_answer() {
+    use std::io::Write as _;
+    use std::time::{Duration, Instant};
+
+    use coordhost::ui::{IDLE_TIMEOUT, MAX_CONNECTIONS};
+
+    use crate::support::crash::{Coordhost, Fixture, Kill, WordJob};
+    use crate::support::ui::ui_address;
+
+    let fx = Fixture::words();
+    let job = WordJob::new(&fx.input);
+    let file = job.write(&fx.path("job.toml"));
+    let data = fx.path("data");
+    let mut ch = Coordhost::new(&file, &data);
+    ch.extra_args = ["--ui", "127.0.0.1:0", "--ui-linger-s", "60"]
+        .map(str::to_owned)
+        .to_vec();
+    let run = ch.start();
+    let addr = ui_address(&std::path::PathBuf::from(format!(
+        "{}.run1.err",
+        data.display()
+    )));
+
+    // Three times the cap of connections that say nothing, and a few
+    // that stall halfway through a request.
+    let flood = 3 * MAX_CONNECTIONS;
+    let idle: Vec<std::net::TcpStream> = (0..flood)
+        .map(|i| {
+            let mut s = std::net::TcpStream::connect(&addr)
+                .unwrap_or_else(|e| panic!("idle connection {i}: {e}"));
+            if i % 8 == 0 {
+                s.write_all(b"GET /api/job HTTP/1.1\r\nHost: x")
+                    .expect("half a request");
+            }
+            s
+        })
+        .collect();
+
+    // A normal GET is answered now, well before the idle timeout.
+    let asked = Instant::now();
+    let (status, _, body) = http(&addr, "GET", "/api/job");
+    let took = asked.elapsed();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        took < IDLE_TIMEOUT / 2,
+        "the GET took {took:?} behind {flood} idle connections (idle timeout {IDLE_TIMEOUT:?})"
+    );
+
+    // The cap: all but the newest MAX_CONNECTIONS - 1 idle ones were
+    // closed to make room (the GET took one place).
+    let closed = idle
+        .iter()
+        .filter(|s| closed_by_server(s, Duration::from_millis(300)))
+        .count();
+    assert!(
+        closed > flood - MAX_CONNECTIONS,
+        "{closed} of {flood} idle connections closed; at most {MAX_CONNECTIONS} stay open"
+    );
+
+    // The idle timeout: after it, none is left open.
+    std::thread::sleep(IDLE_TIMEOUT + Duration::from_secs(1));
+    for (i, s) in idle.iter().enumerate() {
+        assert!(
+            closed_by_server(s, Duration::from_secs(3)),
+            "idle connection {i} still open after {IDLE_TIMEOUT:?}"
+        );
+    }
+    let (status, _, body) = http(&addr, "GET", "/metrics");
+    assert_eq!(status, 200, "{body}");
+    assert!(matches!(run.kill(), Kill::Killed { .. }), "it lingered");
 }

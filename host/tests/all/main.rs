@@ -2,7 +2,7 @@
 //! `tests/all/main.rs`): one module per area and test file, named
 //! `<area>_<what>.rs` (areas: `cli`, `crash` — real `coordhost run`
 //! processes killed with SIGKILL —, `events`, `job`, `plugin`, `recovery`,
-//! `sandbox`, `shuffle`), and one `support` module with every shared helper.
+//! `sandbox`, `shuffle`, `ui`), and one `support` module with every shared helper.
 //!
 //! Run one area with a name filter, e.g. `cargo test -p coordhost --test all
 //! --features failpoints recovery_`. The modules that use test knobs (a
@@ -12,11 +12,16 @@
 
 #[cfg(feature = "failpoints")]
 mod sql_functions;
+#[cfg(feature = "failpoints")]
+mod sql_functions_c;
 mod sql_functions_languages;
 #[cfg(feature = "failpoints")]
 mod sql_functions_workers;
 #[cfg(feature = "failpoints")]
 mod sql_readers;
+#[cfg(feature = "failpoints")]
+mod sql_readers_workers;
+mod sql_readers_python;
 mod sql_tpch;
 mod support;
 
@@ -58,10 +63,13 @@ mod job_tpch;
 mod job_tpch_languages;
 mod job_ui;
 mod job_wordcount;
+mod plugin_c_arrow;
 mod plugin_cache;
 mod plugin_conformance;
 mod plugin_kit;
+mod plugin_kit_c;
 mod plugin_kit_functions;
+mod plugin_kit_readers;
 mod plugin_sandbox;
 #[cfg(feature = "failpoints")]
 mod recovery_attempts;
@@ -88,6 +96,7 @@ mod sandbox_special_files;
 #[cfg(feature = "failpoints")]
 mod shuffle_binding;
 mod shuffle_golden;
+mod ui_browser;
 mod workers;
 mod workers_contract;
 mod workers_netns;

@@ -78,6 +78,25 @@ fn plugin_test_passes_the_sample_functions_in_rust_python_and_js() {
     }
 }
 
+/// The Python and JavaScript samples configured as the benchmark's
+/// `plus_one` (host/benches/functions.rs) pass every check too, with the
+/// signature that config key `function` chose.
+#[test]
+fn plugin_test_passes_the_python_and_js_samples_configured_as_plus_one() {
+    for name in ["py-function", "js-function"] {
+        let out = plugin_test(name, &["function=plus_one"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", show(&out));
+        assert!(stdout.contains("passed: 6 checks"), "{name}: {stdout}");
+        assert!(
+            stdout.contains(
+                "scalar-function plugin, signature: (Int64) -> Int64, deterministic: true\n"
+            ),
+            "{name}: {stdout}"
+        );
+    }
+}
+
 #[test]
 fn each_function_check_fails_on_the_faulty_function_that_breaks_it() {
     // (mode, the check that fails, what its line says, checks that still pass)

@@ -7,7 +7,9 @@
 //! line, the same query with the three functions written in SQL. Then the
 //! same job is SIGKILLed midway and run again on its data directory: the
 //! rerun recovers, keeps the tasks finished before the kill, and publishes
-//! the same answer.
+//! the same answer. Last, the Python and JavaScript samples configured as
+//! the benchmark's `plus_one` (config key `function`) against the built-in
+//! `x + 1`, and their refusal of a function they do not have.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -215,4 +217,141 @@ fn the_example_job_killed_midway_reruns_to_the_same_answer() {
         reference,
         "the rerun publishes the answer of an uninterrupted run (the query in SQL)"
     );
+}
+
+/// A SQL job over `ids.csv` (one `bigint` column `id`: 0..n) under `dir`
+/// with `functions` declared and `sql`; returns the job file.
+fn ids_job(dir: &Path, n: i64, functions: &str, sql: &str) -> PathBuf {
+    let input = dir.join("in");
+    std::fs::create_dir_all(&input).expect("input dir");
+    let mut csv = String::from("id\n");
+    for id in 0..n {
+        csv.push_str(&format!("{id}\n"));
+    }
+    std::fs::write(input.join("ids.csv"), csv).expect("csv");
+    let plugin = |n: &str| crate::support::plugin_path(n).display().to_string();
+    let text = format!(
+        r#"[job]
+name = "ids"
+parallelism = 2
+max-attempts = 1
+sql = """{sql}"""
+
+[shuffle]
+plugin = "shuffle"
+
+[plugins.files]
+component = "{files}"
+kind = "split-enumerator"
+config = {{ dir = "{input}", split-bytes = 4000, pattern = ".csv" }}
+dirs = [{{ path = "{input}", writable = false }}]
+
+[plugins.shuffle]
+component = "{shuffle}"
+kind = "shuffle-master"
+config = {{ root = "${{data_dir}}/shuffle" }}
+dirs = [{{ path = "${{data_dir}}/shuffle", writable = true }}]
+
+[tables.t]
+plugin = "files"
+format = "csv"
+header = true
+schema = {{ id = "bigint" }}
+
+{functions}
+[sink]
+path = "${{data_dir}}/output/ids"
+format = "csv"
+"#,
+        files = plugin("file-enumerator"),
+        shuffle = plugin("local-shuffle"),
+        input = input.display(),
+    );
+    let job = dir.join("ids.toml");
+    std::fs::write(&job, text).expect("job file");
+    job
+}
+
+/// `[functions.plus_one]`: sample `component` configured with
+/// `function = "{function}"` (py-function and js-function).
+fn configured(component: &str, function: &str) -> String {
+    format!(
+        "[functions.plus_one]\ncomponent = \"{}\"\nconfig = {{ function = \"{function}\" }}\nlimits = {{ call-timeout-ms = 60000 }}\n",
+        crate::support::plugin_path(component).display()
+    )
+}
+
+/// The benchmark's guests (host/benches/functions.rs): the Python and
+/// JavaScript samples configured as `plus_one` answer `x + 1` row for row
+/// as DataFusion's built-in `+` does, in one query beside it (nulls give
+/// null, the top of the range wraps); a `function` they do not have, or
+/// another key, is refused at load (exit 2) naming the field, the
+/// component and the value.
+#[test]
+fn the_python_and_js_samples_configured_as_plus_one_equal_the_built_in_expression() {
+    use crate::support::job::options;
+    use crate::support::knobs::{Knobs, run_output};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let n = 2500;
+    let sql = "SELECT id, plus_one(id) AS guest, id + 1 AS builtin, \
+               plus_one(CASE WHEN id % 7 = 3 THEN NULL ELSE id END) AS holes, \
+               plus_one(9223372036854775807 - id) AS top FROM t ORDER BY id";
+    for component in ["py-function", "js-function"] {
+        let dir = tmp.path().join(component);
+        let job = ids_job(&dir, n, &configured(component, "plus_one"), sql);
+        let state = dir.join("state");
+        let out = run_output(&options(&job, &state, 2), &Knobs::default());
+        assert_eq!(out.code, Some(0), "{component}: {}", out.stderr);
+        let mut expected = vec!["id,guest,builtin,holes,top".to_string()];
+        for id in 0..n {
+            let holes = if id % 7 == 3 {
+                String::new()
+            } else {
+                (id + 1).to_string()
+            };
+            // Wraps at the top of the range: i64::MAX + 1 is i64::MIN.
+            let top = (i64::MAX - id).wrapping_add(1);
+            expected.push(format!("{id},{},{},{holes},{top}", id + 1, id + 1));
+        }
+        assert_eq!(
+            published_lines(&state.join("output/ids")),
+            expected,
+            "{component}"
+        );
+
+        for (case, functions, says) in [
+            (
+                "unknown-function",
+                configured(component, "plus_two"),
+                "unknown function `plus_two` (config key `function`)",
+            ),
+            (
+                "unknown-key",
+                configured(component, "plus_one").replace("{ function =", "{ mode ="),
+                "unknown key `mode`",
+            ),
+        ] {
+            let dir = tmp.path().join(format!("{component}-{case}"));
+            let job = ids_job(&dir, 10, &functions, "SELECT plus_one(id) AS x FROM t");
+            let state = dir.join("state");
+            let out = run_output(&options(&job, &state, 2), &Knobs::default());
+            assert_eq!(out.code, Some(2), "{component}, {case}: {}", out.stderr);
+            assert!(out.summary.is_none(), "{component}, {case}: {}", out.stderr);
+            assert!(!state.exists(), "{component}, {case}: nothing was created");
+            let line = out
+                .stderr
+                .lines()
+                .find(|l| l.contains("field `functions.plus_one.config`"))
+                .unwrap_or_else(|| {
+                    panic!(
+                        "{component}, {case}: a line naming the field: {}",
+                        out.stderr
+                    )
+                });
+            assert!(
+                line.contains(says) && line.contains(component),
+                "{component}, {case}: `{says}` in: {line}"
+            );
+        }
+    }
 }

@@ -352,6 +352,14 @@ impl JobMaster {
                 sink: jv.sink.clone(),
                 source,
                 functions: self.remote_functions.clone(),
+                // A scan of a table read by a source reader carries that
+                // reader (the worker loads it before the task runs).
+                readers: self
+                    .remote_readers
+                    .iter()
+                    .filter(|r| scans_table(&jv.operators, &r.table))
+                    .cloned()
+                    .collect(),
             },
             inputs,
             outputs: spec
@@ -470,4 +478,18 @@ impl JobMaster {
             }
         }
     }
+}
+
+/// Whether the operator chain `operators` holds a SQL stage whose scan
+/// reads `table` through a source reader.
+fn scans_table(operators: &[crate::graph::Operator], table: &str) -> bool {
+    operators.iter().any(|op| {
+        matches!(
+            op,
+            crate::graph::Operator::Stage(crate::graph::StagePlan {
+                source: Some(crate::graph::StageSource::Reader { table: t, .. }),
+                ..
+            }) if t == table
+        )
+    })
 }

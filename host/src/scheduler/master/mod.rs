@@ -154,6 +154,10 @@ pub struct JobMaster {
     /// The same functions as a worker process is told of them (name,
     /// settings, component hash); empty in embedded mode.
     remote_functions: Vec<crate::remote::RemoteFunction>,
+    /// The source readers of the SQL job's tables as a worker process is
+    /// told of them (table, columns, plugin, settings, component hash);
+    /// empty in embedded mode. A scan deploy carries its table's.
+    remote_readers: Vec<crate::remote::RemoteReader>,
     shuffle: ShuffleMaster,
     shuffle_plugin: String,
     /// With high availability: the leadership's fence, checked before a
@@ -261,6 +265,20 @@ impl JobMaster {
                 .collect(),
             _ => Vec::new(),
         };
+        let remote_readers: Vec<crate::remote::RemoteReader> = match &config.sql {
+            Some(sql) if opts.external.is_some() => sql
+                .tables
+                .iter()
+                .filter_map(|t| match &t.format {
+                    crate::sql::TableFormat::Reader { plugin, .. } => config
+                        .plugins
+                        .get(plugin)
+                        .and_then(|spec| crate::remote::RemoteReader::new(t, spec)),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
         let executor = match &opts.external {
             Some(cluster) => {
                 let events = tx.clone();
@@ -301,14 +319,20 @@ impl JobMaster {
                     }
                 }
                 // Workers fetch the components of the job's scalar
-                // functions by hash (docs/workers.md).
+                // functions and source readers by hash (docs/workers.md).
+                let functions = remote_functions
+                    .iter()
+                    .map(|f| (format!("scalar function `{}`", f.name), &f.component));
+                let readers = remote_readers
+                    .iter()
+                    .map(|r| (format!("source reader `{}`", r.plugin), &r.component));
                 cluster.serve_components(
-                    remote_functions
-                        .iter()
-                        .map(|f| crate::remote::ServedComponent {
-                            function: f.name.clone(),
-                            sha256: f.sha256.clone(),
-                            path: std::path::PathBuf::from(&f.component),
+                    functions
+                        .chain(readers)
+                        .map(|(plugin, c)| crate::remote::ServedComponent {
+                            plugin,
+                            sha256: c.sha256.clone(),
+                            path: std::path::PathBuf::from(&c.path),
                         })
                         .collect(),
                 );
@@ -333,6 +357,7 @@ impl JobMaster {
                 .map(|sql| sql.functions.clone())
                 .unwrap_or_default(),
             remote_functions,
+            remote_readers,
             plugins,
             readers,
             shuffle,

@@ -11,7 +11,8 @@
 //! - [`knobs`]: a run of the binary with test knobs (fail points): a
 //!   simulated crash, a failing attempt, a lost partition;
 //! - [`events`]: one event of every kind and logs over `MemoryStorage`;
-//! - [`damage`]: result partitions damaged the way disks and people do.
+//! - [`damage`]: result partitions damaged the way disks and people do;
+//! - [`ui`]: HTTP to `run --ui`, and the recovered job its tests look at.
 
 pub mod crash;
 pub mod damage;
@@ -23,6 +24,7 @@ pub mod knobs;
 pub mod netns;
 #[cfg(feature = "failpoints")]
 pub mod recovery;
+pub mod ui;
 pub mod workers;
 
 use std::collections::BTreeMap;
