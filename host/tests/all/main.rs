@@ -19,9 +19,9 @@ mod sql_functions_languages;
 mod sql_functions_workers;
 #[cfg(feature = "failpoints")]
 mod sql_readers;
+mod sql_readers_python;
 #[cfg(feature = "failpoints")]
 mod sql_readers_workers;
-mod sql_readers_python;
 mod sql_tpch;
 mod support;
 

@@ -290,6 +290,10 @@ fn component_bytes_of_another_hash_are_refused_by_the_worker_and_the_job_fails()
         !state.join("output/udf/_SUCCESS").exists(),
         "nothing is published"
     );
+    // A sink subtask whose scan got no split (splits are handed out on
+    // demand; on a loaded machine one subtask may take them all) never
+    // calls the function, so it may publish its part file, with no row: no
+    // row computed by a component is published.
     let published: Vec<PathBuf> = std::fs::read_dir(state.join("output/udf"))
         .into_iter()
         .flatten()
@@ -297,7 +301,14 @@ fn component_bytes_of_another_hash_are_refused_by_the_worker_and_the_job_fails()
         .map(|e| e.path())
         .filter(|p| p.is_file())
         .collect();
-    assert!(published.is_empty(), "no part file: {published:?}");
+    for part in &published {
+        let text = std::fs::read_to_string(part).expect("part file");
+        assert!(
+            text.lines().filter(|l| !l.trim().is_empty()).count() <= 1,
+            "a published part file holds rows: {}:\n{text}",
+            part.display()
+        );
+    }
     for i in 0..WORKERS {
         let kept = workers
             .data_dir(i)
