@@ -24,6 +24,7 @@ help:
 	@echo "  bench-shuffle  all-to-all vs forward edges at N = 256, 1024, 4096 (benches/shuffle_scale.rs)"
 	@echo "  bench-workers  embedded vs 3 worker processes: cost per task, restart with 10 000 partitions, shuffle MB/s (benches/workers.rs)"
 	@echo "  bench-functions  x + 1 on TPC-H SF 1 lineitem: Rust, Python, JS and C guests vs DataFusion's built-in expression (benches/functions.rs; BENCH_FUNCTIONS_ARGS=...)"
+	@echo "  bench-ui  TPC-H Q1 (SF 1 Parquet) with and without --ui and a /metrics scraper every 100 ms, interleaved: the UI's cost (benches/ui.rs)"
 	@echo "  bench-ha  failover time (etcd, 2 coordinators, 3 workers, leader killed) and the steady-state cost of --ha (benches/ha.rs)"
 
 # ---------------------------------------------------------------------------
@@ -338,3 +339,13 @@ $(DATA_DIR)/tpch-sf1-parquet.lineitem.done:
 .PHONY: bench-functions
 bench-functions: plugins ha-deps $(DATA_DIR)/tpch-sf1-parquet.lineitem.done
 	$(CARGO) bench --locked -p coordhost --bench functions -- $(BENCH_FUNCTIONS_ARGS)
+
+# bench-ui: the cost of watching a job (issue 31; docs/ui.md, "Cost"):
+# TPC-H Q1 over the same SF 1 lineitem Parquet, the release `coordhost run`
+# with and without `--ui` plus a scraper of /metrics and /api/job every
+# 100 ms, interleaved rounds (benches/ui.rs). BENCH_UI_ARGS="--rounds N".
+BENCH_UI_ARGS ?=
+
+.PHONY: bench-ui
+bench-ui: plugins $(DATA_DIR)/tpch-sf1-parquet.lineitem.done
+	$(CARGO) bench --locked -p coordhost --bench ui -- $(BENCH_UI_ARGS)

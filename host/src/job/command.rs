@@ -7,15 +7,13 @@
 //! published, its own storage failed); 2 bad input (the job file, a
 //! component, the data directory); the rule is [`super::exit`].
 
-use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
-
-use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use std::sync::Arc;
 
 use super::exit::{EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, exit_code};
+use super::progress::{Bars, Lines};
 use super::run_job;
 use crate::scheduler::{JobStatus, ProgressListener, RunOptions, StopReason, StopRequest, Summary};
 
@@ -101,7 +99,7 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
     let progress: Arc<dyn ProgressListener> = if std::io::stderr().is_terminal() {
         Arc::new(Bars::default())
     } else {
-        Arc::new(Lines)
+        Arc::new(Lines::default())
     };
     opts.progress = Some(progress);
     let live = match super::ui::start(&args.ui, &mut opts) {
@@ -464,53 +462,4 @@ fn print_summary(s: &Summary) {
         }
         Ok(())
     })();
-}
-
-/// Plain progress lines on stderr (not a terminal).
-struct Lines;
-
-impl ProgressListener for Lines {
-    fn vertex_initialized(&self, vertex: &str, parallelism: u32) {
-        eprintln!("{vertex}: parallelism {parallelism}");
-    }
-    fn task_finished(&self, vertex: &str, finished: u32, total: u32) {
-        eprintln!("{vertex}: {finished}/{total} finished");
-    }
-    fn task_failed(&self, vertex: &str, subtask: u32, attempt: u32, reason: &str) {
-        eprintln!("{vertex}: subtask {subtask} attempt {attempt} failed: {reason}");
-    }
-}
-
-/// One progress bar per job vertex on stderr.
-#[derive(Default)]
-struct Bars {
-    multi: MultiProgress,
-    bars: Mutex<HashMap<String, ProgressBar>>,
-}
-
-impl ProgressListener for Bars {
-    fn vertex_initialized(&self, vertex: &str, parallelism: u32) {
-        let bar = self.multi.add(ProgressBar::new(u64::from(parallelism)));
-        let style = ProgressStyle::with_template("{prefix:>16} [{bar:30}] {pos}/{len} tasks {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar());
-        bar.set_style(style.progress_chars("=> "));
-        bar.set_prefix(vertex.to_string());
-        if let Ok(mut bars) = self.bars.lock() {
-            bars.insert(vertex.to_string(), bar);
-        }
-    }
-    fn task_finished(&self, vertex: &str, finished: u32, total: u32) {
-        if let Some(bar) = self.bars.lock().ok().and_then(|b| b.get(vertex).cloned()) {
-            bar.set_length(u64::from(total));
-            bar.set_position(u64::from(finished));
-            if finished == total {
-                bar.finish();
-            }
-        }
-    }
-    fn task_failed(&self, vertex: &str, subtask: u32, attempt: u32, reason: &str) {
-        let _ignored = self.multi.println(format!(
-            "{vertex}: subtask {subtask} attempt {attempt} failed: {reason}"
-        ));
-    }
 }

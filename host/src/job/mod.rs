@@ -21,6 +21,7 @@ mod command;
 mod driver;
 pub mod exit;
 mod plugins;
+mod progress;
 mod recorder;
 mod sql;
 mod ui;

@@ -196,4 +196,17 @@ impl ProgressListener for UiProgress {
             p.task_started(vertex, subtask, attempt);
         }
     }
+    fn input_progress(&self, vertex: &str, input: crate::scheduler::InputProgress) {
+        self.live.input_progress(
+            vertex,
+            crate::ui::InputView {
+                splits: input.splits,
+                bytes: input.bytes,
+                splits_left: input.splits_left,
+            },
+        );
+        if let Some(p) = &self.inner {
+            p.input_progress(vertex, input);
+        }
+    }
 }

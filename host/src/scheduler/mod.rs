@@ -432,6 +432,26 @@ pub trait ProgressListener: Send + Sync {
     /// counts in the summary's `tasks_run`). Default: nothing (the
     /// progress bars need it not; `coordhost run --ui` does).
     fn task_started(&self, _vertex: &str, _subtask: u32, _attempt: u32) {}
+    /// Source vertex `vertex` handed a split to a reader: `input` is what
+    /// it handed out in this run so far (cumulative) and what its split
+    /// enumerator still holds. Default: nothing.
+    fn input_progress(&self, _vertex: &str, _input: InputProgress) {}
+}
+
+/// A source vertex's input handed to readers in this run, for progress
+/// display (`coordhost run`'s bars and lines, `--ui`): like Flink's
+/// source metrics `numBytesIn`/`pendingSplits`, counted by the host.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputProgress {
+    /// Splits handed to readers in this run (read again ones included).
+    pub splits: u64,
+    /// Their input bytes (a `file-range` split's length, an inline
+    /// split's text length).
+    pub bytes: u64,
+    /// Splits the enumerator still holds (its `unassigned-splits`), as
+    /// last asked: `None` before the first answer or if it failed. The
+    /// enumerator's own count: a plugin may discover more later.
+    pub splits_left: Option<u64>,
 }
 
 /// How to run a job.

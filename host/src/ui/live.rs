@@ -176,6 +176,11 @@ impl LiveJob {
         self.with(|v| v.task_failed(vertex, subtask, attempt, reason, epoch));
     }
 
+    /// A source's input so far: see [`JobView::input_progress`].
+    pub fn input_progress(&self, vertex: &str, input: super::view::InputView) {
+        self.with(|v| v.input_progress(vertex, input));
+    }
+
     /// A job vertex's parallelism: see [`JobView::vertex_initialized`].
     pub fn vertex_initialized(&self, vertex: &str, parallelism: u32) {
         self.with(|v| v.vertex_initialized(vertex, parallelism));

@@ -34,6 +34,6 @@ pub use svg::{
     render as render_svg,
 };
 pub use view::{
-    AttemptView, Decision, EdgeView, JobView, MAX_ATTEMPTS_KEPT, RecoveryView, RunView,
+    AttemptView, Decision, EdgeView, InputView, JobView, MAX_ATTEMPTS_KEPT, RecoveryView, RunView,
     StandbyView, SubtaskView, TaskState, VertexView,
 };

@@ -238,11 +238,25 @@ pub fn render(view: &JobView) -> String {
         } else {
             format!("{}/{} finished", v.finished, v.parallelism)
         };
+        // A source: the splits handed out (of those known), bytes in the title.
+        let progress = match v.input {
+            Some(i) => format!(
+                "{progress}, splits {}{}",
+                i.splits,
+                i.splits_left
+                    .map_or(String::new(), |l| format!("/{}", i.splits + l))
+            ),
+            None => progress,
+        };
         let _ = write!(
             svg,
-            r##"<text class="progress" x="{}" y="{}">{progress}</text>"##,
+            r##"<text class="progress" x="{}" y="{}">{progress}{}</text>"##,
             x + 10,
-            y + 38
+            y + 38,
+            v.input.map_or(String::new(), |i| format!(
+                "<title>input handed out: {} splits, {} bytes</title>",
+                i.splits, i.bytes
+            ))
         );
         // The bar: one segment per category, proportional to its subtasks.
         let (bx, by) = (x + 10, y + 46);

@@ -121,8 +121,23 @@ pub struct VertexView {
     /// `--summary-json`'s `bytes_out` of the vertex (subtasks recovery
     /// kept count 0 there and here).
     pub bytes_out: u64,
+    /// A source vertex's input handed to its readers in the serving run,
+    /// as last told; `None` for other vertices and before the first split.
+    pub input: Option<InputView>,
     /// Its subtasks.
     pub subtasks: Vec<SubtaskView>,
+}
+
+/// A source vertex's input handed to readers in the serving run
+/// (`coordhost run`'s progress figures, in `/api/job`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct InputView {
+    /// Splits handed out (read again ones included).
+    pub splits: u64,
+    /// Their input bytes.
+    pub bytes: u64,
+    /// Splits the enumerator said it still holds; `None`: not known.
+    pub splits_left: Option<u64>,
 }
 
 /// One edge (an intermediate data set between two job vertices).
@@ -327,6 +342,7 @@ impl JobView {
             skipped: 0,
             reset: 0,
             bytes_out: 0,
+            input: None,
             subtasks: Vec::new(),
         });
         self.vertices.len() - 1
@@ -582,6 +598,12 @@ impl JobView {
         let sub = self.subtask(vertex, subtask);
         sub.note(attempt, epoch, "failed", Some(reason.to_owned()));
         self.run(epoch).attempts_failed += 1;
+    }
+
+    /// Live: source vertex `vertex` handed out `input` so far.
+    pub fn input_progress(&mut self, vertex: &str, input: InputView) {
+        let at = self.vertex_index(vertex);
+        self.vertices[at].input = Some(input);
     }
 
     /// Live: `vertex` runs `parallelism` subtasks (also for a vertex a

@@ -164,3 +164,80 @@ fn a_source_that_yields_no_split_says_so_in_one_line() {
     );
     assert!(!stdout.contains("read no input"), "{stdout}");
 }
+
+/// Whether `line` starts with an RFC 3339 UTC time to the second and a
+/// space (`2026-12-02T06:40:01Z `).
+fn starts_with_utc_time(line: &str) -> bool {
+    let b = line.as_bytes();
+    b.len() > 21
+        && b[..20].iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'-',
+            10 => *c == b'T',
+            13 | 16 => *c == b':',
+            19 => *c == b'Z',
+            _ => c.is_ascii_digit(),
+        })
+        && b[20] == b' '
+}
+
+#[test]
+fn progress_lines_carry_the_time_and_a_source_says_its_input_in_splits_and_bytes() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("words");
+    coordhost_datagen::write_words(&data, 3, 400, 11).expect("data");
+    let job = example_job("wordcount.toml", "build/data/words", &data, tmp.path());
+    let summary_file = tmp.path().join("summary.json");
+    let out = coordhost()
+        .arg("run")
+        .arg(&job)
+        .arg("--data-dir")
+        .arg(tmp.path().join("state"))
+        .arg("--summary-json")
+        .arg(&summary_file)
+        .output()
+        .expect("coordhost runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // stderr is a pipe here: plain lines, every one stamped.
+    let progress: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("tokenize: ") || l.contains("count: "))
+        .collect();
+    assert!(progress.len() >= 3, "{stderr}");
+    for line in &progress {
+        assert!(starts_with_utc_time(line), "no time on {line:?}");
+    }
+    // The source's first split is shown at once; its last line gives the
+    // whole input: 3 files of under a MiB, one split each, nothing left.
+    assert!(
+        progress
+            .iter()
+            .any(|l| l.contains("tokenize: input splits 1 of 3, ")),
+        "{stderr}"
+    );
+    let last = progress
+        .iter()
+        .find(|l| l.contains("tokenize: 4/4 finished; input: splits 3 of 3, "))
+        .unwrap_or_else(|| panic!("no final input line: {stderr}"));
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&summary_file).expect("summary")).expect("JSON");
+    let bytes = json["vertices"]
+        .as_array()
+        .and_then(|vs| vs.iter().find(|v| v["id"] == "tokenize"))
+        .and_then(|v| v["input"]["bytes_assigned"].as_u64())
+        .expect("tokenize's input in the summary");
+    let on_disk: u64 = std::fs::read_dir(&data)
+        .expect("data")
+        .map(|e| e.expect("entry").metadata().expect("meta").len())
+        .sum();
+    assert_eq!(bytes, on_disk, "every byte handed out once");
+    let shown = if bytes < 1024 {
+        format!("{bytes} B")
+    } else {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    };
+    assert!(
+        last.contains(&format!(", {shown}")),
+        "{last} vs {bytes} bytes"
+    );
+}

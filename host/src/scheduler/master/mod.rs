@@ -208,6 +208,10 @@ pub struct JobMaster {
     split_counts: HashMap<usize, (u64, u64)>,
     /// Per source vertex: input kept by recovery, read again, handed out.
     input_figures: HashMap<usize, InputFigures>,
+    /// Per source vertex: when its enumerator was last asked how many
+    /// splits it holds, the answer, and the splits handed out by then
+    /// (progress display only).
+    input_left: HashMap<usize, (std::time::Instant, Option<u64>, u64)>,
     /// Subtasks recovery skipped, per vertex.
     skipped_here: HashMap<usize, u64>,
     /// External workers: the worker each attempt in flight was deployed to.
@@ -393,6 +397,7 @@ impl JobMaster {
             reset_reasons: BTreeMap::new(),
             split_counts: HashMap::new(),
             input_figures: HashMap::new(),
+            input_left: HashMap::new(),
             skipped_here: HashMap::new(),
             placed_on: HashMap::new(),
             failed_on: HashMap::new(),
@@ -1027,6 +1032,7 @@ impl JobMaster {
         self.touched.insert(attempt.vertex);
         match c.request_split(attempt.subtask)? {
             Some(a) => {
+                let handed = matches!(a, SplitAnswer::Split(_));
                 if let SplitAnswer::Split(s) = &a {
                     self.split_counts.entry(attempt.vertex).or_default().0 += 1;
                     self.input_figures
@@ -1035,6 +1041,9 @@ impl JobMaster {
                         .bytes_assigned += crate::coordinator::split_input_bytes(s);
                 }
                 let _ignored = reply.send(Ok(answer(a)));
+                if handed {
+                    self.tell_input_progress(attempt.vertex);
+                }
             }
             None => {
                 self.waiting.insert(attempt, reply);
@@ -1044,11 +1053,47 @@ impl JobMaster {
         Ok(())
     }
 
+    /// Tells the progress listener what source vertex `v` handed out so
+    /// far, asking its enumerator how many splits it still holds at most
+    /// every [`INPUT_LEFT_EVERY`] (a plugin call; a failed answer shows as
+    /// unknown here and surfaces on the enumerator's next real call).
+    fn tell_input_progress(&mut self, v: usize) {
+        let Some(progress) = self.opts.progress.clone() else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        let splits = self.split_counts.get(&v).map_or(0, |c| c.0);
+        let asked = self.input_left.get(&v).copied();
+        let left = match asked {
+            // Between two questions, each split handed out is one fewer.
+            Some((at, left, then)) if now.duration_since(at) < INPUT_LEFT_EVERY => {
+                left.map(|l| l.saturating_sub(splits.saturating_sub(then)))
+            }
+            _ => {
+                let left = self
+                    .coordinators
+                    .get_mut(&v)
+                    .and_then(|c| c.unassigned_splits().ok());
+                self.input_left.insert(v, (now, left, splits));
+                left
+            }
+        };
+        progress.input_progress(
+            &self.graph.job.vertices[v].id,
+            crate::scheduler::InputProgress {
+                splits,
+                bytes: self.input_figures.get(&v).map_or(0, |f| f.bytes_assigned),
+                splits_left: left,
+            },
+        );
+    }
+
     /// Answers waiting readers of vertex `v` that got splits meanwhile.
     fn answer_waiting(&mut self, v: usize) {
         let Some(c) = self.coordinators.get_mut(&v) else {
             return;
         };
+        let mut handed = false;
         for (subtask, a) in c.take_ready() {
             let id = self.graph.attempt_id(v, subtask);
             if let Some(reply) = self.waiting.remove(&id) {
@@ -1056,9 +1101,13 @@ impl JobMaster {
                     self.split_counts.entry(v).or_default().0 += 1;
                     self.input_figures.entry(v).or_default().bytes_assigned +=
                         crate::coordinator::split_input_bytes(s);
+                    handed = true;
                 }
                 let _ignored = reply.send(Ok(answer(a)));
             }
+        }
+        if handed {
+            self.tell_input_progress(v);
         }
     }
 
@@ -1263,6 +1312,10 @@ impl JobMaster {
 /// How often the loop looks for a worker while execution vertices wait
 /// for one.
 const PLACEMENT_TICK: Duration = Duration::from_millis(50);
+
+/// How often, at most, a source's enumerator is asked how many splits it
+/// still holds for the progress display (`unassigned-splits`).
+const INPUT_LEFT_EVERY: Duration = Duration::from_millis(500);
 
 /// Whether a sink's output folder holds published output (`_SUCCESS` or a
 /// `part-*` file).

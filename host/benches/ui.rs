@@ -1,0 +1,363 @@
+//! The cost of watching a job (issue 31, "what must show"): the same
+//! job run by the release `coordhost run` without `--ui`, and with
+//! `--ui 127.0.0.1:0` and a scraper that asks for `/metrics` and
+//! `/api/job` in turn every 100 ms (as a Prometheus server with a short
+//! scrape interval and an open page would), in interleaved rounds.
+//! Target: at most 2 % more wall time with the UI.
+//!
+//! The job is TPC-H Q1 over `build/data/tpch-sf1-parquet/lineitem`
+//! (Parquet, SF 1, 6 001 215 rows, one split per row group), recovery
+//! on, a fresh data folder per run; each run's answer (4 groups, their
+//! `count_order` summing to the rows with `l_shipdate <= 1998-09-02`) is
+//! checked, and a run that fails or answers otherwise ends the bench
+//! with exit code 1. Each round runs both, the order alternating; the
+//! figures are medians over the rounds, and the overhead is the median
+//! of the per-round ratios (so a machine that slows down for a while
+//! hurts both sides of a round alike).
+//!
+//! ```text
+//! make bench-ui        # or: cargo bench -p coordhost --bench ui -- [--rounds N] [--data DIR]
+//! ```
+//!
+//! `--rounds`: counted rounds (default 7, after one uncounted warm-up
+//! round); `--data DIR`: another folder of lineitem Parquet files.
+//! docs/ui.md ("Cost") gives one run's figures.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// How often the scraper asks (the issue's 100 ms).
+const SCRAPE_EVERY: Duration = Duration::from_millis(100);
+
+/// Rows of SF 1 lineitem with `l_shipdate <= date '1998-09-02'` (Q1's
+/// filter): the sum of Q1's `count_order` column.
+const Q1_ROWS: u64 = 5_916_591;
+
+const LINEITEM_SCHEMA: &str = r#"{ l_orderkey = "bigint", l_partkey = "bigint", l_suppkey = "bigint", l_linenumber = "bigint", l_quantity = "decimal(15,2)", l_extendedprice = "decimal(15,2)", l_discount = "decimal(15,2)", l_tax = "decimal(15,2)", l_returnflag = "varchar", l_linestatus = "varchar", l_shipdate = "date", l_commitdate = "date", l_receiptdate = "date", l_shipinstruct = "varchar", l_shipmode = "varchar", l_comment = "varchar" }"#;
+
+/// TPC-H Q1 as the specification writes it (delta 90 days).
+const Q1: &str = "SELECT l_returnflag, l_linestatus, sum(l_quantity) AS sum_qty, \
+    sum(l_extendedprice) AS sum_base_price, \
+    sum(l_extendedprice * (1 - l_discount)) AS sum_disc_price, \
+    sum(l_extendedprice * (1 - l_discount) * (1 + l_tax)) AS sum_charge, \
+    avg(l_quantity) AS avg_qty, avg(l_extendedprice) AS avg_price, \
+    avg(l_discount) AS avg_disc, count(*) AS count_order \
+    FROM lineitem WHERE l_shipdate <= date '1998-12-01' - interval '90' day \
+    GROUP BY l_returnflag, l_linestatus ORDER BY l_returnflag, l_linestatus";
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the host crate lies in the workspace")
+        .to_path_buf()
+}
+
+fn plugin_path(name: &str) -> PathBuf {
+    workspace()
+        .join("build/plugins")
+        .join(format!("{name}.wasm"))
+}
+
+/// The job file for Q1 over the Parquet files in `data`.
+fn write_job(dir: &Path, data: &Path) -> PathBuf {
+    let text = format!(
+        r#"[job]
+name = "q1"
+max-attempts = 1
+sql = """{Q1}"""
+
+[recovery]
+enabled = true
+
+[shuffle]
+plugin = "shuffle"
+
+[plugins.files]
+component = "{files}"
+kind = "split-enumerator"
+config = {{ dir = "{data}", pattern = ".parquet", row-groups-per-split = 1 }}
+dirs = [{{ path = "{data}", writable = false }}]
+
+[plugins.shuffle]
+component = "{shuffle}"
+kind = "shuffle-master"
+config = {{ root = "${{data_dir}}/shuffle" }}
+dirs = [{{ path = "${{data_dir}}/shuffle", writable = true }}]
+
+[tables.lineitem]
+plugin = "files"
+format = "parquet"
+schema = {LINEITEM_SCHEMA}
+
+[sink]
+path = "${{data_dir}}/output/q1"
+format = "csv"
+"#,
+        files = plugin_path("file-enumerator").display(),
+        shuffle = plugin_path("local-shuffle").display(),
+        data = data.display(),
+    );
+    let path = dir.join("q1.toml");
+    std::fs::write(&path, text).expect("the bench writes its job file");
+    path
+}
+
+/// Checks Q1's answer under `out`: 4 groups whose `count_order` (the
+/// last column) sums to [`Q1_ROWS`].
+fn check_answer(out: &Path) -> Result<(), String> {
+    if !out.join("_SUCCESS").is_file() {
+        return Err(format!("{} has no _SUCCESS", out.display()));
+    }
+    let mut groups = 0_u64;
+    let mut rows = 0_u64;
+    for entry in std::fs::read_dir(out).map_err(|e| format!("{}: {e}", out.display()))? {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        if !path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("part-"))
+        {
+            continue;
+        }
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        for line in text.lines().skip(1).filter(|l| !l.is_empty()) {
+            let count = line
+                .rsplit(',')
+                .next()
+                .and_then(|c| c.parse::<u64>().ok())
+                .ok_or_else(|| format!("{}: no count_order in `{line}`", path.display()))?;
+            groups += 1;
+            rows += count;
+        }
+    }
+    if groups != 4 || rows != Q1_ROWS {
+        return Err(format!(
+            "{}: {groups} groups over {rows} rows, expected 4 over {Q1_ROWS}",
+            out.display()
+        ));
+    }
+    Ok(())
+}
+
+/// One `GET path` over a fresh connection; the status line's code.
+fn get(addr: &str, path: &str) -> std::io::Result<u16> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer)?;
+    let head = String::from_utf8_lossy(&answer[..answer.len().min(16)]).into_owned();
+    Ok(head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0))
+}
+
+/// Runs the job once on a fresh data folder (with `--ui` and the scraper
+/// when `ui`); its wall time and, with `ui`, the scrapes answered 200.
+fn run(bin: &Path, job: &Path, scratch: &Path, ui: bool) -> Result<(f64, u64), String> {
+    let data = scratch.join("data");
+    if data.exists() {
+        std::fs::remove_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
+    }
+    let mut cmd = Command::new(bin);
+    cmd.arg("--cache-dir")
+        .arg(scratch.join("cache"))
+        .arg("run")
+        .arg(job)
+        .arg("--data-dir")
+        .arg(&data)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if ui {
+        cmd.args(["--ui", "127.0.0.1:0"]);
+    }
+    let start = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+    let stderr = child.stderr.take().ok_or("no stderr pipe")?;
+    let done = Arc::new(AtomicBool::new(false));
+    let scraped = Arc::new(AtomicU64::new(0));
+    // Reads stderr (so the child never blocks on it), keeps its tail, and
+    // starts the scraper once the page's address is printed.
+    let reader = {
+        let (done, scraped) = (done.clone(), scraped.clone());
+        std::thread::spawn(move || {
+            let mut tail = Vec::new();
+            let mut scraper = None;
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("job page on http://").nth(1) {
+                    let addr = rest.split('/').next().unwrap_or_default().to_owned();
+                    let (done, scraped) = (done.clone(), scraped.clone());
+                    scraper = Some(std::thread::spawn(move || {
+                        let mut k = 0_u64;
+                        while !done.load(Ordering::SeqCst) {
+                            let path = if k % 2 == 0 { "/metrics" } else { "/api/job" };
+                            if get(&addr, path).is_ok_and(|c| c == 200) {
+                                scraped.fetch_add(1, Ordering::SeqCst);
+                            }
+                            k += 1;
+                            std::thread::sleep(SCRAPE_EVERY);
+                        }
+                    }));
+                }
+                tail.push(line);
+                if tail.len() > 20 {
+                    tail.remove(0);
+                }
+            }
+            done.store(true, Ordering::SeqCst);
+            if let Some(s) = scraper {
+                let _joined = s.join();
+            }
+            tail
+        })
+    };
+    let status = child.wait().map_err(|e| e.to_string())?;
+    let wall = start.elapsed().as_secs_f64();
+    done.store(true, Ordering::SeqCst);
+    let tail = reader.join().unwrap_or_default();
+    if !status.success() {
+        return Err(format!(
+            "`coordhost run {}` ended with {status}: {}",
+            job.display(),
+            tail.join(" | ")
+        ));
+    }
+    check_answer(&data.join("output/q1"))?;
+    std::fs::remove_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
+    Ok((wall, scraped.load(Ordering::SeqCst)))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn main() -> ExitCode {
+    let mut rounds = 7_usize;
+    let mut data = workspace().join("build/data/tpch-sf1-parquet/lineitem");
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--bench" => {}
+            "--rounds" => match args.next().and_then(|v| v.parse().ok()).filter(|n| *n >= 1) {
+                Some(n) => rounds = n,
+                None => {
+                    eprintln!("ui bench: --rounds needs a positive number");
+                    return ExitCode::from(2);
+                }
+            },
+            "--data" => match args.next() {
+                Some(d) => data = PathBuf::from(d),
+                None => {
+                    eprintln!("ui bench: --data needs a folder");
+                    return ExitCode::from(2);
+                }
+            },
+            other => {
+                eprintln!("ui bench: unknown argument `{other}` (expected --rounds N, --data DIR)");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    for needed in [plugin_path("file-enumerator"), plugin_path("local-shuffle")] {
+        if !needed.is_file() {
+            eprintln!(
+                "ui bench: {} is missing: run `make plugins`",
+                needed.display()
+            );
+            return ExitCode::from(2);
+        }
+    }
+    if !data.is_dir() {
+        eprintln!(
+            "ui bench: {} is missing: run `make bench-ui` (it writes TPC-H SF 1 lineitem as Parquet)",
+            data.display()
+        );
+        return ExitCode::from(2);
+    }
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_coordhost"));
+    let scratch = tempfile::tempdir().expect("a scratch folder");
+    let job = write_job(scratch.path(), &data);
+    let (mut plain, mut watched, mut ratios, mut scrapes) = (vec![], vec![], vec![], vec![]);
+    println!(
+        "TPC-H Q1, SF 1 lineitem Parquet, {rounds} rounds after one warm-up; scraper every {} ms",
+        SCRAPE_EVERY.as_millis()
+    );
+    for round in 0..=rounds {
+        // Alternate which goes first, so neither always runs on a warmer cache.
+        let order = if round % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        let mut times = [0.0_f64; 2];
+        for ui in order {
+            match run(&bin, &job, scratch.path(), ui) {
+                Ok((wall, n)) => {
+                    times[usize::from(ui)] = wall;
+                    if ui {
+                        if n == 0 {
+                            eprintln!(
+                                "ui bench: round {round}: the scraper got no answer from --ui"
+                            );
+                            return ExitCode::from(1);
+                        }
+                        if round > 0 {
+                            scrapes.push(n as f64);
+                        }
+                    }
+                }
+                Err(e) => {
+                    eprintln!("ui bench: round {round}, --ui {ui}: {e}");
+                    return ExitCode::from(1);
+                }
+            }
+        }
+        println!(
+            "  round {round}{}: without {:.3} s, with --ui {:.3} s",
+            if round == 0 { " (warm-up)" } else { "" },
+            times[0],
+            times[1]
+        );
+        if round > 0 {
+            plain.push(times[0]);
+            watched.push(times[1]);
+            ratios.push(times[1] / times[0]);
+        }
+    }
+    let overhead = (median(ratios) - 1.0) * 100.0;
+    println!();
+    println!("| run                                   | median wall (s) |");
+    println!("|---------------------------------------|-----------------|");
+    println!(
+        "| `coordhost run`                       | {:>15.3} |",
+        median(plain)
+    );
+    println!(
+        "| `coordhost run --ui` + scraper 100 ms | {:>15.3} |",
+        median(watched)
+    );
+    println!();
+    println!(
+        "overhead (median of per-round ratios): {overhead:+.2} % (target <= 2 %); scrapes answered per run: {:.0}",
+        median(scrapes)
+    );
+    ExitCode::SUCCESS
+}
