@@ -84,6 +84,12 @@ pub struct WorkerArgs {
     /// How long finished partitions are kept while no coordinator answers, ms.
     #[arg(long, value_name = "MS", default_value_t = 60_000)]
     pub keep_partitions_ms: u64,
+    /// Exit (code 0) once the job served has ended and no attempt runs:
+    /// when its coordinator says goodbye, or, if it vanished without one,
+    /// once no coordinator answered for --keep-partitions-ms after it was
+    /// lost (docs/workers.md, "One-shot workers").
+    #[arg(long)]
+    pub exit_when_idle: bool,
     /// The worker's id (default `w-<pid>-<port>`; with TLS the one its
     /// certificate names, and an --id must be that one).
     #[arg(long, value_name = "ID")]
@@ -466,7 +472,8 @@ fn cluster_certs(req: crate::tls::CertsRequest) -> ExitCode {
     }
 }
 
-/// Runs `coordhost worker` until it is killed; returns the exit code of a
+/// Runs `coordhost worker` until it is killed (or, with
+/// `--exit-when-idle`, until idle: exit 0); returns the exit code of a
 /// worker that could not start or was refused (2: a wrong argument or
 /// another protocol version; 1: folders or the socket).
 fn worker_command(args: &WorkerArgs, cache_dir: Option<PathBuf>) -> ExitCode {
@@ -488,6 +495,7 @@ fn worker_command(args: &WorkerArgs, cache_dir: Option<PathBuf>) -> ExitCode {
         listen: args.listen.clone(),
         keep_partitions: std::time::Duration::from_millis(args.keep_partitions_ms),
         id: args.id.clone(),
+        exit_when_idle: args.exit_when_idle,
         tls: tls.clone(),
         cache_dir,
         etcd: match args.etcd.security() {

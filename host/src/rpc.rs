@@ -25,7 +25,10 @@ tonic::include_proto!("coordhost.worker.v1");
 /// `ReadSubpartitions` sends the partition's index (result partition
 /// format version 2). Revision 3 (issue 27, item 3): the task names the
 /// job's scalar functions (`RemoteVertex::functions`) and workers fetch
-/// their components with `FetchComponent`.
+/// their components with `FetchComponent`. `Worker.Goodbye` (issue 31)
+/// came within revision 3: an older worker of revision 3 answers it
+/// `UNIMPLEMENTED`, which the coordinator takes as no goodbye (that worker
+/// warns that it lost the coordinator, as before).
 pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Largest message either side accepts, bytes (a task with its inputs on

@@ -109,9 +109,9 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
-    let cluster = match args.external_workers.map(|n| start_cluster(args, n)) {
-        None => None,
-        Some(Ok(cluster)) => Some(Arc::new(cluster)),
+    let (cluster, job_name) = match args.external_workers.map(|n| start_cluster(args, n)) {
+        None => (None, String::new()),
+        Some(Ok((cluster, job))) => (Some(Arc::new(cluster)), job),
         Some(Err((code, line))) => {
             eprintln!("coordhost: {line}");
             return ExitCode::from(code);
@@ -144,11 +144,33 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
         && let Err(e) =
             cluster.wait_for_workers(n, std::time::Duration::from_millis(args.worker_wait_ms))
     {
+        cluster.goodbye(&job_name, crate::rpc::JobEnd::Failed);
         eprintln!("coordhost: {e}");
         return ExitCode::from(EXIT_FAILED);
     }
-    opts.external = cluster;
+    if let (Some(cluster), Some(live)) = (&cluster, &live) {
+        super::ui::watch_heartbeats(live, cluster);
+    }
+    opts.external = cluster.clone();
     let result = run_job(&opts);
+    if let Some(cluster) = &cluster {
+        // The job is over and nothing more is asked of the workers: they
+        // are told so before this process exits (issue 31).
+        let end = match &result {
+            Ok(s) => match s.status {
+                JobStatus::Finished => crate::rpc::JobEnd::Finished,
+                JobStatus::Failed => crate::rpc::JobEnd::Failed,
+                JobStatus::Stopped => crate::rpc::JobEnd::Stopped,
+                JobStatus::Cancelled => crate::rpc::JobEnd::Cancelled,
+            },
+            Err(
+                crate::scheduler::JobError::Cancelled { .. }
+                | crate::scheduler::JobError::CancelledEarlier { .. },
+            ) => crate::rpc::JobEnd::Cancelled,
+            Err(_) => crate::rpc::JobEnd::Failed,
+        };
+        cluster.goodbye(result.as_ref().map_or(&job_name, |s| &s.job), end);
+    }
     let code = report(args, result.as_ref(), stop.requested());
     super::ui::finish(&args.ui, live.as_deref(), &result);
     code
@@ -240,8 +262,11 @@ fn stop_on_signals(stop: Arc<StopRequest>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Serves workers on `--listen` and waits until `n` registered.
-fn start_cluster(args: &RunArgs, n: usize) -> Result<crate::remote::Cluster, (u8, String)> {
+/// Serves workers on `--listen`; returns the cluster and the job's name.
+fn start_cluster(
+    args: &RunArgs,
+    n: usize,
+) -> Result<(crate::remote::Cluster, String), (u8, String)> {
     if n == 0 {
         return Err((EXIT_BAD_INPUT, "--external-workers: at least 1".into()));
     }
@@ -284,7 +309,7 @@ fn start_cluster(args: &RunArgs, n: usize) -> Result<crate::remote::Cluster, (u8
         "coordhost run: serving workers on {}; waiting for {n}",
         cluster.local_addr()
     );
-    Ok(cluster)
+    Ok((cluster, job.name))
 }
 
 /// What [`lead`] returns: the leadership, and with `--fresh` where the

@@ -55,6 +55,22 @@ pub(super) fn start(args: &UiArgs, opts: &mut RunOptions) -> Result<Option<Arc<L
     Ok(Some(live))
 }
 
+/// The job runs on worker processes: `/metrics` shows their heartbeats as
+/// `cluster`'s registry counts them.
+pub(super) fn watch_heartbeats(live: &LiveJob, cluster: &crate::remote::Cluster) {
+    let read = cluster.heartbeat_reader();
+    live.watch_heartbeats(Box::new(move || {
+        read()
+            .into_iter()
+            .map(|h| crate::ui::WorkerBeats {
+                worker: h.worker,
+                received: h.received,
+                since_last: h.since_last,
+            })
+            .collect()
+    }));
+}
+
 /// The standby's view of leader `term` announcing `address` (empty: it
 /// serves no worker processes) on `etcd`.
 pub(super) fn standby_view(

@@ -18,6 +18,10 @@
 //! lose the splits it pulled where it was first sent.
 //! producers run again (Flink's region failover).
 //!
+//! When the job has ended, [`Cluster::goodbye`] tells every worker so
+//! before the coordinator exits (after which registrations are refused), so
+//! that a worker does not take the coordinator's exit for a loss.
+//!
 //! With high availability the leadership's fence guards both ways: no
 //! command goes to a worker, and no worker is answered (registration,
 //! heartbeat, split request, report: `UNAVAILABLE`), once the fence has
@@ -162,6 +166,23 @@ struct State {
     /// Per source vertex: split wait, plugin name and vertex id (for the
     /// message when the wait passes).
     split_waits: HashMap<usize, (Duration, String, String)>,
+    /// Per worker id that ever registered with this process: heartbeats
+    /// accepted, and when it registered or heartbeated last.
+    heartbeats: BTreeMap<String, (u64, Instant)>,
+}
+
+/// The heartbeats of one worker as this coordinator process received them
+/// ([`Cluster::heartbeats`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerHeartbeats {
+    /// The worker's id.
+    pub worker: String,
+    /// Heartbeats accepted from it (in this coordinator's session, while
+    /// registered), over every registration of this process.
+    pub received: u64,
+    /// Time since its last accepted heartbeat, or since it registered if
+    /// none came after that.
+    pub since_last: Duration,
 }
 
 struct Shared {
@@ -170,6 +191,9 @@ struct Shared {
     session: std::sync::atomic::AtomicU64,
     /// Whether workers may register (false while a standby).
     leading: std::sync::atomic::AtomicBool,
+    /// The job ended and the workers were told ([`Cluster::goodbye`]): no
+    /// registration is taken any more.
+    ended: std::sync::atomic::AtomicBool,
     /// High availability: checked before every command to a worker.
     fence: Mutex<Option<Arc<dyn crate::events::Fence>>>,
     opts: ClusterOptions,
@@ -275,6 +299,18 @@ impl Shared {
         self.session.load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    fn heartbeats(&self) -> Vec<WorkerHeartbeats> {
+        lock(&self.state)
+            .heartbeats
+            .iter()
+            .map(|(id, (n, last))| WorkerHeartbeats {
+                worker: id.clone(),
+                received: *n,
+                since_last: last.elapsed(),
+            })
+            .collect()
+    }
+
     /// `Err` naming why when this coordinator may not command workers (a
     /// lost leadership).
     fn fenced(&self) -> Result<(), String> {
@@ -364,6 +400,7 @@ impl Cluster {
             grants,
             session: std::sync::atomic::AtomicU64::new(session),
             leading: std::sync::atomic::AtomicBool::new(leading),
+            ended: std::sync::atomic::AtomicBool::new(false),
             fence: Mutex::new(None),
             opts,
             state: Mutex::new(State::default()),
@@ -771,6 +808,74 @@ impl Cluster {
         }
     }
 
+    /// The job `job` ended as `end`: tells every alive worker so
+    /// (`Goodbye`, all at once, each call bounded by a second) and takes no
+    /// registration from now on. A worker that took it stops heartbeating
+    /// and is no longer counted as alive (nor given up later); one that did
+    /// not (unreachable, or an older build: `UNIMPLEMENTED`) notices this
+    /// process's exit as a loss, as it would without a goodbye. Call it
+    /// last, once nothing more will be asked of the workers. Not sent once
+    /// the fence has passed (a deposed leader commands no worker).
+    pub fn goodbye(&self, job: &str, end: rpc::JobEnd) {
+        self.shared
+            .ended
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        if self.refused_by_fence("goodbye") {
+            return;
+        }
+        let session = self.shared.session();
+        let clients: Vec<(String, WorkerClient<Channel>)> = lock(&self.shared.state)
+            .workers
+            .iter()
+            .filter(|(_, w)| w.alive)
+            .map(|(id, w)| (id.clone(), w.client.clone()))
+            .collect();
+        let calls: Vec<_> = clients
+            .into_iter()
+            .map(|(id, mut client)| {
+                let request = rpc::GoodbyeRequest {
+                    session,
+                    job: job.to_owned(),
+                    end: end.into(),
+                };
+                let call = self.rt.spawn(async move {
+                    tokio::time::timeout(Duration::from_secs(1), client.goodbye(request)).await
+                });
+                (id, call)
+            })
+            .collect();
+        for (id, call) in calls {
+            match self.rt.block_on(call) {
+                Ok(Ok(Ok(_))) => {
+                    tracing::debug!(worker = %id, "said goodbye");
+                    if let Some(w) = lock(&self.shared.state).workers.get_mut(&id) {
+                        w.alive = false;
+                    }
+                }
+                Ok(Ok(Err(status))) => {
+                    tracing::info!(worker = %id, "the worker did not take the goodbye: {}", status.message());
+                }
+                Ok(Err(_)) | Err(_) => {
+                    tracing::info!(worker = %id, "the worker did not answer the goodbye within 1 s");
+                }
+            }
+        }
+    }
+
+    /// Heartbeats received per worker that registered with this process,
+    /// by worker id.
+    pub fn heartbeats(&self) -> Vec<WorkerHeartbeats> {
+        self.shared.heartbeats()
+    }
+
+    /// [`Cluster::heartbeats`] as a function that holds the registry but
+    /// not the cluster's runtime (for `/metrics`, which calls it from the
+    /// web server's threads and may outlive the cluster).
+    pub fn heartbeat_reader(&self) -> impl Fn() -> Vec<WorkerHeartbeats> + Send + Sync + 'static {
+        let shared = self.shared.clone();
+        move || shared.heartbeats()
+    }
+
     /// Whether `attempt` runs on a worker now.
     pub fn is_running(&self, attempt: AttemptId) -> bool {
         lock(&self.shared.state).running.contains_key(&attempt)
@@ -1026,6 +1131,11 @@ impl coordinator_server::Coordinator for Service {
                 "this coordinator is a standby: it does not lead the job (yet)",
             ));
         }
+        if self.shared.ended.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Status::unavailable(
+                "the job of this coordinator has ended: it is exiting",
+            ));
+        }
         self.shared.answer_fenced()?;
         if req.protocol_version != rpc::PROTOCOL_VERSION {
             return Err(Status::failed_precondition(format!(
@@ -1086,6 +1196,10 @@ impl coordinator_server::Coordinator for Service {
                 st.holders.remove(a);
             }
             tracing::info!(worker = %req.worker_id, address = %req.address, slots = req.slots, held = req.held.len(), "worker registered");
+            st.heartbeats
+                .entry(req.worker_id.clone())
+                .or_insert((0, Instant::now()))
+                .1 = Instant::now();
             st.workers.insert(
                 req.worker_id.clone(),
                 WorkerEntry {
@@ -1134,6 +1248,14 @@ impl coordinator_server::Coordinator for Service {
             }
             _ => false,
         };
+        if known {
+            let seen = st
+                .heartbeats
+                .entry(req.worker_id.clone())
+                .or_insert((0, Instant::now()));
+            seen.0 += 1;
+            seen.1 = Instant::now();
+        }
         Ok(Response::new(rpc::HeartbeatResponse { known }))
     }
 

@@ -32,7 +32,7 @@ mod readers;
 pub mod task;
 pub mod worker;
 
-pub use cluster::{Cluster, ClusterEvent, ClusterOptions, ServedComponent};
+pub use cluster::{Cluster, ClusterEvent, ClusterOptions, ServedComponent, WorkerHeartbeats};
 pub use task::{
     RemoteComponent, RemoteFunction, RemoteInput, RemoteOutput, RemoteReader, RemoteTask,
     RemoteVertex,

@@ -15,6 +15,13 @@
 //! attempts, keeps its finished partitions for `--keep-partitions-ms` and
 //! registers again with backoff. Partitions nobody claimed by then are
 //! deleted.
+//!
+//! A coordinator whose job ended says so before it exits (`Goodbye`, issue
+//! 31): the worker then waits for the next coordinator in the same way,
+//! saying so in one line instead of warning that it lost the coordinator.
+//! With `--exit-when-idle` ([`WorkerOptions::exit_when_idle`]) it exits
+//! instead, once no attempt runs, or, after a coordinator that vanished
+//! without a goodbye, once it has been without one for the keep time.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -76,6 +83,15 @@ pub struct WorkerOptions {
     /// readers are compiled through (`--cache-dir`); default
     /// `<data-dir>/cache`.
     pub cache_dir: Option<PathBuf>,
+    /// `--exit-when-idle`: return (exit 0) once the job served has ended
+    /// (the coordinator's `Goodbye`) and no attempt runs, or once no
+    /// coordinator has answered for `keep_partitions` after the one served
+    /// was lost without a goodbye (Spark's dynamic allocation releasing an
+    /// idle executor). Held partitions are deleted first. With high
+    /// availability, the goodbye of a leader that was *stopped* does not
+    /// count: a standby may take the job over, so only the keep time does.
+    /// A worker that never registered waits as long as it takes.
+    pub exit_when_idle: bool,
 }
 
 /// Why a worker process stopped.
@@ -153,6 +169,33 @@ struct State {
     /// The source readers of the job's tables, loaded before the first
     /// scan task of their table runs here.
     readers: WorkerReaders,
+    /// The last `Goodbye` accepted, not yet acted on by the heartbeat loop.
+    goodbye: Mutex<Option<Goodbye>>,
+    /// Wakes the heartbeat loop when a `Goodbye` is accepted.
+    goodbye_said: tokio::sync::Notify,
+}
+
+/// A coordinator's `Goodbye`: its job ended.
+#[derive(Debug, Clone)]
+struct Goodbye {
+    /// The session it was said in.
+    session: u64,
+    /// The job, cut to one line of at most 80 characters (for messages).
+    job: String,
+    /// How it ended.
+    end: rpc::JobEnd,
+}
+
+/// `end` in words: `finished`, `failed`, `stopped`, `cancelled`, or
+/// `unspecified`.
+fn end_name(end: rpc::JobEnd) -> &'static str {
+    match end {
+        rpc::JobEnd::Finished => "finished",
+        rpc::JobEnd::Failed => "failed",
+        rpc::JobEnd::Stopped => "stopped",
+        rpc::JobEnd::Cancelled => "cancelled",
+        rpc::JobEnd::Unspecified => "unspecified",
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -364,6 +407,8 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
         read_grants: Mutex::new(None),
         functions: Arc::new(WorkerFunctions::new(components.clone())),
         readers: WorkerReaders::new(components),
+        goodbye: Mutex::new(None),
+        goodbye_said: tokio::sync::Notify::new(),
     });
     let service = worker_server::WorkerServer::new(Service {
         state: state.clone(),
@@ -385,15 +430,51 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
     });
     tracing::info!(worker = %id, address = %bound, coordinator = %opts.coordinator, tls = opts.tls.is_some(), "worker started");
     eprintln!("coordhost worker {id}: serving on {bound}");
-    rt.block_on(stay_registered(state, opts.keep_partitions))
+    rt.block_on(stay_registered(
+        state,
+        opts.keep_partitions,
+        opts.exit_when_idle,
+    ))
 }
 
 /// Registers, heartbeats while the coordinator answers, and registers again
-/// (with backoff) when it does not; forever, or until refused for good.
-async fn stay_registered(state: Arc<State>, keep: Duration) -> Result<(), WorkerError> {
+/// (with backoff) when it does not or its job ended; forever, until refused
+/// for good, or, with `exit_when_idle`, until idle
+/// ([`WorkerOptions::exit_when_idle`]).
+async fn stay_registered(
+    state: Arc<State>,
+    keep: Duration,
+    exit_when_idle: bool,
+) -> Result<(), WorkerError> {
     let mut backoff = Duration::from_millis(50);
     let mut lost_since: Option<Instant> = None;
+    // Since when this worker has had no coordinator (after serving one),
+    // and whether the last one said its job ended: what
+    // `--exit-when-idle` goes by. Attempts of the old session have all
+    // stopped whenever the loop comes back here.
+    let mut idle_since: Option<Instant> = None;
+    let mut job_ended = false;
     loop {
+        if exit_when_idle {
+            let why = if job_ended {
+                Some("the job served ended".to_owned())
+            } else {
+                idle_since.filter(|since| since.elapsed() >= keep).map(|_| {
+                    format!(
+                        "no coordinator for {} ms (--keep-partitions-ms)",
+                        keep.as_millis()
+                    )
+                })
+            };
+            if let Some(why) = why {
+                forget_held(&state);
+                eprintln!(
+                    "coordhost worker {}: {why} and no attempt runs: exiting (--exit-when-idle)",
+                    state.id
+                );
+                return Ok(());
+            }
+        }
         if let Some(etcd) = &state.leader_from
             && !find_leader(&state, etcd).await
         {
@@ -439,8 +520,15 @@ async fn stay_registered(state: Arc<State>, keep: Duration) -> Result<(), Worker
         let timeout = Duration::from_millis(reg.heartbeat_timeout_ms.max(100));
         *lock(&state.report_timeout) = timeout;
         let mut last_ok = Instant::now();
-        loop {
-            tokio::time::sleep(interval).await;
+        let goodbye = loop {
+            tokio::select! {
+                () = tokio::time::sleep(interval) => {}
+                () = state.goodbye_said.notified() => {}
+            }
+            let said = lock(&state.goodbye).take();
+            if let Some(g) = said.filter(|g| g.session == reg.session) {
+                break Some(g);
+            }
             let beat = rpc::HeartbeatRequest {
                 worker_id: state.id.clone(),
                 session: reg.session,
@@ -461,17 +549,40 @@ async fn stay_registered(state: Arc<State>, keep: Duration) -> Result<(), Worker
             };
             match known {
                 Some(true) => last_ok = Instant::now(),
-                Some(false) => break,
-                None if last_ok.elapsed() >= timeout => break,
+                Some(false) => break None,
+                None if last_ok.elapsed() >= timeout => break None,
                 // High availability: a heartbeat that fails is a reason to
                 // ask etcd at once; a newer leader ends this registration
                 // without waiting out the timeout (docs/ha.md, "Figures").
-                None if newer_leader(&state, reg.session, interval).await => break,
+                None if newer_leader(&state, reg.session, interval).await => break None,
                 None => {}
             }
-        }
-        tracing::warn!(worker = %state.id, "lost the coordinator: canceling running attempts, keeping finished partitions");
+        };
         *lock(&state.session) = None;
+        match goodbye {
+            Some(g) => {
+                // A stopped leader of a job with high availability hands
+                // the job to a standby: not the end of what this worker
+                // serves.
+                job_ended = !(g.end == rpc::JobEnd::Stopped && state.leader_from.is_some());
+                let next = if exit_when_idle && job_ended {
+                    "exiting once no attempt runs (--exit-when-idle)"
+                } else {
+                    "waiting for the next coordinator"
+                };
+                eprintln!(
+                    "coordhost worker {}: the job {} ended ({}); {next}",
+                    state.id,
+                    g.job,
+                    end_name(g.end)
+                );
+            }
+            None => {
+                tracing::warn!(worker = %state.id, "lost the coordinator: canceling running attempts, keeping finished partitions");
+                job_ended = false;
+            }
+        }
+        idle_since = Some(Instant::now());
         state.cancel_all();
         lost_since = Some(Instant::now());
         // Register again only when every attempt of the old session has
@@ -655,7 +766,8 @@ impl Service {
         Err(Status::permission_denied(why))
     }
 
-    /// A command (`Deploy`, `Cancel`, `FetchSinkOutput`, `Release`): with
+    /// A command (`Deploy`, `Cancel`, `FetchSinkOutput`, `Release`,
+    /// `Goodbye`): with
     /// TLS only from a coordinator of this worker's job; then only of the
     /// session this worker is registered in.
     async fn check_command(&self, caller: &Caller, session: u64, call: &str) -> Result<(), Status> {
@@ -1055,6 +1167,25 @@ impl worker_server::Worker for Service {
         .await
         .map_err(|e| Status::internal(format!("deleting the released partitions: {e}")))?;
         Ok(Response::new(rpc::ReleaseResponse {}))
+    }
+
+    async fn goodbye(
+        &self,
+        request: Request<rpc::GoodbyeRequest>,
+    ) -> Result<Response<rpc::GoodbyeResponse>, Status> {
+        let who = caller(&request);
+        let req = request.into_inner();
+        // Only the coordinator this worker serves, in its session: a
+        // stranger cannot make a worker leave the job it runs.
+        self.check_command(&who, req.session, "Goodbye").await?;
+        let end = rpc::JobEnd::try_from(req.end).unwrap_or(rpc::JobEnd::Unspecified);
+        *lock(&self.state.goodbye) = Some(Goodbye {
+            session: req.session,
+            job: crate::plugin::one_line(&req.job, 80),
+            end,
+        });
+        self.state.goodbye_said.notify_one();
+        Ok(Response::new(rpc::GoodbyeResponse {}))
     }
 }
 

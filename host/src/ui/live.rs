@@ -34,6 +34,21 @@ fn call_histogram() -> Histogram {
 /// Plugin call latency histograms, labelled `plugin` and `call`.
 pub type PluginCalls = Family<Vec<(String, String)>, Histogram, fn() -> Histogram>;
 
+/// The heartbeats of one worker process, as `/metrics` shows them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerBeats {
+    /// The worker's id.
+    pub worker: String,
+    /// Heartbeats the coordinator accepted from it.
+    pub received: u64,
+    /// Time since the last one (or since it registered, before the first).
+    pub since_last: Duration,
+}
+
+/// Where [`LiveJob`] asks for the workers' heartbeats at each scrape (the
+/// job layer installs one reading the coordinator's worker registry).
+pub type HeartbeatSource = Box<dyn Fn() -> Vec<WorkerBeats> + Send + Sync>;
+
 /// A running job as the page, `/api/job` and `/metrics` see it.
 pub struct LiveJob {
     view: Mutex<JobView>,
@@ -45,6 +60,8 @@ pub struct LiveJob {
     durable_append: Histogram,
     /// Calls into plugins, seconds, by plugin and WIT function.
     plugin_calls: PluginCalls,
+    /// With worker processes: their heartbeats.
+    heartbeats: Mutex<Option<HeartbeatSource>>,
 }
 
 impl Default for LiveJob {
@@ -63,6 +80,7 @@ impl LiveJob {
             appends: AtomicU64::new(0),
             durable_append: Histogram::new(append_buckets()),
             plugin_calls: Family::new_with_constructor(call_histogram),
+            heartbeats: Mutex::new(None),
         }
     }
 
@@ -201,6 +219,27 @@ impl LiveJob {
         let mut view = self.with(|v| v.clone());
         view.recount();
         view
+    }
+
+    /// The job runs on worker processes: `source` tells their heartbeats
+    /// (replacing any earlier source).
+    pub fn watch_heartbeats(&self, source: HeartbeatSource) {
+        *self
+            .heartbeats
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(source);
+    }
+
+    /// The workers' heartbeats now, by worker id (none without worker
+    /// processes).
+    #[must_use]
+    pub fn worker_heartbeats(&self) -> Vec<WorkerBeats> {
+        self.heartbeats
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .map(|source| source())
+            .unwrap_or_default()
     }
 
     /// Event log appends this process made.

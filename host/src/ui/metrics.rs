@@ -24,6 +24,8 @@
 //! | `coordhost_plugin_call_seconds` | histogram | `plugin`, `call` | calls into plugins by plugin and WIT function |
 //! | `coordhost_shuffle_bytes_written_total` | counter | | bytes this run's finished attempts wrote to result partitions |
 //! | `coordhost_vertex_bytes_out` | gauge | `vertex` | bytes written by the subtasks that finished in this run (`bytes_out`) |
+//! | `coordhost_worker_heartbeats_total` | counter | `worker` | heartbeats this coordinator accepted from each worker process that registered with it |
+//! | `coordhost_worker_heartbeat_age_seconds` | gauge | `worker` | seconds since that worker's last accepted heartbeat (since it registered, before the first) |
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -215,6 +217,26 @@ pub fn render(live: &LiveJob) -> Result<String, std::fmt::Error> {
         "coordhost_plugin_call_seconds",
         "Calls into plugins, from entering the guest to the settled outcome, by plugin and WIT function",
         live.plugin_call_histograms(),
+    );
+
+    let beats: Family<Labels, Counter> = Family::default();
+    let age: Family<Labels, Gauge<f64, std::sync::atomic::AtomicU64>> = Family::default();
+    for w in live.worker_heartbeats() {
+        beats
+            .get_or_create(&label("worker", &w.worker))
+            .inc_by(w.received);
+        age.get_or_create(&label("worker", &w.worker))
+            .set(w.since_last.as_secs_f64());
+    }
+    registry.register(
+        "coordhost_worker_heartbeats",
+        "Heartbeats this coordinator accepted from each worker process (coordhost worker) that registered with it",
+        beats,
+    );
+    registry.register(
+        "coordhost_worker_heartbeat_age_seconds",
+        "Seconds since each worker process's last accepted heartbeat (since it registered, before the first); a worker silent past the heartbeat timeout is given up",
+        age,
     );
 
     let mut out = String::new();

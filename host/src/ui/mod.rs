@@ -25,7 +25,7 @@ mod svg;
 mod view;
 
 pub use guard::{IDLE_TIMEOUT, MAX_CONNECTIONS};
-pub use live::LiveJob;
+pub use live::{HeartbeatSource, LiveJob, WorkerBeats};
 pub use metrics::{CONTENT_TYPE as METRICS_CONTENT_TYPE, render as render_metrics};
 pub use page::render as render_page;
 pub use server::{UiError, UiServer, serve};

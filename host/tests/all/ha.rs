@@ -11,7 +11,11 @@
 //!   publishing output or commanding a worker;
 //! - etcd killed under the leader: the leader stops once its lease ran out
 //!   by its own clock; with etcd restarted, a new coordinator recovers;
-//! - HA flags that cannot work are refused in one line.
+//! - HA flags that cannot work are refused in one line;
+//! - the leader stopped by SIGTERM (issue 31) stops as a run without HA
+//!   does (exit 143), says goodbye to its workers and resigns: the standby
+//!   leads at once, not after the lease's TTL, and finishes the job with
+//!   the same workers, none of which warns that it lost a coordinator.
 
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt as _;
@@ -625,6 +629,94 @@ fn a_leader_cut_off_from_etcd_stops_and_a_later_coordinator_recovers_the_job() {
 /// Whether a worker's log (at `coordhost::remote=info`) shows that it found
 /// the coordinator at `address` as the job's leader of `term` in etcd and
 /// then registered with it (the session is the term).
+#[test]
+fn a_leader_stopped_by_sigterm_resigns_and_the_standby_takes_the_job_and_its_workers_at_once() {
+    // A lease this long would keep the standby waiting half a minute if
+    // the stopped leader did not resign.
+    const LONG_TTL_S: u64 = 30;
+    let fx = Fixture::words();
+    let etcd = Etcd::start(&fx.path("etcd"));
+    let mut j = WordJob::new(&fx.input);
+    j.previous_worker_timeout_ms = 1500;
+    j.source_delay_us = 40;
+    j.sink_delay_us = 2000;
+    let file = j.write(&fx.path("job.toml"));
+    let data = fx.path("data");
+    let base = fx.path("coordinators");
+    let (a_addr, b_addr) = (free_port(), free_port());
+    let start = |name: &'static str, addr: &str| {
+        let mut c = Coordinator::of(
+            name,
+            crate::support::etcd::spawn_ha_run(
+                name,
+                &file,
+                &data,
+                &etcd,
+                LONG_TTL_S,
+                &base,
+                &external_args(addr, 2, HEARTBEAT_MS),
+            ),
+        );
+        c.also_show.push(fx.path("workers"));
+        c
+    };
+    let mut a = start("A", &a_addr);
+    let (a_leads, _) = a.wait_for_line(&leading_line());
+    let mut b = start("B", &b_addr);
+    b.wait_for_line(&standby_line());
+    let workers = Workers::start(2, &format!("{}/{JOB}", etcd.url()), &fx.path("workers"), 2);
+    a.poll_until("A's sources finish on the workers", || {
+        sources_finished(&data, j.sources)
+    });
+    a.signal("TERM");
+    let sent = Instant::now();
+    let (code, _) = a.wait(STEP);
+    assert_eq!(
+        code,
+        Some(143),
+        "A did not stop as SIGTERM asks\n{}",
+        a.context()
+    );
+    assert!(
+        a.stderr().contains("stopped by SIGTERM"),
+        "A does not say it was stopped\n{}",
+        a.context()
+    );
+    let (b_leads, seen) = b.wait_for_line(&leading_line());
+    let takeover = seen - sent;
+    eprintln!(
+        "takeover: {} ms from SIGTERM of the leader to the standby's `leading` line (TTL {LONG_TTL_S} s)",
+        takeover.as_millis()
+    );
+    assert!(
+        takeover < Duration::from_secs(LONG_TTL_S / 3),
+        "B led {takeover:?} after A was stopped: A did not resign its lease (TTL {LONG_TTL_S} s)\n{}",
+        b.context()
+    );
+    assert!(term_in(&b_leads) > term_in(&a_leads));
+    let summary = b.finish();
+    assert!(
+        summary.recovered() && summary.tasks_skipped() > 0,
+        "B did not keep what A finished: {}",
+        summary.brief()
+    );
+    assert_counts(&data, &fx, "after A was stopped and B took over");
+    for i in 0..2 {
+        let log = workers.log_of(i);
+        assert!(
+            log.contains("the job wordcount ended (stopped); waiting for the next coordinator")
+                && log.contains(
+                    "the job wordcount ended (finished); waiting for the next coordinator"
+                ),
+            "w{i} was not told of both ends:\n{log}"
+        );
+        assert!(
+            !log.contains("lost the coordinator"),
+            "w{i} warned though both coordinators said goodbye:\n{log}"
+        );
+    }
+}
+
 pub(crate) fn registered_with(log: &str, address: &str, term: u64) -> bool {
     let mut lines = log.lines().skip_while(|l| {
         !(l.contains("the job's leader")

@@ -99,6 +99,7 @@ mod shuffle_golden;
 mod ui_browser;
 mod workers;
 mod workers_contract;
+mod workers_goodbye;
 mod workers_netns;
 #[cfg(feature = "failpoints")]
 mod workers_placement;

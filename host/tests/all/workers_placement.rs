@@ -220,6 +220,13 @@ impl worker_server::Worker for ScriptedWorker {
     ) -> Result<Response<rpc::ReleaseResponse>, Status> {
         Ok(Response::new(rpc::ReleaseResponse {}))
     }
+
+    async fn goodbye(
+        &self,
+        _: Request<rpc::GoodbyeRequest>,
+    ) -> Result<Response<rpc::GoodbyeResponse>, Status> {
+        Ok(Response::new(rpc::GoodbyeResponse {}))
+    }
 }
 
 /// Serves a [`ScriptedWorker`] on a loopback port, registers it with the

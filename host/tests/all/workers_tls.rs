@@ -7,7 +7,8 @@
 //! they kept). The stranger, without a certificate, with one of another
 //! CA, with a valid worker certificate of another name, and with a valid
 //! certificate of another job's worker, cannot register, deploy, read a
-//! partition or release; each refusal is logged once. A flood (10 000
+//! partition, release or say goodbye (issue 31); each refusal is logged
+//! once. A flood (10 000
 //! connections, garbage after the HTTP/2 preface, a 100 MiB message)
 //! leaves coordinator and workers serving the job with bounded memory.
 //!
@@ -298,6 +299,21 @@ async fn stranger_calls(f: &[&str]) {
             print("Release", outcome(r));
         }
         Err(e) => print("Release", format!("NoConnection: {e}")),
+    }
+    // Issue 31: a goodbye in the right session would end the worker's
+    // service of the job; only the coordinator may say it.
+    match worker_client().await {
+        Ok(mut client) => {
+            let r = client
+                .goodbye(rpc::GoodbyeRequest {
+                    session,
+                    job: (*job).to_owned(),
+                    end: rpc::JobEnd::Finished.into(),
+                })
+                .await;
+            print("Goodbye", outcome(r));
+        }
+        Err(e) => print("Goodbye", format!("NoConnection: {e}")),
     }
 }
 
@@ -611,7 +627,7 @@ fn a_tls_cluster_in_namespaces_runs_and_recovers_the_tpch_job_and_refuses_strang
                 session.to_string(),
             ],
         );
-        assert_eq!(lines.len(), 4, "{what}: one line per call: {lines:?}");
+        assert_eq!(lines.len(), 5, "{what}: one line per call: {lines:?}");
         for l in &lines {
             assert!(
                 !l.ends_with(" Ok"),
@@ -653,6 +669,11 @@ fn a_tls_cluster_in_namespaces_runs_and_recovers_the_tpch_job_and_refuses_strang
             && by_name[3].contains("is not `coordinator.tpch-q1`"),
         "{by_name:?}"
     );
+    assert!(
+        by_name[4].starts_with("Goodbye PermissionDenied")
+            && by_name[4].contains("is not `coordinator.tpch-q1`"),
+        "{by_name:?}"
+    );
     let other = &seen[3].1;
     assert!(
         other[0].starts_with("Register PermissionDenied") && other[0].contains("w0.worker.other"),
@@ -666,6 +687,10 @@ fn a_tls_cluster_in_namespaces_runs_and_recovers_the_tpch_job_and_refuses_strang
     );
     assert!(
         other[3].starts_with("Release PermissionDenied"),
+        "{other:?}"
+    );
+    assert!(
+        other[4].starts_with("Goodbye PermissionDenied"),
         "{other:?}"
     );
 
@@ -695,7 +720,7 @@ fn a_tls_cluster_in_namespaces_runs_and_recovers_the_tpch_job_and_refuses_strang
         2,
         "{coordinator_log}"
     );
-    for call in ["Deploy", "Release"] {
+    for call in ["Deploy", "Release", "Goodbye"] {
         assert_eq!(
             count(
                 &worker_log,

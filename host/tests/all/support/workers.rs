@@ -9,12 +9,16 @@
 //!   one; dropping [`Workers`] kills them all.
 //! - [`Workers::files_left`]: every file still in the workers' partition
 //!   and sink folders (after a finished job: none).
+//! - [`Workers::start_keeping_with`]: more arguments per worker (e.g.
+//!   `--exit-when-idle`) and a keep time; [`Workers::wait_exit`] waits for
+//!   one to end on its own; [`Workers::address`] is where one serves.
 //! - [`Workers::start_in_namespaces_with`]: workers each in a network namespace
 //!   of [`super::netns::Netns`], listening on its address.
 
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
-use std::process::Child;
+use std::process::{Child, ExitStatus};
+use std::time::{Duration, Instant};
 
 use super::cache_dir;
 
@@ -104,6 +108,26 @@ impl Workers {
     ) -> Self {
         let mut w = Self::unstarted(coordinator, base, slots);
         w.keep_ms = keep_ms;
+        w.launch(n)
+    }
+
+    /// As [`Workers::start_keeping`], worker `i` with the more arguments
+    /// `extra(i)` (e.g. `--exit-when-idle`), logging `coordhost::remote` at
+    /// info level.
+    ///
+    /// # Panics
+    /// If a worker cannot be spawned.
+    pub fn start_keeping_with(
+        n: usize,
+        coordinator: &str,
+        base: &Path,
+        slots: u32,
+        keep_ms: u64,
+        extra: impl Fn(usize) -> Vec<String>,
+    ) -> Self {
+        let mut w = Self::unstarted(coordinator, base, slots);
+        w.keep_ms = keep_ms;
+        w.extra = (0..n).map(extra).collect();
         w.launch(n)
     }
 
@@ -323,6 +347,50 @@ impl Workers {
         assert!(self.children[i].is_none(), "w{i} still runs");
         let c = self.spawn(i);
         self.children[i] = Some(c);
+    }
+
+    /// Waits up to `within` for worker `i` to end on its own; its exit
+    /// status (the process reaped, no longer counted as running), or `None`
+    /// while it still runs.
+    ///
+    /// # Panics
+    /// If it was not started or was reaped already.
+    pub fn wait_exit(&mut self, i: usize, within: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            let child = self.children[i].as_mut().expect("worker running");
+            if let Some(status) = child.try_wait().expect("try_wait worker") {
+                self.children[i] = None;
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The address worker `i` serves on, from its log (`serving on
+    /// ADDR`), waiting up to a minute for it.
+    ///
+    /// # Panics
+    /// If it says none within a minute.
+    pub fn address(&self, i: usize) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let log = self.log_of(i);
+            if let Some(addr) = log.lines().find_map(|l| {
+                l.split_once(": serving on ")
+                    .map(|(_, a)| a.trim().to_owned())
+            }) {
+                return addr;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "w{i} never said where it serves:\n{log}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Whether worker `i` runs.
