@@ -9,7 +9,9 @@ pub(super) struct RawJobFile {
     pub(super) job: RawJob,
     #[serde(default)]
     pub(super) recovery: Option<RawRecovery>,
-    pub(super) shuffle: RawShuffle,
+    /// Absent: the built-in local shuffle master.
+    #[serde(default)]
+    pub(super) shuffle: Option<RawShuffle>,
     #[serde(default)]
     pub(super) plugins: toml::Table,
     #[serde(default)]
