@@ -283,7 +283,8 @@ impl Validator {
                 "a table name starts with a lower-case letter and uses only lower-case letters, digits and `_`",
             ));
         }
-        let rt: RawTable = self.typed(&field, value)?;
+        let mut rt: RawTable = self.typed(&field, value)?;
+        let partition_columns = std::mem::take(&mut rt.partition_columns);
         match plugins.get(&rt.plugin) {
             None => {
                 return Err(self.invalid(
@@ -316,6 +317,7 @@ impl Validator {
                     format,
                     rt.schema,
                     rt.max_task_bytes,
+                    partition_columns,
                 );
             }
             other => {
@@ -357,6 +359,7 @@ impl Validator {
             format,
             rt.schema,
             rt.max_task_bytes,
+            partition_columns,
         )
     }
 
@@ -370,6 +373,7 @@ impl Validator {
         format: TableFormat,
         schema: toml::Table,
         max_task_bytes: Option<toml::Value>,
+        raw_partitions: Vec<super::raw::RawPartitionColumn>,
     ) -> Result<TableDecl, ConfigError> {
         if schema.is_empty() {
             return Err(self.invalid(
@@ -388,6 +392,44 @@ impl Validator {
         }
         let max_task_bytes =
             self.max_task_bytes(&format!("{field}.max-task-bytes"), max_task_bytes)?;
+        let mut partition_columns: Vec<(String, SqlType)> = Vec::new();
+        for (k, p) in raw_partitions.into_iter().enumerate() {
+            let pf = format!("{field}.partition-columns[{k}]");
+            // The name is the `key` of folders `key=value`: no `/`, no
+            // `=`, nothing a folder name cannot hold.
+            if p.name.is_empty()
+                || !p
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                return Err(self.invalid(
+                    format!("{pf}.name"),
+                    format!(
+                        "`{}` is not a partition column name: letters, digits and `_` (the `key` of folders `key=value`)",
+                        p.name
+                    ),
+                ));
+            }
+            if columns.iter().any(|(c, _)| *c == p.name) {
+                return Err(self.invalid(
+                    format!("{pf}.name"),
+                    format!(
+                        "`{}` is also a column of `schema`: a partition column's values come from the folder names, not the files",
+                        p.name
+                    ),
+                ));
+            }
+            if partition_columns.iter().any(|(c, _)| *c == p.name) {
+                return Err(self.invalid(
+                    format!("{pf}.name"),
+                    format!("`{}` is listed twice", p.name),
+                ));
+            }
+            let t = SqlType::parse(&p.name, &p.ty)
+                .map_err(|e| self.invalid(format!("{pf}.type"), e.to_string()))?;
+            partition_columns.push((p.name, t));
+        }
         Ok(TableDecl {
             name: name.to_string(),
             plugin,
@@ -395,6 +437,7 @@ impl Validator {
             columns,
             max_task_bytes,
             scan_tasks: None,
+            partition_columns,
         })
     }
 }

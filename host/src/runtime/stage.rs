@@ -94,8 +94,44 @@ impl Inner {
             vertex: self.vertex.clone(),
             detail: "a stage without a scan was given splits".to_string(),
         })?;
+        self.read_split(source, &split).map(Some)
+    }
+
+    /// The batches `source` reads from `split`, cast to the declared
+    /// types; for a table of partition folders, with the values of the
+    /// split's folders added (`super::hive`).
+    fn read_split(
+        &self,
+        source: &StageSource,
+        split: &SplitData,
+    ) -> Result<Vec<RecordBatch>, TaskError> {
         let mut out = Vec::new();
         match source {
+            StageSource::Partitioned {
+                table,
+                files,
+                levels,
+                output,
+            } => {
+                let data = |detail: String| TaskError::Data {
+                    vertex: self.vertex.clone(),
+                    detail: format!("table `{table}`: {detail}"),
+                };
+                let SplitPayloadData::FileRange { path, .. } = &split.payload else {
+                    return Err(data(format!(
+                        "split `{}` is inline, but the table's partition values come from the folders of a file",
+                        split.id
+                    )));
+                };
+                // Checked before the file is read: a folder that does not
+                // fit the declaration fails the split, not its rows.
+                let values = super::hive::partition_values(path, levels).map_err(data)?;
+                let batches = self.read_split(files, split)?;
+                return batches
+                    .iter()
+                    .map(|b| super::hive::with_partition_values(b, &values, output).map_err(data))
+                    .collect();
+            }
             StageSource::Csv {
                 fields,
                 delimiter,
@@ -132,7 +168,7 @@ impl Inner {
                 out = self.read_with_plugin(&split, table, columns)?;
             }
         }
-        Ok(Some(out))
+        Ok(out)
     }
 
     /// The batches the table's source-reader plugin gives for `split`

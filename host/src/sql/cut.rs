@@ -240,7 +240,7 @@ impl Cutter<'_> {
                 let projection: Vec<usize> = leaf_schema
                     .fields()
                     .iter()
-                    .filter_map(|f| decl.columns.iter().position(|(n, _)| n == f.name()))
+                    .filter_map(|f| decl.column_index(f.name()))
                     .collect();
                 // A query that reads no column (`count(*)`) still needs the
                 // rows: the scan reads the first column and the leaf keeps
