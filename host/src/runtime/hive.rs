@@ -215,7 +215,8 @@ mod tests {
         assert!(v[0].is_null(0));
         for (path, wanted) in [
             ("/d/t/region=a/y=1995/f", "folder `region=a` is not `y=VALUE`"),
-            ("/d/t/y=1995/f", "folder `y=1995` is not `region=VALUE`"),
+            ("/d/t/y=1995/f", "folder `t` is not `y=VALUE`"),
+            ("/d/y=1995/t/f", "folder `t` is not `region=VALUE`"),
             ("/d/t/other/region=a/f", "folder `other` is not `y=VALUE`"),
             ("/d/t/y=19x5/region=a/f", "folder `y=19x5`: `19x5` is not a `int` value"),
             ("/d/t/y=/region=a/f", "folder `y=`: partition column `y` has no value"),
