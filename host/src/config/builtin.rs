@@ -205,7 +205,10 @@ mod tests {
             one.sha256,
             "a7937b64b8caa58f03721bb6bacf5c78cb235febe0e70b1b84cd99541461a08e"
         );
-        assert_eq!(resolve("two", &dirs).expect("found").path, b.join("two.wasm"));
+        assert_eq!(
+            resolve("two", &dirs).expect("found").path,
+            b.join("two.wasm")
+        );
         let e = resolve("three", &dirs).expect_err("refused");
         assert!(
             e.starts_with("no built-in plugin `three`: searched ")
@@ -222,6 +225,9 @@ mod tests {
             assert!(e.contains("does not name a built-in plugin"), "{bad}: {e}");
         }
         let e = resolve("x", &[dir("empty", &tmp.path().join("none"))]).expect_err("refused");
-        assert!(e.contains("available: none: build the sample plugins"), "{e}");
+        assert!(
+            e.contains("available: none: build the sample plugins"),
+            "{e}"
+        );
     }
 }

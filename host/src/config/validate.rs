@@ -6,13 +6,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::builtin::BuiltinComponent;
 use super::raw::*;
 use super::{
     ConfigError, DEFAULT_BYTES_PER_TASK, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PARALLELISM,
-    DEFAULT_SHUFFLE_PLUGIN, DEFAULT_SLOT_REQUEST_TIMEOUT, JobConfig, MAX_NAME_CHARS, MAX_RECORD_DELAY_US,
-    MAX_SLOT_REQUEST_TIMEOUT_MS, MAX_TLS_FILE_BYTES, RecoverySettings, normalize, one_line,
+    DEFAULT_SHUFFLE_PLUGIN, DEFAULT_SLOT_REQUEST_TIMEOUT, JobConfig, MAX_NAME_CHARS,
+    MAX_RECORD_DELAY_US, MAX_SLOT_REQUEST_TIMEOUT_MS, MAX_TLS_FILE_BYTES, RecoverySettings,
+    normalize, one_line,
 };
-use super::builtin::BuiltinComponent;
 use crate::files;
 use crate::graph::{DistributionPattern, JobEdge, JobGraph, JobVertex, Parallelism};
 use crate::plugin::{DirGrant, Limits, PluginKind, PluginSpec};
@@ -536,17 +537,26 @@ impl Validator {
             }],
             limits: None,
         };
-        self.plugin_at(&format!("plugins.{name}"), name, raw, PluginKind::ShuffleMaster)
-            .map_err(|e| match e {
-                ConfigError::Invalid { file, field, reason } => ConfigError::Invalid {
-                    file,
-                    field: "shuffle".to_string(),
-                    reason: format!(
-                        "missing, so the job uses the built-in shuffle master (`{field}`): {reason}"
-                    ),
-                },
-                other => other,
-            })
+        self.plugin_at(
+            &format!("plugins.{name}"),
+            name,
+            raw,
+            PluginKind::ShuffleMaster,
+        )
+        .map_err(|e| match e {
+            ConfigError::Invalid {
+                file,
+                field,
+                reason,
+            } => ConfigError::Invalid {
+                file,
+                field: "shuffle".to_string(),
+                reason: format!(
+                    "missing, so the job uses the built-in shuffle master (`{field}`): {reason}"
+                ),
+            },
+            other => other,
+        })
     }
 
     pub(super) fn graph(

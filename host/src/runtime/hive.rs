@@ -137,7 +137,8 @@ fn unescape(raw: &str) -> Result<String, String> {
         out.push(bytes[i]);
         i += 1;
     }
-    String::from_utf8(out).map_err(|_| "the value is not UTF-8 once its `%XX` escapes are decoded".to_string())
+    String::from_utf8(out)
+        .map_err(|_| "the value is not UTF-8 once its `%XX` escapes are decoded".to_string())
 }
 
 /// `batch` (the columns the file reading gave) with the partition
@@ -164,9 +165,9 @@ pub fn with_partition_values(
                 )
             })?),
             ScanColumn::Partition(i) => {
-                let one = values
-                    .get(*i)
-                    .ok_or_else(|| format!("the scan reads partition level {i} of {}", values.len()))?;
+                let one = values.get(*i).ok_or_else(|| {
+                    format!("the scan reads partition level {i} of {}", values.len())
+                })?;
                 let scalar = datafusion::common::ScalarValue::try_from_array(one, 0)
                     .map_err(|e| e.to_string())?;
                 scalar.to_array_of_size(rows).map_err(|e| e.to_string())?
@@ -201,26 +202,35 @@ mod tests {
     #[test]
     fn values_come_from_the_last_folders_in_order_and_strangers_are_refused() {
         let two = levels(&[("y", "int"), ("region", "varchar")]);
-        let v = partition_values(Path::new("/d/t/y=1995/region=a%2Fb/part-0.csv"), &two)
-            .expect("read");
+        let v =
+            partition_values(Path::new("/d/t/y=1995/region=a%2Fb/part-0.csv"), &two).expect("read");
         let y = v[0].as_any().downcast_ref::<Int32Array>().expect("int");
         assert_eq!(y.value(0), 1995);
         let r = v[1].as_any().downcast_ref::<StringArray>().expect("text");
         assert_eq!(r.value(0), "a/b");
-        let v = partition_values(
-            Path::new(&format!("/d/y={HIVE_NULL}/region=x/f")),
-            &two,
-        )
-        .expect("read");
+        let v = partition_values(Path::new(&format!("/d/y={HIVE_NULL}/region=x/f")), &two)
+            .expect("read");
         assert!(v[0].is_null(0));
         for (path, wanted) in [
-            ("/d/t/region=a/y=1995/f", "folder `region=a` is not `y=VALUE`"),
+            (
+                "/d/t/region=a/y=1995/f",
+                "folder `region=a` is not `y=VALUE`",
+            ),
             ("/d/t/y=1995/f", "folder `t` is not `y=VALUE`"),
             ("/d/y=1995/t/f", "folder `t` is not `region=VALUE`"),
             ("/d/t/other/region=a/f", "folder `other` is not `y=VALUE`"),
-            ("/d/t/y=19x5/region=a/f", "folder `y=19x5`: `19x5` is not a `int` value"),
-            ("/d/t/y=/region=a/f", "folder `y=`: partition column `y` has no value"),
-            ("/f", "lies in 0 folders, fewer than the 2 partition levels (y/region)"),
+            (
+                "/d/t/y=19x5/region=a/f",
+                "folder `y=19x5`: `19x5` is not a `int` value",
+            ),
+            (
+                "/d/t/y=/region=a/f",
+                "folder `y=`: partition column `y` has no value",
+            ),
+            (
+                "/f",
+                "lies in 0 folders, fewer than the 2 partition levels (y/region)",
+            ),
         ] {
             let e = partition_values(Path::new(path), &two).expect_err(path);
             assert!(
@@ -248,10 +258,14 @@ mod tests {
         )
         .expect("batch");
         assert_eq!(out.num_rows(), 3);
-        let y = out.column(0).as_any().downcast_ref::<Int32Array>().expect("int");
+        let y = out
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int32Array>()
+            .expect("int");
         assert_eq!(y.values().to_vec(), [1995, 1995, 1995]);
-        let only = with_partition_values(&file, &values, &[ScanColumn::Partition(0)])
-            .expect("batch");
+        let only =
+            with_partition_values(&file, &values, &[ScanColumn::Partition(0)]).expect("batch");
         assert_eq!((only.num_rows(), only.num_columns()), (3, 1));
     }
 }

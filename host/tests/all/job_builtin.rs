@@ -193,16 +193,19 @@ fn without_shuffle_a_declared_shuffle_master_or_a_taken_name_is_refused() {
         )
     );
     // Named in [shuffle], the same plugin runs the job.
-    std::fs::write(env.job(), format!("{declared}\n[shuffle]\nplugin = \"mine\"\n")).expect("job");
+    std::fs::write(
+        env.job(),
+        format!("{declared}\n[shuffle]\nplugin = \"mine\"\n"),
+    )
+    .expect("job");
     let out = env.run("state", None);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(!stdout.contains("builtin:local-shuffle"), "{stdout}");
 
-    let taken = text.replace("[plugins.files]", "[plugins.local-shuffle]").replace(
-        r#"plugin = "files""#,
-        r#"plugin = "local-shuffle""#,
-    );
+    let taken = text
+        .replace("[plugins.files]", "[plugins.local-shuffle]")
+        .replace(r#"plugin = "files""#, r#"plugin = "local-shuffle""#);
     std::fs::write(env.job(), taken).expect("job");
     let out = env.run("state-taken", None);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));

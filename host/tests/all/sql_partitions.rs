@@ -25,12 +25,20 @@ fn example_files() -> Vec<(&'static str, &'static str, Rows)> {
         (
             "l_shipyear=1994",
             "part-0",
-            vec![(1, 1700, 2_116_823, "N"), (2, 3600, 4_598_316, "R"), (3, 800, 1_330_960, "N")],
+            vec![
+                (1, 1700, 2_116_823, "N"),
+                (2, 3600, 4_598_316, "R"),
+                (3, 800, 1_330_960, "N"),
+            ],
         ),
         (
             "l_shipyear=1995",
             "part-0",
-            vec![(4, 2800, 2_895_564, "A"), (5, 2400, 2_282_448, "N"), (6, 3200, 4_962_016, "R")],
+            vec![
+                (4, 2800, 2_895_564, "A"),
+                (5, 2400, 2_282_448, "N"),
+                (6, 3200, 4_962_016, "R"),
+            ],
         ),
         (
             "l_shipyear=1995",
@@ -68,7 +76,10 @@ impl Env {
         )
         .expect("job");
         for (folder, file, _) in example_files() {
-            let from = examples.join("lineitem-by-year").join(folder).join(format!("{file}.csv"));
+            let from = examples
+                .join("lineitem-by-year")
+                .join(folder)
+                .join(format!("{file}.csv"));
             let to = tmp.path().join("lineitem-by-year").join(folder);
             std::fs::create_dir_all(&to).expect("folder");
             std::fs::copy(&from, to.join(format!("{file}.csv"))).expect("csv");
@@ -169,12 +180,7 @@ fn a_where_and_a_group_by_on_the_partition_column_read_the_folder_values() {
     env.run_ok("all-years");
     assert_eq!(
         env.output("all-years"),
-        [
-            "l_shipyear,lines,last",
-            "1994,3,3",
-            "1995,5,8",
-            "1996,2,10"
-        ]
+        ["l_shipyear,lines,last", "1994,3,3", "1995,5,8", "1996,2,10"]
     );
     env.edit(
         "SELECT l_shipyear, count(*) AS lines, max(l_orderkey) AS last",
@@ -202,21 +208,22 @@ fn write_parquet(root: &Path) {
         let batch = RecordBatch::try_from_iter([
             (
                 "l_orderkey",
-                Arc::new(Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>()))
-                    as ArrayRef,
+                Arc::new(Int64Array::from(
+                    rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+                )) as ArrayRef,
             ),
             ("l_quantity", cents(rows.iter().map(|r| r.1).collect())),
             ("l_extendedprice", cents(rows.iter().map(|r| r.2).collect())),
             (
                 "l_returnflag",
-                Arc::new(StringArray::from(rows.iter().map(|r| r.3).collect::<Vec<_>>()))
-                    as ArrayRef,
+                Arc::new(StringArray::from(
+                    rows.iter().map(|r| r.3).collect::<Vec<_>>(),
+                )) as ArrayRef,
             ),
         ])
         .expect("batch");
         let f = std::fs::File::create(dir.join(format!("{file}.parquet"))).expect("create");
-        let mut w =
-            parquet::arrow::ArrowWriter::try_new(f, batch.schema(), None).expect("writer");
+        let mut w = parquet::arrow::ArrowWriter::try_new(f, batch.schema(), None).expect("writer");
         w.write(&batch).expect("write");
         w.close().expect("close");
     }
@@ -231,7 +238,10 @@ fn the_same_folders_of_parquet_files_give_the_same_answer() {
         r#"dir = "${job_dir}/parquet", pattern = ".parquet""#,
     );
     env.edit(r#"path = "lineitem-by-year""#, r#"path = "parquet""#);
-    env.edit("format = \"csv\"\nheader = true\nschema", "format = \"parquet\"\nschema");
+    env.edit(
+        "format = \"csv\"\nheader = true\nschema",
+        "format = \"parquet\"\nschema",
+    );
     env.run_ok("state");
     assert_eq!(env.output("state"), ANSWER_1995);
 }
@@ -243,8 +253,11 @@ fn a_folder_that_does_not_fit_the_declaration_fails_the_job_naming_the_file_and_
     let env = Env::new();
     let bad = env.path("lineitem-by-year/l_shipyear=19x5");
     std::fs::create_dir_all(&bad).expect("folder");
-    std::fs::write(bad.join("part-0.csv"), "l_orderkey,l_quantity,l_extendedprice,l_returnflag\n11,1,1.00,N\n")
-        .expect("csv");
+    std::fs::write(
+        bad.join("part-0.csv"),
+        "l_orderkey,l_quantity,l_extendedprice,l_returnflag\n11,1,1.00,N\n",
+    )
+    .expect("csv");
     let stderr = env.run_failed("type");
     let wanted = format!(
         "table `lineitem`: file `{}`: folder `l_shipyear=19x5`: `19x5` is not a `int` value of partition column `l_shipyear`",

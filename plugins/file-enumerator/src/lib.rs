@@ -130,8 +130,7 @@ impl Settings {
             Some(keys) => {
                 let keys: Vec<String> = keys.split(',').map(|k| k.trim().to_owned()).collect();
                 for key in &keys {
-                    if key.is_empty()
-                        || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
                     {
                         return Err(Error::InvalidConfig(format!(
                             "config key `partitions`: `{key}` is not a partition key (letters, digits and `_`; several keys separated by `,`)"
