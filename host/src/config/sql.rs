@@ -310,15 +310,16 @@ impl Validator {
                     ));
                 }
                 let format = self.reader_format(&field, t, plugins)?;
-                return self.table_rest(
-                    name,
-                    &field,
-                    rt.plugin,
-                    format,
-                    rt.schema,
-                    rt.max_task_bytes,
-                    partition_columns,
-                );
+                return self
+                    .table_rest(
+                        name,
+                        &field,
+                        rt.plugin,
+                        format,
+                        rt.schema,
+                        rt.max_task_bytes,
+                    )
+                    .and_then(|decl| self.with_partitions(&field, decl, partition_columns));
             }
             other => {
                 return Err(self.invalid(
@@ -359,8 +360,8 @@ impl Validator {
             format,
             rt.schema,
             rt.max_task_bytes,
-            partition_columns,
         )
+        .and_then(|decl| self.with_partitions(&field, decl, partition_columns))
     }
 
     /// The rest of one `[tables.NAME]` once its format is known: the
@@ -373,7 +374,6 @@ impl Validator {
         format: TableFormat,
         schema: toml::Table,
         max_task_bytes: Option<toml::Value>,
-        raw_partitions: Vec<super::raw::RawPartitionColumn>,
     ) -> Result<TableDecl, ConfigError> {
         if schema.is_empty() {
             return Err(self.invalid(
@@ -392,6 +392,27 @@ impl Validator {
         }
         let max_task_bytes =
             self.max_task_bytes(&format!("{field}.max-task-bytes"), max_task_bytes)?;
+        Ok(TableDecl {
+            name: name.to_string(),
+            plugin,
+            format,
+            columns,
+            max_task_bytes,
+            scan_tasks: None,
+            partition_columns: Vec::new(),
+        })
+    }
+
+    /// `decl` with its `partition-columns` (`raw_partitions`): each name
+    /// letters, digits and `_`, not a column of `schema`, not listed twice;
+    /// each type one [`SqlType::parse`] reads.
+    fn with_partitions(
+        &self,
+        field: &str,
+        mut decl: TableDecl,
+        raw_partitions: Vec<super::raw::RawPartitionColumn>,
+    ) -> Result<TableDecl, ConfigError> {
+        let columns = &decl.columns;
         let mut partition_columns: Vec<(String, SqlType)> = Vec::new();
         for (k, p) in raw_partitions.into_iter().enumerate() {
             let pf = format!("{field}.partition-columns[{k}]");
@@ -430,15 +451,8 @@ impl Validator {
                 .map_err(|e| self.invalid(format!("{pf}.type"), e.to_string()))?;
             partition_columns.push((p.name, t));
         }
-        Ok(TableDecl {
-            name: name.to_string(),
-            plugin,
-            format,
-            columns,
-            max_task_bytes,
-            scan_tasks: None,
-            partition_columns,
-        })
+        decl.partition_columns = partition_columns;
+        Ok(decl)
     }
 }
 

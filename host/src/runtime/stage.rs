@@ -139,7 +139,7 @@ impl Inner {
                 columns,
             } => {
                 let csv = self.csv_layout(*fields, *delimiter, *header, columns)?;
-                super::csv::read_split(&split, self.grants.as_ref(), &csv, &self.vertex, |b| {
+                super::csv::read_split(split, self.grants.as_ref(), &csv, &self.vertex, |b| {
                     out.push(b);
                     Ok(())
                 })?;
@@ -147,7 +147,7 @@ impl Inner {
             StageSource::Parquet { columns } => {
                 let names: Vec<String> = columns.iter().map(|c| c.0.clone()).collect();
                 super::parquet::read_split(
-                    &split,
+                    split,
                     self.grants.as_ref(),
                     &names,
                     &self.vertex,
@@ -159,13 +159,13 @@ impl Inner {
                                 (Arc::clone(batch.column(i)), name.as_str(), ty.as_str())
                             })
                             .collect();
-                        out.push(self.typed(&split, cols)?);
+                        out.push(self.typed(split, cols)?);
                         Ok(())
                     },
                 )?;
             }
             StageSource::Reader { table, columns } => {
-                out = self.read_with_plugin(&split, table, columns)?;
+                out = self.read_with_plugin(split, table, columns)?;
             }
         }
         Ok(out)
