@@ -440,6 +440,85 @@ mod tests {
     }
 
     #[test]
+    fn a_table_without_partition_columns_prints_as_the_derived_debug_did() {
+        // The SQL fingerprint hashes this text: logs written before
+        // partition columns existed must keep their fingerprint.
+        #[derive(Debug)]
+        #[allow(dead_code)]
+        struct TableDecl {
+            name: String,
+            plugin: String,
+            format: TableFormat,
+            columns: Vec<(String, SqlType)>,
+            max_task_bytes: Option<u64>,
+            scan_tasks: Option<u32>,
+        }
+        let t = table();
+        let before = TableDecl {
+            name: t.name.clone(),
+            plugin: t.plugin.clone(),
+            format: t.format.clone(),
+            columns: t.columns.clone(),
+            max_task_bytes: t.max_task_bytes,
+            scan_tasks: t.scan_tasks,
+        };
+        assert_eq!(format!("{t:?}"), format!("{before:?}"));
+        assert_eq!(format!("{t:#?}"), format!("{before:#?}"));
+        let mut p = table();
+        p.partition_columns = vec![("y".into(), SqlType::parse("y", "int").unwrap())];
+        assert!(
+            format!("{p:?}").ends_with(
+                r#"scan_tasks: None, partition_columns: [("y", SqlType { text: "int", dt: Int32 })] }"#
+            ),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn a_scan_of_partition_columns_adds_their_values_and_reads_at_least_one_file_column() {
+        let mut t = table();
+        t.partition_columns = vec![("y".into(), SqlType::parse("y", "int").unwrap())];
+        let source = |sql: &str| {
+            plan_query(sql, std::slice::from_ref(&t), 2).unwrap()[0]
+                .plan
+                .source
+                .clone()
+        };
+        use crate::graph::ScanColumn::{File, Partition};
+        match source("SELECT y, count(*) AS n FROM t WHERE y = 1995 GROUP BY y") {
+            Some(StageSource::Partitioned {
+                table,
+                files,
+                levels,
+                output,
+            }) => {
+                assert_eq!(table, "t");
+                assert_eq!(levels, [("y".to_string(), "int".to_string())]);
+                assert_eq!(output, [Partition(0)]);
+                match *files {
+                    StageSource::Csv { columns, .. } => assert_eq!(columns[0].1, "k"),
+                    other => panic!("{other:?}"),
+                }
+            }
+            other => panic!("{other:?}"),
+        }
+        match source("SELECT v, y FROM t") {
+            Some(StageSource::Partitioned { files, output, .. }) => {
+                assert_eq!(output, [File(0), Partition(0)]);
+                assert_eq!(files.files(), &*files);
+                match *files {
+                    StageSource::Csv { columns, .. } => {
+                        let names: Vec<&str> = columns.iter().map(|c| c.1.as_str()).collect();
+                        assert_eq!(names, ["v"]);
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn a_group_by_with_order_is_cut_at_the_hash_repartition_and_the_merge() {
         let stages = plan_query(
             "SELECT k, sum(v * 2) AS s FROM t WHERE d <= date '2000-01-01' GROUP BY k ORDER BY k",
