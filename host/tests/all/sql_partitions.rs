@@ -104,6 +104,11 @@ impl Env {
 
     /// `coordhost run job.toml --data-dir STATE --summary-json STATE.json`.
     fn run(&self, state: &str) -> (Output, Option<Summary>) {
+        self.run_with(state, &[])
+    }
+
+    /// As [`Env::run`], with `extra` arguments.
+    fn run_with(&self, state: &str, extra: &[String]) -> (Output, Option<Summary>) {
         let summary = self.path(&format!("{state}.json"));
         let out = coordhost()
             .arg("run")
@@ -114,6 +119,16 @@ impl Env {
             .arg(&summary)
             .arg("--workers")
             .arg("2")
+            .args(extra)
+            // On workers: the coordinator says where it deploys each attempt.
+            .env(
+                "COORDHOST_LOG",
+                if extra.is_empty() {
+                    "warn"
+                } else {
+                    "coordhost::remote=info"
+                },
+            )
             .output()
             .expect("coordhost runs");
         let summary = std::fs::read(&summary)
@@ -190,6 +205,25 @@ fn a_where_and_a_group_by_on_the_partition_column_read_the_folder_values() {
     assert_eq!(
         env.output("count-only"),
         ["l_shipyear,lines", "1994,3", "1995,5", "1996,2"]
+    );
+}
+
+#[test]
+fn the_partition_values_are_added_on_worker_processes_too() {
+    use crate::support::workers::{Workers, external_args, free_port};
+    let env = Env::new();
+    let addr = free_port();
+    let _workers = Workers::start(2, &addr, &env.path("workers"), 2);
+    let (out, summary) = env.run_with("state", &external_args(&addr, 2, 5000));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(summary.expect("a summary").status, JobStatus::Finished);
+    assert_eq!(env.output("state"), ANSWER_1995);
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.contains("deploying") && l.contains("stage0")),
+        "the scan ran on a worker: {stderr}"
     );
 }
 
