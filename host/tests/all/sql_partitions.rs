@@ -370,3 +370,33 @@ fn a_bad_partition_declaration_is_refused_naming_the_field() {
         assert!(!env.path("state").exists(), "nothing is created");
     }
 }
+
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_coordinator_crash_after_the_scan_reruns_to_the_same_answer_without_reading_again() {
+    use crate::support::job::options;
+    use crate::support::knobs::{CrashPoint, Knobs, run_output};
+    let env = Env::new();
+    // The scan stage's two tasks finish, then the coordinator dies.
+    let knobs = Knobs::crash(CrashPoint::AfterFinished {
+        vertex: "stage0".to_owned(),
+        count: 2,
+    });
+    let state = env.path("state");
+    let out = run_output(&options(&env.job(), &state, 2), &knobs);
+    assert_ne!(out.code, Some(0), "the crash stops the run: {}", out.stderr);
+    assert!(
+        out.stderr.contains("simulated coordinator crash"),
+        "{}",
+        out.stderr
+    );
+    assert!(!state.join("output/lineitem-by-year/_SUCCESS").exists());
+
+    let rerun = run_output(&options(&env.job(), &state, 2), &Knobs::default());
+    assert_eq!(rerun.code, Some(0), "{}", rerun.stderr);
+    let summary = rerun.summary.expect("a summary");
+    assert!(summary.recovered && summary.default_shuffle, "{summary:?}");
+    assert_eq!(summary.vertices[0].skipped, 2, "{summary:?}");
+    assert_eq!(summary.vertices[0].records_in, 0, "no file is read again");
+    assert_eq!(env.output("state"), ANSWER_1995);
+}
