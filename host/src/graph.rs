@@ -247,6 +247,11 @@ pub enum StageSource {
         levels: Vec<(String, String)>,
         /// The scan's output columns, in order.
         output: Vec<ScanColumn>,
+        /// The query's filters that read only partition columns, as
+        /// `datafusion-proto` logical expressions (columns unqualified): a
+        /// split whose values make one of them false or NULL is not read
+        /// (partition pruning; the filters still apply to the rows).
+        prune: Vec<Vec<u8>>,
     },
 }
 

@@ -12,7 +12,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{Field, Schema};
 
 use crate::graph::ScanColumn;
@@ -102,6 +102,57 @@ pub fn partition_values(path: &Path, levels: &[(String, String)]) -> Result<Vec<
         values.push(array);
     }
     Ok(values)
+}
+
+/// Whether a split whose partition values are `values` (one row each,
+/// for `levels`) can be skipped: one of the `filters` (`datafusion-proto`
+/// logical expressions over the partition columns, unqualified) is false
+/// or NULL for them. A filter that does not decode, plan or evaluate to a
+/// boolean prunes nothing: the split is read, and the filter above the
+/// scan decides its rows as it would without pruning.
+#[must_use]
+pub fn pruned(filters: &[Vec<u8>], levels: &[(String, String)], values: &[ArrayRef]) -> bool {
+    use datafusion::common::DFSchema;
+    use datafusion::execution::context::ExecutionProps;
+    use datafusion::logical_expr::Expr;
+    use datafusion_proto::bytes::Serializeable;
+    if filters.is_empty() || levels.len() != values.len() {
+        return false;
+    }
+    let fields: Vec<Field> = levels
+        .iter()
+        .zip(values)
+        .map(|((name, _), v)| Field::new(name, v.data_type().clone(), true))
+        .collect();
+    let schema = Arc::new(Schema::new(fields));
+    let Ok(batch) = RecordBatch::try_new(Arc::clone(&schema), values.to_vec()) else {
+        return false;
+    };
+    let Ok(df_schema) = DFSchema::try_from(schema.as_ref().clone()) else {
+        return false;
+    };
+    let props = ExecutionProps::new();
+    filters.iter().any(|bytes| {
+        let Ok(expr) = Expr::from_bytes(bytes) else {
+            return false;
+        };
+        let Ok(physical) = datafusion::physical_expr::create_physical_expr(
+            &expr,
+            &df_schema,
+            &props,
+            &datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext::default(
+            ),
+        ) else {
+            return false;
+        };
+        let Ok(answer) = physical.evaluate(&batch).and_then(|v| v.into_array(1)) else {
+            return false;
+        };
+        answer
+            .as_any()
+            .downcast_ref::<arrow_array::BooleanArray>()
+            .is_some_and(|b| b.len() == 1 && (b.is_null(0) || !b.value(0)))
+    })
 }
 
 /// `s` for a message: one line (control characters as spaces), at most
@@ -241,6 +292,36 @@ mod tests {
         assert_eq!(unescape("50%").expect("kept"), "50%");
         assert_eq!(unescape("a%3Db%zz").expect("decoded"), "a=b%zz");
         assert!(unescape("%ff").is_err());
+    }
+
+    #[test]
+    fn a_split_is_pruned_only_when_a_filter_is_surely_false_for_its_values() {
+        use datafusion::prelude::{col, lit};
+        use datafusion_proto::bytes::Serializeable;
+        let levels = levels(&[("y", "int")]);
+        let bytes = |e: datafusion::logical_expr::Expr| e.to_bytes().expect("bytes").to_vec();
+        let v1995 = vec![Arc::new(Int32Array::from(vec![1995])) as ArrayRef];
+        let null = vec![arrow_array::new_null_array(
+            &arrow_schema::DataType::Int32,
+            1,
+        )];
+        let is_1995 = bytes(col("y").eq(lit(1995i32)));
+        let after_1995 = bytes(col("y").gt(lit(1995i32)));
+        assert!(!pruned(std::slice::from_ref(&is_1995), &levels, &v1995));
+        assert!(pruned(std::slice::from_ref(&after_1995), &levels, &v1995));
+        assert!(
+            pruned(&[is_1995.clone()], &levels, &null),
+            "NULL = 1995 is not true"
+        );
+        // Either filter false is enough; a filter that does not decode or
+        // names another column prunes nothing.
+        assert!(pruned(&[is_1995.clone(), after_1995], &levels, &v1995));
+        assert!(!pruned(&[b"not proto".to_vec()], &levels, &v1995));
+        assert!(!pruned(&[bytes(col("z").eq(lit(1i32)))], &levels, &v1995));
+        // Not coerced (the planner coerces what it pushes): Int32 > Int64
+        // does not evaluate here, so it prunes nothing.
+        assert!(!pruned(&[bytes(col("y").gt(lit(2000i64)))], &levels, &v1995));
+        assert!(!pruned(&[], &levels, &v1995));
     }
 
     #[test]

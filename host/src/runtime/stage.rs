@@ -112,6 +112,7 @@ impl Inner {
                 files,
                 levels,
                 output,
+                prune,
             } => {
                 let data = |detail: String| TaskError::Data {
                     vertex: self.vertex.clone(),
@@ -126,6 +127,9 @@ impl Inner {
                 // Checked before the file is read: a folder that does not
                 // fit the declaration fails the split, not its rows.
                 let values = super::hive::partition_values(path, levels).map_err(data)?;
+                if super::hive::pruned(prune, levels, &values) {
+                    return Ok(Vec::new());
+                }
                 let batches = self.read_split(files, split)?;
                 return batches
                     .iter()

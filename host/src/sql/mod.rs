@@ -223,8 +223,9 @@ impl TableDecl {
     /// columns reads the file columns among them (at least one: the
     /// first, when only partition columns are read, for the rows'
     /// count) and adds the partition values
-    /// ([`StageSource::Partitioned`]).
-    fn stage_source(&self, projection: &[usize]) -> StageSource {
+    /// ([`StageSource::Partitioned`]), skipping the splits whose values
+    /// make one of `prune` false.
+    fn stage_source(&self, projection: &[usize], prune: Vec<Vec<u8>>) -> StageSource {
         if self.partition_columns.is_empty() {
             return self.file_source(projection);
         }
@@ -251,6 +252,7 @@ impl TableDecl {
                 .map(|(n, t)| (n.clone(), t.text().to_string()))
                 .collect(),
             output,
+            prune,
         }
     }
 
@@ -491,8 +493,10 @@ mod tests {
                 files,
                 levels,
                 output,
+                prune,
             }) => {
                 assert_eq!(table, "t");
+                assert_eq!(prune.len(), 1, "`y = 1995` prunes");
                 assert_eq!(levels, [("y".to_string(), "int".to_string())]);
                 assert_eq!(output, [Partition(0)]);
                 match *files {
