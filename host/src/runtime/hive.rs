@@ -310,7 +310,7 @@ mod tests {
         assert!(!pruned(std::slice::from_ref(&is_1995), &levels, &v1995));
         assert!(pruned(std::slice::from_ref(&after_1995), &levels, &v1995));
         assert!(
-            pruned(&[is_1995.clone()], &levels, &null),
+            pruned(std::slice::from_ref(&is_1995), &levels, &null),
             "NULL = 1995 is not true"
         );
         // Either filter false is enough; a filter that does not decode or
@@ -320,7 +320,11 @@ mod tests {
         assert!(!pruned(&[bytes(col("z").eq(lit(1i32)))], &levels, &v1995));
         // Not coerced (the planner coerces what it pushes): Int32 > Int64
         // does not evaluate here, so it prunes nothing.
-        assert!(!pruned(&[bytes(col("y").gt(lit(2000i64)))], &levels, &v1995));
+        assert!(!pruned(
+            &[bytes(col("y").gt(lit(2000i64)))],
+            &levels,
+            &v1995
+        ));
         assert!(!pruned(&[], &levels, &v1995));
     }
 

@@ -105,7 +105,7 @@ impl TableProvider for DeclaredTable {
         leaf.prune = filters
             .iter()
             .filter(|f| self.on_partitions_only(f))
-            .filter_map(|f| prune_bytes(f))
+            .filter_map(prune_bytes)
             .collect();
         Ok(Arc::new(leaf))
     }

@@ -3,7 +3,9 @@
 //! (CSV under `l_shipyear=VALUE/`, the sample file enumerator named
 //! `builtin:file-enumerator` walking the folders, no `[shuffle]`) answers a
 //! `WHERE` on the partition column and a `GROUP BY` on it exactly, over CSV
-//! and over the same rows as Parquet; a folder that does not fit the
+//! and over the same rows as Parquet, reading only the folders a filter on
+//! the partition column keeps, on worker processes and after a coordinator
+//! crash too; a folder that does not fit the
 //! declaration fails the job naming the file and the folder, whether the
 //! enumerator walks the folders or not; a bad declaration is refused (exit 2).
 
