@@ -175,7 +175,7 @@ fn an_unknown_builtin_name_is_refused_in_one_line_naming_where_it_looked_and_wha
 }
 
 #[test]
-fn without_shuffle_a_declared_shuffle_master_or_a_taken_name_is_refused() {
+fn without_shuffle_a_declared_shuffle_master_a_taken_name_or_a_job_named_shuffle_is_refused() {
     let env = Env::new();
     let text = std::fs::read_to_string(env.job()).expect("job");
     let declared = format!(
@@ -217,4 +217,21 @@ fn without_shuffle_a_declared_shuffle_master_or_a_taken_name_is_refused() {
         )
     );
     assert!(!env.path("state-taken").exists(), "nothing is created");
+
+    // A job named `shuffle`: its folder would be the default's partitions.
+    std::fs::write(
+        env.job(),
+        text.replace(r#"name = "lineitem-by-year""#, r#"name = "shuffle""#),
+    )
+    .expect("job");
+    let out = env.run("state-named", None);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out).trim_end(),
+        format!(
+            "coordhost: {}: field `shuffle`: missing: the built-in shuffle master keeps its partitions in `${{data_dir}}/shuffle`, the folder of a job named `shuffle`; add a [shuffle] table",
+            env.job().display()
+        )
+    );
+    assert!(!env.path("state-named").exists(), "nothing is created");
 }
