@@ -228,6 +228,52 @@ pub enum StageSource {
         /// each column the scan reads.
         columns: Vec<(usize, String, String)>,
     },
+    /// A table in Hive-style partition folders (`[tables.NAME]
+    /// partition-columns`, docs/sql.md): each split's file lies in
+    /// `.../k1=v1/.../kN=vN/FILE`, the last N folders of its path naming
+    /// the declared partition columns in order; `files` reads the file's
+    /// own columns and the host adds each partition value as a constant
+    /// column of the split's rows, as DataFusion's `ListingTable` does with
+    /// `table_partition_cols`. (Last of the variants: logs written before
+    /// it decode as they did.)
+    Partitioned {
+        /// The table, for messages.
+        table: String,
+        /// How the files' own columns are read: the scan's file columns,
+        /// in the order [`ScanColumn::File`] counts them.
+        files: Box<StageSource>,
+        /// Every declared partition column, name and declared type
+        /// (`SqlType` text), in folder order.
+        levels: Vec<(String, String)>,
+        /// The scan's output columns, in order.
+        output: Vec<ScanColumn>,
+        /// The query's filters that read only partition columns, as
+        /// `datafusion-proto` logical expressions (columns unqualified): a
+        /// split whose values make one of them false or NULL is not read
+        /// (partition pruning; the filters still apply to the rows).
+        prune: Vec<Vec<u8>>,
+    },
+}
+
+impl StageSource {
+    /// The reading of the files themselves: `files` of a
+    /// [`StageSource::Partitioned`], else `self`.
+    #[must_use]
+    pub fn files(&self) -> &StageSource {
+        match self {
+            Self::Partitioned { files, .. } => files.files(),
+            other => other,
+        }
+    }
+}
+
+/// One output column of a [`StageSource::Partitioned`] scan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ScanColumn {
+    /// Column `i` of what the file reading (`files`) gives.
+    File(usize),
+    /// The value of partition level `i` (an index into `levels`).
+    Partition(usize),
 }
 
 /// One stage of a SQL job: a DataFusion physical plan as

@@ -29,6 +29,10 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 /// Default `job.slot-request-timeout-ms`: 5 minutes, as Flink's
 /// `slot.request.timeout`.
 pub const DEFAULT_SLOT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+/// The plugin name of the shuffle master a job without `[shuffle]` uses:
+/// the sample `local-shuffle` (`builtin:local-shuffle`) with
+/// `root = "${data_dir}/shuffle"`, that folder granted read-write.
+pub const DEFAULT_SHUFFLE_PLUGIN: &str = "local-shuffle";
 /// Largest `job.slot-request-timeout-ms`: one day.
 pub const MAX_SLOT_REQUEST_TIMEOUT_MS: i64 = 86_400_000;
 
@@ -166,6 +170,15 @@ pub struct JobConfig {
     pub plugins: BTreeMap<String, PluginSpec>,
     /// The shuffle master plugin's name.
     pub shuffle_plugin: String,
+    /// Whether the job file has no `[shuffle]` table, so the job uses the
+    /// built-in local shuffle master ([`DEFAULT_SHUFFLE_PLUGIN`], component
+    /// `builtin:local-shuffle`, partitions under `${data_dir}/shuffle`).
+    pub default_shuffle: bool,
+    /// The plugins whose `component` is `builtin:NAME`, by field
+    /// (`plugins.NAME`, `functions.NAME`): the file found and its SHA-256,
+    /// which the job fingerprint records instead of the path
+    /// ([`builtin`]).
+    pub builtins: BTreeMap<String, builtin::BuiltinComponent>,
     /// Recovery settings.
     pub recovery: RecoverySettings,
     /// The job graph, columns resolved.
@@ -209,6 +222,7 @@ pub struct SqlSpec {
 pub const MAX_TLS_FILE_BYTES: u64 = 1024 * 1024;
 
 pub use crate::files;
+pub mod builtin;
 mod functions;
 mod operators;
 mod paths;
@@ -269,6 +283,8 @@ pub fn parse_job(path: &Path, text: &str, opts: &LoadOptions) -> Result<JobConfi
         data_dir,
         cache_dir: opts.cache_dir.clone().filter(|d| d.is_dir()),
         sinks: std::cell::RefCell::new(Vec::new()),
+        builtins: std::cell::RefCell::new(BTreeMap::new()),
+        search_path: builtin::search_path(),
     };
     v.check_data_dir()?;
     let config = v.validate(raw)?;
@@ -307,6 +323,8 @@ pub fn load_cluster_file(
         data_dir: absolute(data_dir),
         cache_dir: None,
         sinks: std::cell::RefCell::new(Vec::new()),
+        builtins: std::cell::RefCell::new(BTreeMap::new()),
+        search_path: builtin::search_path(),
     };
     v.cluster_tls(Some(raw.cluster))
 }

@@ -9,7 +9,9 @@ pub(super) struct RawJobFile {
     pub(super) job: RawJob,
     #[serde(default)]
     pub(super) recovery: Option<RawRecovery>,
-    pub(super) shuffle: RawShuffle,
+    /// Absent: the built-in local shuffle master.
+    #[serde(default)]
+    pub(super) shuffle: Option<RawShuffle>,
     #[serde(default)]
     pub(super) plugins: toml::Table,
     #[serde(default)]
@@ -92,6 +94,18 @@ pub(super) struct RawTable {
     pub(super) schema: toml::Table,
     #[serde(default)]
     pub(super) max_task_bytes: Option<toml::Value>,
+    /// Hive-style partition folders: `[{ name, type }]`, in folder order.
+    #[serde(default)]
+    pub(super) partition_columns: Vec<RawPartitionColumn>,
+}
+
+/// One of `tables.NAME.partition-columns`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawPartitionColumn {
+    pub(super) name: String,
+    #[serde(rename = "type")]
+    pub(super) ty: String,
 }
 
 /// `[sink]` of a SQL job.

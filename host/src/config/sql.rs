@@ -283,7 +283,8 @@ impl Validator {
                 "a table name starts with a lower-case letter and uses only lower-case letters, digits and `_`",
             ));
         }
-        let rt: RawTable = self.typed(&field, value)?;
+        let mut rt: RawTable = self.typed(&field, value)?;
+        let partition_columns = std::mem::take(&mut rt.partition_columns);
         match plugins.get(&rt.plugin) {
             None => {
                 return Err(self.invalid(
@@ -309,14 +310,16 @@ impl Validator {
                     ));
                 }
                 let format = self.reader_format(&field, t, plugins)?;
-                return self.table_rest(
-                    name,
-                    &field,
-                    rt.plugin,
-                    format,
-                    rt.schema,
-                    rt.max_task_bytes,
-                );
+                return self
+                    .table_rest(
+                        name,
+                        &field,
+                        rt.plugin,
+                        format,
+                        rt.schema,
+                        rt.max_task_bytes,
+                    )
+                    .and_then(|decl| self.with_partitions(&field, decl, partition_columns));
             }
             other => {
                 return Err(self.invalid(
@@ -358,6 +361,7 @@ impl Validator {
             rt.schema,
             rt.max_task_bytes,
         )
+        .and_then(|decl| self.with_partitions(&field, decl, partition_columns))
     }
 
     /// The rest of one `[tables.NAME]` once its format is known: the
@@ -395,7 +399,60 @@ impl Validator {
             columns,
             max_task_bytes,
             scan_tasks: None,
+            partition_columns: Vec::new(),
         })
+    }
+
+    /// `decl` with its `partition-columns` (`raw_partitions`): each name
+    /// letters, digits and `_`, not a column of `schema`, not listed twice;
+    /// each type one [`SqlType::parse`] reads.
+    fn with_partitions(
+        &self,
+        field: &str,
+        mut decl: TableDecl,
+        raw_partitions: Vec<super::raw::RawPartitionColumn>,
+    ) -> Result<TableDecl, ConfigError> {
+        let columns = &decl.columns;
+        let mut partition_columns: Vec<(String, SqlType)> = Vec::new();
+        for (k, p) in raw_partitions.into_iter().enumerate() {
+            let pf = format!("{field}.partition-columns[{k}]");
+            // The name is the `key` of folders `key=value`: no `/`, no
+            // `=`, nothing a folder name cannot hold.
+            if p.name.is_empty()
+                || !p
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                return Err(self.invalid(
+                    format!("{pf}.name"),
+                    format!(
+                        "`{}` is not a partition column name: letters, digits and `_` (the `key` of folders `key=value`)",
+                        p.name
+                    ),
+                ));
+            }
+            if columns.iter().any(|(c, _)| *c == p.name) {
+                return Err(self.invalid(
+                    format!("{pf}.name"),
+                    format!(
+                        "`{}` is also a column of `schema`: a partition column's values come from the folder names, not the files",
+                        p.name
+                    ),
+                ));
+            }
+            if partition_columns.iter().any(|(c, _)| *c == p.name) {
+                return Err(self.invalid(
+                    format!("{pf}.name"),
+                    format!("`{}` is listed twice", p.name),
+                ));
+            }
+            let t = SqlType::parse(&p.name, &p.ty)
+                .map_err(|e| self.invalid(format!("{pf}.type"), e.to_string()))?;
+            partition_columns.push((p.name, t));
+        }
+        decl.partition_columns = partition_columns;
+        Ok(decl)
     }
 }
 

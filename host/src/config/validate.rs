@@ -6,11 +6,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::builtin::BuiltinComponent;
 use super::raw::*;
 use super::{
     ConfigError, DEFAULT_BYTES_PER_TASK, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PARALLELISM,
-    DEFAULT_SLOT_REQUEST_TIMEOUT, JobConfig, MAX_NAME_CHARS, MAX_RECORD_DELAY_US,
-    MAX_SLOT_REQUEST_TIMEOUT_MS, MAX_TLS_FILE_BYTES, RecoverySettings, normalize, one_line,
+    DEFAULT_SHUFFLE_PLUGIN, DEFAULT_SLOT_REQUEST_TIMEOUT, JobConfig, MAX_NAME_CHARS,
+    MAX_RECORD_DELAY_US, MAX_SLOT_REQUEST_TIMEOUT_MS, MAX_TLS_FILE_BYTES, RecoverySettings,
+    normalize, one_line,
 };
 use crate::files;
 use crate::graph::{DistributionPattern, JobEdge, JobGraph, JobVertex, Parallelism};
@@ -26,6 +28,11 @@ pub(super) struct Validator {
     /// Where each sink's `path` field is, filled while operators are read,
     /// for the path checks that run once the whole file is known.
     pub(super) sinks: RefCell<Vec<SinkField>>,
+    /// Every `builtin:NAME` component resolved so far, by field
+    /// (`plugins.NAME`, `functions.NAME`).
+    pub(super) builtins: RefCell<BTreeMap<String, BuiltinComponent>>,
+    /// Where `builtin:NAME` is looked for ([`super::builtin::search_path`]).
+    pub(super) search_path: Vec<super::builtin::SearchDir>,
 }
 
 /// A sink's place in the job file.
@@ -262,21 +269,33 @@ impl Validator {
             let p = self.plugin(&name, value)?;
             plugins.insert(name, p);
         }
-        match plugins.get(&raw.shuffle.plugin) {
+        let default_shuffle = raw.shuffle.is_none();
+        let shuffle_plugin = match raw.shuffle {
+            Some(shuffle) => {
+                match plugins.get(&shuffle.plugin) {
+                    None => {
+                        return Err(self.invalid(
+                            "shuffle.plugin",
+                            format!("no plugin named `{}` under [plugins]", shuffle.plugin),
+                        ));
+                    }
+                    Some(p) if p.kind != PluginKind::ShuffleMaster => {
+                        return Err(self.invalid(
+                            "shuffle.plugin",
+                            format!("plugin `{}` is not a shuffle-master", shuffle.plugin),
+                        ));
+                    }
+                    Some(_) => {}
+                }
+                shuffle.plugin
+            }
             None => {
-                return Err(self.invalid(
-                    "shuffle.plugin",
-                    format!("no plugin named `{}` under [plugins]", raw.shuffle.plugin),
-                ));
+                let spec = self.default_shuffle(&raw.job.name, &plugins)?;
+                let name = spec.name.clone();
+                plugins.insert(name.clone(), spec);
+                name
             }
-            Some(p) if p.kind != PluginKind::ShuffleMaster => {
-                return Err(self.invalid(
-                    "shuffle.plugin",
-                    format!("plugin `{}` is not a shuffle-master", raw.shuffle.plugin),
-                ));
-            }
-            Some(_) => {}
-        }
+        };
         let is_sql = raw.job.sql.is_some() || raw.job.sql_file.is_some();
         let (graph, sql) = if is_sql {
             if !raw.vertices.is_empty() || !raw.edges.is_empty() {
@@ -330,7 +349,9 @@ impl Validator {
             max_attempts,
             slot_request_timeout,
             plugins,
-            shuffle_plugin: raw.shuffle.plugin,
+            shuffle_plugin,
+            default_shuffle,
+            builtins: self.builtins.borrow().clone(),
             recovery,
             graph,
             tls,
@@ -387,7 +408,16 @@ impl Validator {
         raw: RawPlugin,
         kind: PluginKind,
     ) -> Result<PluginSpec, ConfigError> {
-        let component = self.resolve_path(&format!("{field}.component"), &raw.component)?;
+        let component = match raw.component.strip_prefix(super::builtin::PREFIX) {
+            Some(builtin) => {
+                let found = super::builtin::resolve(builtin, &self.search_path)
+                    .map_err(|reason| self.invalid(format!("{field}.component"), reason))?;
+                let path = found.path.clone();
+                self.builtins.borrow_mut().insert(field.to_string(), found);
+                path
+            }
+            None => self.resolve_path(&format!("{field}.component"), &raw.component)?,
+        };
         self.check_component(&format!("{field}.component"), &component)?;
         let mut config = Vec::with_capacity(raw.config.len());
         for (k, v) in raw.config {
@@ -452,6 +482,80 @@ impl Validator {
             config,
             dirs,
             limits,
+        })
+    }
+
+    /// The shuffle master of a job file without `[shuffle]`: plugin
+    /// [`DEFAULT_SHUFFLE_PLUGIN`], component `builtin:local-shuffle`, its
+    /// partitions under `${data_dir}/shuffle` (granted read-write, created
+    /// by the run). Refused, naming `shuffle`, when the file declares a
+    /// shuffle master of its own (it would be silently unused), when
+    /// `[plugins]` already has a plugin of that name, and for a job named
+    /// `shuffle` (whose folder in the data directory is that folder).
+    fn default_shuffle(
+        &self,
+        job: &str,
+        plugins: &BTreeMap<String, PluginSpec>,
+    ) -> Result<PluginSpec, ConfigError> {
+        let name = DEFAULT_SHUFFLE_PLUGIN;
+        if let Some((own, _)) = plugins
+            .iter()
+            .find(|(_, p)| p.kind == PluginKind::ShuffleMaster)
+        {
+            return Err(self.invalid(
+                "shuffle",
+                format!(
+                    "missing, but plugin `{own}` is a shuffle-master: name it with `[shuffle] plugin = \"{own}\"` (a job file without [shuffle] uses builtin:local-shuffle)"
+                ),
+            ));
+        }
+        if let Some(p) = plugins.get(name) {
+            return Err(self.invalid(
+                "shuffle",
+                format!(
+                    "missing: a job file without [shuffle] uses builtin:local-shuffle as plugin `{name}`, but [plugins.{name}] is a {}; add a [shuffle] table or rename the plugin",
+                    p.kind
+                ),
+            ));
+        }
+        if job == "shuffle" {
+            return Err(self.invalid(
+                "shuffle",
+                "missing: the built-in shuffle master keeps its partitions in `${data_dir}/shuffle`, the folder of a job named `shuffle`; add a [shuffle] table",
+            ));
+        }
+        let shuffle_root = toml::Value::String("${data_dir}/shuffle".to_string());
+        let mut config = toml::Table::new();
+        config.insert("root".to_string(), shuffle_root);
+        let raw = RawPlugin {
+            component: format!("{}local-shuffle", super::builtin::PREFIX),
+            kind: "shuffle-master".to_string(),
+            config,
+            dirs: vec![RawDir {
+                path: "${data_dir}/shuffle".to_string(),
+                writable: true,
+            }],
+            limits: None,
+        };
+        self.plugin_at(
+            &format!("plugins.{name}"),
+            name,
+            raw,
+            PluginKind::ShuffleMaster,
+        )
+        .map_err(|e| match e {
+            ConfigError::Invalid {
+                file,
+                field,
+                reason,
+            } => ConfigError::Invalid {
+                file,
+                field: "shuffle".to_string(),
+                reason: format!(
+                    "missing, so the job uses the built-in shuffle master (`{field}`): {reason}"
+                ),
+            },
+            other => other,
         })
     }
 

@@ -470,6 +470,12 @@ fn print_summary(s: &Summary) {
                 )?;
             }
         }
+        if s.default_shuffle {
+            writeln!(
+                out,
+                "  shuffle: the built-in local shuffle master (builtin:local-shuffle, partitions under <data-dir>/shuffle): the job file has no [shuffle]"
+            )?;
+        }
         writeln!(
             out,
             "  tasks: {} total, {} run, {} skipped, {} reset{}",

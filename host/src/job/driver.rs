@@ -74,7 +74,10 @@ pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
         .unwrap_or_else(|| data_dir.join("cache"));
     crate::config::check_cache_dir(&config, &cache_dir)?;
     let new_folders = crate::config::NewFolders::note(&config, data_dir);
-    let result = run_recoverable(&config, opts);
+    let result = run_recoverable(&config, opts).map(|mut summary| {
+        summary.default_shuffle = config.default_shuffle;
+        summary
+    });
     if let Err(e @ (JobError::PluginLoad { .. } | JobError::Plugin { .. })) = &result
         && e.is_bad_input()
     {
@@ -309,6 +312,7 @@ fn failed_before_start(
         )),
         bad_input: false,
         coordinator_failed: false,
+        default_shuffle: config.default_shuffle,
     }
 }
 

@@ -175,7 +175,8 @@ fn data_dir_neutral(text: &str, data_dir: &Path) -> String {
 
 /// Lowercase hex SHA-256 of everything a replay depends on in a job file:
 /// the job graph ([`graph_fingerprint`]), the shuffle plugin, and each
-/// plugin's name, component path, kind, configuration (split sizes, input
+/// plugin's name, component path (for `builtin:NAME`, the name and the
+/// SHA-256 of the file found), kind, configuration (split sizes, input
 /// folders, patterns) and granted directories (a source pointed at other
 /// input must not reuse the old run's output). Left out: the job name (it
 /// names the job's folder, so a renamed job never meets the old log),
@@ -193,6 +194,11 @@ pub fn job_fingerprint(config: &crate::config::JobConfig, data_dir: &Path) -> St
         slot_request_timeout: _,
         plugins,
         shuffle_plugin,
+        // Whether `[shuffle]` was written out: the plugin it stands for is
+        // in `plugins` like any other, so a file that writes the default
+        // out is the same job.
+        default_shuffle: _,
+        builtins,
         recovery: _,
         graph,
         // Who may talk to the cluster does not change what the job computes.
@@ -224,9 +230,16 @@ pub fn job_fingerprint(config: &crate::config::JobConfig, data_dir: &Path) -> St
             .iter()
             .map(|d| (d.host.display().to_string(), d.writable))
             .collect();
+        // A `builtin:NAME` component by its name and the SHA-256 of the
+        // file found, not by the folder it was found in (docs/job-file.md,
+        // "Built-in plugins"): the same bytes elsewhere are the same job,
+        // other bytes are an edited one.
+        let component = match builtins.get(&format!("plugins.{name}")) {
+            Some(b) => format!("builtin:{} sha256:{}", b.name, b.sha256),
+            None => component.display().to_string(),
+        };
         h.push_str(&format!(
-            "plugin {name:?} {:?} {kind:?} {config:?} {dirs:?}\n",
-            component.display().to_string(),
+            "plugin {name:?} {component:?} {kind:?} {config:?} {dirs:?}\n",
         ));
     }
     hex_sha256(&data_dir_neutral(&h, data_dir))

@@ -17,6 +17,7 @@
 
 mod aggregate;
 pub mod csv;
+pub mod hive;
 pub mod operators;
 pub mod parquet;
 mod pool;

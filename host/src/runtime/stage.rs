@@ -94,8 +94,48 @@ impl Inner {
             vertex: self.vertex.clone(),
             detail: "a stage without a scan was given splits".to_string(),
         })?;
+        self.read_split(source, &split).map(Some)
+    }
+
+    /// The batches `source` reads from `split`, cast to the declared
+    /// types; for a table of partition folders, with the values of the
+    /// split's folders added (`super::hive`).
+    fn read_split(
+        &self,
+        source: &StageSource,
+        split: &SplitData,
+    ) -> Result<Vec<RecordBatch>, TaskError> {
         let mut out = Vec::new();
         match source {
+            StageSource::Partitioned {
+                table,
+                files,
+                levels,
+                output,
+                prune,
+            } => {
+                let data = |detail: String| TaskError::Data {
+                    vertex: self.vertex.clone(),
+                    detail: format!("table `{table}`: {detail}"),
+                };
+                let SplitPayloadData::FileRange { path, .. } = &split.payload else {
+                    return Err(data(format!(
+                        "split `{}` is inline, but the table's partition values come from the folders of a file",
+                        split.id
+                    )));
+                };
+                // Checked before the file is read: a folder that does not
+                // fit the declaration fails the split, not its rows.
+                let values = super::hive::partition_values(path, levels).map_err(data)?;
+                if super::hive::pruned(prune, levels, &values) {
+                    return Ok(Vec::new());
+                }
+                let batches = self.read_split(files, split)?;
+                return batches
+                    .iter()
+                    .map(|b| super::hive::with_partition_values(b, &values, output).map_err(data))
+                    .collect();
+            }
             StageSource::Csv {
                 fields,
                 delimiter,
@@ -103,7 +143,7 @@ impl Inner {
                 columns,
             } => {
                 let csv = self.csv_layout(*fields, *delimiter, *header, columns)?;
-                super::csv::read_split(&split, self.grants.as_ref(), &csv, &self.vertex, |b| {
+                super::csv::read_split(split, self.grants.as_ref(), &csv, &self.vertex, |b| {
                     out.push(b);
                     Ok(())
                 })?;
@@ -111,7 +151,7 @@ impl Inner {
             StageSource::Parquet { columns } => {
                 let names: Vec<String> = columns.iter().map(|c| c.0.clone()).collect();
                 super::parquet::read_split(
-                    &split,
+                    split,
                     self.grants.as_ref(),
                     &names,
                     &self.vertex,
@@ -123,16 +163,16 @@ impl Inner {
                                 (Arc::clone(batch.column(i)), name.as_str(), ty.as_str())
                             })
                             .collect();
-                        out.push(self.typed(&split, cols)?);
+                        out.push(self.typed(split, cols)?);
                         Ok(())
                     },
                 )?;
             }
             StageSource::Reader { table, columns } => {
-                out = self.read_with_plugin(&split, table, columns)?;
+                out = self.read_with_plugin(split, table, columns)?;
             }
         }
-        Ok(Some(out))
+        Ok(out)
     }
 
     /// The batches the table's source-reader plugin gives for `split`

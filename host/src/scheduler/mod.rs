@@ -652,6 +652,12 @@ pub struct Summary {
     pub outputs: Vec<PathBuf>,
     /// Why the job failed.
     pub error: Option<String>,
+    /// Whether the job file has no `[shuffle]` table, so the job used the
+    /// built-in local shuffle master (`builtin:local-shuffle`, partitions
+    /// under `<data-dir>/shuffle`; docs/job-file.md). In the JSON summary
+    /// as `default_shuffle` (absent, read back as `false`).
+    #[serde(default)]
+    pub default_shuffle: bool,
     /// Whether the job failed on bad input rather than while it ran: a
     /// split enumerator refused its configuration
     /// ([`JobError::is_invalid_plugin_config`]); `coordhost run` exits 2.

@@ -31,7 +31,7 @@ use datafusion::common::JoinType;
 use datafusion::common::utils::project_schema;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::context::SQLOptions;
-use datafusion::logical_expr::{Expr, TableType};
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::joins::{HashJoinExec, NestedLoopJoinExec, PartitionMode};
@@ -65,23 +65,77 @@ impl TableProvider for DeclaredTable {
         TableType::Base
     }
 
+    /// A filter that reads only partition columns is taken `Inexact`: it
+    /// stays above the scan (DataFusion applies it to the rows), and the
+    /// scan may skip a split whose folder values make it false
+    /// (docs/sql.md, "Partition folders"). Every other filter is not
+    /// taken, as before.
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DfResult<Vec<TableProviderFilterPushDown>> {
+        Ok(filters
+            .iter()
+            .map(|f| {
+                if self.on_partitions_only(f) {
+                    TableProviderFilterPushDown::Inexact
+                } else {
+                    TableProviderFilterPushDown::Unsupported
+                }
+            })
+            .collect())
+    }
+
     async fn scan(
         &self,
         _state: &dyn Session,
         projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
+        filters: &[Expr],
         _limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let schema = project_schema(&self.schema, projection)?;
-        Ok(Arc::new(LeafExec::new(
+        let mut leaf = LeafExec::new(
             LeafKind::Scan {
                 table: self.decl.name.clone(),
             },
             schema,
             self.partitions,
             None,
-        )))
+        );
+        leaf.prune = filters
+            .iter()
+            .filter(|f| self.on_partitions_only(f))
+            .filter_map(prune_bytes)
+            .collect();
+        Ok(Arc::new(leaf))
     }
+}
+
+impl DeclaredTable {
+    /// Whether `filter` reads at least one column and only partition
+    /// columns of this table.
+    fn on_partitions_only(&self, filter: &Expr) -> bool {
+        let columns = filter.column_refs();
+        !columns.is_empty()
+            && columns.iter().all(|c| {
+                self.decl
+                    .partition_columns
+                    .iter()
+                    .any(|(name, _)| *name == c.name)
+            })
+    }
+}
+
+/// `filter` with its columns unqualified, as `datafusion-proto` bytes,
+/// when they decode again without the planner's context (no job
+/// function): else `None`, and the scan does not prune by it (the filter
+/// above the scan still applies).
+fn prune_bytes(filter: &Expr) -> Option<Vec<u8>> {
+    use datafusion_proto::bytes::Serializeable;
+    let expr = datafusion::logical_expr::expr_rewriter::unnormalize_col(filter.clone());
+    let bytes = expr.to_bytes().ok()?;
+    Expr::from_bytes(&bytes).ok()?;
+    Some(bytes.to_vec())
 }
 
 /// DataFusion's refusal in one line. A syntax error names its line and
@@ -240,7 +294,7 @@ impl Cutter<'_> {
                 let projection: Vec<usize> = leaf_schema
                     .fields()
                     .iter()
-                    .filter_map(|f| decl.columns.iter().position(|(n, _)| n == f.name()))
+                    .filter_map(|f| decl.column_index(f.name()))
                     .collect();
                 // A query that reads no column (`count(*)`) still needs the
                 // rows: the scan reads the first column and the leaf keeps
@@ -250,7 +304,7 @@ impl Cutter<'_> {
                 } else {
                     projection
                 };
-                Some(decl.stage_source(&projection))
+                Some(decl.stage_source(&projection, scan_prune(&plan)))
             }
             None => None,
         };
@@ -497,6 +551,20 @@ fn one_probe_task(
 }
 
 /// The schema of the scan leaf of a stage plan.
+/// The pruning filters of the scan leaf of a stage's plan ([`LeafExec`]'s
+/// `prune`), if it has any.
+fn scan_prune(plan: &Arc<dyn ExecutionPlan>) -> Vec<Vec<u8>> {
+    fn find(plan: &Arc<dyn ExecutionPlan>) -> Option<Vec<Vec<u8>>> {
+        if let Some(leaf) = plan.downcast_ref::<LeafExec>()
+            && matches!(leaf.kind, LeafKind::Scan { .. })
+        {
+            return Some(leaf.prune.clone());
+        }
+        plan.children().into_iter().find_map(find)
+    }
+    find(plan).unwrap_or_default()
+}
+
 fn scan_schema(plan: &Arc<dyn ExecutionPlan>) -> Option<SchemaRef> {
     if let Some(leaf) = plan.downcast_ref::<LeafExec>()
         && matches!(leaf.kind, LeafKind::Scan { .. })

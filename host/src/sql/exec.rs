@@ -73,6 +73,12 @@ pub struct LeafExec {
     schema: SchemaRef,
     props: Arc<PlanProperties>,
     inputs: Option<Arc<dyn LeafInputs>>,
+    /// At planning time, for a scan of a table with partition columns:
+    /// the filters DataFusion pushed down that read only partition
+    /// columns (`datafusion-proto` logical expressions, columns
+    /// unqualified). Not part of the leaf's encoding: the stage cut moves
+    /// them to the stage's `StageSource::Partitioned`.
+    pub(super) prune: Vec<Vec<u8>>,
 }
 
 impl fmt::Debug for LeafExec {
@@ -103,6 +109,7 @@ impl LeafExec {
             schema,
             props: Arc::new(props),
             inputs,
+            prune: Vec::new(),
         }
     }
 

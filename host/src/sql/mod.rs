@@ -152,7 +152,7 @@ pub enum TableFormat {
 }
 
 /// One `[tables.NAME]` of a SQL job file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct TableDecl {
     /// The table's name in SQL.
     pub name: String,
@@ -169,23 +169,96 @@ pub struct TableDecl {
     /// scan sized by `max-task-bytes` has `[job] max-parallelism` tasks,
     /// those that find no split left finishing empty.
     pub scan_tasks: Option<u32>,
+    /// `partition-columns`: the Hive-style partition folders the table's
+    /// files lie in (`k1=v1/.../kN=vN/FILE`), each column with its
+    /// declared type, in folder order; empty when the table has none.
+    /// They follow [`TableDecl::columns`] in the table's schema.
+    pub partition_columns: Vec<(String, SqlType)>,
+}
+
+impl std::fmt::Debug for TableDecl {
+    /// As `#[derive(Debug)]` writes it, with `partition_columns` only
+    /// when there are some: the SQL fingerprint hashes this text, so the
+    /// fingerprints of logs written before partition columns existed stay
+    /// the same.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("TableDecl");
+        d.field("name", &self.name)
+            .field("plugin", &self.plugin)
+            .field("format", &self.format)
+            .field("columns", &self.columns)
+            .field("max_task_bytes", &self.max_task_bytes)
+            .field("scan_tasks", &self.scan_tasks);
+        if !self.partition_columns.is_empty() {
+            d.field("partition_columns", &self.partition_columns);
+        }
+        d.finish()
+    }
 }
 
 impl TableDecl {
-    /// The table's Arrow schema (every column nullable).
+    /// The table's Arrow schema (every column nullable): the file
+    /// columns, then the partition columns.
     #[must_use]
     pub fn schema(&self) -> SchemaRef {
         Arc::new(Schema::new(
             self.columns
                 .iter()
+                .chain(&self.partition_columns)
                 .map(|(n, t)| Field::new(n, t.data_type().clone(), true))
                 .collect::<Vec<_>>(),
         ))
     }
 
+    /// Index of column `name` in [`TableDecl::schema`].
+    fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns
+            .iter()
+            .chain(&self.partition_columns)
+            .position(|(n, _)| n == name)
+    }
+
     /// How a source stage reads the columns `projection` (indices into
-    /// [`TableDecl::columns`]) of this table.
-    fn stage_source(&self, projection: &[usize]) -> StageSource {
+    /// [`TableDecl::schema`]) of this table: a table with partition
+    /// columns reads the file columns among them (at least one: the
+    /// first, when only partition columns are read, for the rows'
+    /// count) and adds the partition values
+    /// ([`StageSource::Partitioned`]), skipping the splits whose values
+    /// make one of `prune` false.
+    fn stage_source(&self, projection: &[usize], prune: Vec<Vec<u8>>) -> StageSource {
+        if self.partition_columns.is_empty() {
+            return self.file_source(projection);
+        }
+        let n = self.columns.len();
+        let mut file_projection = Vec::new();
+        let mut output = Vec::with_capacity(projection.len());
+        for &i in projection {
+            if i < n {
+                output.push(crate::graph::ScanColumn::File(file_projection.len()));
+                file_projection.push(i);
+            } else {
+                output.push(crate::graph::ScanColumn::Partition(i - n));
+            }
+        }
+        if file_projection.is_empty() {
+            file_projection.push(0);
+        }
+        StageSource::Partitioned {
+            table: self.name.clone(),
+            files: Box::new(self.file_source(&file_projection)),
+            levels: self
+                .partition_columns
+                .iter()
+                .map(|(n, t)| (n.clone(), t.text().to_string()))
+                .collect(),
+            output,
+            prune,
+        }
+    }
+
+    /// How a source stage reads the file columns `projection` (indices
+    /// into [`TableDecl::columns`]).
+    fn file_source(&self, projection: &[usize]) -> StageSource {
         match &self.format {
             TableFormat::Csv { header, delimiter } => StageSource::Csv {
                 fields: self.columns.len(),
@@ -364,6 +437,88 @@ mod tests {
             ],
             max_task_bytes: None,
             scan_tasks: None,
+            partition_columns: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_table_without_partition_columns_prints_as_the_derived_debug_did() {
+        // The SQL fingerprint hashes this text: logs written before
+        // partition columns existed must keep their fingerprint.
+        #[derive(Debug)]
+        #[allow(dead_code)]
+        struct TableDecl {
+            name: String,
+            plugin: String,
+            format: TableFormat,
+            columns: Vec<(String, SqlType)>,
+            max_task_bytes: Option<u64>,
+            scan_tasks: Option<u32>,
+        }
+        let t = table();
+        let before = TableDecl {
+            name: t.name.clone(),
+            plugin: t.plugin.clone(),
+            format: t.format.clone(),
+            columns: t.columns.clone(),
+            max_task_bytes: t.max_task_bytes,
+            scan_tasks: t.scan_tasks,
+        };
+        assert_eq!(format!("{t:?}"), format!("{before:?}"));
+        assert_eq!(format!("{t:#?}"), format!("{before:#?}"));
+        let mut p = table();
+        p.partition_columns = vec![("y".into(), SqlType::parse("y", "int").unwrap())];
+        assert!(
+            format!("{p:?}").ends_with(
+                r#"scan_tasks: None, partition_columns: [("y", SqlType { text: "int", dt: Int32 })] }"#
+            ),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn a_scan_of_partition_columns_adds_their_values_and_reads_at_least_one_file_column() {
+        let mut t = table();
+        t.partition_columns = vec![("y".into(), SqlType::parse("y", "int").unwrap())];
+        let source = |sql: &str| {
+            plan_query(sql, std::slice::from_ref(&t), 2).unwrap()[0]
+                .plan
+                .source
+                .clone()
+        };
+        use crate::graph::ScanColumn::{File, Partition};
+        match source("SELECT y, count(*) AS n FROM t WHERE y = 1995 GROUP BY y") {
+            Some(StageSource::Partitioned {
+                table,
+                files,
+                levels,
+                output,
+                prune,
+            }) => {
+                assert_eq!(table, "t");
+                assert_eq!(prune.len(), 1, "`y = 1995` prunes");
+                assert_eq!(levels, [("y".to_string(), "int".to_string())]);
+                assert_eq!(output, [Partition(0)]);
+                match *files {
+                    StageSource::Csv { columns, .. } => assert_eq!(columns[0].1, "k"),
+                    other => panic!("{other:?}"),
+                }
+            }
+            other => panic!("{other:?}"),
+        }
+        match source("SELECT v, y FROM t") {
+            Some(StageSource::Partitioned { files, output, .. }) => {
+                assert_eq!(output, [File(0), Partition(0)]);
+                assert_eq!(files.files(), &*files);
+                match *files {
+                    StageSource::Csv { columns, .. } => {
+                        let names: Vec<&str> = columns.iter().map(|c| c.1.as_str()).collect();
+                        assert_eq!(names, ["v"]);
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+            other => panic!("{other:?}"),
         }
     }
 

@@ -1011,7 +1011,7 @@ fn a_misspelt_plugin_config_key_is_bad_input_naming_the_key() {
         (
             "split-bytes = 1048576",
             "split-byte = 1048576",
-            "coordhost: source coordinator of vertex `tokenize`: plugin `files`: `create` failed: invalid configuration: unknown config key `split-byte` (this plugin reads: dir, split-bytes, pattern, row-groups-per-split)",
+            "coordhost: source coordinator of vertex `tokenize`: plugin `files`: `create` failed: invalid configuration: unknown config key `split-byte` (this plugin reads: dir, split-bytes, pattern, row-groups-per-split, partitions)",
         ),
         (
             r#"config = { root = "${data_dir}/shuffle" }"#,

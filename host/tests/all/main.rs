@@ -17,6 +17,7 @@ mod sql_functions_c;
 mod sql_functions_languages;
 #[cfg(feature = "failpoints")]
 mod sql_functions_workers;
+mod sql_partitions;
 #[cfg(feature = "failpoints")]
 mod sql_readers;
 mod sql_readers_python;
@@ -43,6 +44,7 @@ mod ha_matrix;
 mod ha_netns;
 mod ha_netns_tls;
 mod ha_tls;
+mod job_builtin;
 mod job_cli;
 mod job_config;
 mod job_driver;

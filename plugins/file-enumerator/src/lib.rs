@@ -11,6 +11,21 @@
 //! | `split-bytes` | split size in bytes, default 1048576 (1 MiB), at least 1 |
 //! | `pattern` | optional file-name suffix filter, e.g. `.txt` |
 //! | `row-groups-per-split` | optional, at least 1: cut files ending in `.parquet` at row-group boundaries, this many row groups per split |
+//! | `partitions` | optional: the keys of Hive-style partition folders, in folder order, comma-separated (`l_shipyear` or `year,month`): the files are those under `dir/KEY1=V1/.../KEYN=VN/` |
+//!
+//! With `partitions`, the enumerator walks the folders `dir/K1=V1/.../KN=VN/`
+//! (Hive's and Spark's layout, DataFusion's `table_partition_cols`) instead
+//! of `dir` itself: every entry down to depth N must be a folder named
+//! `KEY=VALUE` for the key of its level (a non-empty value; names starting
+//! with `.` or `_`, such as `_SUCCESS`, are skipped as Hive and Spark skip
+//! them), and the files are the regular files at depth N (a folder there is
+//! skipped with a warning). Anything else fails `start` with one line naming
+//! the folder or the file: a folder of another key or without `=`, a file
+//! above depth N, a name that is not UTF-8. The split ids carry the path
+//! relative to `dir` (`l_shipyear=1995/part-0.csv:0`), so files of the same
+//! name in different folders stay apart. The host reads the values from each
+//! split's path and checks them against the table's declared types
+//! (docs/sql.md, "Partition folders").
 //!
 //! On `start` the enumerator lists `dir` (non-recursive, sorted by name,
 //! hidden files and folders skipped; a FIFO, device or socket skipped with a
@@ -70,13 +85,22 @@ struct Settings {
     pattern: Option<String>,
     /// `row-groups-per-split`: cut `.parquet` files at row-group boundaries.
     row_groups_per_split: Option<u64>,
+    /// `partitions`: the keys of the partition folders, in folder order
+    /// (empty: the files of `dir` itself).
+    partitions: Vec<String>,
 }
 
 impl Settings {
     fn from_config(config: &[(String, String)]) -> Result<Self, Error> {
         config::only_keys(
             config,
-            &["dir", "split-bytes", "pattern", "row-groups-per-split"],
+            &[
+                "dir",
+                "split-bytes",
+                "pattern",
+                "row-groups-per-split",
+                "partitions",
+            ],
         )
         .map_err(Error::InvalidConfig)?;
         let dir = config::absolute_path(config, "dir").map_err(Error::InvalidConfig)?;
@@ -101,11 +125,27 @@ impl Settings {
                 Some(k)
             }
         };
+        let partitions = match config::value(config, "partitions") {
+            None => Vec::new(),
+            Some(keys) => {
+                let keys: Vec<String> = keys.split(',').map(|k| k.trim().to_owned()).collect();
+                for key in &keys {
+                    if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    {
+                        return Err(Error::InvalidConfig(format!(
+                            "config key `partitions`: `{key}` is not a partition key (letters, digits and `_`; several keys separated by `,`)"
+                        )));
+                    }
+                }
+                keys
+            }
+        };
         Ok(Self {
             dir,
             split_bytes,
             pattern,
             row_groups_per_split,
+            partitions,
         })
     }
 }
@@ -170,8 +210,106 @@ impl FileEnumerator {
         }
     }
 
-    /// Lists the directory and cuts its files into splits.
+    /// The files of the partition folders under `dir` (see the crate
+    /// docs), each as (path relative to `dir`, path, length), at depth
+    /// `depth` of the keys, below the folder `rel` (relative to `dir`).
+    fn walk_partitions(
+        &self,
+        rel: &str,
+        depth: usize,
+        files: &mut Vec<(String, String, u64)>,
+    ) -> Result<(), Error> {
+        let root = self.settings.dir.trim_end_matches('/');
+        let dir = if rel.is_empty() {
+            root.to_owned()
+        } else {
+            format!("{root}/{rel}")
+        };
+        let keys = &self.settings.partitions;
+        let entries = std::fs::read_dir(&dir)
+            .map_err(|e| Error::Io(format!("cannot list directory {dir}: {e}")))?;
+        let mut names = Vec::new();
+        for entry in entries {
+            let entry =
+                entry.map_err(|e| Error::Io(format!("cannot list directory {dir}: {e}")))?;
+            let name = entry.file_name().into_string().map_err(|name| {
+                Error::Other(format!(
+                    "{dir}: the name {name:?} is not UTF-8: a partition folder is `KEY=VALUE`"
+                ))
+            })?;
+            if name.starts_with('.') || name.starts_with('_') {
+                continue;
+            }
+            names.push(name);
+        }
+        names.sort();
+        for name in names {
+            let path = format!("{dir}/{name}");
+            let child = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            let metadata = std::fs::metadata(&path)
+                .map_err(|e| Error::Io(format!("cannot read metadata of {path}: {e}")))?;
+            if let Some(key) = keys.get(depth) {
+                let wanted = keys
+                    .iter()
+                    .map(|k| format!("{k}=VALUE"))
+                    .collect::<Vec<_>>()
+                    .join("/");
+                if !metadata.is_dir() {
+                    return Err(Error::Other(format!(
+                        "{path} lies above the partition folders: under {root} the files lie in folders {wanted} (config key `partitions`)"
+                    )));
+                }
+                match name.split_once('=') {
+                    Some((k, v)) if k == key && !v.is_empty() => {}
+                    _ => {
+                        return Err(Error::Other(format!(
+                            "folder {path} is not `{key}=VALUE`: under {root} the files lie in folders {wanted} (config key `partitions`)"
+                        )));
+                    }
+                }
+                self.walk_partitions(&child, depth + 1, files)?;
+            } else if metadata.is_file() {
+                if let Some(pattern) = &self.settings.pattern
+                    && !name.ends_with(pattern.as_str())
+                {
+                    continue;
+                }
+                files.push((child, path, metadata.len()));
+            } else if metadata.is_dir() {
+                log(
+                    LogLevel::Warn,
+                    &format!("skipping folder {path}: it lies below the last partition folder"),
+                );
+            } else {
+                log(
+                    LogLevel::Warn,
+                    &format!("skipping {path}: it is not a regular file"),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Lists the directory (or its partition folders) and cuts its files
+    /// into splits.
     fn discover_splits(&self) -> Result<Vec<PendingSplit>, Error> {
+        let dir = &self.settings.dir;
+        let files = if self.settings.partitions.is_empty() {
+            self.list_dir()?
+        } else {
+            let mut files = Vec::new();
+            self.walk_partitions("", 0, &mut files)?;
+            files
+        };
+        self.cut(dir, &files)
+    }
+
+    /// The files of `dir` itself: (name, path, length), sorted by name.
+    fn list_dir(&self) -> Result<Vec<(String, String, u64)>, Error> {
         let dir = &self.settings.dir;
         let entries = std::fs::read_dir(dir)
             .map_err(|e| Error::Io(format!("cannot list directory {dir}: {e}")))?;
@@ -209,8 +347,14 @@ impl FileEnumerator {
             }
         }
         files.sort();
+        Ok(files)
+    }
+
+    /// Cuts `files` (name relative to `dir` — the split id's prefix —,
+    /// path, length) into splits.
+    fn cut(&self, dir: &str, files: &[(String, String, u64)]) -> Result<Vec<PendingSplit>, Error> {
         let mut splits = Vec::new();
-        for (name, path, len) in &files {
+        for (name, path, len) in files {
             match self.settings.row_groups_per_split {
                 Some(k) if name.ends_with(".parquet") => {
                     let starts = parquet_splits::row_group_starts(path, *len).map_err(Error::Io)?;
@@ -380,6 +524,22 @@ mod tests {
                 .expect_err("refused");
             assert!(
                 matches!(&err, Error::InvalidConfig(m) if m.contains("row-groups-per-split")),
+                "{bad}: {err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn partitions_are_keys_in_folder_order() {
+        let plain = Settings::from_config(&cfg(&[("dir", "/d")])).unwrap();
+        assert!(plain.partitions.is_empty());
+        let two = Settings::from_config(&cfg(&[("dir", "/d"), ("partitions", "year, month")]));
+        assert_eq!(two.unwrap().partitions, ["year", "month"]);
+        for bad in ["", "year,", "a=b", "x/y"] {
+            let err = Settings::from_config(&cfg(&[("dir", "/d"), ("partitions", bad)]))
+                .expect_err("refused");
+            assert!(
+                matches!(&err, Error::InvalidConfig(m) if m.contains("`partitions`")),
                 "{bad}: {err:?}"
             );
         }

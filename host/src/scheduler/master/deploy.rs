@@ -487,9 +487,9 @@ fn scans_table(operators: &[crate::graph::Operator], table: &str) -> bool {
         matches!(
             op,
             crate::graph::Operator::Stage(crate::graph::StagePlan {
-                source: Some(crate::graph::StageSource::Reader { table: t, .. }),
+                source: Some(source),
                 ..
-            }) if t == table
+            }) if matches!(source.files(), crate::graph::StageSource::Reader { table: t, .. } if t == table)
         )
     })
 }

@@ -1305,6 +1305,7 @@ impl JobMaster {
             error: None,
             bad_input: false,
             coordinator_failed: false,
+            default_shuffle: false,
         }
     }
 }
