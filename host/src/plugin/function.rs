@@ -170,7 +170,7 @@ pub(crate) fn query_signatures(
 pub struct ScalarFunction {
     plugin: LoadedPlugin,
     signature: FunctionSignature,
-    idle: super::pool::IdlePool<Live>,
+    idle: Arc<super::pool::IdlePool<Live>>,
 }
 
 impl std::fmt::Debug for ScalarFunction {
@@ -197,7 +197,7 @@ impl ScalarFunction {
         Ok(Arc::new(Self {
             plugin,
             signature,
-            idle: super::pool::IdlePool::new(),
+            idle: Arc::new(super::pool::IdlePool::new()),
         }))
     }
 
@@ -233,6 +233,7 @@ impl ScalarFunction {
         };
         let bytes = encode_arguments(&self.signature, arguments, rows)
             .map_err(|e| protocol(format!("cannot encode the arguments: {e}")))?;
+        let bytes = Arc::new(bytes);
         let answer = match self.try_call(&bytes, false) {
             Err(e) if e.is_fault() && loaded.spec.limits.on_trap == TrapPolicy::Rebuild => {
                 tracing::warn!(
@@ -254,49 +255,49 @@ impl ScalarFunction {
     /// # Errors
     /// As [`ScalarFunction::call`], less the checks of the answer.
     pub fn call_bytes(&self, bytes: &[u8]) -> Result<Vec<u8>, PluginError> {
-        self.try_call(bytes, false)
+        self.try_call(&Arc::new(bytes.to_vec()), false)
     }
 
-    /// One try of `invoke` on an idle or fresh instance, on a thread of
-    /// its own (WASI's bounded waits must not run inside the caller's
-    /// async runtime). A faulted instance is dropped.
-    fn try_call(&self, bytes: &[u8], rebuilt: bool) -> Result<Vec<u8>, PluginError> {
+    /// One try of `invoke` on an idle or fresh instance, on a plugin call
+    /// thread ([`super::call_thread`]: WASI's bounded waits must not run
+    /// inside the caller's async runtime). A faulted instance is dropped.
+    fn try_call(&self, bytes: &Arc<Vec<u8>>, rebuilt: bool) -> Result<Vec<u8>, PluginError> {
         const CALL: &str = "invoke";
-        let loaded = self.plugin.inner();
         let taken = self.idle.take();
-        std::thread::scope(|s| {
-            s.spawn(move || {
-                let mut live = match taken {
-                    Some(l) => l,
-                    None => instantiate(loaded)?,
-                };
-                instance::arm_deadline(&mut live.store, loaded);
-                let outcome = live
-                    .world
-                    .coordhost_function_scalar_function()
-                    .call_invoke(&mut live.store, bytes);
-                let settled = instance::settle(
-                    &live.store,
-                    loaded,
-                    CALL,
-                    outcome.map(|r| r.map_err(failure)),
-                );
-                match settled {
-                    Ok(result) => {
-                        self.idle.put(live);
-                        result
-                    }
-                    Err(fault) => Err(fault.into_error(loaded, CALL, rebuilt)),
+        let plugin = self.plugin.clone();
+        let idle = Arc::clone(&self.idle);
+        let bytes = Arc::clone(bytes);
+        super::call_thread::run(move || {
+            let loaded = plugin.inner();
+            let mut live = match taken {
+                Some(l) => l,
+                None => instantiate(loaded)?,
+            };
+            instance::arm_deadline(&mut live.store, loaded);
+            let outcome = live
+                .world
+                .coordhost_function_scalar_function()
+                .call_invoke(&mut live.store, &bytes);
+            let settled = instance::settle(
+                &live.store,
+                loaded,
+                CALL,
+                outcome.map(|r| r.map_err(failure)),
+            );
+            match settled {
+                Ok(result) => {
+                    idle.put(live);
+                    result
                 }
-            })
-            .join()
-            .unwrap_or_else(|_| {
-                Err(PluginError::Trap {
-                    plugin: loaded.spec.name.clone(),
-                    call: CALL,
-                    message: "the host thread calling the plugin panicked".to_string(),
-                    rebuilt,
-                })
+                Err(fault) => Err(fault.into_error(loaded, CALL, rebuilt)),
+            }
+        })
+        .unwrap_or_else(|super::call_thread::Panicked| {
+            Err(PluginError::Trap {
+                plugin: self.plugin.name().to_string(),
+                call: CALL,
+                message: "the host thread calling the plugin panicked".to_string(),
+                rebuilt,
             })
         })
     }

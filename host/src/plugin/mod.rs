@@ -22,6 +22,7 @@
 //! `ShuffleMaster` with FLIP-383's snapshot and partition-report methods.
 
 mod actions;
+mod call_thread;
 pub mod bindings;
 mod cache;
 mod deadline;
