@@ -449,13 +449,22 @@ fn print_summary(s: &Summary) {
         }
         writeln!(
             out,
-            "  tasks: {} total, {} run, {} skipped, {} reset{}",
+            "  tasks: {} total, {} attempts run, {} skipped, {} reset{}",
             s.tasks_total,
             s.tasks_run,
             s.tasks_skipped,
             s.tasks_reset,
             if s.recovered { " (recovered)" } else { "" }
         )?;
+        if s.status != JobStatus::Finished {
+            // Where each task ended, adding up to the total; `run` above
+            // counts attempts (a retried task runs more than once).
+            writeln!(
+                out,
+                "  tasks by end: {} finished, {} failed, {} stopped, {} not run (of {})",
+                s.tasks_finished, s.tasks_failed, s.tasks_stopped, s.tasks_not_run, s.tasks_total
+            )?;
+        }
         for o in &s.outputs {
             writeln!(out, "  output: {}", o.display())?;
         }
@@ -478,6 +487,9 @@ impl ProgressListener for Lines {
     }
     fn task_failed(&self, vertex: &str, subtask: u32, attempt: u32, reason: &str) {
         eprintln!("{vertex}: subtask {subtask} attempt {attempt} failed: {reason}");
+    }
+    fn task_failed_for_good(&self, _: &str, _: u32, _: u32, _: &str) {
+        // The run's `coordhost:` line says it, once.
     }
 }
 
@@ -512,5 +524,8 @@ impl ProgressListener for Bars {
         let _ignored = self.multi.println(format!(
             "{vertex}: subtask {subtask} attempt {attempt} failed: {reason}"
         ));
+    }
+    fn task_failed_for_good(&self, _: &str, _: u32, _: u32, _: &str) {
+        // The run's `coordhost:` line says it, once.
     }
 }

@@ -83,7 +83,10 @@ impl JobError {
             | Self::Stopped { .. }
             | Self::Cancelled { .. }
             | Self::CancelledEarlier { .. }
-            | Self::TaskFailed { .. } => false,
+            | Self::TaskFailed { .. }
+            // Input data found wrong while the job ran (a value that does not
+            // parse): the job failed, exit 1, as Spark's FAILFAST mode.
+            | Self::InvalidData { .. } => false,
             // A split enumerator that refused its configuration is bad
             // input; any other failure of it is a failure of the run.
             Self::Coordinator(_) => self.is_invalid_plugin_config(),

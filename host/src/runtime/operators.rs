@@ -129,9 +129,16 @@ impl Chain {
     ///
     /// # Errors
     ///
-    /// [`TaskError::Data`] for a value an operator cannot use; errors of the sink.
+    /// [`TaskError::InvalidData`] for a value an operator cannot use (not a
+    /// number where one is wanted); errors of the sink.
     pub fn push_batch(&mut self, batch: RecordBatch) -> Result<(), TaskError> {
         self.push_from(0, batch)
+    }
+
+    /// A value an operator cannot use (`abc` where a number is wanted):
+    /// the same input fails the same way, so a data error, not retried.
+    fn bad_value(detail: String) -> TaskError {
+        TaskError::InvalidData { detail }
     }
 
     fn data(&self, detail: String) -> TaskError {
@@ -169,8 +176,11 @@ impl Chain {
                     let mask = match mask {
                         Ok(m) => m,
                         Err(e) => {
-                            let detail = format!("filter: `{}` is not a number", e.text);
-                            return Err(self.data(detail));
+                            let detail = format!(
+                                "filter: {} is not a number",
+                                super::quote_value(&e.text)
+                            );
+                            return Err(Self::bad_value(detail));
                         }
                     };
                     let kept = mask.true_count();
@@ -189,7 +199,7 @@ impl Chain {
                 }
                 Stage::Aggregate(state) => {
                     if let Err(detail) = state.add(&batch) {
-                        return Err(self.data(detail));
+                        return Err(Self::bad_value(detail));
                     }
                     return Ok(());
                 }

@@ -163,6 +163,28 @@ impl Inner {
                 .map_err(|e| failed(format!("its split names {}", e.detail())))?;
         }
         let batches = reader.read_split(split).map_err(|e| {
+            // `invalid-split`: the reader says the split's records do not
+            // parse (a value that is not a number, a line of another
+            // format): a data error, not retried.
+            if let crate::plugin::PluginError::Returned {
+                error: crate::plugin::PluginFailure::Other(message),
+                ..
+            } = &e
+                && let Some(words) = message.strip_prefix(crate::plugin::INVALID_SPLIT_PREFIX)
+            {
+                let file = match &split.payload {
+                    SplitPayloadData::FileRange { path, .. } => format!("{}: ", path.display()),
+                    SplitPayloadData::Inline(_) => String::new(),
+                };
+                return TaskError::InvalidData {
+                    detail: format!(
+                        "{file}table `{table}`, source reader `{}` (split `{}`): {}",
+                        spec.name,
+                        split.id,
+                        crate::plugin::one_line(words, crate::plugin::MAX_MESSAGE_BYTES)
+                    ),
+                };
+            }
             // The plugin host's message names the plugin already.
             let text = e.to_string();
             let text = text
