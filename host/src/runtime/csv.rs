@@ -794,6 +794,50 @@ mod tests {
     }
 
     #[test]
+    fn arrow_csv_59s_record_numbers_are_read_from_its_messages() {
+        // The record decoder counts from 1, the value parser from 0.
+        assert_eq!(
+            arrow_record("Csv error: incorrect number of fields for line 3, expected 3 got 2"),
+            Some(2)
+        );
+        assert_eq!(
+            arrow_record(
+                "Csv error: Encountered invalid UTF-8 data for line 1 and field 2"
+            ),
+            Some(0)
+        );
+        assert_eq!(
+            arrow_record(
+                "Parser error: Error while parsing value 'x' as type 'Int64' for column 1 at line 4. Row data: '[a,x]'"
+            ),
+            Some(4)
+        );
+        assert_eq!(arrow_record("Parser error: can't parse the string value x to decimal"), None);
+    }
+
+    #[test]
+    fn a_bad_value_names_its_line_counted_from_the_start_of_the_file() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("t.csv");
+        // Header, a record, an empty line, a CRLF line, the bad value.
+        let text = "k,v,skip\na,1,x\n\nb,2,y\r\nc,zz,z\nd,4,w\n";
+        std::fs::write(&path, text).expect("write");
+        let want = format!(
+            "{} line 5, column 2 `v` (bigint): `zz` is not a valid bigint",
+            path.display()
+        );
+        // Read whole, and from a split that starts at the empty line.
+        for start in [0, 15] {
+            let e = rows_of(&path, start, text.len() as u64 - start, &layout(true))
+                .expect_err("bad value");
+            assert!(e.is_permanent(), "{e}");
+            assert_eq!(e.to_string(), want, "split from byte {start}");
+        }
+        // A split that does not hold the bad line reads its own lines.
+        assert_eq!(rows_of(&path, 0, 10, &layout(true)).expect("first line").len(), 1);
+    }
+
+    #[test]
     fn a_quoted_line_break_and_a_bad_value_fail_naming_the_file() {
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("q.csv");
@@ -801,7 +845,7 @@ mod tests {
         let e = rows_of(&path, 0, 100, &layout(false)).expect_err("quoted line break");
         assert!(
             e.to_string()
-                .contains("q.csv at byte 6: a quoted field holds a line break"),
+                .contains("q.csv line 2: a quoted field holds a line break"),
             "{e}"
         );
         let bad = dir.path().join("bad.csv");

@@ -591,3 +591,31 @@ impl operators::BatchSink for PartitionOutputs {
         Ok((self.rows, parts))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quoted_value_is_cut_and_its_control_characters_escaped() {
+        assert_eq!(quote_value("abc"), "`abc`");
+        assert_eq!(quote_value("a\tb"), "`a\\tb`");
+        let long = "x".repeat(MAX_VALUE_CHARS + 5);
+        assert_eq!(
+            quote_value(&long),
+            format!("`{}…`", "x".repeat(MAX_VALUE_CHARS))
+        );
+        assert!(
+            TaskError::InvalidData {
+                detail: String::new()
+            }
+            .is_permanent()
+        );
+        assert!(
+            !TaskError::SplitRequest {
+                reason: String::new()
+            }
+            .is_permanent()
+        );
+    }
+}

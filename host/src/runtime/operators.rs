@@ -987,10 +987,8 @@ mod tests {
         )
         .err()
         .expect("fails");
-        assert_eq!(
-            err.to_string(),
-            "vertex `v`: aggregate: `x` is not a number"
-        );
+        assert!(err.is_permanent(), "a data error");
+        assert_eq!(err.to_string(), "aggregate: `x` is not a number");
         let dates = batch_of(vec![Arc::new(Date32Array::from(vec![0]))]);
         let one = [Operator::Aggregate {
             key: vec![],
@@ -1012,10 +1010,7 @@ mod tests {
         let err = run_batches(&fin, vec![text_batch(&[&["2.5"]])])
             .err()
             .expect("fails");
-        assert_eq!(
-            err.to_string(),
-            "vertex `v`: aggregate: `2.5` is not a count"
-        );
+        assert_eq!(err.to_string(), "aggregate: `2.5` is not a count");
     }
 
     #[test]
@@ -1096,14 +1091,15 @@ mod tests {
         let err = run_batches(&[filter(CmpOp::Gt, "0", true)], vec![batch_of(vec![text])])
             .err()
             .expect("fails");
-        assert_eq!(err.to_string(), "vertex `v`: filter: `abc` is not a number");
+        assert!(err.is_permanent(), "a data error");
+        assert_eq!(err.to_string(), "filter: `abc` is not a number");
         let dates: ArrayRef = Arc::new(Date32Array::from(vec![0]));
         let err = run_batches(&[filter(CmpOp::Gt, "0", true)], vec![batch_of(vec![dates])])
             .err()
             .expect("fails");
         assert_eq!(
             err.to_string(),
-            "vertex `v`: filter: `1970-01-01` is not a number"
+            "filter: `1970-01-01` is not a number"
         );
     }
 

@@ -166,31 +166,26 @@ impl Inner {
             // `invalid-split`: the reader says the split's records do not
             // parse (a value that is not a number, a line of another
             // format): a data error, not retried.
-            if let crate::plugin::PluginError::Returned {
-                error: crate::plugin::PluginFailure::Other(message),
-                ..
-            } = &e
-                && let Some(words) = message.strip_prefix(crate::plugin::INVALID_SPLIT_PREFIX)
-            {
-                let file = match &split.payload {
-                    SplitPayloadData::FileRange { path, .. } => format!("{}: ", path.display()),
-                    SplitPayloadData::Inline(_) => String::new(),
-                };
-                return TaskError::InvalidData {
-                    detail: format!(
-                        "{file}table `{table}`, source reader `{}` (split `{}`): {}",
-                        spec.name,
-                        split.id,
-                        crate::plugin::one_line(words, crate::plugin::MAX_MESSAGE_BYTES)
-                    ),
-                };
-            }
+            let invalid = matches!(
+                &e,
+                crate::plugin::PluginError::Returned {
+                    error: crate::plugin::PluginFailure::Other(message),
+                    ..
+                } if message.starts_with(crate::plugin::INVALID_SPLIT_PREFIX)
+            );
             // The plugin host's message names the plugin already.
             let text = e.to_string();
             let text = text
                 .strip_prefix(&format!("plugin `{}`: ", spec.name))
                 .map_or(text.clone(), str::to_string);
-            failed(text)
+            let error = failed(text);
+            if invalid {
+                TaskError::InvalidData {
+                    detail: error.to_string(),
+                }
+            } else {
+                error
+            }
         })?;
         let declared = reader.schema().fields();
         let fields: Vec<Field> = columns

@@ -45,6 +45,8 @@ mod ha_netns_tls;
 mod ha_tls;
 mod job_cli;
 mod job_config;
+#[cfg(feature = "failpoints")]
+mod job_data_errors;
 mod job_driver;
 #[cfg(feature = "failpoints")]
 mod job_failover;
