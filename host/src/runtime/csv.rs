@@ -240,7 +240,8 @@ fn arrow_record(text: &str) -> Option<usize> {
     if let Some((_, rest)) = text.split_once("for line ") {
         return number(rest).and_then(|n| n.checked_sub(1));
     }
-    text.split_once(" at line ").and_then(|(_, rest)| number(rest))
+    text.split_once(" at line ")
+        .and_then(|(_, rest)| number(rest))
 }
 
 /// A declared type as the job file writes it (`bigint`, `decimal(15,2)`).
@@ -536,7 +537,9 @@ fn diagnose(
                 continue;
             }
             let strings = arrow_array::cast::AsArray::as_string::<i32>(values.as_ref());
-            let limit = first.as_ref().map_or(arrow_array::Array::len(strings), |f| f.0);
+            let limit = first
+                .as_ref()
+                .map_or(arrow_array::Array::len(strings), |f| f.0);
             for i in 0..limit {
                 if arrow_array::Array::is_null(strings, i) {
                     continue;
@@ -597,9 +600,7 @@ fn line_of(split: &SplitData, grants: Option<&Grants>, header: bool, at: Where) 
             Where::Byte(b) if offset > b => return None,
             Where::Byte(_) => {}
             Where::Record(k) => {
-                let empty = buf
-                    .iter()
-                    .all(|&c| c == b'\n' || c == b'\r');
+                let empty = buf.iter().all(|&c| c == b'\n' || c == b'\r');
                 if offset >= start && !(header && offset == 0) && !empty {
                     if records == k {
                         return Some(number);
@@ -801,9 +802,7 @@ mod tests {
             Some(2)
         );
         assert_eq!(
-            arrow_record(
-                "Csv error: Encountered invalid UTF-8 data for line 1 and field 2"
-            ),
+            arrow_record("Csv error: Encountered invalid UTF-8 data for line 1 and field 2"),
             Some(0)
         );
         assert_eq!(
@@ -812,7 +811,10 @@ mod tests {
             ),
             Some(4)
         );
-        assert_eq!(arrow_record("Parser error: can't parse the string value x to decimal"), None);
+        assert_eq!(
+            arrow_record("Parser error: can't parse the string value x to decimal"),
+            None
+        );
     }
 
     #[test]
@@ -834,7 +836,12 @@ mod tests {
             assert_eq!(e.to_string(), want, "split from byte {start}");
         }
         // A split that does not hold the bad line reads its own lines.
-        assert_eq!(rows_of(&path, 0, 10, &layout(true)).expect("first line").len(), 1);
+        assert_eq!(
+            rows_of(&path, 0, 10, &layout(true))
+                .expect("first line")
+                .len(),
+            1
+        );
     }
 
     #[test]

@@ -176,10 +176,8 @@ impl Chain {
                     let mask = match mask {
                         Ok(m) => m,
                         Err(e) => {
-                            let detail = format!(
-                                "filter: {} is not a number",
-                                super::quote_value(&e.text)
-                            );
+                            let detail =
+                                format!("filter: {} is not a number", super::quote_value(&e.text));
                             return Err(Self::bad_value(detail));
                         }
                     };
@@ -1097,10 +1095,7 @@ mod tests {
         let err = run_batches(&[filter(CmpOp::Gt, "0", true)], vec![batch_of(vec![dates])])
             .err()
             .expect("fails");
-        assert_eq!(
-            err.to_string(),
-            "filter: `1970-01-01` is not a number"
-        );
+        assert_eq!(err.to_string(), "filter: `1970-01-01` is not a number");
     }
 
     #[test]

@@ -145,7 +145,8 @@ pub fn read_split(
         .build()
         .map_err(|e| not_parquet(&e))?;
     for batch in reader {
-        let batch = batch.map_err(|e| invalid(format!("holds row groups that do not decode: {e}")))?;
+        let batch =
+            batch.map_err(|e| invalid(format!("holds row groups that do not decode: {e}")))?;
         emit(plan.apply(&batch, &name, vertex)?)?;
     }
     Ok(())
@@ -163,11 +164,7 @@ struct Projection {
 }
 
 impl Projection {
-    fn plan(
-        file_schema: &Schema,
-        columns: &[String],
-        name: &str,
-    ) -> Result<Self, TaskError> {
+    fn plan(file_schema: &Schema, columns: &[String], name: &str) -> Result<Self, TaskError> {
         // The file is not what the job declares: a data error.
         let data = |detail: String| TaskError::InvalidData { detail };
         let mut wanted = Vec::with_capacity(columns.len());

@@ -110,7 +110,9 @@ pub enum JobError {
     /// attempt is not retried and the job fails at once, whatever
     /// `max-attempts` allows (a permanent failure, as Flink classifies
     /// non-recoverable errors).
-    #[error("{source} (vertex `{vertex}` subtask {subtask}, attempt {attempt}; a data error is not retried)")]
+    #[error(
+        "{source} (vertex `{vertex}` subtask {subtask}, attempt {attempt}; a data error is not retried)"
+    )]
     InvalidData {
         /// The job vertex id.
         vertex: String,

@@ -11,8 +11,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::support::job::options;
-use crate::support::knobs::{Knobs, run_output};
+use crate::support::knobs::{Knobs, run_output_with};
 use crate::support::plugin_path;
+use crate::support::workers::{Workers, external_args, free_port};
 use coordhost::job::{JobStatus, Summary};
 use serde_json::Value;
 
@@ -78,12 +79,15 @@ format = "csv"
 /// `JobFailed` holding the same error, and the task counts adding up.
 /// Returns the error.
 fn failed_once(job: &Path, state: &Path, output: &str) -> (String, Summary) {
-    let out = run_output(&options(job, state, 2), &Knobs::default());
+    failed_once_with(job, state, output, &[])
+}
+
+/// [`failed_once`] with more `run` arguments (worker processes).
+fn failed_once_with(job: &Path, state: &Path, output: &str, extra: &[String]) -> (String, Summary) {
+    let out = run_output_with(&options(job, state, 2), &Knobs::default(), extra);
     let stderr = out.stderr;
     assert_eq!(out.code, Some(1), "a data error fails the job: {stderr}");
-    let s = out
-        .summary
-        .unwrap_or_else(|| panic!("a summary: {stderr}"));
+    let s = out.summary.unwrap_or_else(|| panic!("a summary: {stderr}"));
     assert_eq!(s.status, JobStatus::Failed, "{stderr}");
     let error = s.error.clone().expect("the summary names the error");
     assert!(
@@ -190,6 +194,41 @@ schema = { id = "bigint", name = "varchar", amount = "bigint" }"#,
 }
 
 #[test]
+fn on_worker_processes_a_bad_value_fails_at_once_too() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let input = tmp.path().join("in");
+    std::fs::create_dir_all(&input).expect("input");
+    std::fs::write(input.join("a.csv"), "id,amount\n1,10\n2,x7\n").expect("csv");
+    std::fs::write(input.join("b.csv"), "id,amount\n3,30\n").expect("csv");
+    let job = sql_job(
+        &tmp.path().join("job"),
+        &input,
+        ".csv",
+        1_000_000,
+        "format = \"csv\"\nheader = true\nschema = { id = \"bigint\", amount = \"bigint\" }",
+        "",
+        "SELECT sum(amount) AS total FROM t",
+    );
+    let addr = free_port();
+    let workers = Workers::start(2, &addr, &tmp.path().join("workers"), 2);
+    let (error, _) = failed_once_with(
+        &job,
+        &tmp.path().join("state"),
+        "bad-data",
+        &external_args(&addr, 2, 5000),
+    );
+    let want = format!(
+        "{} line 3, column 2 `amount` (bigint): `x7` is not a valid bigint",
+        input.join("a.csv").display()
+    );
+    assert!(
+        error.starts_with(&want),
+        "`{want}` in: {error}\n{}",
+        workers.logs()
+    );
+}
+
+#[test]
 fn a_long_bad_value_is_cut_and_a_short_line_names_its_field_count() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let input = tmp.path().join("in");
@@ -275,8 +314,7 @@ schema = { id = "bigint", owner = "varchar", balance = "decimal(15,2)", opened =
 #[test]
 fn a_damaged_parquet_page_fails_at_once_naming_the_file() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let fixture =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/parquet-crc/crc.parquet");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/parquet-crc/crc.parquet");
     let mut bytes = std::fs::read(&fixture).expect("fixture");
     let meta = parquet::file::reader::SerializedFileReader::new(
         std::fs::File::open(&fixture).expect("fixture"),
