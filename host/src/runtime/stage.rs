@@ -278,9 +278,10 @@ impl Inner {
                     safe: false,
                     ..Default::default()
                 };
+                // A value the file holds that is not of the declared type:
+                // a data error, not retried.
                 arrow_cast::cast_with_options(&array, &target, &options).map_err(|e| {
-                    TaskError::Data {
-                        vertex: self.vertex.clone(),
+                    TaskError::InvalidData {
                         detail: format!("{what}: column `{name}` does not hold {ty} values: {e}"),
                     }
                 })?
