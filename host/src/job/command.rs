@@ -478,13 +478,22 @@ fn print_summary(s: &Summary) {
         }
         writeln!(
             out,
-            "  tasks: {} total, {} run, {} skipped, {} reset{}",
+            "  tasks: {} total, {} attempts run, {} skipped, {} reset{}",
             s.tasks_total,
             s.tasks_run,
             s.tasks_skipped,
             s.tasks_reset,
             if s.recovered { " (recovered)" } else { "" }
         )?;
+        if s.status != JobStatus::Finished {
+            // Where each task ended, adding up to the total; `run` above
+            // counts attempts (a retried task runs more than once).
+            writeln!(
+                out,
+                "  tasks by end: {} finished, {} failed, {} stopped, {} not run (of {})",
+                s.tasks_finished, s.tasks_failed, s.tasks_stopped, s.tasks_not_run, s.tasks_total
+            )?;
+        }
         for o in &s.outputs {
             writeln!(out, "  output: {}", o.display())?;
         }

@@ -4,7 +4,7 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | success: the job finished, the component is a valid plugin, the log was printed |
-//! | 1 | the job failed while running (a task ran out of attempts, a plugin failed), or the run failed on its own storage |
+//! | 1 | the job failed while running (a task ran out of attempts, a data error, a plugin failed), or the run failed on its own storage |
 //! | 2 | bad input: command line, job file, component, log, data directory |
 //! | 3 | the job was cancelled (`coordhost cancel`), by this run or an earlier one |
 //! | 128 + N | signal N (2 SIGINT: 130, 15 SIGTERM: 143) stopped the run; the next run resumes the job |
@@ -83,7 +83,10 @@ impl JobError {
             | Self::Stopped { .. }
             | Self::Cancelled { .. }
             | Self::CancelledEarlier { .. }
-            | Self::TaskFailed { .. } => false,
+            | Self::TaskFailed { .. }
+            // Input data found wrong while the job ran (a value that does not
+            // parse): the job failed, exit 1, as Spark's FAILFAST mode.
+            | Self::InvalidData { .. } => false,
             // A split enumerator that refused its configuration is bad
             // input; any other failure of it is a failure of the run.
             Self::Coordinator(_) => self.is_invalid_plugin_config(),

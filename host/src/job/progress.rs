@@ -164,6 +164,9 @@ impl ProgressListener for Lines {
             utc_now()
         );
     }
+    fn task_failed_for_good(&self, _: &str, _: u32, _: u32, _: &str) {
+        // The run's `coordhost:` line says it, once.
+    }
     fn input_progress(&self, vertex: &str, input: InputProgress) {
         if let Some(line) = self.inputs.update(vertex, input, LINE_EVERY) {
             eprintln!("{} {vertex}: input {line}", utc_now());
@@ -213,6 +216,9 @@ impl ProgressListener for Bars {
             "{} {vertex}: subtask {subtask} attempt {attempt} failed: {reason}",
             utc_now()
         ));
+    }
+    fn task_failed_for_good(&self, _: &str, _: u32, _: u32, _: &str) {
+        // The run's `coordhost:` line says it, once.
     }
     fn input_progress(&self, vertex: &str, input: InputProgress) {
         // The bar redraws itself at most ~20 times a second: update always.

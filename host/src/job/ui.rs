@@ -206,6 +206,12 @@ impl ProgressListener for UiProgress {
             p.task_failed(vertex, subtask, attempt, reason);
         }
     }
+    fn task_failed_for_good(&self, vertex: &str, subtask: u32, attempt: u32, reason: &str) {
+        self.live.task_failed(vertex, subtask, attempt, reason);
+        if let Some(p) = &self.inner {
+            p.task_failed_for_good(vertex, subtask, attempt, reason);
+        }
+    }
     fn task_started(&self, vertex: &str, subtask: u32, attempt: u32) {
         self.live.task_started(vertex, subtask, attempt);
         if let Some(p) = &self.inner {

@@ -92,7 +92,10 @@ mod tests {
     #[test]
     fn a_call_answers_and_a_panic_is_an_error_that_spares_the_pool() {
         assert_eq!(run(|| 6 * 7), Ok(42));
-        assert_eq!(run(|| -> u32 { panic!("a plugin call panicked") }), Err(Panicked));
+        assert_eq!(
+            run(|| -> u32 { panic!("a plugin call panicked") }),
+            Err(Panicked)
+        );
         // The panicking thread went back to the pool and serves again.
         let names: Vec<String> = (0..4)
             .map(|_| {
@@ -101,7 +104,10 @@ mod tests {
                     .expect("named")
             })
             .collect();
-        assert!(names.iter().all(|n| n == "coordhost-plugin-call"), "{names:?}");
+        assert!(
+            names.iter().all(|n| n == "coordhost-plugin-call"),
+            "{names:?}"
+        );
     }
 
     #[test]

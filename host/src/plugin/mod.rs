@@ -22,9 +22,9 @@
 //! `ShuffleMaster` with FLIP-383's snapshot and partition-report methods.
 
 mod actions;
-mod call_thread;
 pub mod bindings;
 mod cache;
+mod call_thread;
 mod deadline;
 mod enumerator;
 mod error;

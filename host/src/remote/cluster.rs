@@ -1106,6 +1106,9 @@ fn task_error(worker: &str, f: rpc::Failure) -> TaskError {
                 source: std::io::Error::other(f.message),
             },
         },
+        // The worker's message names the file, line and column; the
+        // coordinator adds the worker (`(on worker ...)`).
+        Some(Kind::InvalidData(true)) => TaskError::InvalidData { detail: f.message },
         _ => TaskError::Worker {
             worker: worker.to_owned(),
             message: f.message,

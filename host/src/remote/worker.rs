@@ -1236,6 +1236,7 @@ fn report(
                     Kind::PartitionCorrupt(to_wire(*producer))
                 }
                 TaskError::Canceled { .. } => Kind::Canceled(true),
+                TaskError::InvalidData { .. } => Kind::InvalidData(true),
                 _ => Kind::Other(true),
             };
             rpc::attempt_report::Outcome::Failed(rpc::Failure {

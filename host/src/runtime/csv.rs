@@ -17,6 +17,7 @@
 //! Spark read CSV); any other field that does not parse as its declared
 //! type fails the task naming the file, the column and the value.
 
+use std::cell::Cell;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::sync::Arc;
 
@@ -45,8 +46,6 @@ pub struct TypedCsv {
 /// What a task reads a CSV split through; one per split.
 struct Decode<'a> {
     csv: &'a TypedCsv,
-    /// Sorted, distinct field indices handed to arrow-csv.
-    projection: Vec<usize>,
     /// For each output column, its position in the decoder's output.
     order: Vec<usize>,
     out_schema: SchemaRef,
@@ -56,6 +55,19 @@ struct Decode<'a> {
     vertex: &'a str,
     /// Offset of the first owned line, for messages.
     first: u64,
+    /// Where arrow-csv's error is, for [`read_split`]'s message.
+    at: &'a Cell<Option<Where>>,
+}
+
+/// Where in a split a data error is, as found while reading it; turned
+/// into a line number only when a task fails ([`line_of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Where {
+    /// The record (0-based) among the records the split owns: its lines
+    /// but the header and empty ones.
+    Record(usize),
+    /// The line that starts at this byte of the file.
+    Byte(u64),
 }
 
 impl<'a> Decode<'a> {
@@ -64,6 +76,7 @@ impl<'a> Decode<'a> {
         name: String,
         vertex: &'a str,
         first: u64,
+        at: &'a Cell<Option<Where>>,
     ) -> Result<Self, TaskError> {
         let mut projection = csv.read.clone();
         projection.sort_unstable();
@@ -89,17 +102,17 @@ impl<'a> Decode<'a> {
             .with_header(false)
             .with_delimiter(csv.delimiter)
             .with_batch_size(BATCH_ROWS)
-            .with_projection(projection.clone())
+            .with_projection(projection)
             .build_decoder();
         Ok(Self {
             csv,
-            projection,
             order,
             out_schema,
             decoder,
             name,
             vertex,
             first,
+            at,
         })
     }
 
@@ -117,8 +130,7 @@ impl<'a> Decode<'a> {
                 self.flush(emit)?;
             } else if n == 0 {
                 // Room for rows, input left, nothing taken: never loop on it.
-                return Err(TaskError::Data {
-                    vertex: self.vertex.to_string(),
+                return Err(TaskError::InvalidData {
                     detail: format!(
                         "{}, in the lines from byte {}: the CSV decoder took none of {} bytes",
                         self.name,
@@ -164,34 +176,85 @@ impl<'a> Decode<'a> {
         emit(batch)
     }
 
-    /// arrow-csv's error, with the file and the column's name.
+    /// arrow-csv's error as a data error, with the file and the column's
+    /// name; the record it names is kept in `at` for the line number.
     fn error(&self, e: &arrow_schema::ArrowError) -> TaskError {
         let text = e.to_string();
-        // arrow-csv counts columns of the file and lines from the first one
-        // it was given.
+        self.at.set(arrow_record(&text).map(Where::Record));
+        // arrow-csv counts fields of the file ("column 2"; "field 3" from 1).
         let column = text
             .split_once("for column ")
-            .map(|(_, rest)| {
+            .map(|(_, rest)| (rest, 0))
+            .or_else(|| text.split_once("and field ").map(|(_, rest)| (rest, 1)))
+            .and_then(|(rest, base)| {
                 rest.chars()
                     .take_while(char::is_ascii_digit)
                     .collect::<String>()
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|i| i.checked_sub(base))
             })
-            .and_then(|d| d.parse::<usize>().ok())
-            .and_then(|i| {
-                self.csv
-                    .fields
-                    .get(i)
-                    .or_else(|| self.projection.get(i).and_then(|&f| self.csv.fields.get(f)))
-            })
-            .map(|(n, t)| format!(" (column `{n}`, declared {t})"))
+            .and_then(|i| self.csv.fields.get(i).map(|f| (i, f)))
+            .map(|(i, (n, t))| format!(", column {} `{n}` ({})", i + 1, sql_type_name(t)))
             .unwrap_or_default();
-        TaskError::Data {
-            vertex: self.vertex.to_string(),
+        if text.contains("incorrect number of fields") {
+            // "incorrect number of fields for line 3, expected 3 got 2"
+            let got = text
+                .rsplit_once(" got ")
+                .map_or("another number of", |(_, n)| n);
+            return TaskError::InvalidData {
+                detail: format!(
+                    "{}: {got} fields where the table declares {}",
+                    self.name,
+                    self.csv.fields.len()
+                ),
+            };
+        }
+        if text.contains("invalid UTF-8") {
+            return TaskError::InvalidData {
+                detail: format!("{}{column}: the field is not UTF-8 text", self.name),
+            };
+        }
+        TaskError::InvalidData {
             detail: format!(
-                "{}, in the lines from byte {}{column}: {text}",
+                "{}{column}, in the lines from byte {}: {text}",
                 self.name, self.first
             ),
         }
+    }
+}
+
+/// The record (0-based, among those fed to one decoder) arrow-csv 59's
+/// error `text` names: its record decoder counts from 1 ("incorrect
+/// number of fields for line 3", "invalid UTF-8 data for line 3 and field
+/// 2"), its value parser from 0 ("Error while parsing value 'x' as type
+/// 'Int64' for column 2 at line 0").
+fn arrow_record(text: &str) -> Option<usize> {
+    let number = |rest: &str| {
+        rest.chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse::<usize>()
+            .ok()
+    };
+    if let Some((_, rest)) = text.split_once("for line ") {
+        return number(rest).and_then(|n| n.checked_sub(1));
+    }
+    text.split_once(" at line ")
+        .and_then(|(_, rest)| number(rest))
+}
+
+/// A declared type as the job file writes it (`bigint`, `decimal(15,2)`).
+fn sql_type_name(t: &DataType) -> String {
+    match t {
+        DataType::Int64 => "bigint".into(),
+        DataType::Int32 => "int".into(),
+        DataType::Float64 => "double".into(),
+        DataType::Utf8 => "varchar".into(),
+        DataType::Date32 => "date".into(),
+        DataType::Boolean => "boolean".into(),
+        DataType::Decimal128(p, s) => format!("decimal({p},{s})"),
+        other => other.to_string(),
     }
 }
 
@@ -244,7 +307,7 @@ impl Lines {
         &mut self,
         mut chunk: &[u8],
         name: &str,
-        vertex: &str,
+        at: &Cell<Option<Where>>,
         too_long: &dyn Fn(u64) -> TaskError,
         keep: &mut dyn FnMut(&[u8]) -> Result<(), TaskError>,
     ) -> Result<(), TaskError> {
@@ -312,11 +375,10 @@ impl Lines {
                     };
                 } else if b == b'\n' {
                     if self.quoting == Quoting::Quoted {
-                        return Err(TaskError::Data {
-                            vertex: vertex.to_string(),
+                        at.set(Some(Where::Byte(self.line_start)));
+                        return Err(TaskError::InvalidData {
                             detail: format!(
-                                "{name} at byte {}: a quoted field holds a line break; CSV is read line by line (a split owns the lines that start in it), so the file cannot be read without losing or inventing records: remove the line breaks from its fields",
-                                self.line_start
+                                "{name}: a quoted field holds a line break; CSV is read line by line (a split owns the lines that start in it), so the file cannot be read without losing or inventing records: remove the line breaks from its fields"
                             ),
                         });
                     }
@@ -362,13 +424,12 @@ impl Lines {
     }
 
     /// At the end of the owned lines: a last line left inside a quote.
-    fn end(&self, name: &str, vertex: &str) -> Result<(), TaskError> {
+    fn end(&self, name: &str, at: &Cell<Option<Where>>) -> Result<(), TaskError> {
         if self.quoting == Quoting::Quoted {
-            return Err(TaskError::Data {
-                vertex: vertex.to_string(),
+            at.set(Some(Where::Byte(self.line_start)));
+            return Err(TaskError::InvalidData {
                 detail: format!(
-                    "{name} at byte {}: a quoted field is not closed before the end of the split's last line",
-                    self.line_start
+                    "{name}: a quoted field is not closed before the end of the split's last line"
                 ),
             });
         }
@@ -384,9 +445,12 @@ impl Lines {
 ///
 /// [`TaskError::Split`] for a file outside the grants, not a regular file,
 /// or with a line over [`MAX_LINE_BYTES`]; [`TaskError::Io`] for a file
-/// that cannot be read; [`TaskError::Data`] naming the file (and the
-/// column, if known) for a line with the wrong number of fields, a value
-/// that does not parse, a quoted line break; and whatever `emit` returns.
+/// that cannot be read; [`TaskError::InvalidData`] naming the file, the
+/// line (1-based, every line of the file counted: the header and empty
+/// ones too) and, for a value that does not parse, the column (name,
+/// 1-based position, declared type) and the value, for a line with
+/// another number of fields, a field that is not UTF-8, a quoted line
+/// break; and whatever `emit` returns.
 pub fn read_split(
     split: &SplitData,
     grants: Option<&Grants>,
@@ -394,30 +458,57 @@ pub fn read_split(
     vertex: &str,
     emit: impl FnMut(RecordBatch) -> Result<(), TaskError>,
 ) -> Result<(), TaskError> {
-    match read_lines(split, grants, csv, vertex, emit) {
+    let at = Cell::new(None);
+    let detail = match read_lines(split, grants, csv, vertex, &at, emit) {
         // arrow-csv does not always say which column a value that does not
-        // parse is in: read the split again as text and cast column by
-        // column to find it (the task fails either way).
-        Err(TaskError::Data { detail, .. }) if detail.contains("Parser error") => Err(diagnose(
-            split, grants, csv, vertex,
-        )
-        .unwrap_or(TaskError::Data {
-            vertex: vertex.to_string(),
-            detail,
-        })),
-        other => other,
+        // parse is in (nor which value, for a decimal): read the split again
+        // as text and cast column by column to find it (the task fails
+        // either way).
+        Err(TaskError::InvalidData { detail }) if detail.contains("Parser error") => {
+            match diagnose(split, grants, csv, vertex) {
+                Some((record, found)) => {
+                    at.set(Some(Where::Record(record)));
+                    found
+                }
+                None => detail,
+            }
+        }
+        Err(TaskError::InvalidData { detail }) => detail,
+        other => return other,
+    };
+    let name = split_name(split);
+    let line = at
+        .get()
+        .and_then(|w| line_of(split, grants, csv.header, w))
+        .map(|l| format!(" line {l}"))
+        .unwrap_or_default();
+    // Every message of `read_lines` and `diagnose` starts with `name`.
+    let detail = match detail.strip_prefix(name.as_str()) {
+        Some(rest) => format!("{name}{line}{rest}"),
+        None => detail,
+    };
+    Err(TaskError::InvalidData { detail })
+}
+
+/// What messages call `split`'s input: its file, or `split ID` for an
+/// inline split.
+fn split_name(split: &SplitData) -> String {
+    match &split.payload {
+        SplitPayloadData::FileRange { path, .. } => path.display().to_string(),
+        SplitPayloadData::Inline(_) => format!("split {}", split.id),
     }
 }
 
 /// The first value of `split` that does not parse as its column's
-/// declared type, as an error naming the file, the column, the value and
-/// its row in the split; `None` if every value parses.
+/// declared type: its record (0-based among the split's records) and a
+/// message naming the file, the column (1-based position, name, declared
+/// type) and the value; `None` if every value parses.
 fn diagnose(
     split: &SplitData,
     grants: Option<&Grants>,
     csv: &TypedCsv,
     vertex: &str,
-) -> Option<TaskError> {
+) -> Option<(usize, String)> {
     let text = TypedCsv {
         fields: csv
             .fields
@@ -426,20 +517,19 @@ fn diagnose(
             .collect(),
         ..csv.clone()
     };
-    let name = match &split.payload {
-        SplitPayloadData::FileRange { path, .. } => path.display().to_string(),
-        SplitPayloadData::Inline(_) => format!("split {}", split.id),
-    };
+    let name = split_name(split);
     let mut row = 0usize;
     let mut found = None;
     let options = arrow_cast::CastOptions {
         safe: false,
         ..Default::default()
     };
-    let _ = read_lines(split, grants, &text, vertex, |batch| {
+    let _ = read_lines(split, grants, &text, vertex, &Cell::new(None), |batch| {
         if found.is_some() {
             return Ok(());
         }
+        // The first bad row of the batch, whichever column it is in.
+        let mut first: Option<(usize, String)> = None;
         for (c, &field) in csv.read.iter().enumerate() {
             let (column, ty) = &csv.fields[field];
             let values = batch.column(c);
@@ -447,29 +537,83 @@ fn diagnose(
                 continue;
             }
             let strings = arrow_array::cast::AsArray::as_string::<i32>(values.as_ref());
-            for i in 0..arrow_array::Array::len(strings) {
+            let limit = first
+                .as_ref()
+                .map_or(arrow_array::Array::len(strings), |f| f.0);
+            for i in 0..limit {
                 if arrow_array::Array::is_null(strings, i) {
                     continue;
                 }
                 let one = arrow_array::StringArray::from(vec![strings.value(i)]);
-                if let Err(e) = arrow_cast::cast_with_options(&one, ty, &options) {
-                    found = Some(TaskError::Data {
-                        vertex: vertex.to_string(),
-                        detail: format!(
-                            "{name}: column `{column}` does not hold {ty} values: row {} of split `{}` holds `{}` ({e})",
-                            row + i + 1,
-                            split.id,
-                            strings.value(i)
+                if arrow_cast::cast_with_options(&one, ty, &options).is_err() {
+                    let ty = sql_type_name(ty);
+                    first = Some((
+                        i,
+                        format!(
+                            "{name}, column {} `{column}` ({ty}): {} is not a valid {ty}",
+                            field + 1,
+                            super::quote_value(strings.value(i)),
                         ),
-                    });
-                    return Ok(());
+                    ));
+                    break;
                 }
             }
         }
-        row += batch.num_rows();
+        match first {
+            Some((i, message)) => found = Some((row + i, message)),
+            None => row += batch.num_rows(),
+        }
         Ok(())
     });
     found
+}
+
+/// The line number (1-based, as a text editor counts: every line of the
+/// file, the header and empty ones included) of `at` in `split`'s input:
+/// the `n`-th record the split owns (its lines that start in its byte
+/// range, but a header at byte 0 and empty lines, as [`read_split`] feeds
+/// them to arrow-csv), or the line that starts at a byte. Reads the file
+/// from its start, once, when a task fails; `None` if it cannot be read
+/// or holds no such line.
+fn line_of(split: &SplitData, grants: Option<&Grants>, header: bool, at: Where) -> Option<u64> {
+    let (mut input, start): (Box<dyn BufRead>, u64) = match &split.payload {
+        SplitPayloadData::Inline(text) => (Box::new(std::io::Cursor::new(text.clone())), 0),
+        SplitPayloadData::FileRange { path, start, .. } => {
+            let file = super::source::open_split_file(split, path, grants).ok()?;
+            (Box::new(BufReader::with_capacity(1 << 20, file)), *start)
+        }
+    };
+    let header = header && matches!(split.payload, SplitPayloadData::FileRange { .. });
+    let mut buf = Vec::new();
+    let (mut offset, mut number, mut records) = (0u64, 1u64, 0usize);
+    loop {
+        buf.clear();
+        let n = (&mut input)
+            .take(MAX_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .ok()?;
+        if n == 0 {
+            return None;
+        }
+        match at {
+            Where::Byte(b) if offset == b => return Some(number),
+            Where::Byte(b) if offset > b => return None,
+            Where::Byte(_) => {}
+            Where::Record(k) => {
+                let empty = buf.iter().all(|&c| c == b'\n' || c == b'\r');
+                if offset >= start && !(header && offset == 0) && !empty {
+                    if records == k {
+                        return Some(number);
+                    }
+                    records += 1;
+                }
+            }
+        }
+        offset += n as u64;
+        if buf.last() == Some(&b'\n') {
+            number += 1;
+        }
+    }
 }
 
 /// [`read_split`] without the diagnosis.
@@ -478,21 +622,22 @@ fn read_lines(
     grants: Option<&Grants>,
     csv: &TypedCsv,
     vertex: &str,
+    at: &Cell<Option<Where>>,
     mut emit: impl FnMut(RecordBatch) -> Result<(), TaskError>,
 ) -> Result<(), TaskError> {
     match &split.payload {
         SplitPayloadData::Inline(text) => {
             let name = format!("split {}", split.id);
             let mut lines = Lines::new(0, false, csv.delimiter);
-            let mut decode = Decode::new(csv, name.clone(), vertex, 0)?;
+            let mut decode = Decode::new(csv, name.clone(), vertex, 0, at)?;
             let too_long = |at: u64| TaskError::Split {
                 split: split.id.clone(),
                 reason: format!("its line at byte {at} is longer than {MAX_LINE_BYTES} bytes"),
             };
-            lines.pass(text.as_bytes(), &name, vertex, &too_long, &mut |b| {
+            lines.pass(text.as_bytes(), &name, at, &too_long, &mut |b| {
                 decode.feed(b, &mut emit)
             })?;
-            lines.end(&name, vertex)?;
+            lines.end(&name, at)?;
             decode.finish(&mut emit)
         }
         SplitPayloadData::FileRange {
@@ -530,7 +675,7 @@ fn read_lines(
                 pos = start - 1 + n as u64;
             }
             let mut lines = Lines::new(pos, csv.header && pos == 0, csv.delimiter);
-            let mut decode = Decode::new(csv, name.clone(), vertex, pos)?;
+            let mut decode = Decode::new(csv, name.clone(), vertex, pos, at)?;
             // No line starts in the range when the line that holds byte
             // start-1 runs to `end` or past it. Past `end`, only the rest of
             // the line that holds byte end-1 is read.
@@ -557,7 +702,7 @@ fn read_lines(
                         }
                     };
                     let (piece, _) = chunk.split_at(take);
-                    lines.pass(piece, &name, vertex, &too_long, &mut |b| {
+                    lines.pass(piece, &name, at, &too_long, &mut |b| {
                         decode.feed(b, &mut emit)
                     })?;
                     f.consume(take);
@@ -573,7 +718,7 @@ fn read_lines(
                     }
                 }
             }
-            lines.end(&name, vertex)?;
+            lines.end(&name, at)?;
             decode.finish(&mut emit)
         }
     }
@@ -650,6 +795,56 @@ mod tests {
     }
 
     #[test]
+    fn arrow_csv_59s_record_numbers_are_read_from_its_messages() {
+        // The record decoder counts from 1, the value parser from 0.
+        assert_eq!(
+            arrow_record("Csv error: incorrect number of fields for line 3, expected 3 got 2"),
+            Some(2)
+        );
+        assert_eq!(
+            arrow_record("Csv error: Encountered invalid UTF-8 data for line 1 and field 2"),
+            Some(0)
+        );
+        assert_eq!(
+            arrow_record(
+                "Parser error: Error while parsing value 'x' as type 'Int64' for column 1 at line 4. Row data: '[a,x]'"
+            ),
+            Some(4)
+        );
+        assert_eq!(
+            arrow_record("Parser error: can't parse the string value x to decimal"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_bad_value_names_its_line_counted_from_the_start_of_the_file() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("t.csv");
+        // Header, a record, an empty line, a CRLF line, the bad value.
+        let text = "k,v,skip\na,1,x\n\nb,2,y\r\nc,zz,z\nd,4,w\n";
+        std::fs::write(&path, text).expect("write");
+        let want = format!(
+            "{} line 5, column 2 `v` (bigint): `zz` is not a valid bigint",
+            path.display()
+        );
+        // Read whole, and from a split that starts at the empty line.
+        for start in [0, 15] {
+            let e = rows_of(&path, start, text.len() as u64 - start, &layout(true))
+                .expect_err("bad value");
+            assert!(e.is_permanent(), "{e}");
+            assert_eq!(e.to_string(), want, "split from byte {start}");
+        }
+        // A split that does not hold the bad line reads its own lines.
+        assert_eq!(
+            rows_of(&path, 0, 10, &layout(true))
+                .expect("first line")
+                .len(),
+            1
+        );
+    }
+
+    #[test]
     fn a_quoted_line_break_and_a_bad_value_fail_naming_the_file() {
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("q.csv");
@@ -657,7 +852,7 @@ mod tests {
         let e = rows_of(&path, 0, 100, &layout(false)).expect_err("quoted line break");
         assert!(
             e.to_string()
-                .contains("q.csv at byte 6: a quoted field holds a line break"),
+                .contains("q.csv line 2: a quoted field holds a line break"),
             "{e}"
         );
         let bad = dir.path().join("bad.csv");

@@ -102,6 +102,26 @@ pub enum TaskError {
         /// What is wrong, with the split or file and the line.
         detail: String,
     },
+    /// The input itself is wrong where it is stored, so reading it again
+    /// gives the same error: a value that does not parse as its column's
+    /// declared type, a CSV line with another number of fields, a quoted
+    /// line break, a Parquet file whose footer or pages do not decode (or
+    /// fail their checksum), a record a source-reader plugin calls
+    /// `invalid-split`. `detail` names the file (or the split), and where
+    /// the format has them the line (1-based, as a text editor counts, the
+    /// header line included), the column (name and 1-based position) and
+    /// the value (cut to [`MAX_VALUE_CHARS`] characters).
+    ///
+    /// A permanent failure ([`TaskError::is_permanent`]): the scheduler
+    /// does not retry the attempt and fails the job at once, as Flink's
+    /// failure classification marks a non-recoverable error
+    /// (`SuppressRestartsException`) and Spark fails a job on a malformed
+    /// record in `FAILFAST` mode (docs/sql.md, "When the input is wrong").
+    #[error("{detail}")]
+    InvalidData {
+        /// What is wrong, with the file, the line, the column and the value.
+        detail: String,
+    },
     /// The source coordinator could not hand out a split (its plugin failed
     /// or the job is ending).
     #[error("split request failed: {reason}")]
@@ -135,6 +155,50 @@ pub enum TaskError {
         /// Records read before failing.
         after_records: u64,
     },
+}
+
+/// The longest value an [`TaskError::InvalidData`] message quotes, in
+/// characters; a longer one is cut and ends with `…`.
+pub const MAX_VALUE_CHARS: usize = 40;
+
+impl TaskError {
+    /// Whether running the attempt again cannot help: the input itself is
+    /// wrong ([`TaskError::InvalidData`]). Every other failure (a lost
+    /// partition, an I/O error, a plugin that trapped or timed out, a lost
+    /// worker) may pass and is retried up to `max-attempts`.
+    #[must_use]
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, Self::InvalidData { .. })
+    }
+}
+
+/// `value` as a data error quotes it: control characters escaped, cut to
+/// [`MAX_VALUE_CHARS`] characters (then ending with `…`), in backticks.
+#[must_use]
+pub fn quote_value(value: &str) -> String {
+    let mut out = String::from("`");
+    for (n, c) in value.chars().enumerate() {
+        if n == MAX_VALUE_CHARS {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('`');
+    out
+}
+
+/// What a data error calls `split`'s input: its file, or `split ID` for
+/// an inline split.
+fn split_file(split: &SplitData) -> String {
+    match &split.payload {
+        SplitPayloadData::FileRange { path, .. } => path.display().to_string(),
+        SplitPayloadData::Inline(_) => format!("split `{}`", split.id),
+    }
 }
 
 /// Where a source task gets its splits: the pull model of Flink's source
@@ -362,7 +426,14 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
                     &vertex_id,
                     |batch| {
                         ticker.tick(batch.num_rows())?;
-                        chain.push_batch(batch)
+                        chain.push_batch(batch).map_err(|e| match e {
+                            // A value the chain cannot use came from this
+                            // split: name its file.
+                            TaskError::InvalidData { detail } => TaskError::InvalidData {
+                                detail: format!("{}: {detail}", split_file(&split)),
+                            },
+                            e => e,
+                        })
                     },
                 )?;
             }
@@ -519,5 +590,33 @@ impl operators::BatchSink for PartitionOutputs {
             parts.push((o.edge, w.finish()?));
         }
         Ok((self.rows, parts))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quoted_value_is_cut_and_its_control_characters_escaped() {
+        assert_eq!(quote_value("abc"), "`abc`");
+        assert_eq!(quote_value("a\tb"), "`a\\tb`");
+        let long = "x".repeat(MAX_VALUE_CHARS + 5);
+        assert_eq!(
+            quote_value(&long),
+            format!("`{}…`", "x".repeat(MAX_VALUE_CHARS))
+        );
+        assert!(
+            TaskError::InvalidData {
+                detail: String::new()
+            }
+            .is_permanent()
+        );
+        assert!(
+            !TaskError::SplitRequest {
+                reason: String::new()
+            }
+            .is_permanent()
+        );
     }
 }

@@ -129,9 +129,16 @@ impl Chain {
     ///
     /// # Errors
     ///
-    /// [`TaskError::Data`] for a value an operator cannot use; errors of the sink.
+    /// [`TaskError::InvalidData`] for a value an operator cannot use (not a
+    /// number where one is wanted); errors of the sink.
     pub fn push_batch(&mut self, batch: RecordBatch) -> Result<(), TaskError> {
         self.push_from(0, batch)
+    }
+
+    /// A value an operator cannot use (`abc` where a number is wanted):
+    /// the same input fails the same way, so a data error, not retried.
+    fn bad_value(detail: String) -> TaskError {
+        TaskError::InvalidData { detail }
     }
 
     fn data(&self, detail: String) -> TaskError {
@@ -169,8 +176,9 @@ impl Chain {
                     let mask = match mask {
                         Ok(m) => m,
                         Err(e) => {
-                            let detail = format!("filter: `{}` is not a number", e.text);
-                            return Err(self.data(detail));
+                            let detail =
+                                format!("filter: {} is not a number", super::quote_value(&e.text));
+                            return Err(Self::bad_value(detail));
                         }
                     };
                     let kept = mask.true_count();
@@ -189,7 +197,7 @@ impl Chain {
                 }
                 Stage::Aggregate(state) => {
                     if let Err(detail) = state.add(&batch) {
-                        return Err(self.data(detail));
+                        return Err(Self::bad_value(detail));
                     }
                     return Ok(());
                 }
@@ -977,10 +985,8 @@ mod tests {
         )
         .err()
         .expect("fails");
-        assert_eq!(
-            err.to_string(),
-            "vertex `v`: aggregate: `x` is not a number"
-        );
+        assert!(err.is_permanent(), "a data error");
+        assert_eq!(err.to_string(), "aggregate: `x` is not a number");
         let dates = batch_of(vec![Arc::new(Date32Array::from(vec![0]))]);
         let one = [Operator::Aggregate {
             key: vec![],
@@ -1002,10 +1008,7 @@ mod tests {
         let err = run_batches(&fin, vec![text_batch(&[&["2.5"]])])
             .err()
             .expect("fails");
-        assert_eq!(
-            err.to_string(),
-            "vertex `v`: aggregate: `2.5` is not a count"
-        );
+        assert_eq!(err.to_string(), "aggregate: `2.5` is not a count");
     }
 
     #[test]
@@ -1086,15 +1089,13 @@ mod tests {
         let err = run_batches(&[filter(CmpOp::Gt, "0", true)], vec![batch_of(vec![text])])
             .err()
             .expect("fails");
-        assert_eq!(err.to_string(), "vertex `v`: filter: `abc` is not a number");
+        assert!(err.is_permanent(), "a data error");
+        assert_eq!(err.to_string(), "filter: `abc` is not a number");
         let dates: ArrayRef = Arc::new(Date32Array::from(vec![0]));
         let err = run_batches(&[filter(CmpOp::Gt, "0", true)], vec![batch_of(vec![dates])])
             .err()
             .expect("fails");
-        assert_eq!(
-            err.to_string(),
-            "vertex `v`: filter: `1970-01-01` is not a number"
-        );
+        assert_eq!(err.to_string(), "filter: `1970-01-01` is not a number");
     }
 
     #[test]

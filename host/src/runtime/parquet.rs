@@ -64,12 +64,13 @@ pub fn row_group_start(row_group: &RowGroupMetaData) -> Option<u64> {
 /// # Errors
 ///
 /// - [`TaskError::Split`] naming the split and the file: an `inline` split,
-///   a file outside the grants or not a regular file, a file that is not
-///   Parquet (bad magic, a footer that does not decode), or a row group
-///   whose pages fail to decode;
-/// - [`TaskError::Data`] naming the vertex, the file and the column: a
-///   column the file lacks, of a type `read-parquet` does not read, or
-///   holding nulls;
+///   a file outside the grants or not a regular file, an I/O error of the
+///   operating system while reading it (retried);
+/// - [`TaskError::InvalidData`] naming the file (not retried): a file that
+///   is not Parquet (bad magic, a footer that does not decode), a row
+///   group whose pages fail to decode or their checksum; and, naming the
+///   column too, a column the file lacks, of a type `read-parquet` does
+///   not read, or holding nulls;
 /// - [`TaskError::Io`] when the host cannot open its own file;
 /// - whatever `emit` returns.
 pub fn read_split(
@@ -108,11 +109,20 @@ pub fn read_split(
                 .0
         }
     };
-    let not_parquet = |e: &dyn std::fmt::Display| {
-        split_error(format!(
-            "plugin `{plugin}` named {name}, which is not a readable Parquet file: {e}"
-        ))
+    // A file whose footer or pages do not decode (or fail their checksum)
+    // is damaged where it is stored: a data error, not retried. An I/O
+    // error of the operating system (`os error N`) may pass: retried.
+    let invalid = |reason: String| {
+        if reason.contains("os error") {
+            split_error(format!("plugin `{plugin}` named {name}, which {reason}"))
+        } else {
+            TaskError::InvalidData {
+                detail: format!("{name} (split `{}`) {reason}", split.id),
+            }
+        }
     };
+    let not_parquet =
+        |e: &dyn std::fmt::Display| invalid(format!("is not a readable Parquet file: {e}"));
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| not_parquet(&e))?;
     let end = start.saturating_add(*length);
     let mut owned = Vec::new();
@@ -126,7 +136,7 @@ pub fn read_split(
     if owned.is_empty() {
         return Ok(());
     }
-    let plan = Projection::plan(builder.schema(), columns, &name, vertex)?;
+    let plan = Projection::plan(builder.schema(), columns, &name)?;
     let mask = ProjectionMask::roots(builder.parquet_schema(), plan.roots.iter().copied());
     let reader = builder
         .with_row_groups(owned)
@@ -135,11 +145,8 @@ pub fn read_split(
         .build()
         .map_err(|e| not_parquet(&e))?;
     for batch in reader {
-        let batch = batch.map_err(|e| {
-            split_error(format!(
-                "plugin `{plugin}` named {name}, whose row groups do not decode: {e}"
-            ))
-        })?;
+        let batch =
+            batch.map_err(|e| invalid(format!("holds row groups that do not decode: {e}")))?;
         emit(plan.apply(&batch, &name, vertex)?)?;
     }
     Ok(())
@@ -157,16 +164,9 @@ struct Projection {
 }
 
 impl Projection {
-    fn plan(
-        file_schema: &Schema,
-        columns: &[String],
-        name: &str,
-        vertex: &str,
-    ) -> Result<Self, TaskError> {
-        let data = |detail: String| TaskError::Data {
-            vertex: vertex.to_string(),
-            detail,
-        };
+    fn plan(file_schema: &Schema, columns: &[String], name: &str) -> Result<Self, TaskError> {
+        // The file is not what the job declares: a data error.
+        let data = |detail: String| TaskError::InvalidData { detail };
         let mut wanted = Vec::with_capacity(columns.len());
         let mut fields = Vec::with_capacity(columns.len());
         for c in columns {
@@ -222,8 +222,7 @@ impl Projection {
         for (&pos, field) in self.order.iter().zip(self.schema.fields()) {
             let a = batch.column(pos);
             if a.null_count() > 0 {
-                return Err(TaskError::Data {
-                    vertex: vertex.to_string(),
+                return Err(TaskError::InvalidData {
                     detail: format!(
                         "{name}: column `{}` holds nulls; read-parquet reads columns without nulls",
                         field.name()
@@ -407,8 +406,7 @@ mod tests {
             .expect_err("not parquet")
             .to_string();
         assert!(
-            msg.starts_with("split `s`:")
-                && msg.contains("x.parquet, which is not a readable Parquet file"),
+            msg.contains("x.parquet (split `s`) is not a readable Parquet file"),
             "{msg}"
         );
     }

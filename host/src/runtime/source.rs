@@ -54,8 +54,8 @@ impl SplitSource for VecSplitSource {
 ///
 /// [`TaskError::Split`] for a file outside the grants, not a regular file,
 /// or with a line over the bound; [`TaskError::Io`] for a file that cannot
-/// be read, [`TaskError::Data`] for a CSV line with the wrong number of
-/// fields, and whatever `emit` returns.
+/// be read, [`TaskError::InvalidData`] for a CSV line with the wrong number
+/// of fields or a quoted line break, and whatever `emit` returns.
 pub fn read_split(
     split: &SplitData,
     grants: Option<&Grants>,
@@ -101,16 +101,14 @@ pub fn read_split(
                 }
                 let n = parser.parse(line);
                 if line.contains('"') && parser.ends_in_open_quote(line) {
-                    return Err(TaskError::Data {
-                        vertex: vertex.to_string(),
+                    return Err(TaskError::InvalidData {
                         detail: format!(
                             "{file} at byte {offset}: a quoted field holds a line break; CSV is read line by line (a split owns the lines that start in it), so the file cannot be read without losing or inventing records: remove the line breaks from its fields"
                         ),
                     });
                 }
                 if n != columns.len() {
-                    return Err(TaskError::Data {
-                        vertex: vertex.to_string(),
+                    return Err(TaskError::InvalidData {
                         detail: format!(
                             "{file} at byte {offset}: {n} fields, the read-csv operator expects {}",
                             columns.len()
@@ -426,7 +424,7 @@ mod tests {
         let err = csv_batches("1,2,3,x\n1,2\n", &ops).expect_err("fails");
         assert_eq!(
             err.to_string(),
-            "vertex `v`: split s at byte 8: 2 fields, the read-csv operator expects 4"
+            "split s at byte 8: 2 fields, the read-csv operator expects 4"
         );
     }
 }

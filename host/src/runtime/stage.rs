@@ -203,12 +203,29 @@ impl Inner {
                 .map_err(|e| failed(format!("its split names {}", e.detail())))?;
         }
         let batches = reader.read_split(split).map_err(|e| {
+            // `invalid-split`: the reader says the split's records do not
+            // parse (a value that is not a number, a line of another
+            // format): a data error, not retried.
+            let invalid = matches!(
+                &e,
+                crate::plugin::PluginError::Returned {
+                    error: crate::plugin::PluginFailure::Other(message),
+                    ..
+                } if message.starts_with(crate::plugin::INVALID_SPLIT_PREFIX)
+            );
             // The plugin host's message names the plugin already.
             let text = e.to_string();
             let text = text
                 .strip_prefix(&format!("plugin `{}`: ", spec.name))
                 .map_or(text.clone(), str::to_string);
-            failed(text)
+            let error = failed(text);
+            if invalid {
+                TaskError::InvalidData {
+                    detail: error.to_string(),
+                }
+            } else {
+                error
+            }
         })?;
         let declared = reader.schema().fields();
         let fields: Vec<Field> = columns
@@ -301,9 +318,10 @@ impl Inner {
                     safe: false,
                     ..Default::default()
                 };
+                // A value the file holds that is not of the declared type:
+                // a data error, not retried.
                 arrow_cast::cast_with_options(&array, &target, &options).map_err(|e| {
-                    TaskError::Data {
-                        vertex: self.vertex.clone(),
+                    TaskError::InvalidData {
                         detail: format!("{what}: column `{name}` does not hold {ty} values: {e}"),
                     }
                 })?

@@ -104,6 +104,25 @@ pub enum JobError {
         /// Why it failed.
         source: Box<TaskError>,
     },
+    /// An execution vertex failed on input that is wrong where it is
+    /// stored ([`TaskError::InvalidData`]: a value that does not parse, a
+    /// damaged file). Another attempt would read the same bytes, so the
+    /// attempt is not retried and the job fails at once, whatever
+    /// `max-attempts` allows (a permanent failure, as Flink classifies
+    /// non-recoverable errors).
+    #[error(
+        "{source} (vertex `{vertex}` subtask {subtask}, attempt {attempt}; a data error is not retried)"
+    )]
+    InvalidData {
+        /// The job vertex id.
+        vertex: String,
+        /// The subtask.
+        subtask: u32,
+        /// The attempt that read it.
+        attempt: u32,
+        /// The error, naming the file, line, column and value.
+        source: Box<TaskError>,
+    },
     /// On worker processes: an execution vertex found no worker to run on
     /// (none was alive, or every `Deploy` of it failed) for
     /// `job.slot-request-timeout-ms` (Flink's `slot.request.timeout`).
@@ -428,6 +447,13 @@ pub trait ProgressListener: Send + Sync {
     fn task_finished(&self, vertex: &str, finished: u32, total: u32);
     /// An attempt failed and will be retried (or the job fails).
     fn task_failed(&self, vertex: &str, subtask: u32, attempt: u32, reason: &str);
+    /// An attempt failed and the job fails on it (a data error, which is
+    /// not retried, or the last attempt `max-attempts` allows): the run's
+    /// final `coordhost:` line prints the error, so a printer need not.
+    /// Default: [`ProgressListener::task_failed`].
+    fn task_failed_for_good(&self, vertex: &str, subtask: u32, attempt: u32, reason: &str) {
+        self.task_failed(vertex, subtask, attempt, reason);
+    }
     /// Attempt `attempt` of subtask `subtask` of `vertex` was deployed (it
     /// counts in the summary's `tasks_run`). Default: nothing (the
     /// progress bars need it not; `coordhost run --ui` does).
@@ -632,6 +658,27 @@ pub struct Summary {
     pub tasks_skipped: u64,
     /// Execution attempts reset (failover, PartitionNotFound, recovery).
     pub tasks_reset: u64,
+    /// Execution vertices finished when the run ended, those recovery
+    /// kept (`tasks_skipped`) included. With `tasks_failed`,
+    /// `tasks_stopped` and `tasks_not_run` it adds up to `tasks_total`:
+    /// every execution vertex is counted once, by where it ended.
+    #[serde(default)]
+    pub tasks_finished: u64,
+    /// Execution vertices whose last attempt failed and ended the job (a
+    /// data error, or the last attempt `max-attempts` allows).
+    #[serde(default)]
+    pub tasks_failed: u64,
+    /// Execution vertices running (or being placed) when the run ended
+    /// without finishing (the job failed on another one, a signal stopped
+    /// the run, `coordhost cancel`): their attempts were stopped.
+    #[serde(default)]
+    pub tasks_stopped: u64,
+    /// Execution vertices that had not started when the run ended (waiting
+    /// for their inputs, or reset and waiting to run again). A job vertex
+    /// the run never reached is not among the execution vertices (its
+    /// `parallelism` is 0 and the text summary says `not started`).
+    #[serde(default)]
+    pub tasks_not_run: u64,
     /// Resets by reason: `unfinished`, `no-snapshot`, `partition-missing`,
     /// `enumerator-cannot-snapshot`, `enumerator-restore-failed`,
     /// `upstream-reset` (recovery) and `failover`, `partition-not-found`,

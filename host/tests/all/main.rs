@@ -47,6 +47,8 @@ mod ha_tls;
 mod job_builtin;
 mod job_cli;
 mod job_config;
+#[cfg(feature = "failpoints")]
+mod job_data_errors;
 mod job_driver;
 #[cfg(feature = "failpoints")]
 mod job_failover;

@@ -24,29 +24,51 @@ impl JobMaster {
         let key = (attempt.vertex, attempt.subtask);
         self.waiting_since.remove(&key);
         let vertex_id = self.graph.job.vertices[attempt.vertex].id.clone();
+        // Logged at debug only: the progress line below (or, when the job
+        // fails on it, the run's `coordhost:` line) says it once.
         match &worker {
             Some(w) => {
-                tracing::warn!(vertex = %vertex_id, subtask = attempt.subtask, attempt = attempt.attempt, worker = %w, "attempt failed: {error}");
+                tracing::debug!(vertex = %vertex_id, subtask = attempt.subtask, attempt = attempt.attempt, worker = %w, "attempt failed: {error}");
                 // Its next attempt prefers another worker (a full disk, say,
                 // fails every attempt sent back there).
                 self.failed_on.entry(key).or_default().insert(w.clone());
             }
             None => {
-                tracing::warn!(vertex = %vertex_id, subtask = attempt.subtask, attempt = attempt.attempt, "attempt failed: {error}");
+                tracing::debug!(vertex = %vertex_id, subtask = attempt.subtask, attempt = attempt.attempt, "attempt failed: {error}");
             }
-        }
-        if let Some(p) = &self.opts.progress {
-            p.task_failed(
-                &vertex_id,
-                attempt.subtask,
-                attempt.attempt,
-                &error.to_string(),
-            );
         }
         // Attempts this coordinator started count, not attempt numbers: a
         // recovered job numbers its re-runs above every recorded attempt.
         let started = self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize]
             .attempts_started;
+        // A data error is permanent: another attempt reads the same bytes.
+        let last = error.is_permanent() || started >= self.max_attempts;
+        if let Some(p) = &self.opts.progress {
+            let reason = match &worker {
+                Some(w) if !matches!(error, TaskError::Worker { .. }) => {
+                    format!("{error} (on worker `{w}`)")
+                }
+                _ => error.to_string(),
+            };
+            if last {
+                p.task_failed_for_good(&vertex_id, attempt.subtask, attempt.attempt, &reason);
+            } else {
+                p.task_failed(&vertex_id, attempt.subtask, attempt.attempt, &reason);
+            }
+        }
+        if last {
+            // Counted as failed in the summary (tasks_failed).
+            self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize].state =
+                ExecutionState::Failed;
+        }
+        if error.is_permanent() {
+            return Err(JobError::InvalidData {
+                vertex: vertex_id,
+                subtask: attempt.subtask,
+                attempt: attempt.attempt,
+                source: Box::new(error),
+            });
+        }
         if started >= self.max_attempts {
             return Err(JobError::TaskFailed {
                 vertex: vertex_id,

@@ -1279,9 +1279,26 @@ impl JobMaster {
                 }
             })
             .collect();
+        // Every execution vertex once, by the state it ended in.
+        let (mut finished, mut failed, mut stopped, mut not_run) = (0, 0, 0, 0);
+        for e in self.graph.vertices.iter().flat_map(|v| &v.executions) {
+            match e.state {
+                ExecutionState::Finished => finished += 1,
+                ExecutionState::Failed => failed += 1,
+                ExecutionState::Created => not_run += 1,
+                ExecutionState::Scheduled
+                | ExecutionState::Deploying
+                | ExecutionState::Running
+                | ExecutionState::Canceled => stopped += 1,
+            }
+        }
         Summary {
             job: self.job.clone(),
             status: JobStatus::Finished,
+            tasks_finished: finished,
+            tasks_failed: failed,
+            tasks_stopped: stopped,
+            tasks_not_run: not_run,
             recovered: self.recovered,
             tasks_total: self.graph.execution_count() as u64,
             tasks_run: self.tasks_run,
