@@ -202,7 +202,7 @@ fn run(bin: &Path, job: &Path, scratch: &Path, ui: bool) -> Result<(f64, u64), S
                     scraper = Some(std::thread::spawn(move || {
                         let mut k = 0_u64;
                         while !done.load(Ordering::SeqCst) {
-                            let path = if k % 2 == 0 { "/metrics" } else { "/api/job" };
+                            let path = if k.is_multiple_of(2) { "/metrics" } else { "/api/job" };
                             if get(&addr, path).is_ok_and(|c| c == 200) {
                                 scraped.fetch_add(1, Ordering::SeqCst);
                             }
@@ -302,7 +302,7 @@ fn main() -> ExitCode {
     );
     for round in 0..=rounds {
         // Alternate which goes first, so neither always runs on a warmer cache.
-        let order = if round % 2 == 0 {
+        let order = if round.is_multiple_of(2) {
             [false, true]
         } else {
             [true, false]
