@@ -70,12 +70,15 @@
 //! (all 16 columns; e.g. a smaller scale for a quick check). docs/write-a-plugin.md ("Figures") gives one run's
 //! figures.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow_array::{ArrayRef, Decimal128Array, Int64Array, StringArray};
+use common::{lineitem_dir, median, plugin_path, workspace};
 use coordhost::plugin::{HostOptions, Limits, PluginHost, PluginKind, PluginSpec};
 
 /// A guest: the language, its `plus_one` component and its config.
@@ -202,19 +205,6 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the host crate lies in the workspace")
-        .to_path_buf()
-}
-
-fn plugin_path(name: &str) -> PathBuf {
-    workspace()
-        .join("build/plugins")
-        .join(format!("{name}.wasm"))
-}
-
 /// The components the chosen guests need (and the job's own plugins), or
 /// the first that is missing.
 fn check_components(args: &Args) -> Result<(), String> {
@@ -250,26 +240,9 @@ fn check_components(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
-fn median(mut samples: Vec<f64>) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    let n = samples.len();
-    if n % 2 == 1 {
-        samples[n / 2]
-    } else {
-        (samples[n / 2 - 1] + samples[n / 2]) / 2.0
-    }
-}
-
 // ---------------------------------------------------------------------------
 // Part 1: SQL jobs through `coordhost run`.
 // ---------------------------------------------------------------------------
-
-/// Where `make bench-functions` writes TPC-H SF 1 lineitem as Parquet.
-fn lineitem_dir() -> PathBuf {
-    workspace().join("build/data/tpch-sf1-parquet/lineitem")
-}
-
-const LINEITEM_SCHEMA: &str = r#"{ l_orderkey = "bigint", l_partkey = "bigint", l_suppkey = "bigint", l_linenumber = "bigint", l_quantity = "decimal(15,2)", l_extendedprice = "decimal(15,2)", l_discount = "decimal(15,2)", l_tax = "decimal(15,2)", l_returnflag = "varchar", l_linestatus = "varchar", l_shipdate = "date", l_commitdate = "date", l_receiptdate = "date", l_shipinstruct = "varchar", l_shipmode = "varchar", l_comment = "varchar" }"#;
 
 const BASE_SQL: &str = "SELECT count(*) AS n, sum(l_orderkey) AS s FROM lineitem";
 const BUILTIN_SQL: &str = "SELECT count(*) AS n, sum(l_orderkey + 1) AS s FROM lineitem";
@@ -302,47 +275,7 @@ fn write_job(dir: &Path, data: &Path, name: &str, sql: &str, guest: Option<&Gues
             config.join(", ")
         )
     });
-    let text = format!(
-        r#"[job]
-name = "{name}"
-max-attempts = 1
-sql = """{sql}"""
-
-[recovery]
-enabled = true
-
-[shuffle]
-plugin = "shuffle"
-
-[plugins.files]
-component = "{files}"
-kind = "split-enumerator"
-config = {{ dir = "{data}", pattern = ".parquet", row-groups-per-split = 1 }}
-dirs = [{{ path = "{data}", writable = false }}]
-
-[plugins.shuffle]
-component = "{shuffle}"
-kind = "shuffle-master"
-config = {{ root = "${{data_dir}}/shuffle" }}
-dirs = [{{ path = "${{data_dir}}/shuffle", writable = true }}]
-
-[tables.lineitem]
-plugin = "files"
-format = "parquet"
-schema = {LINEITEM_SCHEMA}
-
-{functions}
-[sink]
-path = "${{data_dir}}/output/{name}"
-format = "csv"
-"#,
-        files = plugin_path("file-enumerator").display(),
-        shuffle = plugin_path("local-shuffle").display(),
-        data = data.display(),
-    );
-    let path = dir.join(format!("{name}.toml"));
-    std::fs::write(&path, text).expect("the bench writes its job files");
-    path
+    common::write_lineitem_job(dir, data, name, sql, &functions)
 }
 
 /// `(n, s)` of a finished run's CSV output under `out`.

@@ -23,6 +23,8 @@
 //! round); `--data DIR`: another folder of lineitem Parquet files.
 //! docs/ui.md ("Cost") gives one run's figures.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -31,14 +33,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use common::{lineitem_dir, median, plugin_path};
+
 /// How often the scraper asks (the issue's 100 ms).
 const SCRAPE_EVERY: Duration = Duration::from_millis(100);
 
 /// Rows of SF 1 lineitem with `l_shipdate <= date '1998-09-02'` (Q1's
 /// filter): the sum of Q1's `count_order` column.
 const Q1_ROWS: u64 = 5_916_591;
-
-const LINEITEM_SCHEMA: &str = r#"{ l_orderkey = "bigint", l_partkey = "bigint", l_suppkey = "bigint", l_linenumber = "bigint", l_quantity = "decimal(15,2)", l_extendedprice = "decimal(15,2)", l_discount = "decimal(15,2)", l_tax = "decimal(15,2)", l_returnflag = "varchar", l_linestatus = "varchar", l_shipdate = "date", l_commitdate = "date", l_receiptdate = "date", l_shipinstruct = "varchar", l_shipmode = "varchar", l_comment = "varchar" }"#;
 
 /// TPC-H Q1 as the specification writes it (delta 90 days).
 const Q1: &str = "SELECT l_returnflag, l_linestatus, sum(l_quantity) AS sum_qty, \
@@ -50,61 +52,9 @@ const Q1: &str = "SELECT l_returnflag, l_linestatus, sum(l_quantity) AS sum_qty,
     FROM lineitem WHERE l_shipdate <= date '1998-12-01' - interval '90' day \
     GROUP BY l_returnflag, l_linestatus ORDER BY l_returnflag, l_linestatus";
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the host crate lies in the workspace")
-        .to_path_buf()
-}
-
-fn plugin_path(name: &str) -> PathBuf {
-    workspace()
-        .join("build/plugins")
-        .join(format!("{name}.wasm"))
-}
-
 /// The job file for Q1 over the Parquet files in `data`.
 fn write_job(dir: &Path, data: &Path) -> PathBuf {
-    let text = format!(
-        r#"[job]
-name = "q1"
-max-attempts = 1
-sql = """{Q1}"""
-
-[recovery]
-enabled = true
-
-[shuffle]
-plugin = "shuffle"
-
-[plugins.files]
-component = "{files}"
-kind = "split-enumerator"
-config = {{ dir = "{data}", pattern = ".parquet", row-groups-per-split = 1 }}
-dirs = [{{ path = "{data}", writable = false }}]
-
-[plugins.shuffle]
-component = "{shuffle}"
-kind = "shuffle-master"
-config = {{ root = "${{data_dir}}/shuffle" }}
-dirs = [{{ path = "${{data_dir}}/shuffle", writable = true }}]
-
-[tables.lineitem]
-plugin = "files"
-format = "parquet"
-schema = {LINEITEM_SCHEMA}
-
-[sink]
-path = "${{data_dir}}/output/q1"
-format = "csv"
-"#,
-        files = plugin_path("file-enumerator").display(),
-        shuffle = plugin_path("local-shuffle").display(),
-        data = data.display(),
-    );
-    let path = dir.join("q1.toml");
-    std::fs::write(&path, text).expect("the bench writes its job file");
-    path
+    common::write_lineitem_job(dir, data, "q1", Q1, "")
 }
 
 /// Checks Q1's answer under `out`: 4 groups whose `count_order` (the
@@ -239,19 +189,9 @@ fn run(bin: &Path, job: &Path, scratch: &Path, ui: bool) -> Result<(f64, u64), S
     Ok((wall, scraped.load(Ordering::SeqCst)))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 fn main() -> ExitCode {
     let mut rounds = 7_usize;
-    let mut data = workspace().join("build/data/tpch-sf1-parquet/lineitem");
+    let mut data = lineitem_dir();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
