@@ -152,7 +152,11 @@ fn run(bin: &Path, job: &Path, scratch: &Path, ui: bool) -> Result<(f64, u64), S
                     scraper = Some(std::thread::spawn(move || {
                         let mut k = 0_u64;
                         while !done.load(Ordering::SeqCst) {
-                            let path = if k.is_multiple_of(2) { "/metrics" } else { "/api/job" };
+                            let path = if k.is_multiple_of(2) {
+                                "/metrics"
+                            } else {
+                                "/api/job"
+                            };
                             if get(&addr, path).is_ok_and(|c| c == 200) {
                                 scraped.fetch_add(1, Ordering::SeqCst);
                             }

@@ -108,7 +108,10 @@ fn builtin_names_resolve_in_order_and_the_fingerprint_follows_the_bytes_not_the_
         let out = env.run("state", plugins);
         assert_eq!(out.status.code(), Some(0), "{plugins:?}: {}", stderr(&out));
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(stdout.contains("0 attempts run, 5 skipped"), "{plugins:?}: {stdout}");
+        assert!(
+            stdout.contains("0 attempts run, 5 skipped"),
+            "{plugins:?}: {stdout}"
+        );
     }
 
     // Other bytes under the same name: an edited job, refused.
