@@ -20,7 +20,6 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::exit::{EXIT_BAD_INPUT, EXIT_OK};
@@ -94,7 +93,8 @@ pub fn cancelled_earlier(job: &str, replay: &Replay) -> Option<JobError> {
 /// run goes on, and asks `stop` to cancel when it appears. Stops looking
 /// when dropped.
 pub struct Watcher {
-    done: Arc<AtomicBool>,
+    /// Dropped to end the thread at once (its wait ends disconnected).
+    done: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -102,27 +102,34 @@ impl Watcher {
     /// Starts watching.
     #[must_use]
     pub fn start(job_dir: PathBuf, stop: Arc<StopRequest>) -> Self {
-        let done = Arc::new(AtomicBool::new(false));
-        let seen = done.clone();
+        let (done, ended) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("cancel-watch".into())
             .spawn(move || {
-                while !seen.load(Ordering::SeqCst) {
+                loop {
                     if requested(&job_dir) {
                         stop.request(StopReason::Cancel);
                         return;
                     }
-                    std::thread::sleep(WATCH_EVERY);
+                    // Wakes at once when the watcher is dropped, so a
+                    // finished run does not wait out a sleep to exit.
+                    match ended.recv_timeout(WATCH_EVERY) {
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                        Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+                    }
                 }
             })
             .ok();
-        Self { done, thread }
+        Self {
+            done: Some(done),
+            thread,
+        }
     }
 }
 
 impl Drop for Watcher {
     fn drop(&mut self) {
-        self.done.store(true, Ordering::SeqCst);
+        drop(self.done.take());
         if let Some(t) = self.thread.take() {
             let _ignored = t.join();
         }
