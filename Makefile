@@ -11,6 +11,7 @@ help:
 	@echo "  ha-deps   install what the host build and HA tests need: protoc (+ well-known types) and etcd, from Debian's packages"
 	@echo "  browser-deps install what the job page's browser test needs: Debian's chromium (headless) and a font"
 	@echo "  plugins   build the sample Rust plugins into $(PLUGINS_OUT)/NAME.wasm"
+	@echo "  plugins-demo  only the two Rust plugins the demos need (file-enumerator, local-shuffle)"
 	@echo "  plugins-py  build the Python sample plugins (py-enumerator, py-shuffle, py-function, py-reader); part of plugins"
 	@echo "  plugins-js  build the JavaScript sample plugins (js-enumerator, js-function); part of plugins"
 	@echo "  plugins-c  build the C sample plugin (c-function); part of plugins"
@@ -67,6 +68,21 @@ plugins:
 		--target-dir $(PLUGINS_TARGET_DIR)/wit-0.1.0
 	cp $(PLUGINS_TARGET_DIR)/wit-0.1.0/$(PLUGIN_TARGET)/release/local_shuffle.wasm \
 		$(PLUGINS_OUT)/local-shuffle-0.1.0.wasm
+
+# plugins-demo: only the two Rust components the demos' job files name
+# (file-enumerator, local-shuffle), so a first `make demo` on a fresh machine
+# does not install the Python, JavaScript and C tool chains (issue 26: the
+# demo under 15 minutes cold). `make plugins` builds them as well.
+DEMO_PLUGINS := file-enumerator local-shuffle
+
+.PHONY: plugins-demo
+plugins-demo:
+	$(RUSTUP) --quiet target add $(PLUGIN_TARGET)
+	$(CARGO) build --locked --release --target $(PLUGIN_TARGET) \
+		--manifest-path $(PLUGINS_SRC)/Cargo.toml --target-dir $(PLUGINS_TARGET_DIR) \
+		$(foreach name,$(DEMO_PLUGINS),-p $(name))
+	mkdir -p $(PLUGINS_OUT)
+	$(foreach name,$(DEMO_PLUGINS),cp $(PLUGINS_RELEASE)/$(subst -,_,$(name)).wasm $(PLUGINS_OUT)/$(name).wasm &&) true
 
 # ---------------------------------------------------------------------------
 # plugins-py, plugins-js: the Python (componentize-py) and JavaScript
@@ -252,7 +268,7 @@ tpch-answers: data $(DUCKDB_STAMP)
 	$(LANG_VENV)/bin/python scripts/tpch-answers.py --data $(DATA_DIR) --scale 0.1 $(TPCH_ANSWERS_ARGS)
 
 demo: data ha-deps
-	test -f $(PLUGINS_OUT)/file-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins
+	test -f $(PLUGINS_OUT)/file-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins-demo
 	$(CARGO) build --quiet --release --locked -p coordhost --bin coordhost
 	rm -rf $(DEMO_DIR)
 	scripts/demo-recovery.sh $(COORDHOST_RELEASE) examples/tpch-q1-sql.toml $(DEMO_DIR)
@@ -264,7 +280,7 @@ demo: data ha-deps
 # (scripts/demo-workers.sh, docs/workers.md).
 .PHONY: demo-workers
 demo-workers: data ha-deps
-	test -f $(PLUGINS_OUT)/file-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins
+	test -f $(PLUGINS_OUT)/file-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins-demo
 	$(CARGO) build --quiet --release --locked -p coordhost --bin coordhost
 	rm -rf $(CURDIR)/build/demo-workers
 	scripts/demo-workers.sh $(COORDHOST_RELEASE) examples/tpch-q1.toml $(CURDIR)/build/demo-workers
@@ -276,7 +292,7 @@ demo-workers: data ha-deps
 # over (scripts/demo-ha.sh, docs/ha.md).
 .PHONY: demo-ha
 demo-ha: data ha-deps
-	test -f $(PLUGINS_OUT)/file-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins
+	test -f $(PLUGINS_OUT)/file-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins-demo
 	$(CARGO) build --quiet --release --locked -p coordhost --bin coordhost
 	rm -rf $(CURDIR)/build/demo-ha
 	scripts/demo-ha.sh $(COORDHOST_RELEASE) examples/tpch-q1.toml $(CURDIR)/build/demo-ha
@@ -298,7 +314,7 @@ BENCH_ARGS ?=
 
 .PHONY: bench-tpch bench-shuffle
 bench-tpch: ha-deps
-	test -f $(PLUGINS_OUT)/file-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins
+	test -f $(PLUGINS_OUT)/file-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins-demo
 	$(CARGO) build --quiet --release --locked -p coordhost -p coordhost-datagen
 	scripts/bench-tpch.sh $(BENCH_ARGS)
 
