@@ -126,7 +126,17 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
         refuse_if_edited(config, &data_dir, &fingerprint)?;
         refuse_if_unlogged_output(config, &data_dir)?;
     }
+    let replay_started = std::time::Instant::now();
     let (writer, replay) = open_log(config, &data_dir, opts.fence.as_ref())?;
+    if !replay.is_empty() {
+        // For the scale bench (docs/recovery.md, "Figures"): how long the
+        // log took to read and decode, stated once per restart.
+        tracing::info!(
+            records = replay.events.len(),
+            replay_ms = replay_started.elapsed().as_secs_f64() * 1e3,
+            "job event log replayed"
+        );
+    }
     if opts.leader.is_some()
         && let Some(failed) = failed_earlier(&config.name, &replay)
     {
@@ -682,7 +692,9 @@ fn recover(
     });
     recorder.append(&started)?;
     master.crash_point("recovery-started", recorder)?;
+    let deciding = std::time::Instant::now();
     let plan = recover_into(master, config, &events, recorder)?;
+    let decided = deciding.elapsed();
     master.crash_point("recovery-applied", recorder)?;
     // Consumers initialized from now on read these vertices' partitions.
     for (v, init) in &plan.initialized {
@@ -694,6 +706,7 @@ fn recover(
     tracing::info!(
         skipped = plan.kept.len(),
         reset = plan.reset.len(),
+        decision_ms = decided.as_secs_f64() * 1e3,
         "recovered from the job event log"
     );
     Ok(())
@@ -725,7 +738,15 @@ pub fn recover_into(
         ),
         previous_worker_timeout: config.recovery.previous_worker_timeout,
     };
-    crate::recovery::recover(&config.graph, events, &mut target)
+    let plan = crate::recovery::recover(&config.graph, events, &mut target)?;
+    // For the scale bench (docs/recovery.md, "Figures"): the share of the
+    // decision spent asking which partitions survive.
+    tracing::info!(
+        partitions = target.asked,
+        partitions_ms = target.asking.as_secs_f64() * 1e3,
+        "partition question answered"
+    );
+    Ok(plan)
 }
 
 /// What a recovery restores into: the fresh JobMaster, its shuffle master
@@ -738,10 +759,28 @@ struct Restore<'a> {
     supports: Vec<bool>,
     /// How long recovery waits for partitions to be reported.
     previous_worker_timeout: std::time::Duration,
+    /// Partitions asked about, over every round.
+    asked: usize,
+    /// Time spent answering them, over every round.
+    asking: std::time::Duration,
 }
 
 impl PartitionOracle for Restore<'_> {
     fn available(
+        &mut self,
+        needed: &[PartitionRef],
+    ) -> Result<BTreeSet<PartitionRef>, crate::plugin::PluginError> {
+        let started = std::time::Instant::now();
+        let answer = self.answer(needed);
+        self.asked += needed.len();
+        self.asking += started.elapsed();
+        answer
+    }
+}
+
+impl Restore<'_> {
+    /// [`PartitionOracle::available`], untimed.
+    fn answer(
         &mut self,
         needed: &[PartitionRef],
     ) -> Result<BTreeSet<PartitionRef>, crate::plugin::PluginError> {
