@@ -127,7 +127,7 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
         refuse_if_unlogged_output(config, &data_dir)?;
     }
     let replay_started = std::time::Instant::now();
-    let (writer, replay) = open_log(config, &data_dir, opts.fence.as_ref())?;
+    let (writer, mut replay) = open_log(config, &data_dir, opts.fence.as_ref())?;
     if !replay.is_empty() {
         // For the scale bench (docs/recovery.md, "Figures"): how long the
         // log took to read and decode, stated once per restart.
@@ -159,7 +159,7 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
     // Snapshot side files: keep those of the newest snapshots (all that
     // recovery can need), remove leftovers and superseded ones
     // (docs/log-format.md, "Snapshot side files").
-    let newest_files = crate::events::newest_snapshot_files(&current_run(&replay));
+    let newest_files = crate::events::newest_snapshot_files(current_run(&replay.events));
     crate::events::remove_snapshot_files_except(
         &log_dir,
         &newest_files.values().cloned().collect(),
@@ -178,8 +178,8 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
         }
         Err(e) => return Err(e),
     };
-    let history = current_run(&replay);
-    if history.is_empty() && config.recovery.enabled && !master.snapshots_enabled() {
+    let history_is_empty = current_run(&replay.events).is_empty();
+    if history_is_empty && config.recovery.enabled && !master.snapshots_enabled() {
         // FLIP-383: without shuffle-master snapshots there is no progress recovery.
         let line = format!(
             "the shuffle master `{}` cannot take batch snapshots: if this run is interrupted, the job will run again from scratch",
@@ -189,7 +189,7 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
     }
     let mut recovered = false;
     let recovery_started = std::time::Instant::now();
-    if !history.is_empty() {
+    if !history_is_empty {
         let impossible = if !config.recovery.enabled {
             Some("recovery is disabled in the job file ([recovery] enabled = false)".to_string())
         } else if !master.snapshots_enabled() {
@@ -205,7 +205,7 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
                 refuse_if_committed(config, &reason)?;
                 tracing::warn!("no progress recovery: {reason}; the job runs again from scratch");
             }
-            None => match recover(&mut master, config, &replay, &log_dir, &mut recorder) {
+            None => match recover(&mut master, config, &mut replay, &log_dir, &mut recorder) {
                 Ok(()) => {
                     recovered = true;
                     if let Some(ui) = &opts.ui {
@@ -678,22 +678,25 @@ fn set_aside_as(log_dir: &Path, why: &str) -> Result<PathBuf, JobError> {
 fn recover(
     master: &mut JobMaster,
     config: &JobConfig,
-    replay: &Replay,
+    replay: &mut Replay,
     log_dir: &Path,
     recorder: &mut EventRecorder,
 ) -> Result<(), JobError> {
-    let mut events: Vec<JobEvent> = current_run(replay);
+    let replayed_records = replay.events.len() as u64;
+    let torn_tail_bytes = replay.torn_tail.as_ref().map_or(0, |t| t.bytes_dropped);
+    // The current run, in place (issue 29: no copy of the event list).
+    let events = crate::recovery::current_run_mut(&mut replay.events);
     // The newest snapshots' side files, verified (size, CRC32C).
-    crate::events::load_snapshot_files(log_dir, &mut events)?;
+    crate::events::load_snapshot_files(log_dir, events)?;
     let started = JobEvent::RecoveryStarted(RecoveryStarted {
         coordinator_epoch: recorder.epoch(),
-        replayed_records: replay.events.len() as u64,
-        torn_tail_bytes: replay.torn_tail.as_ref().map_or(0, |t| t.bytes_dropped),
+        replayed_records,
+        torn_tail_bytes,
     });
     recorder.append(&started)?;
     master.crash_point("recovery-started", recorder)?;
     let deciding = std::time::Instant::now();
-    let plan = recover_into(master, config, &events, recorder)?;
+    let plan = recover_into(master, config, events, recorder)?;
     let decided = deciding.elapsed();
     master.crash_point("recovery-applied", recorder)?;
     // Consumers initialized from now on read these vertices' partitions.
@@ -721,10 +724,10 @@ fn recover(
 /// [`JobError::Recovery`] when the log does not fit the job or the shuffle
 /// master cannot answer; [`JobError::Plugin`] when the shuffle master
 /// cannot be restored. The master must then not be run.
-pub fn recover_into(
+pub fn recover_into<E: AsRef<JobEvent>>(
     master: &mut JobMaster,
     config: &JobConfig,
-    events: &[JobEvent],
+    events: &[E],
     sink: &mut dyn JobEventSink,
 ) -> Result<RecoveryPlan, JobError> {
     let mut target = Restore {
@@ -949,11 +952,7 @@ impl RecoveryTarget for Restore<'_> {
     }
 }
 
-/// The events of the current run ([`crate::recovery::current_run`]).
-fn current_run(replay: &Replay) -> Vec<JobEvent> {
-    let events: Vec<JobEvent> = replay.iter_events().cloned().collect();
-    crate::recovery::current_run(&events).to_vec()
-}
+use crate::recovery::current_run;
 
 fn last_job_started(replay: &Replay) -> Option<&JobStarted> {
     replay.events.iter().rev().find_map(|e| match &e.event {
