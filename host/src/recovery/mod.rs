@@ -265,10 +265,11 @@ fn replay<E: AsRef<JobEvent>>(graph: &JobGraph, events: &[E]) -> Result<Replayed
     let mut shuffle_snapshots: Vec<&ShuffleSnapshot> = Vec::new();
     let mut last_snapshot: Option<usize> = None;
     let mut inits: BTreeMap<usize, VertexInit> = BTreeMap::new();
+    let names = Names::new(graph);
     for (index, event) in events.iter().enumerate() {
         match event.as_ref() {
             JobEvent::JobVertexInitialized(init) => {
-                let v = vertex_index(graph, &init.job_vertex)?;
+                let v = names.vertex(&init.job_vertex)?;
                 let decided = vertex_init(graph, v, init)?;
                 // Durable before any subtask deploys: attempt 0 may have run.
                 for s in 0..decided.parallelism {
@@ -279,14 +280,14 @@ fn replay<E: AsRef<JobEvent>>(graph: &JobGraph, events: &[E]) -> Result<Replayed
                 }
             }
             JobEvent::ExecutionFinished(done) => {
-                let v = vertex_index(graph, &done.attempt.job_vertex)?;
+                let v = names.vertex(&done.attempt.job_vertex)?;
                 let s = done.attempt.subtask;
                 check_subtask(graph, &inits, v, s)?;
                 let partitions = done
                     .produced
                     .iter()
                     .map(|p| {
-                        let edge = edge_index(graph, v, &p.data_set)?;
+                        let edge = names.edge(v, &p.data_set)?;
                         Ok(ProducedPartition {
                             edge,
                             location: PathBuf::from(&p.location),
@@ -304,7 +305,7 @@ fn replay<E: AsRef<JobEvent>>(graph: &JobGraph, events: &[E]) -> Result<Replayed
                     },
                 );
                 for snap in &done.enumerator_snapshots {
-                    let sv = vertex_index(graph, &snap.job_vertex)?;
+                    let sv = names.vertex(&snap.job_vertex)?;
                     // An incremental history extends the previous one
                     // (docs/log-format.md, "Incremental split-assignment history").
                     match enumerators.get_mut(&sv) {
@@ -349,7 +350,7 @@ fn replay<E: AsRef<JobEvent>>(graph: &JobGraph, events: &[E]) -> Result<Replayed
             }
             JobEvent::ExecutionsReset(reset) => {
                 for ev in &reset.executions {
-                    let v = vertex_index(graph, &ev.job_vertex)?;
+                    let v = names.vertex(&ev.job_vertex)?;
                     finished.remove(&(v, ev.subtask));
                     // The reset made a new attempt, one above the current
                     // one (which is at most the highest so far). A failover
@@ -427,25 +428,60 @@ fn raise(highest: &mut BTreeMap<ExecutionKey, u32>, key: ExecutionKey, attempt: 
     *entry = (*entry).max(attempt);
 }
 
-fn vertex_index(graph: &JobGraph, id: &str) -> Result<usize, RecoveryError> {
-    graph
-        .vertices
-        .iter()
-        .position(|v| v.id == id)
-        .ok_or_else(|| RecoveryError::UnknownVertex {
-            vertex: id.to_string(),
-        })
+/// The job graph's names looked up without a scan per record: job vertex
+/// ids, and per vertex the data sets of its outgoing edges.
+struct Names<'g> {
+    graph: &'g JobGraph,
+    vertices: std::collections::HashMap<&'g str, usize>,
+    /// Per vertex: (data set id, edge index) of each outgoing edge.
+    outputs: Vec<Vec<(String, usize)>>,
 }
 
-fn edge_index(graph: &JobGraph, v: usize, data_set: &str) -> Result<usize, RecoveryError> {
-    graph
-        .outputs(v)
-        .into_iter()
-        .find(|&e| graph.data_set_id(e) == data_set)
-        .ok_or_else(|| RecoveryError::UnknownDataSet {
-            vertex: graph.vertices[v].id.clone(),
-            data_set: data_set.to_string(),
-        })
+impl<'g> Names<'g> {
+    fn new(graph: &'g JobGraph) -> Self {
+        Self {
+            graph,
+            // Reversed, so that the first vertex of an id wins, as a scan.
+            vertices: graph
+                .vertices
+                .iter()
+                .enumerate()
+                .rev()
+                .map(|(i, v)| (v.id.as_str(), i))
+                .collect(),
+            outputs: (0..graph.vertices.len())
+                .map(|v| {
+                    graph
+                        .outputs(v)
+                        .into_iter()
+                        .map(|e| (graph.data_set_id(e), e))
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+
+    /// The index of job vertex `id`.
+    fn vertex(&self, id: &str) -> Result<usize, RecoveryError> {
+        self.vertices
+            .get(id)
+            .copied()
+            .ok_or_else(|| RecoveryError::UnknownVertex {
+                vertex: id.to_string(),
+            })
+    }
+
+    /// The outgoing edge of vertex `v` whose data set is `data_set`.
+    fn edge(&self, v: usize, data_set: &str) -> Result<usize, RecoveryError> {
+        self.outputs[v]
+            .iter()
+            .find(|(d, _)| d == data_set)
+            .map(|&(_, e)| e)
+            .ok_or_else(|| RecoveryError::UnknownDataSet {
+                vertex: self.graph.vertices[v].id.clone(),
+                data_set: data_set.to_string(),
+            })
+    }
 }
 
 fn check_subtask(
