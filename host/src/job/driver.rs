@@ -233,6 +233,9 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
             },
         }
     }
+    // The replayed records are not needed past recovery: their memory goes
+    // back before the job runs (issue 29).
+    drop(replay);
     if !recovered {
         recorder.append_durable(&JobEvent::JobStarted(JobStarted {
             job_id: config.name.clone(),
