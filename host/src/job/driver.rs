@@ -743,6 +743,8 @@ pub fn recover_into<E: AsRef<JobEvent>>(
             config.recovery.previous_worker_timeout,
         ),
         previous_worker_timeout: config.recovery.previous_worker_timeout,
+        asked: 0,
+        asking: std::time::Duration::ZERO,
     };
     let plan = crate::recovery::recover(&config.graph, events, &mut target)?;
     // For the scale bench (docs/recovery.md, "Figures"): the share of the
