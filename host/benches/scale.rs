@@ -654,7 +654,9 @@ fn recovery_table(sizes: &[u32], runs: usize) {
 /// `static-enumerator` handing each subtask one inline split of one short
 /// line) → `forward` → `sink` (parallelism `p`, `write-text`).
 fn dispatch_job(path: &Path, p: u32) {
-    let splits: Vec<String> = (0..p).map(|i| format!("\"split.{i}\" = \"x{i}\"")).collect();
+    let splits: Vec<String> = (0..p)
+        .map(|i| format!("\"split.{i}\" = \"x{i}\""))
+        .collect();
     let text = format!(
         r#"[job]
 name = "dispatch"
@@ -698,10 +700,7 @@ kind = "forward"
 
 /// Output lines of a child that ended, with its exit status.
 fn run_to_end(mut cmd: Command) -> (std::process::ExitStatus, String) {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .expect("start coordhost");
+    let out = cmd.stdin(Stdio::null()).output().expect("start coordhost");
     (
         out.status,
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
@@ -832,7 +831,14 @@ fn main() {
             .cloned()
     };
     let sizes: Vec<u32> = value("--sizes")
-        .unwrap_or_else(|| (if quick { "2000" } else { "10000,100000,1000000" }).into())
+        .unwrap_or_else(|| {
+            (if quick {
+                "2000"
+            } else {
+                "10000,100000,1000000"
+            })
+            .into()
+        })
         .split(',')
         .map(|s| s.trim().parse().expect("--sizes: execution vertices"))
         .collect();

@@ -326,7 +326,10 @@ impl EventRecorder {
     /// After snapshots are durable: removes the side files they supersede.
     /// `snapshots` gives each one's job vertex and side file (`None`: its
     /// state is inline).
-    fn supersede_side_files(&mut self, snapshots: impl IntoIterator<Item = (String, Option<String>)>) {
+    fn supersede_side_files(
+        &mut self,
+        snapshots: impl IntoIterator<Item = (String, Option<String>)>,
+    ) {
         for (vertex, newer) in snapshots {
             let older = match newer {
                 Some(file) => self.snapshot_files.insert(vertex, file),
@@ -515,12 +518,14 @@ impl JobEventSink for EventRecorder {
             // commit, `end_finishes`); the side files it supersedes go then.
             group.waiting = true;
             if let JobEvent::ExecutionFinished(done) = &event {
-                group.superseded.extend(done.enumerator_snapshots.iter().map(|s| {
-                    (
-                        s.job_vertex.clone(),
-                        s.state_file.as_ref().map(|f| f.file.clone()),
-                    )
-                }));
+                group
+                    .superseded
+                    .extend(done.enumerator_snapshots.iter().map(|s| {
+                        (
+                            s.job_vertex.clone(),
+                            s.state_file.as_ref().map(|f| f.file.clone()),
+                        )
+                    }));
             }
             self.append(&event)?;
             for s in whole {

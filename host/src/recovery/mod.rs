@@ -372,7 +372,10 @@ fn replay<E: AsRef<JobEvent>>(graph: &JobGraph, events: &[E]) -> Result<Replayed
         }
     }
     plan.shuffle_snapshots = shuffle_snapshots.into_iter().cloned().collect();
-    let enumerator_at = enumerators.iter().map(|(&v, known)| (v, known.at)).collect();
+    let enumerator_at = enumerators
+        .iter()
+        .map(|(&v, known)| (v, known.at))
+        .collect();
     let enumerators = enumerators
         .into_iter()
         .map(|(v, known)| (v, known.folded()))
