@@ -26,6 +26,7 @@ help:
 	@echo "  bench-workers  embedded vs 3 worker processes: cost per task, restart with 10 000 partitions, shuffle MB/s (benches/workers.rs)"
 	@echo "  bench-functions  x + 1 on TPC-H SF 1 lineitem: Rust, Python, JS and C guests vs DataFusion's built-in expression (benches/functions.rs; BENCH_FUNCTIONS_ARGS=...)"
 	@echo "  bench-ui  TPC-H Q1 (SF 1 Parquet) with and without --ui and a /metrics scraper every 100 ms, interleaved: the UI's cost (benches/ui.rs)"
+	@echo "  bench-scale  restart of a crashed job at 10 000, 100 000 and 1 000 000 execution vertices: replay, decision, partition question, first task, peak RSS (benches/scale.rs; BENCH_SCALE_ARGS=--sizes N,...)"
 	@echo "  bench-ha  failover time (etcd, 2 coordinators, 3 workers, leader killed) and the steady-state cost of --ha (benches/ha.rs)"
 
 # ---------------------------------------------------------------------------
@@ -329,6 +330,14 @@ bench-shuffle: ha-deps
 bench-workers:
 	test -f $(PLUGINS_OUT)/static-enumerator.wasm -a -f $(PLUGINS_OUT)/file-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins
 	$(CARGO) bench --locked -p coordhost --bench workers
+
+# bench-scale: the figures of issue 29 (docs/recovery.md, "Figures"): the
+# scale bench builds a crashed job's log and partitions in bulk for each size
+# and restarts the release coordhost on it (benches/scale.rs).
+# BENCH_SCALE_ARGS="--sizes 10000,100000 --runs 1" to run it small.
+.PHONY: bench-scale
+bench-scale: plugins
+	$(CARGO) bench --locked -p coordhost --bench scale -- $(BENCH_SCALE_ARGS)
 
 # bench-ha: the figures of issue 15 (docs/ha.md, "Figures"): the ha bench
 # starts its own etcd, two release coordhost coordinators (--ha, lease TTL

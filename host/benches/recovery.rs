@@ -380,8 +380,7 @@ fn restart(config: &JobConfig, opts: &RunOptions, data_dir: &Path, n: u32) -> Re
 
     let t = Instant::now();
     let (writer, replayed) = open_job_log(data_dir, JOB, WriterOptions::default()).expect("open");
-    let all: Vec<JobEvent> = replayed.iter_events().cloned().collect();
-    let events: Vec<JobEvent> = coordhost::recovery::current_run(&all).to_vec();
+    let events = coordhost::recovery::current_run(&replayed.events);
     let replay_time = t.elapsed();
 
     let t = Instant::now();
@@ -402,7 +401,7 @@ fn restart(config: &JobConfig, opts: &RunOptions, data_dir: &Path, n: u32) -> Re
     )
     .expect("job master");
     let new = t.elapsed();
-    let plan = recover_into(&mut master, config, &events, &mut recorder).expect("recover");
+    let plan = recover_into(&mut master, config, events, &mut recorder).expect("recover");
     let recover = t.elapsed();
 
     let t = Instant::now();

@@ -168,29 +168,40 @@ impl EnumeratorSnapshot {
     /// the whole history.
     #[must_use]
     pub fn since(&self, previous: Option<&[SplitAssignment]>) -> Self {
-        let whole = Self {
+        let whole = || Self {
             incremental: false,
             ..self.clone()
         };
         let Some(previous) = previous else {
-            return whole;
+            return whole();
         };
+        // Each side looked up by subtask once (the first entry of a
+        // subtask counts, as a scan would find it): linear in the history,
+        // not quadratic (issue 29: a source of 4096 subtasks recorded this
+        // at every finish).
+        let first_by_subtask = |list: &[SplitAssignment]| {
+            let mut at: std::collections::HashMap<u32, usize> =
+                std::collections::HashMap::with_capacity(list.len());
+            for (i, a) in list.iter().enumerate() {
+                at.entry(a.subtask).or_insert(i);
+            }
+            at
+        };
+        let here = first_by_subtask(&self.assignments);
         let mut delta = Vec::new();
         for before in previous {
-            let now = self
-                .assignments
-                .iter()
-                .find(|a| a.subtask == before.subtask)
-                .map_or(&[][..], |a| &a.splits[..]);
+            let now = here
+                .get(&before.subtask)
+                .map_or(&[][..], |&i| &self.assignments[i].splits[..]);
             if !now.starts_with(&before.splits) {
-                return whole;
+                return whole();
             }
         }
+        let there = first_by_subtask(previous);
         for now in &self.assignments {
-            let known = previous
-                .iter()
-                .find(|a| a.subtask == now.subtask)
-                .map_or(0, |a| a.splits.len());
+            let known = there
+                .get(&now.subtask)
+                .map_or(0, |&i| previous[i].splits.len());
             if now.splits.len() > known {
                 delta.push(SplitAssignment {
                     subtask: now.subtask,
@@ -826,6 +837,20 @@ pub(crate) enum DecodeProblem {
     },
     /// Version 0, or a payload that does not decode exactly.
     Malformed(String),
+}
+
+/// So that code reading events takes a slice of them or of
+/// [`ReplayedEvent`](super::ReplayedEvent)s alike, without copying.
+impl AsRef<JobEvent> for JobEvent {
+    fn as_ref(&self) -> &JobEvent {
+        self
+    }
+}
+
+impl AsMut<JobEvent> for JobEvent {
+    fn as_mut(&mut self) -> &mut JobEvent {
+        self
+    }
 }
 
 impl JobEvent {

@@ -36,6 +36,18 @@ pub struct ReplayedEvent {
     pub event: JobEvent,
 }
 
+impl AsRef<JobEvent> for ReplayedEvent {
+    fn as_ref(&self) -> &JobEvent {
+        &self.event
+    }
+}
+
+impl AsMut<JobEvent> for ReplayedEvent {
+    fn as_mut(&mut self) -> &mut JobEvent {
+        &mut self.event
+    }
+}
+
 /// A torn tail cut from the newest segment: the bytes after the last whole
 /// record, holding no whole record (a crash in the middle of a write).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

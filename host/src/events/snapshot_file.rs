@@ -86,10 +86,10 @@ pub fn read(log_dir: &Path, file: &SnapshotFile) -> Result<Vec<u8>, EventsError>
 
 /// Indexes into `events` of the newest enumerator snapshot of each job
 /// vertex: what recovery restores (and all it ever needs of side files).
-fn newest_snapshots(events: &[JobEvent]) -> BTreeMap<String, (usize, usize)> {
+fn newest_snapshots<E: AsRef<JobEvent>>(events: &[E]) -> BTreeMap<String, (usize, usize)> {
     let mut newest = BTreeMap::new();
     for (e, event) in events.iter().enumerate() {
-        if let JobEvent::ExecutionFinished(done) = event {
+        if let JobEvent::ExecutionFinished(done) = event.as_ref() {
             for (s, snap) in done.enumerator_snapshots.iter().enumerate() {
                 newest.insert(snap.job_vertex.clone(), (e, s));
             }
@@ -102,10 +102,10 @@ fn newest_snapshots(events: &[JobEvent]) -> BTreeMap<String, (usize, usize)> {
 /// `events`, by job vertex (vertices whose newest state is inline are left
 /// out).
 #[must_use]
-pub fn newest_snapshot_files(events: &[JobEvent]) -> BTreeMap<String, String> {
+pub fn newest_snapshot_files<E: AsRef<JobEvent>>(events: &[E]) -> BTreeMap<String, String> {
     newest_snapshots(events)
         .into_iter()
-        .filter_map(|(vertex, (e, s))| match &events[e] {
+        .filter_map(|(vertex, (e, s))| match events[e].as_ref() {
             JobEvent::ExecutionFinished(done) => done.enumerator_snapshots[s]
                 .state_file
                 .as_ref()
@@ -123,9 +123,12 @@ pub fn newest_snapshot_files(events: &[JobEvent]) -> BTreeMap<String, String> {
 /// # Errors
 /// [`EventsError::SnapshotFile`] if a needed side file is missing or does
 /// not match its record.
-pub fn load_snapshot_files(log_dir: &Path, events: &mut [JobEvent]) -> Result<(), EventsError> {
+pub fn load_snapshot_files<E: AsRef<JobEvent> + AsMut<JobEvent>>(
+    log_dir: &Path,
+    events: &mut [E],
+) -> Result<(), EventsError> {
     for (e, s) in newest_snapshots(events).into_values() {
-        if let JobEvent::ExecutionFinished(done) = &mut events[e] {
+        if let JobEvent::ExecutionFinished(done) = events[e].as_mut() {
             let snap = &mut done.enumerator_snapshots[s];
             if let Some(file) = &snap.state_file {
                 snap.state = read(log_dir, file)?;

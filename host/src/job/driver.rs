@@ -126,7 +126,17 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
         refuse_if_edited(config, &data_dir, &fingerprint)?;
         refuse_if_unlogged_output(config, &data_dir)?;
     }
-    let (writer, replay) = open_log(config, &data_dir, opts.fence.as_ref())?;
+    let replay_started = std::time::Instant::now();
+    let (writer, mut replay) = open_log(config, &data_dir, opts.fence.as_ref())?;
+    if !replay.is_empty() {
+        // For the scale bench (docs/recovery.md, "Figures"): how long the
+        // log took to read and decode, stated once per restart.
+        tracing::info!(
+            records = replay.events.len(),
+            replay_ms = replay_started.elapsed().as_secs_f64() * 1e3,
+            "job event log replayed"
+        );
+    }
     if opts.leader.is_some()
         && let Some(failed) = failed_earlier(&config.name, &replay)
     {
@@ -149,7 +159,7 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
     // Snapshot side files: keep those of the newest snapshots (all that
     // recovery can need), remove leftovers and superseded ones
     // (docs/log-format.md, "Snapshot side files").
-    let newest_files = crate::events::newest_snapshot_files(&current_run(&replay));
+    let newest_files = crate::events::newest_snapshot_files(current_run(&replay.events));
     crate::events::remove_snapshot_files_except(
         &log_dir,
         &newest_files.values().cloned().collect(),
@@ -168,8 +178,8 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
         }
         Err(e) => return Err(e),
     };
-    let history = current_run(&replay);
-    if history.is_empty() && config.recovery.enabled && !master.snapshots_enabled() {
+    let history_is_empty = current_run(&replay.events).is_empty();
+    if history_is_empty && config.recovery.enabled && !master.snapshots_enabled() {
         // FLIP-383: without shuffle-master snapshots there is no progress recovery.
         let line = format!(
             "the shuffle master `{}` cannot take batch snapshots: if this run is interrupted, the job will run again from scratch",
@@ -179,7 +189,7 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
     }
     let mut recovered = false;
     let recovery_started = std::time::Instant::now();
-    if !history.is_empty() {
+    if !history_is_empty {
         let impossible = if !config.recovery.enabled {
             Some("recovery is disabled in the job file ([recovery] enabled = false)".to_string())
         } else if !master.snapshots_enabled() {
@@ -195,7 +205,7 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
                 refuse_if_committed(config, &reason)?;
                 tracing::warn!("no progress recovery: {reason}; the job runs again from scratch");
             }
-            None => match recover(&mut master, config, &replay, &log_dir, &mut recorder) {
+            None => match recover(&mut master, config, &mut replay, &log_dir, &mut recorder) {
                 Ok(()) => {
                     recovered = true;
                     if let Some(ui) = &opts.ui {
@@ -223,6 +233,9 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
             },
         }
     }
+    // The replayed records are not needed past recovery: their memory goes
+    // back before the job runs (issue 29).
+    drop(replay);
     if !recovered {
         recorder.append_durable(&JobEvent::JobStarted(JobStarted {
             job_id: config.name.clone(),
@@ -668,21 +681,26 @@ fn set_aside_as(log_dir: &Path, why: &str) -> Result<PathBuf, JobError> {
 fn recover(
     master: &mut JobMaster,
     config: &JobConfig,
-    replay: &Replay,
+    replay: &mut Replay,
     log_dir: &Path,
     recorder: &mut EventRecorder,
 ) -> Result<(), JobError> {
-    let mut events: Vec<JobEvent> = current_run(replay);
+    let replayed_records = replay.events.len() as u64;
+    let torn_tail_bytes = replay.torn_tail.as_ref().map_or(0, |t| t.bytes_dropped);
+    // The current run, in place (issue 29: no copy of the event list).
+    let events = crate::recovery::current_run_mut(&mut replay.events);
     // The newest snapshots' side files, verified (size, CRC32C).
-    crate::events::load_snapshot_files(log_dir, &mut events)?;
+    crate::events::load_snapshot_files(log_dir, events)?;
     let started = JobEvent::RecoveryStarted(RecoveryStarted {
         coordinator_epoch: recorder.epoch(),
-        replayed_records: replay.events.len() as u64,
-        torn_tail_bytes: replay.torn_tail.as_ref().map_or(0, |t| t.bytes_dropped),
+        replayed_records,
+        torn_tail_bytes,
     });
     recorder.append(&started)?;
     master.crash_point("recovery-started", recorder)?;
-    let plan = recover_into(master, config, &events, recorder)?;
+    let deciding = std::time::Instant::now();
+    let plan = recover_into(master, config, events, recorder)?;
+    let decided = deciding.elapsed();
     master.crash_point("recovery-applied", recorder)?;
     // Consumers initialized from now on read these vertices' partitions.
     for (v, init) in &plan.initialized {
@@ -694,6 +712,7 @@ fn recover(
     tracing::info!(
         skipped = plan.kept.len(),
         reset = plan.reset.len(),
+        decision_ms = decided.as_secs_f64() * 1e3,
         "recovered from the job event log"
     );
     Ok(())
@@ -708,10 +727,10 @@ fn recover(
 /// [`JobError::Recovery`] when the log does not fit the job or the shuffle
 /// master cannot answer; [`JobError::Plugin`] when the shuffle master
 /// cannot be restored. The master must then not be run.
-pub fn recover_into(
+pub fn recover_into<E: AsRef<JobEvent>>(
     master: &mut JobMaster,
     config: &JobConfig,
-    events: &[JobEvent],
+    events: &[E],
     sink: &mut dyn JobEventSink,
 ) -> Result<RecoveryPlan, JobError> {
     let mut target = Restore {
@@ -724,8 +743,18 @@ pub fn recover_into(
             config.recovery.previous_worker_timeout,
         ),
         previous_worker_timeout: config.recovery.previous_worker_timeout,
+        asked: 0,
+        asking: std::time::Duration::ZERO,
     };
-    crate::recovery::recover(&config.graph, events, &mut target)
+    let plan = crate::recovery::recover(&config.graph, events, &mut target)?;
+    // For the scale bench (docs/recovery.md, "Figures"): the share of the
+    // decision spent asking which partitions survive.
+    tracing::info!(
+        partitions = target.asked,
+        partitions_ms = target.asking.as_secs_f64() * 1e3,
+        "partition question answered"
+    );
+    Ok(plan)
 }
 
 /// What a recovery restores into: the fresh JobMaster, its shuffle master
@@ -738,10 +767,28 @@ struct Restore<'a> {
     supports: Vec<bool>,
     /// How long recovery waits for partitions to be reported.
     previous_worker_timeout: std::time::Duration,
+    /// Partitions asked about, over every round.
+    asked: usize,
+    /// Time spent answering them, over every round.
+    asking: std::time::Duration,
 }
 
 impl PartitionOracle for Restore<'_> {
     fn available(
+        &mut self,
+        needed: &[PartitionRef],
+    ) -> Result<BTreeSet<PartitionRef>, crate::plugin::PluginError> {
+        let started = std::time::Instant::now();
+        let answer = self.answer(needed);
+        self.asked += needed.len();
+        self.asking += started.elapsed();
+        answer
+    }
+}
+
+impl Restore<'_> {
+    /// [`PartitionOracle::available`], untimed.
+    fn answer(
         &mut self,
         needed: &[PartitionRef],
     ) -> Result<BTreeSet<PartitionRef>, crate::plugin::PluginError> {
@@ -910,11 +957,7 @@ impl RecoveryTarget for Restore<'_> {
     }
 }
 
-/// The events of the current run ([`crate::recovery::current_run`]).
-fn current_run(replay: &Replay) -> Vec<JobEvent> {
-    let events: Vec<JobEvent> = replay.iter_events().cloned().collect();
-    crate::recovery::current_run(&events).to_vec()
-}
+use crate::recovery::current_run;
 
 fn last_job_started(replay: &Replay) -> Option<&JobStarted> {
     replay.events.iter().rev().find_map(|e| match &e.event {

@@ -262,6 +262,21 @@ pub struct EventRecorder {
     recorded_history: HashMap<String, Vec<SplitAssignment>>,
     /// `coordhost run --ui`: told of every event appended.
     ui: Option<std::sync::Arc<crate::ui::LiveJob>>,
+    /// Between `begin_finishes` and `end_finishes`: the finishes recorded
+    /// as one group (group commit).
+    group: Option<FinishGroup>,
+}
+
+/// Finishes appended together, durable at `end_finishes` (group commit).
+#[derive(Default)]
+struct FinishGroup {
+    /// Some record of the group must be durable before the job moves on
+    /// (it carries a snapshot).
+    waiting: bool,
+    /// Job vertex and side file (`None`: inline) of each enumerator
+    /// snapshot of the group: the older side files they supersede are
+    /// removed once the group is durable.
+    superseded: Vec<(String, Option<String>)>,
 }
 
 impl EventRecorder {
@@ -274,6 +289,7 @@ impl EventRecorder {
             snapshot_files: HashMap::new(),
             recorded_history: HashMap::new(),
             ui: None,
+            group: None,
         }
     }
 
@@ -307,13 +323,17 @@ impl EventRecorder {
         Ok(())
     }
 
-    /// After `snapshots` are durable: removes the side files they supersede.
-    fn supersede_side_files(&mut self, snapshots: &[EnumeratorSnapshot]) {
-        for snap in snapshots {
-            let newer = snap.state_file.as_ref().map(|f| f.file.clone());
+    /// After snapshots are durable: removes the side files they supersede.
+    /// `snapshots` gives each one's job vertex and side file (`None`: its
+    /// state is inline).
+    fn supersede_side_files(
+        &mut self,
+        snapshots: impl IntoIterator<Item = (String, Option<String>)>,
+    ) {
+        for (vertex, newer) in snapshots {
             let older = match newer {
-                Some(file) => self.snapshot_files.insert(snap.job_vertex.clone(), file),
-                None => self.snapshot_files.remove(&snap.job_vertex),
+                Some(file) => self.snapshot_files.insert(vertex, file),
+                None => self.snapshot_files.remove(&vertex),
             };
             if let Some(older) = older {
                 self.writer.remove_snapshot_file(&older);
@@ -493,12 +513,36 @@ impl JobEventSink for EventRecorder {
         });
         if snapshots.is_empty() {
             self.append(&event)
+        } else if let Some(group) = &mut self.group {
+            // Durable with its group before the job moves on (group
+            // commit, `end_finishes`); the side files it supersedes go then.
+            group.waiting = true;
+            if let JobEvent::ExecutionFinished(done) = &event {
+                group
+                    .superseded
+                    .extend(done.enumerator_snapshots.iter().map(|s| {
+                        (
+                            s.job_vertex.clone(),
+                            s.state_file.as_ref().map(|f| f.file.clone()),
+                        )
+                    }));
+            }
+            self.append(&event)?;
+            for s in whole {
+                self.recorded_history.insert(s.job_vertex, s.assignments);
+            }
+            Ok(())
         } else {
             // A snapshot is what recovery restores plugins from (and taken at
             // every job vertex completion): durable before the job moves on.
             self.append_durable(&event)?;
             if let JobEvent::ExecutionFinished(done) = &event {
-                self.supersede_side_files(&done.enumerator_snapshots);
+                self.supersede_side_files(done.enumerator_snapshots.iter().map(|s| {
+                    (
+                        s.job_vertex.clone(),
+                        s.state_file.as_ref().map(|f| f.file.clone()),
+                    )
+                }));
             }
             for s in whole {
                 self.recorded_history.insert(s.job_vertex, s.assignments);
@@ -551,6 +595,32 @@ impl JobEventSink for EventRecorder {
         // Made durable with the `ExecutionFinished` that follows (or the
         // flush of a crash point): a replay ignores it, `log inspect` shows it.
         self.append(&event)
+    }
+
+    fn begin_finishes(&mut self) {
+        self.group = Some(FinishGroup::default());
+    }
+
+    fn end_finishes(&mut self) -> Result<(), RecordingError> {
+        let Some(FinishGroup {
+            waiting,
+            superseded,
+        }) = self.group.take()
+        else {
+            return Ok(());
+        };
+        if !waiting {
+            // No record of the group waits to be durable (none carried a
+            // snapshot): as before, they go with a later flush.
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        self.writer.flush()?;
+        if let Some(ui) = &self.ui {
+            ui.durable_append_took(started.elapsed());
+        }
+        self.supersede_side_files(superseded);
+        Ok(())
     }
 
     fn job_finished(&mut self) -> Result<(), RecordingError> {

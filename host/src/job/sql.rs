@@ -99,10 +99,9 @@ pub(super) fn adopt_recorded_stages(config: &mut JobConfig, data_dir: &Path) -> 
     else {
         return false;
     };
-    let events: Vec<JobEvent> = replay.iter_events().cloned().collect();
-    let run = crate::recovery::current_run(&events);
+    let run = crate::recovery::current_run(&replay.events);
     let wanted = sql_fingerprint(sql);
-    let Some(recorded) = run.iter().find_map(|e| match e {
+    let Some(recorded) = run.iter().find_map(|e| match &e.event {
         JobEvent::StagesPlanned(s) if s.sql_fingerprint == wanted => Some(s),
         _ => None,
     }) else {

@@ -103,9 +103,9 @@ pub trait RecoveryTarget: PartitionOracle {
 /// shuffle master cannot say which partitions exist; the target's errors.
 /// Step 8 (giving up) is the caller's: the job driver decides between a
 /// fresh run and a refusal.
-pub fn recover<T: RecoveryTarget>(
+pub fn recover<T: RecoveryTarget, E: AsRef<JobEvent>>(
     graph: &JobGraph,
-    events: &[JobEvent],
+    events: &[E],
     target: &mut T,
 ) -> Result<RecoveryPlan, T::Error> {
     // Steps 1 and 2: replay; job vertices keep their recorded decisions.
@@ -129,19 +129,76 @@ pub fn recover<T: RecoveryTarget>(
 
 /// The events of the current run: from the last `JobStarted` on (all of
 /// them if there is none). A run that started over (after a failed
-/// recovery, or `--fresh`) wrote a new `JobStarted`.
-pub fn current_run(events: &[JobEvent]) -> &[JobEvent] {
-    let start = events
+/// recovery, or `--fresh`) wrote a new `JobStarted`. `events` are
+/// [`JobEvent`]s or [`ReplayedEvent`](crate::events::ReplayedEvent)s: a
+/// sub-slice, nothing copied.
+pub fn current_run<E: AsRef<JobEvent>>(events: &[E]) -> &[E] {
+    &events[current_run_start(events)..]
+}
+
+/// [`current_run`], mutable (the driver loads snapshot side files into it).
+pub fn current_run_mut<E: AsRef<JobEvent>>(events: &mut [E]) -> &mut [E] {
+    let start = current_run_start(events);
+    &mut events[start..]
+}
+
+fn current_run_start<E: AsRef<JobEvent>>(events: &[E]) -> usize {
+    events
         .iter()
-        .rposition(|e| matches!(e, JobEvent::JobStarted(_)))
-        .unwrap_or(0);
-    &events[start..]
+        .rposition(|e| matches!(e.as_ref(), JobEvent::JobStarted(_)))
+        .unwrap_or(0)
 }
 
 struct Finished {
     attempt: u32,
     partitions: Vec<ProducedPartition>,
     index: usize,
+}
+
+/// Step 1's record of one source vertex's enumerator snapshots, borrowed
+/// from the log: the newest whole one and the incremental ones after it.
+struct Snapshots<'a> {
+    whole: &'a EnumeratorSnapshot,
+    since: Vec<&'a EnumeratorSnapshot>,
+    /// Index (in the current run) of the event that carried the newest.
+    at: usize,
+}
+
+impl Snapshots<'_> {
+    /// The whole history: what [`EnumeratorSnapshot::fold`] makes of
+    /// `whole` and each of `since` in order, built once (a subtask's splits
+    /// appended in log order; the rest from the newest snapshot).
+    fn folded(self) -> EnumeratorSnapshot {
+        let Some(newest) = self.since.last() else {
+            return self.whole.clone();
+        };
+        let mut assignments = self.whole.assignments.clone();
+        let mut at: std::collections::HashMap<u32, usize> =
+            std::collections::HashMap::with_capacity(assignments.len());
+        for (i, a) in assignments.iter().enumerate() {
+            at.entry(a.subtask).or_insert(i);
+        }
+        for snap in &self.since {
+            for add in &snap.assignments {
+                match at.get(&add.subtask) {
+                    Some(&i) => assignments[i].splits.extend(add.splits.iter().cloned()),
+                    None => {
+                        at.insert(add.subtask, assignments.len());
+                        assignments.push(add.clone());
+                    }
+                }
+            }
+        }
+        EnumeratorSnapshot {
+            job_vertex: newest.job_vertex.clone(),
+            checkpoint_id: newest.checkpoint_id,
+            state: newest.state.clone(),
+            assignments,
+            no_more_splits: newest.no_more_splits.clone(),
+            state_file: newest.state_file.clone(),
+            incremental: false,
+        }
+    }
 }
 
 /// What steps 1 and 2 leave: the log replayed into maps.
@@ -196,19 +253,23 @@ fn keep_finished(replayed: Replayed) -> RecoveryPlan {
 /// entries it names), the initialized vertices in log order with their
 /// recorded decisions, the latest enumerator snapshot per source vertex
 /// and the shuffle-master snapshots from the last full one on.
-fn replay(graph: &JobGraph, events: &[JobEvent]) -> Result<Replayed, RecoveryError> {
+fn replay<E: AsRef<JobEvent>>(graph: &JobGraph, events: &[E]) -> Result<Replayed, RecoveryError> {
     let mut plan = RecoveryPlan {
         replayed: events.len(),
         ..RecoveryPlan::default()
     };
     let mut finished: BTreeMap<ExecutionKey, Finished> = BTreeMap::new();
-    let mut enumerators: BTreeMap<usize, (EnumeratorSnapshot, usize)> = BTreeMap::new();
+    // Borrowed from the log and folded once at the end (issue 29: no copy
+    // of a snapshot per record).
+    let mut enumerators: BTreeMap<usize, Snapshots<'_>> = BTreeMap::new();
+    let mut shuffle_snapshots: Vec<&ShuffleSnapshot> = Vec::new();
     let mut last_snapshot: Option<usize> = None;
     let mut inits: BTreeMap<usize, VertexInit> = BTreeMap::new();
+    let names = Names::new(graph);
     for (index, event) in events.iter().enumerate() {
-        match event {
+        match event.as_ref() {
             JobEvent::JobVertexInitialized(init) => {
-                let v = vertex_index(graph, &init.job_vertex)?;
+                let v = names.vertex(&init.job_vertex)?;
                 let decided = vertex_init(graph, v, init)?;
                 // Durable before any subtask deploys: attempt 0 may have run.
                 for s in 0..decided.parallelism {
@@ -219,14 +280,14 @@ fn replay(graph: &JobGraph, events: &[JobEvent]) -> Result<Replayed, RecoveryErr
                 }
             }
             JobEvent::ExecutionFinished(done) => {
-                let v = vertex_index(graph, &done.attempt.job_vertex)?;
+                let v = names.vertex(&done.attempt.job_vertex)?;
                 let s = done.attempt.subtask;
                 check_subtask(graph, &inits, v, s)?;
                 let partitions = done
                     .produced
                     .iter()
                     .map(|p| {
-                        let edge = edge_index(graph, v, &p.data_set)?;
+                        let edge = names.edge(v, &p.data_set)?;
                         Ok(ProducedPartition {
                             edge,
                             location: PathBuf::from(&p.location),
@@ -244,13 +305,18 @@ fn replay(graph: &JobGraph, events: &[JobEvent]) -> Result<Replayed, RecoveryErr
                     },
                 );
                 for snap in &done.enumerator_snapshots {
-                    let sv = vertex_index(graph, &snap.job_vertex)?;
+                    let sv = names.vertex(&snap.job_vertex)?;
                     // An incremental history extends the previous one
                     // (docs/log-format.md, "Incremental split-assignment history").
                     match enumerators.get_mut(&sv) {
-                        Some((whole, at)) => {
-                            whole.fold(snap.clone());
-                            *at = index;
+                        Some(known) => {
+                            if snap.incremental {
+                                known.since.push(snap);
+                            } else {
+                                known.whole = snap;
+                                known.since.clear();
+                            }
+                            known.at = index;
                         }
                         None if snap.incremental => {
                             return Err(RecoveryError::Inconsistent {
@@ -261,15 +327,22 @@ fn replay(graph: &JobGraph, events: &[JobEvent]) -> Result<Replayed, RecoveryErr
                             });
                         }
                         None => {
-                            enumerators.insert(sv, (snap.clone(), index));
+                            enumerators.insert(
+                                sv,
+                                Snapshots {
+                                    whole: snap,
+                                    since: Vec::new(),
+                                    at: index,
+                                },
+                            );
                         }
                     }
                 }
                 if let Some(shuffle) = &done.shuffle_snapshot {
                     if !shuffle.incremental {
-                        plan.shuffle_snapshots.clear();
+                        shuffle_snapshots.clear();
                     }
-                    plan.shuffle_snapshots.push(shuffle.clone());
+                    shuffle_snapshots.push(shuffle);
                 }
                 if !done.enumerator_snapshots.is_empty() || done.shuffle_snapshot.is_some() {
                     last_snapshot = Some(index);
@@ -277,7 +350,7 @@ fn replay(graph: &JobGraph, events: &[JobEvent]) -> Result<Replayed, RecoveryErr
             }
             JobEvent::ExecutionsReset(reset) => {
                 for ev in &reset.executions {
-                    let v = vertex_index(graph, &ev.job_vertex)?;
+                    let v = names.vertex(&ev.job_vertex)?;
                     finished.remove(&(v, ev.subtask));
                     // The reset made a new attempt, one above the current
                     // one (which is at most the highest so far). A failover
@@ -298,10 +371,14 @@ fn replay(graph: &JobGraph, events: &[JobEvent]) -> Result<Replayed, RecoveryErr
             JobEvent::StagesPlanned(_) => {}
         }
     }
-    let enumerator_at = enumerators.iter().map(|(&v, (_, at))| (v, *at)).collect();
+    plan.shuffle_snapshots = shuffle_snapshots.into_iter().cloned().collect();
+    let enumerator_at = enumerators
+        .iter()
+        .map(|(&v, known)| (v, known.at))
+        .collect();
     let enumerators = enumerators
         .into_iter()
-        .map(|(v, (snap, _))| (v, snap))
+        .map(|(v, known)| (v, known.folded()))
         .collect();
     Ok(Replayed {
         enumerator_at,
@@ -354,25 +431,60 @@ fn raise(highest: &mut BTreeMap<ExecutionKey, u32>, key: ExecutionKey, attempt: 
     *entry = (*entry).max(attempt);
 }
 
-fn vertex_index(graph: &JobGraph, id: &str) -> Result<usize, RecoveryError> {
-    graph
-        .vertices
-        .iter()
-        .position(|v| v.id == id)
-        .ok_or_else(|| RecoveryError::UnknownVertex {
-            vertex: id.to_string(),
-        })
+/// The job graph's names looked up without a scan per record: job vertex
+/// ids, and per vertex the data sets of its outgoing edges.
+struct Names<'g> {
+    graph: &'g JobGraph,
+    vertices: std::collections::HashMap<&'g str, usize>,
+    /// Per vertex: (data set id, edge index) of each outgoing edge.
+    outputs: Vec<Vec<(String, usize)>>,
 }
 
-fn edge_index(graph: &JobGraph, v: usize, data_set: &str) -> Result<usize, RecoveryError> {
-    graph
-        .outputs(v)
-        .into_iter()
-        .find(|&e| graph.data_set_id(e) == data_set)
-        .ok_or_else(|| RecoveryError::UnknownDataSet {
-            vertex: graph.vertices[v].id.clone(),
-            data_set: data_set.to_string(),
-        })
+impl<'g> Names<'g> {
+    fn new(graph: &'g JobGraph) -> Self {
+        Self {
+            graph,
+            // Reversed, so that the first vertex of an id wins, as a scan.
+            vertices: graph
+                .vertices
+                .iter()
+                .enumerate()
+                .rev()
+                .map(|(i, v)| (v.id.as_str(), i))
+                .collect(),
+            outputs: (0..graph.vertices.len())
+                .map(|v| {
+                    graph
+                        .outputs(v)
+                        .into_iter()
+                        .map(|e| (graph.data_set_id(e), e))
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+
+    /// The index of job vertex `id`.
+    fn vertex(&self, id: &str) -> Result<usize, RecoveryError> {
+        self.vertices
+            .get(id)
+            .copied()
+            .ok_or_else(|| RecoveryError::UnknownVertex {
+                vertex: id.to_string(),
+            })
+    }
+
+    /// The outgoing edge of vertex `v` whose data set is `data_set`.
+    fn edge(&self, v: usize, data_set: &str) -> Result<usize, RecoveryError> {
+        self.outputs[v]
+            .iter()
+            .find(|(d, _)| d == data_set)
+            .map(|&(_, e)| e)
+            .ok_or_else(|| RecoveryError::UnknownDataSet {
+                vertex: self.graph.vertices[v].id.clone(),
+                data_set: data_set.to_string(),
+            })
+    }
 }
 
 fn check_subtask(
@@ -652,19 +764,26 @@ fn reconcile_partitions(
 /// ([`crate::plan::restart_all_once`]) adds when it is the first reset of
 /// a finished source whose enumerator cannot snapshot.
 fn reset_kept(graph: &JobGraph, plan: &mut RecoveryPlan, key: ExecutionKey, reason: ResetReason) {
-    let initialized: BTreeMap<usize, u32> = plan
-        .initialized
-        .iter()
-        .map(|(v, init)| (*v, init.parallelism))
-        .collect();
-    let kept: BTreeSet<ExecutionKey> = plan.kept.keys().copied().collect();
     let mut keys: Vec<(ExecutionKey, ResetReason)> = vec![(key, reason)];
+    // Read in place (issue 29: a copy of every kept key per lost partition
+    // made losing all of 500 000 partitions quadratic).
+    let RecoveryPlan {
+        initialized,
+        kept,
+        restart_all_once,
+        ..
+    } = &mut *plan;
     keys.extend(crate::plan::restart_all_once(
         graph,
-        &mut plan.restart_all_once,
+        restart_all_once,
         key,
-        &|v| initialized.get(&v).copied().unwrap_or(0),
-        &|k| kept.contains(&k),
+        &|v| {
+            initialized
+                .iter()
+                .find(|(iv, _)| *iv == v)
+                .map_or(0, |(_, init)| init.parallelism)
+        },
+        &|k| kept.contains_key(&k),
     ));
     for (k, why) in keys {
         if let Some(exec) = plan.kept.remove(&k) {

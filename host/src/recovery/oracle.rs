@@ -28,6 +28,53 @@ fn key(id: &ResultPartitionId) -> PartitionKey<'_> {
     )
 }
 
+/// For each partition of `asked`, the index in `reported` of its report
+/// (the last, if a plugin reports one twice, as a map from the reports
+/// would have it), or `None`. A shuffle master reports in the order asked,
+/// leaving out what it does not know, so the two lists are walked side by
+/// side, comparing ids, with no key built or hashed (issue 29). Reports
+/// out of that order (a plugin is a stranger) are found through a map.
+fn match_reports(
+    asked: &[ResultPartitionId],
+    reported: &[PartitionWithMetrics],
+) -> Vec<Option<usize>> {
+    /// How far ahead of the walk a report is looked for (the partitions
+    /// left out in between are the ones not reported).
+    const AHEAD: usize = 256;
+    let mut answer: Vec<Option<usize>> = vec![None; asked.len()];
+    let mut next = 0;
+    let mut rest = Vec::new();
+    for (r, report) in reported.iter().enumerate() {
+        let id = &report.descriptor.id;
+        let ahead = if rest.len() < AHEAD {
+            asked[next..].iter().take(AHEAD).position(|a| a == id)
+        } else {
+            None
+        };
+        match ahead {
+            Some(ahead) => {
+                answer[next + ahead] = Some(r);
+                next += ahead + 1;
+            }
+            None => rest.push(r),
+        }
+    }
+    if !rest.is_empty() {
+        let slots: HashMap<PartitionKey<'_>, usize> = asked
+            .iter()
+            .enumerate()
+            .rev()
+            .map(|(i, a)| (key(a), i))
+            .collect();
+        for r in rest {
+            if let Some(&at) = slots.get(&key(&reported[r].descriptor.id)) {
+                answer[at] = answer[at].max(Some(r));
+            }
+        }
+    }
+    answer
+}
+
 /// Pause between two questions to the shuffle master while waiting.
 const POLL: Duration = Duration::from_millis(20);
 /// Longest pause between two questions after errors (the pause doubles
@@ -84,32 +131,34 @@ impl ShuffleOracle<'_> {
         needed: &[PartitionRef],
     ) -> Result<BTreeSet<PartitionRef>, PluginError> {
         let started = *self.started.get_or_insert_with(Instant::now);
-        // Partitions without a final answer yet: neither found nor reported
-        // with another location or size (a report of a changed partition is
-        // final, waiting longer cannot make it whole).
-        let mut pending: Vec<(PartitionRef, ResultPartitionId)> =
-            needed.iter().map(|p| (p.clone(), self.id(p))).collect();
+        // Partitions without a final answer yet, as indices into `needed`
+        // (neither found nor reported with another location or size: a
+        // report of a changed partition is final, waiting longer cannot
+        // make it whole). Their ids are made once, not once per round.
+        let ids: Vec<ResultPartitionId> = needed.iter().map(|p| self.id(p)).collect();
+        let mut pending: Vec<usize> = (0..needed.len()).collect();
         let mut found: BTreeSet<PartitionRef> = BTreeSet::new();
         let mut pause = POLL;
         let mut failures: u32 = 0;
         loop {
             let remaining = self.timeout.saturating_sub(started.elapsed());
             let remaining_ms = u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX);
-            let ids: Vec<ResultPartitionId> = pending.iter().map(|(_, id)| id.clone()).collect();
-            match shuffle.get_partitions_with_metrics(self.job, &ids, remaining_ms) {
+            let asked: Vec<ResultPartitionId> = if pending.len() == ids.len() {
+                ids.clone()
+            } else {
+                pending.iter().map(|&i| ids[i].clone()).collect()
+            };
+            match shuffle.get_partitions_with_metrics(self.job, &asked, remaining_ms) {
                 Ok(reported) => {
                     pause = POLL;
-                    let reported: HashMap<PartitionKey<'_>, &PartitionWithMetrics> = reported
-                        .iter()
-                        .map(|r| (key(&r.descriptor.id), r))
-                        .collect();
+                    let answered = match_reports(&asked, &reported);
                     let mut still = Vec::with_capacity(pending.len());
-                    for (p, id) in pending {
-                        match reported.get(&key(&id)) {
-                            None => still.push((p, id)),
+                    for (slot, i) in pending.into_iter().enumerate() {
+                        match answered[slot] {
+                            None => still.push(i),
                             Some(r) => {
-                                if self.survives(&p, r) {
-                                    found.insert(p);
+                                if self.survives(&needed[i], &reported[r]) {
+                                    found.insert(needed[i].clone());
                                 }
                             }
                         }

@@ -383,6 +383,22 @@ pub trait JobEventSink {
         Ok(())
     }
 
+    /// Finishes that arrived together are recorded as one group from here
+    /// to [`JobEventSink::end_finishes`] (group commit): in between,
+    /// [`JobEventSink::execution_finished`] may append without waiting
+    /// for durability.
+    fn begin_finishes(&mut self) {}
+
+    /// Makes every record of the group durable at once (one write, one
+    /// fsync), before the scheduler acts on any of its finishes.
+    ///
+    /// # Errors
+    ///
+    /// As [`JobEventSink::vertex_initialized`].
+    fn end_finishes(&mut self) -> Result<(), RecordingError> {
+        Ok(())
+    }
+
     /// Every vertex finished; the sinks' `_SUCCESS` markers come next. The
     /// log must be durable before they are written.
     ///

@@ -83,6 +83,24 @@ impl std::fmt::Display for PartitionProducer {
     }
 }
 
+/// The `index` bytes of a finished partition of `num_subpartitions`
+/// subpartitions into which `producer` wrote nothing (its `data` file is
+/// empty): byte for byte what [`PartitionWriter::finish`](super::PartitionWriter::finish)
+/// writes for such a producer (format version 2, docs/shuffle-format.md).
+/// For tools that lay out many partitions at once, without a writer's three
+/// `fsync`s each (the scale bench, `host/benches/scale.rs`).
+#[must_use]
+pub fn empty_index(num_subpartitions: u32, producer: PartitionProducer) -> Vec<u8> {
+    Index {
+        version: FORMAT_VERSION,
+        num_subpartitions,
+        data_len: 0,
+        producer: Some(producer),
+        regions: Vec::new(),
+    }
+    .encode()
+}
+
 /// One index entry: the bytes of subpartition `sub` within one region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Entry {

@@ -720,3 +720,19 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn empty_index_is_what_a_writer_that_wrote_nothing_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let loc = dir.path().join("p");
+    let sizes = PartitionWriter::create(&loc, 3, producer())
+        .unwrap()
+        .finish()
+        .unwrap();
+    assert_eq!(sizes, vec![0, 0, 0]);
+    assert_eq!(
+        fs::read(loc.join(INDEX_FILE)).unwrap(),
+        format::empty_index(3, producer())
+    );
+    assert_eq!(fs::read(loc.join(DATA_FILE)).unwrap(), Vec::<u8>::new());
+}

@@ -183,6 +183,12 @@ pub struct JobMaster {
     tasks_run: u64,
     tasks_reset: u64,
     busy: std::time::Duration,
+    /// A message taken from the channel while gathering finishes that
+    /// arrived together ([`JobMaster::on_finishes`]), handled next.
+    held: Option<Message>,
+    /// Progress lines of finishes recorded but not yet durable: printed
+    /// once their group is (a progress line follows its durable record).
+    finished_lines: Vec<(usize, u32, u32)>,
     /// Source vertices whose coordinator changed since the last batch snapshot.
     touched: BTreeSet<usize>,
     /// Source vertices whose oversized batch snapshot was already reported
@@ -386,6 +392,8 @@ impl JobMaster {
             tasks_run: 0,
             tasks_reset: 0,
             busy: std::time::Duration::ZERO,
+            held: None,
+            finished_lines: Vec::new(),
             touched: BTreeSet::new(),
             oversized_reported: BTreeSet::new(),
             last_snapshot: None,
@@ -830,8 +838,13 @@ impl JobMaster {
         }
         self.waiting.clear();
         // Let running tasks see the cancel flag or a dropped reply, then stop.
-        while self.running > 0 {
-            match self.rx.recv() {
+        let mut held = self.held.take();
+        while self.running > 0 || held.is_some() {
+            let next = match held.take() {
+                Some(msg) => Ok(msg),
+                None => self.rx.recv(),
+            };
+            match next {
                 Ok(Message::SplitRequest { reply, .. }) => {
                     let _ignored = reply.send(Err("the job is ending".into()));
                 }
@@ -924,7 +937,9 @@ impl JobMaster {
             // While execution vertices wait for a worker, look again every
             // tick: workers register without a message to this loop; so
             // does a stop request.
-            let msg = if self.unplaced.is_empty() && self.stop.is_none() {
+            let msg = if let Some(msg) = self.held.take() {
+                Some(msg)
+            } else if self.unplaced.is_empty() && self.stop.is_none() {
                 Some(self.rx.recv().map_err(|_| closed())?)
             } else {
                 match self.rx.recv_timeout(PLACEMENT_TICK) {
@@ -965,7 +980,7 @@ impl JobMaster {
             Message::SplitRequest { attempt, reply } => self.on_split_request(attempt, reply),
             Message::Finished { attempt, report } => {
                 self.running -= 1;
-                self.on_finished(attempt, report, events)?;
+                self.on_finishes(attempt, report, events)?;
                 self.schedule(events)
             }
             Message::Failed { attempt, error } => {
@@ -1111,14 +1126,65 @@ impl JobMaster {
         }
     }
 
-    fn on_finished(
+    /// Records `attempt`'s finish and every other finish already waiting in
+    /// the channel as one group (issue 29, group commit): each
+    /// `ExecutionFinished` appended as it is handled, then all made durable
+    /// together (one write, one fsync) before any is acted on; their
+    /// progress lines follow. A group ends at the first other message (kept
+    /// for the loop) or at a finish that completes its job vertex, so a
+    /// vertex's completion is acted on (its consumers scheduled, their
+    /// `JobVertexInitialized` recorded) at the same point of the log as
+    /// one finish at a time would. With one task slot no two finishes are
+    /// ever waiting together, and the log is the same record for record.
+    fn on_finishes(
         &mut self,
         attempt: AttemptId,
         report: TaskReport,
         events: &mut dyn JobEventSink,
     ) -> Result<(), JobError> {
+        events.begin_finishes();
+        let mut next = Some((attempt, report));
+        let mut handled = Ok(());
+        while let Some((attempt, report)) = next.take() {
+            match self.on_finished(attempt, report, events) {
+                Ok(false) => {}
+                Ok(true) => break,
+                Err(e) => {
+                    handled = Err(e);
+                    break;
+                }
+            }
+            match self.rx.try_recv() {
+                Ok(Message::Finished { attempt, report }) => {
+                    self.running -= 1;
+                    next = Some((attempt, report));
+                }
+                Ok(other) => self.held = Some(other),
+                Err(_) => {}
+            }
+        }
+        let durable = events.end_finishes();
+        let lines = std::mem::take(&mut self.finished_lines);
+        handled?;
+        durable?;
+        for (v, done, total) in lines {
+            if let Some(p) = &self.opts.progress {
+                p.task_finished(&self.graph.job.vertices[v].id, done, total);
+            }
+        }
+        Ok(())
+    }
+
+    /// Records one finish (appended; durable with its group, see
+    /// [`JobMaster::on_finishes`]). Returns whether it completed its job vertex.
+    fn on_finished(
+        &mut self,
+        attempt: AttemptId,
+        report: TaskReport,
+        events: &mut dyn JobEventSink,
+    ) -> Result<bool, JobError> {
         if !self.is_current(attempt) {
-            return Ok(());
+            return Ok(false);
         }
         let v = attempt.vertex;
         // A source attempt finished only if it read every split it was
@@ -1128,7 +1194,9 @@ impl JobMaster {
         if let Some(c) = self.coordinators.get(&v)
             && let Err(reason) = c.check_finished(attempt.subtask, report.splits)
         {
-            return self.on_failed(attempt, TaskError::SplitRequest { reason }, events);
+            return self
+                .on_failed(attempt, TaskError::SplitRequest { reason }, events)
+                .map(|()| false);
         }
         let vertex = self.graph.job.vertices[v].clone();
         let descriptors = self
@@ -1159,14 +1227,16 @@ impl JobMaster {
                 if let Err(message) = cluster.fetch_sink(&self.job, &vertex.id, attempt, &staging) {
                     // Its worker died after reporting, say: the attempt
                     // failed and runs again.
-                    return self.on_failed(
-                        attempt,
-                        TaskError::Worker {
-                            worker: "(the one that ran it)".into(),
-                            message: format!("fetching the staged output: {message}"),
-                        },
-                        events,
-                    );
+                    return self
+                        .on_failed(
+                            attempt,
+                            TaskError::Worker {
+                                worker: "(the one that ran it)".into(),
+                                message: format!("fetching the staged output: {message}"),
+                            },
+                            events,
+                        )
+                        .map(|()| false);
                 }
             }
             // High availability: a deposed leader never publishes
@@ -1242,10 +1312,8 @@ impl JobMaster {
             .count() as u32;
         let total = self.graph.vertices[v].executions.len() as u32;
         tracing::debug!(vertex = %vertex.id, subtask = attempt.subtask, attempt = attempt.attempt, "finished");
-        if let Some(p) = &self.opts.progress {
-            p.task_finished(&vertex.id, done, total);
-        }
-        Ok(())
+        self.finished_lines.push((v, done, total));
+        Ok(completes)
     }
 
     fn summary(&self, started: Instant) -> Summary {
