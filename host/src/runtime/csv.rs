@@ -21,7 +21,8 @@ use std::cell::Cell;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use super::TaskError;
@@ -41,6 +42,11 @@ pub struct TypedCsv {
     pub fields: Vec<(String, DataType)>,
     /// Field index of each column to emit, in output order.
     pub read: Vec<usize>,
+    /// Read for a job file's `read-csv` operator (the graph form) rather
+    /// than a SQL table: an empty field of a `Utf8` column is the empty
+    /// string, not NULL, and a line with another number of fields is
+    /// named as the operator's.
+    pub operator: bool,
 }
 
 /// What a task reads a CSV split through; one per split.
@@ -165,7 +171,17 @@ impl<'a> Decode<'a> {
         let columns: Vec<ArrayRef> = self
             .order
             .iter()
-            .map(|&j| Arc::clone(batch.column(j)))
+            .map(|&j| {
+                let c = batch.column(j);
+                if self.csv.operator && c.data_type() == &DataType::Utf8 && c.null_count() > 0 {
+                    // arrow-csv reads an empty field as NULL, with no bytes:
+                    // without the nulls it is the empty string.
+                    let (offsets, values, _) = c.as_string::<i32>().clone().into_parts();
+                    Arc::new(arrow_array::StringArray::new(offsets, values, None)) as ArrayRef
+                } else {
+                    Arc::clone(c)
+                }
+            })
             .collect();
         let batch = RecordBatch::try_new(Arc::clone(&self.out_schema), columns).map_err(|e| {
             TaskError::Data {
@@ -202,6 +218,15 @@ impl<'a> Decode<'a> {
             let got = text
                 .rsplit_once(" got ")
                 .map_or("another number of", |(_, n)| n);
+            if self.csv.operator {
+                return TaskError::InvalidData {
+                    detail: format!(
+                        "{}: {got} fields, the read-csv operator expects {}",
+                        self.name,
+                        self.csv.fields.len()
+                    ),
+                };
+            }
             return TaskError::InvalidData {
                 detail: format!(
                     "{}: {got} fields where the table declares {}",
@@ -727,8 +752,6 @@ fn read_lines(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow_array::Array;
-    use arrow_array::cast::AsArray;
     use arrow_array::types::Int64Type;
 
     fn layout(header: bool) -> TypedCsv {
@@ -741,6 +764,7 @@ mod tests {
                 ("skip".into(), DataType::Utf8),
             ],
             read: vec![1, 0],
+            operator: false,
         }
     }
 

@@ -1,24 +1,24 @@
-//! Workers and built-in operators: what runs a task.
+//! Workers: what runs a task.
 //!
 //! A task is one execution attempt. [`run_task`] reads its input (splits
 //! pulled one at a time from the source coordinator, or the subpartitions
-//! of its producers' result partitions) as Arrow record batches of at most
-//! [`crate::value::BATCH_ROWS`] rows, pushes every batch through the
-//! vertex's operator chain ([`operators`]), and writes the result either to
-//! its own result partitions ([`crate::shuffle::PartitionWriter`], one per
-//! outgoing edge, routed by a stable key hash on `hash` edges) or, for a
-//! sink, to a staging file that the coordinator later publishes ([`sink`]).
-//! Tasks run on a [`WorkerPool`] of plain threads and report back by message.
+//! of its producers' result partitions) as Arrow record batches, runs the
+//! vertex's Apache DataFusion plan over them — a SQL stage's recorded plan,
+//! or a job-file vertex's operator chain lowered onto one
+//! ([`crate::sql::chain`]): one engine for both — and writes the plan's
+//! output either to its own result partitions
+//! ([`crate::shuffle::PartitionWriter`], one per outgoing edge, routed by a
+//! stable key hash on `hash` edges) or, for a sink, to a staging file that
+//! the coordinator later publishes ([`sink`]). Tasks run on a
+//! [`WorkerPool`] of plain threads and report back by message.
 //!
-//! Columns are `Utf8` text as read, `Int64` counts and `Decimal128` exact
-//! numbers from aggregates (and `Date32` from typed inputs); a value's text
-//! is [`crate::value::cell_text`]. Numbers are exact fixed-point, so sums do
-//! not depend on the order rows arrive in.
+//! A job-file vertex's columns are `Utf8` text as read, `Int64` counts and
+//! `Decimal128` exact numbers from aggregates (and `Date32` from Parquet);
+//! a value's text is [`crate::value::cell_text`]. Numbers are exact
+//! fixed-point, so sums do not depend on the order rows arrive in.
 
-mod aggregate;
 pub mod csv;
 pub mod hive;
-pub mod operators;
 pub mod parquet;
 mod pool;
 pub mod sink;
@@ -33,9 +33,11 @@ use std::time::Duration;
 
 use arrow_array::RecordBatch;
 
+pub use crate::value::cells::{MAX_VALUE_CHARS, quote_value};
 pub use crate::value::{Decimal, SplitData, SplitPayloadData};
 pub use pool::WorkerPool;
-pub use source::{MAX_LINE_BYTES, VecSplitSource, needed_columns};
+pub use sink::{BatchSink, OutputReport};
+pub use source::{MAX_LINE_BYTES, VecSplitSource};
 
 use crate::grant::{Grants, PluginDir};
 use crate::graph::{AttemptId, DistributionPattern, Operator, SinkSpec, SubpartitionBytes};
@@ -94,7 +96,8 @@ pub enum TaskError {
         /// What is wrong, naming the plugin and the path.
         reason: String,
     },
-    /// A row does not fit the operator chain (wrong column count, not a number).
+    /// The vertex's plan failed on its input for a reason that may pass
+    /// (DataFusion's error, an operator chain that does not fit its input).
     #[error("vertex `{vertex}`: {detail}")]
     Data {
         /// The job vertex id.
@@ -157,10 +160,6 @@ pub enum TaskError {
     },
 }
 
-/// The longest value an [`TaskError::InvalidData`] message quotes, in
-/// characters; a longer one is cut and ends with `…`.
-pub const MAX_VALUE_CHARS: usize = 40;
-
 impl TaskError {
     /// Whether running the attempt again cannot help: the input itself is
     /// wrong ([`TaskError::InvalidData`]). Every other failure (a lost
@@ -172,29 +171,9 @@ impl TaskError {
     }
 }
 
-/// `value` as a data error quotes it: control characters escaped, cut to
-/// [`MAX_VALUE_CHARS`] characters (then ending with `…`), in backticks.
-#[must_use]
-pub fn quote_value(value: &str) -> String {
-    let mut out = String::from("`");
-    for (n, c) in value.chars().enumerate() {
-        if n == MAX_VALUE_CHARS {
-            out.push('…');
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out.push('`');
-    out
-}
-
 /// What a data error calls `split`'s input: its file, or `split ID` for
 /// an inline split.
-fn split_file(split: &SplitData) -> String {
+pub(crate) fn split_file(split: &SplitData) -> String {
     match &split.payload {
         SplitPayloadData::FileRange { path, .. } => path.display().to_string(),
         SplitPayloadData::Inline(_) => format!("split `{}`", split.id),
@@ -375,7 +354,7 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
         fail_after,
         cancel,
     } = spec;
-    let out: Box<dyn operators::BatchSink> = match &sink {
+    let out: Box<dyn BatchSink> = match &sink {
         Some(s) => Box::new(sink::SinkWriter::create(
             s,
             attempt.subtask,
@@ -383,7 +362,7 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
         )?),
         None => Box::new(PartitionOutputs::create(&outputs)?),
     };
-    let mut ticker = Ticker {
+    let ticker = Ticker {
         attempt,
         cancel,
         record_delay,
@@ -391,9 +370,9 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
         fail_after,
         records_in: 0,
     };
-    if let [Operator::Stage(stage)] = operators.as_slice() {
-        // A SQL stage: its DataFusion plan is the whole chain.
-        let (records_in, splits, (records_out, partitions)) = stage::run(
+    let (records_in, splits, (records_out, partitions)) = match operators.as_slice() {
+        // A SQL stage: its recorded DataFusion plan is the whole chain.
+        [Operator::Stage(stage)] => stage::run(
             stage,
             functions,
             readers,
@@ -402,63 +381,19 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
             source_grants,
             ticker,
             out,
-        )?;
-        return Ok(TaskReport {
-            records_in,
-            records_out,
-            partitions: partitions
-                .into_iter()
-                .map(|(edge, bytes)| (edge, SubpartitionBytes::from(bytes)))
-                .collect(),
-            splits,
-        });
-    }
-    let mut chain = operators::Chain::new(&vertex_id, &operators, out);
-    let mut report = TaskReport::default();
-    match input {
-        TaskInput::Splits(mut splits) => {
-            while let Some(split) = splits.next_split()? {
-                report.splits += 1;
-                source::read_split(
-                    &split,
-                    source_grants.as_ref(),
-                    &operators,
-                    &vertex_id,
-                    |batch| {
-                        ticker.tick(batch.num_rows())?;
-                        chain.push_batch(batch).map_err(|e| match e {
-                            // A value the chain cannot use came from this
-                            // split: name its file.
-                            TaskError::InvalidData { detail } => TaskError::InvalidData {
-                                detail: format!("{}: {detail}", split_file(&split)),
-                            },
-                            e => e,
-                        })
-                    },
-                )?;
-            }
-        }
-        TaskInput::Partitions(parts) => {
-            for p in parts {
-                if p.subpartitions.is_empty() {
-                    continue;
-                }
-                let mut r = open_input(&p)?;
-                while let Some(batch) = r.next_batch().map_err(|e| classify(&p, e))? {
-                    ticker.tick(batch.num_rows())?;
-                    chain.push_batch(batch)?;
-                }
-            }
-        }
-    }
-    report.records_in = ticker.records_in;
-    let (records_out, partitions) = chain.finish()?;
-    report.records_out = records_out;
-    report.partitions = partitions
-        .into_iter()
-        .map(|(edge, bytes)| (edge, SubpartitionBytes::from(bytes)))
-        .collect();
-    Ok(report)
+        )?,
+        // A job-file vertex: its operators lowered onto a DataFusion plan.
+        chain => stage::run_chain(chain, &vertex_id, input, source_grants, ticker, out)?,
+    };
+    Ok(TaskReport {
+        records_in,
+        records_out,
+        partitions: partitions
+            .into_iter()
+            .map(|(edge, bytes)| (edge, SubpartitionBytes::from(bytes)))
+            .collect(),
+        splits,
+    })
 }
 
 /// Before each input batch of `rows` rows: count them, stop if canceled,
@@ -566,7 +501,7 @@ impl PartitionOutputs {
     }
 }
 
-impl operators::BatchSink for PartitionOutputs {
+impl BatchSink for PartitionOutputs {
     fn write(&mut self, batch: &RecordBatch) -> Result<(), TaskError> {
         self.rows += batch.num_rows() as u64;
         for (o, w) in &mut self.writers {
@@ -584,7 +519,7 @@ impl operators::BatchSink for PartitionOutputs {
         Ok(())
     }
 
-    fn finish(self: Box<Self>) -> Result<operators::ChainOutput, TaskError> {
+    fn finish(self: Box<Self>) -> Result<OutputReport, TaskError> {
         let mut parts = Vec::new();
         for (o, w) in self.writers {
             parts.push((o.edge, w.finish()?));

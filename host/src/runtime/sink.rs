@@ -23,10 +23,54 @@ use arrow_array::cast::AsArray;
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
 
-use super::operators::{BatchSink, write_csv_field};
 use crate::graph::{SinkFormat, SinkSpec};
 use crate::shuffle::sync_dir;
 use crate::value::write_cell_text;
+
+/// What a task's output reports when it is finished: rows written and, for
+/// result partitions, each outgoing edge's index with the bytes of each of
+/// its subpartitions.
+pub type OutputReport = (u64, Vec<(usize, Vec<u64>)>);
+
+/// Where a task's output batches go: its result partitions
+/// (`super::PartitionOutputs`) or, for a sink task, its staging file
+/// ([`SinkWriter`]).
+pub trait BatchSink: Send {
+    /// Takes one output batch (at least one row).
+    ///
+    /// # Errors
+    ///
+    /// [`TaskError`] if writing fails.
+    fn write(&mut self, batch: &RecordBatch) -> Result<(), TaskError>;
+
+    /// The schema of every batch to come, when it is known before the
+    /// first (a plan's output): a Parquet sink writes it even when no row
+    /// comes. Ignored by the others.
+    fn expect_schema(&mut self, _schema: &arrow_schema::SchemaRef) {}
+
+    /// Flushes and makes the output durable; returns the rows written and,
+    /// for result partitions, the bytes per subpartition of each edge.
+    ///
+    /// # Errors
+    ///
+    /// [`TaskError`] if flushing fails.
+    fn finish(self: Box<Self>) -> Result<OutputReport, TaskError>;
+}
+
+/// Writes one CSV field, quoting it if it holds the delimiter, a quote or a
+/// line break (RFC 4180: a quote inside is doubled).
+pub fn write_csv_field(out: &mut String, field: &str, delimiter: u8) {
+    let needs = field
+        .bytes()
+        .any(|c| c == delimiter || c == b'"' || c == b'\n' || c == b'\r');
+    if needs {
+        out.push('"');
+        out.push_str(&field.replace('"', "\"\""));
+        out.push('"');
+    } else {
+        out.push_str(field);
+    }
+}
 
 /// Name of the marker written when every sink subtask is published.
 pub const SUCCESS_MARKER: &str = "_SUCCESS";
@@ -269,7 +313,7 @@ impl BatchSink for SinkWriter {
         Ok(())
     }
 
-    fn finish(mut self: Box<Self>) -> Result<super::operators::ChainOutput, TaskError> {
+    fn finish(mut self: Box<Self>) -> Result<OutputReport, TaskError> {
         if let Some(w) = self.parquet.take() {
             w.close().map_err(|e| TaskError::Io {
                 path: self.path.clone(),
@@ -326,5 +370,18 @@ mod tests {
         write_success(&spec).expect("success");
         assert!(spec.dir.join(SUCCESS_MARKER).is_file());
         assert!(!spec.dir.join(STAGING_DIR).exists());
+    }
+
+    #[test]
+    fn csv_fields_are_quoted_only_when_they_need_it() {
+        let field = |f: &str| {
+            let mut s = String::new();
+            write_csv_field(&mut s, f, b',');
+            s
+        };
+        assert_eq!(field("plain"), "plain");
+        assert_eq!(field("x, \"y\""), "\"x, \"\"y\"\"\"");
+        assert_eq!(field("a\nb"), "\"a\nb\"");
+        assert_eq!(field("a;b"), "a;b");
     }
 }

@@ -1,24 +1,31 @@
-//! One task of a SQL stage (docs/sql.md): the stage's DataFusion plan runs
-//! with its leaves fed from this task's input — the splits it pulls from
-//! the split enumerator (read as `read-csv` / `read-parquet` read them,
-//! then cast to the declared column types), or its producers'
-//! subpartitions — and its output goes to the result partitions or the
-//! sink, as an operator chain's does.
+//! One task of a SQL stage (docs/sql.md) or of a job-file vertex: a
+//! DataFusion plan runs with its leaves fed from this task's input — the
+//! splits it pulls from the split enumerator (a SQL table's read as
+//! declared, cast to the declared column types; a vertex's as its read
+//! operator says), or its producers' subpartitions — and its output goes
+//! to the result partitions or the sink.
+//!
+//! A SQL stage's plan is the one recorded when the job started ([`run`]).
+//! A job-file vertex's operator chain is lowered onto a plan in the task
+//! ([`run_chain`], `crate::sql::chain`) once its first input batch shows
+//! the input's column types (a `read-parquet` column's type is the file's;
+//! a partition's are its producer's); a task without input writes nothing,
+//! as every operator of the chain maps no row to no row.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arrow_array::{Array, ArrayRef, RecordBatch};
 
-use arrow_schema::{DataType, Field, Schema};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use datafusion::error::{DataFusionError, Result as DfResult};
 
-use super::operators::BatchSink;
+use super::sink::{BatchSink, OutputReport};
 use super::{InputPartition, SplitSource, TaskError, TaskInput, Ticker, open_input};
 use crate::grant::Grants;
-use crate::graph::{StagePlan, StageSource};
+use crate::graph::{Operator, StagePlan, StageSource};
 use crate::shuffle::SubpartitionReader;
-use crate::sql::{BatchIter, LeafInputs, LeafKind, SqlType, StageOutput};
+use crate::sql::{BatchIter, LeafInputs, LeafKind, SqlType, StageFailure, StageOutput};
 use crate::value::{SplitData, SplitPayloadData};
 
 /// The task's input, shared by the plan's leaves; the first input error
@@ -26,6 +33,8 @@ use crate::value::{SplitData, SplitPayloadData};
 struct Inner {
     vertex: String,
     source: Option<StageSource>,
+    /// For a job-file source vertex: how its read operator reads a split.
+    chain: Option<ChainRead>,
     grants: Option<Grants>,
     /// The source readers of the job's tables read by one.
     readers: super::TableReaders,
@@ -90,6 +99,9 @@ impl Inner {
                 None => return Ok(None),
             }
         };
+        if let Some(read) = &self.chain {
+            return self.read_chain_split(read, &split).map(Some);
+        }
         let source = self.source.as_ref().ok_or_else(|| TaskError::Data {
             vertex: self.vertex.clone(),
             detail: "a stage without a scan was given splits".to_string(),
@@ -288,7 +300,67 @@ impl Inner {
             header,
             fields: all,
             read: columns.iter().map(|c| c.0).collect(),
+            operator: false,
         })
+    }
+
+    /// The batches a job-file vertex's read operator gives for `split`,
+    /// each with the split's file as the last column
+    /// (`crate::sql::chain::FILE_COLUMN`).
+    fn read_chain_split(
+        &self,
+        read: &ChainRead,
+        split: &SplitData,
+    ) -> Result<Vec<RecordBatch>, TaskError> {
+        let mut out = Vec::new();
+        match read {
+            ChainRead::Lines => super::source::read_split(split, self.grants.as_ref(), |b| {
+                out.push(b);
+                Ok(())
+            })?,
+            ChainRead::Csv { csv, fields } => {
+                super::csv::read_split(split, self.grants.as_ref(), csv, &self.vertex, |b| {
+                    // Every field of the line, the ones the chain does not
+                    // read as `Null` columns.
+                    let rows = b.num_rows();
+                    let columns = (0..*fields)
+                        .map(|i| match csv.read.iter().position(|&r| r == i) {
+                            Some(j) => Arc::clone(b.column(j)),
+                            None => Arc::new(arrow_array::NullArray::new(rows)) as ArrayRef,
+                        })
+                        .collect();
+                    out.push(crate::value::cells::batch_of(columns));
+                    Ok(())
+                })?;
+            }
+            ChainRead::Parquet { columns } => super::parquet::read_split(
+                split,
+                self.grants.as_ref(),
+                columns,
+                &self.vertex,
+                |b| {
+                    out.push(b);
+                    Ok(())
+                },
+            )?,
+        }
+        let file = super::split_file(split);
+        out.into_iter()
+            .map(|b| {
+                let rows = b.num_rows();
+                let keys = arrow_array::Int32Array::from(vec![0; rows]);
+                let names: ArrayRef = Arc::new(arrow_array::StringArray::from(vec![file.as_str()]));
+                let files = arrow_array::DictionaryArray::try_new(keys, names).map_err(|e| {
+                    TaskError::Data {
+                        vertex: self.vertex.clone(),
+                        detail: format!("{file}: {e}"),
+                    }
+                })?;
+                let mut columns = b.columns().to_vec();
+                columns.push(Arc::new(files));
+                Ok(crate::value::cells::batch_of(columns))
+            })
+            .collect()
     }
 
     /// A batch of a Parquet split's `cols` cast to their declared types.
@@ -346,6 +418,7 @@ impl LeafInputs for Feeds {
     fn partitions(&self, kind: &LeafKind) -> usize {
         match kind {
             LeafKind::Scan { .. }
+            | LeafKind::Chain
             | LeafKind::Exchange {
                 per_producer: false,
                 ..
@@ -387,6 +460,10 @@ impl LeafInputs for Feeds {
                     reader: None,
                 }))
             }
+            // A SQL stage's plan has no chain leaf.
+            LeafKind::Chain => Err(DataFusionError::Internal(
+                "a SQL stage has no operator-chain input".to_string(),
+            )),
         }
     }
 }
@@ -512,7 +589,7 @@ pub(super) fn run(
     grants: Option<Grants>,
     ticker: Ticker,
     mut out: Box<dyn BatchSink>,
-) -> Result<(u64, u64, super::operators::ChainOutput), TaskError> {
+) -> Result<(u64, u64, OutputReport), TaskError> {
     let (splits, parts) = match input {
         TaskInput::Splits(s) => (Some(s), Vec::new()),
         TaskInput::Partitions(p) => (None, p),
@@ -520,6 +597,7 @@ pub(super) fn run(
     let feeds = Arc::new(Inner {
         vertex: vertex.to_string(),
         source: stage.source.clone(),
+        chain: None,
         grants,
         readers,
         state: Mutex::new(FeedState {
@@ -537,21 +615,36 @@ pub(super) fn run(
     let inputs: Arc<dyn LeafInputs> = Arc::new(Feeds(Arc::clone(&feeds)));
     let result = crate::sql::run_stage(&stage.plan, inputs, functions, &mut output);
     let emit_error = output.error;
+    finish(&feeds, result, emit_error, out)
+}
+
+/// After a plan ran: the first input error if there was one, else the
+/// plan's failure as a task error, else the finished output with the
+/// input records and the splits read.
+fn finish(
+    feeds: &Inner,
+    result: Result<(), StageFailure>,
+    emit_error: Option<TaskError>,
+    out: Box<dyn BatchSink>,
+) -> Result<(u64, u64, OutputReport), TaskError> {
     let mut state = feeds.lock();
     if let Some(e) = state.error.take() {
         return Err(e);
     }
     match result {
         Ok(()) => {}
-        Err(None) => {
+        Err(StageFailure::Output) => {
             return Err(emit_error.unwrap_or_else(|| TaskError::Data {
-                vertex: vertex.to_string(),
+                vertex: feeds.vertex.clone(),
                 detail: "the output failed".to_string(),
             }));
         }
-        Err(Some(message)) => {
+        // A value the plan cannot use came from the input: a data error,
+        // naming the file when the rows came from one.
+        Err(StageFailure::Invalid(detail)) => return Err(TaskError::InvalidData { detail }),
+        Err(StageFailure::Failed(message)) => {
             return Err(TaskError::Data {
-                vertex: vertex.to_string(),
+                vertex: feeds.vertex.clone(),
                 detail: message,
             });
         }
@@ -561,4 +654,225 @@ pub(super) fn run(
     drop(state);
     let output = out.finish()?;
     Ok((records_in, splits_read, output))
+}
+
+/// How a job-file source vertex reads a split: its read operator.
+enum ChainRead {
+    /// `read-lines`: one `Utf8` column, the line.
+    Lines,
+    /// `read-csv`: `fields` text columns, the ones the chain reads parsed
+    /// by arrow-csv (`csv.read`), the others `Null`.
+    Csv {
+        csv: super::csv::TypedCsv,
+        fields: usize,
+    },
+    /// `read-parquet`: the listed columns, typed as the file has them.
+    Parquet { columns: Vec<String> },
+}
+
+impl ChainRead {
+    /// The read operator at the head of `operators`, if it has one.
+    fn of(operators: &[Operator]) -> Option<Self> {
+        Some(match operators.first()? {
+            Operator::ReadLines => ChainRead::Lines,
+            Operator::ReadCsv {
+                columns,
+                delimiter,
+                skip_header,
+            } => {
+                let needed = crate::sql::chain::needed_columns(operators, *columns);
+                let mut read: Vec<usize> = (0..*columns).filter(|&i| needed[i]).collect();
+                if read.is_empty() {
+                    // Rows still count (a `count` without key): read one.
+                    read.push(0);
+                }
+                ChainRead::Csv {
+                    csv: super::csv::TypedCsv {
+                        delimiter: *delimiter,
+                        header: *skip_header,
+                        fields: (0..*columns)
+                            .map(|i| (format!("field {}", i + 1), DataType::Utf8))
+                            .collect(),
+                        read,
+                        operator: true,
+                    },
+                    fields: *columns,
+                }
+            }
+            Operator::ReadParquet { columns } => ChainRead::Parquet {
+                columns: columns.clone(),
+            },
+            _ => return None,
+        })
+    }
+}
+
+/// The [`LeafInputs`] of a job-file vertex's task: its one leaf takes the
+/// task's batches (the first already read, to learn the schema).
+struct ChainFeeds {
+    batches: Mutex<Option<BatchIter>>,
+}
+
+impl std::fmt::Debug for ChainFeeds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChainFeeds").finish_non_exhaustive()
+    }
+}
+
+impl LeafInputs for ChainFeeds {
+    fn partitions(&self, _kind: &LeafKind) -> usize {
+        1
+    }
+
+    fn open(&self, _kind: &LeafKind, _partition: usize) -> DfResult<BatchIter> {
+        self.batches
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+            .ok_or_else(|| DataFusionError::Internal("the input was opened twice".to_string()))
+    }
+}
+
+/// `batch` with the column types of `schema`: a later split or producer
+/// may give a column in another type than the first (a Parquet decimal of
+/// another precision), cast to the first's.
+fn conform(vertex: &str, batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, TaskError> {
+    let fields = schema.fields();
+    if batch.num_columns() != fields.len() {
+        return Err(TaskError::Data {
+            vertex: vertex.to_string(),
+            detail: format!(
+                "the input has {} columns in one batch and {} in another",
+                fields.len(),
+                batch.num_columns()
+            ),
+        });
+    }
+    if batch
+        .columns()
+        .iter()
+        .zip(fields)
+        .all(|(c, f)| c.data_type() == f.data_type())
+    {
+        return Ok(batch);
+    }
+    let options = arrow_cast::CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(fields)
+        .enumerate()
+        .map(|(i, (c, f))| {
+            if c.data_type() == f.data_type() {
+                return Ok(Arc::clone(c));
+            }
+            arrow_cast::cast_with_options(c, f.data_type(), &options).map_err(|e| {
+                TaskError::Data {
+                    vertex: vertex.to_string(),
+                    detail: format!(
+                        "input column {} is {} in one batch and {} in another, which does not convert: {e}",
+                        i + 1,
+                        f.data_type(),
+                        c.data_type()
+                    ),
+                }
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new_with_options(
+        Arc::clone(schema),
+        columns,
+        &arrow_array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+    )
+    .map_err(|e| TaskError::Data {
+        vertex: vertex.to_string(),
+        detail: e.to_string(),
+    })
+}
+
+/// Runs the task of a job-file vertex whose chain is `operators`: its
+/// input (splits read by its read operator, or its producers'
+/// subpartitions, every edge's in order) through the chain lowered onto a
+/// DataFusion plan; returns the input records, the splits read and what
+/// `out` reports.
+pub(super) fn run_chain(
+    operators: &[Operator],
+    vertex: &str,
+    input: TaskInput,
+    grants: Option<Grants>,
+    ticker: Ticker,
+    mut out: Box<dyn BatchSink>,
+) -> Result<(u64, u64, OutputReport), TaskError> {
+    let scan = matches!(input, TaskInput::Splits(_));
+    let (splits, parts) = match input {
+        TaskInput::Splits(s) => (Some(s), Vec::new()),
+        TaskInput::Partitions(p) => (None, p),
+    };
+    let feeds = Arc::new(Inner {
+        vertex: vertex.to_string(),
+        source: None,
+        chain: ChainRead::of(operators),
+        grants,
+        readers: Arc::default(),
+        state: Mutex::new(FeedState {
+            splits,
+            parts: Vec::new(),
+            ticker,
+            error: None,
+            splits_read: 0,
+        }),
+    });
+    if scan && feeds.chain.is_none() {
+        return Err(TaskError::Data {
+            vertex: vertex.to_string(),
+            detail: "a vertex without a read operator was given splits".to_string(),
+        });
+    }
+    let mut batches: BatchIter = if scan {
+        Box::new(ScanIter {
+            feeds: Arc::clone(&feeds),
+            pending: VecDeque::new(),
+            done: false,
+        })
+    } else {
+        Box::new(ExchangeIter {
+            feeds: Arc::clone(&feeds),
+            parts: parts.into(),
+            reader: None,
+        })
+    };
+    // The first batch shows the input's column types.
+    let first = match batches.next() {
+        None => return finish(&feeds, Ok(()), None, out),
+        Some(Err(e)) => return finish(&feeds, Err(StageFailure::Failed(e.to_string())), None, out),
+        Some(Ok(b)) => b,
+    };
+    let types: Vec<DataType> = first
+        .columns()
+        .iter()
+        .take(first.num_columns() - usize::from(scan))
+        .map(|c| c.data_type().clone())
+        .collect();
+    let schema = crate::sql::chain::leaf_schema(&types, scan);
+    let rest = {
+        let feeds = Arc::clone(&feeds);
+        let schema = Arc::clone(&schema);
+        let vertex = vertex.to_string();
+        std::iter::once(Ok(first))
+            .chain(batches)
+            .map(move |b| b.and_then(|b| conform(&vertex, b, &schema).map_err(|e| feeds.fail(e))))
+    };
+    let inputs: Arc<dyn LeafInputs> = Arc::new(ChainFeeds {
+        batches: Mutex::new(Some(Box::new(rest))),
+    });
+    let mut output = Output {
+        out: &mut out,
+        error: None,
+    };
+    let result = crate::sql::run_chain(operators, schema, inputs, &mut output);
+    let emit_error = output.error;
+    finish(&feeds, result, emit_error, out)
 }

@@ -49,6 +49,12 @@ pub enum LeafKind {
         /// One DataFusion partition per producer partition.
         per_producer: bool,
     },
+    /// The input of a job-file vertex's operator chain (`super::chain`):
+    /// the batches its read operator gives, or its producers'
+    /// subpartitions, in one partition. Built in the task that runs it,
+    /// never encoded. (Last of the variants: encoded plans of earlier
+    /// logs decode as they did.)
+    Chain,
 }
 
 /// Batches of one leaf partition, pulled on the task's thread.
@@ -122,6 +128,7 @@ impl DisplayAs for LeafExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
             LeafKind::Scan { table } => write!(f, "CoordhostScan: table={table}"),
+            LeafKind::Chain => write!(f, "CoordhostInput"),
             LeafKind::Exchange { from, per_producer } => write!(
                 f,
                 "CoordhostExchange: stage={from}, partitions={}{}",
@@ -141,6 +148,7 @@ impl ExecutionPlan for LeafExec {
         match self.kind {
             LeafKind::Scan { .. } => "CoordhostScan",
             LeafKind::Exchange { .. } => "CoordhostExchange",
+            LeafKind::Chain => "CoordhostInput",
         }
     }
 
@@ -341,6 +349,31 @@ pub trait StageOutput: Send {
     fn batch(&mut self, batch: RecordBatch) -> bool;
 }
 
+/// Why a stage's task failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StageFailure {
+    /// The [`StageOutput`] refused a batch (it keeps its own error).
+    Output,
+    /// A value of the input cannot be used (a cell that is not a number
+    /// where an operator wants one): the same input fails the same way.
+    /// The message names the file when the rows came from one.
+    Invalid(String),
+    /// Anything else: the plan does not decode or build, an input failed
+    /// (the caller's [`LeafInputs`] keeps the original error), DataFusion
+    /// failed while running it.
+    Failed(String),
+}
+
+impl From<DataFusionError> for StageFailure {
+    fn from(e: DataFusionError) -> Self {
+        match super::cellfn::value_error(&e) {
+            Some(v) if v.permanent => StageFailure::Invalid(v.detail),
+            Some(v) => StageFailure::Failed(v.detail),
+            None => StageFailure::Failed(e.to_string()),
+        }
+    }
+}
+
 /// Runs one task of a stage: decodes `plan` (`datafusion-proto` bytes)
 /// with its leaves fed by `inputs` and its calls of job functions bound
 /// to `functions`, executes its single output partition
@@ -351,51 +384,91 @@ pub trait StageOutput: Send {
 ///
 /// # Errors
 ///
-/// `Err(None)` when `out` failed (the caller holds its error), else
-/// `Err(Some(message))`: the plan does not decode, does not have exactly
-/// one output partition, or failed while running (an input's failure is
-/// DataFusion's error wrapping it; the caller's [`LeafInputs`] keeps the
-/// original).
+/// [`StageFailure`]: the output failed, a value could not be used, or the
+/// plan does not decode, does not have exactly one output partition, or
+/// failed while running (an input's failure is DataFusion's error wrapping
+/// it; the caller's [`LeafInputs`] keeps the original).
 pub fn run_stage(
     plan: &[u8],
     inputs: Arc<dyn LeafInputs>,
     functions: FunctionSet,
     out: &mut dyn StageOutput,
-) -> Result<(), Option<String>> {
+) -> Result<(), StageFailure> {
+    run_plan(
+        move |task| {
+            let codec = LeafCodec {
+                inputs: Some(inputs),
+                functions,
+            };
+            datafusion_proto::bytes::physical_plan_from_bytes_with_extension_codec(
+                plan, task, &codec,
+            )
+            .map_err(|e| StageFailure::Failed(format!("the stage plan does not decode: {e}")))
+        },
+        out,
+    )
+}
+
+/// Runs one task of a job-file vertex: its operator chain lowered onto a
+/// DataFusion plan (`super::chain`) over a leaf of schema `schema` (built
+/// by [`super::chain::leaf_schema`]) fed by `inputs`, its output handed to
+/// `out` as [`run_stage`] does.
+///
+/// # Errors
+///
+/// As [`run_stage`]; [`StageFailure::Failed`] when the chain does not
+/// lower onto the input (a column it does not have).
+pub fn run_chain(
+    operators: &[crate::graph::Operator],
+    schema: SchemaRef,
+    inputs: Arc<dyn LeafInputs>,
+    out: &mut dyn StageOutput,
+) -> Result<(), StageFailure> {
+    run_plan(
+        move |_task| {
+            let leaf = Arc::new(LeafExec::new(LeafKind::Chain, schema, 1, Some(inputs)));
+            super::chain::plan_chain(operators, leaf)
+                .map_err(|e| StageFailure::Failed(format!("the operator chain: {e}")))
+        },
+        out,
+    )
+}
+
+/// Builds a plan with `make` and runs its single output partition into
+/// `out`, on a thread of its own with a one-thread Tokio runtime.
+fn run_plan<F>(make: F, out: &mut dyn StageOutput) -> Result<(), StageFailure>
+where
+    F: FnOnce(&TaskContext) -> Result<Arc<dyn ExecutionPlan>, StageFailure> + Send,
+{
     std::thread::scope(|s| {
-        s.spawn(move || -> Result<(), Option<String>> {
+        s.spawn(move || -> Result<(), StageFailure> {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .build()
-                .map_err(|e| Some(format!("cannot start the stage runtime: {e}")))?;
+                .map_err(|e| {
+                    StageFailure::Failed(format!("cannot start the stage runtime: {e}"))
+                })?;
             rt.block_on(async move {
                 let ctx = datafusion::prelude::SessionContext::new();
                 let task = ctx.task_ctx();
-                let codec = LeafCodec {
-                    inputs: Some(inputs),
-                    functions,
-                };
-                let plan = datafusion_proto::bytes::physical_plan_from_bytes_with_extension_codec(
-                    plan, &task, &codec,
-                )
-                .map_err(|e| Some(format!("the stage plan does not decode: {e}")))?;
+                let plan = make(task.as_ref())?;
                 let parts = plan.properties().output_partitioning().partition_count();
                 if parts != 1 {
-                    return Err(Some(format!(
+                    return Err(StageFailure::Failed(format!(
                         "the stage plan has {parts} output partitions in a task, not 1"
                     )));
                 }
                 out.schema(&plan.schema());
-                let mut stream = plan.execute(0, task).map_err(|e| Some(e.to_string()))?;
+                let mut stream = plan.execute(0, task)?;
                 while let Some(batch) = stream.next().await {
-                    let batch = batch.map_err(|e| Some(e.to_string()))?;
+                    let batch = batch?;
                     if batch.num_rows() > 0 && !out.batch(batch) {
-                        return Err(None);
+                        return Err(StageFailure::Output);
                     }
                 }
                 Ok(())
             })
         })
         .join()
-        .unwrap_or_else(|_| Err(Some("the stage panicked".to_string())))
+        .unwrap_or_else(|_| Err(StageFailure::Failed("the stage panicked".to_string())))
     })
 }

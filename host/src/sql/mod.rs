@@ -12,10 +12,15 @@
 //!   codec of coordhost's leaf nodes (a split-reading scan, a
 //!   subpartition-reading exchange), whose batches come from a
 //!   [`LeafInputs`] the caller (`runtime`) provides.
+//! - [`run_chain`]: runs one task of a job-file vertex (the graph form):
+//!   its operator chain lowered onto a DataFusion plan ([`chain`]) with the
+//!   host's own functions ([`cellfn`]), over the same kind of leaf.
 //!
 //! This module plans and runs plans; it reads no file and no partition
 //! itself (that is `runtime`'s, a floor up).
 
+pub mod cellfn;
+pub mod chain;
 mod cut;
 mod exec;
 mod udf;
@@ -25,7 +30,7 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
-pub use exec::{BatchIter, LeafInputs, LeafKind, StageOutput, run_stage};
+pub use exec::{BatchIter, LeafInputs, LeafKind, StageFailure, StageOutput, run_chain, run_stage};
 pub use udf::{FunctionSet, ScalarCallee, SqlFunction};
 
 use crate::graph::{DistributionPattern, StagePlan, StageSource};

@@ -2,12 +2,12 @@
 //! exact numbers.
 //!
 //! A [`RecordBatch`] is what the data plane moves
-//! (issue 16: operators, result partitions, sinks). Its columns are `Utf8`
-//! (text read by `read-lines` / `read-csv`), `Int64` (counts), `Decimal128`
-//! (sums and averages, Parquet decimals) or `Date32` (Parquet dates). Every
-//! operator that looks at a value as text — a string filter, the key of an
-//! aggregate or of a `hash` edge, `write-csv` — uses [`cell_text`], so one
-//! value has one text whatever type carries it:
+//! (issue 16: operators, result partitions, sinks). The graph form's
+//! columns are `Utf8` (text read by `read-lines` / `read-csv`), `Int64`
+//! (counts), `Decimal128` (sums and averages, Parquet decimals) or
+//! `Date32` (Parquet dates). What shows a value as text — a sink's CSV or
+//! text line, the key hash of a `hash` edge, a data error's message — uses
+//! [`cell_text`], so one value has one text whatever type carries it:
 //!
 //! | type | text |
 //! |---|---|
@@ -17,11 +17,13 @@
 //! | `Date32` | `YYYY-MM-DD` (proleptic Gregorian; a year outside 0..=9999 as `+YYYYY` / `-YYYY`, as chrono prints it) |
 //! | a null of any type | empty |
 //!
-//! Numbers are read column-wise into `i128` counts of `10^-scale` units
-//! ([`decimal_column`]) with the accept/reject rule of
-//! [`Decimal::parse`](super::Decimal::parse) for text, and exactly for typed
-//! columns, so an aggregate or a numeric filter gives the same result for
-//! `"12.50"` in a CSV file as for `12.50` in a `Decimal128(15, 2)` column.
+//! The operators themselves are DataFusion's (`crate::sql::chain`); the
+//! host's functions they call read numbers column-wise into `i128` counts
+//! of `10^-scale` units ([`decimal_column`]) with the accept/reject rule of
+//! [`Decimal::parse`](super::Decimal::parse) for text, and exactly for
+//! typed columns, so an aggregate or a numeric filter gives the same result
+//! for `"12.50"` in a CSV file as for `12.50` in a `Decimal128(15, 2)`
+//! column.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -32,16 +34,15 @@ use arrow_array::types::{Date32Type, Decimal128Type, Int64Type};
 use arrow_array::{Array, ArrayRef, Decimal128Array, RecordBatch, RecordBatchOptions, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 
-/// Most rows in one record batch: sources cut their input into batches of
-/// at most this many rows, and operators that build batches (tokenize,
-/// aggregate output) do the same (Arrow's and DataFusion's default).
+/// Most rows in one record batch that a source reader builds (Arrow's and
+/// DataFusion's default batch size).
 pub const BATCH_ROWS: usize = 8192;
 
 /// Most digits before the point a decimal may have (text or typed): 30,
 /// so that sums of many values at 6 digits after the point stay inside `i128`.
 pub const MAX_INT_DIGITS: usize = 30;
 
-/// Precision of the `Decimal128` columns operators create (Arrow's maximum).
+/// Precision of the `Decimal128` columns aggregates create (Arrow's maximum).
 pub const DECIMAL_PRECISION: u8 = 38;
 
 /// The text of row `row` of `column` (the table above). Borrows `Utf8`
@@ -50,9 +51,9 @@ pub const DECIMAL_PRECISION: u8 = 38;
 /// # Panics
 ///
 /// If `row` is out of bounds. Types other than `Utf8`, `Int64`,
-/// `Decimal128`, `Date32` (the hand-written operators' types) come from
-/// SQL stages and are shown as Arrow displays them (a type Arrow cannot
-/// display panics).
+/// `Decimal128`, `Date32` (the graph form's types) come from SQL stages
+/// and are shown as Arrow displays them (a type Arrow cannot display
+/// panics).
 pub fn cell_text(column: &dyn Array, row: usize) -> Cow<'_, str> {
     if let DataType::Utf8 = column.data_type() {
         if column.is_null(row) {
@@ -103,8 +104,32 @@ pub fn write_cell_text(column: &dyn Array, row: usize, out: &mut String) {
     }
 }
 
-/// A record batch of `columns` named `c0`, `c1`, … (operators address
-/// columns by index; the names only label Arrow IPC streams).
+/// The longest value a data error quotes, in characters; a longer one is
+/// cut and ends with `…`.
+pub const MAX_VALUE_CHARS: usize = 40;
+
+/// `value` as a data error quotes it: control characters escaped, cut to
+/// [`MAX_VALUE_CHARS`] characters (then ending with `…`), in backticks.
+#[must_use]
+pub fn quote_value(value: &str) -> String {
+    let mut out = String::from("`");
+    for (n, c) in value.chars().enumerate() {
+        if n == MAX_VALUE_CHARS {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('`');
+    out
+}
+
+/// A record batch of `columns` named `c0`, `c1`, … (the graph form
+/// addresses columns by index; the names only label Arrow IPC streams).
 ///
 /// # Panics
 ///
@@ -404,17 +429,6 @@ pub fn decimal_array(values: Vec<i128>, scale: i8) -> Decimal128Array {
         .expect("precision 38 holds any scale up to 38")
 }
 
-/// `x / unit` rounded half away from zero (`unit > 0`): the rounding of
-/// every printed aggregate (docs/job-file.md).
-pub fn div_round(x: i128, unit: i128) -> i128 {
-    let (q, r) = (x / unit, x % unit);
-    if 2 * r.abs() >= unit {
-        q + x.signum()
-    } else {
-        q
-    }
-}
-
 /// `num / den` rounded half away from zero (`den != 0`).
 pub fn div_round_signed(num: i128, den: i128) -> i128 {
     let (q, r) = (num / den, num % den);
@@ -589,10 +603,10 @@ mod tests {
 
     #[test]
     fn rounding_is_half_away_from_zero() {
-        assert_eq!(div_round(5, 10), 1);
-        assert_eq!(div_round(-5, 10), -1);
-        assert_eq!(div_round(4, 10), 0);
-        assert_eq!(div_round(-4_999, 10_000), 0);
+        assert_eq!(div_round_signed(5, 10), 1);
+        assert_eq!(div_round_signed(-5, 10), -1);
+        assert_eq!(div_round_signed(4, 10), 0);
+        assert_eq!(div_round_signed(-4_999, 10_000), 0);
         assert_eq!(div_round_signed(1, -2), -1);
         assert_eq!(div_round_signed(10, 3), 3);
     }

@@ -1,8 +1,8 @@
 //! The ground floor: plain value types that every layer may use and that
 //! import nothing of the crate (docs/architecture.md).
 //!
-//! - [`Decimal`]: exact fixed-point numbers of filters and aggregates (the
-//!   job graph's constants, the runtime's sums);
+//! - [`Decimal`]: exact fixed-point constants of the job graph (a numeric
+//!   filter's value);
 //! - [`SplitData`] / [`SplitPayloadData`]: a split as the host keeps it
 //!   (source coordinators, source tasks, batch snapshots in the log);
 //! - [`cells`]: the text of a cell of an Arrow record batch ([`cell_text`]),
