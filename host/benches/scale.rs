@@ -63,6 +63,9 @@
 //! panic), with this workspace's `build/cache` as the compiled-component
 //! cache. `COORDHOST_BENCH_BIN` names another `coordhost` binary.
 
+mod common;
+use common::{plugin_path, workspace};
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -86,13 +89,6 @@ const JOB: &str = "scale-bench";
 /// Most subtasks a job vertex may have (docs/job-file.md).
 const MAX_PARALLELISM: u32 = 4096;
 
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace")
-        .to_path_buf()
-}
-
 fn binary() -> PathBuf {
     let bin = std::env::var_os("COORDHOST_BENCH_BIN").map_or_else(
         || PathBuf::from(env!("CARGO_BIN_EXE_coordhost")),
@@ -103,9 +99,7 @@ fn binary() -> PathBuf {
 }
 
 fn plugin(name: &str) -> PathBuf {
-    let p = workspace()
-        .join("build/plugins")
-        .join(format!("{name}.wasm"));
+    let p = plugin_path(name);
     assert!(
         p.is_file(),
         "{} is missing: run `make plugins`",
