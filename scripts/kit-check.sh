@@ -112,9 +112,23 @@ verify "$projects/$name/$name.wasm"
 reader_columns=(--column level=varchar --column status=bigint --column ms=double
   --column path=varchar --column cached=boolean)
 read_sample() { # WASM PROJECT_DIR
-  "$bin" --cache-dir "$cache" plugin call "$1" "${reader_columns[@]}" --input "$2/sample.log" \
-    | grep -q 'none: 1 batches, 8 rows' || fail "plugin call does not read the 8 records of $2/sample.log"
-  verify "$1" "${reader_columns[@]}" --input "$2/sample.log" --bad-input "$2/bad-sample.log"
+  # The project carries the coordhost:reader WIT as the host has it.
+  cmp -s "$root/wit/reader/reader.wit" "$2/wit/reader.wit" \
+    || fail "$2/wit/reader.wit differs from the host's wit/reader/reader.wit"
+  local called
+  called=$("$bin" --cache-dir "$cache" plugin call "$1" "${reader_columns[@]}" --input "$2/sample.log") \
+    || fail "plugin call fails on $2/sample.log"
+  grep -q 'none: 1 batches, 8 rows' <<<"$called" || fail "plugin call does not read the 8 records of $2/sample.log: $called"
+  grep -qF '     level=warn, status=404, ms=3.25, path=/missing, cached=false' <<<"$called" \
+    || fail "plugin call of $1 does not print the sample's 404 record with its typed values: $called"
+  "$bin" --cache-dir "$cache" plugin check "$1"
+  local tested
+  tested=$("$bin" --cache-dir "$cache" plugin test "$1" "${reader_columns[@]}" --input "$2/sample.log" \
+    --bad-input "$2/bad-sample.log") || fail "plugin test failed for $1: $tested"
+  grep -qF 'source-reader plugin, declared schema: (level Utf8, status Int64, ms Float64, path Utf8, cached Boolean)' \
+    <<<"$tested" || fail "plugin test of $1 is not headed by the declared schema: $tested"
+  grep -qF 'passed: 7 checks' <<<"$tested" || fail "plugin test of $1 did not pass its 7 checks: $tested"
+  echo "kit-check: $1 passed"
 }
 
 name=kit-rust-source-reader
