@@ -146,7 +146,16 @@ fn run_recoverable(
         LogPlace::Dir(_) => open_log(config, &data_dir, opts.fence.as_ref())?,
         // Damage is refused, never set aside: docs/object-storage.md.
         LogPlace::Objects(storage) => {
-            crate::events::open_object_log(Arc::clone(storage), WriterOptions::default())?
+            let opened =
+                crate::events::open_object_log(Arc::clone(storage), WriterOptions::default())?;
+            // The job's folder in the data directory says "this job ran
+            // here" (the sink folders' check, cancel requests) as the log's
+            // folder does for a local log.
+            std::fs::create_dir_all(&job_dir).map_err(|source| JobError::Io {
+                path: job_dir.clone(),
+                source,
+            })?;
+            opened
         }
     };
     if !replay.is_empty() {
