@@ -371,3 +371,71 @@ fn events_object_log_an_unreachable_store_bad_credentials_or_no_bucket_is_one_li
         refused.stderr
     );
 }
+
+#[test]
+fn events_object_log_snapshot_side_objects_round_trip_and_damage_is_named() {
+    use coordhost::events::Storage as _;
+    let fx = Fixture::words();
+    let server = Seaweed::start(&fx.path("seaweed"), BUCKET);
+    let url = ObjectLogUrl::parse(&format!("s3://{BUCKET}/side")).expect("url");
+    let builder = AmazonS3Builder::new()
+        .with_endpoint(server.endpoint())
+        .with_allow_http(true)
+        .with_region("us-east-1")
+        .with_access_key_id(ACCESS_KEY)
+        .with_secret_access_key(SECRET_KEY);
+    let storage = ObjectStorage::connect_from(&url, builder, server.endpoint()).expect("client");
+    let name = "snapshot-00000000-00000001.state";
+    let state: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+    let file = storage.write_side_file(name, &state).expect("written");
+    assert_eq!((file.len, file.crc32c), (3000, crc32c_of(&state)));
+    assert_eq!(storage.read_side_file(&file).expect("read"), state);
+    assert_eq!(storage.list_side_files().expect("listed"), [name]);
+    let again = storage
+        .write_side_file(name, &state)
+        .expect_err("a side object is never replaced")
+        .to_string();
+    assert!(again.contains(name), "{again}");
+
+    let key = format!("side/log/{name}");
+    let mut damaged = state.clone();
+    damaged[1234] ^= 1;
+    server.put(&key, damaged);
+    let error = storage
+        .read_side_file(&file)
+        .expect_err("damage")
+        .to_string();
+    assert!(
+        error.contains("CRC32C") && error.contains(&format!("s3://{BUCKET}/{key}")),
+        "{error}"
+    );
+    server.put(&key, state[..10].to_vec());
+    let error = storage
+        .read_side_file(&file)
+        .expect_err("short")
+        .to_string();
+    assert!(
+        error.contains("is 10 bytes; its record says 3000"),
+        "{error}"
+    );
+    storage.remove_side_file(name);
+    let error = storage.read_side_file(&file).expect_err("gone").to_string();
+    assert!(error.contains("is missing"), "{error}");
+    assert!(storage.list_side_files().expect("listed").is_empty());
+}
+
+/// CRC32C (Castagnoli), bit by bit: the test's own, not the host's.
+fn crc32c_of(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0x82f6_3b78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
