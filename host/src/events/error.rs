@@ -67,6 +67,13 @@ pub enum Damage {
         /// What disagrees.
         detail: String,
     },
+    /// A log object on object storage is missing, overwritten or cut
+    /// short (docs/object-storage.md).
+    #[error("{detail}")]
+    Object {
+        /// What is wrong with the object.
+        detail: String,
+    },
 }
 
 /// Errors of the job event log.
@@ -182,6 +189,26 @@ pub enum EventsError {
         /// The side file.
         path: PathBuf,
         /// What is wrong, e.g. "is 10 bytes; its record says 3000".
+        problem: String,
+    },
+    /// The object store holding the log cannot be reached, refuses the
+    /// credentials, has no such bucket, or failed a request.
+    #[error("object store {endpoint} (log {location}): {problem}")]
+    Store {
+        /// The endpoint requests went to.
+        endpoint: String,
+        /// The log's URL or the object's.
+        location: String,
+        /// What went wrong, in one line.
+        problem: String,
+    },
+    /// `--log` or `log inspect` named an object storage URL that is not
+    /// valid.
+    #[error("{problem}")]
+    BadObjectUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
         problem: String,
     },
     /// An event could not be encoded.

@@ -123,11 +123,47 @@ fn to_json<'a>(log_dir: &'a Path, replay: &'a Replay) -> InspectJson<'a> {
 /// [`EventsError::NoLog`], any replay error (corruption names segment and
 /// offset), or [`EventsError::Output`] if writing to `out` fails.
 pub fn inspect(dir: &Path, json: bool, out: &mut impl Write) -> Result<(), EventsError> {
+    if let Some(url) = dir
+        .to_str()
+        .filter(|d| super::ObjectLogUrl::is_object_url(d))
+    {
+        return inspect_objects(url, json, out);
+    }
     let log_dir = locate_log_dir(dir)?;
     let replay = reader::replay(&FileStorage::open_read_only(&log_dir))?;
+    write_inspect(&log_dir, &replay, json, out)
+}
+
+/// `log inspect s3://BUCKET/PREFIX`: the log on object storage
+/// (docs/object-storage.md), printed as [`inspect`] prints a folder's.
+///
+/// # Errors
+/// [`EventsError::NoLog`] if no log object is there, the URL's or the
+/// store's error, any replay error.
+pub fn inspect_objects(url: &str, json: bool, out: &mut impl Write) -> Result<(), EventsError> {
+    let url = super::ObjectLogUrl::parse(url).map_err(|problem| EventsError::BadObjectUrl {
+        url: url.to_owned(),
+        problem,
+    })?;
+    let storage = super::ObjectStorage::connect(&url)?;
+    let replay = reader::replay(&storage)?;
+    if replay.is_empty() {
+        return Err(EventsError::NoLog {
+            path: PathBuf::from(url.object_url(LOG_DIR)),
+        });
+    }
+    write_inspect(&PathBuf::from(url.object_url(LOG_DIR)), &replay, json, out)
+}
+
+fn write_inspect(
+    log_dir: &Path,
+    replay: &Replay,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<(), EventsError> {
     let output = |source| EventsError::Output { source };
     if json {
-        serde_json::to_writer_pretty(&mut *out, &to_json(&log_dir, &replay))
+        serde_json::to_writer_pretty(&mut *out, &to_json(log_dir, replay))
             .map_err(|e| output(e.into()))?;
         writeln!(out).map_err(output)?;
         return Ok(());

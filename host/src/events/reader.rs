@@ -148,6 +148,7 @@ impl Replay {
 /// / [`EventsError::UnknownKind`] for data newer than this binary, and
 /// [`EventsError::Io`] if a segment cannot be listed or read.
 pub fn replay(storage: &dyn Storage) -> Result<Replay, EventsError> {
+    storage.check()?;
     let attempts = storage.list_segments().map_err(|source| EventsError::Io {
         path: storage
             .segment_path(0)

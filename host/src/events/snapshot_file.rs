@@ -13,6 +13,7 @@ use std::path::Path;
 use super::error::EventsError;
 use super::event::{JobEvent, SnapshotFile};
 use super::format::{TEMP_SUFFIX, is_snapshot_file_name};
+use super::storage::Storage;
 
 /// Writes `state` as side file `name` of `log_dir`, durably: a temporary
 /// file is written and fsynced, renamed, and the directory fsynced.
@@ -124,40 +125,36 @@ pub fn newest_snapshot_files<E: AsRef<JobEvent>>(events: &[E]) -> BTreeMap<Strin
 /// [`EventsError::SnapshotFile`] if a needed side file is missing or does
 /// not match its record.
 pub fn load_snapshot_files<E: AsRef<JobEvent> + AsMut<JobEvent>>(
-    log_dir: &Path,
+    storage: &dyn Storage,
     events: &mut [E],
 ) -> Result<(), EventsError> {
     for (e, s) in newest_snapshots(events).into_values() {
         if let JobEvent::ExecutionFinished(done) = events[e].as_mut() {
             let snap = &mut done.enumerator_snapshots[s];
             if let Some(file) = &snap.state_file {
-                snap.state = read(log_dir, file)?;
+                snap.state = storage.read_side_file(file)?;
             }
         }
     }
     Ok(())
 }
 
-/// Removes every side file of `log_dir` except those named in `keep`
-/// (leftovers of a crash before their record, or superseded ones). Returns
-/// how many were removed; a failure to remove one is logged, not fatal.
+/// Removes every side file of the log in `storage` except those named in
+/// `keep` (leftovers of a crash before their record, or superseded ones).
+/// Returns how many were removed; a failure to remove one is logged, not
+/// fatal.
 ///
 /// # Errors
-/// [`EventsError::Io`] if the directory cannot be listed.
+/// [`EventsError::Io`] (or the store's error) if the side files cannot be
+/// listed.
 pub fn remove_snapshot_files_except(
-    log_dir: &Path,
+    storage: &dyn Storage,
     keep: &BTreeSet<String>,
 ) -> Result<usize, EventsError> {
-    let io = |source| EventsError::Io {
-        path: log_dir.to_path_buf(),
-        source,
-    };
     let mut removed = 0;
-    for entry in fs::read_dir(log_dir).map_err(io)? {
-        let name = entry.map_err(io)?.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if is_snapshot_file_name(name) && !keep.contains(name) {
-            remove(log_dir, name);
+    for name in storage.list_side_files()? {
+        if is_snapshot_file_name(&name) && !keep.contains(&name) {
+            storage.remove_side_file(&name);
             removed += 1;
         }
     }
@@ -237,7 +234,11 @@ mod tests {
         fs::write(dir.path().join("segment-00000000.log"), b"seg").expect("segment");
         let keep: BTreeSet<String> = [snapshot_file_name(0, 1)].into();
         assert_eq!(
-            remove_snapshot_files_except(dir.path(), &keep).expect("rm"),
+            remove_snapshot_files_except(
+                &crate::events::FileStorage::open_read_only(dir.path()),
+                &keep
+            )
+            .expect("rm"),
             2
         );
         let mut left: Vec<String> = fs::read_dir(dir.path())

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::error::EventsError;
+use super::event::SnapshotFile;
 use super::format::{TEMP_SUFFIX, parse_segment_file_name, segment_file_name};
 use super::lock::LogLock;
 
@@ -43,6 +44,60 @@ pub trait Storage: Send + Sync + Debug {
     /// # Errors
     /// The I/O error; the segment then does not exist.
     fn create_segment(&self, attempt: u32, header: &[u8]) -> io::Result<Box<dyn SegmentAppender>>;
+
+    /// Called once before a replay lists and reads segments: a storage that
+    /// must fetch and check the log first (objects, `super::ObjectStorage`)
+    /// does so here and names any damage it finds.
+    ///
+    /// # Errors
+    /// Damage found ([`EventsError::Corrupt`]) or the store's error.
+    fn check(&self) -> Result<(), EventsError> {
+        Ok(())
+    }
+
+    /// Writes batch snapshot side file `name` holding `state`, durably,
+    /// and returns what the record that uses it must name
+    /// (`docs/log-format.md`, "Snapshot side files").
+    ///
+    /// # Errors
+    /// [`EventsError::SnapshotFile`] naming the file and the problem.
+    fn write_side_file(&self, name: &str, state: &[u8]) -> Result<SnapshotFile, EventsError> {
+        let _unused = state;
+        Err(no_side_files(self, name))
+    }
+
+    /// Reads side file `file.file` and checks it against its record.
+    ///
+    /// # Errors
+    /// [`EventsError::SnapshotFile`] if it is missing or does not match.
+    fn read_side_file(&self, file: &SnapshotFile) -> Result<Vec<u8>, EventsError> {
+        Err(no_side_files(self, &file.file))
+    }
+
+    /// Removes side file `name`; a failure is logged (the file is then
+    /// only wasted space).
+    fn remove_side_file(&self, name: &str) {
+        let _unused = name;
+    }
+
+    /// The names of every side file present.
+    ///
+    /// # Errors
+    /// The listing's error.
+    fn list_side_files(&self) -> Result<Vec<String>, EventsError> {
+        Ok(Vec::new())
+    }
+}
+
+fn no_side_files<S: Storage + ?Sized>(storage: &S, name: &str) -> EventsError {
+    EventsError::SnapshotFile {
+        path: storage
+            .segment_path(0)
+            .parent()
+            .map(|d| d.join(name))
+            .unwrap_or_default(),
+        problem: "cannot be kept: this storage holds no side files".to_owned(),
+    }
 }
 
 /// Appends to one segment. Used by one writer at a time.
@@ -274,6 +329,35 @@ impl Storage for FileStorage {
             holder: self.fence.clone().or(holder),
             fence_appends: self.fence.is_some(),
         }))
+    }
+
+    fn write_side_file(&self, name: &str, state: &[u8]) -> Result<SnapshotFile, EventsError> {
+        super::snapshot_file::write(&self.dir, name, state)
+    }
+
+    fn read_side_file(&self, file: &SnapshotFile) -> Result<Vec<u8>, EventsError> {
+        super::snapshot_file::read(&self.dir, file)
+    }
+
+    fn remove_side_file(&self, name: &str) {
+        super::snapshot_file::remove(&self.dir, name);
+    }
+
+    fn list_side_files(&self) -> Result<Vec<String>, EventsError> {
+        let io = |source| EventsError::Io {
+            path: self.dir.clone(),
+            source,
+        };
+        let mut names = Vec::new();
+        for entry in fs::read_dir(&self.dir).map_err(io)? {
+            let name = entry.map_err(io)?.file_name();
+            if let Some(name) = name.to_str()
+                && super::format::is_snapshot_file_name(name)
+            {
+                names.push(name.to_owned());
+            }
+        }
+        Ok(names)
     }
 }
 

@@ -105,7 +105,7 @@ pub struct EventLogWriter {
     /// Snapshot side files written so far by this attempt (names them).
     snapshot_files: std::sync::atomic::AtomicU32,
     // Dropped after the segment is closed: keeps the lock (for file storage).
-    _storage: Arc<dyn Storage>,
+    storage: Arc<dyn Storage>,
 }
 
 /// The log directory of job `job_id` under `data_dir`: `<data_dir>/<job_id>/log`.
@@ -240,7 +240,7 @@ impl EventLogWriter {
             attempt,
             buffer_limit: options.buffer_limit,
             snapshot_files: std::sync::atomic::AtomicU32::new(0),
-            _storage: storage,
+            storage,
         })
     }
 
@@ -280,14 +280,20 @@ impl EventLogWriter {
             .snapshot_files
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name = format::snapshot_file_name(self.attempt, number);
-        super::snapshot_file::write(self.log_dir(), &name, state)
+        self.storage.write_side_file(&name, state)
+    }
+
+    /// The storage this writer's segment lives in (its side files too).
+    #[must_use]
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
     }
 
     /// Removes a side file that a durable later snapshot superseded; a
     /// failure is logged (the file is then unused).
     pub fn remove_snapshot_file(&self, name: &str) {
         if format::is_snapshot_file_name(name) {
-            super::snapshot_file::remove(self.log_dir(), name);
+            self.storage.remove_side_file(name);
         }
     }
 

@@ -42,6 +42,12 @@ pub struct RunArgs {
     /// it stopped, and withdraw a cancel request not yet acted on.
     #[arg(long, conflicts_with = "fresh")]
     pub resume: bool,
+    /// Keep the job's event log on S3-compatible object storage under
+    /// `s3://BUCKET/PREFIX` instead of the data directory; endpoint,
+    /// region and credentials come from the `AWS_*` variables
+    /// (docs/object-storage.md).
+    #[arg(long, value_name = "s3://BUCKET/PREFIX")]
+    pub log: Option<String>,
     /// Serve worker processes on HOST:PORT (their `--coordinator`); with
     /// `--external-workers`, attempts run on them (docs/workers.md).
     #[arg(long, value_name = "HOST:PORT")]
@@ -86,6 +92,24 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
         return ExitCode::from(EXIT_BAD_INPUT);
     }
     let mut opts = RunOptions::new(&args.job, &args.data_dir);
+    if let Some(log) = &args.log {
+        let url = crate::events::ObjectLogUrl::parse(log).and_then(|url| {
+            if args.ha.is_some() {
+                Err(format!(
+                    "--log {url} with --ha: high availability with the event log on object storage is not yet supported (docs/object-storage.md)"
+                ))
+            } else {
+                Ok(url)
+            }
+        });
+        match url {
+            Ok(url) => opts.log = Some(url),
+            Err(reason) => {
+                eprintln!("coordhost: --log: {reason}");
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+        }
+    }
     opts.workers = args.workers;
     opts.fresh = args.fresh;
     opts.resume = args.resume;

@@ -63,7 +63,8 @@ pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
     )?;
     // A SQL job rerun runs the stages its log recorded, never a new plan
     // (docs/sql.md); the plan made while checking the file is dropped.
-    super::sql::adopt_recorded_stages(&mut config, &opts.data_dir);
+    let log = LogPlace::new(&config, opts)?;
+    super::sql::adopt_recorded_stages(&mut config, &log);
     if let Some(ui) = &opts.ui {
         ui.start(&config.name, &config.graph);
     }
@@ -74,7 +75,7 @@ pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
         .unwrap_or_else(|| data_dir.join("cache"));
     crate::config::check_cache_dir(&config, &cache_dir)?;
     let new_folders = crate::config::NewFolders::note(&config, data_dir);
-    let result = run_recoverable(&config, opts).map(|mut summary| {
+    let result = run_recoverable(&config, opts, &log).map(|mut summary| {
         summary.default_shuffle = config.default_shuffle;
         summary
     });
@@ -97,7 +98,11 @@ pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
 /// [`JobError::JobFileChanged`], [`JobError::WouldDuplicate`] and
 /// [`JobError::UnloggedOutput`] (published output but no log; `--fresh`,
 /// i.e. [`RunOptions::fresh`], discards both and runs from scratch).
-fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, JobError> {
+fn run_recoverable(
+    config: &JobConfig,
+    opts: &RunOptions,
+    log: &LogPlace,
+) -> Result<Summary, JobError> {
     let (plugins, workers) = load_plugins(config, opts)?;
     let data_dir = opts.data_dir.clone();
     let fresh_master = || {
@@ -121,13 +126,38 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
         super::cancel::withdraw(&job_dir)?;
     }
     if fresh {
+        if let LogPlace::Objects(storage) = log {
+            return Err(crate::config::ConfigError::Argument {
+                arg: "--fresh",
+                reason: format!(
+                    "not yet with an event log on object storage ({}): remove its objects, or use another prefix",
+                    storage.url()
+                ),
+            }
+            .into());
+        }
         discard_log(config, &data_dir, opts.fence.as_deref())?;
     } else {
-        refuse_if_edited(config, &data_dir, &fingerprint)?;
-        refuse_if_unlogged_output(config, &data_dir)?;
+        refuse_if_edited(config, &data_dir, log, &fingerprint)?;
+        refuse_if_unlogged_output(config, log)?;
     }
     let replay_started = std::time::Instant::now();
-    let (writer, mut replay) = open_log(config, &data_dir, opts.fence.as_ref())?;
+    let (writer, mut replay) = match log {
+        LogPlace::Dir(_) => open_log(config, &data_dir, opts.fence.as_ref())?,
+        // Damage is refused, never set aside: docs/object-storage.md.
+        LogPlace::Objects(storage) => {
+            let opened =
+                crate::events::open_object_log(Arc::clone(storage), WriterOptions::default())?;
+            // The job's folder in the data directory says "this job ran
+            // here" (the sink folders' check, cancel requests) as the log's
+            // folder does for a local log.
+            std::fs::create_dir_all(&job_dir).map_err(|source| JobError::Io {
+                path: job_dir.clone(),
+                source,
+            })?;
+            opened
+        }
+    };
     if !replay.is_empty() {
         // For the scale bench (docs/recovery.md, "Figures"): how long the
         // log took to read and decode, stated once per restart.
@@ -155,13 +185,13 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
         super::cancel::withdraw(&job_dir)?;
         return Err(cancelled);
     }
-    let log_dir = writer.log_dir().to_path_buf();
+    let storage = Arc::clone(writer.storage());
     // Snapshot side files: keep those of the newest snapshots (all that
     // recovery can need), remove leftovers and superseded ones
     // (docs/log-format.md, "Snapshot side files").
     let newest_files = crate::events::newest_snapshot_files(current_run(&replay.events));
     crate::events::remove_snapshot_files_except(
-        &log_dir,
+        &*storage,
         &newest_files.values().cloned().collect(),
     )?;
     let mut recorder = EventRecorder::new(writer, config.graph.clone());
@@ -205,7 +235,7 @@ fn run_recoverable(config: &JobConfig, opts: &RunOptions) -> Result<Summary, Job
                 refuse_if_committed(config, &reason)?;
                 tracing::warn!("no progress recovery: {reason}; the job runs again from scratch");
             }
-            None => match recover(&mut master, config, &mut replay, &log_dir, &mut recorder) {
+            None => match recover(&mut master, config, &mut replay, &*storage, &mut recorder) {
                 Ok(()) => {
                     recovered = true;
                     if let Some(ui) = &opts.ui {
@@ -474,14 +504,14 @@ fn fresh_still_applies(
 fn refuse_if_edited(
     config: &JobConfig,
     data_dir: &Path,
+    log: &LogPlace,
     fingerprint: &str,
 ) -> Result<(), JobError> {
     let log_dir = job_log_dir(data_dir, &config.name)?;
-    if !log_dir.is_dir() {
+    let Some(replayed) = log.replay_existing() else {
         return Ok(());
-    }
-    let replay = match crate::events::replay(&crate::events::FileStorage::open_read_only(&log_dir))
-    {
+    };
+    let replay = match replayed {
         Ok(replay) => replay,
         // Written by a newer coordhost: refused before the log is opened for
         // writing, so nothing in it is sealed, set aside or removed
@@ -491,6 +521,12 @@ fn refuse_if_edited(
     };
     match last_job_started(&replay) {
         Some(started) if started.graph_fingerprint != fingerprint => {
+            if let LogPlace::Objects(storage) = log {
+                // Not set aside on object storage yet (docs/object-storage.md).
+                return Err(JobError::JobFileChanged {
+                    data_dir: PathBuf::from(storage.url().to_string()),
+                });
+            }
             if nothing_ran(&replay) && !has_published_output(config) {
                 // Not while another coordinator holds the log.
                 let lock = crate::events::LogLock::acquire(&log_dir)?;
@@ -548,14 +584,11 @@ fn is_newer_than_this_binary(e: &EventsError) -> bool {
 /// only its segments, were deleted): such a run would delete the output
 /// without a word (issue 12.3). A log that cannot be replayed is left to
 /// [`open_log`], which refuses the same state.
-fn refuse_if_unlogged_output(config: &JobConfig, data_dir: &Path) -> Result<(), JobError> {
-    let log_dir = job_log_dir(data_dir, &config.name)?;
-    if log_dir.is_dir() {
-        match crate::events::replay(&crate::events::FileStorage::open_read_only(&log_dir)) {
-            Ok(replay) if last_job_started(&replay).is_some() => return Ok(()),
-            Ok(_) => {}
-            Err(_) => return Ok(()),
-        }
+fn refuse_if_unlogged_output(config: &JobConfig, log: &LogPlace) -> Result<(), JobError> {
+    match log.replay_existing() {
+        Some(Ok(replay)) if last_job_started(&replay).is_some() => return Ok(()),
+        Some(Ok(_)) | None => {}
+        Some(Err(_)) => return Ok(()),
     }
     for v in &config.graph.vertices {
         let Some(sink) = &v.sink else { continue };
@@ -682,7 +715,7 @@ fn recover(
     master: &mut JobMaster,
     config: &JobConfig,
     replay: &mut Replay,
-    log_dir: &Path,
+    storage: &dyn crate::events::Storage,
     recorder: &mut EventRecorder,
 ) -> Result<(), JobError> {
     let replayed_records = replay.events.len() as u64;
@@ -690,7 +723,7 @@ fn recover(
     // The current run, in place (issue 29: no copy of the event list).
     let events = crate::recovery::current_run_mut(&mut replay.events);
     // The newest snapshots' side files, verified (size, CRC32C).
-    crate::events::load_snapshot_files(log_dir, events)?;
+    crate::events::load_snapshot_files(storage, events)?;
     let started = JobEvent::RecoveryStarted(RecoveryStarted {
         coordinator_epoch: recorder.epoch(),
         replayed_records,
@@ -1016,4 +1049,42 @@ fn refuse_if_committed(config: &JobConfig, reason: &str) -> Result<(), JobError>
         }
     }
     Ok(())
+}
+
+/// Where a run's event log lives: the job's folder under the data
+/// directory (docs/log-format.md), or objects under an `s3://` prefix
+/// (`run --log`, docs/object-storage.md).
+#[derive(Debug)]
+pub(crate) enum LogPlace {
+    /// `<data dir>/<job>/log`.
+    Dir(PathBuf),
+    /// The objects of the log, through one client for the whole run.
+    Objects(Arc<crate::events::ObjectStorage>),
+}
+
+impl LogPlace {
+    /// The place of `config`'s log for the run `opts`.
+    ///
+    /// # Errors
+    /// A job id that cannot name a folder; the object store client's error.
+    pub(crate) fn new(config: &JobConfig, opts: &RunOptions) -> Result<Self, JobError> {
+        Ok(match &opts.log {
+            Some(url) => Self::Objects(Arc::new(crate::events::ObjectStorage::connect(url)?)),
+            None => Self::Dir(job_log_dir(&opts.data_dir, &config.name)?),
+        })
+    }
+
+    /// The log replayed without writing, `None` if there is none yet (no
+    /// folder; no object). A store that cannot be listed is an error.
+    pub(crate) fn replay_existing(&self) -> Option<Result<Replay, EventsError>> {
+        match self {
+            Self::Dir(dir) => dir
+                .is_dir()
+                .then(|| crate::events::replay(&crate::events::FileStorage::open_read_only(dir))),
+            Self::Objects(storage) => match crate::events::replay(&**storage) {
+                Ok(replay) if replay.is_empty() => None,
+                other => Some(other),
+            },
+        }
+    }
 }

@@ -97,6 +97,7 @@ impl JobError {
                     | EventsError::RecordTooLarge { .. }
                     | EventsError::Encode { .. }
                     | EventsError::SnapshotFile { .. }
+                    | EventsError::Store { .. }
             ),
             Self::Plugin { source, .. } => matches!(
                 source,

@@ -4,13 +4,9 @@
 //! stages ([`adopt_recorded_stages`]) instead of the plan it made while
 //! checking the job file, so a skipped stage's output keeps its meaning.
 
-use std::path::Path;
-
 use super::recorder::sql_fingerprint;
 use crate::config::JobConfig;
-use crate::events::{
-    JobEvent, PlannedStage, StageAuto, StageEdge, StagePattern, StagesPlanned, job_log_dir,
-};
+use crate::events::{JobEvent, PlannedStage, StageAuto, StageEdge, StagePattern, StagesPlanned};
 use crate::graph::{
     DistributionPattern, JobEdge, JobGraph, JobVertex, Operator, Parallelism, StagePlan,
 };
@@ -85,18 +81,11 @@ pub(super) fn stages_planned(config: &JobConfig) -> Result<Option<JobEvent>, Job
 /// same SQL text and tables: replaces the job graph with those stages (the
 /// sink stays the job file's). Returns whether it did. A log that cannot
 /// be read, or holds no such record, leaves the graph as planned.
-pub(super) fn adopt_recorded_stages(config: &mut JobConfig, data_dir: &Path) -> bool {
+pub(super) fn adopt_recorded_stages(config: &mut JobConfig, log: &super::driver::LogPlace) -> bool {
     let Some(sql) = &config.sql else {
         return false;
     };
-    let Ok(log_dir) = job_log_dir(data_dir, &config.name) else {
-        return false;
-    };
-    if !log_dir.is_dir() {
-        return false;
-    }
-    let Ok(replay) = crate::events::replay(&crate::events::FileStorage::open_read_only(&log_dir))
-    else {
+    let Some(Ok(replay)) = log.replay_existing() else {
         return false;
     };
     let run = crate::recovery::current_run(&replay.events);

@@ -543,6 +543,9 @@ pub struct RunOptions {
     /// `run --resume`: go on with a job whose last run was cancelled (and
     /// withdraw a cancel request not yet acted on).
     pub resume: bool,
+    /// The job's event log on object storage (`run --log s3://...`,
+    /// docs/object-storage.md) instead of the data directory.
+    pub log: Option<crate::events::ObjectLogUrl>,
 }
 
 /// Which run of a job's log is the last one: the log folder (its device and
@@ -574,6 +577,7 @@ impl RunOptions {
             ui: None,
             stop: None,
             resume: false,
+            log: None,
         }
     }
 }

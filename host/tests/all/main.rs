@@ -37,6 +37,7 @@ mod crash_transient_shuffle;
 mod events_golden;
 mod events_inspect;
 mod events_inspect_cli;
+mod events_object_log;
 mod events_proptest;
 mod events_replay;
 mod ha;

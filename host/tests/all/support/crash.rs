@@ -285,6 +285,9 @@ pub struct Coordhost {
     pub extra_args: Vec<String>,
     /// `COORDHOST_LOG` of the next starts (`None`: the default, warnings).
     pub log: Option<&'static str>,
+    /// More environment variables of the next starts (e.g. the `AWS_*`
+    /// ones of an object store).
+    pub env: Vec<(String, String)>,
     starts: u32,
 }
 
@@ -300,6 +303,7 @@ impl Coordhost {
             summary: PathBuf::from(summary),
             extra_args: Vec::new(),
             log: None,
+            env: Vec::new(),
             starts: 0,
         }
     }
@@ -324,6 +328,7 @@ impl Coordhost {
         if let Some(filter) = self.log {
             command.env("COORDHOST_LOG", filter);
         }
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
         let child = command
             .arg("--cache-dir")
             .arg(cache_dir())

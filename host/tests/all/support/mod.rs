@@ -24,6 +24,7 @@ pub mod knobs;
 pub mod netns;
 #[cfg(feature = "failpoints")]
 pub mod recovery;
+pub mod s3;
 pub mod ui;
 pub mod workers;
 

