@@ -203,13 +203,28 @@ browser-deps:
 # only: `--features coordhost/failpoints`; a release build has none.
 # ---------------------------------------------------------------------------
 
+#
+# On a fresh machine the host's test build (CPU: half an hour on 2 cores)
+# runs while the plugins' set-up downloads its tools (network: apt, pip,
+# npm) and builds: `test-build` in the background once ha-deps (protoc, which
+# the build needs, and the only apt user besides the foreground) is there;
+# its output goes to build/test-build.log, printed when it fails.
+TEST_FEATURES := --workspace --locked --features coordhost/failpoints
+
 .PHONY: test
-test: plugins ha-deps browser-deps s3-deps
+test: ha-deps
 	scripts/check-layers.sh --self-test
 	scripts/check-layers.sh
+	mkdir -p build
+	@echo "test: building the host's tests in the background (build/test-build.log)"
+	@$(CARGO) test $(TEST_FEATURES) --no-run > build/test-build.log 2>&1 & build=$$!; \
+	$(MAKE) --no-print-directory plugins browser-deps s3-deps; setup=$$?; \
+	wait $$build; built=$$?; \
+	if [ $$built != 0 ]; then cat build/test-build.log; echo "test: the host's test build failed" >&2; exit 1; fi; \
+	echo "test: the host's tests are built"; exit $$setup
 	$(CARGO) test --locked --manifest-path $(PLUGINS_SRC)/Cargo.toml \
 		--target-dir $(PLUGINS_TARGET_DIR) --workspace --lib
-	$(CARGO) test --workspace --locked --features coordhost/failpoints
+	$(CARGO) test $(TEST_FEATURES)
 	scripts/kit-check.sh $(COORDHOST_DEBUG)
 
 # ---------------------------------------------------------------------------
