@@ -672,15 +672,20 @@ fn partition_refs(
 ) -> Vec<PartitionRef> {
     partitions
         .iter()
-        .map(|p| PartitionRef {
-            vertex: key.0,
-            subtask: key.1,
-            attempt: *attempt,
-            edge: p.edge,
-            location: p.location.clone(),
-            bytes_per_subpartition: p.bytes_per_subpartition.to_vec(),
-        })
+        .map(|p| partition_ref(key, *attempt, p))
         .collect()
+}
+
+/// The reference to partition `p` of attempt `attempt` of `key`.
+fn partition_ref(key: ExecutionKey, attempt: u32, p: &ProducedPartition) -> PartitionRef {
+    PartitionRef {
+        vertex: key.0,
+        subtask: key.1,
+        attempt,
+        edge: p.edge,
+        location: p.location.clone(),
+        bytes_per_subpartition: p.bytes_per_subpartition.to_vec(),
+    }
 }
 
 /// Whether the partition of producer subtask `s` on edge `e` will be read
@@ -724,15 +729,26 @@ fn reconcile_partitions(
     plan: &mut RecoveryPlan,
     oracle: &mut impl PartitionOracle,
 ) -> Result<(), RecoveryError> {
-    let mut confirmed: BTreeSet<PartitionRef> = BTreeSet::new();
+    // Partitions already reported, by producer attempt and edge (a kept
+    // attempt's partitions never change; issue 29: no copy of each
+    // reference kept for the look-up).
+    let mut confirmed: BTreeSet<(ExecutionKey, u32, usize)> = BTreeSet::new();
     loop {
         let open = open_vertices(plan);
-        let needed: Vec<PartitionRef> = plan
+        // References are made only for what is asked about.
+        let (known, now): (&BTreeSet<_>, &RecoveryPlan) = (&confirmed, plan);
+        let needed: Vec<PartitionRef> = now
             .kept
             .iter()
-            .flat_map(|(&key, exec)| partition_refs(key, &exec.attempt, &exec.partitions))
-            .filter(|p| {
-                !confirmed.contains(p) && consumed_again(graph, plan, &open, p.edge, p.subtask)
+            .flat_map(|(&key, exec)| {
+                let open = &open;
+                exec.partitions
+                    .iter()
+                    .filter(move |p| {
+                        !known.contains(&(key, exec.attempt, p.edge))
+                            && consumed_again(graph, now, open, p.edge, key.1)
+                    })
+                    .map(move |p| partition_ref(key, exec.attempt, p))
             })
             .collect();
         if needed.is_empty() {
@@ -744,10 +760,15 @@ fn reconcile_partitions(
         let mut lost: Vec<(ExecutionKey, String)> = Vec::new();
         for p in needed {
             if available.contains(&p) {
-                confirmed.insert(p);
+                confirmed.insert(((p.vertex, p.subtask), p.attempt, p.edge));
             } else {
                 lost.push(((p.vertex, p.subtask), graph.data_set_id(p.edge)));
             }
+        }
+        if lost.is_empty() {
+            // Nothing reset: the next round would need exactly what was
+            // just confirmed, so none.
+            return Ok(());
         }
         for (key, data_set) in lost {
             reset_kept(

@@ -143,8 +143,10 @@ impl ShuffleOracle<'_> {
         loop {
             let remaining = self.timeout.saturating_sub(started.elapsed());
             let remaining_ms = u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX);
-            let asked: Vec<ResultPartitionId> = if pending.len() == ids.len() {
-                ids.clone()
+            // The first round asks about every id as made (no copy of
+            // them, issue 29); later rounds only about the pending ones.
+            let asked: std::borrow::Cow<'_, [ResultPartitionId]> = if pending.len() == ids.len() {
+                std::borrow::Cow::Borrowed(&ids)
             } else {
                 pending.iter().map(|&i| ids[i].clone()).collect()
             };

@@ -297,8 +297,8 @@ fn checked_sizes(
 /// for the inode number. Reporting 5 000 partitions with `std::fs` cost about
 /// 21 µs per partition, most of a coordinator restart (the recovery bench,
 /// `host/benches/recovery.rs`). Relative to an opened root a partition costs
-/// one `open-at` of its index (then one `stat` and one `read` on it) and one
-/// `stat-at` of its data. Outside a WASI 0.2 guest (the unit tests) and for
+/// one `open-at` of its index, one `read` of it (a `stat` and more reads
+/// only for an index of more than 4 KiB) and one `stat-at` of its data. Outside a WASI 0.2 guest (the unit tests) and for
 /// a location outside the root, it falls back to [`completed_sizes`].
 pub struct RootDir {
     root: String,
@@ -393,6 +393,9 @@ mod wasi_dir {
             .map_err(|e| format!("cannot open shuffle root {root}: {e}"))
     }
 
+    /// Bytes of an `index` asked for by the first `read`.
+    const FIRST_READ: u64 = 4096;
+
     /// The sizes of the partition at `relative` under `dir` (whose full
     /// path is `location`, for messages); symbolic links are not followed.
     pub(super) fn completed_sizes(
@@ -413,14 +416,20 @@ mod wasi_dir {
             Err(ErrorCode::NoEntry) => return Ok(None),
             Err(e) => return Err(unreadable(e)),
         };
-        let size = index.stat().map_err(unreadable)?.size;
-        let mut bytes = Vec::new();
-        while (bytes.len() as u64) < size {
-            let at = bytes.len() as u64;
-            let (chunk, end) = index.read(size - at, at).map_err(unreadable)?;
-            bytes.extend_from_slice(&chunk);
-            if chunk.is_empty() || end {
-                break;
+        // One `read` for an index of up to FIRST_READ bytes (most are a
+        // few hundred): a regular file reads short only at its end, and an
+        // index cut short anyway fails its checksum (damage, never a wrong
+        // size). A larger one is read to the size `stat` gives.
+        let (mut bytes, end) = index.read(FIRST_READ, 0).map_err(unreadable)?;
+        if !end && bytes.len() as u64 == FIRST_READ {
+            let size = index.stat().map_err(unreadable)?.size;
+            while (bytes.len() as u64) < size {
+                let at = bytes.len() as u64;
+                let (chunk, end) = index.read(size - at, at).map_err(unreadable)?;
+                bytes.extend_from_slice(&chunk);
+                if chunk.is_empty() || end {
+                    break;
+                }
             }
         }
         drop(index);
