@@ -27,6 +27,7 @@ mod inspect;
 mod lock;
 mod object_log;
 mod reader;
+mod side_file;
 mod snapshot_file;
 mod storage;
 mod writer;

@@ -5,85 +5,11 @@
 //! recovery loads it, and removed once a later durable snapshot of the same
 //! job vertex supersedes it. See `docs/log-format.md`, "Snapshot side files".
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File, OpenOptions};
-use std::io::Write as _;
-use std::path::Path;
-
 use super::error::EventsError;
-use super::event::{JobEvent, SnapshotFile};
-use super::format::{TEMP_SUFFIX, is_snapshot_file_name};
+use super::event::JobEvent;
+use super::format::is_snapshot_file_name;
 use super::storage::Storage;
-
-/// Writes `state` as side file `name` of `log_dir`, durably: a temporary
-/// file is written and fsynced, renamed, and the directory fsynced.
-///
-/// # Errors
-/// [`EventsError::SnapshotFile`] naming the file and the I/O error.
-pub(crate) fn write(log_dir: &Path, name: &str, state: &[u8]) -> Result<SnapshotFile, EventsError> {
-    let path = log_dir.join(name);
-    let tmp = log_dir.join(format!("{name}{TEMP_SUFFIX}"));
-    let failed = |e: std::io::Error| EventsError::SnapshotFile {
-        path: path.clone(),
-        problem: format!("cannot be written: {e}"),
-    };
-    {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(failed)?;
-        file.write_all(state).map_err(failed)?;
-        file.sync_all().map_err(failed)?;
-    }
-    fs::rename(&tmp, &path).map_err(failed)?;
-    File::open(log_dir)
-        .and_then(|d| d.sync_all())
-        .map_err(failed)?;
-    Ok(SnapshotFile {
-        file: name.to_owned(),
-        len: state.len() as u64,
-        crc32c: crc32c::crc32c(state),
-    })
-}
-
-/// Reads side file `file` of `log_dir` and checks it against its record.
-///
-/// # Errors
-/// [`EventsError::SnapshotFile`] if the name is not a side file's, or the
-/// file is missing, has another size, or fails its CRC32C.
-pub fn read(log_dir: &Path, file: &SnapshotFile) -> Result<Vec<u8>, EventsError> {
-    let path = log_dir.join(&file.file);
-    let problem = |problem: String| EventsError::SnapshotFile {
-        path: path.clone(),
-        problem,
-    };
-    if !is_snapshot_file_name(&file.file) {
-        return Err(problem(
-            "the record names a file that is not a snapshot side file".to_owned(),
-        ));
-    }
-    // A regular file only, opened without blocking (a FIFO in its place is
-    // refused at once), and never more bytes than its record says.
-    let (mut opened, len) = crate::files::open_regular_file(&path, u64::MAX)
-        .map_err(|e| problem(format!("cannot be read: {e}")))?;
-    if len != file.len {
-        return Err(problem(format!(
-            "is {len} bytes; its record says {}",
-            file.len
-        )));
-    }
-    let bytes = crate::files::read_rest(&mut opened, Vec::new(), file.len)
-        .map_err(|e| problem(format!("cannot be read: {e}")))?;
-    let crc = crc32c::crc32c(&bytes);
-    if bytes.len() as u64 != file.len || crc != file.crc32c {
-        return Err(problem(format!(
-            "CRC32C is {crc:#010x}; its record says {:#010x} (the file is damaged)",
-            file.crc32c
-        )));
-    }
-    Ok(bytes)
-}
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Indexes into `events` of the newest enumerator snapshot of each job
 /// vertex: what recovery restores (and all it ever needs of side files).
@@ -161,23 +87,14 @@ pub fn remove_snapshot_files_except(
     Ok(removed)
 }
 
-/// Removes side file `name` of `log_dir`; a failure is logged (the file is
-/// then only wasted space: no record will need it).
-pub(crate) fn remove(log_dir: &Path, name: &str) {
-    if let Err(e) = fs::remove_file(log_dir.join(name))
-        && e.kind() != std::io::ErrorKind::NotFound
-    {
-        tracing::warn!(
-            file = %log_dir.join(name).display(),
-            "could not remove a superseded batch snapshot side file: {e}"
-        );
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
+    use crate::events::SnapshotFile;
     use crate::events::format::snapshot_file_name;
+    use crate::events::side_file::{read, write};
 
     #[test]
     fn a_side_file_round_trips_and_damage_or_a_wrong_size_is_named() {

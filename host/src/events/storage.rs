@@ -332,15 +332,15 @@ impl Storage for FileStorage {
     }
 
     fn write_side_file(&self, name: &str, state: &[u8]) -> Result<SnapshotFile, EventsError> {
-        super::snapshot_file::write(&self.dir, name, state)
+        super::side_file::write(&self.dir, name, state)
     }
 
     fn read_side_file(&self, file: &SnapshotFile) -> Result<Vec<u8>, EventsError> {
-        super::snapshot_file::read(&self.dir, file)
+        super::side_file::read(&self.dir, file)
     }
 
     fn remove_side_file(&self, name: &str) {
-        super::snapshot_file::remove(&self.dir, name);
+        super::side_file::remove(&self.dir, name);
     }
 
     fn list_side_files(&self) -> Result<Vec<String>, EventsError> {

@@ -20,6 +20,7 @@ pub mod cancel;
 mod command;
 mod driver;
 pub mod exit;
+mod log_place;
 mod plugins;
 mod progress;
 mod recorder;

@@ -81,7 +81,10 @@ pub(super) fn stages_planned(config: &JobConfig) -> Result<Option<JobEvent>, Job
 /// same SQL text and tables: replaces the job graph with those stages (the
 /// sink stays the job file's). Returns whether it did. A log that cannot
 /// be read, or holds no such record, leaves the graph as planned.
-pub(super) fn adopt_recorded_stages(config: &mut JobConfig, log: &super::driver::LogPlace) -> bool {
+pub(super) fn adopt_recorded_stages(
+    config: &mut JobConfig,
+    log: &super::log_place::LogPlace,
+) -> bool {
     let Some(sql) = &config.sql else {
         return false;
     };
