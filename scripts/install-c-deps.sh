@@ -66,7 +66,11 @@ install() { # ARGS...: cargo install --locked ARGS
   echo "install-c-deps: cargo install --locked $* (from crates.io; takes a few minutes once)" >&2
   # These tools run for a moment on one small C file per build: optimising them at level 1
   # instead of 3 takes a large part off their compile time on a fresh machine (CI, 2 cores).
-  CARGO_PROFILE_RELEASE_OPT_LEVEL=1 cargo install --quiet --locked "$@"
+  # A target folder of their own: under CARGO_TARGET_DIR (CI keeps it between runs), cargo
+  # install would take the lock of the host's folder, which `make test` is building meanwhile.
+  local target=()
+  [ -z "${CARGO_TARGET_DIR:-}" ] || target=(--target-dir "$CARGO_TARGET_DIR/c-tools")
+  CARGO_PROFILE_RELEASE_OPT_LEVEL=1 cargo install --quiet --locked "${target[@]}" "$@"
 }
 # Only the C generator (`wit-bindgen c`), not the Rust, Go, C#, C++, D, MoonBit and Markdown ones.
 [ "$(version_of wit-bindgen)" = "$WIT_BINDGEN_VERSION" ] \
