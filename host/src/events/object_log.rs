@@ -859,20 +859,7 @@ impl Storage for ObjectStorage {
             }
             Err(e) => return Err(problem(format!("cannot be read: {}", classify(&e)))),
         };
-        if bytes.len() as u64 != file.len {
-            return Err(problem(format!(
-                "is {} bytes; its record says {}",
-                bytes.len(),
-                file.len
-            )));
-        }
-        let crc = crc32c::crc32c(&bytes);
-        if crc != file.crc32c {
-            return Err(problem(format!(
-                "CRC32C is {crc:#010x}; its record says {:#010x} (the object is damaged)",
-                file.crc32c
-            )));
-        }
+        super::side_file::check_against_record(&bytes, file, "object").map_err(problem)?;
         Ok(bytes)
     }
 

@@ -72,14 +72,35 @@ pub fn read(log_dir: &Path, file: &SnapshotFile) -> Result<Vec<u8>, EventsError>
     }
     let bytes = crate::files::read_rest(&mut opened, Vec::new(), file.len)
         .map_err(|e| problem(format!("cannot be read: {e}")))?;
-    let crc = crc32c::crc32c(&bytes);
-    if bytes.len() as u64 != file.len || crc != file.crc32c {
-        return Err(problem(format!(
-            "CRC32C is {crc:#010x}; its record says {:#010x} (the file is damaged)",
-            file.crc32c
-        )));
-    }
+    check_against_record(&bytes, file, "file").map_err(problem)?;
     Ok(bytes)
+}
+
+/// Checks the bytes of side file `file` (a `what`: file or object) against
+/// what its record says: size, then CRC32C.
+///
+/// # Errors
+/// The problem, in words, for [`EventsError::SnapshotFile`].
+pub(super) fn check_against_record(
+    bytes: &[u8],
+    file: &SnapshotFile,
+    what: &str,
+) -> Result<(), String> {
+    if bytes.len() as u64 != file.len {
+        return Err(format!(
+            "is {} bytes; its record says {}",
+            bytes.len(),
+            file.len
+        ));
+    }
+    let crc = crc32c::crc32c(bytes);
+    if crc != file.crc32c {
+        return Err(format!(
+            "CRC32C is {crc:#010x}; its record says {:#010x} (the {what} is damaged)",
+            file.crc32c
+        ));
+    }
+    Ok(())
 }
 
 /// Removes side file `name` of `log_dir`; a failure is logged (the file is
