@@ -197,8 +197,12 @@ browser-deps:
 # pinned Python/JavaScript tools into the project's folders), checks the
 # module floors of docs/architecture.md (scripts/check-layers.sh, after its
 # self-test), runs the Rust
-# plugins' own unit tests natively, then every test of the workspace. The compiled-component cache is shared by all tests
-# (build/cache), so each component is compiled once per run. The host's
+# plugins' own unit tests natively, then every test of the workspace. The
+# compiled-component cache is shared by all tests ($(TEST_CACHE)), so each
+# component is compiled once (processes that want the same one at once take
+# turns: host/src/plugin/cache.rs); under CI's CARGO_TARGET_DIR it outlives the
+# clone as the build does (entries are keyed by the component's SHA-256 and the
+# engine's compatibility hash, so a stale one is never used). The host's
 # test knobs (fail points, host/src/failpoints.rs) are compiled in here
 # only: `--features coordhost/failpoints`; a release build has none.
 # ---------------------------------------------------------------------------
@@ -210,6 +214,7 @@ browser-deps:
 # the build needs, and the only apt user besides the foreground) is there;
 # its output goes to build/test-build.log, printed when it fails.
 TEST_FEATURES := --workspace --locked --features coordhost/failpoints
+TEST_CACHE := $(if $(CARGO_TARGET_DIR),$(CARGO_TARGET_DIR)/coordhost-test-cache,$(CURDIR)/build/cache)
 
 .PHONY: test
 test: ha-deps
@@ -224,7 +229,7 @@ test: ha-deps
 	echo "test: the host's tests are built"; exit $$setup
 	$(CARGO) test --locked --manifest-path $(PLUGINS_SRC)/Cargo.toml \
 		--target-dir $(PLUGINS_TARGET_DIR) --workspace --lib
-	$(CARGO) test $(TEST_FEATURES)
+	COORDHOST_CACHE_DIR=$(TEST_CACHE) $(CARGO) test $(TEST_FEATURES)
 	scripts/kit-check.sh $(COORDHOST_DEBUG)
 
 # ---------------------------------------------------------------------------
