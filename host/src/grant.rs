@@ -220,7 +220,10 @@ impl Grants {
     /// # Errors
     /// [`GrantError::Store`] for a URL outside the grants (or not a URL),
     /// [`GrantError::Io`] when the store cannot read it.
-    pub fn open_readable_object(&self, path: &Path) -> Result<crate::objstore::ObjectFile, GrantError> {
+    pub fn open_readable_object(
+        &self,
+        path: &Path,
+    ) -> Result<crate::objstore::ObjectFile, GrantError> {
         let url = self.locate_object(path)?.ok_or_else(|| GrantError::Store {
             plugin: self.plugin().to_string(),
             path: path.to_path_buf(),

@@ -119,7 +119,9 @@ impl ObjectUrl {
     pub fn parse(url: &str, whole_bucket: bool) -> Result<Self, String> {
         let shown = quote_url(url);
         let Some(rest) = url.strip_prefix(SCHEME) else {
-            return Err(format!("{shown} is not an object URL: expected s3://BUCKET/KEY"));
+            return Err(format!(
+                "{shown} is not an object URL: expected s3://BUCKET/KEY"
+            ));
         };
         let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
         let valid_bucket = (3..=63).contains(&bucket.len())
@@ -281,7 +283,11 @@ pub fn error_line(error: &(dyn std::error::Error + 'static)) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut next = Some(error);
     while let Some(e) = next {
-        let text = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
+        let text = e
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
         if !parts.iter().any(|p| p.contains(&text)) {
             parts.push(text);
         }
@@ -450,11 +456,7 @@ fn io_error(url: &ObjectUrl, error: &object_store::Error) -> io::Error {
     };
     io::Error::new(
         kind,
-        format!(
-            "object store {} ({url}): {}",
-            endpoint(),
-            error_line(error)
-        ),
+        format!("object store {} ({url}): {}", endpoint(), error_line(error)),
     )
 }
 
@@ -532,7 +534,10 @@ impl Seek for ObjectFile {
             SeekFrom::Current(d) => self.pos.checked_add_signed(d),
         };
         self.pos = target.ok_or_else(|| {
-            io::Error::new(io::ErrorKind::InvalidInput, "seek before the object's start")
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "seek before the object's start",
+            )
         })?;
         Ok(self.pos)
     }
@@ -552,9 +557,17 @@ mod tests {
     #[test]
     fn urls_parse_and_tricks_are_refused() {
         let u = ObjectUrl::parse("s3://bucket-1/a/b=c/d.csv", false).expect("plain");
-        assert_eq!((u.bucket.as_str(), u.key.as_str()), ("bucket-1", "a/b=c/d.csv"));
+        assert_eq!(
+            (u.bucket.as_str(), u.key.as_str()),
+            ("bucket-1", "a/b=c/d.csv")
+        );
         assert_eq!(ObjectUrl::parse("s3://bkt/", true).expect("bucket").key, "");
-        assert_eq!(ObjectUrl::parse("s3://bkt/dir/", false).expect("folder").key, "dir");
+        assert_eq!(
+            ObjectUrl::parse("s3://bkt/dir/", false)
+                .expect("folder")
+                .key,
+            "dir"
+        );
         for bad in [
             "s3://bkt/a/../b",
             "s3://bkt/a/./b",

@@ -446,7 +446,10 @@ impl Validator {
         for (k, g) in raw.stores.iter().enumerate() {
             let url = crate::objstore::ObjectUrl::parse(&g.url, true)
                 .map_err(|reason| self.invalid(format!("{field}.stores[{k}].url"), reason))?;
-            if !matches!(kind, PluginKind::SplitEnumerator | PluginKind::ShuffleMaster) {
+            if !matches!(
+                kind,
+                PluginKind::SplitEnumerator | PluginKind::ShuffleMaster
+            ) {
                 return Err(self.invalid(
                     format!("{field}.stores"),
                     format!("a {kind} plugin cannot reach object storage; only split-enumerator and shuffle-master plugins get store grants"),

@@ -47,10 +47,20 @@ impl Op {
 impl PluginState {
     /// The grant check of one call, logged when refused (a refusal is the
     /// plugin's mistake or an attack: worth a line in the host's log).
-    fn granted(&self, url: &str, write: bool, folder: bool, op: Op) -> Result<ObjectUrl, StoreError> {
+    fn granted(
+        &self,
+        url: &str,
+        write: bool,
+        folder: bool,
+        op: Op,
+    ) -> Result<ObjectUrl, StoreError> {
         check_granted(&self.plugin, &self.stores, url, write, folder).map_err(|refusal| {
             if self.admit_line() {
-                tracing::warn!(plugin = &*self.plugin, "object-store.{} refused: {refusal}", op.name());
+                tracing::warn!(
+                    plugin = &*self.plugin,
+                    "object-store.{} refused: {refusal}",
+                    op.name()
+                );
             }
             match refusal {
                 Refusal::Invalid(m) => StoreError::InvalidUrl(m),
@@ -65,7 +75,10 @@ impl PluginState {
         &self,
         url: &ObjectUrl,
         op: Op,
-        request: impl FnOnce(std::sync::Arc<dyn object_store::ObjectStore>, object_store::path::Path) -> F,
+        request: impl FnOnce(
+            std::sync::Arc<dyn object_store::ObjectStore>,
+            object_store::path::Path,
+        ) -> F,
     ) -> Result<T, StoreError>
     where
         F: std::future::Future<Output = object_store::Result<T>> + Send + 'static,

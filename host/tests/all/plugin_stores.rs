@@ -96,7 +96,14 @@ fn stderr_of(out: &Output) -> String {
 }
 
 /// A run that must fail with `want` in its error output and publish nothing.
-fn refused(server: &Seaweed, fx: &Fixture, case: &str, files: &str, code: i32, want: &str) -> String {
+fn refused(
+    server: &Seaweed,
+    fx: &Fixture,
+    case: &str,
+    files: &str,
+    code: i32,
+    want: &str,
+) -> String {
     let job = job(&fx.path(case), files);
     let data = fx.path(&format!("{case}-data"));
     let out = run(server, &job, &data);
@@ -107,7 +114,10 @@ fn refused(server: &Seaweed, fx: &Fixture, case: &str, files: &str, code: i32, w
         !data.join("output/sales/_SUCCESS").exists(),
         "{case}: nothing is published"
     );
-    assert!(!stderr.contains(SECRET_KEY) && !stderr.contains(ACCESS_KEY), "{case}: {stderr}");
+    assert!(
+        !stderr.contains(SECRET_KEY) && !stderr.contains(ACCESS_KEY),
+        "{case}: {stderr}"
+    );
     stderr
 }
 
@@ -116,7 +126,10 @@ fn plugin_stores_a_sql_table_in_a_bucket_is_read_through_grants_and_every_escape
     let fx = Fixture(tempfile::tempdir().expect("tempdir"));
     let server = Seaweed::start(&fx.path("seaweed"), BUCKET);
     let put = |key: &str, text: &str| server.put(key, text.as_bytes().to_vec());
-    put("sales/a.csv", "region,amount\neast,10\nwest,5\neast,7\nnorth,1\n");
+    put(
+        "sales/a.csv",
+        "region,amount\neast,10\nwest,5\neast,7\nnorth,1\n",
+    );
     put("sales/b.csv", "region,amount\nwest,20\nwest,1\neast,100\n");
     put("sales/c.csv", "region,amount\nsouth,3\n");
     // Beside the prefix, below it, and not matching the pattern: never read.
@@ -133,7 +146,10 @@ fn plugin_stores_a_sql_table_in_a_bucket_is_read_through_grants_and_every_escape
     let out = run(&server, &job_file, &data);
     let stderr = stderr_of(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(!stderr.contains(SECRET_KEY) && !stderr.contains(ACCESS_KEY), "{stderr}");
+    assert!(
+        !stderr.contains(SECRET_KEY) && !stderr.contains(ACCESS_KEY),
+        "{stderr}"
+    );
     assert_eq!(
         published_lines(&data.join("output/sales")),
         [
@@ -152,11 +168,15 @@ fn plugin_stores_a_sql_table_in_a_bucket_is_read_through_grants_and_every_escape
         &fx,
         "outside",
         &faulty(
-            &format!("fault = \"store\", on = \"start\", store-op = \"get\", store-url = \"{secret}\""),
+            &format!(
+                "fault = \"store\", on = \"start\", store-op = \"get\", store-url = \"{secret}\""
+            ),
             &read_only,
         ),
         1,
-        &format!("not-granted: plugin `files` named {secret}, which is outside every store granted to it ({sales} (read-only))"),
+        &format!(
+            "not-granted: plugin `files` named {secret}, which is outside every store granted to it ({sales} (read-only))"
+        ),
     );
     assert!(!e.contains("secret,42"), "{e}");
     refused(
@@ -164,7 +184,9 @@ fn plugin_stores_a_sql_table_in_a_bucket_is_read_through_grants_and_every_escape
         &fx,
         "dotdot",
         &faulty(
-            &format!("fault = \"store\", on = \"start\", store-op = \"get\", store-url = \"{sales}/../secret/key.csv\""),
+            &format!(
+                "fault = \"store\", on = \"start\", store-op = \"get\", store-url = \"{sales}/../secret/key.csv\""
+            ),
             &read_only,
         ),
         1,
@@ -175,7 +197,9 @@ fn plugin_stores_a_sql_table_in_a_bucket_is_read_through_grants_and_every_escape
         &fx,
         "beside",
         &faulty(
-            &format!("fault = \"store\", on = \"start\", store-op = \"list\", store-url = \"s3://{BUCKET}/sales-old\""),
+            &format!(
+                "fault = \"store\", on = \"start\", store-op = \"list\", store-url = \"s3://{BUCKET}/sales-old\""
+            ),
             &read_only,
         ),
         1,
@@ -188,14 +212,21 @@ fn plugin_stores_a_sql_table_in_a_bucket_is_read_through_grants_and_every_escape
         &fx,
         "put",
         &faulty(
-            &format!("fault = \"store\", on = \"start\", store-op = \"put\", store-url = \"{sales}/evil.csv\""),
+            &format!(
+                "fault = \"store\", on = \"start\", store-op = \"put\", store-url = \"{sales}/evil.csv\""
+            ),
             &read_only,
         ),
         1,
-        &format!("read-only: plugin `files` asked to change {sales}/evil.csv, but its store grant {sales} is read-only"),
+        &format!(
+            "read-only: plugin `files` asked to change {sales}/evil.csv, but its store grant {sales} is read-only"
+        ),
     );
     assert!(
-        !server.keys("sales/").iter().any(|k| k.ends_with("evil.csv")),
+        !server
+            .keys("sales/")
+            .iter()
+            .any(|k| k.ends_with("evil.csv")),
         "the refused put wrote nothing"
     );
 
@@ -205,11 +236,15 @@ fn plugin_stores_a_sql_table_in_a_bucket_is_read_through_grants_and_every_escape
         &fx,
         "none",
         &faulty(
-            &format!("fault = \"store\", on = \"start\", store-op = \"list\", store-url = \"{sales}\""),
+            &format!(
+                "fault = \"store\", on = \"start\", store-op = \"list\", store-url = \"{sales}\""
+            ),
             "[]",
         ),
         1,
-        &format!("not-granted: plugin `files` named {sales}, which is outside every store granted to it (none)"),
+        &format!(
+            "not-granted: plugin `files` named {sales}, which is outside every store granted to it (none)"
+        ),
     );
 
     // A split that names an object outside the grant: the host refuses the
@@ -242,7 +277,9 @@ fn plugin_stores_a_sql_table_in_a_bucket_is_read_through_grants_and_every_escape
     let job_file = job(
         &fx.path("put-ok"),
         &faulty(
-            &format!("splits = 0, fault = \"store\", on = \"start\", store-op = \"put\", store-url = \"s3://{BUCKET}/out/made.txt\""),
+            &format!(
+                "splits = 0, fault = \"store\", on = \"start\", store-op = \"put\", store-url = \"s3://{BUCKET}/out/made.txt\""
+            ),
             &out_grant,
         ),
     );
@@ -250,5 +287,8 @@ fn plugin_stores_a_sql_table_in_a_bucket_is_read_through_grants_and_every_escape
     // (The job itself, over a table without splits, is not the point here.)
     let stderr = stderr_of(&out);
     assert!(!stderr.contains("object-store put"), "{stderr}");
-    assert_eq!(server.get("out/made.txt"), b"written by faulty-enumerator\n");
+    assert_eq!(
+        server.get("out/made.txt"),
+        b"written by faulty-enumerator\n"
+    );
 }
