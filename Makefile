@@ -52,7 +52,8 @@ PLUGINS_RELEASE := $(PLUGINS_TARGET_DIR)/$(PLUGIN_TARGET)/release
 # crate plugins/plugin-support is not a component and is not listed.
 # local-shuffle is also built against the frozen WIT 0.1.0 (feature
 # wit-0-1-0, its own target folder so the two builds do not replace each
-# other) into local-shuffle-0.1.0.wasm.
+# other) into local-shuffle-0.1.0.wasm; static-enumerator against the frozen
+# WIT 0.1.1 (feature wit-0-1-1) into static-enumerator-0.1.1.wasm.
 PLUGIN_NAMES := file-enumerator static-enumerator faulty-enumerator \
 	local-shuffle memory-shuffle hostile-shuffle wrong-world not-a-plugin \
 	tax-function faulty-function \
@@ -70,6 +71,11 @@ plugins:
 		--target-dir $(PLUGINS_TARGET_DIR)/wit-0.1.0
 	cp $(PLUGINS_TARGET_DIR)/wit-0.1.0/$(PLUGIN_TARGET)/release/local_shuffle.wasm \
 		$(PLUGINS_OUT)/local-shuffle-0.1.0.wasm
+	$(CARGO) build --locked --release --target $(PLUGIN_TARGET) \
+		--manifest-path $(PLUGINS_SRC)/Cargo.toml -p static-enumerator --features wit-0-1-1 \
+		--target-dir $(PLUGINS_TARGET_DIR)/wit-0.1.1
+	cp $(PLUGINS_TARGET_DIR)/wit-0.1.1/$(PLUGIN_TARGET)/release/static_enumerator.wasm \
+		$(PLUGINS_OUT)/static-enumerator-0.1.1.wasm
 
 # plugins-demo: only the two Rust components the demos' job files name
 # (file-enumerator, local-shuffle), so a first `make demo` on a fresh machine

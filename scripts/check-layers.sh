@@ -19,7 +19,7 @@ set -euo pipefail
 
 # The floors, lowest first; keep in step with docs/architecture.md ("Floors").
 FLOORS='
-0 value files failpoints rpc tls
+0 value files failpoints rpc tls objstore
 1 grant events graph
 2 shuffle plugin ha sql ui
 3 config runtime coordinator

@@ -625,6 +625,7 @@ fn invoke_table(args: &Args) -> Result<(), String> {
             kind: PluginKind::ScalarFunction,
             config,
             dirs: Vec::new(),
+            stores: Vec::new(),
             limits: Limits {
                 call_timeout: Duration::from_secs(300),
                 ..Limits::default()

@@ -53,6 +53,7 @@ fn spec(name: &str, dir: &Path) -> PluginSpec {
             host: dir.to_path_buf(),
             writable: false,
         }],
+        stores: Vec::new(),
         limits: Limits {
             call_timeout: Duration::from_secs(300),
             ..Limits::default()

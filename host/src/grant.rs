@@ -95,6 +95,18 @@ pub enum GrantError {
         /// What it is instead, e.g. `"a FIFO"`, `"a directory"`.
         what: &'static str,
     },
+    /// An `s3://` URL that is not plain or lies outside the plugin's store
+    /// grants (docs/object-storage.md, "Grants for plugins"); `reason`
+    /// starts with "plugin `NAME` named".
+    #[error("{reason}")]
+    Store {
+        /// The plugin's name in the job file.
+        plugin: String,
+        /// The URL it named.
+        path: PathBuf,
+        /// The refusal, naming the plugin, the URL and its grants.
+        reason: String,
+    },
     /// The operation failed (including `cap-std` refusing a symlink or `..`
     /// that leads out of the grant).
     #[error("plugin `{plugin}` named {}: {source}", path.display())]
@@ -123,6 +135,7 @@ impl GrantError {
             | Self::NotPlain { plugin, .. }
             | Self::Symlink { plugin, .. }
             | Self::NotAFile { plugin, .. }
+            | Self::Store { plugin, .. }
             | Self::Io { plugin, .. } => plugin,
         };
         text.strip_prefix(&format!("plugin `{plugin}` named "))
@@ -136,13 +149,15 @@ impl GrantError {
             | Self::NotPlain { path, .. }
             | Self::Symlink { path, .. }
             | Self::NotAFile { path, .. }
+            | Self::Store { path, .. }
             | Self::Io { path, .. } => path,
         }
     }
 }
 
-/// The directories granted to one plugin (its `dirs` in the job file), as
-/// the host checks the paths the plugin returns against them. Cheap to clone.
+/// The directories granted to one plugin (its `dirs` in the job file) and
+/// its folders of object storage (`stores`), as the host checks the paths
+/// and `s3://` URLs the plugin returns against them. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Grants {
     inner: Arc<GrantsInner>,
@@ -152,6 +167,7 @@ pub struct Grants {
 struct GrantsInner {
     plugin: Arc<str>,
     dirs: Vec<DirGrant>,
+    stores: Vec<crate::objstore::StoreGrant>,
 }
 
 impl Grants {
@@ -161,8 +177,67 @@ impl Grants {
             inner: Arc::new(GrantsInner {
                 plugin: Arc::from(plugin),
                 dirs: dirs.to_vec(),
+                stores: Vec::new(),
             }),
         }
+    }
+
+    /// The same grants with the store grants `stores` added.
+    #[must_use]
+    pub fn with_stores(self, stores: &[crate::objstore::StoreGrant]) -> Self {
+        Self {
+            inner: Arc::new(GrantsInner {
+                plugin: self.inner.plugin.clone(),
+                dirs: self.inner.dirs.clone(),
+                stores: stores.to_vec(),
+            }),
+        }
+    }
+
+    /// The store grants.
+    pub fn stores(&self) -> &[crate::objstore::StoreGrant] {
+        &self.inner.stores
+    }
+
+    /// The object an `s3://` `path` names, if it lies inside one of the
+    /// plugin's store grants (`Ok(None)` for a path that is not a URL).
+    fn locate_object(&self, path: &Path) -> Result<Option<crate::objstore::ObjectUrl>, GrantError> {
+        let Some(text) = path.to_str().filter(|t| crate::objstore::is_object_url(t)) else {
+            return Ok(None);
+        };
+        crate::objstore::check_granted(self.plugin(), &self.inner.stores, text, false, false)
+            .map(Some)
+            .map_err(|refusal| GrantError::Store {
+                plugin: self.plugin().to_string(),
+                path: path.to_path_buf(),
+                reason: refusal.to_string(),
+            })
+    }
+
+    /// Opens the object an `s3://` `path` names for reading, inside one of
+    /// the plugin's store grants, with the host's client.
+    ///
+    /// # Errors
+    /// [`GrantError::Store`] for a URL outside the grants (or not a URL),
+    /// [`GrantError::Io`] when the store cannot read it.
+    pub fn open_readable_object(
+        &self,
+        path: &Path,
+    ) -> Result<crate::objstore::ObjectFile, GrantError> {
+        let url = self.locate_object(path)?.ok_or_else(|| GrantError::Store {
+            plugin: self.plugin().to_string(),
+            path: path.to_path_buf(),
+            reason: format!(
+                "plugin `{}` named {}, which is not an s3:// URL",
+                self.plugin(),
+                path.display()
+            ),
+        })?;
+        crate::objstore::ObjectFile::open(&url).map_err(|source| GrantError::Io {
+            plugin: self.plugin().to_string(),
+            path: path.to_path_buf(),
+            source,
+        })
     }
 
     /// The plugin's name.
@@ -227,11 +302,16 @@ impl Grants {
     }
 
     /// Checks, without touching the file system, that `path` lies inside
-    /// one of the plugin's grants (read-only or writable).
+    /// one of the plugin's grants (read-only or writable); an `s3://` URL
+    /// inside one of its store grants.
     ///
     /// # Errors
-    /// [`GrantError::NotPlain`] or [`GrantError::Outside`].
+    /// [`GrantError::NotPlain`], [`GrantError::Outside`] or
+    /// [`GrantError::Store`].
     pub fn check_readable(&self, path: &Path) -> Result<(), GrantError> {
+        if self.locate_object(path)?.is_some() {
+            return Ok(());
+        }
         self.locate(path, false).map(|_| ())
     }
 

@@ -15,7 +15,7 @@
 //! | 3 | [`config`], [`runtime`], [`coordinator`] |
 //! | 2 | [`plugin`], [`shuffle`], [`sql`] (DataFusion planning, the stage cut, running a stage's plan), [`ui`] (the job's page, API and metrics) |
 //! | 1 | [`events`], [`graph`], [`grant`] |
-//! | 0 | [`value`], [`files`] |
+//! | 0 | [`value`], [`files`], [`objstore`] (object URLs, store grants, the S3 clients) |
 
 pub mod cli;
 pub mod config;
@@ -29,6 +29,7 @@ pub mod graph;
 pub mod ha;
 pub mod job;
 pub mod kit;
+pub mod objstore;
 pub mod plan;
 pub mod plugin;
 pub mod recovery;

@@ -98,6 +98,7 @@ impl Validator {
             kind: "scalar-function".to_string(),
             config: rf.config,
             dirs: rf.dirs,
+            stores: Vec::new(),
             limits: rf.limits,
         };
         let spec = self.plugin_at(&field, name, raw, PluginKind::ScalarFunction)?;

@@ -148,8 +148,20 @@ pub(super) struct RawPlugin {
     pub(super) config: toml::Table,
     #[serde(default)]
     pub(super) dirs: Vec<RawDir>,
+    /// Folders of object storage granted (issue 30, docs/object-storage.md).
+    #[serde(default)]
+    pub(super) stores: Vec<RawStore>,
     #[serde(default)]
     pub(super) limits: Option<RawLimits>,
+}
+
+/// One entry of `plugins.NAME.stores`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawStore {
+    pub(super) url: String,
+    #[serde(default)]
+    pub(super) writable: bool,
 }
 
 /// `[functions.NAME]` of a SQL job: a scalar-function plugin.

@@ -442,6 +442,24 @@ impl Validator {
                 writable: d.writable,
             });
         }
+        let mut stores = Vec::with_capacity(raw.stores.len());
+        for (k, g) in raw.stores.iter().enumerate() {
+            let url = crate::objstore::ObjectUrl::parse(&g.url, true)
+                .map_err(|reason| self.invalid(format!("{field}.stores[{k}].url"), reason))?;
+            if !matches!(
+                kind,
+                PluginKind::SplitEnumerator | PluginKind::ShuffleMaster
+            ) {
+                return Err(self.invalid(
+                    format!("{field}.stores"),
+                    format!("a {kind} plugin cannot reach object storage; only split-enumerator and shuffle-master plugins get store grants"),
+                ));
+            }
+            stores.push(crate::objstore::StoreGrant {
+                url,
+                writable: g.writable,
+            });
+        }
         let mut limits = Limits::default();
         if let Some(l) = raw.limits {
             if let Some(ms) = l.call_timeout_ms {
@@ -481,6 +499,7 @@ impl Validator {
             kind,
             config,
             dirs,
+            stores,
             limits,
         })
     }
@@ -535,6 +554,7 @@ impl Validator {
                 path: "${data_dir}/shuffle".to_string(),
                 writable: true,
             }],
+            stores: Vec::new(),
             limits: None,
         };
         self.plugin_at(

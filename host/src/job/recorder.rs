@@ -134,6 +134,7 @@ pub fn sql_fingerprint(sql: &crate::config::SqlSpec) -> String {
                     kind: _,
                     config,
                     dirs,
+                    stores: _,
                     limits: _,
                 } = spec;
                 let dirs: Vec<(String, bool)> = dirs
@@ -222,6 +223,7 @@ pub fn job_fingerprint(config: &crate::config::JobConfig, data_dir: &Path) -> St
             kind,
             config,
             dirs,
+            stores,
             limits: _,
         },
     ) in plugins
@@ -238,8 +240,15 @@ pub fn job_fingerprint(config: &crate::config::JobConfig, data_dir: &Path) -> St
             Some(b) => format!("builtin:{} sha256:{}", b.name, b.sha256),
             None => component.display().to_string(),
         };
+        // Store grants only when there are any: the fingerprints of jobs
+        // written before grants existed stay what they were.
+        let stores = if stores.is_empty() {
+            String::new()
+        } else {
+            format!(" stores {}", crate::objstore::list_grants(stores))
+        };
         h.push_str(&format!(
-            "plugin {name:?} {component:?} {kind:?} {config:?} {dirs:?}\n",
+            "plugin {name:?} {component:?} {kind:?} {config:?} {dirs:?}{stores}\n",
         ));
     }
     hex_sha256(&data_dir_neutral(&h, data_dir))

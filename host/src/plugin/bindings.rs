@@ -1,9 +1,10 @@
 //! The one place that generates host bindings for the plugin contract in
-//! `wit/` (package `coordhost:plugin@0.1.1`): one `bindgen!` per world.
+//! `wit/` (package `coordhost:plugin@0.1.2`): one `bindgen!` per world.
 //!
-//! Plugins of 0.1.0 (`wit/0.1.0/`) load through the same bindings: 0.1.1
-//! only adds, and wasmtime matches a `@0.1.0` import or export with the
-//! host's `@0.1.1` one (semver-compatible names, as for WASI).
+//! Plugins of 0.1.0 (`wit/0.1.0/`) and 0.1.1 (`wit/0.1.1/`) load through the
+//! same bindings: each version only adds, and wasmtime matches a `@0.1.0`
+//! or `@0.1.1` import or export with the host's `@0.1.2` one
+//! (semver-compatible names, as for WASI).
 //!
 //! The shuffle-master world reuses the types and host interfaces generated
 //! for the split-enumerator world (`with`), so both plugin kinds share one
@@ -35,6 +36,7 @@ pub mod shuffle {
         with: {
             "coordhost:plugin/types": super::enumerator::coordhost::plugin::types,
             "coordhost:plugin/host-log": super::enumerator::coordhost::plugin::host_log,
+            "coordhost:plugin/object-store": super::enumerator::coordhost::plugin::object_store,
         },
     });
 }
@@ -85,15 +87,18 @@ pub const SCALAR_FUNCTION_INTERFACE: &str = "coordhost:function/scalar-function"
 /// The WIT package this host implements, as it appears in export names.
 pub const WIT_PACKAGE: &str = "coordhost:plugin";
 /// The WIT package version this host implements.
-pub const WIT_VERSION: &str = "0.1.1";
+pub const WIT_VERSION: &str = "0.1.2";
 /// Every package version whose plugins this host loads: the ones
 /// semver-compatible with [`WIT_VERSION`] (docs/write-a-plugin.md,
 /// "Contract versions").
-pub const WIT_VERSIONS_LOADED: &[&str] = &["0.1.0", WIT_VERSION];
+pub const WIT_VERSIONS_LOADED: &[&str] = &["0.1.0", "0.1.1", WIT_VERSION];
 /// Import name of the job-shuffle-context interface (without version): a
 /// shuffle master that imports it reads the partitions worker processes
 /// report (new in 0.1.1).
 pub const JOB_SHUFFLE_CONTEXT_INTERFACE: &str = "coordhost:plugin/job-shuffle-context";
+/// Import name of the object-store interface (without version): a plugin
+/// that imports it may reach objects inside its store grants (new in 0.1.2).
+pub const OBJECT_STORE_INTERFACE: &str = "coordhost:plugin/object-store";
 /// Export name of the split-enumerator interface (without version).
 pub const SPLIT_ENUMERATOR_INTERFACE: &str = "coordhost:plugin/split-enumerator";
 /// Export name of the shuffle-master interface (without version).

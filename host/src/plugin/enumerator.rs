@@ -57,7 +57,8 @@ impl SplitEnumerator {
         };
         tracing::debug!(plugin = plugin.name(), call, "host -> plugin");
         let live = instantiate(&plugin, parallelism, &BTreeSet::new(), snapshot.as_deref())?;
-        let grants = Grants::new(plugin.name(), &plugin.spec().dirs);
+        let grants =
+            Grants::new(plugin.name(), &plugin.spec().dirs).with_stores(&plugin.spec().stores);
         Ok(Self {
             grants,
             plugin,

@@ -1,6 +1,7 @@
 //! The plugin host: runs split enumerators and shuffle masters that are
 //! WebAssembly components implementing the WIT package
-//! `coordhost:plugin@0.1.1` (see `wit/types.wit`), and those of 0.1.0.
+//! `coordhost:plugin@0.1.2` (see `wit/types.wit`), and those of 0.1.1
+//! and 0.1.0.
 //!
 //! One [`PluginHost`] per process owns the wasmtime `Engine`, one `Linker`
 //! per plugin kind, an epoch ticker thread (deadlines) and the on-disk
@@ -30,6 +31,7 @@ mod enumerator;
 mod error;
 mod function;
 mod instance;
+mod objects;
 mod observe;
 mod open_guard;
 mod output;
@@ -186,6 +188,9 @@ pub struct PluginSpec {
     pub config: Vec<(String, String)>,
     /// Directories granted; nothing else of the file system is visible.
     pub dirs: Vec<DirGrant>,
+    /// Folders of object storage granted (`stores`, WIT 0.1.2's
+    /// `object-store`); no other object is reachable.
+    pub stores: Vec<crate::objstore::StoreGrant>,
     /// Sandbox limits.
     pub limits: Limits,
 }
@@ -203,6 +208,7 @@ impl PluginSpec {
             kind,
             config: Vec::new(),
             dirs: Vec::new(),
+            stores: Vec::new(),
             limits: Limits::default(),
         }
     }

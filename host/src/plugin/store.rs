@@ -1,7 +1,7 @@
 //! What one plugin's wasmtime `Store` holds: its WASI context (nothing
 //! granted unless configured), its memory cap, and the host side of the
 //! imported interfaces (`host-log`, `enumerator-context`,
-//! `job-shuffle-context`).
+//! `job-shuffle-context`; `object-store` is in `objects.rs`).
 
 use std::collections::BTreeSet;
 use std::pin::Pin;
@@ -44,6 +44,9 @@ pub(crate) struct PluginState {
     /// What `job-shuffle-context` answers (shuffle masters only); `None`:
     /// the job runs on embedded workers.
     pub(crate) job_shuffle_context: Option<Arc<dyn super::JobShuffleContext>>,
+    /// The plugin's store grants: where `object-store` calls may reach
+    /// (`plugin/objects.rs`).
+    pub(crate) stores: Vec<crate::objstore::StoreGrant>,
 }
 
 /// The host side of `enumerator-context` for one enumerator instance.
@@ -130,6 +133,7 @@ impl PluginState {
             budget,
             call_deadline: None,
             job_shuffle_context: None,
+            stores: spec.stores.clone(),
         })
     }
 

@@ -100,6 +100,9 @@ impl RemoteComponent {
             kind,
             config: self.config.clone(),
             dirs: self.dirs.clone(),
+            // Workers load scalar functions and source readers, which
+            // reach no object storage.
+            stores: Vec::new(),
             limits: crate::plugin::Limits {
                 call_timeout: Duration::from_millis(self.call_timeout_ms),
                 memory_bytes: self.memory_bytes,

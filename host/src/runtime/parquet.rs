@@ -96,18 +96,24 @@ pub fn read_split(
         )));
     };
     let name = path.display().to_string();
-    let file: File = match grants {
-        Some(g) => g
-            .open_readable_file(path)
-            .map_err(|e| split_error(e.to_string()))?,
-        None => {
+    let is_object = path.to_str().is_some_and(crate::objstore::is_object_url);
+    let file: ParquetInput = match grants {
+        Some(g) if is_object => ParquetInput::Object(
+            g.open_readable_object(path)
+                .map_err(|e| split_error(e.to_string()))?,
+        ),
+        Some(g) => ParquetInput::File(
+            g.open_readable_file(path)
+                .map_err(|e| split_error(e.to_string()))?,
+        ),
+        None => ParquetInput::File(
             crate::files::open_regular_file(path, u64::MAX)
                 .map_err(|source| TaskError::Io {
                     path: path.clone(),
                     source,
                 })?
-                .0
-        }
+                .0,
+        ),
     };
     // A file whose footer or pages do not decode (or fail their checksum)
     // is damaged where it is stored: a data error, not retried. An I/O
@@ -150,6 +156,46 @@ pub fn read_split(
         emit(plan.apply(&batch, &name, vertex)?)?;
     }
     Ok(())
+}
+
+/// What a Parquet split is read from: a file, or an object read by ranged
+/// GETs through the host's client (an `s3://` split).
+enum ParquetInput {
+    File(File),
+    Object(crate::objstore::ObjectFile),
+}
+
+impl parquet::file::reader::Length for ParquetInput {
+    fn len(&self) -> u64 {
+        match self {
+            Self::File(f) => f.len(),
+            Self::Object(o) => o.size(),
+        }
+    }
+}
+
+impl parquet::file::reader::ChunkReader for ParquetInput {
+    type T = Box<dyn std::io::Read + Send>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        match self {
+            Self::File(f) => Ok(Box::new(f.get_read(start)?)),
+            Self::Object(o) => {
+                let mut at = o.clone();
+                std::io::Seek::seek(&mut at, std::io::SeekFrom::Start(start))?;
+                Ok(Box::new(at))
+            }
+        }
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<bytes::Bytes> {
+        match self {
+            Self::File(f) => f.get_bytes(start, length),
+            Self::Object(o) => o
+                .fetch(start, start.saturating_add(length as u64))
+                .map_err(|e| parquet::errors::ParquetError::External(Box::new(e))),
+        }
+    }
 }
 
 /// Which root columns of the file to read and how to put the reader's

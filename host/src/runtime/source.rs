@@ -145,18 +145,33 @@ fn read_lines(
 ///
 /// [`TaskError::Split`] for a file outside the grants or not a regular
 /// file, [`TaskError::Io`] for one that cannot be opened.
+/// A split's input: a file, or an object read through the host's client.
+pub(super) trait SplitInput: std::io::Read + Seek + Send {}
+impl<T: std::io::Read + Seek + Send> SplitInput for T {}
+
+/// Opens the input of a `file-range` split: a file inside `grants`, or
+/// (an `s3://` path) an object inside the store grants of `grants`.
 pub(super) fn open_split_file(
     split: &SplitData,
     path: &std::path::Path,
     grants: Option<&Grants>,
-) -> Result<std::fs::File, TaskError> {
+) -> Result<Box<dyn SplitInput>, TaskError> {
+    let refused = |e: crate::grant::GrantError| TaskError::Split {
+        split: split.id.clone(),
+        reason: e.to_string(),
+    };
+    let is_object = path.to_str().is_some_and(crate::objstore::is_object_url);
     match grants {
-        Some(g) => g.open_readable_file(path).map_err(|e| TaskError::Split {
-            split: split.id.clone(),
-            reason: e.to_string(),
-        }),
+        Some(g) if is_object => g
+            .open_readable_object(path)
+            .map(|f| Box::new(f) as Box<dyn SplitInput>)
+            .map_err(refused),
+        Some(g) => g
+            .open_readable_file(path)
+            .map(|f| Box::new(f) as Box<dyn SplitInput>)
+            .map_err(refused),
         None => crate::files::open_regular_file(path, u64::MAX)
-            .map(|(f, _)| f)
+            .map(|(f, _)| Box::new(f) as Box<dyn SplitInput>)
             .map_err(|source| TaskError::Io {
                 path: path.to_path_buf(),
                 source,

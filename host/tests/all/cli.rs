@@ -67,16 +67,18 @@ fn plugin_check_names_kind_version_and_snapshot_support_of_every_sample_plugin()
         ("local-shuffle", "shuffle-master", "yes"),
         ("memory-shuffle", "shuffle-master", "no"),
         ("local-shuffle-0.1.0", "shuffle-master", "yes"),
+        ("static-enumerator-0.1.1", "split-enumerator", "no"),
         ("py-shuffle", "shuffle-master", "yes"),
     ];
     for (name, kind, snapshot) in expected {
-        // Two samples stay on the frozen contract 0.1.0 (wit/0.1.0/): the
-        // host loads them as they are (docs/write-a-plugin.md, "Contract
-        // versions"). Only the 0.1.1 shuffle masters read worker reports.
-        let version = if matches!(name, "memory-shuffle" | "local-shuffle-0.1.0") {
-            "0.1.0"
-        } else {
-            "0.1.1"
+        // Two samples stay on the frozen contract 0.1.0 (wit/0.1.0/), one
+        // on 0.1.1 (wit/0.1.1/): the host loads them as they are
+        // (docs/write-a-plugin.md, "Contract versions"). Only the shuffle
+        // masters of 0.1.1 and later read worker reports.
+        let version = match name {
+            "memory-shuffle" | "local-shuffle-0.1.0" => "0.1.0",
+            "static-enumerator-0.1.1" => "0.1.1",
+            _ => "0.1.2",
         };
         let reads = matches!(name, "local-shuffle" | "py-shuffle");
         let path = plugin_path(name);

@@ -76,6 +76,7 @@ mod plugin_kit_c;
 mod plugin_kit_functions;
 mod plugin_kit_readers;
 mod plugin_sandbox;
+mod plugin_stores;
 #[cfg(feature = "failpoints")]
 mod recovery_attempts;
 #[cfg(feature = "failpoints")]

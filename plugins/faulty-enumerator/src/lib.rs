@@ -20,6 +20,8 @@
 //! | `probe-read` | for `probe`: comma-separated files to read |
 //! | `probe-write` | for `probe`: comma-separated files to create and write |
 //! | `probe-connect` | for `probe`: comma-separated `host:port` addresses to connect to over TCP |
+//! | `store-op` | for `store`: `list`, `head`, `get`, `put` or `delete` (WIT 0.1.2 `object-store`), default `get` |
+//! | `store-url` | for `store`: the `s3://BUCKET/KEY` URL the call names |
 //!
 //! More faults: `sleep` (`std::thread::sleep` for `sleep-ms`, then go on:
 //! the guest waits inside a WASI call), `silent` (`handle-split-request`
@@ -30,7 +32,11 @@
 //! of `probe-read` and `probe-write`, lists the environment, connects to the
 //! addresses of `probe-connect`; logs one `host-log` line per attempt,
 //! `probe <what> <target>: refused: <error>` or
-//! `probe <what> <target>: ALLOWED ...`, then goes on).
+//! `probe <what> <target>: ALLOWED ...`, then goes on), and `store` (one
+//! `object-store` call, `store-op` on `store-url`: when the host refuses or
+//! fails it, the call returns `error::io("object-store <op> <url>: <the
+//! host's store-error>")`; when it succeeds, it logs
+//! `store <op> <url>: ALLOWED` and goes on).
 //!
 //! Faults that break the host's contract (each strikes on the call it names, whatever `on` says):
 //!
@@ -140,6 +146,7 @@ enum Fault {
     Silent,
     Flood { lines: u32, line_bytes: u32 },
     Probe(Probes),
+    Store { op: String, url: String },
     AssignFile { path: String, length: u64 },
     DuplicateIds,
     AssignBeforeReader,
@@ -212,6 +219,12 @@ impl Settings {
                 write: list(config, "probe-write"),
                 connect: list(config, "probe-connect"),
             }),
+            "store" => Fault::Store {
+                op: config::value(config, "store-op").unwrap_or("get").to_owned(),
+                url: config::required(config, "store-url")
+                    .map_err(|e| Error::InvalidConfig(format!("{e} (needed by fault `store`)")))?
+                    .to_owned(),
+            },
             "assign-file" => Fault::AssignFile {
                 path: config::required(config, "path")
                     .map_err(|e| {
@@ -231,7 +244,7 @@ impl Settings {
             },
             other => {
                 return Err(Error::InvalidConfig(format!(
-                    "config key `fault`: unknown fault `{other}` (expected none, loop, grow-memory, trap, error, read-file, sleep, silent, flood, probe, assign-file, duplicate-ids, assign-before-reader or split-flood)"
+                    "config key `fault`: unknown fault `{other}` (expected none, loop, grow-memory, trap, error, read-file, sleep, silent, flood, probe, store, assign-file, duplicate-ids, assign-before-reader or split-flood)"
                 )));
             }
         };
@@ -305,6 +318,43 @@ impl Settings {
                 probe(probes);
                 Ok(false)
             }
+            Fault::Store { op, url } => store_call(op, url).map(|()| false),
+        }
+    }
+}
+
+/// One `object-store` call `op` on `url`; the host's `store-error`, if
+/// any, as `error::io` naming the call.
+fn store_call(op: &str, url: &str) -> Result<(), Error> {
+    use bindings::coordhost::plugin::object_store as store;
+    let outcome = match op {
+        "list" => store::list_objects(url, None, 10).map(|_| ()),
+        "head" => store::head_object(url).map(|_| ()),
+        "get" => store::get_range(url, 0, 16).map(|_| ()),
+        "put" => store::put_object(url, b"written by faulty-enumerator\n"),
+        "delete" => store::delete_object(url),
+        other => {
+            return Err(Error::InvalidConfig(format!(
+                "config key `store-op`: unknown operation `{other}` (expected list, head, get, put or delete)"
+            )));
+        }
+    };
+    match outcome {
+        Ok(()) => {
+            host_log::log(LogLevel::Info, &format!("store {op} {url}: ALLOWED"));
+            Ok(())
+        }
+        Err(e) => {
+            let (kind, message) = match e {
+                store::StoreError::InvalidUrl(m) => ("invalid-url", m),
+                store::StoreError::NotGranted(m) => ("not-granted", m),
+                store::StoreError::ReadOnly(m) => ("read-only", m),
+                store::StoreError::NotFound(m) => ("not-found", m),
+                store::StoreError::TooLarge(m) => ("too-large", m),
+                store::StoreError::Timeout(m) => ("timeout", m),
+                store::StoreError::Unavailable(m) => ("unavailable", m),
+            };
+            Err(Error::Io(format!("object-store {op} {url}: {kind}: {message}")))
         }
     }
 }

@@ -7,7 +7,7 @@
 //!
 //! | key | meaning |
 //! |---|---|
-//! | `dir` | absolute path of the directory; the host grants it at the same path |
+//! | `dir` | absolute path of the directory; the host grants it at the same path. Or (WIT 0.1.2) `s3://BUCKET/PREFIX`, a folder of object storage inside one of the plugin's store grants (`stores` in the job file): its objects are listed through the host's `object-store` import and cut into `file-range` splits whose path is the object's URL |
 //! | `split-bytes` | split size in bytes, default 1048576 (1 MiB), at least 1 |
 //! | `pattern` | optional file-name suffix filter, e.g. `.txt` |
 //! | `row-groups-per-split` | optional, at least 1: cut files ending in `.parquet` at row-group boundaries, this many row groups per split |
@@ -37,6 +37,15 @@
 //! reads the file's footer (never its pages) through its granted directory.
 //! Either way the host's `read-parquet` reads each row group once: the one
 //! whose starting offset lies in the split's byte range.
+//!
+//! With `dir = "s3://BUCKET/PREFIX"` the enumerator lists the objects
+//! directly under `PREFIX/` (not those of deeper folders; names starting
+//! with `.` skipped; `pattern` applies) through `object-store.list-objects`,
+//! pages of 1000, sorted by key, and cuts each into byte ranges as a file;
+//! ids are `"<object name>:<index>"`. The plugin holds no credentials: the
+//! host lists with its own, only inside the plugin's grants, and reads the
+//! splits the same way. `row-groups-per-split` and `partitions` are not
+//! offered for objects yet.
 //!
 //! # Snapshot format
 //!
@@ -103,7 +112,10 @@ impl Settings {
             ],
         )
         .map_err(Error::InvalidConfig)?;
-        let dir = config::absolute_path(config, "dir").map_err(Error::InvalidConfig)?;
+        let dir = match config::value(config, "dir") {
+            Some(url) if url.starts_with("s3://") => url.trim_end_matches('/').to_owned(),
+            _ => config::absolute_path(config, "dir").map_err(Error::InvalidConfig)?,
+        };
         let split_bytes = config::parsed_or(config, "split-bytes", DEFAULT_SPLIT_BYTES)
             .map_err(Error::InvalidConfig)?;
         if split_bytes == 0 {
@@ -140,6 +152,11 @@ impl Settings {
                 keys
             }
         };
+        if dir.starts_with("s3://") && (row_groups_per_split.is_some() || !partitions.is_empty()) {
+            return Err(Error::InvalidConfig(
+                "config keys `row-groups-per-split` and `partitions` are not offered for an s3:// `dir` yet".to_owned(),
+            ));
+        }
         Ok(Self {
             dir,
             split_bytes,
@@ -298,7 +315,9 @@ impl FileEnumerator {
     /// into splits.
     fn discover_splits(&self) -> Result<Vec<PendingSplit>, Error> {
         let dir = &self.settings.dir;
-        let files = if self.settings.partitions.is_empty() {
+        let files = if dir.starts_with("s3://") {
+            self.list_objects()?
+        } else if self.settings.partitions.is_empty() {
             self.list_dir()?
         } else {
             let mut files = Vec::new();
@@ -350,6 +369,51 @@ impl FileEnumerator {
         Ok(files)
     }
 
+    /// The objects directly under the folder `dir` (an `s3://` URL), as
+    /// (name, URL, size), sorted by name, listed through the host.
+    fn list_objects(&self) -> Result<Vec<(String, String, u64)>, Error> {
+        use bindings::coordhost::plugin::object_store::{self as store, StoreError};
+        let dir = &self.settings.dir;
+        let folder = format!("{dir}/");
+        let mut files = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let page = store::list_objects(dir, after.as_deref(), 1000).map_err(|e| {
+                let message = match e {
+                    StoreError::InvalidUrl(m)
+                    | StoreError::NotGranted(m)
+                    | StoreError::ReadOnly(m)
+                    | StoreError::NotFound(m)
+                    | StoreError::TooLarge(m)
+                    | StoreError::Timeout(m)
+                    | StoreError::Unavailable(m) => m,
+                };
+                Error::Io(format!("cannot list {dir}: {message}"))
+            })?;
+            let full = page.len() == 1000;
+            after = page.last().map(|m| m.url.clone());
+            for meta in page {
+                let Some(name) = meta.url.strip_prefix(&folder) else {
+                    continue;
+                };
+                if name.contains('/') || name.starts_with('.') {
+                    continue;
+                }
+                if let Some(pattern) = &self.settings.pattern
+                    && !name.ends_with(pattern.as_str())
+                {
+                    continue;
+                }
+                files.push((name.to_owned(), meta.url.clone(), meta.size));
+            }
+            if !full {
+                break;
+            }
+        }
+        files.sort();
+        Ok(files)
+    }
+
     /// Cuts `files` (name relative to `dir` — the split id's prefix —,
     /// path, length) into splits.
     fn cut(&self, dir: &str, files: &[(String, String, u64)]) -> Result<Vec<PendingSplit>, Error> {
@@ -395,6 +459,26 @@ impl GuestEnumerator for FileEnumerator {
         let settings = Settings::from_config(&config)?;
         // Checked here, not first at `start`: a `create` refusal is bad
         // input (exit 2, nothing run), a `start` failure a failed job.
+        if settings.dir.starts_with("s3://") {
+            // Without a request: the folder must lie inside a grant.
+            use bindings::coordhost::plugin::object_store;
+            let grants = object_store::grants();
+            let inside = grants.iter().any(|g| {
+                settings.dir == g.url || settings.dir.starts_with(&format!("{}/", g.url))
+            });
+            if !inside {
+                let listed: Vec<String> = grants.into_iter().map(|g| g.url).collect();
+                return Err(Error::InvalidConfig(format!(
+                    "config key `dir`: {} lies inside no store granted to the plugin ({}); grant it with `stores = [{{ url = \"...\" }}]`",
+                    settings.dir,
+                    if listed.is_empty() { "none".to_owned() } else { listed.join(", ") }
+                )));
+            }
+            return Ok(Enumerator::new(Self::new(
+                settings,
+                EnumeratorState::default(),
+            )));
+        }
         match std::fs::metadata(&settings.dir) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => {

@@ -15,9 +15,21 @@
 //! least one split must be configured. A file that cannot be read on `start`
 //! gives `error::io` naming it.
 
+// The current contract; with the feature `wit-0-1-1` the same plugin is
+// built against the frozen 0.1.1 (`wit/0.1.1/`), without `object-store`
+// (`make plugins` ships it as `static-enumerator-0.1.1.wasm`, for the
+// host's test that 0.1.1 plugins still load).
+#[cfg(not(feature = "wit-0-1-1"))]
 mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",
+        world: "split-enumerator-plugin",
+    });
+}
+#[cfg(feature = "wit-0-1-1")]
+mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit/0.1.1",
         world: "split-enumerator-plugin",
     });
 }

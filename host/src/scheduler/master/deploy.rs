@@ -205,12 +205,12 @@ impl JobMaster {
         self.inject_loss(&jv.id, attempt);
         // A source reads `file-range` splits only inside its enumerator's grants.
         let source_grants = jv.source.as_ref().map(|name| {
-            let dirs = self
+            let (dirs, stores) = self
                 .plugins
                 .get(name)
-                .map(|p| p.spec().dirs.clone())
+                .map(|p| (p.spec().dirs.clone(), p.spec().stores.clone()))
                 .unwrap_or_default();
-            Grants::new(name, &dirs)
+            Grants::new(name, &dirs).with_stores(&stores)
         });
         let spec = TaskSpec {
             attempt,

@@ -95,6 +95,7 @@ pub fn spec(name: &str, kind: PluginKind, config: &[(&str, &str)]) -> PluginSpec
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
         dirs: Vec::new(),
+        stores: Vec::new(),
         limits: Limits::default(),
     }
 }

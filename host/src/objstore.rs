@@ -1,0 +1,634 @@
+//! Objects of S3-compatible storage outside the event log (issue 30, item 2;
+//! docs/object-storage.md, "Grants for plugins"): the URLs `s3://BUCKET/KEY`
+//! that plugins name, the store grants of a plugin entry and the rule a URL
+//! must pass to lie inside one, the process's clients (endpoint, region and
+//! credentials from the `AWS_*` variables, as the object event log reads
+//! them), a blocking call with a deadline, and a `Read + Seek` view of one
+//! object for the source readers.
+//!
+//! Plain values and the client; the plugin host serves the WIT
+//! `object-store` interface on top of it (`plugin/objects.rs`), the source
+//! readers read `s3://` splits through [`ObjectFile`].
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::path::Path as ObjectPath;
+use object_store::{BackoffConfig, ClientConfigKey, ObjectStore, ObjectStoreExt as _, RetryConfig};
+
+/// The scheme of an object URL.
+pub const SCHEME: &str = "s3://";
+/// Longest key, bytes (S3's own bound).
+pub const MAX_KEY_BYTES: usize = 1024;
+/// Most bytes one ranged read or one put of a plugin moves.
+pub const MAX_TRANSFER_BYTES: u64 = 16 << 20;
+/// Most objects one listing call of a plugin returns.
+pub const MAX_LIST: u32 = 1000;
+/// Bytes fetched at once by [`ObjectFile`].
+const READ_CHUNK: u64 = 4 << 20;
+/// Longest store error kept in a message, bytes.
+const MAX_ERROR_LINE: usize = 600;
+
+/// True if `text` is meant as an object URL (`s3://...`).
+#[must_use]
+pub fn is_object_url(text: &str) -> bool {
+    text.starts_with(SCHEME)
+}
+
+/// An object (or a folder of objects) named by `s3://BUCKET/KEY`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct ObjectUrl {
+    /// The bucket.
+    pub bucket: String,
+    /// The key (no leading `/`; empty for the whole bucket).
+    pub key: String,
+}
+
+impl fmt::Display for ObjectUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{SCHEME}{}/{}", self.bucket, self.key)
+    }
+}
+
+/// Whether `c` may appear in a key: letters and digits of any script and
+/// `- _ . = + , @ : ! $ ' ( ) * & ;`. Nothing that `object_store` would
+/// percent-encode (so the key a plugin names is the key in the bucket), no
+/// `\`, `%`, control character or space.
+fn key_char(c: char) -> bool {
+    c.is_alphanumeric() || "-_.=+,@:!$'()*&;".contains(c)
+}
+
+/// Checks `key` part by part: non-empty parts separated by single `/`,
+/// none `.` or `..`, only [`key_char`]s, at most [`MAX_KEY_BYTES`].
+fn check_key(key: &str) -> Result<(), String> {
+    if key.len() > MAX_KEY_BYTES {
+        return Err(format!(
+            "its key is {} bytes, more than {MAX_KEY_BYTES}",
+            key.len()
+        ));
+    }
+    for part in key.split('/') {
+        if part.is_empty() {
+            return Err("its key has an empty part (a leading, trailing or doubled `/`)".into());
+        }
+        if part == "." || part == ".." {
+            return Err(format!("its key has a `{part}` part"));
+        }
+        if let Some(c) = part.chars().find(|&c| !key_char(c)) {
+            return Err(format!(
+                "its key holds {c:?}, which is not a letter, a digit or one of - _ . = + , @ : ! $ ' ( ) * & ;"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `url` as a message quotes it: control characters escaped, cut to 200
+/// characters, in backticks.
+fn quote_url(url: &str) -> String {
+    let mut out = String::from("`");
+    for (n, c) in url.chars().enumerate() {
+        if n == 200 {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('`');
+    out
+}
+
+impl ObjectUrl {
+    /// Parses `s3://BUCKET/KEY`. With `whole_bucket`, `s3://BUCKET` (and
+    /// `s3://BUCKET/`) is accepted as the empty key; a trailing `/` of a
+    /// key is dropped (a folder). Refuses a bucket name S3 refuses and a
+    /// key that [`check_key`] refuses: the URL names exactly one key, the
+    /// one it spells.
+    ///
+    /// # Errors
+    /// A sentence naming the URL and what is wrong with it.
+    pub fn parse(url: &str, whole_bucket: bool) -> Result<Self, String> {
+        let shown = quote_url(url);
+        let Some(rest) = url.strip_prefix(SCHEME) else {
+            return Err(format!(
+                "{shown} is not an object URL: expected s3://BUCKET/KEY"
+            ));
+        };
+        let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+        let valid_bucket = (3..=63).contains(&bucket.len())
+            && bucket
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+            && !bucket.starts_with(['.', '-'])
+            && !bucket.contains("..");
+        if !valid_bucket {
+            return Err(format!(
+                "{shown}: the bucket name is not valid (3 to 63 lower-case letters, digits, `-` or `.`)"
+            ));
+        }
+        let key = key.strip_suffix('/').unwrap_or(key);
+        if key.is_empty() {
+            if whole_bucket {
+                return Ok(Self {
+                    bucket: bucket.to_owned(),
+                    key: String::new(),
+                });
+            }
+            return Err(format!("{shown} names no key: expected s3://BUCKET/KEY"));
+        }
+        check_key(key).map_err(|why| format!("{shown}: {why}"))?;
+        Ok(Self {
+            bucket: bucket.to_owned(),
+            key: key.to_owned(),
+        })
+    }
+
+    /// The key as `object_store` names it.
+    #[must_use]
+    pub fn path(&self) -> ObjectPath {
+        ObjectPath::from(self.key.as_str())
+    }
+
+    /// Whether `self` is `prefix` itself or lies below it as a folder
+    /// (`prefix` followed by `/`): `data` holds `data/x`, never `data-old/x`.
+    #[must_use]
+    pub fn within(&self, prefix: &Self, allow_equal: bool) -> bool {
+        if self.bucket != prefix.bucket {
+            return false;
+        }
+        if prefix.key.is_empty() {
+            return allow_equal || !self.key.is_empty();
+        }
+        match self.key.strip_prefix(prefix.key.as_str()) {
+            Some("") => allow_equal,
+            Some(rest) => rest.starts_with('/'),
+            None => false,
+        }
+    }
+}
+
+/// A folder of a bucket granted to a plugin: one entry of a job file's
+/// `plugins.NAME.stores`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StoreGrant {
+    /// `s3://BUCKET/PREFIX` (the prefix may be empty: the whole bucket).
+    pub url: ObjectUrl,
+    /// Whether the plugin may put and delete objects under it.
+    pub writable: bool,
+}
+
+/// Why a URL a plugin named was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Not `s3://BUCKET/KEY` with plain parts.
+    Invalid(String),
+    /// Outside every grant.
+    NotGranted(String),
+    /// Inside a grant, but a write was asked and none of those grants is writable.
+    ReadOnly(String),
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Invalid(m) | Self::NotGranted(m) | Self::ReadOnly(m) => f.write_str(m),
+        }
+    }
+}
+
+/// Lists `grants` for a message: `s3://a/b (read-only), s3://c/d (writable)`, or `none`.
+#[must_use]
+pub fn list_grants(grants: &[StoreGrant]) -> String {
+    if grants.is_empty() {
+        return "none".into();
+    }
+    grants
+        .iter()
+        .map(|g| {
+            format!(
+                "{} ({})",
+                g.url,
+                if g.writable { "writable" } else { "read-only" }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The rule of docs/object-storage.md ("Grants for plugins"): `url` (an
+/// object, or with `folder` a folder to list) must parse as a plain
+/// `s3://BUCKET/KEY` and lie inside one of `grants` (for a write: a
+/// writable one). `plugin` names the plugin in the message.
+///
+/// # Errors
+/// A [`Refusal`] whose message names the plugin, the URL and its grants.
+pub fn check_granted(
+    plugin: &str,
+    grants: &[StoreGrant],
+    url: &str,
+    write: bool,
+    folder: bool,
+) -> Result<ObjectUrl, Refusal> {
+    let parsed = ObjectUrl::parse(url, false)
+        .map_err(|why| Refusal::Invalid(format!("plugin `{plugin}` named {why}")))?;
+    let inside: Vec<&StoreGrant> = grants
+        .iter()
+        .filter(|g| parsed.within(&g.url, folder))
+        .collect();
+    if inside.is_empty() {
+        return Err(Refusal::NotGranted(format!(
+            "plugin `{plugin}` named {parsed}, which is outside every store granted to it ({})",
+            list_grants(grants)
+        )));
+    }
+    if write && !inside.iter().any(|g| g.writable) {
+        return Err(Refusal::ReadOnly(format!(
+            "plugin `{plugin}` asked to change {parsed}, but its store grant {} is read-only",
+            inside[0].url
+        )));
+    }
+    Ok(parsed)
+}
+
+/// The endpoint requests go to, for messages: the `AWS_ENDPOINT_URL*`
+/// variable `object_store` reads, or AWS's regional endpoint.
+#[must_use]
+pub fn endpoint() -> String {
+    for var in ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"] {
+        if let Ok(value) = std::env::var(var)
+            && !value.is_empty()
+        {
+            return value;
+        }
+    }
+    let region = std::env::var("AWS_REGION")
+        .or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
+        .unwrap_or_else(|_| "us-east-1".to_owned());
+    format!("https://s3.{region}.amazonaws.com")
+}
+
+/// One line for a store error: its chain of causes, line breaks folded,
+/// any credential value of the environment removed, cut to 600 bytes.
+#[must_use]
+pub fn error_line(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(error);
+    while let Some(e) = next {
+        let text = e
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        next = e.source();
+    }
+    let mut line = parts.join(": ");
+    for var in [
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_ACCESS_KEY_ID",
+    ] {
+        if let Ok(value) = std::env::var(var)
+            && value.len() >= 4
+        {
+            line = line.replace(&value, "<redacted>");
+        }
+    }
+    if line.len() > MAX_ERROR_LINE {
+        let mut cut = MAX_ERROR_LINE;
+        while !line.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        line.truncate(cut);
+        line.push('…');
+    }
+    line
+}
+
+/// The process's clients, one per bucket, made on first use.
+fn clients() -> &'static Mutex<HashMap<String, Arc<dyn ObjectStore>>> {
+    static CLIENTS: OnceLock<Mutex<HashMap<String, Arc<dyn ObjectStore>>>> = OnceLock::new();
+    CLIENTS.get_or_init(Mutex::default)
+}
+
+/// The client of `bucket`: `object_store`'s S3 client with endpoint,
+/// region and credentials from the `AWS_*` variables (as the event log's),
+/// at most 3 retries within 20 s, a 5 s connect timeout. Made once per
+/// bucket and process.
+///
+/// # Errors
+/// A line naming the endpoint when the client cannot be configured.
+pub fn client(bucket: &str) -> Result<Arc<dyn ObjectStore>, String> {
+    let mut map = clients().lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(store) = map.get(bucket) {
+        return Ok(store.clone());
+    }
+    let retry = RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(2),
+            base: 2.0,
+        },
+        max_retries: 3,
+        retry_timeout: Duration::from_secs(20),
+    };
+    let store = AmazonS3Builder::from_env()
+        .with_config(
+            AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
+            "5s",
+        )
+        .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::Timeout), "60s")
+        .with_bucket_name(bucket)
+        .with_retry(retry)
+        .build()
+        .map_err(|e| {
+            format!(
+                "object store {}: cannot be configured ({})",
+                endpoint(),
+                error_line(&e)
+            )
+        })?;
+    let store: Arc<dyn ObjectStore> = Arc::new(store);
+    map.insert(bucket.to_owned(), store.clone());
+    Ok(store)
+}
+
+/// The runtime object requests run on (2 threads, made on first use).
+fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
+    static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("object-store")
+                .enable_all()
+                .build()
+                .map_err(|e| format!("no runtime for the object store client: {e}"))
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// Why [`block`] gave no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Blocked {
+    /// The deadline passed first (the request is abandoned).
+    Deadline,
+    /// No runtime, or the request panicked.
+    Failed(String),
+}
+
+/// Runs `future` on the object store runtime and waits for its answer,
+/// until `deadline` at the latest. Callable from any thread, also one
+/// inside another runtime.
+///
+/// # Errors
+/// [`Blocked::Deadline`] when the deadline passed, [`Blocked::Failed`]
+/// when there is no runtime or the request panicked.
+pub fn block<T: Send + 'static>(
+    future: impl Future<Output = T> + Send + 'static,
+    deadline: Option<Instant>,
+) -> Result<T, Blocked> {
+    let runtime = runtime().map_err(Blocked::Failed)?;
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let task = runtime.spawn(async move {
+        let _gone = tx.send(future.await);
+    });
+    let answer = match deadline {
+        Some(at) => rx
+            .recv_timeout(at.saturating_duration_since(Instant::now()))
+            .map_err(|e| match e {
+                std::sync::mpsc::RecvTimeoutError::Timeout => Blocked::Deadline,
+                std::sync::mpsc::RecvTimeoutError::Disconnected => {
+                    Blocked::Failed("an object store request panicked".into())
+                }
+            }),
+        None => rx
+            .recv()
+            .map_err(|_| Blocked::Failed("an object store request panicked".into())),
+    };
+    if answer.is_err() {
+        task.abort();
+    }
+    answer
+}
+
+/// One object read as a file: its size from a HEAD at open, its bytes by
+/// ranged GETs of 4 MiB as they are read. What the source readers read an
+/// `s3://` split through. A clone shares the client and starts where the
+/// original stands.
+#[derive(Clone)]
+pub struct ObjectFile {
+    url: ObjectUrl,
+    store: Arc<dyn ObjectStore>,
+    size: u64,
+    pos: u64,
+    /// The bytes fetched last and where they start.
+    chunk: (u64, bytes::Bytes),
+}
+
+impl fmt::Debug for ObjectFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ObjectFile")
+            .field("url", &self.url.to_string())
+            .field("size", &self.size)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An `io::Error` for a store error on `url`, naming the endpoint.
+fn io_error(url: &ObjectUrl, error: &object_store::Error) -> io::Error {
+    let kind = if matches!(error, object_store::Error::NotFound { .. }) {
+        io::ErrorKind::NotFound
+    } else {
+        io::ErrorKind::Other
+    };
+    io::Error::new(
+        kind,
+        format!("object store {} ({url}): {}", endpoint(), error_line(error)),
+    )
+}
+
+impl ObjectFile {
+    /// Opens `url` (a HEAD for its size).
+    ///
+    /// # Errors
+    /// An `io::Error` naming the endpoint and the URL (`NotFound` for a
+    /// missing object).
+    pub fn open(url: &ObjectUrl) -> io::Result<Self> {
+        let store = client(&url.bucket).map_err(io::Error::other)?;
+        let (s, path) = (store.clone(), url.path());
+        let meta = block(async move { s.head(&path).await }, None)
+            .map_err(|e| io::Error::other(format!("{e:?}")))?
+            .map_err(|e| io_error(url, &e))?;
+        Ok(Self {
+            url: url.clone(),
+            store,
+            size: meta.size,
+            pos: 0,
+            chunk: (0, bytes::Bytes::new()),
+        })
+    }
+
+    /// The object's size in bytes.
+    #[must_use]
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Bytes `[start, end)` of the object, fetched now.
+    ///
+    /// # Errors
+    /// As [`ObjectFile::open`].
+    pub fn fetch(&self, start: u64, end: u64) -> io::Result<bytes::Bytes> {
+        let end = end.min(self.size);
+        if start >= end {
+            return Ok(bytes::Bytes::new());
+        }
+        let (s, path) = (self.store.clone(), self.url.path());
+        block(async move { s.get_range(&path, start..end).await }, None)
+            .map_err(|e| io::Error::other(format!("{e:?}")))?
+            .map_err(|e| io_error(&self.url, &e))
+    }
+}
+
+impl Read for ObjectFile {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() || self.pos >= self.size {
+            return Ok(0);
+        }
+        let (at, bytes) = &self.chunk;
+        let inside = self.pos >= *at && self.pos < at + bytes.len() as u64;
+        if !inside {
+            let fetched = self.fetch(self.pos, self.pos.saturating_add(READ_CHUNK))?;
+            if fetched.is_empty() {
+                return Ok(0);
+            }
+            self.chunk = (self.pos, fetched);
+        }
+        let (at, bytes) = &self.chunk;
+        let offset = usize::try_from(self.pos - at).unwrap_or(usize::MAX);
+        let n = buf.len().min(bytes.len() - offset);
+        buf[..n].copy_from_slice(&bytes[offset..offset + n]);
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl Seek for ObjectFile {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        let target = match to {
+            SeekFrom::Start(n) => Some(n),
+            SeekFrom::End(d) => self.size.checked_add_signed(d),
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+        };
+        self.pos = target.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "seek before the object's start",
+            )
+        })?;
+        Ok(self.pos)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(url: &str, writable: bool) -> StoreGrant {
+        StoreGrant {
+            url: ObjectUrl::parse(url, true).expect("a grant URL"),
+            writable,
+        }
+    }
+
+    #[test]
+    fn urls_parse_and_tricks_are_refused() {
+        let u = ObjectUrl::parse("s3://bucket-1/a/b=c/d.csv", false).expect("plain");
+        assert_eq!(
+            (u.bucket.as_str(), u.key.as_str()),
+            ("bucket-1", "a/b=c/d.csv")
+        );
+        assert_eq!(ObjectUrl::parse("s3://bkt/", true).expect("bucket").key, "");
+        assert_eq!(
+            ObjectUrl::parse("s3://bkt/dir/", false)
+                .expect("folder")
+                .key,
+            "dir"
+        );
+        for bad in [
+            "s3://bkt/a/../b",
+            "s3://bkt/a/./b",
+            "s3://bkt/..",
+            "s3://bkt//a",
+            "s3://bkt/a//b",
+            "s3://bkt/a%2F..%2Fb",
+            "s3://bkt/a\\..\\b",
+            "s3://bkt/a\nb",
+            "s3://bkt/a b",
+            "s3://bkt",
+            "s3://BKT/a",
+            "s3://b/a",
+            "s3://.bkt/a",
+            "http://bkt/a",
+            "/bkt/a",
+        ] {
+            assert!(ObjectUrl::parse(bad, false).is_err(), "{bad:?} accepted");
+        }
+        let long = format!("s3://bkt/{}", "k".repeat(MAX_KEY_BYTES + 1));
+        assert!(ObjectUrl::parse(&long, false).is_err());
+    }
+
+    #[test]
+    fn keys_lie_inside_a_grant_only_below_its_prefix() {
+        let grants = [grant("s3://bkt/data", false), grant("s3://bkt/out", true)];
+        let ok = |url: &str, write: bool| check_granted("p", &grants, url, write, false);
+        assert!(ok("s3://bkt/data/x.csv", false).is_ok());
+        assert!(ok("s3://bkt/data/deep/x.csv", false).is_ok());
+        assert!(ok("s3://bkt/out/x", true).is_ok());
+        for (url, write) in [
+            ("s3://bkt/data-old/x.csv", false),
+            ("s3://bkt/datax", false),
+            ("s3://bkt/data", false),
+            ("s3://other/data/x.csv", false),
+            ("s3://bkt/secret/x", false),
+            ("s3://bkt/data/../secret/x", false),
+        ] {
+            let e = ok(url, write).expect_err(url);
+            assert!(
+                matches!(e, Refusal::NotGranted(_) | Refusal::Invalid(_)),
+                "{url}: {e}"
+            );
+        }
+        let e = ok("s3://bkt/data/x.csv", true).expect_err("read-only");
+        assert!(matches!(e, Refusal::ReadOnly(_)), "{e}");
+        assert!(e.to_string().contains("read-only"), "{e}");
+        let e = ok("s3://bkt/secret/x", false).expect_err("outside");
+        assert_eq!(
+            e.to_string(),
+            "plugin `p` named s3://bkt/secret/x, which is outside every store granted to it (s3://bkt/data (read-only), s3://bkt/out (writable))"
+        );
+        // A folder to list may be the grant itself.
+        assert!(check_granted("p", &grants, "s3://bkt/data", false, true).is_ok());
+        assert!(check_granted("p", &grants, "s3://bkt/dat", false, true).is_err());
+        // No grants: nothing.
+        let e = check_granted("p", &[], "s3://bkt/data/x", false, false).expect_err("none");
+        assert!(e.to_string().ends_with("(none)"), "{e}");
+        // A grant of the whole bucket holds every key of it, not another bucket's.
+        let whole = [grant("s3://bkt", false)];
+        assert!(check_granted("p", &whole, "s3://bkt/a", false, false).is_ok());
+        assert!(check_granted("p", &whole, "s3://bkt2/a", false, false).is_err());
+    }
+}
