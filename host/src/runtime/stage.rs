@@ -423,6 +423,11 @@ impl LeafInputs for Feeds {
                 per_producer: false,
                 ..
             } => 1,
+            // One partition per producer that wrote anything for this
+            // task (`inputs_of` leaves out those that reported no byte),
+            // and at least one: when every producer was empty (a table
+            // without splits) the merge above reads one empty partition,
+            // as DataFusion's `SortPreservingMergeExec` needs an input.
             LeafKind::Exchange {
                 from,
                 per_producer: true,
@@ -432,7 +437,8 @@ impl LeafInputs for Feeds {
                 .parts
                 .iter()
                 .filter(|p| p.producer.vertex == *from)
-                .count(),
+                .count()
+                .max(1),
         }
     }
 

@@ -505,6 +505,36 @@ fn an_empty_field_is_null_as_sql_says() {
 }
 
 #[test]
+fn a_table_without_splits_gives_the_empty_answer_and_exit_0() {
+    // An empty table folder: the enumerator hands out no split, every scan
+    // task reads nothing. A count is 0, a sorted or grouped query has no
+    // row; the merge of an `ORDER BY` over producers that wrote nothing
+    // used to fail in DataFusion ("requires at least one input partition").
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let input = tmp.path().join("in");
+    std::fs::create_dir_all(&input).expect("input");
+    for (name, sql, want) in [
+        ("count", "SELECT count(*) AS n FROM t", &["n", "0"][..]),
+        ("sorted", "SELECT k, v FROM t ORDER BY k, v", &["k,v"][..]),
+        (
+            "grouped",
+            "SELECT k, sum(v) AS s, count(*) AS n FROM t GROUP BY k ORDER BY k",
+            &["k,s,n"][..],
+        ),
+        (
+            "limited",
+            "SELECT d FROM t ORDER BY d DESC LIMIT 3",
+            &["d"][..],
+        ),
+    ] {
+        let job = small_job(&tmp.path().join(name), &input, sql);
+        let state = tmp.path().join(format!("{name}-state"));
+        run_finished(&job, &state);
+        assert_eq!(published_lines(&state.join("output/small")), want, "{sql}");
+    }
+}
+
+#[test]
 fn a_file_that_does_not_match_the_declared_schema_fails_naming_the_file_and_the_column() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let input = tmp.path().join("in");
