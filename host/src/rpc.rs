@@ -28,8 +28,10 @@ tonic::include_proto!("coordhost.worker.v1");
 /// their components with `FetchComponent`. `Worker.Goodbye` (issue 31)
 /// came within revision 3: an older worker of revision 3 answers it
 /// `UNIMPLEMENTED`, which the coordinator takes as no goodbye (that worker
-/// warns that it lost the coordinator, as before).
-pub const PROTOCOL_VERSION: u32 = 3;
+/// warns that it lost the coordinator, as before). Revision 4 (issue 30):
+/// a source task carries its enumerator's store grants, read-only
+/// (`RemoteVertex::source` is a `RemoteSource`).
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// Largest message either side accepts, bytes (a task with its inputs on
 /// an all-to-all edge of many producers; a chunk is at most [`CHUNK_BYTES`]).

@@ -34,7 +34,7 @@ pub mod worker;
 
 pub use cluster::{Cluster, ClusterEvent, ClusterOptions, ServedComponent, WorkerHeartbeats};
 pub use task::{
-    RemoteComponent, RemoteFunction, RemoteInput, RemoteOutput, RemoteReader, RemoteTask,
-    RemoteVertex,
+    RemoteComponent, RemoteFunction, RemoteInput, RemoteOutput, RemoteReader, RemoteSource,
+    RemoteTask, RemoteVertex,
 };
 pub use worker::{WorkerOptions, run_worker};

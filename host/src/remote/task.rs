@@ -26,8 +26,9 @@ pub struct RemoteVertex {
     /// For a sink: its format and columns (the folder is the
     /// coordinator's; the worker stages under its own data directory).
     pub sink: Option<SinkSpec>,
-    /// For a source: the split enumerator plugin's name and grants.
-    pub source: Option<(String, Vec<DirGrant>)>,
+    /// For a source: the split enumerator plugin's name and the grants
+    /// its splits are read inside.
+    pub source: Option<RemoteSource>,
     /// The job's scalar functions (`[functions.NAME]`, docs/sql.md): a
     /// stage plan calls them by name; the worker binds each name to the
     /// component of this hash, fetched from the coordinator when it has
@@ -37,6 +38,77 @@ pub struct RemoteVertex {
     /// (`format = { reader = "PLUGIN" }`): that reader, loaded on the
     /// worker the same way as a function's component. Empty otherwise.
     pub readers: Vec<RemoteReader>,
+}
+
+/// The grants a source task reads its `file-range` splits inside: those
+/// of its split enumerator (plugin `plugin`), its directories and its
+/// object-store grants, the latter always read-only (a task reads splits,
+/// it never writes objects). The coordinator checks each split against
+/// the enumerator's grants when it assigns it; the worker checks the
+/// grants it receives ([`RemoteSource::grants`]) and each split again
+/// when the task opens it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteSource {
+    /// The split enumerator plugin's name (named in messages).
+    pub plugin: String,
+    /// Its directory grants.
+    pub dirs: Vec<DirGrant>,
+    /// Its store grants, read-only.
+    pub stores: Vec<crate::objstore::StoreGrant>,
+}
+
+impl RemoteSource {
+    /// The grants a task of the enumerator `spec` reads inside: its
+    /// directories, and its store grants made read-only.
+    pub fn new(spec: &crate::plugin::PluginSpec) -> Self {
+        Self {
+            plugin: spec.name.clone(),
+            dirs: spec.dirs.clone(),
+            stores: spec
+                .stores
+                .iter()
+                .map(|g| crate::objstore::StoreGrant {
+                    url: g.url.clone(),
+                    writable: false,
+                })
+                .collect(),
+        }
+    }
+
+    /// The grants as the worker's task uses them, after checking what
+    /// came over the wire: each store grant must be a plain
+    /// `s3://BUCKET[/PREFIX]` that parses back to itself (the rule of
+    /// docs/object-storage.md) and read-only.
+    ///
+    /// # Errors
+    /// A sentence naming the plugin and the grant.
+    pub fn grants(&self) -> Result<crate::grant::Grants, String> {
+        for g in &self.stores {
+            let text = g.url.to_string();
+            match crate::objstore::ObjectUrl::parse(&text, true) {
+                Ok(url) if url == g.url => {}
+                Ok(_) => {
+                    return Err(format!(
+                        "the store grant {text} of plugin `{}` is not written plainly",
+                        self.plugin
+                    ));
+                }
+                Err(why) => {
+                    return Err(format!(
+                        "a store grant of plugin `{}`: {why}",
+                        self.plugin
+                    ));
+                }
+            }
+            if g.writable {
+                return Err(format!(
+                    "the store grant {text} of plugin `{}` is writable; a task reads splits only",
+                    self.plugin
+                ));
+            }
+        }
+        Ok(crate::grant::Grants::new(&self.plugin, &self.dirs).with_stores(&self.stores))
+    }
 }
 
 /// A plugin component a task needs, whatever its kind (a scalar
@@ -276,6 +348,69 @@ pub fn plain_relative(location: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn store(url: &str, writable: bool) -> crate::objstore::StoreGrant {
+        crate::objstore::StoreGrant {
+            url: crate::objstore::ObjectUrl::parse(url, true).expect("url"),
+            writable,
+        }
+    }
+
+    #[test]
+    fn a_source_task_gets_the_enumerators_grants_with_its_stores_read_only() {
+        let mut spec = crate::plugin::PluginSpec::bare(
+            Path::new("/p/files.wasm"),
+            crate::plugin::PluginKind::SplitEnumerator,
+        );
+        spec.dirs = vec![DirGrant {
+            host: PathBuf::from("/data/in"),
+            writable: true,
+        }];
+        spec.stores = vec![store("s3://bkt/in", false), store("s3://bkt/out", true)];
+        let source = RemoteSource::new(&spec);
+        assert_eq!(source.plugin, "files");
+        assert_eq!(source.dirs, spec.dirs);
+        assert_eq!(
+            source.stores,
+            [store("s3://bkt/in", false), store("s3://bkt/out", false)]
+        );
+        // On the worker: the same grants, and the host's rule on each split.
+        let grants = source.grants().expect("grants");
+        assert_eq!(grants.stores(), source.stores.as_slice());
+        assert!(grants.open_readable_object(Path::new("s3://bkt/other/x")).is_err());
+        let wire = postcard::to_stdvec(&source).expect("encode");
+        assert_eq!(postcard::from_bytes::<RemoteSource>(&wire).expect("decode"), source);
+    }
+
+    #[test]
+    fn a_worker_refuses_a_writable_or_unplain_store_grant_naming_the_plugin() {
+        let source = |stores| RemoteSource {
+            plugin: "files".into(),
+            dirs: Vec::new(),
+            stores,
+        };
+        let e = source(vec![store("s3://bkt/out", true)])
+            .grants()
+            .expect_err("writable");
+        assert!(e.contains("s3://bkt/out") && e.contains("`files`") && e.contains("writable"), "{e}");
+        let crafted = crate::objstore::StoreGrant {
+            url: crate::objstore::ObjectUrl {
+                bucket: "bkt".into(),
+                key: "in/../secret".into(),
+            },
+            writable: false,
+        };
+        let e = source(vec![crafted]).grants().expect_err("dot-dot");
+        assert!(e.contains("`files`") && e.contains("`..` part"), "{e}");
+        let bad_bucket = crate::objstore::StoreGrant {
+            url: crate::objstore::ObjectUrl {
+                bucket: "B".into(),
+                key: "in".into(),
+            },
+            writable: false,
+        };
+        assert!(source(vec![bad_bucket]).grants().is_err());
+    }
 
     #[test]
     fn only_plain_relative_locations_are_accepted() {

@@ -1383,7 +1383,9 @@ fn task_spec(
     let source_grants = vertex
         .source
         .as_ref()
-        .map(|(plugin, dirs)| Grants::new(plugin, dirs));
+        .map(super::RemoteSource::grants)
+        .transpose()
+        .map_err(|e| Status::invalid_argument(format!("the task of `{}`: {e}", req.vertex_id)))?;
     let components: Arc<dyn ComponentSource> = Arc::new(CoordinatorComponents {
         state: state.clone(),
         session: req.session,

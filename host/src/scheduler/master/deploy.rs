@@ -330,13 +330,18 @@ impl JobMaster {
                 .collect(),
             TaskInput::Splits(_) => Vec::new(),
         };
+        // The enumerator's grants, its store grants read-only: exactly
+        // where the splits it assigns may lie (each checked against them
+        // at assignment), and nothing to write.
         let source = jv.source.as_ref().map(|name| {
-            let dirs = self
-                .plugins
-                .get(name)
-                .map(|p| p.spec().dirs.clone())
-                .unwrap_or_default();
-            (name.clone(), dirs)
+            self.plugins.get(name).map_or_else(
+                || crate::remote::RemoteSource {
+                    plugin: name.clone(),
+                    dirs: Vec::new(),
+                    stores: Vec::new(),
+                },
+                |p| crate::remote::RemoteSource::new(p.spec()),
+            )
         });
         RemoteTask {
             job: self.job.clone(),

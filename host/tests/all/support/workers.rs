@@ -14,6 +14,8 @@
 //!   one to end on its own; [`Workers::address`] is where one serves.
 //! - [`Workers::start_in_namespaces_with`]: workers each in a network namespace
 //!   of [`super::netns::Netns`], listening on its address.
+//! - [`Workers::start_with_env`]: workers with more environment variables
+//!   (an object store's `AWS_*`).
 
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
@@ -64,6 +66,9 @@ pub struct Workers {
     extra: Vec<Vec<String>>,
     /// Per worker index: the `FAILPOINTS` of its processes (test knobs).
     knobs: Vec<(usize, String)>,
+    /// More environment variables of every worker (e.g. an object
+    /// store's `AWS_*`).
+    env: Vec<(String, String)>,
 }
 
 impl Workers {
@@ -228,6 +233,23 @@ impl Workers {
         w.launch(n)
     }
 
+    /// As [`Workers::start`], every worker with the environment variables
+    /// `env` (e.g. the `AWS_*` variables of a test's object store).
+    ///
+    /// # Panics
+    /// If a worker cannot be spawned.
+    pub fn start_with_env(
+        n: usize,
+        coordinator: &str,
+        base: &Path,
+        slots: u32,
+        env: Vec<(String, String)>,
+    ) -> Self {
+        let mut w = Self::unstarted(coordinator, base, slots);
+        w.env = env;
+        w.launch(n)
+    }
+
     /// The workers of one test before any is spawned: defaults that the
     /// constructors above change (partitions kept 60 s, loopback, info logs).
     fn unstarted(coordinator: &str, base: &Path, slots: u32) -> Self {
@@ -242,6 +264,7 @@ impl Workers {
             log: "coordhost::remote=info",
             extra: Vec::new(),
             knobs: Vec::new(),
+            env: Vec::new(),
         }
     }
 
@@ -285,6 +308,7 @@ impl Workers {
             )
             .args(self.extra.get(i).into_iter().flatten())
             .env("COORDHOST_LOG", self.log)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .envs(
                 self.knobs
                     .iter()
