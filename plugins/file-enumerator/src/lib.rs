@@ -44,8 +44,10 @@
 //! pages of 1000, sorted by key, and cuts each into byte ranges as a file;
 //! ids are `"<object name>:<index>"`. The plugin holds no credentials: the
 //! host lists with its own, only inside the plugin's grants, and reads the
-//! splits the same way. `row-groups-per-split` and `partitions` are not
-//! offered for objects yet.
+//! splits the same way. A `.parquet` object's footer is read the same way
+//! (ranged gets of its two ends and its footer, never its pages), so
+//! `row-groups-per-split` works on objects as on files; `partitions` is
+//! not offered for objects yet.
 //!
 //! # Snapshot format
 //!
@@ -152,9 +154,9 @@ impl Settings {
                 keys
             }
         };
-        if dir.starts_with("s3://") && (row_groups_per_split.is_some() || !partitions.is_empty()) {
+        if dir.starts_with("s3://") && !partitions.is_empty() {
             return Err(Error::InvalidConfig(
-                "config keys `row-groups-per-split` and `partitions` are not offered for an s3:// `dir` yet".to_owned(),
+                "config key `partitions` is not offered for an s3:// `dir` yet".to_owned(),
             ));
         }
         Ok(Self {
@@ -421,7 +423,7 @@ impl FileEnumerator {
         for (name, path, len) in files {
             match self.settings.row_groups_per_split {
                 Some(k) if name.ends_with(".parquet") => {
-                    let starts = parquet_splits::row_group_starts(path, *len).map_err(Error::Io)?;
+                    let starts = row_group_starts(path, *len)?;
                     splits.extend(parquet_splits::row_group_splits(
                         path, name, *len, &starts, k,
                     ));
@@ -431,7 +433,7 @@ impl FileEnumerator {
                     // 0-byte file or a footer whose row groups start past
                     // its end would otherwise give no rows, silently.
                     if name.ends_with(".parquet") {
-                        parquet_splits::row_group_starts(path, *len).map_err(Error::Io)?;
+                        row_group_starts(path, *len)?;
                     }
                     splits.extend(file_range_splits(
                         path,
@@ -452,6 +454,41 @@ impl FileEnumerator {
         );
         Ok(splits)
     }
+}
+
+/// The row groups' starting offsets of the Parquet file or object `path`
+/// (`s3://…`: its footer read through the host's `object-store.get-range`,
+/// inside the plugin's grants).
+fn row_group_starts(path: &str, len: u64) -> Result<Vec<u64>, Error> {
+    if !path.starts_with("s3://") {
+        return parquet_splits::row_group_starts(path, len).map_err(Error::Io);
+    }
+    parquet_splits::row_group_starts_with(path, len, |offset, length| {
+        use bindings::coordhost::plugin::object_store::{self as store, StoreError};
+        // The host moves at most 16 MiB per call.
+        const MOST: u64 = 16 << 20;
+        let mut bytes = Vec::new();
+        while (bytes.len() as u64) < length {
+            let at = offset + bytes.len() as u64;
+            let want = (length - bytes.len() as u64).min(MOST);
+            let chunk = store::get_range(path, at, want).map_err(|e| match e {
+                StoreError::InvalidUrl(m)
+                | StoreError::NotGranted(m)
+                | StoreError::ReadOnly(m)
+                | StoreError::NotFound(m)
+                | StoreError::TooLarge(m)
+                | StoreError::Timeout(m)
+                | StoreError::Unavailable(m) => format!("cannot read {path}: {m}"),
+            })?;
+            if chunk.is_empty() {
+                // Shorter than its listing said: cut since, or replaced.
+                break;
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
+    })
+    .map_err(Error::Io)
 }
 
 impl GuestEnumerator for FileEnumerator {

@@ -50,20 +50,47 @@ pub fn row_group_start(row_group: &RowGroupMetaData) -> Option<u64> {
 /// [`MAX_FOOTER_BYTES`] or does not decode, or its row groups do not start
 /// at strictly increasing offsets inside the file.
 pub fn row_group_starts(path: &str, file_len: u64) -> Result<Vec<u64>, String> {
+    let mut file: Option<std::fs::File> = None;
+    row_group_starts_with(path, file_len, |offset, length| {
+        let f = match &mut file {
+            Some(f) => f,
+            None => file.insert(
+                std::fs::File::open(path).map_err(|e| format!("cannot open {path}: {e}"))?,
+            ),
+        };
+        let io = |e: std::io::Error| format!("cannot read {path}: {e}");
+        f.seek(SeekFrom::Start(offset)).map_err(io)?;
+        let mut bytes = vec![0u8; usize::try_from(length).map_err(|e| e.to_string())?];
+        f.read_exact(&mut bytes).map_err(io)?;
+        Ok(bytes)
+    })
+}
+
+/// [`row_group_starts`] over any input: `read(offset, length)` returns
+/// exactly `length` bytes of the file or object named `path` (of
+/// `file_len` bytes) from `offset`, or a message naming it. Only the two
+/// ends and the footer are read.
+///
+/// # Errors
+///
+/// As [`row_group_starts`].
+pub fn row_group_starts_with(
+    path: &str,
+    file_len: u64,
+    mut read: impl FnMut(u64, u64) -> Result<Vec<u8>, String>,
+) -> Result<Vec<u64>, String> {
     let bad = |why: String| format!("{path} is not a readable Parquet file: {why}");
     if file_len < 12 {
         return Err(bad(format!(
             "it has {file_len} bytes, fewer than a Parquet file's 12"
         )));
     }
-    let mut file = std::fs::File::open(path).map_err(|e| format!("cannot open {path}: {e}"))?;
-    let io = |e: std::io::Error| format!("cannot read {path}: {e}");
-    let mut head = [0u8; 4];
-    file.read_exact(&mut head).map_err(io)?;
-    let mut tail = [0u8; 8];
-    file.seek(SeekFrom::Start(file_len - 8)).map_err(io)?;
-    file.read_exact(&mut tail).map_err(io)?;
-    if &head != MAGIC || &tail[4..] != MAGIC {
+    let head = read(0, 4)?;
+    let tail = read(file_len - 8, 8)?;
+    if head.len() != 4 || tail.len() != 8 {
+        return Err(bad(format!("it ends before its {file_len} bytes")));
+    }
+    if head.as_slice() != MAGIC || &tail[4..] != MAGIC {
         return Err(bad("no `PAR1` magic at its start and end".to_owned()));
     }
     let footer_len = u64::from(u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]));
@@ -72,10 +99,10 @@ pub fn row_group_starts(path: &str, file_len: u64) -> Result<Vec<u64>, String> {
             "its footer claims {footer_len} bytes (file {file_len} bytes, limit {MAX_FOOTER_BYTES})"
         )));
     }
-    let mut footer = vec![0u8; footer_len as usize];
-    file.seek(SeekFrom::Start(file_len - 8 - footer_len))
-        .map_err(io)?;
-    file.read_exact(&mut footer).map_err(io)?;
+    let footer = read(file_len - 8 - footer_len, footer_len)?;
+    if footer.len() as u64 != footer_len {
+        return Err(bad(format!("it ends before its {file_len} bytes")));
+    }
     let metadata = ParquetMetaDataReader::decode_metadata(&footer)
         .map_err(|e| bad(format!("its footer does not decode: {e}")))?;
     let mut starts = Vec::with_capacity(metadata.num_row_groups());
