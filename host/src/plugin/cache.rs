@@ -366,7 +366,7 @@ mod tests {
         let entry = entry_of(&cache, dir.path(), EMPTY_COMPONENT);
         rustix::fs::mknodat(
             rustix::fs::CWD,
-            &entry.with_extension("lock"),
+            entry.with_extension("lock"),
             rustix::fs::FileType::Fifo,
             rustix::fs::Mode::from_raw_mode(0o600),
             0,

@@ -94,10 +94,7 @@ impl RemoteSource {
                     ));
                 }
                 Err(why) => {
-                    return Err(format!(
-                        "a store grant of plugin `{}`: {why}",
-                        self.plugin
-                    ));
+                    return Err(format!("a store grant of plugin `{}`: {why}", self.plugin));
                 }
             }
             if g.writable {
@@ -377,9 +374,16 @@ mod tests {
         // On the worker: the same grants, and the host's rule on each split.
         let grants = source.grants().expect("grants");
         assert_eq!(grants.stores(), source.stores.as_slice());
-        assert!(grants.open_readable_object(Path::new("s3://bkt/other/x")).is_err());
+        assert!(
+            grants
+                .open_readable_object(Path::new("s3://bkt/other/x"))
+                .is_err()
+        );
         let wire = postcard::to_stdvec(&source).expect("encode");
-        assert_eq!(postcard::from_bytes::<RemoteSource>(&wire).expect("decode"), source);
+        assert_eq!(
+            postcard::from_bytes::<RemoteSource>(&wire).expect("decode"),
+            source
+        );
     }
 
     #[test]
@@ -392,7 +396,10 @@ mod tests {
         let e = source(vec![store("s3://bkt/out", true)])
             .grants()
             .expect_err("writable");
-        assert!(e.contains("s3://bkt/out") && e.contains("`files`") && e.contains("writable"), "{e}");
+        assert!(
+            e.contains("s3://bkt/out") && e.contains("`files`") && e.contains("writable"),
+            "{e}"
+        );
         let crafted = crate::objstore::StoreGrant {
             url: crate::objstore::ObjectUrl {
                 bucket: "bkt".into(),

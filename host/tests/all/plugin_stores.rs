@@ -118,7 +118,15 @@ fn refused(
     code: i32,
     want: &str,
 ) -> String {
-    refused_of(server, fx, case, files, "format = \"csv\"\nheader = true", code, want)
+    refused_of(
+        server,
+        fx,
+        case,
+        files,
+        "format = \"csv\"\nheader = true",
+        code,
+        want,
+    )
 }
 
 /// As [`refused`], the table's format given by `format` (its lines).
@@ -420,7 +428,11 @@ fn plugin_stores_parquet_objects_are_read_once_per_row_group_embedded_and_on_thr
     // ranges on a worker, inside the grants the coordinator sent it.
     let addr = free_port();
     let workers = Workers::start_with_env(3, &addr, &fx.path("workers"), 2, server.env());
-    let job_file = job_of(&fx.path("workers-job"), &files("split-bytes = 150"), parquet);
+    let job_file = job_of(
+        &fx.path("workers-job"),
+        &files("split-bytes = 150"),
+        parquet,
+    );
     let data = fx.path("workers-data");
     let out = coordhost()
         .arg("run")
@@ -444,7 +456,10 @@ fn plugin_stores_parquet_objects_are_read_once_per_row_group_embedded_and_on_thr
 
     // An empty object and one that is not Parquet: the job fails naming
     // the object, nothing is published.
-    for (case, bytes) in [("empty", Vec::new()), ("garbage", b"region,amount\neast,1\n".repeat(3))] {
+    for (case, bytes) in [
+        ("empty", Vec::new()),
+        ("garbage", b"region,amount\neast,1\n".repeat(3)),
+    ] {
         let key = format!("pq/z-{case}.parquet");
         server.put(&key, bytes);
         let stderr = refused_of(
@@ -456,7 +471,10 @@ fn plugin_stores_parquet_objects_are_read_once_per_row_group_embedded_and_on_thr
             1,
             &format!("s3://{BUCKET}/{key} is not a readable Parquet file"),
         );
-        assert!(stderr.lines().filter(|l| l.contains(&key)).count() >= 1, "{stderr}");
+        assert!(
+            stderr.lines().filter(|l| l.contains(&key)).count() >= 1,
+            "{stderr}"
+        );
         server.delete(&key);
     }
 }
