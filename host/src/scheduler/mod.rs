@@ -546,6 +546,10 @@ pub struct RunOptions {
     /// The job's event log on object storage (`run --log s3://...`,
     /// docs/object-storage.md) instead of the data directory.
     pub log: Option<crate::events::ObjectLogUrl>,
+    /// How long a write to an event log on object storage keeps trying
+    /// through transient store failures before the run fails
+    /// (`run --log-retry-s`).
+    pub log_retry: std::time::Duration,
 }
 
 /// Which run of a job's log is the last one: the log folder (its device and
@@ -578,6 +582,7 @@ impl RunOptions {
             stop: None,
             resume: false,
             log: None,
+            log_retry: crate::events::DEFAULT_WRITE_RETRY,
         }
     }
 }
