@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use coordhost::events::{
-    AttemptId, EventLogWriter, ExecutionFinished, FileStorage, FsyncPolicy, JobEvent,
-    ObjectLogUrl, ObjectStorage, ProducedPartition, Storage, WriterOptions,
+    AttemptId, EventLogWriter, ExecutionFinished, FileStorage, FsyncPolicy, JobEvent, ObjectLogUrl,
+    ObjectStorage, ProducedPartition, Storage, WriterOptions,
 };
 use object_store::aws::AmazonS3Builder;
 
@@ -130,7 +130,10 @@ fn main() {
         "object_log bench: {commits} durable group commits per line; SeaweedFS `weed mini` on loopback ({}) vs a folder in {} (fdatasync); load average at start: {}",
         server.endpoint(),
         tmp.path().display(),
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     println!(
         "{:<8} {:>6} {:>9} {:>9} {:>11} {:>11}",

@@ -454,7 +454,11 @@ impl WriteFailure {
 /// from [`WRITE_RETRY_FIRST_PAUSE`] up to [`WRITE_RETRY_MAX_PAUSE`], as long
 /// as the next try starts within `budget` of the first. Each try is itself
 /// bounded by the client's timeouts and its own few retries.
-async fn retrying<T, F, Fut>(budget: Duration, what: &str, mut attempt: F) -> Result<T, WriteFailure>
+async fn retrying<T, F, Fut>(
+    budget: Duration,
+    what: &str,
+    mut attempt: F,
+) -> Result<T, WriteFailure>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, object_store::Error>>,

@@ -207,14 +207,14 @@ enum JobLog {
     /// `<job>/log`.
     Folder(PathBuf),
     /// On object storage, through one client.
-    Objects(crate::events::ObjectStorage),
+    Objects(Box<crate::events::ObjectStorage>),
 }
 
 impl JobLog {
     fn read(&self) -> Result<Replay, crate::events::EventsError> {
         match self {
             Self::Folder(dir) => read_log(dir),
-            Self::Objects(storage) => crate::events::replay(storage),
+            Self::Objects(storage) => crate::events::replay(&**storage),
         }
     }
 }
@@ -234,7 +234,8 @@ fn locate(dir: &Path) -> Result<(PathBuf, JobLog), (u8, String)> {
         }
         Err(e) => e,
     };
-    let noted = |d: &Path| std::fs::symlink_metadata(d.join(OBJECT_LOG_FILE)).is_ok_and(|m| m.is_file());
+    let noted =
+        |d: &Path| std::fs::symlink_metadata(d.join(OBJECT_LOG_FILE)).is_ok_and(|m| m.is_file());
     let mut found: Vec<PathBuf> = Vec::new();
     if noted(dir) {
         found.push(dir.to_path_buf());
@@ -255,7 +256,7 @@ fn locate(dir: &Path) -> Result<(PathBuf, JobLog), (u8, String)> {
     let url = crate::events::ObjectLogUrl::parse(text.trim())
         .map_err(|e| bad(&format!("{}: {e}", file.display())))?;
     let storage = crate::events::ObjectStorage::connect(&url).map_err(|e| bad(&e))?;
-    Ok((job_dir.clone(), JobLog::Objects(storage)))
+    Ok((job_dir.clone(), JobLog::Objects(Box::new(storage))))
 }
 
 /// Runs `coordhost cancel`; returns the exit code: 0 when the job is

@@ -402,7 +402,10 @@ fn events_object_log_snapshot_side_objects_round_trip_and_damage_is_named() {
         .write_side_file(name, &other)
         .expect_err("a side object is never replaced")
         .to_string();
-    assert!(again.contains(name) && again.contains("exists already"), "{again}");
+    assert!(
+        again.contains(name) && again.contains("exists already"),
+        "{again}"
+    );
 
     let key = format!("side/log/{name}");
     let mut damaged = state.clone();

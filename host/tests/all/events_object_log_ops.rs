@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::support::crash::{
-    Coordhost, EventLog, Fixture, JOB, SOURCE, WordJob, expected_output, first_difference,
-    log_dir, output_dir, sorted_output,
+    Coordhost, EventLog, Fixture, JOB, SOURCE, WordJob, expected_output, first_difference, log_dir,
+    output_dir, sorted_output,
 };
 use crate::support::fault_proxy::{Fault, FaultProxy};
 use crate::support::s3::Seaweed;
@@ -31,7 +31,10 @@ fn read_log(server: &Seaweed, url: &str) -> Option<EventLog> {
         .expect("spawn coordhost log inspect");
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains("no event log"), "log inspect {url}: {stderr}");
+        assert!(
+            stderr.contains("no event log"),
+            "log inspect {url}: {stderr}"
+        );
         return None;
     }
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
@@ -108,7 +111,12 @@ fn events_object_log_from_the_job_file_with_fresh_and_cancel() {
     by_flag.extra_args = vec!["--log".into(), flag.clone()];
     by_flag.run_to_end();
     assert_output(&other, &fx.input);
-    assert_eq!(read_log(&server, &flag).expect("--log's").count("JobFinished"), 1);
+    assert_eq!(
+        read_log(&server, &flag)
+            .expect("--log's")
+            .count("JobFinished"),
+        1
+    );
     let log = read_log(&server, &in_file).expect("the file's");
     assert_eq!(log.count("JobStarted"), 1, "the file's log is untouched");
 
@@ -116,7 +124,12 @@ fn events_object_log_from_the_job_file_with_fresh_and_cancel() {
     ch.extra_args = vec!["--fresh".into()];
     let fresh = ch.run_to_end();
     assert!(!fresh.summary.recovered(), "{}", fresh.summary.brief());
-    assert_eq!(fresh.summary.tasks_skipped(), 0, "{}", fresh.summary.brief());
+    assert_eq!(
+        fresh.summary.tasks_skipped(),
+        0,
+        "{}",
+        fresh.summary.brief()
+    );
     assert_output(&data, &fx.input);
     let log = read_log(&server, &in_file).expect("the log");
     assert_eq!(
@@ -170,9 +183,17 @@ fn events_object_log_from_the_job_file_with_fresh_and_cancel() {
     assert_eq!(ended.code, Some(3), "{}", ended.stderr);
     let log = read_log(&server, &url).expect("the log");
     assert_eq!(log.count("JobCancelled"), 1);
-    assert!(!slow_data.join(JOB).join("CANCEL").exists(), "the request is done");
+    assert!(
+        !slow_data.join(JOB).join("CANCEL").exists(),
+        "the request is done"
+    );
     let again = run.start().wait_exit();
-    assert_eq!(again.code, Some(3), "cancelled stays cancelled: {}", again.stderr);
+    assert_eq!(
+        again.code,
+        Some(3),
+        "cancelled stays cancelled: {}",
+        again.stderr
+    );
     run.extra_args = vec!["--resume".into()];
     let resumed = run.run_to_end();
     assert!(resumed.summary.recovered(), "{}", resumed.summary.brief());
@@ -348,7 +369,11 @@ fn events_object_log_store_faults_mid_job_are_retried_or_end_the_run_clearly() {
         );
         proxy.set(Fault::Pass, None);
         let done = ch.run_to_end();
-        assert!(done.summary.recovered(), "{prefix}: {}", done.summary.brief());
+        assert!(
+            done.summary.recovered(),
+            "{prefix}: {}",
+            done.summary.brief()
+        );
         assert!(
             done.summary.tasks_skipped() >= u64::from(job.sources),
             "{prefix}: the finished sources are skipped: {}",

@@ -166,7 +166,9 @@ fn read_request(conn: &mut TcpStream) -> Option<(String, Vec<u8>)> {
     let header = |name: &str| {
         head.lines().find_map(|l| {
             let (k, v) = l.split_once(':')?;
-            k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+            k.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| v.trim().to_owned())
         })
     };
     assert!(

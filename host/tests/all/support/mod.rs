@@ -19,8 +19,8 @@
 pub mod crash;
 pub mod damage;
 pub mod etcd;
-pub mod fault_proxy;
 pub mod events;
+pub mod fault_proxy;
 pub mod job;
 #[cfg(feature = "failpoints")]
 pub mod knobs;
