@@ -71,6 +71,27 @@ pub fn note_object_log(job_dir: &Path, url: &crate::events::ObjectLogUrl) -> Res
     std::fs::write(&path, format!("{url}\n")).map_err(|source| JobError::Io { path, source })
 }
 
+/// Removes job folder `job_dir`'s [`OBJECT_LOG_FILE`] (its log is a
+/// folder log now); a missing one is fine.
+pub fn forget_object_log(job_dir: &Path) {
+    let path = job_dir.join(OBJECT_LOG_FILE);
+    if let Err(e) = std::fs::remove_file(&path)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!("{}: cannot remove: {e}", path.display());
+    }
+}
+
+/// Removes job folder `job_dir` that a run on an object log created and
+/// then could not use: its lock file and [`OBJECT_LOG_FILE`], then the
+/// folder if nothing else is in it.
+pub fn remove_new_job_dir(job_dir: &Path) {
+    for name in [crate::events::LOCK_FILE, OBJECT_LOG_FILE] {
+        let _absent = std::fs::remove_file(job_dir.join(name));
+    }
+    let _not_empty = std::fs::remove_dir(job_dir);
+}
+
 /// Removes a request (after it was recorded, or withdrawn by `--resume` or
 /// `--fresh`); a missing one is fine.
 ///
@@ -219,36 +240,42 @@ impl JobLog {
     }
 }
 
-/// The job folder and log that `dir` names: a folder log as
-/// [`crate::events::locate_log_dir`] finds it, else a job folder (or a data
-/// directory with one job folder) holding [`OBJECT_LOG_FILE`].
+/// The job folder and log that `dir` names: a job folder holding
+/// [`OBJECT_LOG_FILE`] (its log is on objects; a run on a folder log
+/// removes the file), else a folder log as [`crate::events::locate_log_dir`]
+/// finds it, else a data directory with one job folder holding
+/// [`OBJECT_LOG_FILE`].
 fn locate(dir: &Path) -> Result<(PathBuf, JobLog), (u8, String)> {
     let bad = |e: &dyn std::fmt::Display| (EXIT_BAD_INPUT, crate::config::one_line(&e.to_string()));
-    let folder_error = match crate::events::locate_log_dir(dir) {
-        Ok(log_dir) => {
-            let job_dir = log_dir
-                .parent()
-                .map(Path::to_path_buf)
-                .ok_or_else(|| bad(&format!("{}: not a job's folder", dir.display())))?;
-            return Ok((job_dir, JobLog::Folder(log_dir)));
-        }
-        Err(e) => e,
-    };
     let noted =
         |d: &Path| std::fs::symlink_metadata(d.join(OBJECT_LOG_FILE)).is_ok_and(|m| m.is_file());
-    let mut found: Vec<PathBuf> = Vec::new();
-    if noted(dir) {
-        found.push(dir.to_path_buf());
-    } else if let Ok(entries) = std::fs::read_dir(dir) {
-        found.extend(
-            entries
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.is_dir() && noted(p)),
-        );
-    }
-    let [job_dir] = found.as_slice() else {
-        return Err(bad(&folder_error));
+    let job_dir = if noted(dir) {
+        dir.to_path_buf()
+    } else {
+        let folder_error = match crate::events::locate_log_dir(dir) {
+            Ok(log_dir) => {
+                let job_dir = log_dir
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .ok_or_else(|| bad(&format!("{}: not a job's folder", dir.display())))?;
+                return Ok((job_dir, JobLog::Folder(log_dir)));
+            }
+            Err(e) => e,
+        };
+        // A data directory with one job, whose log is on objects.
+        let found: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .map(|e| e.path())
+                    .filter(|p| p.is_dir() && noted(p))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let [job_dir] = found.as_slice() else {
+            return Err(bad(&folder_error));
+        };
+        job_dir.clone()
     };
     let file = job_dir.join(OBJECT_LOG_FILE);
     let text = crate::files::read_text_file(&file, 4096)
@@ -256,7 +283,7 @@ fn locate(dir: &Path) -> Result<(PathBuf, JobLog), (u8, String)> {
     let url = crate::events::ObjectLogUrl::parse(text.trim())
         .map_err(|e| bad(&format!("{}: {e}", file.display())))?;
     let storage = crate::events::ObjectStorage::connect(&url).map_err(|e| bad(&e))?;
-    Ok((job_dir.clone(), JobLog::Objects(Box::new(storage))))
+    Ok((job_dir, JobLog::Objects(Box::new(storage))))
 }
 
 /// Runs `coordhost cancel`; returns the exit code: 0 when the job is

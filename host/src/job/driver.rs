@@ -141,7 +141,13 @@ fn run_recoverable(
     let replay_started = std::time::Instant::now();
     let mut local_lock = None;
     let (writer, mut replay) = match log {
-        LogPlace::Dir(_) => open_log(config, &data_dir, opts.fence.as_ref())?,
+        LogPlace::Dir(_) => {
+            let opened = open_log(config, &data_dir, opts.fence.as_ref())?;
+            // The job's log is in its folder now, not where an earlier run
+            // on objects noted it.
+            super::cancel::forget_object_log(&job_dir);
+            opened
+        }
         // Damage is refused, never set aside: docs/object-storage.md.
         LogPlace::Objects(storage) => {
             // The job's folder in the data directory says "this job ran
@@ -150,12 +156,28 @@ fn run_recoverable(
             // coordinator on this data directory out (the object fence
             // decides between machines) and tells `coordhost cancel` that
             // one runs; `OBJECT_LOG` tells it where the log is.
+            // A run refused at the start (the store unreachable, the log
+            // damaged) leaves no job folder that was not there: its
+            // existence relaxes the sink folders' check.
+            let new_job_dir = !job_dir.exists();
             let lock = crate::events::LogLock::acquire(&job_dir)?;
-            super::cancel::note_object_log(&job_dir, storage.url())?;
-            let opened =
-                crate::events::open_object_log(Arc::clone(storage), WriterOptions::default())?;
-            local_lock = Some(lock);
-            opened
+            let opened = super::cancel::note_object_log(&job_dir, storage.url()).and_then(|()| {
+                crate::events::open_object_log(Arc::clone(storage), WriterOptions::default())
+                    .map_err(JobError::from)
+            });
+            match opened {
+                Ok(opened) => {
+                    local_lock = Some(lock);
+                    opened
+                }
+                Err(e) => {
+                    drop(lock);
+                    if new_job_dir {
+                        super::cancel::remove_new_job_dir(&job_dir);
+                    }
+                    return Err(e);
+                }
+            }
         }
     };
     if new_run_in_log {

@@ -359,6 +359,10 @@ fn events_object_log_an_unreachable_store_bad_credentials_or_no_bucket_is_one_li
         server.keys("faults").is_empty(),
         "no refused run wrote anything"
     );
+    assert!(
+        !data.join(crate::support::crash::JOB).exists(),
+        "no refused run left a job folder"
+    );
 
     let refused = run(server.env(), &good, &["--ha", "etcd://127.0.0.1:1"]);
     assert_eq!(refused.code, Some(2), "{}", refused.stderr);
