@@ -881,6 +881,9 @@ impl Storage for ObjectStorage {
         let loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
         match loaded.first_object.get(&attempt) {
             Some(&n) => PathBuf::from(self.url.object_url(&object_name(n))),
+            // The segment a writer is about to start: the object it will
+            // create.
+            None if loaded.read => PathBuf::from(self.url.object_url(&object_name(loaded.next))),
             None => PathBuf::from(self.url.object_url(&format!("{LOG_DIR}/attempt-{attempt}"))),
         }
     }

@@ -5,8 +5,9 @@
 //! new run inside the same log, nothing lost), `coordhost cancel`, and the
 //! store failing mid-job behind a fault-injecting proxy
 //! (support/fault_proxy.rs): 503s and slowness retried to exact output, an
-//! outage or a persistent 503 ending the run with one line naming the
-//! endpoint (exit 1, nothing published), and the next run recovering.
+//! outage mid-job ending the run with one line naming the endpoint (exit 1,
+//! nothing published) and the next run recovering, a store answering only
+//! 503 refused in one line.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -103,24 +104,31 @@ fn events_object_log_from_the_job_file_with_fresh_and_cancel() {
         "the job's folder says where its log is"
     );
 
-    // `--log` overrides the job file's.
-    let flag = format!("s3://{BUCKET}/from-flag");
-    let other = fx.path("data-flag");
-    let mut by_flag = Coordhost::new(&file, &other);
-    by_flag.env = server.env();
-    by_flag.extra_args = vec!["--log".into(), flag.clone()];
-    by_flag.run_to_end();
-    assert_output(&other, &fx.input);
-    assert_eq!(
-        read_log(&server, &flag)
-            .expect("--log's")
-            .count("JobFinished"),
-        1
+    // An edited job whose log holds progress is refused (exit 2, naming
+    // the log); `--fresh` runs it as a new run inside the same log, the
+    // old run kept.
+    let edited = {
+        let text = std::fs::read_to_string(&file).expect("job file");
+        let edited = text.replacen(
+            &format!("split-bytes = {}", job.split_bytes),
+            "split-bytes = 65536",
+            1,
+        );
+        assert_ne!(text, edited, "the job file has the split size");
+        let path = fx.path("edited.toml");
+        std::fs::write(&path, edited).expect("job file");
+        path
+    };
+    let mut ch = Coordhost::new(&edited, &data);
+    ch.env = server.env();
+    let refused = ch.start().wait_exit();
+    assert_eq!(refused.code, Some(2), "{}", refused.stderr);
+    let lines = error_lines(&refused.stderr);
+    assert!(
+        lines.len() == 1 && lines[0].contains(&in_file) && lines[0].contains("different job graph"),
+        "{}",
+        refused.stderr
     );
-    let log = read_log(&server, &in_file).expect("the file's");
-    assert_eq!(log.count("JobStarted"), 1, "the file's log is untouched");
-
-    // `--fresh`: a new run inside the same log; the old one is kept.
     ch.extra_args = vec!["--fresh".into()];
     let fresh = ch.run_to_end();
     assert!(!fresh.summary.recovered(), "{}", fresh.summary.brief());
@@ -137,7 +145,60 @@ fn events_object_log_from_the_job_file_with_fresh_and_cancel() {
         (2, 2),
         "both runs are in the log"
     );
-    assert_eq!(log.segments, [0, 1]);
+    assert_eq!(log.segments, [0, 1], "the refused run wrote nothing");
+
+    // A job refused at its start (a plugin refused its configuration:
+    // nothing finished, nothing published) and then fixed needs no
+    // `--fresh`: it starts a new run inside the log.
+    let broken = {
+        let text = std::fs::read_to_string(&file).expect("job file");
+        let path = fx.path("broken.toml");
+        std::fs::write(
+            &path,
+            text.replacen(
+                &format!("split-bytes = {}", job.split_bytes),
+                "split-bytes = \"lots\"",
+                1,
+            )
+            .replacen(&in_file, &format!("s3://{BUCKET}/fixed"), 1),
+        )
+        .expect("job file");
+        path
+    };
+    let fixed_data = fx.path("data-fixed");
+    let mut ch = Coordhost::new(&broken, &fixed_data);
+    ch.env = server.env();
+    let refused = ch.start().wait_exit();
+    assert_eq!(refused.code, Some(2), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("invalid configuration"),
+        "{}",
+        refused.stderr
+    );
+    let mut ch = Coordhost::new(&file, &fixed_data);
+    ch.env = server.env();
+    ch.extra_args = vec!["--log".into(), format!("s3://{BUCKET}/fixed")];
+    let done = ch.start().wait_exit();
+    assert_eq!(done.code, Some(0), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("starts a new run in it"),
+        "{}",
+        done.stderr
+    );
+    assert_output(&fixed_data, &fx.input);
+    let log = read_log(&server, &format!("s3://{BUCKET}/fixed")).expect("the log");
+    assert_eq!(
+        (log.count("JobStarted"), log.count("JobFinished")),
+        (2, 1),
+        "the refused run's records stay"
+    );
+    // That run's `--log` overrode its job file's `log`, which it left alone.
+    let log = read_log(&server, &in_file).expect("the file's log");
+    assert_eq!(
+        log.count("JobStarted"),
+        2,
+        "the job file's log is untouched"
+    );
 
     // A finished job: `cancel` has nothing to do (exit 2).
     let cancel = |dir: &Path| {
@@ -157,8 +218,7 @@ fn events_object_log_from_the_job_file_with_fresh_and_cancel() {
 
     // A running job is cancelled through its job folder; the next run
     // refuses (exit 3) until `--resume`, which finishes it.
-    let mut slow = WordJob::new(&fx.input);
-    slow.sink_delay_us = 3000;
+    let slow = WordJob::new(&fx.input);
     let slow_file = with_job_line(
         &slow,
         &fx.path("slow.toml"),
@@ -274,7 +334,7 @@ fn events_object_log_store_faults_mid_job_are_retried_or_end_the_run_clearly() {
         read_log(&server, url).filter(|l| l.finished(SOURCE).len() == job.sources as usize)
     };
 
-    // 1. Every third request answered 503, the others slowed, and 2.5 s of
+    // 1. Every third request answered 503, the others slowed, and 2 s of
     //    nothing but 503 once the sources finished (longer than the
     //    client's own retries): the run goes through, exact output.
     let url = format!("s3://{BUCKET}/flaky");
@@ -298,7 +358,7 @@ fn events_object_log_store_faults_mid_job_are_retried_or_end_the_run_clearly() {
         })
         .expect("the sources finished before the job did");
     let before = proxy.counts();
-    proxy.set(Fault::Unavailable, Some(Duration::from_millis(2500)));
+    proxy.set(Fault::Unavailable, Some(Duration::from_millis(2000)));
     let ended = running.wait_exit();
     let after = proxy.counts();
     eprintln!("{before:?} → {after:?}");
@@ -323,62 +383,82 @@ fn events_object_log_store_faults_mid_job_are_retried_or_end_the_run_clearly() {
     //    after --log-retry-s with one line naming the endpoint (exit 1),
     //    nothing published; once the store is back, the next run recovers
     //    and skips the finished sources.
-    // 3. The same with a store that answers 503 and nothing else.
-    for (prefix, fault, says) in [
-        ("outage", Fault::Drop, "cannot be reached"),
-        ("only-503", Fault::Unavailable, "server error"),
-    ] {
-        let url = format!("s3://{BUCKET}/{prefix}");
-        let data = fx.path(&format!("data-{prefix}"));
-        let mut ch = Coordhost::new(&file, &data);
-        ch.env = through_proxy();
-        ch.extra_args = vec![
-            "--log".into(),
-            url.clone(),
-            "--log-retry-s".into(),
-            "2".into(),
-        ];
-        let mut running = ch.start();
-        running
-            .poll_until(|| {
-                std::thread::sleep(Duration::from_millis(100));
-                sources_finished(&url)
-            })
-            .expect("the sources finished before the job did");
-        proxy.set(fault, None);
-        let failed = running.wait_exit();
-        assert_eq!(failed.code, Some(1), "{prefix}: {}", failed.stderr);
-        let lines = error_lines(&failed.stderr);
-        eprintln!("{prefix}: {lines:?}");
-        assert!(
-            lines.len() == 1
-                && lines[0].contains(&proxy.endpoint())
-                && lines[0].contains(says)
-                && lines[0].contains("gave up after"),
-            "{prefix}: one line naming {} and saying `{says}`: {}",
-            proxy.endpoint(),
-            failed.stderr
-        );
-        assert!(
-            !output_dir(&data).join("_SUCCESS").exists(),
-            "{prefix}: nothing published"
-        );
-        assert!(
-            !failed.stderr.contains(crate::support::s3::SECRET_KEY),
-            "a secret printed"
-        );
-        proxy.set(Fault::Pass, None);
-        let done = ch.run_to_end();
-        assert!(
-            done.summary.recovered(),
-            "{prefix}: {}",
-            done.summary.brief()
-        );
-        assert!(
-            done.summary.tasks_skipped() >= u64::from(job.sources),
-            "{prefix}: the finished sources are skipped: {}",
-            done.summary.brief()
-        );
-        assert_output(&data, &fx.input);
-    }
+    let url = format!("s3://{BUCKET}/outage");
+    let data = fx.path("data-outage");
+    let mut ch = Coordhost::new(&file, &data);
+    ch.env = through_proxy();
+    ch.extra_args = vec![
+        "--log".into(),
+        url.clone(),
+        "--log-retry-s".into(),
+        "1".into(),
+    ];
+    let mut running = ch.start();
+    running
+        .poll_until(|| {
+            std::thread::sleep(Duration::from_millis(100));
+            sources_finished(&url)
+        })
+        .expect("the sources finished before the job did");
+    let before = proxy.counts();
+    proxy.set(Fault::Drop, None);
+    let failed = running.wait_exit();
+    assert_eq!(failed.code, Some(1), "{}", failed.stderr);
+    let lines = error_lines(&failed.stderr);
+    assert!(
+        lines.len() == 1
+            && lines[0].contains(&proxy.endpoint())
+            && lines[0].contains("cannot be reached")
+            && lines[0].contains("gave up after"),
+        "one line naming {} and saying it gave up: {}",
+        proxy.endpoint(),
+        failed.stderr
+    );
+    assert!(
+        proxy.counts().dropped > before.dropped,
+        "the store was down"
+    );
+    assert!(
+        !output_dir(&data).join("_SUCCESS").exists(),
+        "nothing published"
+    );
+    assert!(
+        !failed.stderr.contains(crate::support::s3::SECRET_KEY),
+        "a secret printed"
+    );
+    proxy.set(Fault::Pass, None);
+    let done = ch.run_to_end();
+    assert!(done.summary.recovered(), "{}", done.summary.brief());
+    assert!(
+        done.summary.tasks_skipped() >= u64::from(job.sources),
+        "the finished sources are skipped: {}",
+        done.summary.brief()
+    );
+    assert_output(&data, &fx.input);
+
+    // 3. A store that answers nothing but 503: one line naming the
+    //    endpoint, exit 1, nothing written.
+    proxy.set(Fault::Unavailable, None);
+    let before = proxy.counts();
+    let mut ch = Coordhost::new(&file, &fx.path("data-503"));
+    ch.env = through_proxy();
+    ch.extra_args = vec!["--log".into(), format!("s3://{BUCKET}/only-503")];
+    let failed = ch.start().wait_exit();
+    proxy.set(Fault::Pass, None);
+    assert_eq!(failed.code, Some(1), "{}", failed.stderr);
+    let lines = error_lines(&failed.stderr);
+    assert!(
+        lines.len() == 1
+            && lines[0].contains(&proxy.endpoint())
+            && lines[0].contains("answered with a server error")
+            && lines[0].contains("503"),
+        "one line naming {} and the 503: {}",
+        proxy.endpoint(),
+        failed.stderr
+    );
+    assert!(
+        proxy.counts().unavailable > before.unavailable,
+        "the proxy answered 503"
+    );
+    assert!(server.keys("only-503").is_empty(), "nothing written");
 }
