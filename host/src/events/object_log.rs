@@ -368,7 +368,9 @@ fn one_line(error: &(dyn std::error::Error + 'static)) -> String {
     line
 }
 
-/// What an object store error means, in words for the one line.
+/// What an object store error means, in words for the one line. Status
+/// codes are matched with the words around them (`status code: 403`),
+/// never as bare digits: a port or a key may hold any digits.
 fn classify(error: &object_store::Error) -> String {
     let detail = one_line(error);
     let lower = detail.to_ascii_lowercase();
@@ -378,7 +380,8 @@ fn classify(error: &object_store::Error) -> String {
         || lower.contains("signaturedoesnotmatch")
         || lower.contains("accessdenied")
         || lower.contains("access denied")
-        || lower.contains("403")
+        || lower.contains("status code: 403")
+        || lower.contains("403 forbidden")
     {
         "the store refused the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)"
     } else if lower.contains("error sending request")
@@ -387,7 +390,7 @@ fn classify(error: &object_store::Error) -> String {
         || lower.contains("dns")
     {
         "cannot be reached"
-    } else if lower.contains("503")
+    } else if lower.contains("status code: 5")
         || lower.contains("service unavailable")
         || lower.contains("slowdown")
         || lower.contains("server error")
@@ -1167,6 +1170,29 @@ mod tests {
             let error = ObjectLogUrl::parse(bad).expect_err(bad);
             assert!(error.contains(says), "{bad}: {error}");
         }
+    }
+
+    #[test]
+    fn errors_are_classified_by_their_words_not_by_digits_in_an_address() {
+        let generic = |text: &str| object_store::Error::Generic {
+            store: "S3",
+            source: text.to_owned().into(),
+        };
+        let unavailable = generic(
+            "Error performing PUT http://127.0.0.1:40333/b/p/log/00000000000000000403 - Server returned non-2xx status code: 503 Service Unavailable: <Error><Code>SlowDown</Code></Error>",
+        );
+        assert!(classify(&unavailable).starts_with("answered with a server error"));
+        assert!(is_transient(&unavailable));
+        let refused = generic(
+            "Error performing GET http://127.0.0.1:9000/b - Server returned non-2xx status code: 403 Forbidden: <Code>SignatureDoesNotMatch</Code>",
+        );
+        assert!(classify(&refused).starts_with("the store refused the credentials"));
+        assert!(!is_transient(&refused));
+        let closed = generic(
+            "Error performing PUT http://127.0.0.1:15034/b/k - HTTP error: error sending request: connection closed before message completed",
+        );
+        assert!(classify(&closed).starts_with("cannot be reached"));
+        assert!(is_transient(&closed));
     }
 
     #[test]

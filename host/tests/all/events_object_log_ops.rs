@@ -334,9 +334,11 @@ fn events_object_log_store_faults_mid_job_are_retried_or_end_the_run_clearly() {
         read_log(&server, url).filter(|l| l.finished(SOURCE).len() == job.sources as usize)
     };
 
-    // 1. Every third request answered 503, the others slowed, and 2 s of
-    //    nothing but 503 once the sources finished (longer than the
-    //    client's own retries): the run goes through, exact output.
+    // 1. Every third request answered 503, the others slowed, the answers
+    //    to some lost after the server did the work (a retried create
+    //    finds its own object), and 2 s of nothing but 503 once the
+    //    sources finished (longer than the client's own retries): the run
+    //    goes through, exact output, and its log reads back whole.
     let url = format!("s3://{BUCKET}/flaky");
     let data = fx.path("data-flaky");
     let mut ch = Coordhost::new(&file, &data);
@@ -347,6 +349,7 @@ fn events_object_log_store_faults_mid_job_are_retried_or_end_the_run_clearly() {
             n: 1,
             m: 3,
             delay: Duration::from_millis(20),
+            lose_every: 5,
         },
         None,
     );
@@ -364,8 +367,10 @@ fn events_object_log_store_faults_mid_job_are_retried_or_end_the_run_clearly() {
     eprintln!("{before:?} → {after:?}");
     assert_eq!(ended.code, Some(0), "{}", ended.stderr);
     assert_output(&data, &fx.input);
+    let log = read_log(&server, &url).expect("the log reads back");
+    assert_eq!((log.count("JobStarted"), log.count("JobFinished")), (1, 1));
     assert!(
-        before.unavailable > 0 && before.delayed > 0,
+        before.unavailable > 0 && before.delayed > 0 && before.lost > 0,
         "faults were injected before the window: {before:?}"
     );
     assert!(

@@ -1,8 +1,9 @@
 //! A small fault-injecting HTTP proxy for the object storage tests
-//! (issue 30, docs/object-storage.md "Faults"): it sits on a loopback port
-//! between `coordhost` and a real S3 server ([`super::s3::Seaweed`]) and,
-//! request by request, forwards (some after a delay), answers `503 Slow Down`, or drops
-//! the connection (the store "unreachable"), as the test sets it
+//! (issue 30, docs/object-storage.md "The store failing mid-job"): it sits
+//! on a loopback port between `coordhost` and a real S3 server
+//! ([`super::s3::Seaweed`]) and, request by request, forwards (some after a
+//! delay, some with the answer lost), answers `503 Slow Down`, or drops the
+//! connection (the store "unreachable"), as the test sets it
 //! ([`FaultProxy::set`]). It counts what it did, so a test can show that the
 //! faults really happened.
 //!
@@ -31,7 +32,10 @@ pub enum Fault {
     /// Close the connection without an answer (a store that is down).
     Drop,
     /// Answer 503 to `n` of every `m` requests (the first `n` of each
-    /// `m`, counted over all requests), forward the others after `delay`.
+    /// `m`, counted over all requests), forward the others after `delay`;
+    /// of those, every `lose_every`-th (by the same count; 0: none) is
+    /// done by the server but its answer is lost (the connection closes
+    /// instead): a create that happened although the client never heard.
     Flaky {
         /// Requests answered 503 out of each `m`.
         n: u64,
@@ -39,6 +43,9 @@ pub enum Fault {
         m: u64,
         /// Delay of the forwarded ones.
         delay: Duration,
+        /// Forwarded requests whose answer is dropped: those whose count
+        /// is 1 modulo this (0: none).
+        lose_every: u64,
     },
 }
 
@@ -53,6 +60,8 @@ pub struct Counts {
     pub unavailable: u64,
     /// Connections dropped without an answer.
     pub dropped: u64,
+    /// Requests the server answered but whose answer was dropped.
+    pub lost: u64,
 }
 
 #[derive(Debug, Default)]
@@ -63,6 +72,7 @@ struct Shared {
     delayed: AtomicU64,
     unavailable: AtomicU64,
     dropped: AtomicU64,
+    lost: AtomicU64,
     stop: AtomicBool,
 }
 
@@ -122,6 +132,7 @@ impl FaultProxy {
             delayed: s.delayed.load(Ordering::SeqCst),
             unavailable: s.unavailable.load(Ordering::SeqCst),
             dropped: s.dropped.load(Ordering::SeqCst),
+            lost: s.lost.load(Ordering::SeqCst),
         }
     }
 }
@@ -209,15 +220,24 @@ fn serve(mut conn: TcpStream, upstream: SocketAddr, shared: &Shared) {
         return;
     };
     let n = shared.requests.fetch_add(1, Ordering::SeqCst);
-    let (answer_503, delay) = match current(shared) {
-        Fault::Pass => (false, None),
-        Fault::Unavailable => (true, None),
+    let (answer_503, delay, lose) = match current(shared) {
+        Fault::Pass => (false, None, false),
+        Fault::Unavailable => (true, None, false),
         Fault::Drop => {
             shared.dropped.fetch_add(1, Ordering::SeqCst);
             let _ = conn.shutdown(Shutdown::Both);
             return;
         }
-        Fault::Flaky { n: bad, m, delay } => (n % m.max(1) < bad, Some(delay)),
+        Fault::Flaky {
+            n: bad,
+            m,
+            delay,
+            lose_every,
+        } => (
+            n % m.max(1) < bad,
+            Some(delay),
+            lose_every > 0 && n % lose_every == 1,
+        ),
     };
     if answer_503 {
         shared.unavailable.fetch_add(1, Ordering::SeqCst);
@@ -254,6 +274,11 @@ fn serve(mut conn: TcpStream, upstream: SocketAddr, shared: &Shared) {
         .map_or(answer.len(), |at| at + 4);
     let head = String::from_utf8_lossy(&answer[..split]).into_owned();
     shared.forwarded.fetch_add(1, Ordering::SeqCst);
+    if lose {
+        shared.lost.fetch_add(1, Ordering::SeqCst);
+        let _ = conn.shutdown(Shutdown::Both);
+        return;
+    }
     let _ = conn.write_all(closing(&head).as_bytes());
     let _ = conn.write_all(&answer[split..]);
     let _ = conn.flush();
