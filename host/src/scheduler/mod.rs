@@ -203,9 +203,10 @@ pub enum JobError {
     },
     /// The data directory holds a log of this job written for a different
     /// job graph: replaying it would be wrong.
-    #[error("{}: the job's event log was written for a different job graph (the job file changed since); undo the edit, use another --data-dir, or pass --fresh to discard what this one holds for the job", data_dir.display())]
+    #[error("{}: the job's event log was written for a different job graph (the job file changed since); undo the edit, use another {}, or pass --fresh to discard what this one holds for the job", data_dir.display(), if data_dir.to_string_lossy().starts_with("s3://") { "log prefix" } else { "--data-dir" })]
     JobFileChanged {
-        /// The data directory.
+        /// The data directory, or the `s3://` URL of a log on object
+        /// storage.
         data_dir: PathBuf,
     },
     /// Progress cannot be recovered and a full re-run would duplicate sink

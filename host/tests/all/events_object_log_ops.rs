@@ -125,7 +125,10 @@ fn events_object_log_from_the_job_file_with_fresh_and_cancel() {
     assert_eq!(refused.code, Some(2), "{}", refused.stderr);
     let lines = error_lines(&refused.stderr);
     assert!(
-        lines.len() == 1 && lines[0].contains(&in_file) && lines[0].contains("different job graph"),
+        lines.len() == 1
+            && lines[0].contains(&in_file)
+            && lines[0].contains("different job graph")
+            && lines[0].contains("another log prefix"),
         "{}",
         refused.stderr
     );
