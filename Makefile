@@ -28,6 +28,7 @@ help:
 	@echo "  bench-functions  x + 1 on TPC-H SF 1 lineitem: Rust, Python, JS and C guests vs DataFusion's built-in expression (benches/functions.rs; BENCH_FUNCTIONS_ARGS=...)"
 	@echo "  bench-ui  TPC-H Q1 (SF 1 Parquet) with and without --ui and a /metrics scraper every 100 ms, interleaved: the UI's cost (benches/ui.rs)"
 	@echo "  bench-scale  restart of a crashed job at 10 000, 100 000 and 1 000 000 execution vertices: replay, decision, partition question, first task, peak RSS (benches/scale.rs; BENCH_SCALE_ARGS=--sizes N,...)"
+	@echo "  bench-objlog  the event log's durable group commits to SeaweedFS on loopback vs the local folder: p50/p99 latency, throughput (benches/object_log.rs)"
 	@echo "  bench-ha  failover time (etcd, 2 coordinators, 3 workers, leader killed) and the steady-state cost of --ha (benches/ha.rs)"
 
 # ---------------------------------------------------------------------------
@@ -386,6 +387,16 @@ bench-workers:
 .PHONY: bench-scale
 bench-scale: plugins
 	$(CARGO) bench --locked -p coordhost --bench scale -- $(BENCH_SCALE_ARGS)
+
+# bench-objlog: the figures of issue 30 (docs/object-storage.md, "Figures"):
+# durable group commits of the event log to a SeaweedFS `weed mini` on
+# loopback beside the local folder log: latency p50/p99 and throughput
+# (benches/object_log.rs; BENCH_OBJLOG_ARGS="--commits N"). Not part of `test`.
+BENCH_OBJLOG_ARGS ?=
+
+.PHONY: bench-objlog
+bench-objlog: s3-deps
+	$(CARGO) bench --locked -p coordhost --bench object_log -- $(BENCH_OBJLOG_ARGS)
 
 # bench-ha: the figures of issue 15 (docs/ha.md, "Figures"): the ha bench
 # starts its own etcd, two release coordhost coordinators (--ha, lease TTL

@@ -190,6 +190,9 @@ pub struct JobConfig {
     /// For a SQL job (docs/sql.md): the query and its tables, which the
     /// job fingerprint covers besides the stage plans in `graph`.
     pub sql: Option<SqlSpec>,
+    /// `[job] log = "s3://BUCKET/PREFIX"`: the job's event log on object
+    /// storage (docs/object-storage.md); `run --log` overrides it.
+    pub log: Option<crate::events::ObjectLogUrl>,
 }
 
 /// The SQL of a SQL job: what it was planned from.

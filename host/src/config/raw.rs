@@ -62,6 +62,8 @@ pub(super) struct RawJob {
     pub(super) workers: Option<i64>,
     pub(super) max_attempts: Option<i64>,
     pub(super) slot_request_timeout_ms: Option<i64>,
+    /// Where the job's event log lives: `s3://BUCKET/PREFIX` (docs/object-storage.md).
+    pub(super) log: Option<String>,
     /// SQL jobs: the query, inline or in a file.
     pub(super) sql: Option<String>,
     pub(super) sql_file: Option<String>,

@@ -250,6 +250,13 @@ impl Validator {
                 ));
             }
         };
+        let log = match &raw.job.log {
+            None => None,
+            Some(text) => Some(
+                crate::events::ObjectLogUrl::parse(text)
+                    .map_err(|reason| self.invalid("job.log", reason))?,
+            ),
+        };
         let recovery = raw.recovery.map_or(
             RecoverySettings {
                 enabled: true,
@@ -356,6 +363,7 @@ impl Validator {
             graph,
             tls,
             sql,
+            log,
         })
     }
 

@@ -69,6 +69,15 @@ pub const OBJECT_KEY_DIGITS: usize = 20;
 const READ_CONCURRENCY: usize = 16;
 /// Longest store error kept in a message, bytes.
 const MAX_ERROR_LINE: usize = 600;
+/// How long a write to the log keeps trying through a store that fails
+/// transiently (unreachable, 5xx, timeouts) before the log gives up, by
+/// default (`run --log-retry-s`).
+pub const DEFAULT_WRITE_RETRY: Duration = Duration::from_secs(30);
+/// The first pause between two tries of a write; it doubles up to
+/// [`WRITE_RETRY_MAX_PAUSE`].
+const WRITE_RETRY_FIRST_PAUSE: Duration = Duration::from_millis(250);
+/// The longest pause between two tries of a write.
+const WRITE_RETRY_MAX_PAUSE: Duration = Duration::from_secs(4);
 
 /// Where a log on object storage lives: `s3://BUCKET/PREFIX`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -282,6 +291,8 @@ pub struct ObjectStorage {
     runtime: Option<tokio::runtime::Runtime>,
     loaded: Mutex<Loaded>,
     writer: u64,
+    /// How long a write keeps trying through transient failures.
+    write_retry: Duration,
 }
 
 impl fmt::Debug for ObjectStorage {
@@ -357,7 +368,9 @@ fn one_line(error: &(dyn std::error::Error + 'static)) -> String {
     line
 }
 
-/// What an object store error means, in words for the one line.
+/// What an object store error means, in words for the one line. Status
+/// codes are matched with the words around them (`status code: 403`),
+/// never as bare digits: a port or a key may hold any digits.
 fn classify(error: &object_store::Error) -> String {
     let detail = one_line(error);
     let lower = detail.to_ascii_lowercase();
@@ -367,7 +380,8 @@ fn classify(error: &object_store::Error) -> String {
         || lower.contains("signaturedoesnotmatch")
         || lower.contains("accessdenied")
         || lower.contains("access denied")
-        || lower.contains("403")
+        || lower.contains("status code: 403")
+        || lower.contains("403 forbidden")
     {
         "the store refused the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)"
     } else if lower.contains("error sending request")
@@ -376,10 +390,136 @@ fn classify(error: &object_store::Error) -> String {
         || lower.contains("dns")
     {
         "cannot be reached"
+    } else if lower.contains("status code: 5")
+        || lower.contains("service unavailable")
+        || lower.contains("slowdown")
+        || lower.contains("server error")
+    {
+        "answered with a server error"
     } else {
         "failed"
     };
     format!("{what} ({detail})")
+}
+
+/// True for an error that may pass if the write is tried again: the store
+/// could not be reached, timed out or answered with a server error. An
+/// answer about the object (it exists, a precondition) or about who asks
+/// (credentials, a missing bucket) does not change on its own.
+fn is_transient(error: &object_store::Error) -> bool {
+    use object_store::Error as E;
+    match error {
+        E::AlreadyExists { .. }
+        | E::NotFound { .. }
+        | E::Precondition { .. }
+        | E::NotModified { .. }
+        | E::NotImplemented { .. }
+        | E::NotSupported { .. }
+        | E::InvalidPath { .. }
+        | E::PermissionDenied { .. }
+        | E::Unauthenticated { .. }
+        | E::UnknownConfigurationKey { .. } => false,
+        other => {
+            let said = classify(other);
+            !said.starts_with("the bucket does not exist")
+                && !said.starts_with("the store refused the credentials")
+        }
+    }
+}
+
+/// A write that failed for good: the last error, and how long and how
+/// often it was tried.
+struct WriteFailure {
+    error: object_store::Error,
+    tries: u32,
+    spent: Duration,
+}
+
+impl WriteFailure {
+    /// The problem in one line: what the store said, and for a transient
+    /// error that the retries ran out.
+    fn describe(&self, budget: Duration) -> String {
+        let said = classify(&self.error);
+        if is_transient(&self.error) {
+            format!(
+                "{said}; gave up after {} tries over {:.1} s (the log's writes retry for {} s: run --log-retry-s)",
+                self.tries,
+                self.spent.as_secs_f64(),
+                budget.as_secs()
+            )
+        } else {
+            said
+        }
+    }
+}
+
+/// Runs `attempt` again after a transient failure, with pauses that double
+/// from [`WRITE_RETRY_FIRST_PAUSE`] up to [`WRITE_RETRY_MAX_PAUSE`], as long
+/// as the next try starts within `budget` of the first. Each try is itself
+/// bounded by the client's timeouts and its own few retries.
+async fn retrying<T, F, Fut>(
+    budget: Duration,
+    what: &str,
+    mut attempt: F,
+) -> Result<T, WriteFailure>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, object_store::Error>>,
+{
+    let started = tokio::time::Instant::now();
+    let mut pause = WRITE_RETRY_FIRST_PAUSE;
+    let mut tries = 1;
+    loop {
+        match attempt().await {
+            Ok(done) => return Ok(done),
+            Err(error) if is_transient(&error) && started.elapsed() + pause < budget => {
+                tracing::warn!(
+                    "object store: {what}: try {tries} failed, trying again in {} ms: {}",
+                    pause.as_millis(),
+                    classify(&error)
+                );
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(WRITE_RETRY_MAX_PAUSE);
+                tries += 1;
+            }
+            Err(error) => {
+                return Err(WriteFailure {
+                    error,
+                    tries,
+                    spent: started.elapsed(),
+                });
+            }
+        }
+    }
+}
+
+/// Creates `path` with `bytes` if no object has that key (`If-None-Match:
+/// *`). `Ok(false)` if another writer's object is there. A try whose answer
+/// was lost and that is repeated finds its own bytes under the key: that is
+/// success, not a rival (the random writer id makes two writers' bytes
+/// differ).
+async fn create_object(
+    store: &AmazonS3,
+    path: &ObjectPath,
+    bytes: &PutPayload,
+) -> Result<bool, object_store::Error> {
+    let options = PutOptions {
+        mode: PutMode::Create,
+        ..PutOptions::default()
+    };
+    match store.put_opts(path, bytes.clone(), options).await {
+        Ok(_) => Ok(true),
+        Err(object_store::Error::AlreadyExists { .. }) => match store.get(path).await {
+            Ok(got) => {
+                let found = got.bytes().await?;
+                let ours: Vec<u8> = bytes.iter().flat_map(|b| b.iter().copied()).collect();
+                Ok(found[..] == ours[..])
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
+    }
 }
 
 impl ObjectStorage {
@@ -444,7 +584,19 @@ impl ObjectStorage {
             runtime: Some(runtime),
             loaded: Mutex::new(Loaded::default()),
             writer: writer_id(),
+            write_retry: DEFAULT_WRITE_RETRY,
         })
+    }
+
+    /// Sets how long a write to the log (a group commit, a segment start, a
+    /// side object) keeps trying through a store that fails transiently
+    /// before the writer gives up ([`DEFAULT_WRITE_RETRY`] unless set).
+    /// Reads at the start do not retry beyond the client's own few: a store
+    /// that cannot be reached then stops the run within seconds.
+    #[must_use]
+    pub fn with_write_retry(mut self, budget: Duration) -> Self {
+        self.write_retry = budget;
+        self
     }
 
     /// The log's URL.
@@ -676,39 +828,24 @@ impl ObjectStorage {
         Ok(())
     }
 
-    /// Creates object `n` with `bytes` if no object `n` exists. `Ok(false)`
-    /// if another writer created it first.
+    /// Creates object `n` with `bytes` if no object `n` exists (retrying
+    /// through transient failures). `Ok(false)` if another writer created
+    /// it first.
     fn create(&self, n: u64, bytes: Vec<u8>) -> io::Result<bool> {
         let store = Arc::clone(&self.store);
         let path = self.path(&object_name(n));
         let url = self.url.object_url(&object_name(n));
-        let ours = bytes.clone();
+        let budget = self.write_retry;
+        let what = format!("creating {url}");
         let outcome = self.block(async move {
-            let options = PutOptions {
-                mode: PutMode::Create,
-                ..PutOptions::default()
-            };
-            match store
-                .put_opts(&path, PutPayload::from(bytes), options)
-                .await
-            {
-                Ok(_) => Ok(true),
-                Err(object_store::Error::AlreadyExists { .. }) => {
-                    // A retried request whose first try went through finds
-                    // its own bytes there: that is success, not a rival.
-                    match store.get(&path).await {
-                        Ok(got) => Ok(got.bytes().await.is_ok_and(|b| b[..] == ours[..])),
-                        Err(_) => Ok(false),
-                    }
-                }
-                Err(e) => Err(e),
-            }
+            let payload = PutPayload::from(bytes);
+            retrying(budget, &what, || create_object(&store, &path, &payload)).await
         })?;
-        outcome.map_err(|e| {
+        outcome.map_err(|failure| {
             io::Error::other(format!(
-                "object store {}: creating {url} {}",
+                "object store {}: creating {url}: {}",
                 self.endpoint,
-                classify(&e)
+                failure.describe(budget)
             ))
         })
     }
@@ -747,6 +884,9 @@ impl Storage for ObjectStorage {
         let loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
         match loaded.first_object.get(&attempt) {
             Some(&n) => PathBuf::from(self.url.object_url(&object_name(n))),
+            // The segment a writer is about to start: the object it will
+            // create.
+            None if loaded.read => PathBuf::from(self.url.object_url(&object_name(loaded.next))),
             None => PathBuf::from(self.url.object_url(&format!("{LOG_DIR}/attempt-{attempt}"))),
         }
     }
@@ -777,7 +917,10 @@ impl Storage for ObjectStorage {
             }
             // The replayed bytes are not needed any more.
             loaded.segments.clear();
-            (loaded.next, loaded.last_crc)
+            // Messages about this segment name its first object.
+            let n = loaded.next;
+            loaded.first_object.insert(attempt, n);
+            (n, loaded.last_crc)
         };
         let object = encode_object(
             OBJECT_KIND_SEGMENT_START,
@@ -808,22 +951,29 @@ impl Storage for ObjectStorage {
         let store = Arc::clone(&self.store);
         let path = self.path(&self.side_path(name));
         let payload = PutPayload::from(state.to_vec());
-        let put = self
+        let budget = self.write_retry;
+        let what = format!("creating {url}");
+        let created = self
             .block(async move {
-                let options = PutOptions {
-                    mode: PutMode::Create,
-                    ..PutOptions::default()
-                };
-                store.put_opts(&path, payload, options).await
+                retrying(budget, &what, || create_object(&store, &path, &payload)).await
             })
             .map_err(|e| failed(format!("cannot be written: {e}")))?;
-        put.map_err(|e| {
-            failed(format!(
-                "cannot be written to object store {}: {}",
-                self.endpoint,
-                classify(&e)
-            ))
-        })?;
+        match created {
+            Ok(true) => {}
+            // Never replaced: a side object of that name is another's.
+            Ok(false) => {
+                return Err(failed(
+                    "cannot be written: an object of that name exists already".to_owned(),
+                ));
+            }
+            Err(failure) => {
+                return Err(failed(format!(
+                    "cannot be written to object store {}: {}",
+                    self.endpoint,
+                    failure.describe(budget)
+                )));
+            }
+        }
         Ok(SnapshotFile {
             file: name.to_owned(),
             len: state.len() as u64,
@@ -900,6 +1050,7 @@ impl ObjectStorage {
                 .map(|r| r.handle().clone())
                 .expect("the runtime lives as long as the storage"),
             writer: self.writer,
+            write_retry: self.write_retry,
         })
     }
 }
@@ -914,6 +1065,7 @@ struct ObjectClient {
     store: Arc<AmazonS3>,
     handle: tokio::runtime::Handle,
     writer: u64,
+    write_retry: Duration,
 }
 
 /// Appends to one attempt's segment: every group commit is one new object.
@@ -940,35 +1092,23 @@ impl SegmentAppender for ObjectAppender {
         let crc = trailing_crc(&object);
         let store = Arc::clone(&client.store);
         let path = ObjectPath::from(client.url.key(&object_name(n)));
-        let ours = object.clone();
+        let url = client.url.object_url(&object_name(n));
+        let budget = client.write_retry;
+        let what = format!("creating {url}");
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         client.handle.spawn(async move {
-            let options = PutOptions {
-                mode: PutMode::Create,
-                ..PutOptions::default()
-            };
-            let outcome = match store
-                .put_opts(&path, PutPayload::from(object), options)
-                .await
-            {
-                Ok(_) => Ok(true),
-                Err(object_store::Error::AlreadyExists { .. }) => match store.get(&path).await {
-                    Ok(got) => Ok(got.bytes().await.is_ok_and(|b| b[..] == ours[..])),
-                    Err(_) => Ok(false),
-                },
-                Err(e) => Err(e),
-            };
+            let payload = PutPayload::from(object);
+            let outcome = retrying(budget, &what, || create_object(&store, &path, &payload)).await;
             let _gone = tx.send(outcome);
         });
-        let url = client.url.object_url(&object_name(n));
         let created = rx
             .recv()
             .map_err(|_| io::Error::other("an object store request panicked"))?
-            .map_err(|e| {
+            .map_err(|failure| {
                 io::Error::other(format!(
-                    "object store {}: creating {url} {}",
+                    "object store {}: creating {url}: {}",
                     client.endpoint,
-                    classify(&e)
+                    failure.describe(budget)
                 ))
             })?;
         if !created {
@@ -1030,6 +1170,29 @@ mod tests {
             let error = ObjectLogUrl::parse(bad).expect_err(bad);
             assert!(error.contains(says), "{bad}: {error}");
         }
+    }
+
+    #[test]
+    fn errors_are_classified_by_their_words_not_by_digits_in_an_address() {
+        let generic = |text: &str| object_store::Error::Generic {
+            store: "S3",
+            source: text.to_owned().into(),
+        };
+        let unavailable = generic(
+            "Error performing PUT http://127.0.0.1:40333/b/p/log/00000000000000000403 - Server returned non-2xx status code: 503 Service Unavailable: <Error><Code>SlowDown</Code></Error>",
+        );
+        assert!(classify(&unavailable).starts_with("answered with a server error"));
+        assert!(is_transient(&unavailable));
+        let refused = generic(
+            "Error performing GET http://127.0.0.1:9000/b - Server returned non-2xx status code: 403 Forbidden: <Code>SignatureDoesNotMatch</Code>",
+        );
+        assert!(classify(&refused).starts_with("the store refused the credentials"));
+        assert!(!is_transient(&refused));
+        let closed = generic(
+            "Error performing PUT http://127.0.0.1:15034/b/k - HTTP error: error sending request: connection closed before message completed",
+        );
+        assert!(classify(&closed).starts_with("cannot be reached"));
+        assert!(is_transient(&closed));
     }
 
     #[test]

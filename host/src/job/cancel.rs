@@ -29,6 +29,11 @@ use crate::scheduler::{JobError, StopReason, StopRequest};
 /// The request file's name, in the job's folder.
 pub const CANCEL_FILE: &str = "CANCEL";
 
+/// For a job whose event log is on object storage: the file in the job's
+/// folder that holds the log's `s3://` URL (one line; never credentials),
+/// written by the coordinator, read by `coordhost cancel`.
+pub const OBJECT_LOG_FILE: &str = "OBJECT_LOG";
+
 /// How often a running coordinator looks for the request file.
 pub const WATCH_EVERY: Duration = Duration::from_millis(100);
 
@@ -54,6 +59,37 @@ pub fn request_path(job_dir: &Path) -> PathBuf {
 #[must_use]
 pub fn requested(job_dir: &Path) -> bool {
     std::fs::symlink_metadata(request_path(job_dir)).is_ok_and(|m| m.is_file())
+}
+
+/// Notes in job folder `job_dir` that the job's log is at `url`
+/// ([`OBJECT_LOG_FILE`]).
+///
+/// # Errors
+/// [`JobError::Io`] naming the file.
+pub fn note_object_log(job_dir: &Path, url: &crate::events::ObjectLogUrl) -> Result<(), JobError> {
+    let path = job_dir.join(OBJECT_LOG_FILE);
+    std::fs::write(&path, format!("{url}\n")).map_err(|source| JobError::Io { path, source })
+}
+
+/// Removes job folder `job_dir`'s [`OBJECT_LOG_FILE`] (its log is a
+/// folder log now); a missing one is fine.
+pub fn forget_object_log(job_dir: &Path) {
+    let path = job_dir.join(OBJECT_LOG_FILE);
+    if let Err(e) = std::fs::remove_file(&path)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!("{}: cannot remove: {e}", path.display());
+    }
+}
+
+/// Removes job folder `job_dir` that a run on an object log created and
+/// then could not use: its lock file and [`OBJECT_LOG_FILE`], then the
+/// folder if nothing else is in it.
+pub fn remove_new_job_dir(job_dir: &Path) {
+    for name in [crate::events::LOCK_FILE, OBJECT_LOG_FILE] {
+        let _absent = std::fs::remove_file(job_dir.join(name));
+    }
+    let _not_empty = std::fs::remove_dir(job_dir);
 }
 
 /// Removes a request (after it was recorded, or withdrawn by `--resume` or
@@ -187,6 +223,69 @@ fn read_log(log_dir: &Path) -> Result<Replay, crate::events::EventsError> {
     crate::events::replay(&crate::events::FileStorage::open_read_only(log_dir))
 }
 
+/// Where a job's log is, as `coordhost cancel` finds it.
+enum JobLog {
+    /// `<job>/log`.
+    Folder(PathBuf),
+    /// On object storage, through one client.
+    Objects(Box<crate::events::ObjectStorage>),
+}
+
+impl JobLog {
+    fn read(&self) -> Result<Replay, crate::events::EventsError> {
+        match self {
+            Self::Folder(dir) => read_log(dir),
+            Self::Objects(storage) => crate::events::replay(&**storage),
+        }
+    }
+}
+
+/// The job folder and log that `dir` names: a job folder holding
+/// [`OBJECT_LOG_FILE`] (its log is on objects; a run on a folder log
+/// removes the file), else a folder log as [`crate::events::locate_log_dir`]
+/// finds it, else a data directory with one job folder holding
+/// [`OBJECT_LOG_FILE`].
+fn locate(dir: &Path) -> Result<(PathBuf, JobLog), (u8, String)> {
+    let bad = |e: &dyn std::fmt::Display| (EXIT_BAD_INPUT, crate::config::one_line(&e.to_string()));
+    let noted =
+        |d: &Path| std::fs::symlink_metadata(d.join(OBJECT_LOG_FILE)).is_ok_and(|m| m.is_file());
+    let job_dir = if noted(dir) {
+        dir.to_path_buf()
+    } else {
+        let folder_error = match crate::events::locate_log_dir(dir) {
+            Ok(log_dir) => {
+                let job_dir = log_dir
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .ok_or_else(|| bad(&format!("{}: not a job's folder", dir.display())))?;
+                return Ok((job_dir, JobLog::Folder(log_dir)));
+            }
+            Err(e) => e,
+        };
+        // A data directory with one job, whose log is on objects.
+        let found: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .map(|e| e.path())
+                    .filter(|p| p.is_dir() && noted(p))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let [job_dir] = found.as_slice() else {
+            return Err(bad(&folder_error));
+        };
+        job_dir.clone()
+    };
+    let file = job_dir.join(OBJECT_LOG_FILE);
+    let text = crate::files::read_text_file(&file, 4096)
+        .map_err(|e| bad(&format!("{}: {e}", file.display())))?;
+    let url = crate::events::ObjectLogUrl::parse(text.trim())
+        .map_err(|e| bad(&format!("{}: {e}", file.display())))?;
+    let storage = crate::events::ObjectStorage::connect(&url).map_err(|e| bad(&e))?;
+    Ok((job_dir, JobLog::Objects(Box::new(storage))))
+}
+
 /// Runs `coordhost cancel`; returns the exit code: 0 when the job is
 /// cancelled or the request is left for the next run, 2 for a folder that
 /// holds no job log or a job that already finished, 1 when the running
@@ -205,13 +304,16 @@ pub fn cancel_command(args: &CancelArgs) -> ExitCode {
 }
 
 fn cancel(args: &CancelArgs) -> Result<String, (u8, String)> {
-    let bad = |e: &dyn std::fmt::Display| (EXIT_BAD_INPUT, crate::config::one_line(&e.to_string()));
-    let log_dir = crate::events::locate_log_dir(&args.dir).map_err(|e| bad(&e))?;
-    let job_dir = log_dir
-        .parent()
-        .map(Path::to_path_buf)
-        .ok_or_else(|| bad(&format!("{}: not a job's folder", args.dir.display())))?;
-    let replay = read_log(&log_dir).map_err(|e| bad(&e))?;
+    let (job_dir, log) = locate(&args.dir)?;
+    let replay = log.read().map_err(|e| {
+        // A store that cannot be reached is a failure, not bad input.
+        let code = if matches!(e, crate::events::EventsError::Store { .. }) {
+            super::exit::EXIT_FAILED
+        } else {
+            EXIT_BAD_INPUT
+        };
+        (code, crate::config::one_line(&e.to_string()))
+    })?;
     let job = job_dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -253,7 +355,12 @@ fn cancel(args: &CancelArgs) -> Result<String, (u8, String)> {
                 )
             })?;
     }
-    let lock = log_dir.join(crate::events::LOCK_FILE);
+    // The lock a running coordinator holds: the log folder's, or for a log
+    // on object storage the job folder's (docs/object-storage.md).
+    let lock = match &log {
+        JobLog::Folder(log_dir) => log_dir.join(crate::events::LOCK_FILE),
+        JobLog::Objects(_) => job_dir.join(crate::events::LOCK_FILE),
+    };
     let Some(pid) = lock_holder(&lock) else {
         return Ok(format!(
             "no coordinator runs job `{job}` now: the next `coordhost run` of it records the cancellation and ends (exit 3) without running anything (`run --resume` goes on with the job instead)"
@@ -267,7 +374,7 @@ fn cancel(args: &CancelArgs) -> Result<String, (u8, String)> {
     while Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
         if lock_holder(&lock).is_none() {
-            let ended = read_log(&log_dir).map(|r| last_end(&r));
+            let ended = log.read().map(|r| last_end(&r));
             return match ended {
                 Ok(LastEnd::Cancelled) => Ok(format!("job `{job}` cancelled")),
                 Ok(LastEnd::Finished) => {

@@ -46,8 +46,15 @@ pub struct RunArgs {
     /// `s3://BUCKET/PREFIX` instead of the data directory; endpoint,
     /// region and credentials come from the `AWS_*` variables
     /// (docs/object-storage.md).
+    /// Overrides the job file's `[job] log`.
     #[arg(long, value_name = "s3://BUCKET/PREFIX")]
     pub log: Option<String>,
+    /// How long a write to an event log on object storage keeps trying
+    /// through a store that is unreachable or answers with server errors
+    /// (pauses doubling from 0.25 s to 4 s) before the run fails, whole
+    /// seconds.
+    #[arg(long, value_name = "S", default_value_t = 30)]
+    pub log_retry_s: u64,
     /// Serve worker processes on HOST:PORT (their `--coordinator`); with
     /// `--external-workers`, attempts run on them (docs/workers.md).
     #[arg(long, value_name = "HOST:PORT")]
@@ -110,6 +117,7 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
             }
         }
     }
+    opts.log_retry = std::time::Duration::from_secs(args.log_retry_s);
     opts.workers = args.workers;
     opts.fresh = args.fresh;
     opts.resume = args.resume;
@@ -377,8 +385,17 @@ fn lead(
             cache_dir: None,
         },
     )
-    .map_err(|e| (EXIT_BAD_INPUT, crate::config::one_line(&e.to_string())))?
-    .name;
+    .map_err(|e| (EXIT_BAD_INPUT, crate::config::one_line(&e.to_string())))?;
+    if job.log.is_some() {
+        return Err((
+            EXIT_BAD_INPUT,
+            format!(
+                "{}: field `job.log`: with --ha: high availability with the event log on object storage is not yet supported (docs/object-storage.md)",
+                job.file.display()
+            ),
+        ));
+    }
+    let job = job.name;
     // Noted before the campaign: `--fresh` discards only the run this
     // coordinator was started to replace.
     let fresh_if_last_started = args

@@ -126,39 +126,74 @@ fn run_recoverable(
     if fresh || opts.resume {
         super::cancel::withdraw(&job_dir)?;
     }
+    // On object storage a log is never moved: `--fresh` (or an edited job
+    // that never ran) starts a new run inside it instead (docs/object-storage.md).
+    let mut new_run_in_log = false;
     if fresh {
-        if let LogPlace::Objects(storage) = log {
-            return Err(crate::config::ConfigError::Argument {
-                arg: "--fresh",
-                reason: format!(
-                    "not yet with an event log on object storage ({}): remove its objects, or use another prefix",
-                    storage.url()
-                ),
-            }
-            .into());
+        match log {
+            LogPlace::Objects(_) => new_run_in_log = true,
+            LogPlace::Dir(_) => discard_log(config, &data_dir, opts.fence.as_deref())?,
         }
-        discard_log(config, &data_dir, opts.fence.as_deref())?;
     } else {
-        refuse_if_edited(config, &data_dir, log, &fingerprint)?;
+        new_run_in_log = refuse_if_edited(config, &data_dir, log, &fingerprint)?;
         refuse_if_unlogged_output(config, log)?;
     }
     let replay_started = std::time::Instant::now();
+    let mut local_lock = None;
     let (writer, mut replay) = match log {
-        LogPlace::Dir(_) => open_log(config, &data_dir, opts.fence.as_ref())?,
-        // Damage is refused, never set aside: docs/object-storage.md.
-        LogPlace::Objects(storage) => {
-            let opened =
-                crate::events::open_object_log(Arc::clone(storage), WriterOptions::default())?;
-            // The job's folder in the data directory says "this job ran
-            // here" (the sink folders' check, cancel requests) as the log's
-            // folder does for a local log.
-            std::fs::create_dir_all(&job_dir).map_err(|source| JobError::Io {
-                path: job_dir.clone(),
-                source,
-            })?;
+        LogPlace::Dir(_) => {
+            let opened = open_log(config, &data_dir, opts.fence.as_ref())?;
+            // The job's log is in its folder now, not where an earlier run
+            // on objects noted it.
+            super::cancel::forget_object_log(&job_dir);
             opened
         }
+        // Damage is refused, never set aside: docs/object-storage.md.
+        LogPlace::Objects(storage) => {
+            // The job's folder in the data directory says "this job ran
+            // here" (the sink folders' check, cancel requests) as the log's
+            // folder does for a local log; its lock keeps a second
+            // coordinator on this data directory out (the object fence
+            // decides between machines) and tells `coordhost cancel` that
+            // one runs; `OBJECT_LOG` tells it where the log is.
+            // A run refused at the start (the store unreachable, the log
+            // damaged) leaves no job folder that was not there: its
+            // existence relaxes the sink folders' check.
+            let new_job_dir = !job_dir.exists();
+            let lock = crate::events::LogLock::acquire(&job_dir)?;
+            let opened = super::cancel::note_object_log(&job_dir, storage.url()).and_then(|()| {
+                crate::events::open_object_log(Arc::clone(storage), WriterOptions::default())
+                    .map_err(JobError::from)
+            });
+            match opened {
+                Ok(opened) => {
+                    local_lock = Some(lock);
+                    opened
+                }
+                Err(e) => {
+                    drop(lock);
+                    if new_job_dir {
+                        super::cancel::remove_new_job_dir(&job_dir);
+                    }
+                    return Err(e);
+                }
+            }
+        }
     };
+    if new_run_in_log {
+        // The earlier runs' records stay in the log (`log inspect` shows
+        // them); recovery reads only the run after the newest `JobStarted`,
+        // which this run writes next.
+        if !replay.events.is_empty() {
+            tracing::warn!(
+                "the job's event log {} keeps its {} earlier records; this run starts a new run in it and the job runs from scratch",
+                log.describe(),
+                replay.events.len()
+            );
+        }
+        replay.events.clear();
+        replay.torn_tail = None;
+    }
     if !replay.is_empty() {
         // For the scale bench (docs/recovery.md, "Figures"): how long the
         // log took to read and decode, stated once per restart.
@@ -297,6 +332,7 @@ fn run_recoverable(
         // Recorded: the request is done.
         super::cancel::withdraw(&job_dir)?;
     }
+    drop(local_lock);
     Ok(summary)
 }
 
@@ -499,18 +535,19 @@ fn fresh_still_applies(
 ///
 /// A log of another job file in which no execution finished and no output
 /// was published (e.g. a plugin refused its configuration at the start) has
-/// nothing to recover or duplicate: it is set aside (never deleted) and the
-/// edited job starts afresh, so fixing a job file needs no new data
-/// directory (issue 17, fix 5).
+/// nothing to recover or duplicate: a folder log is set aside (never
+/// deleted), and the edited job starts afresh, so fixing a job file needs
+/// no new data directory (issue 17, fix 5). A log on object storage is not
+/// moved: `Ok(true)` says the run starts a new run inside it.
 fn refuse_if_edited(
     config: &JobConfig,
     data_dir: &Path,
     log: &LogPlace,
     fingerprint: &str,
-) -> Result<(), JobError> {
+) -> Result<bool, JobError> {
     let log_dir = job_log_dir(data_dir, &config.name)?;
     let Some(replayed) = log.replay_existing() else {
-        return Ok(());
+        return Ok(false);
     };
     let replay = match replayed {
         Ok(replay) => replay,
@@ -518,17 +555,20 @@ fn refuse_if_edited(
         // writing, so nothing in it is sealed, set aside or removed
         // (docs/log-format.md, "Kinds").
         Err(e) if is_newer_than_this_binary(&e) => return Err(e.into()),
-        Err(_) => return Ok(()),
+        Err(_) => return Ok(false),
     };
     match last_job_started(&replay) {
         Some(started) if started.graph_fingerprint != fingerprint => {
+            let nothing_to_lose = nothing_ran(&replay) && !has_published_output(config);
             if let LogPlace::Objects(storage) = log {
-                // Not set aside on object storage yet (docs/object-storage.md).
+                if nothing_to_lose {
+                    return Ok(true);
+                }
                 return Err(JobError::JobFileChanged {
                     data_dir: PathBuf::from(storage.url().to_string()),
                 });
             }
-            if nothing_ran(&replay) && !has_published_output(config) {
+            if nothing_to_lose {
                 // Not while another coordinator holds the log.
                 let lock = crate::events::LogLock::acquire(&log_dir)?;
                 let aside = set_aside_as(&log_dir, "replaced")?;
@@ -537,13 +577,13 @@ fn refuse_if_edited(
                     "the job file changed, but no execution finished under the old one and no output was published: its event log is set aside at {} and the job starts afresh",
                     aside.display()
                 );
-                return Ok(());
+                return Ok(false);
             }
             Err(JobError::JobFileChanged {
                 data_dir: data_dir.to_path_buf(),
             })
         }
-        _ => Ok(()),
+        _ => Ok(false),
     }
 }
 

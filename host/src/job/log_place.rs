@@ -20,13 +20,16 @@ pub(crate) enum LogPlace {
 }
 
 impl LogPlace {
-    /// The place of `config`'s log for the run `opts`.
+    /// The place of `config`'s log for the run `opts`: `run --log`, else
+    /// the job file's `[job] log`, else the data directory.
     ///
     /// # Errors
     /// A job id that cannot name a folder; the object store client's error.
     pub(crate) fn new(config: &JobConfig, opts: &RunOptions) -> Result<Self, JobError> {
-        Ok(match &opts.log {
-            Some(url) => Self::Objects(Arc::new(crate::events::ObjectStorage::connect(url)?)),
+        Ok(match opts.log.as_ref().or(config.log.as_ref()) {
+            Some(url) => Self::Objects(Arc::new(
+                crate::events::ObjectStorage::connect(url)?.with_write_retry(opts.log_retry),
+            )),
             None => Self::Dir(job_log_dir(&opts.data_dir, &config.name)?),
         })
     }
@@ -42,6 +45,14 @@ impl LogPlace {
                 Ok(replay) if replay.is_empty() => None,
                 other => Some(other),
             },
+        }
+    }
+
+    /// The log's place in words: its folder or its URL.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Self::Dir(dir) => dir.display().to_string(),
+            Self::Objects(storage) => storage.url().to_string(),
         }
     }
 }

@@ -204,6 +204,8 @@ pub fn job_fingerprint(config: &crate::config::JobConfig, data_dir: &Path) -> St
         graph,
         // Who may talk to the cluster does not change what the job computes.
         tls: _,
+        // Where the log lives does not change what the job computes.
+        log: _,
         sql,
     } = config;
     let mut h = String::new();

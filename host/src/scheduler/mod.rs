@@ -203,9 +203,10 @@ pub enum JobError {
     },
     /// The data directory holds a log of this job written for a different
     /// job graph: replaying it would be wrong.
-    #[error("{}: the job's event log was written for a different job graph (the job file changed since); undo the edit, use another --data-dir, or pass --fresh to discard what this one holds for the job", data_dir.display())]
+    #[error("{}: the job's event log was written for a different job graph (the job file changed since); undo the edit, use another {}, or pass --fresh to discard what this one holds for the job", data_dir.display(), if data_dir.to_string_lossy().starts_with("s3://") { "log prefix" } else { "--data-dir" })]
     JobFileChanged {
-        /// The data directory.
+        /// The data directory, or the `s3://` URL of a log on object
+        /// storage.
         data_dir: PathBuf,
     },
     /// Progress cannot be recovered and a full re-run would duplicate sink
@@ -546,6 +547,10 @@ pub struct RunOptions {
     /// The job's event log on object storage (`run --log s3://...`,
     /// docs/object-storage.md) instead of the data directory.
     pub log: Option<crate::events::ObjectLogUrl>,
+    /// How long a write to an event log on object storage keeps trying
+    /// through transient store failures before the run fails
+    /// (`run --log-retry-s`).
+    pub log_retry: std::time::Duration,
 }
 
 /// Which run of a job's log is the last one: the log folder (its device and
@@ -578,6 +583,7 @@ impl RunOptions {
             stop: None,
             resume: false,
             log: None,
+            log_retry: crate::events::DEFAULT_WRITE_RETRY,
         }
     }
 }

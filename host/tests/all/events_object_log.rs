@@ -359,6 +359,10 @@ fn events_object_log_an_unreachable_store_bad_credentials_or_no_bucket_is_one_li
         server.keys("faults").is_empty(),
         "no refused run wrote anything"
     );
+    assert!(
+        !data.join(crate::support::crash::JOB).exists(),
+        "no refused run left a job folder"
+    );
 
     let refused = run(server.env(), &good, &["--ha", "etcd://127.0.0.1:1"]);
     assert_eq!(refused.code, Some(2), "{}", refused.stderr);
@@ -391,11 +395,21 @@ fn events_object_log_snapshot_side_objects_round_trip_and_damage_is_named() {
     assert_eq!((file.len, file.crc32c), (3000, crc32c_of(&state)));
     assert_eq!(storage.read_side_file(&file).expect("read"), state);
     assert_eq!(storage.list_side_files().expect("listed"), [name]);
-    let again = storage
+    // Written again with the same bytes (a retried write whose first answer
+    // was lost) is the same object; other bytes never replace it.
+    storage
         .write_side_file(name, &state)
+        .expect("the same bytes again");
+    let mut other = state.clone();
+    other[0] ^= 1;
+    let again = storage
+        .write_side_file(name, &other)
         .expect_err("a side object is never replaced")
         .to_string();
-    assert!(again.contains(name), "{again}");
+    assert!(
+        again.contains(name) && again.contains("exists already"),
+        "{again}"
+    );
 
     let key = format!("side/log/{name}");
     let mut damaged = state.clone();

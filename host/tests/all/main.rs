@@ -38,6 +38,7 @@ mod events_golden;
 mod events_inspect;
 mod events_inspect_cli;
 mod events_object_log;
+mod events_object_log_ops;
 mod events_proptest;
 mod events_replay;
 mod ha;

@@ -12,12 +12,15 @@
 //!   simulated crash, a failing attempt, a lost partition;
 //! - [`events`]: one event of every kind and logs over `MemoryStorage`;
 //! - [`damage`]: result partitions damaged the way disks and people do;
-//! - [`ui`]: HTTP to `run --ui`, and the recovered job its tests look at.
+//! - [`ui`]: HTTP to `run --ui`, and the recovered job its tests look at;
+//! - [`s3`]: a real S3 server (SeaweedFS) per test, and [`fault_proxy`]
+//!   between it and `coordhost` to inject 503s, delays and outages.
 
 pub mod crash;
 pub mod damage;
 pub mod etcd;
 pub mod events;
+pub mod fault_proxy;
 pub mod job;
 #[cfg(feature = "failpoints")]
 pub mod knobs;
