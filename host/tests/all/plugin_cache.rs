@@ -19,10 +19,15 @@ fn a_second_host_loads_the_component_from_the_cache_without_compiling() {
         first.load(&spec).unwrap().cache_outcome(),
         CacheOutcome::Compiled
     );
-    assert_eq!(
-        std::fs::read_dir(cache.path()).unwrap().count(),
-        1,
-        "one entry, no stray staging files"
+    let mut names: Vec<String> = std::fs::read_dir(cache.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 2, "one entry and its compile lock: {names:?}");
+    assert!(
+        names[0].ends_with(".cwasm") && names[1] == names[0].replace(".cwasm", ".lock"),
+        "the second name is the entry's compile lock, no stray staging files: {names:?}"
     );
 
     let second = PluginHost::new(HostOptions {
@@ -55,10 +60,9 @@ fn a_damaged_cache_entry_is_compiled_again_and_replaced() {
     host.load(&spec).unwrap();
     let entry = std::fs::read_dir(cache.path())
         .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "cwasm"))
+        .expect("a compiled entry");
     std::fs::write(&entry, b"not machine code").unwrap();
 
     let again = PluginHost::new(HostOptions {
