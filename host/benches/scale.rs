@@ -50,7 +50,9 @@
 //!   printed (default 3);
 //! - `--only recovery,dispatch`: which tables (default both);
 //! - `--dispatch-sources P`: the dispatch job's source parallelism (default
-//!   2000, so 4000 tasks; 50 without `--bench`).
+//!   2000, so 4000 tasks; 50 without `--bench`);
+//! - `--keep`: keep each size's folder (job file, data directory, the
+//!   pristine log) and print its path, to profile a restart on it again.
 //!
 //! **Dispatch** (second table): a job of 2·P no-op tasks (`source`,
 //! parallelism P, the sample `static-enumerator` with one inline one-line
@@ -546,7 +548,7 @@ fn read_rates(log_dir: &Path) -> (f64, f64, f64, usize) {
     )
 }
 
-fn recovery_table(sizes: &[u32], runs: usize) {
+fn recovery_table(sizes: &[u32], runs: usize, keep: bool) {
     println!(
         "restart of a crashed job, all sources finished, all partitions alive (median of the runs; load {})",
         load_line()
@@ -632,6 +634,9 @@ fn recovery_table(sizes: &[u32], runs: usize) {
             decode,
             raw / decode,
         );
+        if keep {
+            eprintln!("  kept: {}", work.keep().display());
+        }
     }
     println!(
         "replay = the driver's replay_ms (lock, read + decode every record, new segment); decision = job::recover_into \
@@ -846,7 +851,7 @@ fn main() {
         .parse()
         .expect("--dispatch-sources");
     if only.split(',').any(|o| o == "recovery") {
-        recovery_table(&sizes, runs);
+        recovery_table(&sizes, runs, args.iter().any(|a| a == "--keep"));
     }
     if only.split(',').any(|o| o == "dispatch") {
         dispatch_table(tasks, runs);
