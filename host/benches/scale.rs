@@ -30,7 +30,9 @@
 //! stamped as it arrives; the process is killed (SIGKILL) at its first
 //! `deploying` line (the first task of the recovered job, a `t<i>`
 //! subtask, is being started). Printed per size: replay (the driver's
-//! `replay_ms`: lock, read and decode every record, new segment), recovery
+//! `replay_ms`: read and decode every record once, without the lock, for
+//! the checks; lock; that replay reused if no segment file changed; new
+//! segment), recovery
 //! decision (`decision_ms`: `job::recover_into`, every step of
 //! docs/recovery.md), of which the partition question (`partitions_ms`,
 //! the shuffle master's `get-partitions-with-metrics` for all K·P source
@@ -639,7 +641,7 @@ fn recovery_table(sizes: &[u32], runs: usize, keep: bool) {
         }
     }
     println!(
-        "replay = the driver's replay_ms (lock, read + decode every record, new segment); decision = job::recover_into \
+        "replay = the driver's replay_ms (read + decode every record once, the checks, lock, new segment); decision = job::recover_into \
          (shuffle restore, plan, partition question, enumerator restores, apply with its ExecutionsReset records); \
          (partit.) = the partition question's share of it; first task = spawn to the first `deploying` line; \
          peak = VmHWM before the kill; raw / decode = the same segments read with std::fs::read / decoded by \

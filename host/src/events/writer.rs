@@ -250,11 +250,15 @@ impl SegmentFiles {
     fn still_hold(&self, storage: &FileStorage, replay: &Replay) -> bool {
         self.0.len() == replay.segments.len()
             && Self::note(storage).as_ref() == Some(self)
-            && self.0.iter().zip(&replay.segments).all(|(&(attempt, ..), s)| {
-                s.attempt == attempt
-                    && std::fs::symlink_metadata(storage.segment_path(attempt))
-                        .is_ok_and(|m| m.len() == s.file_len)
-            })
+            && self
+                .0
+                .iter()
+                .zip(&replay.segments)
+                .all(|(&(attempt, ..), s)| {
+                    s.attempt == attempt
+                        && std::fs::symlink_metadata(storage.segment_path(attempt))
+                            .is_ok_and(|m| m.len() == s.file_len)
+                })
     }
 }
 
