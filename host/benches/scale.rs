@@ -164,6 +164,10 @@ component = "{shuffle}"
 kind = "shuffle-master"
 config = {{ root = "${{data_dir}}/shuffle" }}
 dirs = [{{ path = "${{data_dir}}/shuffle", writable = true }}]
+# At 1 M execution vertices one call (`snapshot-state`, `restore-state`,
+# `get-partitions-with-metrics` for 500 000 partitions) takes longer than
+# the default 5 s and needs more than the default 256 MiB.
+limits = {{ call-timeout-ms = 600000, memory-mib = 4096 }}
 "#,
         enumerator = plugin("file-enumerator").display(),
         shuffle = plugin("local-shuffle").display(),
