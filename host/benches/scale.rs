@@ -30,7 +30,9 @@
 //! stamped as it arrives; the process is killed (SIGKILL) at its first
 //! `deploying` line (the first task of the recovered job, a `t<i>`
 //! subtask, is being started). Printed per size: replay (the driver's
-//! `replay_ms`: lock, read and decode every record, new segment), recovery
+//! `replay_ms`: read and decode every record once, without the lock, for
+//! the checks; lock; that replay reused if no segment file changed; new
+//! segment), recovery
 //! decision (`decision_ms`: `job::recover_into`, every step of
 //! docs/recovery.md), of which the partition question (`partitions_ms`,
 //! the shuffle master's `get-partitions-with-metrics` for all K·P source
@@ -50,7 +52,9 @@
 //!   printed (default 3);
 //! - `--only recovery,dispatch`: which tables (default both);
 //! - `--dispatch-sources P`: the dispatch job's source parallelism (default
-//!   2000, so 4000 tasks; 50 without `--bench`).
+//!   2000, so 4000 tasks; 50 without `--bench`);
+//! - `--keep`: keep each size's folder (job file, data directory, the
+//!   pristine log) and print its path, to profile a restart on it again.
 //!
 //! **Dispatch** (second table): a job of 2·P no-op tasks (`source`,
 //! parallelism P, the sample `static-enumerator` with one inline one-line
@@ -160,6 +164,10 @@ component = "{shuffle}"
 kind = "shuffle-master"
 config = {{ root = "${{data_dir}}/shuffle" }}
 dirs = [{{ path = "${{data_dir}}/shuffle", writable = true }}]
+# At 1 M execution vertices one call (`snapshot-state`, `restore-state`,
+# `get-partitions-with-metrics` for 500 000 partitions) takes longer than
+# the default 5 s and needs more than the default 256 MiB.
+limits = {{ call-timeout-ms = 600000, memory-mib = 4096 }}
 "#,
         enumerator = plugin("file-enumerator").display(),
         shuffle = plugin("local-shuffle").display(),
@@ -546,7 +554,7 @@ fn read_rates(log_dir: &Path) -> (f64, f64, f64, usize) {
     )
 }
 
-fn recovery_table(sizes: &[u32], runs: usize) {
+fn recovery_table(sizes: &[u32], runs: usize, keep: bool) {
     println!(
         "restart of a crashed job, all sources finished, all partitions alive (median of the runs; load {})",
         load_line()
@@ -632,9 +640,12 @@ fn recovery_table(sizes: &[u32], runs: usize) {
             decode,
             raw / decode,
         );
+        if keep {
+            eprintln!("  kept: {}", work.keep().display());
+        }
     }
     println!(
-        "replay = the driver's replay_ms (lock, read + decode every record, new segment); decision = job::recover_into \
+        "replay = the driver's replay_ms (read + decode every record once, the checks, lock, new segment); decision = job::recover_into \
          (shuffle restore, plan, partition question, enumerator restores, apply with its ExecutionsReset records); \
          (partit.) = the partition question's share of it; first task = spawn to the first `deploying` line; \
          peak = VmHWM before the kill; raw / decode = the same segments read with std::fs::read / decoded by \
@@ -846,7 +857,7 @@ fn main() {
         .parse()
         .expect("--dispatch-sources");
     if only.split(',').any(|o| o == "recovery") {
-        recovery_table(&sizes, runs);
+        recovery_table(&sizes, runs, args.iter().any(|a| a == "--keep"));
     }
     if only.split(',').any(|o| o == "dispatch") {
         dispatch_table(tasks, runs);

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::coordinator::CoordinatorSnapshot;
-use crate::events::{ExecutionVertexId, ResetReason, ShuffleSnapshot};
+use crate::events::{ExecutionVertexId, ResetReason};
 use crate::graph::{JobGraph, ProducedPartition, VertexInit};
 
 /// An execution vertex: (job vertex index in the job graph, subtask index).
@@ -106,8 +106,10 @@ pub struct RecoveryPlan {
     /// Per source vertex, what its source coordinator is restored from
     /// (`None`: a fresh enumerator).
     pub coordinators: BTreeMap<usize, Option<CoordinatorSnapshot>>,
-    /// Shuffle-master snapshots to restore, oldest first, from the last full one.
-    pub shuffle_snapshots: Vec<ShuffleSnapshot>,
+    /// How many shuffle-master snapshots were restored (from the last full
+    /// one on); the snapshots are lent from the log to the shuffle master,
+    /// not copied into the plan (issue 29).
+    pub shuffle_snapshots: usize,
     /// Finished source vertices whose enumerator cannot snapshot (or could
     /// not be restored from its snapshot), each with the reason its other
     /// subtasks get (`enumerator-cannot-snapshot`,

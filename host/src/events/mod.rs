@@ -49,6 +49,6 @@ pub use reader::{Position, Replay, ReplayedEvent, SegmentSummary, TornTail, repl
 pub use snapshot_file::{load_snapshot_files, newest_snapshot_files, remove_snapshot_files_except};
 pub use storage::{FaultPoint, Fence, FileStorage, MemoryStorage, SegmentAppender, Storage};
 pub use writer::{
-    EventLogWriter, FsyncPolicy, Sequence, WriterOptions, job_log_dir, open_job_log,
-    open_job_log_fenced,
+    EventLogWriter, FsyncPolicy, Sequence, UnlockedReplay, WriterOptions, job_log_dir,
+    open_job_log, open_job_log_after, open_job_log_fenced,
 };

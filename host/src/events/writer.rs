@@ -152,12 +152,114 @@ pub fn open_job_log_fenced(
     options: WriterOptions,
     fence: Option<Arc<dyn super::Fence>>,
 ) -> Result<(EventLogWriter, Replay), EventsError> {
+    open_job_log_after(data_dir, job_id, options, fence, None)
+}
+
+/// As [`open_job_log_fenced`], reusing `earlier` — the log replayed without
+/// the lock before (a coordinator's checks before it opens the log) — when
+/// every segment file it read is still there, the same file (device and
+/// inode) of the same length: the segments are append-only, so the replay
+/// under the lock would decode the same records again (issue 29). Else the
+/// log is replayed under the lock as usual.
+///
+/// # Errors
+/// As [`open_job_log`].
+pub fn open_job_log_after(
+    data_dir: &Path,
+    job_id: &str,
+    options: WriterOptions,
+    fence: Option<Arc<dyn super::Fence>>,
+    earlier: Option<UnlockedReplay>,
+) -> Result<(EventLogWriter, Replay), EventsError> {
     let dir = job_log_dir(data_dir, job_id)?;
     let storage = match fence {
         Some(fence) => FileStorage::open_for_writing_fenced(&dir, fence)?,
         None => FileStorage::open_for_writing(&dir)?,
     };
+    if let Some(UnlockedReplay {
+        replay: Ok(replay),
+        files: Some(files),
+    }) = earlier
+        && files.still_hold(&storage, &replay)
+    {
+        return EventLogWriter::open_replayed(Arc::new(storage), replay, options);
+    }
     EventLogWriter::open(Arc::new(storage), options)
+}
+
+/// A job's log folder replayed without the lock, with the segment files
+/// the replay read ([`open_job_log_after`] reuses it if they did not change).
+#[derive(Debug)]
+pub struct UnlockedReplay {
+    /// The replay, or why the log cannot be replayed.
+    pub replay: Result<Replay, EventsError>,
+    /// The segment files as noted before the replay read them; `None` when
+    /// they could not be noted (the replay is then never reused).
+    files: Option<SegmentFiles>,
+}
+
+impl UnlockedReplay {
+    /// Replays the log in `log_dir` without the lock; `None` without a folder.
+    #[must_use]
+    pub fn read(log_dir: &Path) -> Option<Self> {
+        if !log_dir.is_dir() {
+            return None;
+        }
+        let storage = FileStorage::open_read_only(log_dir);
+        // Noted first: a file replaced after this is another inode, one
+        // appended to is longer than the replay read.
+        let files = SegmentFiles::note(&storage);
+        Some(Self {
+            replay: reader::replay(&storage),
+            files,
+        })
+    }
+}
+
+impl From<Result<Replay, EventsError>> for UnlockedReplay {
+    /// A replay with no segment files noted (e.g. of an object store): never reused.
+    fn from(replay: Result<Replay, EventsError>) -> Self {
+        Self {
+            replay,
+            files: None,
+        }
+    }
+}
+
+/// Segment files of a log folder: (attempt, device, inode), attempt ascending.
+#[derive(Debug, PartialEq, Eq)]
+struct SegmentFiles(Vec<(u32, u64, u64)>);
+
+impl SegmentFiles {
+    fn note(storage: &FileStorage) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt as _;
+        storage
+            .list_segments()
+            .ok()?
+            .into_iter()
+            .map(|attempt| {
+                let meta = std::fs::symlink_metadata(storage.segment_path(attempt)).ok()?;
+                Some((attempt, meta.dev(), meta.ino()))
+            })
+            .collect::<Option<Vec<_>>>()
+            .map(Self)
+    }
+
+    /// True if `storage`'s folder holds exactly these files, each as long as
+    /// `replay` (made after they were noted) found it.
+    fn still_hold(&self, storage: &FileStorage, replay: &Replay) -> bool {
+        self.0.len() == replay.segments.len()
+            && Self::note(storage).as_ref() == Some(self)
+            && self
+                .0
+                .iter()
+                .zip(&replay.segments)
+                .all(|(&(attempt, ..), s)| {
+                    s.attempt == attempt
+                        && std::fs::symlink_metadata(storage.segment_path(attempt))
+                            .is_ok_and(|m| m.len() == s.file_len)
+                })
+    }
 }
 
 impl EventLogWriter {
@@ -172,6 +274,19 @@ impl EventLogWriter {
         options: WriterOptions,
     ) -> Result<(Self, Replay), EventsError> {
         let replay = reader::replay(&*storage)?;
+        Self::open_replayed(storage, replay, options)
+    }
+
+    /// As [`EventLogWriter::open`], with `replay` this storage's latest
+    /// replay (made under its lock, or unchanged since: [`open_job_log_after`]).
+    ///
+    /// # Errors
+    /// [`EventsError::Io`] if the segment cannot be created.
+    pub fn open_replayed(
+        storage: Arc<dyn Storage>,
+        replay: Replay,
+        options: WriterOptions,
+    ) -> Result<(Self, Replay), EventsError> {
         let writer = Self::start_segment(storage, &replay, options)?;
         if let Some(torn) = &replay.torn_tail {
             // Once per coordinator attempt: the new segment seals the cut.

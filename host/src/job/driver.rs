@@ -134,15 +134,26 @@ fn run_recoverable(
             LogPlace::Objects(_) => new_run_in_log = true,
             LogPlace::Dir(_) => discard_log(config, &data_dir, opts.fence.as_deref())?,
         }
-    } else {
-        new_run_in_log = refuse_if_edited(config, &data_dir, log, &fingerprint)?;
-        refuse_if_unlogged_output(config, log)?;
     }
     let replay_started = std::time::Instant::now();
+    // The log as found, replayed once for the checks below and, when its
+    // segments did not change meanwhile, reused under the lock (issue 29:
+    // one decode of every record per restart, not three).
+    let mut found = if fresh {
+        None
+    } else {
+        let mut found = match log {
+            LogPlace::Dir(dir) => crate::events::UnlockedReplay::read(dir),
+            LogPlace::Objects(_) => log.replay_existing().map(Into::into),
+        };
+        new_run_in_log = refuse_if_edited(config, &data_dir, log, &fingerprint, &mut found)?;
+        refuse_if_unlogged_output(config, found.as_ref())?;
+        found
+    };
     let mut local_lock = None;
     let (writer, mut replay) = match log {
         LogPlace::Dir(_) => {
-            let opened = open_log(config, &data_dir, opts.fence.as_ref())?;
+            let opened = open_log(config, &data_dir, opts.fence.as_ref(), found.take())?;
             // The job's log is in its folder now, not where an earlier run
             // on objects noted it.
             super::cancel::forget_object_log(&job_dir);
@@ -539,27 +550,36 @@ fn fresh_still_applies(
 /// deleted), and the edited job starts afresh, so fixing a job file needs
 /// no new data directory (issue 17, fix 5). A log on object storage is not
 /// moved: `Ok(true)` says the run starts a new run inside it.
+///
+/// `found` is the log as found (`None`: no log); it becomes `None` when the
+/// log is set aside.
 fn refuse_if_edited(
     config: &JobConfig,
     data_dir: &Path,
     log: &LogPlace,
     fingerprint: &str,
+    found: &mut Option<crate::events::UnlockedReplay>,
 ) -> Result<bool, JobError> {
     let log_dir = job_log_dir(data_dir, &config.name)?;
-    let Some(replayed) = log.replay_existing() else {
+    let Some(replayed) = found.as_ref() else {
         return Ok(false);
     };
-    let replay = match replayed {
+    let replay = match &replayed.replay {
         Ok(replay) => replay,
         // Written by a newer coordhost: refused before the log is opened for
         // writing, so nothing in it is sealed, set aside or removed
         // (docs/log-format.md, "Kinds").
-        Err(e) if is_newer_than_this_binary(&e) => return Err(e.into()),
+        Err(e) if is_newer_than_this_binary(e) => {
+            let Some(crate::events::UnlockedReplay { replay: Err(e), .. }) = found.take() else {
+                unreachable!("an error was found just above")
+            };
+            return Err(e.into());
+        }
         Err(_) => return Ok(false),
     };
-    match last_job_started(&replay) {
+    match last_job_started(replay) {
         Some(started) if started.graph_fingerprint != fingerprint => {
-            let nothing_to_lose = nothing_ran(&replay) && !has_published_output(config);
+            let nothing_to_lose = nothing_ran(replay) && !has_published_output(config);
             if let LogPlace::Objects(storage) = log {
                 if nothing_to_lose {
                     return Ok(true);
@@ -573,6 +593,7 @@ fn refuse_if_edited(
                 let lock = crate::events::LogLock::acquire(&log_dir)?;
                 let aside = set_aside_as(&log_dir, "replaced")?;
                 drop(lock);
+                *found = None;
                 tracing::warn!(
                     "the job file changed, but no execution finished under the old one and no output was published: its event log is set aside at {} and the job starts afresh",
                     aside.display()
@@ -625,9 +646,14 @@ fn is_newer_than_this_binary(e: &EventsError) -> bool {
 /// only its segments, were deleted): such a run would delete the output
 /// without a word (issue 12.3). A log that cannot be replayed is left to
 /// [`open_log`], which refuses the same state.
-fn refuse_if_unlogged_output(config: &JobConfig, log: &LogPlace) -> Result<(), JobError> {
-    match log.replay_existing() {
-        Some(Ok(replay)) if last_job_started(&replay).is_some() => return Ok(()),
+///
+/// `found` is the log as found (`None`: no log).
+fn refuse_if_unlogged_output(
+    config: &JobConfig,
+    found: Option<&crate::events::UnlockedReplay>,
+) -> Result<(), JobError> {
+    match found.map(|f| &f.replay) {
+        Some(Ok(replay)) if last_job_started(replay).is_some() => return Ok(()),
         Some(Ok(_)) | None => {}
         Some(Err(_)) => return Ok(()),
     }
@@ -703,16 +729,18 @@ fn open_log(
     config: &JobConfig,
     data_dir: &Path,
     fence: Option<&Arc<dyn crate::events::Fence>>,
+    found: Option<crate::events::UnlockedReplay>,
 ) -> Result<(crate::events::EventLogWriter, Replay), JobError> {
-    let open = || {
-        crate::events::open_job_log_fenced(
+    let open = |found| {
+        crate::events::open_job_log_after(
             data_dir,
             &config.name,
             WriterOptions::default(),
             fence.cloned(),
+            found,
         )
     };
-    match open() {
+    match open(found) {
         Ok(opened) => Ok(opened),
         // Only damage is set aside: a log written by a newer coordhost is
         // intact and refused (`refuse_if_edited` already did, before this).
@@ -725,7 +753,7 @@ fn open_log(
                 "{reason}; it is kept at {} and the job runs again from scratch",
                 aside.display()
             );
-            Ok(open()?)
+            Ok(open(None)?)
         }
         Err(e) => Err(e.into()),
     }
@@ -985,7 +1013,7 @@ fn held_by_workers(
 impl RecoveryTarget for Restore<'_> {
     type Error = JobError;
 
-    fn restore_shuffle_master(&mut self, snapshots: &[ShuffleSnapshot]) -> Result<(), JobError> {
+    fn restore_shuffle_master(&mut self, snapshots: &[&ShuffleSnapshot]) -> Result<(), JobError> {
         self.master.restore_shuffle_master(
             snapshots
                 .iter()

@@ -58,7 +58,9 @@ pub trait RecoveryTarget: PartitionOracle {
     ///
     /// # Errors
     /// The target's, when the shuffle master fails.
-    fn restore_shuffle_master(&mut self, snapshots: &[ShuffleSnapshot]) -> Result<(), Self::Error>;
+    /// The snapshots are lent from the log (issue 29: not copied for the plan).
+    fn restore_shuffle_master(&mut self, snapshots: &[&ShuffleSnapshot])
+    -> Result<(), Self::Error>;
 
     /// Whether source vertex `vertex` (index in the job graph) has a split
     /// enumerator that supports batch snapshots (docs/recovery.md step 5).
@@ -114,7 +116,7 @@ pub fn recover<T: RecoveryTarget, E: AsRef<JobEvent>>(
     distrust_unsnapshotted(graph, &mut replayed);
     // Step 4: the shuffle master from its snapshots (the enumerators in
     // step 5, where a failed restore changes the decision).
-    target.restore_shuffle_master(&replayed.plan.shuffle_snapshots)?;
+    target.restore_shuffle_master(&replayed.shuffle)?;
     // Step 5: reset or skip per source vertex (restoring the enumerators
     // that can be, from their newest snapshots).
     reset_or_skip_sources(graph, &mut replayed, target)?;
@@ -202,8 +204,10 @@ impl Snapshots<'_> {
 }
 
 /// What steps 1 and 2 leave: the log replayed into maps.
-struct Replayed {
+struct Replayed<'a> {
     plan: RecoveryPlan,
+    /// The shuffle-master snapshots to restore, lent from the log.
+    shuffle: Vec<&'a ShuffleSnapshot>,
     finished: BTreeMap<ExecutionKey, Finished>,
     enumerators: BTreeMap<usize, EnumeratorSnapshot>,
     /// Per source vertex, the index (in the current run) of the event that
@@ -216,7 +220,7 @@ struct Replayed {
 /// Step 5 for every source vertex, in job-graph order.
 fn reset_or_skip_sources<T: RecoveryTarget>(
     graph: &JobGraph,
-    replayed: &mut Replayed,
+    replayed: &mut Replayed<'_>,
     target: &mut T,
 ) -> Result<(), T::Error> {
     for v in 0..graph.vertices.len() {
@@ -232,7 +236,7 @@ fn reset_or_skip_sources<T: RecoveryTarget>(
 
 /// The finished executions left after steps 3 and 5 are kept (step 6 may
 /// still reset some).
-fn keep_finished(replayed: Replayed) -> RecoveryPlan {
+fn keep_finished(replayed: Replayed<'_>) -> RecoveryPlan {
     let Replayed {
         mut plan, finished, ..
     } = replayed;
@@ -253,7 +257,10 @@ fn keep_finished(replayed: Replayed) -> RecoveryPlan {
 /// entries it names), the initialized vertices in log order with their
 /// recorded decisions, the latest enumerator snapshot per source vertex
 /// and the shuffle-master snapshots from the last full one on.
-fn replay<E: AsRef<JobEvent>>(graph: &JobGraph, events: &[E]) -> Result<Replayed, RecoveryError> {
+fn replay<'a, E: AsRef<JobEvent>>(
+    graph: &JobGraph,
+    events: &'a [E],
+) -> Result<Replayed<'a>, RecoveryError> {
     let mut plan = RecoveryPlan {
         replayed: events.len(),
         ..RecoveryPlan::default()
@@ -371,7 +378,7 @@ fn replay<E: AsRef<JobEvent>>(graph: &JobGraph, events: &[E]) -> Result<Replayed
             JobEvent::StagesPlanned(_) => {}
         }
     }
-    plan.shuffle_snapshots = shuffle_snapshots.into_iter().cloned().collect();
+    plan.shuffle_snapshots = shuffle_snapshots.len();
     let enumerator_at = enumerators
         .iter()
         .map(|(&v, known)| (v, known.at))
@@ -383,6 +390,7 @@ fn replay<E: AsRef<JobEvent>>(graph: &JobGraph, events: &[E]) -> Result<Replayed
     Ok(Replayed {
         enumerator_at,
         plan,
+        shuffle: shuffle_snapshots,
         finished,
         enumerators,
         last_snapshot,
@@ -398,7 +406,7 @@ fn replay<E: AsRef<JobEvent>>(graph: &JobGraph, events: &[E]) -> Result<Replayed
 /// is needed (step 6 asks the shuffle master for its partitions; a sink's
 /// output is staged or published), so it is kept (issue 26 item 7: a
 /// crash costs only what was running).
-fn distrust_unsnapshotted(graph: &JobGraph, replayed: &mut Replayed) {
+fn distrust_unsnapshotted(graph: &JobGraph, replayed: &mut Replayed<'_>) {
     let last = replayed.last_snapshot;
     let trailing: Vec<ExecutionKey> = replayed
         .finished
@@ -565,7 +573,7 @@ enum Enumerator {
 /// restores its enumerator from a snapshot ([`RecoveryTarget::restore_enumerator`]).
 fn reset_or_skip_source<E: From<RecoveryError>>(
     graph: &JobGraph,
-    replayed: &mut Replayed,
+    replayed: &mut Replayed<'_>,
     v: usize,
     supports_snapshot: bool,
     restore: &mut dyn FnMut(usize, &CoordinatorSnapshot) -> Result<bool, E>,

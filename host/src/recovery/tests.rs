@@ -177,9 +177,9 @@ impl RecoveryTarget for Target<'_> {
     type Error = RecoveryError;
     fn restore_shuffle_master(
         &mut self,
-        snapshots: &[ShuffleSnapshot],
+        snapshots: &[&ShuffleSnapshot],
     ) -> Result<(), RecoveryError> {
-        self.restored = Some(snapshots.to_vec());
+        self.restored = Some(snapshots.iter().map(|&s| s.clone()).collect());
         Ok(())
     }
     fn supports_batch_snapshot(&self, vertex: usize) -> bool {
@@ -283,7 +283,7 @@ fn finished_sources_are_kept_and_running_middles_reset() {
         .expect("restored from the snapshot");
     assert_eq!(restored.enumerator, vec![1, 2, 3]);
     assert_eq!(restored.readers[3].assigned.len(), 2);
-    assert_eq!(plan.shuffle_snapshots.len(), 1);
+    assert_eq!(plan.shuffle_snapshots, 1);
 }
 
 #[test]

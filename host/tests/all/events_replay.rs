@@ -535,3 +535,77 @@ fn each_attempt_writes_its_own_segment_and_replay_spans_them_in_order() {
     );
     assert!(log.join("segment-00000002.log").is_file());
 }
+
+/// Issue 29: a restart replays its log once, without the lock, for its
+/// checks, and reuses that replay under the lock only while every segment
+/// file it read is still the same file of the same length; a new segment,
+/// bytes appended, or a file replaced by one of the same length are seen.
+#[test]
+fn an_unlocked_replay_is_reused_only_while_its_segment_files_are_unchanged() {
+    use coordhost::events::{UnlockedReplay, job_log_dir, open_job_log_after};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log_dir = job_log_dir(dir.path(), "wordcount").expect("log dir");
+    let (writer, _) = open_job_log(dir.path(), "wordcount", manual()).expect("open");
+    for event in one_of_each() {
+        writer.append(&event).expect("append");
+    }
+    writer.close().expect("close");
+    let reopen = |found| {
+        let (writer, replayed) =
+            open_job_log_after(dir.path(), "wordcount", manual(), None, found).expect("reopen");
+        (writer, replayed)
+    };
+    let recovery_started = JobEvent::RecoveryStarted(RecoveryStarted {
+        coordinator_epoch: 1,
+        replayed_records: 0,
+        torn_tail_bytes: 0,
+    });
+
+    // Unchanged: the same records, the next attempt.
+    let found = UnlockedReplay::read(&log_dir).expect("a log folder");
+    let before = found.replay.as_ref().expect("replays").clone();
+    let (writer, replayed) = reopen(Some(found));
+    assert_eq!(writer.coordinator_attempt(), 1);
+    assert_eq!(replayed, before);
+    writer.append(&recovery_started).expect("append");
+    writer.close().expect("close");
+
+    // A segment written after the unlocked replay: replayed again.
+    let found = UnlockedReplay::read(&log_dir).expect("a log folder");
+    let seen = events_of(found.replay.as_ref().expect("replays"));
+    let (writer, _) = open_job_log(dir.path(), "wordcount", manual()).expect("another run");
+    writer.append(&recovery_started).expect("append");
+    writer.close().expect("close");
+    let (writer, replayed) = reopen(Some(found));
+    assert_eq!(writer.coordinator_attempt(), 3);
+    assert_eq!(events_of(&replayed).len(), seen.len() + 1);
+    writer.close().expect("close");
+
+    // Bytes appended to the newest segment: the fresh replay cuts them.
+    let found = UnlockedReplay::read(&log_dir).expect("a log folder");
+    assert!(found.replay.as_ref().expect("replays").torn_tail.is_none());
+    let newest = log_dir.join(format::segment_file_name(3));
+    let mut bytes = std::fs::read(&newest).expect("read");
+    bytes.extend_from_slice(&[7; 5]);
+    std::fs::write(&newest, &bytes).expect("append bytes");
+    let (writer, replayed) = reopen(Some(found));
+    assert_eq!(replayed.torn_tail.map(|t| t.bytes_dropped), Some(5));
+    writer.append(&recovery_started).expect("append");
+    writer.close().expect("close");
+
+    // The newest segment replaced by a file of the same length whose last
+    // record is damaged (another inode): the fresh replay cuts that record.
+    let found = UnlockedReplay::read(&log_dir).expect("a log folder");
+    let seen = events_of(found.replay.as_ref().expect("replays"));
+    let newest = log_dir.join(format::segment_file_name(4));
+    let mut bytes = std::fs::read(&newest).expect("read");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    let temp = log_dir.join("replacement");
+    std::fs::write(&temp, &bytes).expect("write");
+    std::fs::rename(&temp, &newest).expect("replace");
+    let (writer, replayed) = reopen(Some(found));
+    assert_eq!(events_of(&replayed).len(), seen.len() - 1);
+    assert!(replayed.torn_tail.is_some());
+    writer.close().expect("close");
+}
