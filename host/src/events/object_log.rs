@@ -46,6 +46,8 @@ use object_store::{
     PutPayload, RetryConfig,
 };
 
+use crate::objstore::{endpoint, error_line};
+
 use super::error::{Damage, EventsError};
 use super::event::SnapshotFile;
 use super::format::{LOG_DIR, is_snapshot_file_name};
@@ -67,8 +69,6 @@ pub const OBJECT_CRC_LEN: usize = 4;
 pub const OBJECT_KEY_DIGITS: usize = 20;
 /// Objects fetched at once while the log is read.
 const READ_CONCURRENCY: usize = 16;
-/// Longest store error kept in a message, bytes.
-const MAX_ERROR_LINE: usize = 600;
 /// How long a write to the log keeps trying through a store that fails
 /// transiently (unreachable, 5xx, timeouts) before the log gives up, by
 /// default (`run --log-retry-s`).
@@ -313,66 +313,11 @@ impl Drop for ObjectStorage {
     }
 }
 
-/// The endpoint requests go to, for messages: the `AWS_ENDPOINT_URL*`
-/// variable object_store reads, or AWS's regional endpoint.
-fn endpoint_from_env() -> String {
-    for var in ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"] {
-        if let Ok(value) = std::env::var(var)
-            && !value.is_empty()
-        {
-            return value;
-        }
-    }
-    let region = std::env::var("AWS_REGION")
-        .or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
-        .unwrap_or_else(|_| "us-east-1".to_owned());
-    format!("https://s3.{region}.amazonaws.com")
-}
-
-/// One line for an object store error: its chain of causes, with line
-/// breaks folded and any credential value from the environment removed.
-fn one_line(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut next = Some(error);
-    while let Some(e) = next {
-        let text = e
-            .to_string()
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        next = e.source();
-    }
-    let mut line = parts.join(": ");
-    for var in [
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_ACCESS_KEY_ID",
-    ] {
-        if let Ok(value) = std::env::var(var)
-            && value.len() >= 4
-        {
-            line = line.replace(&value, "<redacted>");
-        }
-    }
-    if line.len() > MAX_ERROR_LINE {
-        let mut cut = MAX_ERROR_LINE;
-        while !line.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        line.truncate(cut);
-        line.push('…');
-    }
-    line
-}
-
 /// What an object store error means, in words for the one line. Status
 /// codes are matched with the words around them (`status code: 403`),
 /// never as bare digits: a port or a key may hold any digits.
 fn classify(error: &object_store::Error) -> String {
-    let detail = one_line(error);
+    let detail = error_line(error);
     let lower = detail.to_ascii_lowercase();
     let what = if lower.contains("nosuchbucket") || lower.contains("bucket does not exist") {
         "the bucket does not exist"
@@ -531,7 +476,7 @@ impl ObjectStorage {
     /// # Errors
     /// [`EventsError::Store`] if the client cannot be built.
     pub fn connect(url: &ObjectLogUrl) -> Result<Self, EventsError> {
-        Self::connect_from(url, AmazonS3Builder::from_env(), endpoint_from_env())
+        Self::connect_from(url, AmazonS3Builder::from_env(), endpoint())
     }
 
     /// As [`ObjectStorage::connect`], with the client's settings from
@@ -570,7 +515,7 @@ impl ObjectStorage {
             .with_bucket_name(&url.bucket)
             .with_retry(retry)
             .build()
-            .map_err(|e| store_error(format!("cannot be configured ({})", one_line(&e))))?;
+            .map_err(|e| store_error(format!("cannot be configured ({})", error_line(&e))))?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("object-log")
@@ -678,7 +623,7 @@ impl ObjectStorage {
                 object_store::Error::NotFound { .. } => EventsError::Store {
                     endpoint: self.endpoint.clone(),
                     location: self.url.to_string(),
-                    problem: format!("the bucket does not exist ({})", one_line(&e)),
+                    problem: format!("the bucket does not exist ({})", error_line(&e)),
                 },
                 e => self.store_error(&self.url.to_string(), &e),
             })?;
