@@ -146,6 +146,7 @@ fn load_synthetic(job: &Path, data_dir: &Path, n: u32) -> JobConfig {
         &LoadOptions {
             data_dir: data_dir.to_path_buf(),
             cache_dir: None,
+            log_on_objects: false,
         },
     )
     .expect("synthetic job file");

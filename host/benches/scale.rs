@@ -592,6 +592,7 @@ fn recovery_table(sizes: &[u32], runs: usize, keep: bool) {
             &LoadOptions {
                 data_dir: data_dir.clone(),
                 cache_dir: Some(cache_dir()),
+                log_on_objects: false,
             },
         )
         .expect("job file");

@@ -686,6 +686,14 @@ fn keep_alive(
             tokio::time::sleep_until(fence.min(tokio::time::Instant::now() + pause)).await;
         }
         shared.lost.store(true, Ordering::SeqCst);
+        #[cfg(feature = "failpoints")]
+        if crate::failpoints::blind_leader() {
+            tracing::warn!(
+                term = shared.term,
+                "test knob: the lease is lost, and this leader goes on as if it were not"
+            );
+            return;
+        }
         if !stop.load(Ordering::SeqCst) {
             on_lost(shared.term);
         }
@@ -739,6 +747,10 @@ struct LeaseFence {
 
 impl Fence for LeaseFence {
     fn verify(&self) -> std::io::Result<()> {
+        #[cfg(feature = "failpoints")]
+        if crate::failpoints::blind_leader() {
+            return Ok(());
+        }
         if self.shared.holds() {
             Ok(())
         } else {

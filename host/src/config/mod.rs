@@ -133,6 +133,12 @@ pub struct LoadOptions {
     /// rerun, a worker's or a standby's start) does not compile them again;
     /// the check never creates it (docs/job-file.md).
     pub cache_dir: Option<PathBuf>,
+    /// The job's event log is on object storage (`run --log s3://…`; a job
+    /// file's `[job] log` says so itself): whether a sink folder's entries
+    /// are this job's is then decided by the driver from the log
+    /// ([`crate::scheduler::JobError::ForeignOutput`]), not by the job's
+    /// folder in the data directory.
+    pub log_on_objects: bool,
 }
 
 /// The `[recovery]` table (FLIP-383's settings).
@@ -234,6 +240,7 @@ mod readers;
 mod sql;
 mod validate;
 
+pub(crate) use paths::first_entry;
 pub use paths::{NewFolders, check_arguments, check_cache_dir};
 
 use raw::RawJobFile;
@@ -285,6 +292,7 @@ pub fn parse_job(path: &Path, text: &str, opts: &LoadOptions) -> Result<JobConfi
         job_dir,
         data_dir,
         cache_dir: opts.cache_dir.clone().filter(|d| d.is_dir()),
+        log_on_objects: opts.log_on_objects,
         sinks: std::cell::RefCell::new(Vec::new()),
         builtins: std::cell::RefCell::new(BTreeMap::new()),
         search_path: builtin::search_path(),
@@ -325,6 +333,7 @@ pub fn load_cluster_file(
         job_dir: absolute(path.parent().unwrap_or(Path::new("."))),
         data_dir: absolute(data_dir),
         cache_dir: None,
+        log_on_objects: false,
         sinks: std::cell::RefCell::new(Vec::new()),
         builtins: std::cell::RefCell::new(BTreeMap::new()),
         search_path: builtin::search_path(),

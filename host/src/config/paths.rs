@@ -159,8 +159,12 @@ impl Validator {
                     }
                 }
             }
+            // With the log on objects the log says whether the job ran
+            // (the driver checks it once the log is read).
             if !s.overwrite
                 && !job_folder_exists
+                && !self.log_on_objects
+                && config.log.is_none()
                 && let Some(name) = first_entry(&s.dir)
             {
                 return Err(self.invalid(
@@ -309,7 +313,7 @@ struct Sink {
 }
 
 /// The first entry of `dir` by name, if it is a folder holding anything.
-fn first_entry(dir: &Path) -> Option<String> {
+pub(crate) fn first_entry(dir: &Path) -> Option<String> {
     let entries = std::fs::read_dir(dir).ok()?;
     entries
         .filter_map(Result::ok)

@@ -25,6 +25,8 @@ pub(super) struct Validator {
     /// The compiled-component cache when it already exists
     /// ([`super::LoadOptions::cache_dir`]).
     pub(super) cache_dir: Option<PathBuf>,
+    /// [`super::LoadOptions::log_on_objects`].
+    pub(super) log_on_objects: bool,
     /// Where each sink's `path` field is, filled while operators are read,
     /// for the path checks that run once the whole file is known.
     pub(super) sinks: RefCell<Vec<SinkField>>,

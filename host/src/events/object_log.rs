@@ -51,7 +51,7 @@ use crate::objstore::{endpoint, error_line};
 use super::error::{Damage, EventsError};
 use super::event::SnapshotFile;
 use super::format::{LOG_DIR, is_snapshot_file_name};
-use super::storage::{SegmentAppender, Storage};
+use super::storage::{Fence, SegmentAppender, Storage};
 
 /// Magic bytes of a log object.
 pub const OBJECT_MAGIC: [u8; 8] = *b"CHJEVOBJ";
@@ -293,6 +293,9 @@ pub struct ObjectStorage {
     writer: u64,
     /// How long a write keeps trying through transient failures.
     write_retry: Duration,
+    /// With high availability, the leadership: checked before every
+    /// create (docs/object-storage.md, "High availability").
+    fence: Option<Arc<dyn Fence>>,
 }
 
 impl fmt::Debug for ObjectStorage {
@@ -530,7 +533,24 @@ impl ObjectStorage {
             loaded: Mutex::new(Loaded::default()),
             writer: writer_id(),
             write_retry: DEFAULT_WRITE_RETRY,
+            fence: None,
         })
+    }
+
+    /// Guards every create of this log by `fence` as well (high
+    /// availability: the leadership on etcd). The conditional create still
+    /// decides between two writers; the fence stops a deposed leader that
+    /// knows it is deposed before it sends anything, so a paused leader that
+    /// resumes is refused by whichever of the two it meets first.
+    #[must_use]
+    pub fn with_fence(mut self, fence: Option<Arc<dyn Fence>>) -> Self {
+        self.fence = fence;
+        self
+    }
+
+    /// `Ok` while this process may write (no fence, or its fence holds).
+    fn verify_fence(&self) -> io::Result<()> {
+        self.fence.as_ref().map_or(Ok(()), |f| f.verify())
     }
 
     /// Sets how long a write to the log (a group commit, a segment start, a
@@ -777,6 +797,7 @@ impl ObjectStorage {
     /// through transient failures). `Ok(false)` if another writer created
     /// it first.
     fn create(&self, n: u64, bytes: Vec<u8>) -> io::Result<bool> {
+        self.verify_fence()?;
         let store = Arc::clone(&self.store);
         let path = self.path(&object_name(n));
         let url = self.url.object_url(&object_name(n));
@@ -893,6 +914,8 @@ impl Storage for ObjectStorage {
             path: PathBuf::from(&url),
             problem,
         };
+        self.verify_fence()
+            .map_err(|e| failed(format!("cannot be written: {e}")))?;
         let store = Arc::clone(&self.store);
         let path = self.path(&self.side_path(name));
         let payload = PutPayload::from(state.to_vec());
@@ -996,6 +1019,7 @@ impl ObjectStorage {
                 .expect("the runtime lives as long as the storage"),
             writer: self.writer,
             write_retry: self.write_retry,
+            fence: self.fence.clone(),
         })
     }
 }
@@ -1011,6 +1035,7 @@ struct ObjectClient {
     handle: tokio::runtime::Handle,
     writer: u64,
     write_retry: Duration,
+    fence: Option<Arc<dyn Fence>>,
 }
 
 /// Appends to one attempt's segment: every group commit is one new object.
@@ -1025,6 +1050,9 @@ struct ObjectAppender {
 impl SegmentAppender for ObjectAppender {
     fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
         let client = &self.storage;
+        if let Some(fence) = &client.fence {
+            fence.verify()?;
+        }
         let n = self.next;
         let object = encode_object(
             OBJECT_KIND_RECORDS,

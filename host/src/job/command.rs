@@ -100,16 +100,7 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
     }
     let mut opts = RunOptions::new(&args.job, &args.data_dir);
     if let Some(log) = &args.log {
-        let url = crate::events::ObjectLogUrl::parse(log).and_then(|url| {
-            if args.ha.is_some() {
-                Err(format!(
-                    "--log {url} with --ha: high availability with the event log on object storage is not yet supported (docs/object-storage.md)"
-                ))
-            } else {
-                Ok(url)
-            }
-        });
-        match url {
+        match crate::events::ObjectLogUrl::parse(log) {
             Ok(url) => opts.log = Some(url),
             Err(reason) => {
                 eprintln!("coordhost: --log: {reason}");
@@ -317,6 +308,7 @@ fn start_cluster(
         &crate::config::LoadOptions {
             data_dir: args.data_dir.clone(),
             cache_dir: None,
+            log_on_objects: args.log.is_some(),
         },
     )
     .map_err(|e| (EXIT_BAD_INPUT, crate::config::one_line(&e.to_string())))?;
@@ -383,24 +375,25 @@ fn lead(
         &crate::config::LoadOptions {
             data_dir: args.data_dir.clone(),
             cache_dir: None,
+            log_on_objects: args.log.is_some(),
         },
     )
     .map_err(|e| (EXIT_BAD_INPUT, crate::config::one_line(&e.to_string())))?;
-    if job.log.is_some() {
-        return Err((
-            EXIT_BAD_INPUT,
-            format!(
-                "{}: field `job.log`: with --ha: high availability with the event log on object storage is not yet supported (docs/object-storage.md)",
-                job.file.display()
-            ),
-        ));
-    }
+    // The log on object storage (`--log` wins over the job file's
+    // `[job] log`), where `--fresh` looks for the run it replaces.
+    let objects = match &args.log {
+        Some(log) => Some(
+            crate::events::ObjectLogUrl::parse(log)
+                .map_err(|e| (EXIT_BAD_INPUT, format!("--log: {e}")))?,
+        ),
+        None => job.log.clone(),
+    };
     let job = job.name;
     // Noted before the campaign: `--fresh` discards only the run this
     // coordinator was started to replace.
     let fresh_if_last_started = args
         .fresh
-        .then(|| super::driver::last_job_started_at(&args.data_dir, &job));
+        .then(|| super::driver::last_job_started_at(&args.data_dir, &job, objects.as_ref()));
     let options = crate::ha::CampaignOptions {
         etcd: etcd.clone(),
         job: job.clone(),

@@ -60,6 +60,7 @@ pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
         &crate::config::LoadOptions {
             data_dir: opts.data_dir.clone(),
             cache_dir: opts.cache_dir.clone(),
+            log_on_objects: opts.log.is_some(),
         },
     )?;
     // A SQL job rerun runs the stages its log recorded, never a new plan
@@ -148,6 +149,9 @@ fn run_recoverable(
         };
         new_run_in_log = refuse_if_edited(config, &data_dir, log, &fingerprint, &mut found)?;
         refuse_if_unlogged_output(config, found.as_ref())?;
+        if let LogPlace::Objects(storage) = log {
+            refuse_if_foreign_output(config, found.as_ref(), storage.url())?;
+        }
         found
     };
     let mut local_lock = None;
@@ -170,15 +174,27 @@ fn run_recoverable(
             // A run refused at the start (the store unreachable, the log
             // damaged) leaves no job folder that was not there: its
             // existence relaxes the sink folders' check.
+            // With high availability the leadership is that guard instead
+            // (a deposed leader, paused, may still hold the lock), as for a
+            // folder log.
             let new_job_dir = !job_dir.exists();
-            let lock = crate::events::LogLock::acquire(&job_dir)?;
+            let lock = match opts.fence {
+                Some(_) => {
+                    std::fs::create_dir_all(&job_dir).map_err(|source| JobError::Io {
+                        path: job_dir.clone(),
+                        source,
+                    })?;
+                    None
+                }
+                None => Some(crate::events::LogLock::acquire(&job_dir)?),
+            };
             let opened = super::cancel::note_object_log(&job_dir, storage.url()).and_then(|()| {
                 crate::events::open_object_log(Arc::clone(storage), WriterOptions::default())
                     .map_err(JobError::from)
             });
             match opened {
                 Ok(opened) => {
-                    local_lock = Some(lock);
+                    local_lock = lock;
                     opened
                 }
                 Err(e) => {
@@ -496,20 +512,38 @@ fn failed_earlier(job: &str, replay: &Replay) -> Option<JobError> {
 /// a `JobStarted` (or a log that cannot be read: the run decides about it
 /// later). High availability's `--fresh` notes it before campaigning
 /// ([`RunOptions::fresh_if_last_started`]).
+///
+/// With `objects` (the log on object storage) the log is read from there;
+/// an object log is never set aside, so its identity is `(0, 0)`.
 #[must_use]
-pub fn last_job_started_at(data_dir: &Path, job: &str) -> Option<LastJobStarted> {
+pub fn last_job_started_at(
+    data_dir: &Path,
+    job: &str,
+    objects: Option<&crate::events::ObjectLogUrl>,
+) -> Option<LastJobStarted> {
     use std::os::unix::fs::MetadataExt as _;
-    let log_dir = job_log_dir(data_dir, job).ok()?;
-    let meta = std::fs::metadata(&log_dir).ok().filter(|m| m.is_dir())?;
-    let replay =
-        crate::events::replay(&crate::events::FileStorage::open_read_only(&log_dir)).ok()?;
+    let (log_dir, replay) = match objects {
+        Some(url) => {
+            let storage = crate::events::ObjectStorage::connect(url).ok()?;
+            ((0, 0), crate::events::replay(&storage).ok()?)
+        }
+        None => {
+            let log_dir = job_log_dir(data_dir, job).ok()?;
+            let meta = std::fs::metadata(&log_dir).ok().filter(|m| m.is_dir())?;
+            let storage = crate::events::FileStorage::open_read_only(&log_dir);
+            (
+                (meta.dev(), meta.ino()),
+                crate::events::replay(&storage).ok()?,
+            )
+        }
+    };
     replay
         .events
         .iter()
         .rev()
         .find(|e| matches!(e.event, JobEvent::JobStarted(_)))
         .map(|e| LastJobStarted {
-            log_dir: (meta.dev(), meta.ino()),
+            log_dir,
             at: e.position,
         })
 }
@@ -528,7 +562,8 @@ fn fresh_still_applies(
     let Some(seen) = opts.fresh_if_last_started else {
         return Ok(true);
     };
-    let now = last_job_started_at(data_dir, &config.name);
+    let objects = opts.log.as_ref().or(config.log.as_ref());
+    let now = last_job_started_at(data_dir, &config.name, objects);
     if now == seen {
         return Ok(true);
     }
@@ -628,6 +663,38 @@ fn has_published_output(config: &JobConfig) -> bool {
         .iter()
         .filter_map(|v| v.sink.as_ref())
         .any(|sink| !sink.overwrite && !published_files(&sink.dir).is_empty())
+}
+
+/// With the log on object storage, the sink folders' rule that the job
+/// file check left to the log (docs/job-file.md, "Sinks"): a folder without
+/// `overwrite` may hold entries only if the log has a run of this job (a
+/// standby on another data directory shares the sink folder and the log,
+/// so the data directory cannot tell).
+fn refuse_if_foreign_output(
+    config: &JobConfig,
+    found: Option<&crate::events::UnlockedReplay>,
+    url: &crate::events::ObjectLogUrl,
+) -> Result<(), JobError> {
+    match found.map(|f| &f.replay) {
+        Some(Ok(replay)) if last_job_started(replay).is_some() => return Ok(()),
+        // Damage is named when the log is opened.
+        Some(Err(_)) => return Ok(()),
+        Some(Ok(_)) | None => {}
+    }
+    for v in &config.graph.vertices {
+        let Some(sink) = v.sink.as_ref().filter(|s| !s.overwrite) else {
+            continue;
+        };
+        if let Some(entry) = crate::config::first_entry(&sink.dir) {
+            return Err(JobError::ForeignOutput {
+                job: config.name.clone(),
+                output: sink.dir.clone(),
+                entry,
+                log: url.to_string(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// True for a log this binary cannot read because a newer coordhost wrote

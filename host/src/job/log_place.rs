@@ -28,7 +28,9 @@ impl LogPlace {
     pub(crate) fn new(config: &JobConfig, opts: &RunOptions) -> Result<Self, JobError> {
         Ok(match opts.log.as_ref().or(config.log.as_ref()) {
             Some(url) => Self::Objects(Arc::new(
-                crate::events::ObjectStorage::connect(url)?.with_write_retry(opts.log_retry),
+                crate::events::ObjectStorage::connect(url)?
+                    .with_write_retry(opts.log_retry)
+                    .with_fence(opts.fence.clone()),
             )),
             None => Self::Dir(job_log_dir(&opts.data_dir, &config.name)?),
         })

@@ -53,6 +53,7 @@ fn t1() -> JobGraph {
     let opts = LoadOptions {
         data_dir: dir.path().join("data"),
         cache_dir: None,
+        log_on_objects: false,
     };
     parse_job(&dir.path().join("t1.toml"), T1, &opts)
         .expect("T1 parses")

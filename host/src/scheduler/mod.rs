@@ -230,6 +230,22 @@ pub enum JobError {
         /// The published files in it (names).
         files: Vec<String>,
     },
+    /// A sink folder holds an entry although the job's event log on object
+    /// storage has no run of this job: the folder's rule of docs/job-file.md
+    /// ("Sinks"), checked once the log is read because the data directory
+    /// alone cannot say whether the job ran (a standby on another data
+    /// directory shares the sink folder and the log, not the disk).
+    #[error("{}: already holds `{entry}`, which this job did not write (its event log {log} has no run of job `{job}`); empty the folder, name another, or set `overwrite = true` to let a fresh run remove `part-*`, `_SUCCESS` and `_staging` there", output.display())]
+    ForeignOutput {
+        /// The job id.
+        job: String,
+        /// The sink folder.
+        output: PathBuf,
+        /// The first entry in it, by name.
+        entry: String,
+        /// The log's URL.
+        log: String,
+    },
     /// Recovery itself failed (a plugin or the shuffle master could not be
     /// restored or asked) although the log is intact, and committed sink
     /// output rules out a full re-run: the log is kept as it is (a

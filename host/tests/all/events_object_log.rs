@@ -364,9 +364,6 @@ fn events_object_log_an_unreachable_store_bad_credentials_or_no_bucket_is_one_li
         "no refused run left a job folder"
     );
 
-    let refused = run(server.env(), &good, &["--ha", "etcd://127.0.0.1:1"]);
-    assert_eq!(refused.code, Some(2), "{}", refused.stderr);
-    assert!(refused.stderr.contains("not yet"), "{}", refused.stderr);
     let refused = run(server.env(), "s3://Bad_Bucket/x", &[]);
     assert_eq!(refused.code, Some(2), "{}", refused.stderr);
     assert!(

@@ -192,7 +192,7 @@ impl Coordinator {
     }
 
     /// Sends `signal` to it with `kill -SIG`.
-    fn signal(&self, signal: &str) {
+    pub(crate) fn signal(&self, signal: &str) {
         let pid = self.child.id();
         let ok = std::process::Command::new("kill")
             .arg(format!("-{signal}"))

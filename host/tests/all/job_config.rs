@@ -73,6 +73,7 @@ impl Fixture {
             &LoadOptions {
                 data_dir: self.dir.path().join("data"),
                 cache_dir: None,
+                log_on_objects: false,
             },
         )
     }
@@ -309,6 +310,7 @@ fn a_file_that_is_not_toml_or_missing_is_named() {
         &LoadOptions {
             data_dir: f.dir.path().into(),
             cache_dir: None,
+            log_on_objects: false,
         },
     )
     .expect_err("missing");

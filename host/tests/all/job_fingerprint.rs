@@ -526,6 +526,7 @@ fn setup() -> Setup {
     let opts = LoadOptions {
         data_dir: tmp.path().join("data"),
         cache_dir: None,
+        log_on_objects: false,
     };
     Setup {
         _tmp: tmp,

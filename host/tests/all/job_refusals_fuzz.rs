@@ -235,6 +235,7 @@ fn thousands_of_mutated_examples_load_or_are_refused_in_one_line_without_panic_o
                     &LoadOptions {
                         data_dir: data_dir.clone(),
                         cache_dir: None,
+                        log_on_objects: false,
                     },
                 );
                 prop_assert!(

@@ -45,6 +45,7 @@ mod ha;
 mod ha_matrix;
 mod ha_netns;
 mod ha_netns_tls;
+mod ha_objects;
 mod ha_tls;
 mod job_builtin;
 mod job_cli;
