@@ -1,8 +1,11 @@
 //! Issue 30, HA without a shared disk (docs/object-storage.md, "High
 //! availability"): real `coordhost run --ha` processes on a real etcd with
-//! the job's event log on a real S3 server (SeaweedFS, support/s3.rs). The
-//! two coordinators have **separate data directories**; only the sink
-//! folder is shared (a place both can publish to, as a bucket would be).
+//! the job's event log on a real S3 server (SeaweedFS, support/s3.rs), as
+//! on separate hosts: coordinator A in network namespace 0, B in namespace
+//! 1 (support/netns.rs), etcd and the S3 server on the bridge's address in
+//! the root namespace. The two coordinators have **separate data
+//! directories**; only the sink folder is shared (a place both can publish
+//! to, as a bucket would be).
 //!
 //! - a sink folder with an entry that no run in the object log wrote is
 //!   refused (exit 2) naming it, before anything is written;
@@ -16,6 +19,9 @@
 //!   number, the conditional create refuses it, and it stops (exit 1)
 //!   naming the object; the log stays whole and holds nothing of the old
 //!   leader after the new leader's election.
+//!
+//! Needs root, iproute2 (`ip netns`), etcd and weed; fails saying so
+//! otherwise.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -26,6 +32,7 @@ use crate::support::crash::{
     EventLog, Fixture, JOB, SOURCE, WordJob, expected_output, first_difference, sorted_output,
 };
 use crate::support::etcd::{Etcd, spawn_ha_run_as};
+use crate::support::netns::{Netns, coordhost_in};
 use crate::support::s3::Seaweed;
 
 const BUCKET: &str = "coordhost-ha";
@@ -55,19 +62,36 @@ fn job_file(fx: &Fixture, url: &str, shared: &Path) -> PathBuf {
     file
 }
 
-/// Starts coordinator `name` on its own data directory `data`, with the
-/// server's `AWS_*` variables and `failpoints` (if any).
+/// Two namespaces for the coordinators, and etcd and the S3 server on the
+/// bridge's address.
+struct Place {
+    net: Netns,
+    etcd: Etcd,
+    server: Seaweed,
+}
+
+impl Place {
+    fn new(fx: &Fixture) -> Self {
+        let net = Netns::create(2);
+        let etcd = Etcd::start_on(&fx.path("etcd"), &net.bridge_ip());
+        let server = Seaweed::start_on(&fx.path("seaweed"), BUCKET, &net.bridge_ip());
+        Self { net, etcd, server }
+    }
+}
+
+/// Starts coordinator `name` in namespace `ns` on its own data directory
+/// `data`, with the server's `AWS_*` variables and `failpoints` (if any).
 fn start(
     name: &'static str,
+    ns: usize,
     fx: &Fixture,
     file: &Path,
     data: &Path,
-    etcd: &Etcd,
-    server: &Seaweed,
+    place: &Place,
     failpoints: Option<&str>,
 ) -> Coordinator {
-    let mut command = crate::support::coordhost();
-    command.envs(server.env());
+    let mut command = coordhost_in(place.net.name(ns));
+    command.envs(place.server.env());
     if let Some(f) = failpoints {
         command.env("FAILPOINTS", f);
     }
@@ -78,7 +102,7 @@ fn start(
             name,
             file,
             data,
-            etcd,
+            &place.etcd,
             TTL_S,
             &fx.path("coordinators"),
             &[],
@@ -119,8 +143,8 @@ fn assert_no_log_on_disk(data: &Path) {
 #[test]
 fn ha_objects_a_standby_on_another_data_directory_recovers_from_the_object_log() {
     let fx = Fixture::words();
-    let etcd = Etcd::start(&fx.path("etcd"));
-    let server = Seaweed::start(&fx.path("seaweed"), BUCKET);
+    let place = Place::new(&fx);
+    let server = &place.server;
     let url = format!("s3://{BUCKET}/kill");
     let shared = fx.path("shared");
     let file = job_file(&fx, &url, &shared);
@@ -146,17 +170,17 @@ fn ha_objects_a_standby_on_another_data_directory_recovers_from_the_object_log()
         "{stderr}"
     );
     assert!(
-        read_log(&server, &url).is_none_or(|l| l.events.is_empty()),
+        read_log(server, &url).is_none_or(|l| l.events.is_empty()),
         "the refused run wrote no record"
     );
     std::fs::remove_file(sink.join("notes.txt")).expect("remove it");
-    let mut a = start("A", &fx, &file, &data_a, &etcd, &server, None);
+    let mut a = start("A", 0, &fx, &file, &data_a, &place, None);
     let (a_leads, _) = a.wait_for_line(&leading_line());
-    let mut b = start("B", &fx, &file, &data_b, &etcd, &server, None);
+    let mut b = start("B", 1, &fx, &file, &data_b, &place, None);
     b.wait_for_line(&standby_line());
     let sources = WordJob::new(&fx.input).sources as usize;
     a.poll_until("A's sources finish (in the object log)", || {
-        read_log(&server, &url).filter(|l| l.finished(SOURCE).len() == sources)
+        read_log(server, &url).filter(|l| l.finished(SOURCE).len() == sources)
     });
     a.kill();
     let (b_leads, _) = b.wait_for_line(&leading_line());
@@ -171,7 +195,7 @@ fn ha_objects_a_standby_on_another_data_directory_recovers_from_the_object_log()
         summary.0
     );
     assert_counts(&shared, &fx, "after the takeover");
-    let log = read_log(&server, &url).expect("the log is on the objects");
+    let log = read_log(server, &url).expect("the log is on the objects");
     assert_eq!(
         elected_terms(&log),
         [term_in(&a_leads), term_in(&b_leads)],
@@ -185,34 +209,34 @@ fn ha_objects_a_standby_on_another_data_directory_recovers_from_the_object_log()
 #[test]
 fn ha_objects_a_deposed_leader_blind_to_its_lost_lease_is_stopped_by_the_conditional_create() {
     let fx = Fixture::words();
-    let etcd = Etcd::start(&fx.path("etcd"));
-    let server = Seaweed::start(&fx.path("seaweed"), BUCKET);
+    let place = Place::new(&fx);
+    let server = &place.server;
     let url = format!("s3://{BUCKET}/blind");
     let shared = fx.path("shared");
     let file = job_file(&fx, &url, &shared);
     let (data_a, data_b) = (fx.path("data-a"), fx.path("data-b"));
     let mut a = start(
         "A",
+        0,
         &fx,
         &file,
         &data_a,
-        &etcd,
-        &server,
+        &place,
         Some("ha::blind-leader=return"),
     );
     let (a_leads, _) = a.wait_for_line(&leading_line());
-    let mut b = start("B", &fx, &file, &data_b, &etcd, &server, None);
+    let mut b = start("B", 1, &fx, &file, &data_b, &place, None);
     b.wait_for_line(&standby_line());
     let sources = WordJob::new(&fx.input).sources as usize;
     a.poll_until("A's sources finish (in the object log)", || {
-        read_log(&server, &url).filter(|l| l.finished(SOURCE).len() == sources)
+        read_log(server, &url).filter(|l| l.finished(SOURCE).len() == sources)
     });
     a.signal("STOP");
     let (b_leads, _) = b.wait_for_line(&leading_line());
     let b_term = term_in(&b_leads);
     // B's election is in the log before A runs again.
     b.poll_until("B's LeaderElected is in the object log", || {
-        read_log(&server, &url).filter(|l| elected_terms(l).contains(&b_term))
+        read_log(server, &url).filter(|l| elected_terms(l).contains(&b_term))
     });
     a.signal("CONT");
     let (code, _) = a.wait(Duration::from_secs(60));
@@ -227,7 +251,7 @@ fn ha_objects_a_deposed_leader_blind_to_its_lost_lease_is_stopped_by_the_conditi
     let summary = b.finish();
     assert!(summary.recovered(), "B did not recover: {}", summary.0);
     assert_counts(&shared, &fx, "after the blind leader was stopped");
-    let log = read_log(&server, &url).expect("the log is whole");
+    let log = read_log(server, &url).expect("the log is whole");
     assert_eq!(elected_terms(&log), [term_in(&a_leads), b_term]);
     // Nothing of A's segment comes after B's election.
     let attempt_of = |e: &serde_json::Value| e["position"]["attempt"].as_u64();

@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt as _, PutPayload};
+use object_store::{
+    BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt as _, PutPayload, RetryConfig,
+};
 
 /// Longest wait for the server to serve S3 (it is ready in about 10 s on
 /// an idle machine; the 2 shared cores make it slower).
@@ -52,6 +54,9 @@ fn free_port() -> u16 {
 pub struct Seaweed {
     child: Option<Child>,
     dir: PathBuf,
+    /// This start's output (`weed.start<N>.log` in `dir`).
+    log: PathBuf,
+    host: String,
     s3_port: u16,
     /// The bucket created at start.
     pub bucket: String,
@@ -66,6 +71,15 @@ impl Seaweed {
     /// If `weed` is missing, exits, or is not ready within 90 s (the
     /// message carries its output).
     pub fn start(dir: &Path, bucket: &str) -> Self {
+        Self::start_on(dir, bucket, "127.0.0.1")
+    }
+
+    /// As [`Seaweed::start`], serving on address `host` (e.g. the bridge
+    /// of [`super::netns::Netns`], for processes in network namespaces).
+    ///
+    /// # Panics
+    /// As [`Seaweed::start`].
+    pub fn start_on(dir: &Path, bucket: &str, host: &str) -> Self {
         let weed = weed_binary();
         std::fs::create_dir_all(dir).expect("create the server's folder");
         let mut failures = String::new();
@@ -82,9 +96,16 @@ impl Seaweed {
             command
                 .arg("mini")
                 .arg(format!("-dir={}", data.display()))
-                .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-admin.ui=false"])
+                .arg(format!("-ip={host}"))
+                .arg(format!("-ip.bind={host}"))
+                .arg("-admin.ui=false")
                 .args(["-webdav=false", "-s3.port.iceberg=0", "-s3.port.lance=0"])
                 .args(["-master.telemetry=false", "-s3.autoCreateBucket=false"])
+                // Fixed small volumes: left to itself `weed mini` sizes
+                // volumes from the free disk and, with under 1 GiB free (as
+                // CI's /tmp had, stop 39), makes none: every write then
+                // waits for a capacity that never comes.
+                .args(["-master.volumeSizeLimitMB=64", "-volume.max=16"])
                 .arg(format!("-bucket={bucket}"))
                 .arg(format!("-s3.port={s3_port}"));
             for flag in [
@@ -112,6 +133,8 @@ impl Seaweed {
             let mut server = Self {
                 child: Some(child),
                 dir: dir.to_path_buf(),
+                log: log.clone(),
+                host: host.to_owned(),
                 s3_port,
                 bucket: bucket.to_owned(),
                 runtime: Some(
@@ -136,9 +159,9 @@ impl Seaweed {
         panic!("weed mini did not start:\n{failures}");
     }
 
-    /// `http://127.0.0.1:<port>`: the S3 endpoint.
+    /// `http://<host>:<port>`: the S3 endpoint.
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.s3_port)
+        format!("http://{}:{}", self.host, self.s3_port)
     }
 
     /// The variables a `coordhost` process needs to reach the server.
@@ -152,10 +175,20 @@ impl Seaweed {
         ]
     }
 
-    /// A client of the bucket with the server's credentials.
+    /// A client of the bucket with the server's credentials: at most 3
+    /// retries within 20 s and 30 s per request, so that a server that
+    /// takes no write fails the readiness probe in seconds, not the
+    /// client's default 3 minutes (stop 39's CI run lost 9 minutes a test).
     pub fn client(&self) -> Arc<AmazonS3> {
+        let retry = RetryConfig {
+            backoff: BackoffConfig::default(),
+            max_retries: 3,
+            retry_timeout: Duration::from_secs(20),
+        };
         Arc::new(
             AmazonS3Builder::new()
+                .with_retry(retry)
+                .with_client_options(ClientOptions::new().with_timeout(Duration::from_secs(30)))
                 .with_endpoint(self.endpoint())
                 .with_allow_http(true)
                 .with_region("us-east-1")
@@ -235,6 +268,9 @@ impl Seaweed {
             {
                 return Err(format!("weed mini exited early ({status})"));
             }
+            if let Some(why) = self.hopeless() {
+                return Err(why);
+            }
             let client = self.client();
             let probe = ObjectPath::from("ready-probe");
             let outcome = self.block(async move {
@@ -256,6 +292,29 @@ impl Seaweed {
             "weed mini in {} did not serve S3 within {READY_WITHIN:?}: {last}",
             self.dir.display()
         ))
+    }
+}
+
+impl Seaweed {
+    /// A reason the server will never take a write, read from its log
+    /// (no free volume: the disk under `dir` is too full), so a start fails
+    /// at once naming it instead of after [`READY_WITHIN`].
+    fn hopeless(&self) -> Option<String> {
+        let text = std::fs::read_to_string(&self.log).ok()?;
+        let field = |name: &str| {
+            text.lines()
+                .map(str::trim)
+                .find_map(|l| l.strip_prefix(name))
+                .map(str::trim)
+        };
+        (field("Free Volumes:")? == "0").then(|| {
+            format!(
+                "weed mini in {} has no free volume (the disk under it is nearly full, free \
+                 space {}): free some space",
+                self.dir.display(),
+                field("Free Space:").unwrap_or("unknown")
+            )
+        })
     }
 }
 
