@@ -6,8 +6,10 @@
 //! expected rows; a coordinator SIGKILLed after some parts were published
 //! restarts, recovers and ends with the objects of an uninterrupted run;
 //! `part-*` objects the job did not write are refused (exit 2, naming one),
-//! cleared by `overwrite = true`; a missing bucket is one line (exit 1); a
-//! SQL job's part above 8 MiB is uploaded in parts, byte for byte.
+//! cleared by `overwrite = true`; a missing bucket, a wrong secret and an
+//! unreachable endpoint are one line each (exit 1, no secret), a sink URL
+//! with a bad bucket name the job file's line (exit 2); a SQL job's part
+//! above 8 MiB is uploaded in parts, byte for byte.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -327,6 +329,64 @@ fn sink_objects_foreign_parts_are_refused_overwrite_clears_them_a_missing_bucket
     );
     assert!(!exited.stderr.contains(SECRET_KEY), "{}", exited.stderr);
     assert!(!log_dir(&missing).exists(), "no event log made");
+
+    // A wrong secret and an endpoint nobody listens on: the same one line,
+    // exit 1, without the secret; a sink URL that is not one: the job
+    // file's line, exit 2.
+    let url = format!("s3://{BUCKET}/out/denied");
+    let file = job(&fx, "denied.toml", &url, false);
+    let wrong = "a-wrong-secret-0042";
+    let unreachable = "http://127.0.0.1:1";
+    for (var, value, said) in [
+        (
+            "AWS_SECRET_ACCESS_KEY",
+            wrong,
+            "the store refused the credentials",
+        ),
+        ("AWS_ENDPOINT_URL", unreachable, "cannot be reached"),
+    ] {
+        let mut ch = on(&file, &fx.path("denied"), &server);
+        for (k, v) in &mut ch.env {
+            if k == var {
+                *v = value.to_owned();
+            }
+        }
+        let exited = ch.start().wait_exit();
+        assert_eq!(exited.code, Some(1), "{var}: {}", exited.stderr);
+        let lines = error_lines(&exited.stderr);
+        assert_eq!(lines.len(), 1, "one line: {}", exited.stderr);
+        assert!(
+            lines[0].contains(&url) && lines[0].contains(said),
+            "{var}: {}",
+            lines[0]
+        );
+        if var == "AWS_ENDPOINT_URL" {
+            assert!(lines[0].contains(unreachable), "{}", lines[0]);
+        }
+        assert!(
+            !exited.stderr.contains(wrong) && !exited.stderr.contains(SECRET_KEY),
+            "no secret printed: {}",
+            exited.stderr
+        );
+    }
+    assert!(server.keys("out/denied/").is_empty(), "nothing written");
+    let bad = on(
+        &job(&fx, "bad.toml", "s3://Bad_Bucket/out", false),
+        &fx.path("bad"),
+        &server,
+    )
+    .start()
+    .wait_exit();
+    assert_eq!(bad.code, Some(2), "{}", bad.stderr);
+    let lines = error_lines(&bad.stderr);
+    assert!(
+        lines.len() == 1
+            && lines[0].contains("bad.toml")
+            && lines[0].contains("field `vertices[1].operators[1].path`")
+            && lines[0].contains("s3://Bad_Bucket/out"),
+        "{}",
+        bad.stderr
+    );
 
     // A SQL job whose one part is above 8 MiB: a multipart upload (its
     // ETag says how many parts) holding exactly the rows.
