@@ -656,6 +656,37 @@ mod tests {
     }
 
     #[test]
+    fn published_names_of_a_folder_are_its_parts_and_success_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut spec = SinkSpec {
+            dir: dir.path().join("out"),
+            format: SinkFormat::Text {
+                separator: " ".into(),
+            },
+            columns: vec!["w".into()],
+            overwrite: false,
+            objects: None,
+        };
+        assert_eq!(published_names(&spec), Ok(Vec::new()), "no folder yet");
+        fs::create_dir_all(spec.dir.join(STAGING_DIR)).expect("staging");
+        for name in ["part-00001.txt", "notes", SUCCESS_MARKER, "part-00000.txt"] {
+            fs::write(spec.dir.join(name), "x").expect("write");
+        }
+        assert_eq!(
+            published_names(&spec).expect("a folder"),
+            ["_SUCCESS", "part-00000.txt", "part-00001.txt"]
+        );
+        assert_eq!(output_name(&spec), spec.dir);
+        assert_eq!(part_name(&spec, 7), "part-00007.txt");
+        spec.objects = Some(ObjectUrl::parse("s3://bkt/out/wc", false).expect("url"));
+        assert_eq!(output_name(&spec), PathBuf::from("s3://bkt/out/wc"));
+        assert_eq!(
+            object_of(spec.objects.as_ref().expect("set"), "part-00007.txt").to_string(),
+            "s3://bkt/out/wc/part-00007.txt"
+        );
+    }
+
+    #[test]
     fn csv_fields_are_quoted_only_when_they_need_it() {
         let field = |f: &str| {
             let mut s = String::new();
