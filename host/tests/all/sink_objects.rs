@@ -4,7 +4,8 @@
 //! `write-text` to `s3://BUCKET/PREFIX` (its event log in the data
 //! directory): the parts and `_SUCCESS` are objects with exactly the
 //! expected rows; a coordinator SIGKILLed after some parts were published
-//! restarts, recovers and ends with the objects of an uninterrupted run;
+//! restarts, recovers and ends with the objects of an uninterrupted run, as
+//! does a run on two worker processes (which have no credentials);
 //! `part-*` objects the job did not write are refused (exit 2, naming one),
 //! cleared by `overwrite = true`; a missing bucket, a wrong secret and an
 //! unreachable endpoint are one line each (exit 1, no secret), a sink URL
@@ -18,11 +19,12 @@ use crate::support::crash::{
     Coordhost, EventLog, Fixture, Kill, SINK, WordJob, expected_output, first_difference, log_dir,
 };
 use crate::support::s3::{SECRET_KEY, Seaweed};
+use crate::support::workers::{Workers, external_args, free_port};
 
 const BUCKET: &str = "coordhost-out";
 
 /// The word count of the crash tests with its sink at `url` (and
-/// `overwrite = true` when asked): about 8 slowed sink subtasks, a
+/// `overwrite = true` when asked): [`SINKS`] slowed sink subtasks, a
 /// snapshot with every finish (so every recorded sink can be skipped).
 fn job(fx: &Fixture, name: &str, url: &str, overwrite: bool) -> PathBuf {
     let file = WordJob {
@@ -39,9 +41,18 @@ fn job(fx: &Fixture, name: &str, url: &str, overwrite: bool) -> PathBuf {
         r#"path = "{url}", separator = " "{}"#,
         if overwrite { ", overwrite = true" } else { "" }
     );
+    // A fixed sink parallelism: which part a word lands in is then its
+    // hash's alone (`auto` decides from byte counts, which vary with the
+    // split placement), so parts of two runs compare one by one.
+    let auto = "parallelism = \"auto\"\nmax-parallelism = 16\nbytes-per-task = 22000\n";
+    assert!(text.contains(auto), "the word count's auto sink: {text}");
+    let text = text.replace(auto, &format!("parallelism = {SINKS}\n"));
     std::fs::write(&file, text.replace(folder, &sink)).expect("write the job file");
     file
 }
+
+/// The sink's parallelism.
+const SINKS: u32 = 6;
 
 /// A run of `job` on `data` with the server's `AWS_*` variables.
 fn on(job: &Path, data: &Path, server: &Seaweed) -> Coordhost {
@@ -117,11 +128,7 @@ fn sink_objects_output_is_exact_and_a_killed_coordinator_leaves_no_duplicate_or_
     );
     let plain = on(&plain_job, &plain_data, &server).run_to_end();
     let sinks = plain.summary.parallelism(SINK);
-    assert!(
-        sinks >= 4,
-        "several sink subtasks: {}",
-        plain.summary.brief()
-    );
+    assert_eq!(sinks, SINKS, "{}", plain.summary.brief());
     let reference = objects(&server, "out/plain");
     let mut names: Vec<&String> = reference.keys().collect();
     names.retain(|n| n.as_str() != "_SUCCESS");
@@ -203,17 +210,59 @@ fn sink_objects_output_is_exact_and_a_killed_coordinator_leaves_no_duplicate_or_
         reference.keys().collect::<Vec<_>>(),
         "the same objects as the uninterrupted run's (no stale or extra part)"
     );
-    assert_eq!(
-        parts(&after),
-        parts(&reference),
-        "every part holds the uninterrupted run's rows"
-    );
+    let got = all_rows(&after);
+    assert!(got == want, "{}", first_difference(&got, &want));
+    let (after_parts, reference_parts) = (parts(&after), parts(&reference));
+    for (name, rows) in &reference_parts {
+        assert!(
+            after_parts.get(name) == Some(rows),
+            "{name} holds other rows than the uninterrupted run's"
+        );
+    }
     assert_eq!(after.get("_SUCCESS").map(Vec::len), Some(0));
     let log = EventLog::read(&data).expect("the event log");
     assert_eq!(log.count("JobFinished"), 1, "one end of the job");
     assert!(
         !data.join("wordcount/sink-staging").exists(),
         "the staging folder is gone after _SUCCESS"
+    );
+
+    // On 2 worker processes without any `AWS_*` variable: they stage, the
+    // coordinator fetches each part and uploads it.
+    let addr = free_port();
+    let workers = Workers::start(2, &addr, &fx.path("workers"), 2);
+    let workers_job = job(
+        &fx,
+        "workers.toml",
+        &format!("s3://{BUCKET}/out/workers"),
+        false,
+    );
+    let mut ch = on(&workers_job, &fx.path("workers-data"), &server);
+    ch.extra_args = external_args(&addr, 2, 5000);
+    let run = ch.start();
+    let exited = run.wait_exit();
+    assert_eq!(
+        exited.code,
+        Some(0),
+        "{}\n{}",
+        exited.stderr,
+        workers.logs()
+    );
+    let on_workers = objects(&server, "out/workers");
+    assert_eq!(
+        on_workers.get("_SUCCESS").map(Vec::len),
+        Some(0),
+        "{:?}",
+        on_workers.keys()
+    );
+    // Which rows a part holds depends on the placement, not the rows.
+    let got = all_rows(&on_workers);
+    assert!(got == want, "{}", first_difference(&got, &want));
+    assert!(
+        !fx.path("workers-data")
+            .join("wordcount/sink-staging")
+            .exists(),
+        "the coordinator's staging folder is gone after _SUCCESS"
     );
 }
 
