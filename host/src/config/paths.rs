@@ -179,9 +179,10 @@ impl Validator {
     }
 
     /// Sinks on object storage: each needs a prefix of its own (not the
-    /// same as, inside or around another's). What the prefix holds is
-    /// checked when the run starts, once the store is asked
-    /// (docs/object-storage.md, "Sink output").
+    /// same as, inside or around another's, nor a plugin's store grant or
+    /// inside or around one, as a sink folder and a granted folder). What
+    /// the prefix holds is checked when the run starts, once the store is
+    /// asked (docs/object-storage.md, "Sink output").
     pub(super) fn check_object_sinks(&self, config: &JobConfig) -> Result<(), ConfigError> {
         let fields = self.sinks.borrow();
         let mut seen: Vec<(&crate::objstore::ObjectUrl, usize)> = Vec::new();
@@ -204,6 +205,19 @@ impl Validator {
                             config.graph.vertices[*v].id
                         ),
                     ));
+                }
+            }
+            for p in config.plugins.values() {
+                for g in &p.stores {
+                    if url.within(&g.url, true) || g.url.within(url, true) {
+                        return Err(self.invalid(
+                            format!("{}.path", n.field),
+                            format!(
+                                "`{url}` overlaps `{}`, a store granted to plugin `{}`; a sink's prefix is its own",
+                                g.url, p.name
+                            ),
+                        ));
+                    }
                 }
             }
             seen.push((url, n.vertex));

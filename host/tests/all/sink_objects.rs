@@ -9,7 +9,8 @@
 //! `part-*` objects the job did not write are refused (exit 2, naming one),
 //! cleared by `overwrite = true`; a missing bucket, a wrong secret and an
 //! unreachable endpoint are one line each (exit 1, no secret), a sink URL
-//! with a bad bucket name the job file's line (exit 2); a SQL job's part
+//! with a bad bucket name or inside a plugin's store grant the job file's
+//! line (exit 2); a SQL job's part
 //! above 8 MiB is uploaded in parts, byte for byte.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -419,6 +420,28 @@ fn sink_objects_foreign_parts_are_refused_overwrite_clears_them_a_missing_bucket
         );
     }
     assert!(server.keys("out/denied/").is_empty(), "nothing written");
+    // A sink prefix inside a plugin's store grant: the job file's line.
+    let granted = job(&fx, "granted.toml", &format!("s3://{BUCKET}/in/out"), false);
+    let text = std::fs::read_to_string(&granted).expect("read");
+    let text = text.replacen(
+        "pattern = \".txt\" }\n",
+        &format!("pattern = \".txt\" }}\nstores = [{{ url = \"s3://{BUCKET}/in\" }}]\n"),
+        1,
+    );
+    assert!(text.contains("stores = ["), "{text}");
+    std::fs::write(&granted, text).expect("write");
+    let exited = on(&granted, &fx.path("granted"), &server)
+        .start()
+        .wait_exit();
+    assert_eq!(exited.code, Some(2), "{}", exited.stderr);
+    let lines = error_lines(&exited.stderr);
+    assert!(
+        lines.len() == 1
+            && lines[0].contains("field `vertices[1].operators[1].path`")
+            && lines[0].contains("a store granted to plugin `files`"),
+        "{}",
+        exited.stderr
+    );
     let bad = on(
         &job(&fx, "bad.toml", "s3://Bad_Bucket/out", false),
         &fx.path("bad"),
