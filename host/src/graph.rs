@@ -329,7 +329,9 @@ pub enum SinkFormat {
 /// Where and how a sink vertex writes (its `write-csv` / `write-text`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SinkSpec {
-    /// Output folder (absolute).
+    /// Output folder (absolute). For a sink on object storage
+    /// (`objects`), the local folder its tasks stage their parts in:
+    /// `<data dir>/<job>/sink-staging/<vertex>`.
     pub dir: PathBuf,
     /// Format.
     pub format: SinkFormat,
@@ -340,6 +342,12 @@ pub struct SinkSpec {
     /// docs/job-file.md). Not part of the job fingerprint: it cannot change
     /// a byte of output.
     pub overwrite: bool,
+    /// `path = "s3://BUCKET/PREFIX"`: the parts and `_SUCCESS` are objects
+    /// under this prefix (docs/object-storage.md, "Sink output"); `None`
+    /// for a folder. Not sent to worker processes (their wire form is
+    /// unchanged): a worker only stages, the coordinator publishes.
+    #[serde(skip)]
+    pub objects: Option<crate::objstore::ObjectUrl>,
 }
 
 /// One step of the job.

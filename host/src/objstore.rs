@@ -316,6 +316,42 @@ pub fn error_line(error: &(dyn std::error::Error + 'static)) -> String {
     line
 }
 
+/// What an object store error means, in words for the one line. Status
+/// codes are matched with the words around them (`status code: 403`),
+/// never as bare digits: a port or a key may hold any digits. Shared by
+/// the event log on objects and the sink output on objects.
+#[must_use]
+pub fn classify(error: &object_store::Error) -> String {
+    let detail = error_line(error);
+    let lower = detail.to_ascii_lowercase();
+    let what = if lower.contains("nosuchbucket") || lower.contains("bucket does not exist") {
+        "the bucket does not exist"
+    } else if lower.contains("invalidaccesskeyid")
+        || lower.contains("signaturedoesnotmatch")
+        || lower.contains("accessdenied")
+        || lower.contains("access denied")
+        || lower.contains("status code: 403")
+        || lower.contains("403 forbidden")
+    {
+        "the store refused the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)"
+    } else if lower.contains("error sending request")
+        || lower.contains("connect")
+        || lower.contains("timed out")
+        || lower.contains("dns")
+    {
+        "cannot be reached"
+    } else if lower.contains("status code: 5")
+        || lower.contains("service unavailable")
+        || lower.contains("slowdown")
+        || lower.contains("server error")
+    {
+        "answered with a server error"
+    } else {
+        "failed"
+    };
+    format!("{what} ({detail})")
+}
+
 /// The process's clients, one per bucket, made on first use.
 fn clients() -> &'static Mutex<HashMap<String, Arc<dyn ObjectStore>>> {
     static CLIENTS: OnceLock<Mutex<HashMap<String, Arc<dyn ObjectStore>>>> = OnceLock::new();

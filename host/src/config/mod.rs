@@ -300,6 +300,7 @@ pub fn parse_job(path: &Path, text: &str, opts: &LoadOptions) -> Result<JobConfi
     v.check_data_dir()?;
     let config = v.validate(raw)?;
     v.check_paths(&config)?;
+    v.check_object_sinks(&config)?;
     Ok(config)
 }
 

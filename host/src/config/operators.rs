@@ -193,11 +193,13 @@ impl Validator {
                 } => {
                     let delimiter = self.delimiter(&format!("{field}.delimiter"), delimiter)?;
                     self.note_sink(vi, &field, overwrite);
+                    let (dir, objects) = self.sink_path(&format!("{field}.path"), &path)?;
                     sink = Some(SinkSpec {
-                        dir: self.resolve_path(&format!("{field}.path"), &path)?,
+                        dir,
                         format: SinkFormat::Csv { header, delimiter },
                         columns: current.clone(),
                         overwrite,
+                        objects,
                     });
                 }
                 RawOperator::WriteText {
@@ -206,13 +208,15 @@ impl Validator {
                     overwrite,
                 } => {
                     self.note_sink(vi, &field, overwrite);
+                    let (dir, objects) = self.sink_path(&format!("{field}.path"), &path)?;
                     sink = Some(SinkSpec {
-                        dir: self.resolve_path(&format!("{field}.path"), &path)?,
+                        dir,
                         format: SinkFormat::Text {
                             separator: separator.unwrap_or_else(|| " ".to_string()),
                         },
                         columns: current.clone(),
                         overwrite,
+                        objects,
                     });
                 }
             }

@@ -178,6 +178,53 @@ impl Validator {
         Ok(())
     }
 
+    /// Sinks on object storage: each needs a prefix of its own (not the
+    /// same as, inside or around another's, nor a plugin's store grant or
+    /// inside or around one, as a sink folder and a granted folder). What
+    /// the prefix holds is checked when the run starts, once the store is
+    /// asked (docs/object-storage.md, "Sink output").
+    pub(super) fn check_object_sinks(&self, config: &JobConfig) -> Result<(), ConfigError> {
+        let fields = self.sinks.borrow();
+        let mut seen: Vec<(&crate::objstore::ObjectUrl, usize)> = Vec::new();
+        let mut sinks: Vec<&SinkField> = fields.iter().collect();
+        sinks.sort_by_key(|n| n.vertex);
+        for n in sinks {
+            let Some(url) = config.graph.vertices[n.vertex]
+                .sink
+                .as_ref()
+                .and_then(|s| s.objects.as_ref())
+            else {
+                continue;
+            };
+            for (other, v) in &seen {
+                if url.within(other, true) || other.within(url, true) {
+                    return Err(self.invalid(
+                        format!("{}.path", n.field),
+                        format!(
+                            "`{url}` overlaps `{other}`, the output prefix of vertex `{}`; every sink needs a prefix of its own",
+                            config.graph.vertices[*v].id
+                        ),
+                    ));
+                }
+            }
+            for p in config.plugins.values() {
+                for g in &p.stores {
+                    if url.within(&g.url, true) || g.url.within(url, true) {
+                        return Err(self.invalid(
+                            format!("{}.path", n.field),
+                            format!(
+                                "`{url}` overlaps `{}`, a store granted to plugin `{}`; a sink's prefix is its own",
+                                g.url, p.name
+                            ),
+                        ));
+                    }
+                }
+            }
+            seen.push((url, n.vertex));
+        }
+        Ok(())
+    }
+
     /// The sinks in file order, with their `path` fields.
     fn sink_list(&self, config: &JobConfig) -> Vec<Sink> {
         let mut notes: Vec<Sink> = self
@@ -185,7 +232,10 @@ impl Validator {
             .borrow()
             .iter()
             .filter_map(|n: &SinkField| {
-                config.graph.vertices[n.vertex].sink.as_ref().map(|s| Sink {
+                // A sink on object storage has no output folder here (its
+                // staging folder is the job's own): [`Validator::check_object_sinks`].
+                let spec = config.graph.vertices[n.vertex].sink.as_ref();
+                spec.filter(|s| s.objects.is_none()).map(|s| Sink {
                     field: format!("{}.path", n.field),
                     dir: s.dir.clone(),
                     vertex: n.vertex,
@@ -403,7 +453,7 @@ pub fn check_cache_dir(config: &JobConfig, cache_dir: &Path) -> Result<(), Confi
         }
     }
     for (i, v) in config.graph.vertices.iter().enumerate() {
-        if let Some(s) = &v.sink
+        if let Some(s) = v.sink.as_ref().filter(|s| s.objects.is_none())
             && let Some(o) = overlap(&s.dir, &cache)
         {
             // The write operator is the last of the chain; the others are

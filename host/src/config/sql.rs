@@ -135,7 +135,7 @@ impl Validator {
             .sink
             .ok_or_else(|| self.invalid("sink", "a SQL job needs a [sink] (path and format)"))?;
         let rs: RawSink = self.typed("sink", sink_value)?;
-        let dir = self.resolve_path("sink.path", &rs.path)?;
+        let (dir, objects) = self.sink_path("sink.path", &rs.path)?;
         let format = match rs.format.as_str() {
             "csv" => SinkFormat::Csv {
                 header: rs.header.unwrap_or(true),
@@ -218,6 +218,7 @@ impl Validator {
                 format: format.clone(),
                 columns: st.output_columns.clone(),
                 overwrite: rs.overwrite,
+                objects: objects.clone(),
             });
             vertices.push(JobVertex {
                 id: format!("stage{i}"),

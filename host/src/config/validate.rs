@@ -192,6 +192,39 @@ impl Validator {
         })
     }
 
+    /// A sink's `path`: a folder as [`Validator::resolve_path`] makes it,
+    /// or `s3://BUCKET/PREFIX` (substituted first) for output on object
+    /// storage, whose local staging folder [`Validator::stage_object_sinks`]
+    /// fills in once the job's name is known.
+    pub(super) fn sink_path(
+        &self,
+        field: &str,
+        s: &str,
+    ) -> Result<(PathBuf, Option<crate::objstore::ObjectUrl>), ConfigError> {
+        let text = self.substitute(field, s)?;
+        if !crate::objstore::is_object_url(&text) {
+            return Ok((self.resolve_path(field, s)?, None));
+        }
+        let url = crate::objstore::ObjectUrl::parse(&text, false).map_err(|why| {
+            self.invalid(
+                field,
+                format!("{why} (a sink on object storage is s3://BUCKET/PREFIX)"),
+            )
+        })?;
+        Ok((PathBuf::new(), Some(url)))
+    }
+
+    /// Gives each sink on object storage its local staging folder,
+    /// `<data dir>/<job>/sink-staging/<vertex>`: its tasks write their
+    /// parts there before the coordinator uploads them.
+    pub(super) fn stage_object_sinks(&self, job: &str, graph: &mut crate::graph::JobGraph) {
+        for v in &mut graph.vertices {
+            if let Some(sink) = v.sink.as_mut().filter(|s| s.objects.is_some()) {
+                sink.dir = self.data_dir.join(job).join("sink-staging").join(&v.id);
+            }
+        }
+    }
+
     /// A plugin config value: substituted; a value that starts with
     /// `${data_dir}` or `${job_dir}` is a path and is normalized (no `..`),
     /// so the plugin sees the same path the host grants.
@@ -350,6 +383,8 @@ impl Validator {
             }
             (self.graph(raw.vertices, raw.edges, &plugins)?, None)
         };
+        let mut graph = graph;
+        self.stage_object_sinks(&raw.job.name, &mut graph);
         let tls = self.cluster_tls(raw.cluster)?;
         Ok(JobConfig {
             file: self.file.clone(),

@@ -46,7 +46,7 @@ use object_store::{
     PutPayload, RetryConfig,
 };
 
-use crate::objstore::{endpoint, error_line};
+use crate::objstore::{classify, endpoint, error_line};
 
 use super::error::{Damage, EventsError};
 use super::event::SnapshotFile;
@@ -314,40 +314,6 @@ impl Drop for ObjectStorage {
             runtime.shutdown_background();
         }
     }
-}
-
-/// What an object store error means, in words for the one line. Status
-/// codes are matched with the words around them (`status code: 403`),
-/// never as bare digits: a port or a key may hold any digits.
-fn classify(error: &object_store::Error) -> String {
-    let detail = error_line(error);
-    let lower = detail.to_ascii_lowercase();
-    let what = if lower.contains("nosuchbucket") || lower.contains("bucket does not exist") {
-        "the bucket does not exist"
-    } else if lower.contains("invalidaccesskeyid")
-        || lower.contains("signaturedoesnotmatch")
-        || lower.contains("accessdenied")
-        || lower.contains("access denied")
-        || lower.contains("status code: 403")
-        || lower.contains("403 forbidden")
-    {
-        "the store refused the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)"
-    } else if lower.contains("error sending request")
-        || lower.contains("connect")
-        || lower.contains("timed out")
-        || lower.contains("dns")
-    {
-        "cannot be reached"
-    } else if lower.contains("status code: 5")
-        || lower.contains("service unavailable")
-        || lower.contains("slowdown")
-        || lower.contains("server error")
-    {
-        "answered with a server error"
-    } else {
-        "failed"
-    };
-    format!("{what} ({detail})")
 }
 
 /// True for an error that may pass if the write is tried again: the store

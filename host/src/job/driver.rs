@@ -76,6 +76,7 @@ pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
         .clone()
         .unwrap_or_else(|| data_dir.join("cache"));
     crate::config::check_cache_dir(&config, &cache_dir)?;
+    check_sink_stores(&config)?;
     let new_folders = crate::config::NewFolders::note(&config, data_dir);
     let result = run_recoverable(&config, opts, &log).map(|mut summary| {
         summary.default_shuffle = config.default_shuffle;
@@ -130,6 +131,10 @@ fn run_recoverable(
     // On object storage a log is never moved: `--fresh` (or an edited job
     // that never ran) starts a new run inside it instead (docs/object-storage.md).
     let mut new_run_in_log = false;
+    // Whether the data directory held a folder log of the job before
+    // `--fresh` set it aside: a fresh run's sinks on objects may then hold
+    // this job's output.
+    let folder_log_existed = matches!(log, LogPlace::Dir(dir) if dir.is_dir());
     if fresh {
         match log {
             LogPlace::Objects(_) => new_run_in_log = true,
@@ -149,11 +154,14 @@ fn run_recoverable(
         };
         new_run_in_log = refuse_if_edited(config, &data_dir, log, &fingerprint, &mut found)?;
         refuse_if_unlogged_output(config, found.as_ref())?;
-        if let LogPlace::Objects(storage) = log {
-            refuse_if_foreign_output(config, found.as_ref(), storage.url())?;
-        }
+        refuse_if_foreign_output(config, log_has_run(found.as_ref()), log)?;
         found
     };
+    if fresh && matches!(log, LogPlace::Dir(_)) {
+        // `--fresh` discards what the data directory holds for the job;
+        // a prefix it never wrote to is someone else's all the same.
+        refuse_if_foreign_output(config, folder_log_existed, log)?;
+    }
     let mut local_lock = None;
     let (writer, mut replay) = match log {
         LogPlace::Dir(_) => {
@@ -414,8 +422,8 @@ fn failed_before_start(
             .vertices
             .iter()
             .filter_map(|v| v.sink.as_ref())
-            .filter(|s| !published_files(&s.dir).is_empty())
-            .map(|s| s.dir.clone())
+            .filter(|s| !published_files(s).is_empty())
+            .map(crate::runtime::sink::output_name)
             .collect(),
         error: Some(crate::plugin::one_line(
             &error.to_string(),
@@ -662,35 +670,64 @@ fn has_published_output(config: &JobConfig) -> bool {
         .vertices
         .iter()
         .filter_map(|v| v.sink.as_ref())
-        .any(|sink| !sink.overwrite && !published_files(&sink.dir).is_empty())
+        .any(|sink| !sink.overwrite && !published_files(sink).is_empty())
 }
 
-/// With the log on object storage, the sink folders' rule that the job
-/// file check left to the log (docs/job-file.md, "Sinks"): a folder without
-/// `overwrite` may hold entries only if the log has a run of this job (a
-/// standby on another data directory shares the sink folder and the log,
-/// so the data directory cannot tell).
-fn refuse_if_foreign_output(
-    config: &JobConfig,
-    found: Option<&crate::events::UnlockedReplay>,
-    url: &crate::events::ObjectLogUrl,
-) -> Result<(), JobError> {
+/// Before anything runs: the store of every sink on object storage is
+/// asked (its prefix listed), so that an endpoint that cannot be reached,
+/// refused credentials or a missing bucket stop the run in one line naming
+/// the endpoint and the sink's URL ([`JobError::SinkStore`], exit 1).
+fn check_sink_stores(config: &JobConfig) -> Result<(), JobError> {
+    for sink in config.graph.vertices.iter().filter_map(|v| v.sink.as_ref()) {
+        if sink.objects.is_some() {
+            crate::runtime::sink::published_names(sink)
+                .map_err(|problem| JobError::SinkStore { problem })?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether the log as found has a run of the job (a `JobStarted`); a log
+/// that cannot be replayed counts as one (its damage is named when it is
+/// opened).
+fn log_has_run(found: Option<&crate::events::UnlockedReplay>) -> bool {
     match found.map(|f| &f.replay) {
-        Some(Ok(replay)) if last_job_started(replay).is_some() => return Ok(()),
-        // Damage is named when the log is opened.
-        Some(Err(_)) => return Ok(()),
-        Some(Ok(_)) | None => {}
+        Some(Ok(replay)) => last_job_started(replay).is_some(),
+        Some(Err(_)) => true,
+        None => false,
+    }
+}
+
+/// The rule of docs/job-file.md ("Sinks") that needs the log: unless `ran`
+/// (the job's log has a run of it) or `overwrite`, a sink may not hold
+/// output the job did not write. A sink on object storage may not hold
+/// `part-*` or `_SUCCESS` objects under its prefix (checked here whatever
+/// the log's place: the data directory cannot see a prefix); with the log
+/// on object storage, a sink folder may hold no entry at all (the job file
+/// check left it to the log: a standby on another data directory shares
+/// the sink folder and the log, so the data directory cannot tell).
+fn refuse_if_foreign_output(config: &JobConfig, ran: bool, log: &LogPlace) -> Result<(), JobError> {
+    if ran {
+        return Ok(());
     }
     for v in &config.graph.vertices {
         let Some(sink) = v.sink.as_ref().filter(|s| !s.overwrite) else {
             continue;
         };
-        if let Some(entry) = crate::config::first_entry(&sink.dir) {
+        let entry = match (&sink.objects, log) {
+            (Some(_), _) => crate::runtime::sink::published_names(sink)
+                .map_err(|problem| JobError::SinkStore { problem })?
+                .into_iter()
+                .next(),
+            (None, LogPlace::Objects(_)) => crate::config::first_entry(&sink.dir),
+            (None, LogPlace::Dir(_)) => None,
+        };
+        if let Some(entry) = entry {
             return Err(JobError::ForeignOutput {
                 job: config.name.clone(),
-                output: sink.dir.clone(),
+                output: crate::runtime::sink::output_name(sink),
                 entry,
-                log: url.to_string(),
+                log: log.describe(),
             });
         }
     }
@@ -726,11 +763,13 @@ fn refuse_if_unlogged_output(
     }
     for v in &config.graph.vertices {
         let Some(sink) = &v.sink else { continue };
-        if sink.overwrite {
-            // The job file says this folder may be cleared.
+        if sink.overwrite || sink.objects.is_some() {
+            // The job file says this folder may be cleared; a prefix's
+            // output without a run in the log is refused as foreign
+            // ([`refuse_if_foreign_output`]).
             continue;
         }
-        let files = published_files(&sink.dir);
+        let files = published_files(sink);
         if !files.is_empty() {
             return Err(JobError::UnloggedOutput {
                 job: config.name.clone(),
@@ -742,19 +781,11 @@ fn refuse_if_unlogged_output(
     Ok(())
 }
 
-/// Names of the published files (`part-*`, `_SUCCESS`) in a sink folder, sorted.
-fn published_files(dir: &Path) -> Vec<String> {
-    let mut files: Vec<String> = std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("part-") || n == crate::runtime::sink::SUCCESS_MARKER)
-                .collect()
-        })
-        .unwrap_or_default();
-    files.sort();
-    files
+/// Names of the published output (`part-*`, `_SUCCESS`) of a sink, sorted:
+/// in its folder or under its prefix ([`crate::runtime::sink::published_names`];
+/// a store that cannot be listed was refused at the start, so none here).
+fn published_files(sink: &crate::graph::SinkSpec) -> Vec<String> {
+    crate::runtime::sink::published_names(sink).unwrap_or_default()
 }
 
 /// `--fresh`: sets the job's log aside (`log.discarded-<nanoseconds>`, never
@@ -1170,17 +1201,13 @@ fn refuse_if_committed_after(config: &JobConfig, e: &JobError) -> Result<(), Job
 fn refuse_if_committed(config: &JobConfig, reason: &str) -> Result<(), JobError> {
     for v in &config.graph.vertices {
         let Some(sink) = &v.sink else { continue };
-        let committed = std::fs::read_dir(&sink.dir)
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .any(|e| e.file_name().to_string_lossy().starts_with("part-"))
-            })
-            .unwrap_or(false);
+        let committed = published_files(sink)
+            .iter()
+            .any(|name| name.starts_with("part-"));
         if committed {
             return Err(JobError::WouldDuplicate {
                 reason: reason.to_string(),
-                output: sink.dir.clone(),
+                output: crate::runtime::sink::output_name(sink),
             });
         }
     }

@@ -75,6 +75,7 @@ impl JobError {
             | Self::Recording { .. }
             | Self::Internal { .. }
             | Self::RecoveryRetryLater { .. }
+            | Self::SinkStore { .. }
             // A plugin or a task failed while the job ran.
             | Self::Commit { .. }
             | Self::LostLeadership { .. }

@@ -72,9 +72,18 @@ fn graph_text(graph: &JobGraph) -> String {
                 format,
                 columns,
                 overwrite: _,
-            }) => format!(
-                "Some(SinkSpec {{ dir: {dir:?}, format: {format:?}, columns: {columns:?} }})"
-            ),
+                objects,
+            }) => match objects {
+                // Output on objects: the prefix, not the local staging
+                // folder (which depends on the data directory).
+                Some(url) => format!(
+                    "Some(SinkSpec {{ dir: {:?}, format: {format:?}, columns: {columns:?} }})",
+                    url.to_string()
+                ),
+                None => format!(
+                    "Some(SinkSpec {{ dir: {dir:?}, format: {format:?}, columns: {columns:?} }})"
+                ),
+            },
             None => "None".to_string(),
         };
         h.push_str(&format!(

@@ -13,10 +13,19 @@
 //! A re-run writes a new staging file and its publish replaces the part file
 //! whole, so no row is duplicated or dropped; publishing the same attempt
 //! twice is a no-op (idempotent), which recovery relies on.
+//!
+//! A sink on object storage (`path = "s3://BUCKET/PREFIX"`,
+//! [`SinkSpec::objects`]) stages the same files in its local folder
+//! `<data dir>/<job>/sink-staging/<vertex>` ([`SinkSpec::dir`]); publishing
+//! is a PUT of the staging file as the object `PREFIX/part-<subtask>.<ext>`
+//! (a multipart upload above 8 MiB), which a repeated publish overwrites
+//! with the same bytes, and `_SUCCESS` is the object `PREFIX/_SUCCESS`
+//! (docs/object-storage.md, "Sink output").
 
 use std::fs::{self, File};
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Read as _, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::TaskError;
 use arrow_array::cast::AsArray;
@@ -24,6 +33,7 @@ use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
 
 use crate::graph::{SinkFormat, SinkSpec};
+use crate::objstore::{ObjectUrl, classify, endpoint, error_line};
 use crate::shuffle::sync_dir;
 use crate::value::write_cell_text;
 
@@ -93,10 +103,262 @@ pub fn staging_path(spec: &SinkSpec, subtask: u32, attempt: u32) -> PathBuf {
     ))
 }
 
-/// Published file of `subtask`.
+/// Name of the published part of `subtask` (a file in the sink folder,
+/// or an object under the sink's prefix).
+pub fn part_name(spec: &SinkSpec, subtask: u32) -> String {
+    format!("part-{subtask:05}.{}", extension(spec))
+}
+
+/// Published file of `subtask` (for a sink on objects, a path that only
+/// its file name means: [`part_name`]).
 pub fn part_path(spec: &SinkSpec, subtask: u32) -> PathBuf {
-    spec.dir
-        .join(format!("part-{subtask:05}.{}", extension(spec)))
+    spec.dir.join(part_name(spec, subtask))
+}
+
+/// Where a sink publishes, as messages and the run's summary name it: its
+/// folder, or its `s3://BUCKET/PREFIX`.
+pub fn output_name(spec: &SinkSpec) -> PathBuf {
+    match &spec.objects {
+        Some(url) => PathBuf::from(url.to_string()),
+        None => spec.dir.clone(),
+    }
+}
+
+/// Whether `name` (a file in a sink folder, an object under a sink's
+/// prefix) is published output: `_SUCCESS` or `part-*`.
+pub fn is_published_name(name: &str) -> bool {
+    name == SUCCESS_MARKER || name.starts_with("part-")
+}
+
+/// The published output (`part-*`, `_SUCCESS`) a sink holds now, sorted:
+/// the entries of its folder (none when it does not exist), or the objects
+/// directly under its prefix. One function for both, so that every check
+/// of "this job's output" reads a folder and a prefix alike.
+///
+/// # Errors
+/// For a sink on objects, one line naming the endpoint and the sink's URL
+/// when the store cannot be listed (unreachable, credentials refused, no
+/// such bucket); never credentials.
+pub fn published_names(spec: &SinkSpec) -> Result<Vec<String>, String> {
+    let mut names: Vec<String> = match &spec.objects {
+        Some(url) => list_objects(url)?,
+        None => fs::read_dir(&spec.dir)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    names.retain(|n| is_published_name(n));
+    names.sort();
+    Ok(names)
+}
+
+/// Parts above this size are uploaded in parts (a multipart upload).
+pub const MULTIPART_ABOVE: u64 = 8 << 20;
+
+/// `object store ENDPOINT (sink URL): WHAT`.
+fn store_line(url: &ObjectUrl, what: &str) -> String {
+    format!("object store {} (sink {url}): {what}", endpoint())
+}
+
+/// A publishing error on `url`: a [`TaskError::Io`] naming the object.
+fn store_error(url: &ObjectUrl, line: String) -> TaskError {
+    TaskError::Io {
+        path: PathBuf::from(url.to_string()),
+        source: std::io::Error::other(line),
+    }
+}
+
+/// `name` under the sink's prefix.
+fn object_of(url: &ObjectUrl, name: &str) -> ObjectUrl {
+    ObjectUrl {
+        bucket: url.bucket.clone(),
+        key: format!("{}/{name}", url.key),
+    }
+}
+
+/// Runs one request of the sink on the object store runtime (the client's
+/// own retries and timeouts bound it).
+fn request<T: Send + 'static>(
+    url: &ObjectUrl,
+    future: impl std::future::Future<Output = T> + Send + 'static,
+) -> Result<T, String> {
+    crate::objstore::block(future, None).map_err(|e| match e {
+        crate::objstore::Blocked::Deadline => store_line(url, "no answer in time"),
+        crate::objstore::Blocked::Failed(why) => store_line(url, &why),
+    })
+}
+
+/// Names of the objects directly under the sink's prefix.
+fn list_objects(url: &ObjectUrl) -> Result<Vec<String>, String> {
+    let store = crate::objstore::client(&url.bucket)?;
+    let prefix = url.path();
+    let listed = request(url, async move {
+        store.list_with_delimiter(Some(&prefix)).await
+    })?
+    .map_err(|e| match e {
+        // A listing finds no object, never "not found": the bucket is.
+        object_store::Error::NotFound { .. } => store_line(
+            url,
+            &format!("the bucket does not exist ({})", error_line(&e)),
+        ),
+        e => store_line(url, &classify(&e)),
+    })?;
+    Ok(listed
+        .objects
+        .iter()
+        .filter_map(|meta| meta.location.filename().map(str::to_owned))
+        .collect())
+}
+
+/// PUTs `body` as `name` under the sink's prefix.
+fn put_object(url: &ObjectUrl, name: &str, body: bytes::Bytes) -> Result<(), TaskError> {
+    use object_store::ObjectStoreExt as _;
+    let object = object_of(url, name);
+    let store = crate::objstore::client(&url.bucket).map_err(|l| store_error(&object, l))?;
+    let path = object.path();
+    request(&object, async move { store.put(&path, body.into()).await })
+        .map_err(|l| store_error(&object, l))?
+        .map_err(|e| {
+            store_error(
+                &object,
+                store_line(url, &format!("writing {object}: {}", classify(&e))),
+            )
+        })?;
+    Ok(())
+}
+
+/// Deletes `name` under the sink's prefix.
+fn delete_object(url: &ObjectUrl, name: &str) -> Result<(), TaskError> {
+    use object_store::ObjectStoreExt as _;
+    let object = object_of(url, name);
+    let store = crate::objstore::client(&url.bucket).map_err(|l| store_error(&object, l))?;
+    let path = object.path();
+    request(&object, async move { store.delete(&path).await })
+        .map_err(|l| store_error(&object, l))?
+        .map_err(|e| {
+            store_error(
+                &object,
+                store_line(url, &format!("deleting {object}: {}", classify(&e))),
+            )
+        })?;
+    Ok(())
+}
+
+/// Publishes a staging file as the part object `name`: a PUT (a multipart
+/// upload above [`MULTIPART_ABOVE`]) that replaces the object whole, so a
+/// publish repeated after a crash or a re-run writes the same key again.
+/// A staging file that is gone was published already if the object exists
+/// (it is removed only with `_SUCCESS`, or lives on another coordinator's
+/// disk).
+fn publish_object(url: &ObjectUrl, staging: &Path, name: &str) -> Result<(), TaskError> {
+    use object_store::ObjectStoreExt as _;
+    let object = object_of(url, name);
+    let store = crate::objstore::client(&url.bucket).map_err(|l| store_error(&object, l))?;
+    let path = object.path();
+    let size = match fs::metadata(staging) {
+        Ok(meta) => meta.len(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let head = request(&object, async move { store.head(&path).await })
+                .map_err(|l| store_error(&object, l))?;
+            return match head {
+                Ok(_) => Ok(()),
+                Err(_) => Err(TaskError::Io {
+                    path: staging.to_path_buf(),
+                    source: e,
+                }),
+            };
+        }
+        Err(e) => {
+            return Err(TaskError::Io {
+                path: staging.to_path_buf(),
+                source: e,
+            });
+        }
+    };
+    let file = staging.to_path_buf();
+    let uploaded =
+        request(&object, upload(store, path, file, size)).map_err(|l| store_error(&object, l))?;
+    match uploaded {
+        Ok(()) => Ok(()),
+        Err(Upload::Read(source)) => Err(TaskError::Io {
+            path: staging.to_path_buf(),
+            source,
+        }),
+        Err(Upload::Store(e)) => Err(store_error(
+            &object,
+            store_line(url, &format!("writing {object}: {}", classify(&e))),
+        )),
+    }
+}
+
+/// Why an upload failed.
+enum Upload {
+    /// The staging file could not be read.
+    Read(std::io::Error),
+    /// The store refused or failed.
+    Store(object_store::Error),
+}
+
+/// Uploads `file` (`size` bytes) as `path`: one PUT up to
+/// [`MULTIPART_ABOVE`], a multipart upload of 8 MiB parts above (aborted
+/// when it fails, so no unfinished upload is left).
+async fn upload(
+    store: Arc<dyn object_store::ObjectStore>,
+    path: object_store::path::Path,
+    file: PathBuf,
+    size: u64,
+) -> Result<(), Upload> {
+    use object_store::ObjectStoreExt as _;
+    if size <= MULTIPART_ABOVE {
+        let body = fs::read(&file).map_err(Upload::Read)?;
+        store
+            .put(&path, bytes::Bytes::from(body).into())
+            .await
+            .map_err(Upload::Store)?;
+        return Ok(());
+    }
+    const PART: usize = 8 << 20;
+    let mut f = File::open(&file).map_err(Upload::Read)?;
+    let started = store.put_multipart(&path).await.map_err(Upload::Store)?;
+    let mut writer = object_store::WriteMultipart::new_with_chunk_size(started, PART);
+    let mut buf = vec![0_u8; PART];
+    loop {
+        let n = match read_full(&mut f, &mut buf) {
+            Ok(n) => n,
+            Err(e) => {
+                let _ignored = writer.abort().await;
+                return Err(Upload::Read(e));
+            }
+        };
+        if n == 0 {
+            break;
+        }
+        if let Err(e) = writer.wait_for_capacity(2).await {
+            let _ignored = writer.abort().await;
+            return Err(Upload::Store(e));
+        }
+        writer.write(&buf[..n]);
+    }
+    writer.finish().await.map_err(Upload::Store)?;
+    Ok(())
+}
+
+/// Reads until `buf` is full or the file ends; the bytes read.
+fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match f.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TaskError + '_ {
@@ -119,6 +381,14 @@ pub fn prepare_fresh(spec: &SinkSpec) -> Result<(), TaskError> {
     if staging.exists() {
         fs::remove_dir_all(&staging).map_err(io(&staging))?;
     }
+    if let Some(url) = &spec.objects {
+        for name in list_objects(url).map_err(|line| store_error(url, line))? {
+            if is_published_name(&name) {
+                delete_object(url, &name)?;
+            }
+        }
+        return Ok(());
+    }
     for entry in fs::read_dir(&spec.dir).map_err(io(&spec.dir))? {
         let entry = entry.map_err(io(&spec.dir))?;
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -138,6 +408,9 @@ pub fn prepare_fresh(spec: &SinkSpec) -> Result<(), TaskError> {
 /// [`TaskError::Io`] if neither file exists or the rename fails.
 pub fn publish(spec: &SinkSpec, subtask: u32, attempt: u32) -> Result<(), TaskError> {
     let staging = staging_path(spec, subtask, attempt);
+    if let Some(url) = &spec.objects {
+        return publish_object(url, &staging, &part_name(spec, subtask));
+    }
     let part = part_path(spec, subtask);
     match fs::rename(&staging, &part) {
         Ok(()) => {
@@ -159,6 +432,15 @@ pub fn publish(spec: &SinkSpec, subtask: u32, attempt: u32) -> Result<(), TaskEr
 ///
 /// [`TaskError::Io`] if the marker cannot be written.
 pub fn write_success(spec: &SinkSpec) -> Result<(), TaskError> {
+    if let Some(url) = &spec.objects {
+        put_object(url, SUCCESS_MARKER, bytes::Bytes::new())?;
+        // The staging folder is this job's own, inside its data folder.
+        let _ignored = fs::remove_dir_all(&spec.dir);
+        if let Some(parent) = spec.dir.parent() {
+            let _ignored = fs::remove_dir(parent);
+        }
+        return Ok(());
+    }
     let marker = spec.dir.join(SUCCESS_MARKER);
     File::create(&marker)
         .and_then(|f| f.sync_all())
@@ -350,6 +632,7 @@ mod tests {
             },
             columns: vec!["w".into(), "n".into()],
             overwrite: false,
+            objects: None,
         };
         prepare_fresh(&spec).expect("prepare");
         for attempt in 0..2 {
@@ -370,6 +653,37 @@ mod tests {
         write_success(&spec).expect("success");
         assert!(spec.dir.join(SUCCESS_MARKER).is_file());
         assert!(!spec.dir.join(STAGING_DIR).exists());
+    }
+
+    #[test]
+    fn published_names_of_a_folder_are_its_parts_and_success_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut spec = SinkSpec {
+            dir: dir.path().join("out"),
+            format: SinkFormat::Text {
+                separator: " ".into(),
+            },
+            columns: vec!["w".into()],
+            overwrite: false,
+            objects: None,
+        };
+        assert_eq!(published_names(&spec), Ok(Vec::new()), "no folder yet");
+        fs::create_dir_all(spec.dir.join(STAGING_DIR)).expect("staging");
+        for name in ["part-00001.txt", "notes", SUCCESS_MARKER, "part-00000.txt"] {
+            fs::write(spec.dir.join(name), "x").expect("write");
+        }
+        assert_eq!(
+            published_names(&spec).expect("a folder"),
+            ["_SUCCESS", "part-00000.txt", "part-00001.txt"]
+        );
+        assert_eq!(output_name(&spec), spec.dir);
+        assert_eq!(part_name(&spec, 7), "part-00007.txt");
+        spec.objects = Some(ObjectUrl::parse("s3://bkt/out/wc", false).expect("url"));
+        assert_eq!(output_name(&spec), PathBuf::from("s3://bkt/out/wc"));
+        assert_eq!(
+            object_of(spec.objects.as_ref().expect("set"), "part-00007.txt").to_string(),
+            "s3://bkt/out/wc/part-00007.txt"
+        );
     }
 
     #[test]

@@ -235,16 +235,28 @@ pub enum JobError {
     /// ("Sinks"), checked once the log is read because the data directory
     /// alone cannot say whether the job ran (a standby on another data
     /// directory shares the sink folder and the log, not the disk).
-    #[error("{}: already holds `{entry}`, which this job did not write (its event log {log} has no run of job `{job}`); empty the folder, name another, or set `overwrite = true` to let a fresh run remove `part-*`, `_SUCCESS` and `_staging` there", output.display())]
+    ///
+    /// A sink on object storage: its prefix holds a `part-*` or `_SUCCESS`
+    /// object and the job's log (wherever it is) has no run of the job.
+    #[error("{}: already holds `{entry}`, which this job did not write (its event log {log} has no run of job `{job}`); {}", output.display(), if output.to_string_lossy().starts_with("s3://") { "delete those objects, name another prefix, or set `overwrite = true` to let a fresh run delete the `part-*` and `_SUCCESS` objects there" } else { "empty the folder, name another, or set `overwrite = true` to let a fresh run remove `part-*`, `_SUCCESS` and `_staging` there" })]
     ForeignOutput {
         /// The job id.
         job: String,
-        /// The sink folder.
+        /// The sink folder, or the `s3://` URL of a sink on objects.
         output: PathBuf,
         /// The first entry in it, by name.
         entry: String,
         /// The log's URL.
         log: String,
+    },
+    /// The store of a sink on object storage cannot be used (it cannot be
+    /// reached, refuses the credentials, has no such bucket): one line
+    /// naming the endpoint and the sink's `s3://` URL, never credentials.
+    /// Exit code 1: the run failed on its storage.
+    #[error("sink output: {problem}")]
+    SinkStore {
+        /// `object store ENDPOINT (sink s3://BUCKET/PREFIX): WHAT (DETAIL)`.
+        problem: String,
     },
     /// Recovery itself failed (a plugin or the shuffle master could not be
     /// restored or asked) although the log is intact, and committed sink

@@ -2,7 +2,7 @@
 //! `tests/all/main.rs`): one module per area and test file, named
 //! `<area>_<what>.rs` (areas: `cli`, `crash` — real `coordhost run`
 //! processes killed with SIGKILL —, `events`, `job`, `plugin`, `recovery`,
-//! `sandbox`, `shuffle`, `ui`), and one `support` module with every shared helper.
+//! `sandbox`, `shuffle`, `sink`, `ui`), and one `support` module with every shared helper.
 //!
 //! Run one area with a name filter, e.g. `cargo test -p coordhost --test all
 //! --features failpoints recovery_`. The modules that use test knobs (a
@@ -104,6 +104,7 @@ mod sandbox_special_files;
 #[cfg(feature = "failpoints")]
 mod shuffle_binding;
 mod shuffle_golden;
+mod sink_objects;
 mod ui_browser;
 mod workers;
 mod workers_contract;

@@ -901,7 +901,15 @@ impl JobMaster {
             tracing::debug!(job = %self.job, "job failed: {e}");
             // Only the folders where output was published: a failed run
             // lists no empty or half-written folder as its output.
-            summary.outputs.retain(|dir| holds_published_output(dir));
+            summary.outputs = self
+                .graph
+                .job
+                .vertices
+                .iter()
+                .filter_map(|v| v.sink.as_ref())
+                .filter(|s| holds_published_output(s))
+                .map(sink::output_name)
+                .collect();
         }
         summary
     }
@@ -1385,7 +1393,7 @@ impl JobMaster {
                 .job
                 .vertices
                 .iter()
-                .filter_map(|v| v.sink.as_ref().map(|s| s.dir.clone()))
+                .filter_map(|v| v.sink.as_ref().map(sink::output_name))
                 .collect(),
             error: None,
             bad_input: false,
@@ -1403,16 +1411,10 @@ const PLACEMENT_TICK: Duration = Duration::from_millis(50);
 /// still holds for the progress display (`unassigned-splits`).
 const INPUT_LEFT_EVERY: Duration = Duration::from_millis(500);
 
-/// Whether a sink's output folder holds published output (`_SUCCESS` or a
-/// `part-*` file).
-fn holds_published_output(dir: &std::path::Path) -> bool {
-    std::fs::read_dir(dir).is_ok_and(|entries| {
-        entries.filter_map(Result::ok).any(|e| {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            name == "_SUCCESS" || name.starts_with("part-")
-        })
-    })
+/// Whether a sink holds published output (`_SUCCESS` or a `part-*` file
+/// or object).
+fn holds_published_output(spec: &crate::graph::SinkSpec) -> bool {
+    sink::published_names(spec).is_ok_and(|names| !names.is_empty())
 }
 
 fn answer(a: SplitAnswer) -> Option<SplitData> {
