@@ -105,6 +105,7 @@ mod sandbox_special_files;
 mod shuffle_binding;
 mod shuffle_golden;
 mod sink_objects;
+mod tpch_objects;
 mod ui_browser;
 mod workers;
 mod workers_contract;

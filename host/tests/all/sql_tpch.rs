@@ -144,7 +144,7 @@ fn as_answer(value: &str) -> String {
 }
 
 /// The published answer of a run in the answers' form.
-fn answer_rows(out: &Path) -> Vec<Vec<String>> {
+pub(crate) fn answer_rows(out: &Path) -> Vec<Vec<String>> {
     let lines = published_lines(out);
     let mut rows: Vec<Vec<String>> = Vec::new();
     for (i, line) in lines.iter().enumerate() {
@@ -162,7 +162,7 @@ fn answer_rows(out: &Path) -> Vec<Vec<String>> {
     rows
 }
 
-fn expected_rows(n: u32) -> Vec<Vec<String>> {
+pub(crate) fn expected_rows(n: u32) -> Vec<Vec<String>> {
     let path = workspace().join(format!("examples/tpch/answers/sf0.1/q{n}.csv"));
     std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))

@@ -184,41 +184,58 @@ impl JobMaster {
     /// has yet to read is reset now, so consumers wait for the re-run
     /// instead of failing one by one on PartitionNotFound (Flink releases a
     /// lost TaskManager's partitions the same way).
+    ///
+    /// Until nothing more is reset: resetting a consumer that was finished
+    /// (its own output was on the worker) makes its inputs needed again,
+    /// and those may have been on the same worker. Deciding in one pass,
+    /// before that consumer was reset, left them "not needed" and its
+    /// re-run then met one lost input after the other, each costing an
+    /// attempt (TPC-H Q3 lost its job that way: `tpch_objects`).
     pub(super) fn on_worker_lost(
         &mut self,
         worker: &str,
         held: &[AttemptId],
         events: &mut dyn JobEventSink,
     ) -> Result<(), JobError> {
-        for &a in held {
-            let Some(e) = self.graph.vertices[a.vertex]
-                .executions
-                .get(a.subtask as usize)
-            else {
-                continue;
-            };
-            if e.attempt != a.attempt || e.state != ExecutionState::Finished {
-                continue;
+        loop {
+            let mut reset_any = false;
+            for &a in held {
+                let Some(e) = self.graph.vertices[a.vertex]
+                    .executions
+                    .get(a.subtask as usize)
+                else {
+                    continue;
+                };
+                if e.attempt != a.attempt || e.state != ExecutionState::Finished {
+                    continue;
+                }
+                let needed = self.graph.job.outputs(a.vertex).iter().any(|&edge| {
+                    let to = self.graph.job.edges[edge].to;
+                    let consumers = &self.graph.vertices[to].executions;
+                    consumers.is_empty()
+                        || consumers
+                            .iter()
+                            .any(|c| c.state != ExecutionState::Finished)
+                });
+                if needed {
+                    self.reset(
+                        a,
+                        ResetReason::Failover {
+                            message: format!(
+                                "worker `{worker}`, which held its partitions, was lost"
+                            ),
+                        },
+                        events,
+                    )?;
+                    reset_any = true;
+                }
             }
-            let needed = self.graph.job.outputs(a.vertex).iter().any(|&edge| {
-                let to = self.graph.job.edges[edge].to;
-                let consumers = &self.graph.vertices[to].executions;
-                consumers.is_empty()
-                    || consumers
-                        .iter()
-                        .any(|c| c.state != ExecutionState::Finished)
-            });
-            if needed {
-                self.reset(
-                    a,
-                    ResetReason::Failover {
-                        message: format!("worker `{worker}`, which held its partitions, was lost"),
-                    },
-                    events,
-                )?;
+            // Each pass resets at least one finished attempt of `held`,
+            // which is then no longer finished: at most `held.len()` passes.
+            if !reset_any {
+                return Ok(());
             }
         }
-        Ok(())
     }
 
     /// Resets one execution vertex: releases its partitions, gives a

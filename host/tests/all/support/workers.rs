@@ -15,7 +15,8 @@
 //! - [`Workers::start_in_namespaces_with`]: workers each in a network namespace
 //!   of [`super::netns::Netns`], listening on its address.
 //! - [`Workers::start_with_env`]: workers with more environment variables
-//!   (an object store's `AWS_*`).
+//!   (an object store's `AWS_*`); [`Workers::start_in_namespaces_with_env`]
+//!   the same in network namespaces.
 
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
@@ -212,6 +213,30 @@ impl Workers {
             .collect();
         w.log = "coordhost::remote=debug,coordhost::tls=debug";
         w.extra = (0..n).map(extra).collect();
+        w.launch(n)
+    }
+
+    /// As [`Workers::start_in_namespaces`] (plain gRPC, worker `w<i>` in
+    /// namespace `i`), every worker with the environment variables `env`
+    /// (e.g. the `AWS_*` variables of an object store on the bridge).
+    ///
+    /// # Panics
+    /// If a worker cannot be spawned.
+    pub fn start_in_namespaces_with_env(
+        net: &super::netns::Netns,
+        n: usize,
+        coordinator: &str,
+        base: &Path,
+        slots: u32,
+        env: Vec<(String, String)>,
+    ) -> Self {
+        let mut w = Self::unstarted(coordinator, base, slots);
+        w.places = (0..n)
+            .map(|i| (net.name(i).to_string(), format!("{}:0", net.ip(i))))
+            .collect();
+        w.log = "coordhost::remote=debug";
+        w.extra = (0..n).map(|_| vec!["--insecure-listen".into()]).collect();
+        w.env = env;
         w.launch(n)
     }
 

@@ -1,0 +1,484 @@
+//! Issue 30's first must-show, as far as today's pieces go: TPC-H from
+//! objects to objects across machines that share no folder.
+//!
+//! TPC-H's tables at scale factor 0.1 (coordhost-datagen, Parquet) are put
+//! into a bucket of a real SeaweedFS (support/s3.rs) serving on the bridge
+//! of 3 network namespaces (support/netns.rs). Q3 (`examples/tpch/q3.toml`:
+//! two joins, an aggregate and a top 10, several stages) reads its tables
+//! from the bucket through its enumerators' store grants, keeps its event
+//! log at `s3://BUCKET/<case>/log` (`[job] log`) and publishes its answer
+//! to `s3://BUCKET/<case>/out`. The coordinator runs in the root namespace
+//! on the bridge's address; 3 `coordhost worker` processes run one per
+//! namespace, each with its own data directory (nothing shared with the
+//! coordinator or with each other). Result partitions stay on the workers'
+//! disks: there is no object shuffle yet.
+//!
+//! - the coordinator SIGKILLed once stages have finished and started again
+//!   (same data directory and address) recovers from the object log while
+//!   the workers keep running and keep their partitions: exit 0, the answer
+//!   objects are DuckDB's (`examples/tpch/answers/sf0.1/q3.csv`),
+//!   `_SUCCESS` is there, and every task the log had recorded finished is
+//!   skipped (the rest is run). Not on another data directory: the
+//!   `local-shuffle` master's partition locations are absolute paths under
+//!   its `root`, `${data_dir}/shuffle`, so a coordinator on another data
+//!   directory finds none of them where the log recorded them and runs
+//!   their producers again (correct, nothing skipped; an object shuffle
+//!   would remove the difference);
+//! - one worker SIGKILLed once stages have finished (its disk and the
+//!   partitions on it lost with it, not restarted): the coordinator runs
+//!   their producers again on the two others and the answer stays exact.
+//!
+//! Needs root, iproute2 (`ip netns`) and weed; fails saying so otherwise.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::events_object_log_ops::read_log;
+use crate::sql_tpch::{answer_rows, expected_rows};
+use crate::support::crash::{Coordhost, EventLog, Kill, RunSummary};
+use crate::support::netns::Netns;
+use crate::support::s3::Seaweed;
+use crate::support::workers::{Workers, external_args};
+use crate::support::{plugin_path, workspace};
+use coordhost_datagen::{Format, Table};
+
+const BUCKET: &str = "coordhost-tpch";
+/// The scale of the committed answers.
+const SCALE: f64 = 0.1;
+/// The query: its answer is `examples/tpch/answers/sf0.1/q3.csv`.
+const QUERY: u32 = 3;
+/// The job's name in `examples/tpch/q3.toml`.
+const JOB: &str = "tpch-q3";
+/// Parallelism of every stage.
+const PARALLELISM: u32 = 3;
+/// Heartbeat timeout, ms: generous, for a loaded machine.
+const HEARTBEAT_MS: u64 = 5000;
+/// The last stage's sleep per input record, µs: the window in which
+/// earlier stages have finished and the job has not.
+const LAST_STAGE_DELAY_US: u64 = 20_000;
+
+/// The test's folder.
+struct Fixture(tempfile::TempDir);
+
+impl Fixture {
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.path().join(name)
+    }
+}
+
+/// Writes the eight tables as Parquet under `dir/<table>/`: what was
+/// written, per table.
+fn generate(dir: &Path) -> Vec<coordhost_datagen::Written> {
+    coordhost_datagen::write_tpch(
+        dir,
+        &Table::ALL,
+        Format::Parquet,
+        SCALE,
+        4,
+        coordhost_datagen::DEFAULT_ROW_GROUP_ROWS,
+    )
+    .expect("TPC-H tables")
+}
+
+/// Puts every file of `dir/<table>/` at `tpch/<table>/<file>`; the number
+/// of objects put.
+fn upload(server: &Seaweed, dir: &Path, written: &[coordhost_datagen::Written]) -> usize {
+    let mut n = 0;
+    for w in written {
+        for file in &w.files {
+            let rel = file
+                .strip_prefix(dir)
+                .unwrap_or_else(|_| panic!("{} is under {}", file.display(), dir.display()));
+            let bytes = std::fs::read(file).expect("table file");
+            server.put(&format!("tpch/{}", rel.display()), bytes);
+            n += 1;
+        }
+    }
+    n
+}
+
+/// `examples/tpch/q3.toml` reading Parquet objects under `tpch/` through
+/// store grants, its log at `s3://BUCKET/<case>/log`, its sink at
+/// `s3://BUCKET/<case>/out` with the last stage slowed, written into `dir`.
+fn job_file(dir: &Path, case: &str) -> PathBuf {
+    let ws = workspace();
+    let text = std::fs::read_to_string(ws.join(format!("examples/tpch/q{QUERY}.toml")))
+        .expect("the example");
+    let plugins = plugin_path("file-enumerator")
+        .parent()
+        .expect("plugin dir")
+        .display()
+        .to_string();
+    let mut out = String::new();
+    // The example's opening comment names its local paths: left out.
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let line = if let Some(rest) =
+            line.strip_prefix("dirs = [{ path = \"../../build/data/tpch-sf0.1/")
+        {
+            // A read-only grant of the table's folder of objects.
+            let table = rest
+                .strip_suffix("\", writable = false }]")
+                .expect("a table's dirs line");
+            format!("stores = [{{ url = \"s3://{BUCKET}/tpch/{table}\" }}]")
+        } else {
+            line.replace(
+                "\"${job_dir}/../../build/data/tpch-sf0.1/",
+                &format!("\"s3://{BUCKET}/tpch/"),
+            )
+            .replace("pattern = \".csv\"", "pattern = \".parquet\"")
+            .replace("../../build/plugins", &plugins)
+            .replace(
+                &format!("sql-file = \"queries/q{QUERY}.sql\""),
+                &format!(
+                    "sql-file = \"{}\"",
+                    ws.join(format!("examples/tpch/queries/q{QUERY}.sql"))
+                        .display()
+                ),
+            )
+            .replace("parallelism = 4", &format!("parallelism = {PARALLELISM}"))
+            .replace(
+                &format!("path = \"${{data_dir}}/output/{JOB}\""),
+                &format!(
+                    "path = \"s3://{BUCKET}/{case}/out\"\nrecord-delay-us = {LAST_STAGE_DELAY_US}"
+                ),
+            )
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    let out = out
+        .replacen(
+            "[job]\n",
+            &format!("[job]\nlog = \"s3://{BUCKET}/{case}/log\"\n"),
+            1,
+        )
+        .replace(
+            "format = \"csv\"\nheader = true\nschema",
+            "format = \"parquet\"\nschema",
+        );
+    assert!(
+        !out.contains("build/data")
+            && !out.contains("dirs = [{ path = \"../")
+            && out.matches("stores = [{ url = \"s3://").count() == 8
+            && out.matches("format = \"parquet\"").count() == 8
+            && out.contains(&format!("path = \"s3://{BUCKET}/{case}/out\""))
+            && out.contains("log = \"s3://"),
+        "every table reads objects, the log and the sink are objects:\n{out}"
+    );
+    std::fs::create_dir_all(dir).expect("job dir");
+    let path = dir.join(format!("{case}.toml"));
+    std::fs::write(&path, out).expect("job file");
+    path
+}
+
+/// A port nobody listens on, on `ip` (an address of this namespace).
+fn free_port_on(ip: &str) -> u16 {
+    std::net::TcpListener::bind((ip, 0))
+        .and_then(|l| l.local_addr())
+        .unwrap_or_else(|e| panic!("bind a free port on {ip}: {e}"))
+        .port()
+}
+
+/// Parallelism of each job vertex the log initialized.
+fn vertices(log: &EventLog) -> BTreeMap<String, u64> {
+    log.events
+        .iter()
+        .filter(|e| e["event"]["kind"] == "JobVertexInitialized")
+        .filter_map(|e| {
+            let v = &e["event"]["event"];
+            Some((
+                v["job_vertex"].as_str()?.to_owned(),
+                v["parallelism"].as_u64()?,
+            ))
+        })
+        .collect()
+}
+
+/// Subtasks recorded finished (and not reset since) per vertex.
+fn finished(log: &EventLog) -> BTreeMap<String, BTreeSet<u32>> {
+    vertices(log)
+        .into_keys()
+        .map(|v| {
+            let done = log.finished(&v);
+            (v, done)
+        })
+        .collect()
+}
+
+/// A moment to kill at: `stages` vertices have all their subtasks finished
+/// and the job has not finished (nor published).
+fn stages_done_job_not(log: &EventLog, stages: usize) -> bool {
+    let parallelism = vertices(log);
+    let done = finished(log);
+    let complete = parallelism
+        .iter()
+        .filter(|(v, p)| done.get(*v).map_or(0, |s| s.len() as u64) == **p)
+        .count();
+    complete >= stages && complete < parallelism.len() && log.count("JobFinished") == 0
+}
+
+/// The objects under `<case>/out/`, downloaded into `dir` (name → file);
+/// their names.
+fn download(server: &Seaweed, case: &str, dir: &Path) -> Vec<String> {
+    std::fs::create_dir_all(dir).expect("answer dir");
+    let prefix = format!("{case}/out/");
+    let mut names = Vec::new();
+    for key in server.keys(&prefix) {
+        let name = key
+            .strip_prefix(&prefix)
+            .expect("under the prefix")
+            .to_owned();
+        std::fs::write(dir.join(&name), server.get(&key)).expect("write the object");
+        names.push(name);
+    }
+    names
+}
+
+/// Checks the answer objects of `case`: part objects and `_SUCCESS` only,
+/// and DuckDB's answer.
+fn assert_answer(server: &Seaweed, fx: &Fixture, case: &str) {
+    let dir = fx.path(&format!("{case}-answer"));
+    let names = download(server, case, &dir);
+    assert!(
+        names.iter().any(|n| n == "_SUCCESS"),
+        "{case}: no _SUCCESS object: {names:?}"
+    );
+    assert!(
+        names
+            .iter()
+            .all(|n| n == "_SUCCESS" || (n.starts_with("part-") && n.ends_with(".csv"))),
+        "{case}: only parts and _SUCCESS under the sink prefix: {names:?}"
+    );
+    let got = answer_rows(&dir);
+    let want = expected_rows(QUERY);
+    assert_eq!(got.first(), want.first(), "{case}: the columns");
+    assert_eq!(got.len(), want.len(), "{case}: the number of rows");
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g, w, "{case}: row {i}");
+    }
+}
+
+/// The cluster of a test: namespaces, the server on the bridge, the tables
+/// in the bucket, 3 workers (one per namespace) for a coordinator at `addr`.
+struct Cluster {
+    workers: Workers,
+    addr: String,
+    server: Seaweed,
+    // Dropped last: the workers and the server go before the namespaces.
+    _net: Netns,
+}
+
+impl Cluster {
+    fn new(fx: &Fixture) -> Self {
+        let net = Netns::create(3);
+        // The tables are written while the server starts.
+        let tables = fx.path("tables");
+        let gen_dir = tables.clone();
+        let generating = std::thread::spawn(move || generate(&gen_dir));
+        let server = Seaweed::start_on(&fx.path("seaweed"), BUCKET, &net.bridge_ip());
+        let written = generating.join().expect("datagen thread");
+        assert_eq!(written.len(), 8, "the eight tables");
+        let objects = upload(&server, &tables, &written);
+        assert!(objects >= 8, "at least one object per table: {objects}");
+        // No folder is shared: the coordinator never reads the local copy.
+        std::fs::remove_dir_all(&tables).expect("remove the local tables");
+        let addr = format!("{}:{}", net.bridge_ip(), free_port_on(&net.bridge_ip()));
+        let workers = Workers::start_in_namespaces_with_env(
+            &net,
+            3,
+            &addr,
+            &fx.path("workers"),
+            2,
+            server.env(),
+        );
+        Self {
+            workers,
+            addr,
+            server,
+            _net: net,
+        }
+    }
+
+    /// A coordinator of `job` on data directory `data`, in the root
+    /// namespace on the bridge's address, for the 3 workers.
+    fn coordinator(&self, job: &Path, data: &Path) -> Coordhost {
+        let mut ch = Coordhost::new(job, data);
+        ch.env = self.server.env();
+        ch.extra_args = external_args(&self.addr, 3, HEARTBEAT_MS);
+        ch.extra_args.push("--insecure-listen".into());
+        ch
+    }
+
+    /// The object log of `case`, once `stages` stages have finished and
+    /// the job has not.
+    fn poll_log(
+        &self,
+        case: &str,
+        run: &mut crate::support::crash::Running,
+        stages: usize,
+    ) -> EventLog {
+        let url = format!("s3://{BUCKET}/{case}/log");
+        run.poll_until(|| {
+            std::thread::sleep(Duration::from_millis(100));
+            read_log(&self.server, &url).filter(|l| stages_done_job_not(l, stages))
+        })
+        .unwrap_or_else(|why| {
+            panic!(
+                "{case}: no moment with a stage finished and the job not: {why}\n{}\n{}",
+                run.stderr_tail(),
+                self.workers.logs()
+            )
+        })
+    }
+}
+
+/// Per vertex: `skipped` of the summary.
+fn skipped(summary: &RunSummary) -> BTreeMap<String, u64> {
+    summary.0["vertices"]
+        .as_array()
+        .expect("vertices")
+        .iter()
+        .filter_map(|v| Some((v["id"].as_str()?.to_owned(), v["skipped"].as_u64()?)))
+        .collect()
+}
+
+#[test]
+fn tpch_objects_q3_from_a_bucket_to_a_bucket_on_3_namespaced_workers_survives_kills() {
+    let fx = Fixture(tempfile::tempdir().expect("tempdir"));
+    eprintln!("DIAG {}", fx.0.path().display());
+    std::mem::forget(tempfile::tempdir());
+    let mut cluster = Cluster::new(&fx);
+    let server = &cluster.server;
+
+    // 1. The coordinator SIGKILLed once a stage has finished.
+    let case = "coordinator-kill";
+    let job = job_file(&fx.path("jobs"), case);
+    let mut first = cluster.coordinator(&job, &fx.path("coordinator-a"));
+    let mut run = first.start();
+    let polled = cluster.poll_log(case, &mut run, 2);
+    let killed_after = match run.kill() {
+        Kill::Killed { after } => after,
+        Kill::TooLate(f) => panic!(
+            "{case}: the job finished before the kill: {}",
+            f.summary.brief()
+        ),
+    };
+    assert!(
+        !server
+            .keys(&format!("{case}/out/"))
+            .iter()
+            .any(|k| k.ends_with("/_SUCCESS")),
+        "{case}: nothing published at the kill"
+    );
+    // What the log holds after the kill is what recovery reads.
+    let url = format!("s3://{BUCKET}/{case}/log");
+    let at_kill = read_log(server, &url).expect("the object log");
+    let done = finished(&at_kill);
+    let done_tasks: u64 = done.values().map(|s| s.len() as u64).sum();
+    eprintln!(
+        "{case}: killed after {killed_after:?}; finished at the poll {:?}, after the kill {:?}",
+        finished(&polled)
+            .iter()
+            .map(|(v, s)| (v.clone(), s.len()))
+            .collect::<Vec<_>>(),
+        done.iter()
+            .map(|(v, s)| (v.clone(), s.len()))
+            .collect::<Vec<_>>()
+    );
+    // The coordinator started again on its data directory (the log is not
+    // there: the start reads it from the objects); the workers kept running
+    // and kept their partitions. (On another data directory the partitions
+    // are not found: see the module's comment.)
+    let end = first.run_to_end();
+    let summary = &end.summary;
+    assert!(
+        summary.recovered(),
+        "{case}: recovered: {}",
+        summary.brief()
+    );
+    for (vertex, n) in skipped(summary) {
+        let recorded = done.get(&vertex).map_or(0, |s| s.len() as u64);
+        assert_eq!(
+            n, recorded,
+            "{case}: `{vertex}`: every task recorded finished is skipped, no other: {}",
+            summary.0
+        );
+    }
+    assert_eq!(summary.tasks_skipped(), done_tasks, "{}", summary.0);
+    assert!(
+        done_tasks > 0 && summary.tasks_run() < summary.tasks_total(),
+        "{case}: the rerun skipped work: {}",
+        summary.brief()
+    );
+    assert_answer(server, &fx, case);
+    let log = read_log(server, &url).expect("the object log");
+    assert_eq!(log.count("JobFinished"), 1, "{case}: one end of the job");
+    assert_eq!(
+        log.segments.len(),
+        2,
+        "{case}: two coordinator starts in the log"
+    );
+    let local = fx.path("coordinator-a").join(JOB).join("log");
+    assert!(
+        !local.exists(),
+        "{case}: {} exists: the log went to a disk",
+        local.display()
+    );
+    for i in 0..3 {
+        let wlog = cluster.workers.log_of(i);
+        assert!(
+            wlog.lines().any(|l| l.contains("running")),
+            "{case}: w{i} ran no task:\n{wlog}"
+        );
+    }
+    let left = cluster.workers.files_left();
+    assert!(
+        left.is_empty(),
+        "{case}: files left on the workers after the job: {left:?}"
+    );
+
+    // 2. A worker SIGKILLed once a stage has finished: its partitions are
+    // gone with it (no object shuffle yet), their producers run again.
+    let case = "worker-kill";
+    let job = job_file(&fx.path("jobs"), case);
+    let mut ch = cluster.coordinator(&job, &fx.path("coordinator-c"));
+    let mut run = ch.start();
+    // Three stages: the customer and orders scans and their join, whose
+    // output and inputs were all on the workers' disks (the lineitem scan
+    // takes longer).
+    let polled = cluster.poll_log(case, &mut run, 3);
+    cluster.workers.kill(2);
+    let end = run.finish();
+    eprintln!(
+        "{case}: w2 killed with {:?} finished; {}",
+        finished(&polled)
+            .iter()
+            .map(|(v, s)| (v.clone(), s.len()))
+            .collect::<Vec<_>>(),
+        end.summary.brief()
+    );
+    let server = &cluster.server;
+    assert_answer(server, &fx, case);
+    let log = read_log(server, &format!("s3://{BUCKET}/{case}/log")).expect("the object log");
+    // Some subtask that had finished before the kill finished again.
+    let mut finishes: BTreeMap<(String, u64), u32> = BTreeMap::new();
+    for e in log
+        .events
+        .iter()
+        .filter(|e| e["event"]["kind"] == "ExecutionFinished")
+    {
+        let a = &e["event"]["event"]["attempt"];
+        if let (Some(v), Some(s)) = (a["job_vertex"].as_str(), a["subtask"].as_u64()) {
+            *finishes.entry((v.to_owned(), s)).or_default() += 1;
+        }
+    }
+    let again: Vec<_> = finishes.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        !again.is_empty() && end.summary.tasks_reset() > 0,
+        "{case}: producers of partitions lost with w2 ran again: {again:?} {}",
+        end.summary.brief()
+    );
+    assert_eq!(log.count("JobFinished"), 1, "{case}: one end of the job");
+    drop(cluster);
+}
