@@ -316,6 +316,111 @@ pub fn error_line(error: &(dyn std::error::Error + 'static)) -> String {
     line
 }
 
+/// How long a write (of the event log, of a sink's part) keeps trying
+/// through a store that fails transiently (unreachable, 5xx, timeouts)
+/// before it gives up, by default (the log's: `run --log-retry-s`).
+pub const DEFAULT_WRITE_RETRY: Duration = Duration::from_secs(30);
+/// The first pause between two tries of a write; it doubles up to
+/// [`WRITE_RETRY_MAX_PAUSE`].
+const WRITE_RETRY_FIRST_PAUSE: Duration = Duration::from_millis(250);
+/// The longest pause between two tries of a write.
+const WRITE_RETRY_MAX_PAUSE: Duration = Duration::from_secs(4);
+
+/// True for an error that may pass if the write is tried again: the store
+/// could not be reached, timed out or answered with a server error. An
+/// answer about the object (it exists, a precondition) or about who asks
+/// (credentials, a missing bucket) does not change on its own.
+pub(crate) fn is_transient(error: &object_store::Error) -> bool {
+    use object_store::Error as E;
+    match error {
+        E::AlreadyExists { .. }
+        | E::NotFound { .. }
+        | E::Precondition { .. }
+        | E::NotModified { .. }
+        | E::NotImplemented { .. }
+        | E::NotSupported { .. }
+        | E::InvalidPath { .. }
+        | E::PermissionDenied { .. }
+        | E::Unauthenticated { .. }
+        | E::UnknownConfigurationKey { .. } => false,
+        other => {
+            let said = classify(other);
+            !said.starts_with("the bucket does not exist")
+                && !said.starts_with("the store refused the credentials")
+        }
+    }
+}
+
+/// A write that failed for good: the last error, and how long and how
+/// often it was tried.
+pub(crate) struct WriteFailure {
+    /// The last error.
+    pub(crate) error: object_store::Error,
+    tries: u32,
+    spent: Duration,
+}
+
+impl WriteFailure {
+    /// The problem in one line: what the store said, and for a transient
+    /// error that the retries ran out.
+    /// `whose` names the writes (`the log's writes`), `knob` how to give
+    /// them longer, if there is a way.
+    pub(crate) fn describe(&self, budget: Duration, whose: &str, knob: Option<&str>) -> String {
+        let said = classify(&self.error);
+        if is_transient(&self.error) {
+            format!(
+                "{said}; gave up after {} tries over {:.1} s ({whose} retry for {} s{})",
+                self.tries,
+                self.spent.as_secs_f64(),
+                budget.as_secs(),
+                knob.map(|k| format!(": {k}")).unwrap_or_default()
+            )
+        } else {
+            said
+        }
+    }
+}
+
+/// Runs `attempt` again after a transient failure, with pauses that double
+/// from [`WRITE_RETRY_FIRST_PAUSE`] up to [`WRITE_RETRY_MAX_PAUSE`], as long
+/// as the next try starts within `budget` of the first. Each try is itself
+/// bounded by the client's timeouts and its own few retries.
+pub(crate) async fn retrying<T, F, Fut>(
+    budget: Duration,
+    what: &str,
+    mut attempt: F,
+) -> Result<T, WriteFailure>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, object_store::Error>>,
+{
+    let started = tokio::time::Instant::now();
+    let mut pause = WRITE_RETRY_FIRST_PAUSE;
+    let mut tries = 1;
+    loop {
+        match attempt().await {
+            Ok(done) => return Ok(done),
+            Err(error) if is_transient(&error) && started.elapsed() + pause < budget => {
+                tracing::warn!(
+                    "object store: {what}: try {tries} failed, trying again in {} ms: {}",
+                    pause.as_millis(),
+                    classify(&error)
+                );
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(WRITE_RETRY_MAX_PAUSE);
+                tries += 1;
+            }
+            Err(error) => {
+                return Err(WriteFailure {
+                    error,
+                    tries,
+                    spent: started.elapsed(),
+                });
+            }
+        }
+    }
+}
+
 /// What an object store error means, in words for the one line. Status
 /// codes are matched with the words around them (`status code: 403`),
 /// never as bare digits: a port or a key may hold any digits. Shared by

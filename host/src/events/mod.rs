@@ -32,6 +32,7 @@ mod snapshot_file;
 mod storage;
 mod writer;
 
+pub use crate::objstore::DEFAULT_WRITE_RETRY;
 pub use error::{Damage, EventsError};
 pub use event::{
     AttemptId, EncodedSplit, EnumeratorSnapshot, ExecutionFinished, ExecutionVertexId,
@@ -44,7 +45,7 @@ pub use event::{
 pub use format::LOCK_FILE;
 pub use inspect::{describe, inspect, locate_log_dir};
 pub use lock::{LockHolder, LogLock};
-pub use object_log::{DEFAULT_WRITE_RETRY, ObjectLogUrl, ObjectStorage, open_object_log};
+pub use object_log::{ObjectLogUrl, ObjectStorage, open_object_log};
 pub use reader::{Position, Replay, ReplayedEvent, SegmentSummary, TornTail, replay};
 pub use snapshot_file::{load_snapshot_files, newest_snapshot_files, remove_snapshot_files_except};
 pub use storage::{FaultPoint, Fence, FileStorage, MemoryStorage, SegmentAppender, Storage};

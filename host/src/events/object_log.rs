@@ -46,7 +46,7 @@ use object_store::{
     PutPayload, RetryConfig,
 };
 
-use crate::objstore::{classify, endpoint, error_line};
+use crate::objstore::{DEFAULT_WRITE_RETRY, classify, endpoint, error_line, retrying};
 
 use super::error::{Damage, EventsError};
 use super::event::SnapshotFile;
@@ -69,16 +69,6 @@ pub const OBJECT_CRC_LEN: usize = 4;
 pub const OBJECT_KEY_DIGITS: usize = 20;
 /// Objects fetched at once while the log is read.
 const READ_CONCURRENCY: usize = 16;
-/// How long a write to the log keeps trying through a store that fails
-/// transiently (unreachable, 5xx, timeouts) before the log gives up, by
-/// default (`run --log-retry-s`).
-pub const DEFAULT_WRITE_RETRY: Duration = Duration::from_secs(30);
-/// The first pause between two tries of a write; it doubles up to
-/// [`WRITE_RETRY_MAX_PAUSE`].
-const WRITE_RETRY_FIRST_PAUSE: Duration = Duration::from_millis(250);
-/// The longest pause between two tries of a write.
-const WRITE_RETRY_MAX_PAUSE: Duration = Duration::from_secs(4);
-
 /// Where a log on object storage lives: `s3://BUCKET/PREFIX`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObjectLogUrl {
@@ -312,97 +302,6 @@ impl Drop for ObjectStorage {
     fn drop(&mut self) {
         if let Some(runtime) = self.runtime.take() {
             runtime.shutdown_background();
-        }
-    }
-}
-
-/// True for an error that may pass if the write is tried again: the store
-/// could not be reached, timed out or answered with a server error. An
-/// answer about the object (it exists, a precondition) or about who asks
-/// (credentials, a missing bucket) does not change on its own.
-fn is_transient(error: &object_store::Error) -> bool {
-    use object_store::Error as E;
-    match error {
-        E::AlreadyExists { .. }
-        | E::NotFound { .. }
-        | E::Precondition { .. }
-        | E::NotModified { .. }
-        | E::NotImplemented { .. }
-        | E::NotSupported { .. }
-        | E::InvalidPath { .. }
-        | E::PermissionDenied { .. }
-        | E::Unauthenticated { .. }
-        | E::UnknownConfigurationKey { .. } => false,
-        other => {
-            let said = classify(other);
-            !said.starts_with("the bucket does not exist")
-                && !said.starts_with("the store refused the credentials")
-        }
-    }
-}
-
-/// A write that failed for good: the last error, and how long and how
-/// often it was tried.
-struct WriteFailure {
-    error: object_store::Error,
-    tries: u32,
-    spent: Duration,
-}
-
-impl WriteFailure {
-    /// The problem in one line: what the store said, and for a transient
-    /// error that the retries ran out.
-    fn describe(&self, budget: Duration) -> String {
-        let said = classify(&self.error);
-        if is_transient(&self.error) {
-            format!(
-                "{said}; gave up after {} tries over {:.1} s (the log's writes retry for {} s: run --log-retry-s)",
-                self.tries,
-                self.spent.as_secs_f64(),
-                budget.as_secs()
-            )
-        } else {
-            said
-        }
-    }
-}
-
-/// Runs `attempt` again after a transient failure, with pauses that double
-/// from [`WRITE_RETRY_FIRST_PAUSE`] up to [`WRITE_RETRY_MAX_PAUSE`], as long
-/// as the next try starts within `budget` of the first. Each try is itself
-/// bounded by the client's timeouts and its own few retries.
-async fn retrying<T, F, Fut>(
-    budget: Duration,
-    what: &str,
-    mut attempt: F,
-) -> Result<T, WriteFailure>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, object_store::Error>>,
-{
-    let started = tokio::time::Instant::now();
-    let mut pause = WRITE_RETRY_FIRST_PAUSE;
-    let mut tries = 1;
-    loop {
-        match attempt().await {
-            Ok(done) => return Ok(done),
-            Err(error) if is_transient(&error) && started.elapsed() + pause < budget => {
-                tracing::warn!(
-                    "object store: {what}: try {tries} failed, trying again in {} ms: {}",
-                    pause.as_millis(),
-                    classify(&error)
-                );
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(WRITE_RETRY_MAX_PAUSE);
-                tries += 1;
-            }
-            Err(error) => {
-                return Err(WriteFailure {
-                    error,
-                    tries,
-                    spent: started.elapsed(),
-                });
-            }
         }
     }
 }
@@ -777,7 +676,7 @@ impl ObjectStorage {
             io::Error::other(format!(
                 "object store {}: creating {url}: {}",
                 self.endpoint,
-                failure.describe(budget)
+                failure.describe(budget, "the log's writes", Some("run --log-retry-s"))
             ))
         })
     }
@@ -904,7 +803,7 @@ impl Storage for ObjectStorage {
                 return Err(failed(format!(
                     "cannot be written to object store {}: {}",
                     self.endpoint,
-                    failure.describe(budget)
+                    failure.describe(budget, "the log's writes", Some("run --log-retry-s"))
                 )));
             }
         }
@@ -1047,7 +946,7 @@ impl SegmentAppender for ObjectAppender {
                 io::Error::other(format!(
                     "object store {}: creating {url}: {}",
                     client.endpoint,
-                    failure.describe(budget)
+                    failure.describe(budget, "the log's writes", Some("run --log-retry-s"))
                 ))
             })?;
         if !created {
@@ -1085,6 +984,7 @@ pub fn open_object_log(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::objstore::is_transient;
 
     #[test]
     fn urls_parse_and_bad_ones_are_named() {

@@ -33,7 +33,7 @@ use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
 
 use crate::graph::{SinkFormat, SinkSpec};
-use crate::objstore::{ObjectUrl, classify, endpoint, error_line};
+use crate::objstore::{DEFAULT_WRITE_RETRY, ObjectUrl, classify, endpoint, error_line, retrying};
 use crate::shuffle::sync_dir;
 use crate::value::write_cell_text;
 
@@ -214,38 +214,56 @@ fn list_objects(url: &ObjectUrl) -> Result<Vec<String>, String> {
         .collect())
 }
 
-/// PUTs `body` as `name` under the sink's prefix.
+/// Runs the sink's write `what` of `object` until it succeeds, fails for
+/// good or [`DEFAULT_WRITE_RETRY`] has passed, as the event log's writes
+/// do: a store that stumbles while parts are published costs a pause, not
+/// the job. Each try is one request with the client's own few retries.
+fn retried<T, F, Fut>(
+    url: &ObjectUrl,
+    object: &ObjectUrl,
+    what: String,
+    attempt: F,
+) -> Result<T, TaskError>
+where
+    T: Send + 'static,
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<T, object_store::Error>> + Send,
+{
+    let budget = DEFAULT_WRITE_RETRY;
+    let label = what.clone();
+    request(
+        object,
+        async move { retrying(budget, &label, attempt).await },
+    )
+    .map_err(|l| store_error(object, l))?
+    .map_err(|failure| {
+        let said = failure.describe(budget, "a sink's writes", None);
+        store_error(object, store_line(url, &format!("{what}: {said}")))
+    })
+}
+
+/// PUTs `body` as `name` under the sink's prefix (retried: [`retried`]).
 fn put_object(url: &ObjectUrl, name: &str, body: bytes::Bytes) -> Result<(), TaskError> {
     use object_store::ObjectStoreExt as _;
     let object = object_of(url, name);
     let store = crate::objstore::client(&url.bucket).map_err(|l| store_error(&object, l))?;
     let path = object.path();
-    request(&object, async move { store.put(&path, body.into()).await })
-        .map_err(|l| store_error(&object, l))?
-        .map_err(|e| {
-            store_error(
-                &object,
-                store_line(url, &format!("writing {object}: {}", classify(&e))),
-            )
-        })?;
-    Ok(())
+    retried(url, &object, format!("writing {object}"), move || {
+        let (store, path, body) = (store.clone(), path.clone(), body.clone());
+        async move { store.put(&path, body.into()).await.map(|_| ()) }
+    })
 }
 
-/// Deletes `name` under the sink's prefix.
+/// Deletes `name` under the sink's prefix (retried: [`retried`]).
 fn delete_object(url: &ObjectUrl, name: &str) -> Result<(), TaskError> {
     use object_store::ObjectStoreExt as _;
     let object = object_of(url, name);
     let store = crate::objstore::client(&url.bucket).map_err(|l| store_error(&object, l))?;
     let path = object.path();
-    request(&object, async move { store.delete(&path).await })
-        .map_err(|l| store_error(&object, l))?
-        .map_err(|e| {
-            store_error(
-                &object,
-                store_line(url, &format!("deleting {object}: {}", classify(&e))),
-            )
-        })?;
-    Ok(())
+    retried(url, &object, format!("deleting {object}"), move || {
+        let (store, path) = (store.clone(), path.clone());
+        async move { store.delete(&path).await }
+    })
 }
 
 /// Publishes a staging file as the part object `name`: a PUT (a multipart
@@ -280,19 +298,22 @@ fn publish_object(url: &ObjectUrl, staging: &Path, name: &str) -> Result<(), Tas
         }
     };
     let file = staging.to_path_buf();
-    let uploaded =
-        request(&object, upload(store, path, file, size)).map_err(|l| store_error(&object, l))?;
-    match uploaded {
-        Ok(()) => Ok(()),
-        Err(Upload::Read(source)) => Err(TaskError::Io {
-            path: staging.to_path_buf(),
-            source,
-        }),
-        Err(Upload::Store(e)) => Err(store_error(
-            &object,
-            store_line(url, &format!("writing {object}: {}", classify(&e))),
-        )),
-    }
+    // A store failure is retried (the upload starts again whole); a
+    // staging file that cannot be read is not.
+    let uploaded = retried(url, &object, format!("writing {object}"), move || {
+        let (store, path, file) = (store.clone(), path.clone(), file.clone());
+        async move {
+            match upload(store, path, file, size).await {
+                Ok(()) => Ok(Ok(())),
+                Err(Upload::Read(e)) => Ok(Err(e)),
+                Err(Upload::Store(e)) => Err(e),
+            }
+        }
+    })?;
+    uploaded.map_err(|source| TaskError::Io {
+        path: staging.to_path_buf(),
+        source,
+    })
 }
 
 /// Why an upload failed.

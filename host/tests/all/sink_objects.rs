@@ -11,14 +11,18 @@
 //! unreachable endpoint are one line each (exit 1, no secret), a sink URL
 //! with a bad bucket name or inside a plugin's store grant the job file's
 //! line (exit 2); a SQL job's part
-//! above 8 MiB is uploaded in parts, byte for byte.
+//! above 8 MiB is uploaded in parts, byte for byte; a store that answers
+//! nothing but 503 for seconds while parts are published (longer than the
+//! client's own retries) costs a pause, not the run: exact output.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::support::crash::{
     Coordhost, EventLog, Fixture, Kill, SINK, WordJob, expected_output, first_difference, log_dir,
 };
+use crate::support::fault_proxy::{Fault, FaultProxy};
 use crate::support::s3::{SECRET_KEY, Seaweed};
 use crate::support::workers::{Workers, external_args, free_port};
 
@@ -508,4 +512,58 @@ fn sink_objects_foreign_parts_are_refused_overwrite_clears_them_a_missing_bucket
         etag.trim_matches('"').ends_with("-2"),
         "a multipart upload of 2 parts (8 MiB and the rest): ETag {etag}"
     );
+}
+
+#[test]
+fn sink_objects_a_store_answering_only_503_while_parts_are_published_costs_a_pause_not_the_run() {
+    let fx = Fixture::words();
+    let server = Seaweed::start(&fx.path("seaweed"), BUCKET);
+    let upstream = server
+        .endpoint()
+        .trim_start_matches("http://")
+        .parse()
+        .expect("the server's address");
+    let proxy = FaultProxy::start(upstream);
+    let file = job(&fx, "job.toml", &format!("s3://{BUCKET}/out/flaky"), false);
+    let data = fx.path("data");
+    let mut ch = Coordhost::new(&file, &data);
+    ch.env = server.env();
+    ch.env.retain(|(k, _)| k != "AWS_ENDPOINT_URL");
+    ch.env.push(("AWS_ENDPOINT_URL".into(), proxy.endpoint()));
+    let mut run = ch.start();
+    // The window opens with the first part published (the others and
+    // `_SUCCESS` are still to come) and lasts longer than the client's
+    // own retries (3 within about a second).
+    run.poll_until(|| {
+        std::thread::sleep(Duration::from_millis(20));
+        let keys = server.keys("out/flaky/");
+        keys.iter().any(|k| k.contains("/part-")).then_some(())
+    })
+    .unwrap_or_else(|why| panic!("no part was published: {why}\n{}", run.stderr_tail()));
+    let before = proxy.counts();
+    proxy.set(Fault::Unavailable, Some(Duration::from_secs(5)));
+    let ended = run.wait_exit();
+    let after = proxy.counts();
+    eprintln!("{before:?} → {after:?}");
+    assert_eq!(ended.code, Some(0), "{}", ended.stderr);
+    assert!(
+        after.unavailable > before.unavailable + 3,
+        "the window answered 503 beyond the client's own retries: {before:?} → {after:?}"
+    );
+    assert!(
+        ended.stderr.contains("trying again"),
+        "the sink's writes retried: {}",
+        ended.stderr
+    );
+    let out = objects(&server, "out/flaky");
+    assert_eq!(
+        out.get("_SUCCESS").map(Vec::len),
+        Some(0),
+        "{:?}",
+        out.keys()
+    );
+    assert_eq!(parts(&out).len(), SINKS as usize, "{:?}", out.keys());
+    let got = all_rows(&out);
+    let want = expected_output(&fx.input);
+    assert!(got == want, "{}", first_difference(&got, &want));
 }
