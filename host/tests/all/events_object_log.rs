@@ -19,7 +19,7 @@ use crate::support::crash::{
     Coordhost, EventLog, Fixture, Kill, SOURCE, WordJob, expected_output, first_difference,
     log_dir, sorted_output,
 };
-use crate::support::s3::{ACCESS_KEY, SECRET_KEY, Seaweed};
+use crate::support::s3::{ACCESS_KEY, SECRET_KEY, Seaweed, error_lines};
 use crate::support::segment_files;
 
 const BUCKET: &str = "coordhost-logs";
@@ -69,14 +69,6 @@ fn on_objects(job: &Path, data: &Path, server: &Seaweed, url: &str) -> Coordhost
     ch.extra_args = vec!["--log".into(), url.into()];
     ch.env = server.env();
     ch
-}
-
-/// Lines of `stderr` that are coordhost's error lines.
-fn error_lines(stderr: &str) -> Vec<&str> {
-    stderr
-        .lines()
-        .filter(|l| l.starts_with("coordhost: "))
-        .collect()
 }
 
 #[test]

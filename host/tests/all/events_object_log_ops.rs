@@ -17,7 +17,7 @@ use crate::support::crash::{
     output_dir, sorted_output,
 };
 use crate::support::fault_proxy::{Fault, FaultProxy};
-use crate::support::s3::Seaweed;
+use crate::support::s3::{Seaweed, error_lines};
 use crate::support::segment_files;
 
 const BUCKET: &str = "coordhost-logs";
@@ -52,14 +52,6 @@ fn assert_output(data: &Path, input: &Path) {
     let got = sorted_output(data);
     let want = expected_output(input);
     assert!(got == want, "{}", first_difference(&got, &want));
-}
-
-/// Lines of `stderr` that are coordhost's error lines.
-fn error_lines(stderr: &str) -> Vec<&str> {
-    stderr
-        .lines()
-        .filter(|l| l.starts_with("coordhost: "))
-        .collect()
 }
 
 /// `job`'s file with `line` added to its `[job]` table.
@@ -308,18 +300,8 @@ fn events_object_log_bad_urls_in_the_job_file_are_one_line() {
 fn events_object_log_store_faults_mid_job_are_retried_or_end_the_run_clearly() {
     let fx = Fixture::words();
     let server = Seaweed::start(&fx.path("seaweed"), BUCKET);
-    let upstream = server
-        .endpoint()
-        .trim_start_matches("http://")
-        .parse()
-        .expect("the server's address");
-    let proxy = FaultProxy::start(upstream);
-    let through_proxy = || {
-        let mut env = server.env();
-        env.retain(|(k, _)| k != "AWS_ENDPOINT_URL");
-        env.push(("AWS_ENDPOINT_URL".into(), proxy.endpoint()));
-        env
-    };
+    let (proxy, env) = FaultProxy::in_front_of(&server);
+    let through_proxy = || env.clone();
     let job = WordJob::new(&fx.input);
     let file = job.write(&fx.path("job.toml"));
     let sources_finished = |url: &str| {

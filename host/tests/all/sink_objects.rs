@@ -23,7 +23,7 @@ use crate::support::crash::{
     Coordhost, EventLog, Fixture, Kill, SINK, WordJob, expected_output, first_difference, log_dir,
 };
 use crate::support::fault_proxy::{Fault, FaultProxy};
-use crate::support::s3::{SECRET_KEY, Seaweed};
+use crate::support::s3::{SECRET_KEY, Seaweed, error_lines};
 use crate::support::workers::{Workers, external_args, free_port};
 
 const BUCKET: &str = "coordhost-out";
@@ -107,14 +107,6 @@ fn all_rows(objects: &BTreeMap<String, Vec<u8>>) -> String {
     let mut text = rows.join("\n");
     text.push('\n');
     text
-}
-
-/// The `coordhost: ` lines of `stderr`.
-fn error_lines(stderr: &str) -> Vec<&str> {
-    stderr
-        .lines()
-        .filter(|l| l.starts_with("coordhost: "))
-        .collect()
 }
 
 #[test]
@@ -518,18 +510,11 @@ fn sink_objects_foreign_parts_are_refused_overwrite_clears_them_a_missing_bucket
 fn sink_objects_a_store_answering_only_503_while_parts_are_published_costs_a_pause_not_the_run() {
     let fx = Fixture::words();
     let server = Seaweed::start(&fx.path("seaweed"), BUCKET);
-    let upstream = server
-        .endpoint()
-        .trim_start_matches("http://")
-        .parse()
-        .expect("the server's address");
-    let proxy = FaultProxy::start(upstream);
+    let (proxy, through_proxy) = FaultProxy::in_front_of(&server);
     let file = job(&fx, "job.toml", &format!("s3://{BUCKET}/out/flaky"), false);
     let data = fx.path("data");
     let mut ch = Coordhost::new(&file, &data);
-    ch.env = server.env();
-    ch.env.retain(|(k, _)| k != "AWS_ENDPOINT_URL");
-    ch.env.push(("AWS_ENDPOINT_URL".into(), proxy.endpoint()));
+    ch.env = through_proxy;
     let mut run = ch.start();
     // The window opens with the first part published (the others and
     // `_SUCCESS` are still to come) and lasts longer than the client's

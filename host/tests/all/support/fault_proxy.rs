@@ -108,6 +108,21 @@ impl FaultProxy {
         Self { addr, shared }
     }
 
+    /// A proxy in front of `server`, and the variables a `coordhost`
+    /// process needs to reach the server through it.
+    pub fn in_front_of(server: &super::s3::Seaweed) -> (Self, Vec<(String, String)>) {
+        let upstream = server
+            .endpoint()
+            .trim_start_matches("http://")
+            .parse()
+            .expect("the server's address");
+        let proxy = Self::start(upstream);
+        let mut env = server.env();
+        env.retain(|(k, _)| k != "AWS_ENDPOINT_URL");
+        env.push(("AWS_ENDPOINT_URL".into(), proxy.endpoint()));
+        (proxy, env)
+    }
+
     /// `http://127.0.0.1:<port>`: the endpoint to give the client.
     pub fn endpoint(&self) -> String {
         format!("http://{}", self.addr)

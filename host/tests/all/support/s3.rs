@@ -295,6 +295,15 @@ impl Seaweed {
     }
 }
 
+/// The lines of a `coordhost` process's `stderr` that are its error
+/// lines (`coordhost: …`).
+pub fn error_lines(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("coordhost: "))
+        .collect()
+}
+
 impl Seaweed {
     /// A reason the server will never take a write, read from its log
     /// (no free volume: the disk under `dir` is too full), so a start fails
