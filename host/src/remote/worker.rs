@@ -1538,6 +1538,14 @@ impl PartitionFetch for RemoteFetch {
         subs: Range<u32>,
         expected: &ExpectedPartition,
     ) -> Result<SubpartitionReader, ShuffleError> {
+        if self.address.is_empty() {
+            // The coordinator knew no live holder when it deployed this
+            // attempt (the worker that wrote it was lost).
+            return Err(ShuffleError::PartitionNotFound {
+                location: location.to_path_buf(),
+                reason: "no live worker holds it (the one that wrote it was lost)".into(),
+            });
+        }
         let name = PathBuf::from(format!("{}:{}", self.address, location.display()));
         let not_found = || ShuffleError::PartitionNotFound {
             location: name.clone(),
