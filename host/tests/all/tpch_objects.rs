@@ -23,11 +23,11 @@
 //!   directory (as a standby on another machine would be), the job's
 //!   `local-shuffle` `root` (and its grant) a fixed path instead of
 //!   `${data_dir}/shuffle`: every task recorded finished is skipped there
-//!   too. (With `${data_dir}/shuffle` the log's partition locations lie
+//!   too. With `${data_dir}/shuffle` the log's partition locations lie
 //!   under the first coordinator's data directory, outside the second's
-//!   shuffle grant, so none is taken and their producers run again:
-//!   correct, nothing skipped; docs/object-storage.md, "High
-//!   availability");
+//!   shuffle grant, so none is taken and their producers run again
+//!   (correct, nothing skipped, a warning says why; docs/object-storage.md,
+//!   "High availability");
 //! - one worker SIGKILLed once stages have finished (its disk and the
 //!   partitions on it lost with it, not restarted): the coordinator runs
 //!   their producers again on the two others and the answer stays exact.
@@ -367,7 +367,8 @@ fn skipped(summary: &RunSummary) -> BTreeMap<String, u64> {
 /// stages have finished, then started again on `restart_on` (another data
 /// directory, as a standby on another machine would) or on `data`: it
 /// recovers from the object log, skips every task the log recorded
-/// finished and no other, and publishes the exact answer.
+/// finished and no other (with `reuse`; without, none, saying why), and
+/// publishes the exact answer.
 fn kill_and_restart(
     cluster: &Cluster,
     fx: &Fixture,
@@ -375,6 +376,7 @@ fn kill_and_restart(
     shuffle_root: Option<&Path>,
     data: &str,
     restart_on: Option<&str>,
+    reuse: bool,
 ) {
     let server = &cluster.server;
     let job = job_file(&fx.path("jobs"), case, shuffle_root);
@@ -423,20 +425,35 @@ fn kill_and_restart(
         "{case}: recovered: {}",
         summary.brief()
     );
-    for (vertex, n) in skipped(summary) {
-        let recorded = done.get(&vertex).map_or(0, |s| s.len() as u64);
-        assert_eq!(
-            n, recorded,
-            "{case}: `{vertex}`: every task recorded finished is skipped, no other: {}",
-            summary.0
+    if reuse {
+        for (vertex, n) in skipped(summary) {
+            let recorded = done.get(&vertex).map_or(0, |s| s.len() as u64);
+            assert_eq!(
+                n, recorded,
+                "{case}: `{vertex}`: every task recorded finished is skipped, no other: {}",
+                summary.0
+            );
+        }
+        assert_eq!(summary.tasks_skipped(), done_tasks, "{}", summary.0);
+        assert!(
+            done_tasks > 0 && summary.tasks_run() < summary.tasks_total(),
+            "{case}: the rerun skipped work: {}",
+            summary.brief()
+        );
+    } else {
+        // The log's partition locations lie under the first coordinator's
+        // data directory, outside this one's shuffle grant: none is taken
+        // (said once on stderr), every finished producer runs again.
+        assert!(done_tasks > 0, "{case}: tasks had finished at the kill");
+        assert_eq!(summary.tasks_skipped(), 0, "{case}: {}", summary.0);
+        let other = restart_on.expect("another data directory");
+        let err = std::fs::read_to_string(fx.path(&format!("{other}.run1.err")))
+            .expect("the restart's stderr");
+        assert!(
+            err.contains("lie outside the shuffle master's writable grants"),
+            "{case}: the restart says why nothing is reused:\n{err}"
         );
     }
-    assert_eq!(summary.tasks_skipped(), done_tasks, "{}", summary.0);
-    assert!(
-        done_tasks > 0 && summary.tasks_run() < summary.tasks_total(),
-        "{case}: the rerun skipped work: {}",
-        summary.brief()
-    );
     assert_answer(server, fx, case);
     let log = read_log(server, &url).expect("the object log");
     assert_eq!(log.count("JobFinished"), 1, "{case}: one end of the job");
@@ -481,6 +498,7 @@ fn tpch_objects_q3_from_a_bucket_to_a_bucket_on_3_namespaced_workers_survives_ki
         None,
         "coordinator-a",
         None,
+        true,
     );
     // 1b. The same with the restart on another data directory, the
     // shuffle master's root a fixed path (docs/object-storage.md, "High
@@ -495,6 +513,18 @@ fn tpch_objects_q3_from_a_bucket_to_a_bucket_on_3_namespaced_workers_survives_ki
         Some(&root),
         "coordinator-d",
         Some("coordinator-e"),
+        true,
+    );
+    // 1c. The restart on another data directory with the example's
+    // `${data_dir}/shuffle`: correct, but nothing is reused, and it says so.
+    kill_and_restart(
+        &cluster,
+        &fx,
+        "coordinator-elsewhere-data-dir-root",
+        None,
+        "coordinator-f",
+        Some("coordinator-g"),
+        false,
     );
 
     // 2. A worker SIGKILLed once a stage has finished: its partitions are
