@@ -18,12 +18,16 @@
 //!   the workers keep running and keep their partitions: exit 0, the answer
 //!   objects are DuckDB's (`examples/tpch/answers/sf0.1/q3.csv`),
 //!   `_SUCCESS` is there, and every task the log had recorded finished is
-//!   skipped (the rest is run). Not on another data directory: the
-//!   `local-shuffle` master's partition locations are absolute paths under
-//!   its `root`, `${data_dir}/shuffle`, so a coordinator on another data
-//!   directory finds none of them where the log recorded them and runs
-//!   their producers again (correct, nothing skipped; an object shuffle
-//!   would remove the difference);
+//!   skipped (the rest is run);
+//! - the same with the coordinator started again on **another** data
+//!   directory (as a standby on another machine would be), the job's
+//!   `local-shuffle` `root` (and its grant) a fixed path instead of
+//!   `${data_dir}/shuffle`: every task recorded finished is skipped there
+//!   too. With `${data_dir}/shuffle` the log's partition locations lie
+//!   under the first coordinator's data directory, outside the second's
+//!   shuffle grant, so none is taken and their producers run again
+//!   (correct, nothing skipped, a warning says why; docs/object-storage.md,
+//!   "High availability");
 //! - one worker SIGKILLed once stages have finished (its disk and the
 //!   partitions on it lost with it, not restarted): the coordinator runs
 //!   their producers again on the two others and the answer stays exact.
@@ -101,7 +105,9 @@ fn upload(server: &Seaweed, dir: &Path, written: &[coordhost_datagen::Written]) 
 /// `examples/tpch/q3.toml` reading Parquet objects under `tpch/` through
 /// store grants, its log at `s3://BUCKET/<case>/log`, its sink at
 /// `s3://BUCKET/<case>/out` with the last stage slowed, written into `dir`.
-fn job_file(dir: &Path, case: &str) -> PathBuf {
+/// With `shuffle_root`, the shuffle master's `root` (and its grant) is that
+/// fixed path instead of the example's `${data_dir}/shuffle`.
+fn job_file(dir: &Path, case: &str, shuffle_root: Option<&Path>) -> PathBuf {
     let ws = workspace();
     let text = std::fs::read_to_string(ws.join(format!("examples/tpch/q{QUERY}.toml")))
         .expect("the example");
@@ -157,6 +163,20 @@ fn job_file(dir: &Path, case: &str) -> PathBuf {
             "format = \"csv\"\nheader = true\nschema",
             "format = \"parquet\"\nschema",
         );
+    let out = match shuffle_root {
+        Some(root) => {
+            assert_eq!(
+                out.matches("\"${data_dir}/shuffle\"").count(),
+                2,
+                "the shuffle master's root and grant:\n{out}"
+            );
+            out.replace(
+                "\"${data_dir}/shuffle\"",
+                &format!("\"{}\"", root.display()),
+            )
+        }
+        None => out,
+    };
     assert!(
         !out.contains("build/data")
             && !out.contains("dirs = [{ path = \"../")
@@ -343,18 +363,24 @@ fn skipped(summary: &RunSummary) -> BTreeMap<String, u64> {
         .collect()
 }
 
-#[test]
-fn tpch_objects_q3_from_a_bucket_to_a_bucket_on_3_namespaced_workers_survives_kills() {
-    let fx = Fixture(tempfile::tempdir().expect("tempdir"));
-    eprintln!("DIAG {}", fx.0.path().display());
-    std::mem::forget(tempfile::tempdir());
-    let mut cluster = Cluster::new(&fx);
+/// A coordinator of job `case` on data directory `data` SIGKILLed once 2
+/// stages have finished, then started again on `restart_on` (another data
+/// directory, as a standby on another machine would) or on `data`: it
+/// recovers from the object log, skips every task the log recorded
+/// finished and no other (with `reuse`; without, none, saying why), and
+/// publishes the exact answer.
+fn kill_and_restart(
+    cluster: &Cluster,
+    fx: &Fixture,
+    case: &str,
+    shuffle_root: Option<&Path>,
+    data: &str,
+    restart_on: Option<&str>,
+    reuse: bool,
+) {
     let server = &cluster.server;
-
-    // 1. The coordinator SIGKILLed once a stage has finished.
-    let case = "coordinator-kill";
-    let job = job_file(&fx.path("jobs"), case);
-    let mut first = cluster.coordinator(&job, &fx.path("coordinator-a"));
+    let job = job_file(&fx.path("jobs"), case, shuffle_root);
+    let mut first = cluster.coordinator(&job, &fx.path(data));
     let mut run = first.start();
     let polled = cluster.poll_log(case, &mut run, 2);
     let killed_after = match run.kill() {
@@ -386,32 +412,49 @@ fn tpch_objects_q3_from_a_bucket_to_a_bucket_on_3_namespaced_workers_survives_ki
             .map(|(v, s)| (v.clone(), s.len()))
             .collect::<Vec<_>>()
     );
-    // The coordinator started again on its data directory (the log is not
-    // there: the start reads it from the objects); the workers kept running
-    // and kept their partitions. (On another data directory the partitions
-    // are not found: see the module's comment.)
-    let end = first.run_to_end();
+    // The coordinator started again (the log is not on its data directory:
+    // the start reads it from the objects); the workers kept running and
+    // kept their partitions.
+    let end = match restart_on {
+        None => first.run_to_end(),
+        Some(other) => cluster.coordinator(&job, &fx.path(other)).run_to_end(),
+    };
     let summary = &end.summary;
     assert!(
         summary.recovered(),
         "{case}: recovered: {}",
         summary.brief()
     );
-    for (vertex, n) in skipped(summary) {
-        let recorded = done.get(&vertex).map_or(0, |s| s.len() as u64);
-        assert_eq!(
-            n, recorded,
-            "{case}: `{vertex}`: every task recorded finished is skipped, no other: {}",
-            summary.0
+    if reuse {
+        for (vertex, n) in skipped(summary) {
+            let recorded = done.get(&vertex).map_or(0, |s| s.len() as u64);
+            assert_eq!(
+                n, recorded,
+                "{case}: `{vertex}`: every task recorded finished is skipped, no other: {}",
+                summary.0
+            );
+        }
+        assert_eq!(summary.tasks_skipped(), done_tasks, "{}", summary.0);
+        assert!(
+            done_tasks > 0 && summary.tasks_run() < summary.tasks_total(),
+            "{case}: the rerun skipped work: {}",
+            summary.brief()
+        );
+    } else {
+        // The log's partition locations lie under the first coordinator's
+        // data directory, outside this one's shuffle grant: none is taken
+        // (said once on stderr), every finished producer runs again.
+        assert!(done_tasks > 0, "{case}: tasks had finished at the kill");
+        assert_eq!(summary.tasks_skipped(), 0, "{case}: {}", summary.0);
+        let other = restart_on.expect("another data directory");
+        let err = std::fs::read_to_string(fx.path(&format!("{other}.run1.err")))
+            .expect("the restart's stderr");
+        assert!(
+            err.contains("lie outside the shuffle master's writable grants"),
+            "{case}: the restart says why nothing is reused:\n{err}"
         );
     }
-    assert_eq!(summary.tasks_skipped(), done_tasks, "{}", summary.0);
-    assert!(
-        done_tasks > 0 && summary.tasks_run() < summary.tasks_total(),
-        "{case}: the rerun skipped work: {}",
-        summary.brief()
-    );
-    assert_answer(server, &fx, case);
+    assert_answer(server, fx, case);
     let log = read_log(server, &url).expect("the object log");
     assert_eq!(log.count("JobFinished"), 1, "{case}: one end of the job");
     assert_eq!(
@@ -419,7 +462,7 @@ fn tpch_objects_q3_from_a_bucket_to_a_bucket_on_3_namespaced_workers_survives_ki
         2,
         "{case}: two coordinator starts in the log"
     );
-    let local = fx.path("coordinator-a").join(JOB).join("log");
+    let local = fx.path(data).join(JOB).join("log");
     assert!(
         !local.exists(),
         "{case}: {} exists: the log went to a disk",
@@ -437,11 +480,57 @@ fn tpch_objects_q3_from_a_bucket_to_a_bucket_on_3_namespaced_workers_survives_ki
         left.is_empty(),
         "{case}: files left on the workers after the job: {left:?}"
     );
+}
+
+#[test]
+fn tpch_objects_q3_from_a_bucket_to_a_bucket_on_3_namespaced_workers_survives_kills() {
+    let fx = Fixture(tempfile::tempdir().expect("tempdir"));
+    eprintln!("DIAG {}", fx.0.path().display());
+    std::mem::forget(tempfile::tempdir());
+    let mut cluster = Cluster::new(&fx);
+
+    // 1. The coordinator SIGKILLed once a stage has finished, started
+    // again on its data directory.
+    kill_and_restart(
+        &cluster,
+        &fx,
+        "coordinator-kill",
+        None,
+        "coordinator-a",
+        None,
+        true,
+    );
+    // 1b. The same with the restart on another data directory, the
+    // shuffle master's root a fixed path (docs/object-storage.md, "High
+    // availability"): the partitions the workers hold are found there too.
+    // A writable grant outside the data directory must exist beforehand.
+    let root = fx.path("shuffle");
+    std::fs::create_dir_all(&root).expect("the shuffle root");
+    kill_and_restart(
+        &cluster,
+        &fx,
+        "coordinator-elsewhere",
+        Some(&root),
+        "coordinator-d",
+        Some("coordinator-e"),
+        true,
+    );
+    // 1c. The restart on another data directory with the example's
+    // `${data_dir}/shuffle`: correct, but nothing is reused, and it says so.
+    kill_and_restart(
+        &cluster,
+        &fx,
+        "coordinator-elsewhere-data-dir-root",
+        None,
+        "coordinator-f",
+        Some("coordinator-g"),
+        false,
+    );
 
     // 2. A worker SIGKILLed once a stage has finished: its partitions are
     // gone with it (no object shuffle yet), their producers run again.
     let case = "worker-kill";
-    let job = job_file(&fx.path("jobs"), case);
+    let job = job_file(&fx.path("jobs"), case, None);
     let mut ch = cluster.coordinator(&job, &fx.path("coordinator-c"));
     let mut run = ch.start();
     // Three stages: the customer and orders scans and their join, whose
