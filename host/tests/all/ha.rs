@@ -935,11 +935,6 @@ fn a_paused_leader_is_deposed_and_stops_without_writing_publishing_or_commanding
     );
 }
 
-/// The events of the log folder `log` (e.g. one set aside), as `coordhost
-/// log inspect LOG --json` prints them.
-///
-/// # Panics
-/// If the CLI fails or prints no JSON.
 #[cfg(feature = "failpoints")]
 /// The events of the run that ended with A's `JobFailed`: the job's log,
 /// or, once B and then C led (C sets the failed run's log aside as
@@ -960,7 +955,11 @@ fn failed_run_events(data: &Path) -> Vec<serde_json::Value> {
         if let Some(aside) = aside {
             return inspect_events(&aside);
         }
-        if let Some(log) = EventLog::read(data).filter(|l| l.count("JobFailed") > 0) {
+        // C may set the log aside while it is read (a segment gone
+        // mid-read): then the next look finds it aside.
+        if let Ok(Some(log)) = EventLog::try_read(data)
+            && log.count("JobFailed") > 0
+        {
             return log.events;
         }
         assert!(
@@ -972,6 +971,11 @@ fn failed_run_events(data: &Path) -> Vec<serde_json::Value> {
     }
 }
 
+/// The events of the log folder `log` (e.g. one set aside), as `coordhost
+/// log inspect LOG --json` prints them.
+///
+/// # Panics
+/// If the CLI fails or prints no JSON.
 fn inspect_events(log: &Path) -> Vec<serde_json::Value> {
     let out = crate::support::coordhost()
         .args(["log", "inspect"])
