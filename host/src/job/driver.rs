@@ -945,7 +945,7 @@ pub fn recover_into<E: AsRef<JobEvent>>(
         previous_worker_timeout: config.recovery.previous_worker_timeout,
         asked: 0,
         asking: std::time::Duration::ZERO,
-        warned_outside: false,
+        looked_outside: false,
     };
     let plan = crate::recovery::recover(&config.graph, events, &mut target)?;
     // For the scale bench (docs/recovery.md, "Figures"): the share of the
@@ -972,9 +972,10 @@ struct Restore<'a> {
     asked: usize,
     /// Time spent answering them, over every round.
     asking: std::time::Duration,
-    /// Whether partitions recorded outside the shuffle master's grants
-    /// were already warned about (once per recovery).
-    warned_outside: bool,
+    /// Whether the first round's partitions were looked at for places
+    /// outside the shuffle master's grants ([`Restore::warn_outside_grants`]:
+    /// once per recovery, not on every round).
+    looked_outside: bool,
 }
 
 impl PartitionOracle for Restore<'_> {
@@ -1114,14 +1115,17 @@ fn held_by_workers(
 }
 
 impl Restore<'_> {
-    /// With worker processes, warns once when partitions of `needed` were
-    /// recorded outside the shuffle master's writable grants: none of them
+    /// With worker processes, warns when partitions of the first round's
+    /// `needed` were recorded outside the shuffle master's writable grants
+    /// (looked at once per recovery: a coordinator on another data
+    /// directory finds every recorded place outside, in the first round
+    /// already): none of them
     /// can count as surviving ([`held_by_workers`] derives no worker place
     /// from a location outside the grants), so their producers run again. The
     /// usual cause is a coordinator on another data directory than the one
     /// that recorded them with a shuffle root under `${data_dir}`.
     fn warn_outside_grants(&mut self, needed: &[PartitionRef]) {
-        if self.warned_outside {
+        if std::mem::replace(&mut self.looked_outside, true) {
             return;
         }
         let grants = self.master.shuffle_master().grants();
@@ -1130,7 +1134,6 @@ impl Restore<'_> {
             .filter(|p| grants.writable_dir(&p.location).is_err())
             .collect();
         if let Some(first) = outside.first() {
-            self.warned_outside = true;
             tracing::warn!(
                 "{} recorded partition(s) lie outside the shuffle master's writable grants (the first at {}); they count as missing and their producers run again. A coordinator on another data directory than the one that recorded them finds no partition when the shuffle root is under ${{data_dir}}: give the shuffle master a root (and grant) at a fixed path, the same on every coordinator (docs/object-storage.md, \"High availability\")",
                 outside.len(),
