@@ -56,7 +56,7 @@ PLUGINS_RELEASE := $(PLUGINS_TARGET_DIR)/$(PLUGIN_TARGET)/release
 # other) into local-shuffle-0.1.0.wasm; static-enumerator against the frozen
 # WIT 0.1.1 (feature wit-0-1-1) into static-enumerator-0.1.1.wasm.
 PLUGIN_NAMES := file-enumerator static-enumerator faulty-enumerator \
-	local-shuffle memory-shuffle hostile-shuffle wrong-world not-a-plugin \
+	local-shuffle object-shuffle memory-shuffle hostile-shuffle wrong-world not-a-plugin \
 	tax-function faulty-function \
 	fixed-width-reader faulty-reader
 

@@ -199,6 +199,28 @@ impl Grants {
         &self.inner.stores
     }
 
+    /// The object storage prefix `location` names (an `s3://` URL, as a
+    /// shuffle master places a partition there), if it lies inside one of
+    /// the plugin's **writable** store grants: where the host writes,
+    /// reads and deletes that partition's objects.
+    ///
+    /// # Errors
+    /// [`GrantError::Store`] naming the plugin, the URL and its grants when
+    /// it is not a plain URL, lies outside every grant or only inside a
+    /// read-only one.
+    pub fn writable_object(
+        &self,
+        location: &Path,
+    ) -> Result<crate::objstore::ObjectUrl, GrantError> {
+        let text = location.to_string_lossy();
+        crate::objstore::check_granted(self.plugin(), &self.inner.stores, &text, true, false)
+            .map_err(|refusal| GrantError::Store {
+                plugin: self.plugin().to_string(),
+                path: location.to_path_buf(),
+                reason: refusal.to_string(),
+            })
+    }
+
     /// The object an `s3://` `path` names, if it lies inside one of the
     /// plugin's store grants (`Ok(None)` for a path that is not a URL).
     fn locate_object(&self, path: &Path) -> Result<Option<crate::objstore::ObjectUrl>, GrantError> {

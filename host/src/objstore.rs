@@ -421,6 +421,76 @@ where
     }
 }
 
+/// Files above this size are uploaded in parts (a multipart upload of
+/// 8 MiB parts): sink parts and result partitions.
+pub const MULTIPART_ABOVE: u64 = 8 << 20;
+
+/// Why an upload failed.
+pub(crate) enum Upload {
+    /// The staging file could not be read.
+    Read(io::Error),
+    /// The store refused or failed.
+    Store(object_store::Error),
+}
+
+/// Uploads `file` (`size` bytes) as `path`: one PUT up to
+/// [`MULTIPART_ABOVE`], a multipart upload of 8 MiB parts above (aborted
+/// when it fails, so no unfinished upload is left).
+pub(crate) async fn upload(
+    store: Arc<dyn object_store::ObjectStore>,
+    path: object_store::path::Path,
+    file: std::path::PathBuf,
+    size: u64,
+) -> Result<(), Upload> {
+    use object_store::ObjectStoreExt as _;
+    if size <= MULTIPART_ABOVE {
+        let body = std::fs::read(&file).map_err(Upload::Read)?;
+        store
+            .put(&path, bytes::Bytes::from(body).into())
+            .await
+            .map_err(Upload::Store)?;
+        return Ok(());
+    }
+    const PART: usize = 8 << 20;
+    let mut f = std::fs::File::open(&file).map_err(Upload::Read)?;
+    let started = store.put_multipart(&path).await.map_err(Upload::Store)?;
+    let mut writer = object_store::WriteMultipart::new_with_chunk_size(started, PART);
+    let mut buf = vec![0_u8; PART];
+    loop {
+        let n = match read_full(&mut f, &mut buf) {
+            Ok(n) => n,
+            Err(e) => {
+                let _ignored = writer.abort().await;
+                return Err(Upload::Read(e));
+            }
+        };
+        if n == 0 {
+            break;
+        }
+        if let Err(e) = writer.wait_for_capacity(2).await {
+            let _ignored = writer.abort().await;
+            return Err(Upload::Store(e));
+        }
+        writer.write(&buf[..n]);
+    }
+    writer.finish().await.map_err(Upload::Store)?;
+    Ok(())
+}
+
+/// Reads until `buf` is full or the file ends; the bytes read.
+fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match f.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
 /// What an object store error means, in words for the one line. Status
 /// codes are matched with the words around them (`status code: 403`),
 /// never as bare digits: a port or a key may hold any digits. Shared by

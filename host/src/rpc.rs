@@ -30,8 +30,11 @@ tonic::include_proto!("coordhost.worker.v1");
 /// `UNIMPLEMENTED`, which the coordinator takes as no goodbye (that worker
 /// warns that it lost the coordinator, as before). Revision 4 (issue 30):
 /// a source task carries its enumerator's store grants, read-only
-/// (`RemoteVertex::source` is a `RemoteSource`).
-pub const PROTOCOL_VERSION: u32 = 4;
+/// (`RemoteVertex::source` is a `RemoteSource`). Revision 5 (issue 30,
+/// `object-shuffle`): an input or output partition may be on object storage
+/// (`object_url` of `InputPartition` and `OutputPartition`), read and
+/// written there by the worker itself.
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// Largest message either side accepts, bytes (a task with its inputs on
 /// an all-to-all edge of many producers; a chunk is at most [`CHUNK_BYTES`]).

@@ -1000,6 +1000,41 @@ impl Restore<'_> {
         let Some(cluster) = self.master.external_cluster() else {
             return self.oracle.ask(self.master.shuffle_master(), needed);
         };
+        // Partitions in object storage (docs/object-storage.md, "Result
+        // partitions on objects") are held by no worker: the shuffle master
+        // answers for them from the store, as in embedded mode, and the
+        // consumer's reader checks producer and sizes against the log's
+        // record before a byte is used. Looked at without a copy first:
+        // recoveries of local partitions at scale have none.
+        if needed
+            .iter()
+            .any(|p| crate::shuffle::is_object_location(&p.location))
+        {
+            let (objects, local): (Vec<PartitionRef>, Vec<PartitionRef>) = needed
+                .iter()
+                .cloned()
+                .partition(|p| crate::shuffle::is_object_location(&p.location));
+            let mut found = self.oracle.ask(self.master.shuffle_master(), &objects)?;
+            tracing::info!(
+                found = found.len(),
+                needed = objects.len(),
+                "partitions in object storage, as the shuffle master answered"
+            );
+            if !local.is_empty() {
+                found.extend(self.answer_from_workers(&cluster, &local)?);
+            }
+            return Ok(found);
+        }
+        self.answer_from_workers(&cluster, needed)
+    }
+
+    /// [`Restore::answer`] with worker processes, for partitions on the
+    /// workers' disks: what a live worker holds as the log recorded.
+    fn answer_from_workers(
+        &mut self,
+        cluster: &std::sync::Arc<crate::remote::Cluster>,
+        needed: &[PartitionRef],
+    ) -> Result<BTreeSet<PartitionRef>, crate::plugin::PluginError> {
         self.warn_outside_grants(needed);
         let shuffle = self.master.shuffle_master();
         let grants = shuffle.grants().clone();
@@ -1007,7 +1042,7 @@ impl Restore<'_> {
             // A shuffle master of WIT 0.1.0 cannot see the workers: the host
             // answers from their reports itself (docs/workers.md).
             return Ok(reported_by_workers(
-                &cluster,
+                cluster,
                 &grants,
                 needed,
                 self.previous_worker_timeout,
@@ -1019,7 +1054,7 @@ impl Restore<'_> {
         // holds as the log recorded. The plugin's word alone never sends a
         // consumer to a worker.
         let answered: Vec<PartitionRef> = self.oracle.ask(shuffle, needed)?.into_iter().collect();
-        let (held, holders) = held_by_workers(&cluster, &grants, &answered);
+        let (held, holders) = held_by_workers(cluster, &grants, &answered);
         let unheld: Vec<&PartitionRef> = answered.iter().filter(|p| !held.contains(*p)).collect();
         if let Some(first) = unheld.first() {
             tracing::warn!(
@@ -1131,7 +1166,10 @@ impl Restore<'_> {
         let grants = self.master.shuffle_master().grants();
         let outside: Vec<&PartitionRef> = needed
             .iter()
-            .filter(|p| grants.writable_dir(&p.location).is_err())
+            .filter(|p| {
+                !crate::shuffle::is_object_location(&p.location)
+                    && grants.writable_dir(&p.location).is_err()
+            })
             .collect();
         if let Some(first) = outside.first() {
             tracing::warn!(

@@ -70,7 +70,7 @@ pub use output::{MAX_MESSAGE_BYTES, one_line};
 pub use reader::{
     INVALID_SPLIT_PREFIX, MAX_BATCH_BYTES, MAX_SPLIT_BATCHES, MAX_SPLIT_BYTES, SourceReader,
 };
-pub use shuffle::{JobShuffleContext, ShuffleMaster};
+pub use shuffle::{JobShuffleContext, PartitionPlace, ShuffleMaster};
 
 use bindings::enumerator::{SplitEnumeratorPlugin, SplitEnumeratorPluginPre};
 use bindings::function::ScalarFunctionPluginPre;

@@ -30,6 +30,16 @@ pub trait JobShuffleContext: Send + Sync {
     fn reported_partitions(&self, job_id: &str) -> Option<Vec<ReportedPartition>>;
 }
 
+/// Where a partition the shuffle master placed lives, checked against its
+/// grants ([`ShuffleMaster::partition_place`]).
+#[derive(Debug, Clone)]
+pub enum PartitionPlace {
+    /// A directory inside one of its writable grants.
+    Dir(PluginDir),
+    /// A prefix of object storage inside one of its writable store grants.
+    Object(crate::objstore::ObjectUrl),
+}
+
 /// One live shuffle master. Every method is one call into the plugin under
 /// its deadline and memory cap.
 pub struct ShuffleMaster {
@@ -60,7 +70,8 @@ impl ShuffleMaster {
         instance::expect_kind(&plugin, PluginKind::ShuffleMaster)?;
         tracing::debug!(plugin = plugin.name(), call = "create", "host -> plugin");
         let live = instantiate(&plugin, None)?;
-        let grants = Grants::new(plugin.name(), &plugin.spec().dirs);
+        let grants =
+            Grants::new(plugin.name(), &plugin.spec().dirs).with_stores(&plugin.spec().stores);
         Ok(Self {
             plugin,
             live: Some(live),
@@ -159,8 +170,33 @@ impl ShuffleMaster {
                 partition.num_subpartitions
             )));
         }
-        self.partition_dir(CALL, &d.location)?;
+        self.partition_place(CALL, &d.location)?;
         Ok(d)
+    }
+
+    /// Where a partition at `location` (as a descriptor names it) lives:
+    /// a directory inside one of the plugin's writable grants, or (an
+    /// `s3://` location, `object-shuffle`) a prefix of object storage
+    /// inside one of its writable store grants.
+    ///
+    /// # Errors
+    /// [`PluginError::Protocol`] naming `call` when it lies inside neither.
+    pub fn partition_place(
+        &self,
+        call: &'static str,
+        location: &str,
+    ) -> Result<PartitionPlace, PluginError> {
+        if !crate::objstore::is_object_url(location) {
+            return self.partition_dir(call, location).map(PartitionPlace::Dir);
+        }
+        self.grants
+            .writable_object(Path::new(location))
+            .map(PartitionPlace::Object)
+            .map_err(|e| PluginError::Protocol {
+                plugin: self.plugin.name().to_string(),
+                call,
+                reason: format!("returned location {}", e.detail()),
+            })
     }
 
     /// The directory of a partition at `location` (as a descriptor names

@@ -680,6 +680,11 @@ impl Cluster {
                         data_set: i.expected.producer.data_set.clone(),
                         producer_vertex_id: i.expected.producer.job_vertex.clone(),
                         bytes_per_subpartition: i.expected.bytes.clone().unwrap_or_default(),
+                        object_url: i
+                            .object
+                            .as_ref()
+                            .map(ToString::to_string)
+                            .unwrap_or_default(),
                     }
                 })
                 .collect();
@@ -705,6 +710,11 @@ impl Cluster {
                     location: o.location.to_string_lossy().into_owned(),
                     num_subpartitions: o.num_subpartitions,
                     data_set: o.data_set.clone(),
+                    object_url: o
+                        .object
+                        .as_ref()
+                        .map(ToString::to_string)
+                        .unwrap_or_default(),
                 })
                 .collect(),
             record_delay_us: task.record_delay.as_micros() as u64,

@@ -267,8 +267,12 @@ pub fn is_sha256_hex(sha256: &str) -> bool {
 pub struct RemoteInput {
     /// The producer attempt.
     pub producer: AttemptId,
-    /// The partition's path below its holder's partition root.
+    /// The partition's path below its holder's partition root (empty for
+    /// one on object storage).
     pub location: PathBuf,
+    /// The partition's place on object storage, read there by the worker
+    /// (protocol revision 5); `None` for one a worker holds.
+    pub object: Option<crate::objstore::ObjectUrl>,
     /// Subpartitions read.
     pub subpartitions: Range<u32>,
     /// What the partition must be (its producer, the bytes reported).
@@ -281,8 +285,13 @@ pub struct RemoteOutput {
     /// Edge index.
     pub edge: usize,
     /// The partition's path below the worker's partition root (the shuffle
-    /// master's location, relative to its grant).
+    /// master's location, relative to its grant; empty for one on object
+    /// storage).
     pub location: PathBuf,
+    /// Where the worker uploads the partition on object storage (protocol
+    /// revision 5), staging it below its own root first; `None` for one it
+    /// keeps on its disk.
+    pub object: Option<crate::objstore::ObjectUrl>,
     /// Number of subpartitions.
     pub num_subpartitions: u32,
     /// The intermediate data set, as the partition's index names it.

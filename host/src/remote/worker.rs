@@ -46,8 +46,8 @@ use crate::grant::{DirGrant, Grants};
 use crate::graph::AttemptId;
 use crate::rpc::{self, coordinator_client::CoordinatorClient, worker_server};
 use crate::runtime::{
-    InputPartition, PartitionFetch, SplitSource, TaskError, TaskInput, TaskOutput, TaskReport,
-    TaskSpec, WorkerPool, run_task, sink,
+    InputPartition, OutputPlace, PartitionFetch, SplitSource, TaskError, TaskInput, TaskOutput,
+    TaskReport, TaskSpec, WorkerPool, run_task, sink,
 };
 use crate::shuffle::{ExpectedPartition, PartitionProducer, ShuffleError, SubpartitionReader};
 use crate::value::SplitData;
@@ -149,6 +149,9 @@ struct State {
     waiting_note: Mutex<String>,
     partitions: PathBuf,
     sinks: PathBuf,
+    /// Where partitions bound for object storage are staged before their
+    /// upload (`<data dir>/shuffle-staging`).
+    staging: PathBuf,
     /// The one writable grant of this worker: its partition root.
     grants: Grants,
     handle: Handle,
@@ -327,7 +330,8 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
         .map_err(io("the async runtime".into()))?;
     let partitions = opts.data_dir.join("partitions");
     let sinks = opts.data_dir.join("sink");
-    for d in [&partitions, &sinks] {
+    let staging = opts.data_dir.join("shuffle-staging");
+    for d in [&partitions, &sinks, &staging] {
         // A new worker process holds nothing: what an earlier one left in
         // its data directory is nobody's (no coordinator can claim files
         // this process never reported).
@@ -397,6 +401,7 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
         ),
         partitions,
         sinks,
+        staging,
         handle: rt.handle().clone(),
         pool,
         session: Mutex::new(None),
@@ -1299,10 +1304,28 @@ fn task_spec(
             .find(|r| r.0 == o.edge as usize)
             .map(|r| (r.1, r.2.clone()))
             .ok_or_else(|| Status::invalid_argument(format!("edge {} has no route", o.edge)))?;
-        let location = state
-            .grants
-            .writable_dir(&state.partition_path(&plain(&o.location)?))
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let location = if o.object_url.is_empty() {
+            OutputPlace::Dir(
+                state
+                    .grants
+                    .writable_dir(&state.partition_path(&plain(&o.location)?))
+                    .map_err(|e| Status::invalid_argument(e.to_string()))?,
+            )
+        } else {
+            // Uploaded with this worker's own credentials; staged below its
+            // own root, one folder per attempt and edge.
+            OutputPlace::Object {
+                url: object_url(&o.object_url)?,
+                staging: state
+                    .staging
+                    .join(plain(&req.job)?)
+                    .join(plain(&req.vertex_id)?)
+                    .join(format!(
+                        "{}-{}-{}",
+                        attempt.subtask, attempt.attempt, o.edge
+                    )),
+            }
+        };
         outputs.push(TaskOutput {
             edge: o.edge as usize,
             location,
@@ -1338,7 +1361,6 @@ fn task_spec(
     } else {
         let mut inputs = Vec::new();
         for i in &req.inputs {
-            let location = plain(&i.location)?;
             let producer = from_wire(i.producer.as_ref());
             let subpartitions = i.first_subpartition..i.end_subpartition.max(i.first_subpartition);
             let expected = ExpectedPartition {
@@ -1352,19 +1374,32 @@ fn task_spec(
                 bytes: (!i.bytes_per_subpartition.is_empty())
                     .then(|| i.bytes_per_subpartition.clone()),
             };
-            if i.address == state.address {
+            if !i.object_url.is_empty() {
+                // On object storage: read there, whoever wrote it.
+                let url = object_url(&i.object_url)?;
                 inputs.push(InputPartition {
                     producer,
-                    location: state.partition_path(&location),
+                    location: PathBuf::from(url.to_string()),
                     grants: state.grants.clone(),
                     subpartitions,
                     expected,
                     remote: None,
+                    object: Some(url),
+                });
+            } else if i.address == state.address {
+                inputs.push(InputPartition {
+                    producer,
+                    location: state.partition_path(&plain(&i.location)?),
+                    grants: state.grants.clone(),
+                    subpartitions,
+                    expected,
+                    remote: None,
+                    object: None,
                 });
             } else {
                 inputs.push(InputPartition {
                     producer,
-                    location,
+                    location: plain(&i.location)?,
                     grants: state.grants.clone(),
                     subpartitions,
                     expected,
@@ -1375,6 +1410,7 @@ fn task_spec(
                         consumer: attempt,
                         grant: i.grant.clone(),
                     })),
+                    object: None,
                 });
             }
         }
@@ -1415,6 +1451,14 @@ fn task_spec(
         cancel: Arc::new(AtomicBool::new(false)),
     };
     Ok((spec, vertex.readers))
+}
+
+/// A partition's place on object storage as a coordinator sent it: a plain
+/// `s3://BUCKET/PREFIX` (the coordinator checked it against the shuffle
+/// master's writable store grants; the worker checks it is plain).
+fn object_url(text: &str) -> Result<crate::objstore::ObjectUrl, Status> {
+    crate::objstore::ObjectUrl::parse(text, false)
+        .map_err(|e| Status::invalid_argument(format!("partition place: {e}")))
 }
 
 /// The components of the job's scalar functions and source readers, fetched from the

@@ -41,9 +41,10 @@ pub use source::{MAX_LINE_BYTES, VecSplitSource};
 
 use crate::grant::{Grants, PluginDir};
 use crate::graph::{AttemptId, DistributionPattern, Operator, SinkSpec, SubpartitionBytes};
+use crate::objstore::ObjectUrl;
 use crate::shuffle::{
-    ExpectedPartition, PartitionProducer, PartitionWriter, ShuffleError, SubpartitionReader,
-    route_batch,
+    ExpectedPartition, ObjectPartitionWriter, PartitionProducer, PartitionWriter, ShuffleError,
+    SubpartitionReader, route_batch,
 };
 
 /// Why a task failed.
@@ -232,6 +233,11 @@ pub struct InputPartition {
     /// Set when another worker process holds the partition: `location` is
     /// then relative to that worker's partition root and read through this.
     pub remote: Option<Arc<dyn PartitionFetch>>,
+    /// Set when the partition is on object storage (`object-shuffle`):
+    /// read from there with this process's credentials, whoever wrote it;
+    /// checked against the shuffle master's writable store grants by the
+    /// coordinator before it is set.
+    pub object: Option<ObjectUrl>,
 }
 
 impl std::fmt::Debug for InputPartition {
@@ -241,6 +247,7 @@ impl std::fmt::Debug for InputPartition {
             .field("location", &self.location)
             .field("subpartitions", &self.subpartitions)
             .field("remote", &self.remote.is_some())
+            .field("object", &self.object)
             .finish_non_exhaustive()
     }
 }
@@ -253,14 +260,31 @@ pub enum TaskInput {
     Partitions(Vec<InputPartition>),
 }
 
+/// Where a task writes one result partition.
+#[derive(Debug, Clone)]
+pub enum OutputPlace {
+    /// The directory of the shuffle descriptor, checked against the
+    /// shuffle master's writable grants.
+    Dir(PluginDir),
+    /// A prefix of object storage (the descriptor's `s3://` location,
+    /// checked against the shuffle master's writable store grants): the
+    /// partition is staged in the local folder `staging` (one the host
+    /// chose) and uploaded as `<url>/data` and `<url>/index`.
+    Object {
+        /// Where the objects go.
+        url: ObjectUrl,
+        /// The local staging folder, removed when the task ends.
+        staging: PathBuf,
+    },
+}
+
 /// One result partition a task writes.
 #[derive(Debug, Clone)]
 pub struct TaskOutput {
     /// Edge index.
     pub edge: usize,
-    /// Directory from the shuffle descriptor, checked against the shuffle
-    /// master's writable grants.
-    pub location: PluginDir,
+    /// Where the partition goes.
+    pub location: OutputPlace,
     /// Number of subpartitions.
     pub num_subpartitions: u32,
     /// The attempt writing it, as its index names it.
@@ -465,6 +489,19 @@ fn classify(p: &InputPartition, e: ShuffleError) -> TaskError {
 /// Opens the subpartitions input partition `p` reads (through the holder
 /// for a remote one, inside the shuffle master's grants for a local one).
 fn open_input(p: &InputPartition) -> Result<SubpartitionReader, TaskError> {
+    if let Some(url) = &p.object {
+        return SubpartitionReader::open_object(url, p.subpartitions.clone(), &p.expected)
+            .map_err(|e| classify(p, e));
+    }
+    if crate::shuffle::is_object_location(&p.location) {
+        // Recorded on object storage but outside the shuffle master's
+        // writable store grants: never read, the producer runs again.
+        return Err(TaskError::PartitionNotFound {
+            producer: p.producer,
+            location: p.location.clone(),
+            reason: "it lies outside the shuffle master's writable store grants".into(),
+        });
+    }
     match &p.remote {
         Some(fetch) => fetch
             .open(&p.location, p.subpartitions.clone(), &p.expected)
@@ -484,18 +521,47 @@ fn open_input(p: &InputPartition) -> Result<SubpartitionReader, TaskError> {
 /// goes whole to subpartition 0 on a `forward` edge, split by the key hash
 /// of its rows on a `hash` edge ([`crate::shuffle::route_batch`]).
 struct PartitionOutputs {
-    writers: Vec<(TaskOutput, PartitionWriter)>,
+    writers: Vec<(TaskOutput, OutputWriter)>,
     rows: u64,
+}
+
+/// The writer of one result partition: on disk, or staged and uploaded to
+/// object storage.
+enum OutputWriter {
+    Dir(PartitionWriter),
+    Object(ObjectPartitionWriter),
+}
+
+impl OutputWriter {
+    fn write_batch(&mut self, sub: u32, batch: &RecordBatch) -> Result<(), ShuffleError> {
+        match self {
+            Self::Dir(w) => w.write_batch(sub, batch),
+            Self::Object(w) => w.write_batch(sub, batch),
+        }
+    }
+
+    fn finish(self) -> Result<Vec<u64>, ShuffleError> {
+        match self {
+            Self::Dir(w) => w.finish(),
+            Self::Object(w) => w.finish(),
+        }
+    }
 }
 
 impl PartitionOutputs {
     fn create(outputs: &[TaskOutput]) -> Result<Self, TaskError> {
         let mut writers = Vec::new();
         for o in outputs {
-            writers.push((
-                o.clone(),
-                PartitionWriter::create_in(&o.location, o.num_subpartitions, o.producer.clone())?,
-            ));
+            let (n, producer) = (o.num_subpartitions, o.producer.clone());
+            let writer = match &o.location {
+                OutputPlace::Dir(dir) => {
+                    OutputWriter::Dir(PartitionWriter::create_in(dir, n, producer)?)
+                }
+                OutputPlace::Object { url, staging } => OutputWriter::Object(
+                    ObjectPartitionWriter::create(url.clone(), staging, n, producer)?,
+                ),
+            };
+            writers.push((o.clone(), writer));
         }
         Ok(Self { writers, rows: 0 })
     }

@@ -23,9 +23,8 @@
 //! (docs/object-storage.md, "Sink output").
 
 use std::fs::{self, File};
-use std::io::{BufWriter, Read as _, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use super::TaskError;
 use arrow_array::cast::AsArray;
@@ -33,7 +32,9 @@ use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
 
 use crate::graph::{SinkFormat, SinkSpec};
-use crate::objstore::{DEFAULT_WRITE_RETRY, ObjectUrl, classify, endpoint, error_line, retrying};
+use crate::objstore::{
+    DEFAULT_WRITE_RETRY, ObjectUrl, Upload, classify, endpoint, error_line, retrying, upload,
+};
 use crate::shuffle::sync_dir;
 use crate::value::write_cell_text;
 
@@ -156,8 +157,7 @@ pub fn published_names(spec: &SinkSpec) -> Result<Vec<String>, String> {
     Ok(names)
 }
 
-/// Parts above this size are uploaded in parts (a multipart upload).
-pub const MULTIPART_ABOVE: u64 = 8 << 20;
+pub use crate::objstore::MULTIPART_ABOVE;
 
 /// `object store ENDPOINT (sink URL): WHAT`.
 fn store_line(url: &ObjectUrl, what: &str) -> String {
@@ -314,72 +314,6 @@ fn publish_object(url: &ObjectUrl, staging: &Path, name: &str) -> Result<(), Tas
         path: staging.to_path_buf(),
         source,
     })
-}
-
-/// Why an upload failed.
-enum Upload {
-    /// The staging file could not be read.
-    Read(std::io::Error),
-    /// The store refused or failed.
-    Store(object_store::Error),
-}
-
-/// Uploads `file` (`size` bytes) as `path`: one PUT up to
-/// [`MULTIPART_ABOVE`], a multipart upload of 8 MiB parts above (aborted
-/// when it fails, so no unfinished upload is left).
-async fn upload(
-    store: Arc<dyn object_store::ObjectStore>,
-    path: object_store::path::Path,
-    file: PathBuf,
-    size: u64,
-) -> Result<(), Upload> {
-    use object_store::ObjectStoreExt as _;
-    if size <= MULTIPART_ABOVE {
-        let body = fs::read(&file).map_err(Upload::Read)?;
-        store
-            .put(&path, bytes::Bytes::from(body).into())
-            .await
-            .map_err(Upload::Store)?;
-        return Ok(());
-    }
-    const PART: usize = 8 << 20;
-    let mut f = File::open(&file).map_err(Upload::Read)?;
-    let started = store.put_multipart(&path).await.map_err(Upload::Store)?;
-    let mut writer = object_store::WriteMultipart::new_with_chunk_size(started, PART);
-    let mut buf = vec![0_u8; PART];
-    loop {
-        let n = match read_full(&mut f, &mut buf) {
-            Ok(n) => n,
-            Err(e) => {
-                let _ignored = writer.abort().await;
-                return Err(Upload::Read(e));
-            }
-        };
-        if n == 0 {
-            break;
-        }
-        if let Err(e) = writer.wait_for_capacity(2).await {
-            let _ignored = writer.abort().await;
-            return Err(Upload::Store(e));
-        }
-        writer.write(&buf[..n]);
-    }
-    writer.finish().await.map_err(Upload::Store)?;
-    Ok(())
-}
-
-/// Reads until `buf` is full or the file ends; the bytes read.
-fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match f.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TaskError + '_ {

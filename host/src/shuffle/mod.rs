@@ -18,8 +18,15 @@
 //! bound to an [`ExpectedPartition`]); a damaged one is
 //! [`ShuffleError::Corrupt`], and the scheduler re-runs its producer either
 //! way (docs/recovery.md, "Damaged partitions").
+//!
+//! A shuffle master may also place a partition on object storage
+//! (`s3://BUCKET/PREFIX`, inside its writable store grant): the same two
+//! files as objects, staged locally and uploaded by an
+//! [`ObjectPartitionWriter`], read by [`SubpartitionReader::open_object`]
+//! (`objects`; docs/object-storage.md, "Result partitions on objects").
 
 pub mod format;
+mod objects;
 mod reader;
 mod route;
 mod writer;
@@ -30,6 +37,9 @@ use std::path::{Path, PathBuf};
 use crate::grant::GrantError;
 
 pub use format::{DATA_FILE, INDEX_FILE, PartitionProducer};
+pub use objects::{
+    ObjectPartitionWriter, delete_object_partition, is_object_location, object_location,
+};
 pub use reader::{ExpectedPartition, RawRanges, SubpartitionReader};
 pub use route::{key_hash, route_batch};
 pub use writer::PartitionWriter;

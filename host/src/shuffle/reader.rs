@@ -19,6 +19,7 @@ use super::format::{
 };
 use super::{IO_BUFFER, ShuffleError, grant_error};
 use crate::grant::{self, PluginDir};
+use crate::objstore::{ObjectFile, ObjectUrl};
 
 /// What a consumer expects of one input partition: who wrote it and, when
 /// known, how many bytes each subpartition it reads holds.
@@ -68,11 +69,59 @@ struct SpanCheck {
     headers_crc: u32,
 }
 
-/// Where the blocks come from: the partition's `data` file, or a stream of
-/// the blocks of the subpartitions read (another worker's answer, in order).
+/// Where the blocks come from: the partition's `data` file, its `data`
+/// object, or a stream of the blocks of the subpartitions read (another
+/// worker's answer, in order).
 enum Data {
     File(BufReader<File>),
+    Object(ObjectData),
     Stream(Box<dyn Read + Send>),
+}
+
+/// The `data` object of a partition on object storage, read by ranged GETs
+/// of the spans being read (never past the end of the span, so a consumer
+/// of one small subpartition fetches only its bytes), at most
+/// [`OBJECT_READ_BYTES`] at a time.
+struct ObjectData {
+    file: ObjectFile,
+    /// Where the next read starts.
+    pos: u64,
+    /// The bytes fetched last and where they start.
+    buf: bytes::Bytes,
+    buf_at: u64,
+}
+
+/// Largest ranged GET of a consumer reading a `data` object, bytes.
+const OBJECT_READ_BYTES: u64 = 8 << 20;
+
+/// Largest `index` object a consumer reads, bytes (an index of 64 MiB
+/// holds two million entries).
+const MAX_INDEX_OBJECT_BYTES: u64 = 64 << 20;
+
+impl ObjectData {
+    /// Fills `out` from the object at the read position, fetching up to
+    /// `limit` (the end of the span being read) when the bytes are not
+    /// fetched yet. An object that ends first is `UnexpectedEof`.
+    fn read_exact(&mut self, out: &mut [u8], limit: u64) -> std::io::Result<()> {
+        let want = out.len() as u64;
+        let end = self.pos + want;
+        let have_end = self.buf_at + self.buf.len() as u64;
+        if self.pos < self.buf_at || end > have_end {
+            let upto = limit.min(self.pos + OBJECT_READ_BYTES).max(end);
+            self.buf = self.file.fetch(self.pos, upto)?;
+            self.buf_at = self.pos;
+        }
+        let from = usize::try_from(self.pos - self.buf_at).unwrap_or(usize::MAX);
+        let Some(bytes) = self.buf.get(from..from + out.len()) else {
+            return Err(std::io::Error::new(
+                ErrorKind::UnexpectedEof,
+                "the data object ends inside a block",
+            ));
+        };
+        out.copy_from_slice(bytes);
+        self.pos = end;
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for SubpartitionReader {
@@ -355,6 +404,104 @@ impl SubpartitionReader {
         })
     }
 
+    /// Opens subpartitions `subs` of the partition on object storage at
+    /// `url` (the objects `<url>/index` and `<url>/data`, written by a
+    /// producer as [`super::ObjectPartitionWriter`] does), bound to
+    /// `expected` as [`SubpartitionReader::open_expected_in`] binds a
+    /// partition on disk: the whole index is fetched and checked, `data`'s
+    /// size must be the one the index records, and the blocks are fetched
+    /// span by span as they are read, each checked as on disk. Also what
+    /// recovery checks a recorded partition with (opened, never read).
+    ///
+    /// # Errors
+    ///
+    /// [`ShuffleError::PartitionNotFound`] if either object does not exist
+    /// or the partition is not the one `expected` names;
+    /// [`ShuffleError::Corrupt`] for an index that does not parse or counts
+    /// too few subpartitions, or a `data` object of another size;
+    /// [`ShuffleError::Io`] naming the object when the store fails.
+    pub fn open_object(
+        url: &ObjectUrl,
+        subs: Range<u32>,
+        expected: &ExpectedPartition,
+    ) -> Result<Self, ShuffleError> {
+        let location = PathBuf::from(url.to_string());
+        let open = |name: &str| {
+            let object = super::objects::child(url, name);
+            let path = PathBuf::from(object.to_string());
+            match ObjectFile::open(&object) {
+                Ok(f) => Ok((f, path)),
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    Err(not_found(&location, format!("it has no `{name}` object")))
+                }
+                Err(source) => Err(ShuffleError::Io { path, source }),
+            }
+        };
+        let corrupt =
+            |path: &PathBuf, (offset, reason): (u64, &'static str)| ShuffleError::Corrupt {
+                path: path.clone(),
+                offset,
+                reason,
+            };
+        let (index_file, index_path) = open(INDEX_FILE)?;
+        if index_file.size() > MAX_INDEX_OBJECT_BYTES {
+            return Err(corrupt(
+                &index_path,
+                (
+                    MAX_INDEX_OBJECT_BYTES,
+                    "the index object is larger than any index",
+                ),
+            ));
+        }
+        let bytes = index_file
+            .fetch(0, index_file.size())
+            .map_err(|source| ShuffleError::Io {
+                path: index_path.clone(),
+                source,
+            })?;
+        if bytes.len() as u64 != index_file.size() {
+            return Err(corrupt(
+                &index_path,
+                (
+                    bytes.len() as u64,
+                    "the index object is shorter than its size",
+                ),
+            ));
+        }
+        let index = Index::parse(&bytes).map_err(|bad| corrupt(&index_path, bad))?;
+        if subs.end > index.num_subpartitions {
+            return Err(corrupt(
+                &index_path,
+                (
+                    12,
+                    "the index counts fewer subpartitions than the consumer reads",
+                ),
+            ));
+        }
+        bind(&location, &index, &subs, expected)?;
+        let (data, data_path) = open(DATA_FILE)?;
+        if data.size() != index.data_len {
+            return Err(corrupt(
+                &data_path,
+                (
+                    data.size().min(index.data_len),
+                    "the data object's size differs from the index's",
+                ),
+            ));
+        }
+        Ok(Self::new(
+            location,
+            data_path,
+            Data::Object(ObjectData {
+                file: data,
+                pos: 0,
+                buf: bytes::Bytes::new(),
+                buf_at: 0,
+            }),
+            spans(&index, subs),
+        ))
+    }
+
     fn open_files(location: &PluginDir, subs: &Range<u32>) -> Result<Opened, ShuffleError> {
         let here = location.path();
         let dir = match location.open() {
@@ -450,9 +597,13 @@ impl SubpartitionReader {
                 return Ok(None);
             };
             // A stream holds the ranges back to back and is read in order.
-            if let Data::File(f) = &mut self.data {
-                f.seek(SeekFrom::Start(span.offset))
-                    .map_err(|s| self.io(s))?;
+            match &mut self.data {
+                Data::File(f) => {
+                    f.seek(SeekFrom::Start(span.offset))
+                        .map_err(|s| self.io(s))?;
+                }
+                Data::Object(o) => o.pos = span.offset,
+                Data::Stream(_) => {}
             }
             self.at = span.offset;
             self.start = span.offset;
@@ -524,6 +675,7 @@ impl SubpartitionReader {
     fn read_exact(&mut self, block: u64, buf: &mut [u8]) -> Result<(), ShuffleError> {
         let read = match &mut self.data {
             Data::File(f) => f.read_exact(buf),
+            Data::Object(o) => o.read_exact(buf, self.end),
             Data::Stream(r) => r.read_exact(buf),
         };
         match read {

@@ -104,6 +104,7 @@ mod sandbox_special_files;
 #[cfg(feature = "failpoints")]
 mod shuffle_binding;
 mod shuffle_golden;
+mod shuffle_objects;
 mod sink_objects;
 mod tpch_objects;
 mod ui_browser;

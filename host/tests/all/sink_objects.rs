@@ -67,7 +67,7 @@ fn on(job: &Path, data: &Path, server: &Seaweed) -> Coordhost {
 }
 
 /// The objects directly under `prefix/`: name → bytes.
-fn objects(server: &Seaweed, prefix: &str) -> BTreeMap<String, Vec<u8>> {
+pub(crate) fn objects(server: &Seaweed, prefix: &str) -> BTreeMap<String, Vec<u8>> {
     server
         .keys(&format!("{prefix}/"))
         .into_iter()
@@ -96,7 +96,7 @@ fn parts(objects: &BTreeMap<String, Vec<u8>>) -> BTreeMap<String, Vec<String>> {
 
 /// Every row of every part, sorted, as one text; checks no word is there
 /// twice.
-fn all_rows(objects: &BTreeMap<String, Vec<u8>>) -> String {
+pub(crate) fn all_rows(objects: &BTreeMap<String, Vec<u8>>) -> String {
     let mut rows: Vec<String> = parts(objects).into_values().flatten().collect();
     rows.sort();
     let mut words = BTreeSet::new();

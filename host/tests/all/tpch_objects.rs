@@ -1,5 +1,5 @@
-//! Issue 30's first must-show, as far as today's pieces go: TPC-H from
-//! objects to objects across machines that share no folder.
+//! Issue 30's first must-show: TPC-H from objects to objects across
+//! machines that share no folder.
 //!
 //! TPC-H's tables at scale factor 0.1 (coordhost-datagen, Parquet) are put
 //! into a bucket of a real SeaweedFS (support/s3.rs) serving on the bridge
@@ -10,8 +10,9 @@
 //! to `s3://BUCKET/<case>/out`. The coordinator runs in the root namespace
 //! on the bridge's address; 3 `coordhost worker` processes run one per
 //! namespace, each with its own data directory (nothing shared with the
-//! coordinator or with each other). Result partitions stay on the workers'
-//! disks: there is no object shuffle yet.
+//! coordinator or with each other). Result partitions are on the workers'
+//! disks (the example's `local-shuffle`) or, in the cases that say so, in
+//! the bucket (`object-shuffle`, `s3://BUCKET/<case>/shuffle`).
 //!
 //! - the coordinator SIGKILLed once stages have finished and started again
 //!   (same data directory and address) recovers from the object log while
@@ -27,10 +28,15 @@
 //!   under the first coordinator's data directory, outside the second's
 //!   shuffle grant, so none is taken and their producers run again
 //!   (correct, nothing skipped, a warning says why; docs/object-storage.md,
-//!   "High availability");
-//! - one worker SIGKILLed once stages have finished (its disk and the
-//!   partitions on it lost with it, not restarted): the coordinator runs
-//!   their producers again on the two others and the answer stays exact.
+//!   "High availability"). With `object-shuffle` every task recorded
+//!   finished is skipped on another data directory, and the job's
+//!   partition objects are deleted when it ends;
+//! - with `object-shuffle`, a worker that had run finished tasks SIGKILLed
+//!   once stages have finished: no finished task runs again (its
+//!   partitions are objects), the answer stays exact;
+//! - with the partitions on the workers' disks, the same kill loses them
+//!   with the worker: the coordinator runs their producers again on the
+//!   two others and the answer stays exact.
 //!
 //! Needs root, iproute2 (`ip netns`) and weed; fails saying so otherwise.
 
@@ -105,9 +111,8 @@ fn upload(server: &Seaweed, dir: &Path, written: &[coordhost_datagen::Written]) 
 /// `examples/tpch/q3.toml` reading Parquet objects under `tpch/` through
 /// store grants, its log at `s3://BUCKET/<case>/log`, its sink at
 /// `s3://BUCKET/<case>/out` with the last stage slowed, written into `dir`.
-/// With `shuffle_root`, the shuffle master's `root` (and its grant) is that
-/// fixed path instead of the example's `${data_dir}/shuffle`.
-fn job_file(dir: &Path, case: &str, shuffle_root: Option<&Path>) -> PathBuf {
+/// The shuffle master is as `shuffle` says.
+fn job_file(dir: &Path, case: &str, shuffle: Shuffle<'_>) -> PathBuf {
     let ws = workspace();
     let text = std::fs::read_to_string(ws.join(format!("examples/tpch/q{QUERY}.toml")))
         .expect("the example");
@@ -163,8 +168,8 @@ fn job_file(dir: &Path, case: &str, shuffle_root: Option<&Path>) -> PathBuf {
             "format = \"csv\"\nheader = true\nschema",
             "format = \"parquet\"\nschema",
         );
-    let out = match shuffle_root {
-        Some(root) => {
+    let out = match shuffle {
+        Shuffle::Root(root) => {
             assert_eq!(
                 out.matches("\"${data_dir}/shuffle\"").count(),
                 2,
@@ -175,12 +180,26 @@ fn job_file(dir: &Path, case: &str, shuffle_root: Option<&Path>) -> PathBuf {
                 &format!("\"{}\"", root.display()),
             )
         }
-        None => out,
+        Shuffle::Objects => {
+            let prefix = format!("s3://{BUCKET}/{case}/shuffle");
+            let local = "local-shuffle.wasm\"\nkind = \"shuffle-master\"\nconfig = { root = \"${data_dir}/shuffle\" }\ndirs = [{ path = \"${data_dir}/shuffle\", writable = true }]\n";
+            assert!(out.contains(local), "the shuffle master's entry:\n{out}");
+            out.replace(
+                local,
+                &format!("object-shuffle.wasm\"\nkind = \"shuffle-master\"\nconfig = {{ prefix = \"{prefix}\" }}\nstores = [{{ url = \"{prefix}\", writable = true }}]\n"),
+            )
+        }
+        Shuffle::DataDir => out,
+    };
+    let stores = if matches!(shuffle, Shuffle::Objects) {
+        9
+    } else {
+        8
     };
     assert!(
         !out.contains("build/data")
             && !out.contains("dirs = [{ path = \"../")
-            && out.matches("stores = [{ url = \"s3://").count() == 8
+            && out.matches("stores = [{ url = \"s3://").count() == stores
             && out.matches("format = \"parquet\"").count() == 8
             && out.contains(&format!("path = \"s3://{BUCKET}/{case}/out\""))
             && out.contains("log = \"s3://"),
@@ -373,13 +392,13 @@ fn kill_and_restart(
     cluster: &Cluster,
     fx: &Fixture,
     case: &str,
-    shuffle_root: Option<&Path>,
+    shuffle: Shuffle<'_>,
     data: &str,
     restart_on: Option<&str>,
     reuse: bool,
 ) {
     let server = &cluster.server;
-    let job = job_file(&fx.path("jobs"), case, shuffle_root);
+    let job = job_file(&fx.path("jobs"), case, shuffle);
     let mut first = cluster.coordinator(&job, &fx.path(data));
     let mut run = first.start();
     let polled = cluster.poll_log(case, &mut run, 2);
@@ -482,11 +501,96 @@ fn kill_and_restart(
     );
 }
 
+/// Where the job's result partitions go.
+#[derive(Clone, Copy)]
+enum Shuffle<'a> {
+    /// The example's `local-shuffle` with `root = "${data_dir}/shuffle"`:
+    /// on the workers' disks.
+    DataDir,
+    /// `local-shuffle` with `root` (and its grant) this fixed path.
+    Root(&'a Path),
+    /// `object-shuffle` under `s3://BUCKET/<case>/shuffle`: in the bucket.
+    Objects,
+}
+
+/// Runs `case` with `shuffle` on data directory `data`, SIGKILLs worker
+/// `victim` once 3 stages have finished (the customer and orders scans
+/// and their join; the lineitem scan takes longer) and lets the job end:
+/// the answer is exact. The log, and the attempts that had finished at
+/// the kill and had run on the victim.
+fn worker_kill(
+    cluster: &mut Cluster,
+    fx: &Fixture,
+    case: &str,
+    shuffle: Shuffle<'_>,
+    data: &str,
+    victim: usize,
+) -> (EventLog, RunSummary, Vec<String>) {
+    let job = job_file(&fx.path("jobs"), case, shuffle);
+    let mut ch = cluster.coordinator(&job, &fx.path(data));
+    ch.log = Some("warn,coordhost::remote=info");
+    let mut run = ch.start();
+    let polled = cluster.poll_log(case, &mut run, 3);
+    cluster.workers.kill(victim);
+    let end = run.finish();
+    let done = finished(&polled);
+    eprintln!(
+        "{case}: w{victim} killed with {:?} finished; {}",
+        done.iter()
+            .map(|(v, s)| (v.clone(), s.len()))
+            .collect::<Vec<_>>(),
+        end.summary.brief()
+    );
+    // The attempts deployed to the victim (the coordinator's `deploying`
+    // lines) that had finished at the kill.
+    let err = std::fs::read_to_string(fx.path(&format!("{data}.run1.err")))
+        .expect("the coordinator's stderr");
+    let field = |line: &str, name: &str| -> Option<String> {
+        let rest = line.split_once(&format!(" {name}="))?.1;
+        Some(rest.split(' ').next()?.to_owned())
+    };
+    let on_victim: Vec<String> = err
+        .lines()
+        .filter(|l| l.contains("deploying"))
+        .filter(|l| field(l, "worker").as_deref() == Some(&format!("w{victim}")))
+        .filter_map(|l| {
+            let vertex = field(l, "vertex")?;
+            let subtask: u32 = field(l, "subtask")?.parse().ok()?;
+            done.get(&vertex)
+                .is_some_and(|s| s.contains(&subtask))
+                .then(|| format!("{vertex} {subtask}"))
+        })
+        .collect();
+    assert_answer(&cluster.server, fx, case);
+    let log =
+        read_log(&cluster.server, &format!("s3://{BUCKET}/{case}/log")).expect("the object log");
+    assert_eq!(log.count("JobFinished"), 1, "{case}: one end of the job");
+    (log, end.summary, on_victim)
+}
+
+/// (vertex, subtask) that have more than one `ExecutionFinished` in `log`.
+fn finished_twice(log: &EventLog) -> Vec<(String, u64)> {
+    let mut finishes: BTreeMap<(String, u64), u32> = BTreeMap::new();
+    for e in log
+        .events
+        .iter()
+        .filter(|e| e["event"]["kind"] == "ExecutionFinished")
+    {
+        let a = &e["event"]["event"]["attempt"];
+        if let (Some(v), Some(s)) = (a["job_vertex"].as_str(), a["subtask"].as_u64()) {
+            *finishes.entry((v.to_owned(), s)).or_default() += 1;
+        }
+    }
+    finishes
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(k, _)| k)
+        .collect()
+}
+
 #[test]
 fn tpch_objects_q3_from_a_bucket_to_a_bucket_on_3_namespaced_workers_survives_kills() {
     let fx = Fixture(tempfile::tempdir().expect("tempdir"));
-    eprintln!("DIAG {}", fx.0.path().display());
-    std::mem::forget(tempfile::tempdir());
     let mut cluster = Cluster::new(&fx);
 
     // 1. The coordinator SIGKILLed once a stage has finished, started
@@ -495,7 +599,7 @@ fn tpch_objects_q3_from_a_bucket_to_a_bucket_on_3_namespaced_workers_survives_ki
         &cluster,
         &fx,
         "coordinator-kill",
-        None,
+        Shuffle::DataDir,
         "coordinator-a",
         None,
         true,
@@ -510,7 +614,7 @@ fn tpch_objects_q3_from_a_bucket_to_a_bucket_on_3_namespaced_workers_survives_ki
         &cluster,
         &fx,
         "coordinator-elsewhere",
-        Some(&root),
+        Shuffle::Root(&root),
         "coordinator-d",
         Some("coordinator-e"),
         true,
@@ -521,53 +625,75 @@ fn tpch_objects_q3_from_a_bucket_to_a_bucket_on_3_namespaced_workers_survives_ki
         &cluster,
         &fx,
         "coordinator-elsewhere-data-dir-root",
-        None,
+        Shuffle::DataDir,
         "coordinator-f",
         Some("coordinator-g"),
         false,
     );
-
-    // 2. A worker SIGKILLed once a stage has finished: its partitions are
-    // gone with it (no object shuffle yet), their producers run again.
-    let case = "worker-kill";
-    let job = job_file(&fx.path("jobs"), case, None);
-    let mut ch = cluster.coordinator(&job, &fx.path("coordinator-c"));
-    let mut run = ch.start();
-    // Three stages: the customer and orders scans and their join, whose
-    // output and inputs were all on the workers' disks (the lineitem scan
-    // takes longer).
-    let polled = cluster.poll_log(case, &mut run, 3);
-    cluster.workers.kill(2);
-    let end = run.finish();
-    eprintln!(
-        "{case}: w2 killed with {:?} finished; {}",
-        finished(&polled)
-            .iter()
-            .map(|(v, s)| (v.clone(), s.len()))
-            .collect::<Vec<_>>(),
-        end.summary.brief()
+    // 1d. The partitions in the bucket (`object-shuffle`), the restart on
+    // another data directory: everything recorded finished is skipped.
+    kill_and_restart(
+        &cluster,
+        &fx,
+        "coordinator-elsewhere-objects",
+        Shuffle::Objects,
+        "coordinator-h",
+        Some("coordinator-i"),
+        true,
     );
-    let server = &cluster.server;
-    assert_answer(server, &fx, case);
-    let log = read_log(server, &format!("s3://{BUCKET}/{case}/log")).expect("the object log");
-    // Some subtask that had finished before the kill finished again.
-    let mut finishes: BTreeMap<(String, u64), u32> = BTreeMap::new();
-    for e in log
-        .events
-        .iter()
-        .filter(|e| e["event"]["kind"] == "ExecutionFinished")
-    {
-        let a = &e["event"]["event"]["attempt"];
-        if let (Some(v), Some(s)) = (a["job_vertex"].as_str(), a["subtask"].as_u64()) {
-            *finishes.entry((v.to_owned(), s)).or_default() += 1;
-        }
-    }
-    let again: Vec<_> = finishes.iter().filter(|(_, n)| **n > 1).collect();
+    let left = cluster
+        .server
+        .keys("coordinator-elsewhere-objects/shuffle/");
     assert!(
-        !again.is_empty() && end.summary.tasks_reset() > 0,
-        "{case}: producers of partitions lost with w2 ran again: {again:?} {}",
-        end.summary.brief()
+        left.is_empty(),
+        "1d: partitions left in the bucket: {left:?}"
     );
-    assert_eq!(log.count("JobFinished"), 1, "{case}: one end of the job");
+
+    // 2. With `object-shuffle`, a worker SIGKILLed once 3 stages have
+    // finished: the partitions it wrote are objects, nothing finished runs
+    // again.
+    let case = "worker-kill-objects";
+    let (log, summary, on_victim) = worker_kill(
+        &mut cluster,
+        &fx,
+        case,
+        Shuffle::Objects,
+        "coordinator-j",
+        2,
+    );
+    assert!(
+        !on_victim.is_empty(),
+        "{case}: w2 had run a finished task: {}",
+        summary.brief()
+    );
+    let again = finished_twice(&log);
+    assert!(
+        again.is_empty(),
+        "{case}: no finished task ran again after w2's loss ({on_victim:?} had run there): {again:?}"
+    );
+    let left = cluster.server.keys(&format!("{case}/shuffle/"));
+    assert!(
+        left.is_empty(),
+        "{case}: partitions left in the bucket: {left:?}"
+    );
+    cluster.workers.restart(2);
+
+    // 3. The same with the partitions on the workers' disks: those of the
+    // lost worker are gone with it, their producers run again.
+    let case = "worker-kill";
+    let (log, summary, on_victim) = worker_kill(
+        &mut cluster,
+        &fx,
+        case,
+        Shuffle::DataDir,
+        "coordinator-c",
+        2,
+    );
+    let again = finished_twice(&log);
+    assert!(
+        !on_victim.is_empty() && !again.is_empty() && summary.tasks_reset() > 0,
+        "{case}: producers of partitions lost with w2 ({on_victim:?}) ran again: {again:?} {}",
+        summary.brief()
+    );
     drop(cluster);
 }

@@ -260,10 +260,25 @@ pub fn completed_sizes(
     .map(Some)
 }
 
+/// The number of subpartitions an index (its `bytes`) says it has, read
+/// from its header without checking anything else; `None` when it is too
+/// short to hold one. For a shuffle master that keeps no count of its own
+/// (`object-shuffle`): [`parse_index`] then checks the whole index.
+pub fn index_subpartitions(bytes: &[u8]) -> Option<u32> {
+    bytes
+        .get(12..16)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+}
+
 /// The sizes an `index` (its `bytes`) records, once it names `producer` and
-/// `data_len` (the length of `data` as the file system says, or why it
-/// cannot) matches it.
-fn checked_sizes(
+/// `data_len` (the length of `data` as the store or file system says, or
+/// why it cannot) matches it. `location` names the partition in messages.
+///
+/// # Errors
+///
+/// What is wrong, naming the file: a damaged index, another producer, a
+/// `data` of another length or that cannot be looked at.
+pub fn checked_sizes(
     location: &str,
     bytes: &[u8],
     num_subpartitions: u32,

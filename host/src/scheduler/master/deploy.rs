@@ -2,8 +2,8 @@
 //! starting source coordinators, registering result partitions with the
 //! shuffle master, and handing execution attempts to the worker pool.
 
+use std::path::PathBuf;
 use std::sync::Arc;
-
 use std::time::Instant;
 
 use super::{CoordinatorSplits, Executor, Figures, JobMaster, Message, NO_WORKER, Unplaced};
@@ -13,12 +13,12 @@ use crate::graph::{
     AttemptId, DistributionPattern, ExecutionState, Parallelism, VertexInit, decide_parallelism,
 };
 use crate::plugin::{
-    ExecutionAttemptId, PartitionDescriptor, ProducerDescriptor, ResultPartitionId,
+    ExecutionAttemptId, PartitionDescriptor, PartitionPlace, ProducerDescriptor, ResultPartitionId,
 };
 use crate::remote::{RemoteInput, RemoteOutput, RemoteTask, RemoteVertex};
-use crate::runtime::{InputPartition, TaskInput, TaskOutput, TaskSpec, run_task};
+use crate::runtime::{InputPartition, OutputPlace, TaskInput, TaskOutput, TaskSpec, run_task};
 use crate::scheduler::{JobError, JobEventSink};
-use crate::shuffle::{ExpectedPartition, PartitionProducer};
+use crate::shuffle::{ExpectedPartition, PartitionProducer, is_object_location};
 
 impl JobMaster {
     /// Initializes every vertex whose inputs are finished and deploys every
@@ -161,13 +161,20 @@ impl JobMaster {
                 })?;
             // Checked against the shuffle master's writable grants (as the
             // wrapper did already): the host writes only there (`crate::grant`).
-            let location = self
+            let place = self
                 .shuffle
-                .partition_dir("register-partition-with-producer", &d.location)
+                .partition_place("register-partition-with-producer", &d.location)
                 .map_err(|source| JobError::Plugin {
                     plugin: self.shuffle_plugin.clone(),
                     source,
                 })?;
+            let location = match place {
+                PartitionPlace::Dir(dir) => OutputPlace::Dir(dir),
+                PartitionPlace::Object(url) => OutputPlace::Object {
+                    url,
+                    staging: self.partition_staging(&producer),
+                },
+            };
             let edge = &self.graph.job.edges[e];
             outputs.push(TaskOutput {
                 edge: e,
@@ -323,7 +330,12 @@ impl JobMaster {
                 .iter()
                 .map(|p| RemoteInput {
                     producer: p.producer,
-                    location: relative(&p.location),
+                    location: if p.object.is_some() {
+                        PathBuf::new()
+                    } else {
+                        relative(&p.location)
+                    },
+                    object: p.object.clone(),
                     subpartitions: p.subpartitions.clone(),
                     expected: p.expected.clone(),
                 })
@@ -370,11 +382,20 @@ impl JobMaster {
             outputs: spec
                 .outputs
                 .iter()
-                .map(|o| RemoteOutput {
-                    edge: o.edge,
-                    location: o.location.relative().to_path_buf(),
-                    num_subpartitions: o.num_subpartitions,
-                    data_set: o.producer.data_set.clone(),
+                .map(|o| {
+                    let (location, object) = match &o.location {
+                        OutputPlace::Dir(dir) => (dir.relative().to_path_buf(), None),
+                        // On object storage: the worker stages it below its
+                        // own root and uploads it with its own credentials.
+                        OutputPlace::Object { url, .. } => (PathBuf::new(), Some(url.clone())),
+                    };
+                    RemoteOutput {
+                        edge: o.edge,
+                        location,
+                        object,
+                        num_subpartitions: o.num_subpartitions,
+                        data_set: o.producer.data_set.clone(),
+                    }
                 })
                 .collect(),
             record_delay: spec.record_delay,
@@ -438,6 +459,13 @@ impl JobMaster {
                     },
                     bytes,
                 };
+                // On object storage: read from there by whoever runs the
+                // consumer, once the place is inside the shuffle master's
+                // writable store grants (one recorded elsewhere is read as
+                // no partition: its producer runs again).
+                let object = is_object_location(&location)
+                    .then(|| self.shuffle.grants().writable_object(&location).ok())
+                    .flatten();
                 inputs.push(InputPartition {
                     producer: AttemptId {
                         vertex: edge.from,
@@ -449,10 +477,27 @@ impl JobMaster {
                     subpartitions: subpartitions.clone(),
                     expected,
                     remote: None,
+                    object,
                 });
             }
         }
         inputs
+    }
+
+    /// The local folder where the partition `producer` writes is staged
+    /// before it is uploaded to object storage, on the coordinator's disk
+    /// (embedded workers): `<data dir>/<job>/shuffle-staging/<data
+    /// set>/<vertex>-<subtask>-<attempt>`.
+    fn partition_staging(&self, producer: &PartitionProducer) -> PathBuf {
+        self.opts
+            .data_dir
+            .join(&self.job)
+            .join("shuffle-staging")
+            .join(&producer.data_set)
+            .join(format!(
+                "{}-{}-{}",
+                producer.job_vertex, producer.subtask, producer.attempt
+            ))
     }
 
     /// Test knob (fail point `partition::lost::*` of [`crate::failpoints`]):
@@ -476,9 +521,7 @@ impl JobMaster {
             {
                 for p in &ex.partitions {
                     tracing::info!("test knob: deleting partition {}", p.location.display());
-                    if let Err(e) = self.shuffle.grants().remove_dir_all(&p.location) {
-                        tracing::warn!("test knob: {e}");
-                    }
+                    self.delete_partition(&p.location);
                 }
             }
         }

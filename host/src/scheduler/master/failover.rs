@@ -9,6 +9,7 @@ use crate::events::{ExecutionVertexId, ResetReason};
 use crate::graph::{AttemptId, ExecutionState};
 use crate::runtime::{TaskError, sink};
 use crate::scheduler::{JobError, JobEventSink};
+use crate::shuffle::is_object_location;
 
 impl JobMaster {
     pub(super) fn on_failed(
@@ -209,6 +210,13 @@ impl JobMaster {
                 if e.attempt != a.attempt || e.state != ExecutionState::Finished {
                     continue;
                 }
+                // Partitions on object storage (`object-shuffle`) were not
+                // on the worker: they outlive it, nothing runs again.
+                if !e.partitions.is_empty()
+                    && e.partitions.iter().all(|p| is_object_location(&p.location))
+                {
+                    continue;
+                }
                 let needed = self.graph.job.outputs(a.vertex).iter().any(|&edge| {
                     let to = self.graph.job.edges[edge].to;
                     let consumers = &self.graph.vertices[to].executions;
@@ -336,15 +344,7 @@ impl JobMaster {
             if let Err(e) = self.shuffle.release_partition_externally(&d) {
                 tracing::warn!(plugin = %self.shuffle_plugin, "releasing {}: {e}", d.location);
             }
-            // Deleted only inside the shuffle master's writable grants,
-            // without following symlinks (`crate::grant`).
-            if let Err(e) = self
-                .shuffle
-                .grants()
-                .remove_dir_all(std::path::Path::new(&d.location))
-            {
-                tracing::warn!(plugin = %self.shuffle_plugin, "not deleted: {e}");
-            }
+            self.delete_partition(std::path::Path::new(&d.location));
         }
         if let Some(c) = self.coordinators.get_mut(&v) {
             self.touched.insert(v);

@@ -669,11 +669,7 @@ impl JobMaster {
             if let Err(e) = self.shuffle.release_partition_externally(&d) {
                 tracing::warn!(plugin = %self.shuffle_plugin, "releasing {}: {e}", d.location);
             }
-            // Deleted only inside the shuffle master's writable grants,
-            // without following symlinks (`crate::grant`).
-            if let Err(e) = self.shuffle.grants().remove_dir_all(&p.location) {
-                tracing::warn!(plugin = %self.shuffle_plugin, "not deleted: {e}");
-            }
+            self.delete_partition(&p.location);
         }
         self.restart_all_once = plan.restart_all_once.clone();
         self.tasks_skipped = plan.kept.len() as u64;
@@ -683,6 +679,28 @@ impl JobMaster {
         self.tasks_reset += plan.reset.len() as u64;
         self.recovered = true;
         Ok(())
+    }
+
+    /// Deletes the data of the partition at `location` where it lives: its
+    /// directory, only inside the shuffle master's writable grants and
+    /// without following symlinks (`crate::grant`); its objects on object
+    /// storage, only inside its writable store grants. A failure is
+    /// logged, not fatal: a partition left behind only costs space.
+    pub(super) fn delete_partition(&self, location: &std::path::Path) {
+        let grants = self.shuffle.grants();
+        let deleted = if crate::shuffle::is_object_location(location) {
+            grants
+                .writable_object(location)
+                .map_err(|e| e.to_string())
+                .and_then(|url| {
+                    crate::shuffle::delete_object_partition(&url).map_err(|e| e.to_string())
+                })
+        } else {
+            grants.remove_dir_all(location).map_err(|e| e.to_string())
+        };
+        if let Err(e) = deleted {
+            tracing::warn!(plugin = %self.shuffle_plugin, "not deleted: {e}");
+        }
     }
 
     /// The shuffle descriptor of a partition recorded in the log.
@@ -827,6 +845,13 @@ impl JobMaster {
         let started = Instant::now();
         if let Some(stop) = &self.stop {
             stop.set_accepting(true);
+        }
+        // What an earlier run on this data directory staged for object
+        // storage and never uploaded (killed mid-write) is nobody's: this
+        // run holds the job's lock, and its producers stage afresh.
+        if matches!(self.executor, Executor::Embedded(_)) {
+            let _absent =
+                std::fs::remove_dir_all(self.opts.data_dir.join(&self.job).join("shuffle-staging"));
         }
         let result = self.drive(events);
         if let Some(stop) = &self.stop {
