@@ -220,7 +220,9 @@ impl Settings {
                 connect: list(config, "probe-connect"),
             }),
             "store" => Fault::Store {
-                op: config::value(config, "store-op").unwrap_or("get").to_owned(),
+                op: config::value(config, "store-op")
+                    .unwrap_or("get")
+                    .to_owned(),
                 url: config::required(config, "store-url")
                     .map_err(|e| Error::InvalidConfig(format!("{e} (needed by fault `store`)")))?
                     .to_owned(),
@@ -354,7 +356,9 @@ fn store_call(op: &str, url: &str) -> Result<(), Error> {
                 store::StoreError::Timeout(m) => ("timeout", m),
                 store::StoreError::Unavailable(m) => ("unavailable", m),
             };
-            Err(Error::Io(format!("object-store {op} {url}: {kind}: {message}")))
+            Err(Error::Io(format!(
+                "object-store {op} {url}: {kind}: {message}"
+            )))
         }
     }
 }

@@ -51,7 +51,13 @@ thread_local! {
 }
 
 /// The modes that read lines of integers.
-const LINE_MODES: [&str; 5] = ["lines", "nondeterministic", "whole-file", "panicky", "vague"];
+const LINE_MODES: [&str; 5] = [
+    "lines",
+    "nondeterministic",
+    "whole-file",
+    "panicky",
+    "vague",
+];
 
 struct Component;
 
@@ -154,7 +160,9 @@ fn split_lines(mode: &str, split: &Split) -> Result<Vec<(u64, String)>, Error> {
             let text = if mode == "panicky" {
                 read.expect("faulty-reader: panicky mode opens without a check")
             } else {
-                read.map_err(|e| Error::Io(format!("split `{}`: cannot read {}: {e}", split.id, r.path)))?
+                read.map_err(|e| {
+                    Error::Io(format!("split `{}`: cannot read {}: {e}", split.id, r.path))
+                })?
             };
             if mode == "whole-file" {
                 (text, 0, u64::MAX)
@@ -182,7 +190,9 @@ fn read_lines(mode: &str, split: &Split, opened: i64) -> Result<Vec<u8>, Error> 
         .with(|d| d.borrow().clone())
         .ok_or_else(|| Error::Other("`open` before `configure`".into()))?;
     if schema.fields().first().map(|f| f.data_type()) != Some(&DataType::Int64) {
-        return Err(Error::Other("the line modes need a first column of type bigint".into()));
+        return Err(Error::Other(
+            "the line modes need a first column of type bigint".into(),
+        ));
     }
     let mut values = Vec::new();
     for (at, line) in split_lines(mode, split)? {
@@ -200,7 +210,11 @@ fn read_lines(mode: &str, split: &Split, opened: i64) -> Result<Vec<u8>, Error> 
                 )));
             }
         };
-        values.push(if mode == "nondeterministic" { value + opened } else { value });
+        values.push(if mode == "nondeterministic" {
+            value + opened
+        } else {
+            value
+        });
     }
     let rows = values.len();
     let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(values))];

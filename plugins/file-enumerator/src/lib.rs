@@ -500,15 +500,19 @@ impl GuestEnumerator for FileEnumerator {
             // Without a request: the folder must lie inside a grant.
             use bindings::coordhost::plugin::object_store;
             let grants = object_store::grants();
-            let inside = grants.iter().any(|g| {
-                settings.dir == g.url || settings.dir.starts_with(&format!("{}/", g.url))
-            });
+            let inside = grants
+                .iter()
+                .any(|g| settings.dir == g.url || settings.dir.starts_with(&format!("{}/", g.url)));
             if !inside {
                 let listed: Vec<String> = grants.into_iter().map(|g| g.url).collect();
                 return Err(Error::InvalidConfig(format!(
                     "config key `dir`: {} lies inside no store granted to the plugin ({}); grant it with `stores = [{{ url = \"...\" }}]`",
                     settings.dir,
-                    if listed.is_empty() { "none".to_owned() } else { listed.join(", ") }
+                    if listed.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        listed.join(", ")
+                    }
                 )));
             }
             return Ok(Enumerator::new(Self::new(

@@ -54,9 +54,8 @@ pub fn row_group_starts(path: &str, file_len: u64) -> Result<Vec<u64>, String> {
     row_group_starts_with(path, file_len, |offset, length| {
         let f = match &mut file {
             Some(f) => f,
-            None => file.insert(
-                std::fs::File::open(path).map_err(|e| format!("cannot open {path}: {e}"))?,
-            ),
+            None => file
+                .insert(std::fs::File::open(path).map_err(|e| format!("cannot open {path}: {e}"))?),
         };
         let io = |e: std::io::Error| format!("cannot read {path}: {e}");
         f.seek(SeekFrom::Start(offset)).map_err(io)?;

@@ -171,11 +171,14 @@ impl PartitionPlacer {
                 continue;
             };
             let at = std::path::Path::new(&descriptor.location);
-            let found = reports.iter().map(|&i| &held[i]).find(|(_, relative, sizes)| {
-                !relative.is_empty()
-                    && at.ends_with(relative)
-                    && sizes.len() == descriptor.num_subpartitions as usize
-            });
+            let found = reports
+                .iter()
+                .map(|&i| &held[i])
+                .find(|(_, relative, sizes)| {
+                    !relative.is_empty()
+                        && at.ends_with(relative)
+                        && sizes.len() == descriptor.num_subpartitions as usize
+                });
             if let Some((_, _, sizes)) = found {
                 reported.push((descriptor.clone(), sizes.clone()));
             }
