@@ -27,8 +27,9 @@ help:
 	@echo "  bench-workers  embedded vs 3 worker processes: cost per task, restart with 10 000 partitions, shuffle MB/s (benches/workers.rs)"
 	@echo "  bench-functions  x + 1 on TPC-H SF 1 lineitem: Rust, Python, JS and C guests vs DataFusion's built-in expression (benches/functions.rs; BENCH_FUNCTIONS_ARGS=...)"
 	@echo "  bench-ui  TPC-H Q1 (SF 1 Parquet) with and without --ui and a /metrics scraper every 100 ms, interleaved: the UI's cost (benches/ui.rs)"
-	@echo "  bench-scale  restart of a crashed job at 10 000, 100 000 and 1 000 000 execution vertices: replay, decision, partition question, first task, peak RSS (benches/scale.rs; BENCH_SCALE_ARGS=--sizes N,...)"
+	@echo "  bench-scale  restart of a crashed job at 10 000, 100 000 and 1 000 000 execution vertices: replay, decision, partition question, first task, peak RSS (benches/scale.rs; BENCH_SCALE_ARGS=--sizes N,... --log-on-objects)"
 	@echo "  bench-objlog  the event log's durable group commits to SeaweedFS on loopback vs the local folder: p50/p99 latency, throughput (benches/object_log.rs)"
+	@echo "  bench-objects-tpch  TPC-H Q1 (SF 1 Parquet) from local files vs input in a SeaweedFS bucket vs input, log, partitions and answer in it (benches/objects_tpch.rs)"
 	@echo "  bench-ha  failover time (etcd, 2 coordinators, 3 workers, leader killed) and the steady-state cost of --ha (benches/ha.rs)"
 
 # ---------------------------------------------------------------------------
@@ -383,7 +384,8 @@ bench-workers:
 # bench-scale: the figures of issue 29 (docs/recovery.md, "Figures"): the
 # scale bench builds a crashed job's log and partitions in bulk for each size
 # and restarts the release coordhost on it (benches/scale.rs).
-# BENCH_SCALE_ARGS="--sizes 10000,100000 --runs 1" to run it small.
+# BENCH_SCALE_ARGS="--sizes 10000,100000 --runs 1" to run it small;
+# "--log-on-objects" adds the restart from an object log (needs s3-deps).
 .PHONY: bench-scale
 bench-scale: plugins
 	$(CARGO) bench --locked -p coordhost --bench scale -- $(BENCH_SCALE_ARGS)
@@ -397,6 +399,17 @@ BENCH_OBJLOG_ARGS ?=
 .PHONY: bench-objlog
 bench-objlog: s3-deps
 	$(CARGO) bench --locked -p coordhost --bench object_log -- $(BENCH_OBJLOG_ARGS)
+
+# bench-objects-tpch: issue 30's TPC-H figure (docs/object-storage.md,
+# "Figures"): Q1 over SF 1 lineitem Parquet from local files, with the input
+# in a SeaweedFS bucket, and with input, log, partitions (object-shuffle) and
+# answer all in the bucket, interleaved rounds (benches/objects_tpch.rs;
+# BENCH_OBJECTS_TPCH_ARGS="--rounds N"). Not part of `test`.
+BENCH_OBJECTS_TPCH_ARGS ?=
+
+.PHONY: bench-objects-tpch
+bench-objects-tpch: plugins s3-deps $(DATA_DIR)/tpch-sf1-parquet.lineitem.done
+	$(CARGO) bench --locked -p coordhost --bench objects_tpch -- $(BENCH_OBJECTS_TPCH_ARGS)
 
 # bench-ha: the figures of issue 15 (docs/ha.md, "Figures"): the ha bench
 # starts its own etcd, two release coordhost coordinators (--ha, lease TTL

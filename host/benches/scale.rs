@@ -54,7 +54,14 @@
 //! - `--dispatch-sources P`: the dispatch job's source parallelism (default
 //!   2000, so 4000 tasks; 50 without `--bench`);
 //! - `--keep`: keep each size's folder (job file, data directory, the
-//!   pristine log) and print its path, to profile a restart on it again.
+//!   pristine log) and print its path, to profile a restart on it again;
+//! - `--log-on-objects`: a second row per size with the same log written
+//!   to objects (issue 30, docs/object-storage.md "Figures"): a SeaweedFS
+//!   `weed mini` on loopback started by the bench (`make s3-deps`), the log
+//!   written through the object log's writer (one conditional PUT per group
+//!   commit), the restart run with `--log s3://…` on the same data
+//!   directory and partitions; before each run the objects an earlier run
+//!   added are deleted.
 //!
 //! **Dispatch** (second table): a job of 2·P no-op tasks (`source`,
 //! parallelism P, the sample `static-enumerator` with one inline one-line
@@ -70,6 +77,10 @@
 mod common;
 use common::{plugin_path, workspace};
 
+#[allow(dead_code)]
+#[path = "../tests/all/support/s3.rs"]
+mod s3;
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -80,8 +91,8 @@ use coordhost::config::{JobConfig, LoadOptions, load_job};
 use coordhost::coordinator::{SourceCoordinator, SplitAnswer};
 use coordhost::events::{
     AttemptId, ExecutionFinished, FileStorage, JobEvent, JobStarted, JobVertexInitialized,
-    ProducedPartition, ShuffleSnapshot, SubtaskInputRange, WriterOptions, job_log_dir,
-    open_job_log, replay,
+    ObjectLogUrl, ObjectStorage, ProducedPartition, ShuffleSnapshot, SubtaskInputRange,
+    WriterOptions, job_log_dir, open_job_log, open_object_log, replay,
 };
 use coordhost::job::{RunOptions, job_fingerprint, load_plugins};
 use coordhost::plugin::{
@@ -201,12 +212,25 @@ kind = "forward"
     job
 }
 
-/// What building the "before the crash" state took, seconds per part.
+/// What building the "before the crash" state took, seconds per part,
+/// and what its event log records.
 struct Built {
     shuffle: Duration,
     files: Duration,
     enumerators: Duration,
     log: Duration,
+    records: LogRecords,
+}
+
+/// What the crashed job's event log records beyond the job file: each
+/// source subtask's partition location, each source vertex's enumerator
+/// snapshot, the shuffle master's snapshot.
+struct LogRecords {
+    fingerprint: String,
+    data_sets: Vec<String>,
+    locations: Vec<Vec<String>>,
+    enumerator_snapshots: Vec<coordhost::events::EnumeratorSnapshot>,
+    shuffle_snapshot: ShuffleSnapshot,
 }
 
 /// Builds, under `data_dir`, the state a coordinator leaves when it dies
@@ -309,12 +333,35 @@ fn build_state(config: &JobConfig, opts: &RunOptions, data_dir: &Path, k: u32, p
     let enumerators = t.elapsed();
 
     let t = Instant::now();
+    let records = LogRecords {
+        fingerprint: job_fingerprint(config, data_dir),
+        data_sets: (0..k).map(|i| graph.data_set_id(edge(i))).collect(),
+        locations,
+        enumerator_snapshots,
+        shuffle_snapshot: ShuffleSnapshot {
+            incremental: shuffle_snapshot.incremental,
+            data: shuffle_snapshot.data,
+        },
+    };
     let (writer, _) = open_job_log(data_dir, JOB, WriterOptions::default()).expect("open log");
+    write_log(writer, &records, k, p);
+    Built {
+        shuffle: shuffle_time,
+        files,
+        enumerators,
+        log: t.elapsed(),
+        records,
+    }
+}
+
+/// Writes the crashed job's event log through `writer` as the recorder
+/// writes it (appended without a sync per record), and closes it.
+fn write_log(writer: coordhost::events::EventLogWriter, r: &LogRecords, k: u32, p: u32) {
     let epoch = writer.coordinator_attempt();
     writer
         .append_durable(&JobEvent::JobStarted(JobStarted {
             job_id: JOB.into(),
-            graph_fingerprint: job_fingerprint(config, data_dir),
+            graph_fingerprint: r.fingerprint.clone(),
             recovery_enabled: true,
         }))
         .expect("append");
@@ -328,10 +375,10 @@ fn build_state(config: &JobConfig, opts: &RunOptions, data_dir: &Path, k: u32, p
             }))
             .expect("append");
     }
-    let mut shuffle_snapshot = Some(shuffle_snapshot);
-    for ((i, at), enumerator) in (0..k).zip(locations).zip(enumerator_snapshots) {
-        let data_set = graph.data_set_id(edge(i));
-        let mut enumerator = Some(enumerator);
+    let mut shuffle_snapshot = Some(r.shuffle_snapshot.clone());
+    for ((i, at), enumerator) in (0..k).zip(&r.locations).zip(&r.enumerator_snapshots) {
+        let data_set = &r.data_sets[i as usize];
+        let mut enumerator = Some(enumerator.clone());
         for (s, location) in (0..p).zip(at) {
             let last_of_vertex = s + 1 == p;
             let last = last_of_vertex && i + 1 == k;
@@ -344,7 +391,7 @@ fn build_state(config: &JobConfig, opts: &RunOptions, data_dir: &Path, k: u32, p
                 coordinator_epoch: epoch,
                 produced: vec![ProducedPartition {
                     data_set: data_set.clone(),
-                    location,
+                    location: location.clone(),
                     bytes_per_subpartition: vec![0],
                 }],
                 enumerator_snapshots: if last_of_vertex {
@@ -352,20 +399,13 @@ fn build_state(config: &JobConfig, opts: &RunOptions, data_dir: &Path, k: u32, p
                 } else {
                     Vec::new()
                 },
-                shuffle_snapshot: if last {
-                    shuffle_snapshot.take().map(|sh| ShuffleSnapshot {
-                        incremental: sh.incremental,
-                        data: sh.data,
-                    })
-                } else {
-                    None
-                },
+                shuffle_snapshot: if last { shuffle_snapshot.take() } else { None },
             });
             writer.append(&event).expect("append");
         }
     }
     for i in 0..k {
-        let data_set = graph.data_set_id(edge(i));
+        let data_set = &r.data_sets[i as usize];
         writer
             .append(&JobEvent::JobVertexInitialized(JobVertexInitialized {
                 job_vertex: format!("t{i}"),
@@ -387,12 +427,6 @@ fn build_state(config: &JobConfig, opts: &RunOptions, data_dir: &Path, k: u32, p
     }
     writer.flush().expect("flush");
     writer.close().expect("close log");
-    Built {
-        shuffle: shuffle_time,
-        files,
-        enumerators,
-        log: t.elapsed(),
-    }
 }
 
 fn segment_files(dir: &Path) -> Vec<PathBuf> {
@@ -462,13 +496,17 @@ struct Restart {
     rss_mib: f64,
 }
 
-fn restart(job: &Path, data_dir: &Path) -> Restart {
+/// The restart of `job` on `data_dir`; with `log`, its event log is the
+/// object log there (`--log URL`, the store's `AWS_*` variables in `env`).
+fn restart(job: &Path, data_dir: &Path, log: Option<(&str, &[(String, String)])>) -> Restart {
     let mut cmd = Command::new(binary());
-    cmd.arg("run")
-        .arg(job)
-        .arg("--data-dir")
-        .arg(data_dir)
-        .arg("--workers")
+    cmd.arg("run").arg(job).arg("--data-dir").arg(data_dir);
+    if let Some((url, env)) = log {
+        cmd.arg("--log")
+            .arg(url)
+            .envs(env.iter().map(|(k, v)| (k, v)));
+    }
+    cmd.arg("--workers")
         .arg("2")
         .arg("--cache-dir")
         .arg(cache_dir())
@@ -554,14 +592,72 @@ fn read_rates(log_dir: &Path) -> (f64, f64, f64, usize) {
     )
 }
 
-fn recovery_table(sizes: &[u32], runs: usize, keep: bool) {
+/// The object store of the `objects` rows: a SeaweedFS `weed mini` on
+/// loopback, started by the bench as the tests start one.
+struct Store {
+    server: s3::Seaweed,
+    builder: object_store::aws::AmazonS3Builder,
+}
+
+impl Store {
+    fn start(dir: &Path) -> Self {
+        let server = s3::Seaweed::start(dir, BUCKET);
+        let builder = object_store::aws::AmazonS3Builder::new()
+            .with_endpoint(server.endpoint())
+            .with_allow_http(true)
+            .with_region("us-east-1")
+            .with_access_key_id(s3::ACCESS_KEY)
+            .with_secret_access_key(s3::SECRET_KEY);
+        Self { server, builder }
+    }
+}
+
+/// The bucket of the `objects` rows.
+const BUCKET: &str = "coordhost-scale";
+
+/// One row of the restart table: the log's place, the medians.
+fn restart_row(
+    total: u32,
+    (k, p): (u32, u32),
+    build: Duration,
+    log: &str,
+    rates: Option<(f64, f64, f64, usize)>,
+    samples: &[Restart],
+) {
+    let pick = |f: fn(&Restart) -> f64| median(samples.iter().map(f).collect());
+    let (log_mib, records, raw, decode, ratio) = match rates {
+        Some((mib, raw, decode, records)) => (
+            format!("{mib:.1}"),
+            records.to_string(),
+            format!("{raw:.0}"),
+            format!("{decode:.0}"),
+            format!("{:.1}", raw / decode),
+        ),
+        None => ("-".into(), "-".into(), "-".into(), "-".into(), "-".into()),
+    };
+    println!(
+        "{:>9} {log:>7} {:>5} {:>5} {:>8.1} {log_mib:>8} {records:>9} {:>10.1} {:>11.1} {:>11.1} {:>11.1} {:>11.1} {raw:>9} {decode:>10} {ratio:>10}",
+        total,
+        k,
+        p,
+        build.as_secs_f64(),
+        pick(|r| r.replay),
+        pick(|r| r.decision),
+        pick(|r| r.partitions),
+        pick(|r| r.first_task),
+        pick(|r| r.rss_mib),
+    );
+}
+
+fn recovery_table(sizes: &[u32], runs: usize, keep: bool, store: Option<&Store>) {
     println!(
         "restart of a crashed job, all sources finished, all partitions alive (median of the runs; load {})",
         load_line()
     );
     println!(
-        "{:>9} {:>5} {:>5} {:>8} {:>8} {:>9} {:>10} {:>11} {:>11} {:>11} {:>11} {:>9} {:>10} {:>10}",
+        "{:>9} {:>7} {:>5} {:>5} {:>8} {:>8} {:>9} {:>10} {:>11} {:>11} {:>11} {:>11} {:>9} {:>10} {:>10}",
         "exec vtx",
+        "log",
         "K",
         "P",
         "build s",
@@ -619,28 +715,55 @@ fn recovery_table(sizes: &[u32], runs: usize, keep: bool) {
             std::fs::remove_dir_all(&log_dir).expect("remove log");
             copy_dir(&pristine, &log_dir);
             let _ = std::fs::remove_dir_all(data_dir.join("out"));
-            let r = restart(&job, &data_dir);
+            let r = restart(&job, &data_dir, None);
             eprintln!("  run: {r:?}");
             samples.push(r);
         }
-        let pick = |f: fn(&Restart) -> f64| median(samples.iter().map(f).collect());
-        println!(
-            "{:>9} {:>5} {:>5} {:>8.1} {:>8.1} {:>9} {:>10.1} {:>11.1} {:>11.1} {:>11.1} {:>11.1} {:>9.0} {:>10.0} {:>10.1}",
+        restart_row(
             2 * k * p,
-            k,
-            p,
-            build.as_secs_f64(),
-            log_mib,
-            records,
-            pick(|r| r.replay),
-            pick(|r| r.decision),
-            pick(|r| r.partitions),
-            pick(|r| r.first_task),
-            pick(|r| r.rss_mib),
-            raw,
-            decode,
-            raw / decode,
+            (k, p),
+            build,
+            "folder",
+            Some((log_mib, raw, decode, records)),
+            &samples,
         );
+        if let Some(store) = store {
+            // The same log written to objects (one PUT per group commit),
+            // the same partitions, the folder log gone: each run starts
+            // from the objects the writer left (those a run adds are
+            // deleted before the next).
+            let prefix = format!("scale-{total}");
+            let url = format!("s3://{BUCKET}/{prefix}");
+            let storage = ObjectStorage::connect_from(
+                &ObjectLogUrl::parse(&url).expect("url"),
+                store.builder.clone(),
+                store.server.endpoint(),
+            )
+            .expect("the object log");
+            let (writer, _) =
+                open_object_log(Arc::new(storage), WriterOptions::default()).expect("open log");
+            write_log(writer, &built.records, k, p);
+            std::fs::remove_dir_all(&log_dir).expect("remove the folder log");
+            let pristine: std::collections::BTreeSet<String> = store
+                .server
+                .keys(&format!("{prefix}/"))
+                .into_iter()
+                .collect();
+            let env = store.server.env();
+            let mut samples = Vec::new();
+            for _ in 0..runs {
+                for key in store.server.keys(&format!("{prefix}/")) {
+                    if !pristine.contains(&key) {
+                        store.server.delete(&key);
+                    }
+                }
+                let _ = std::fs::remove_dir_all(data_dir.join("out"));
+                let r = restart(&job, &data_dir, Some((&url, &env)));
+                eprintln!("  run on objects: {r:?}");
+                samples.push(r);
+            }
+            restart_row(2 * k * p, (k, p), build, "objects", None, &samples);
+        }
         if keep {
             eprintln!("  kept: {}", work.keep().display());
         }
@@ -650,7 +773,9 @@ fn recovery_table(sizes: &[u32], runs: usize, keep: bool) {
          (shuffle restore, plan, partition question, enumerator restores, apply with its ExecutionsReset records); \
          (partit.) = the partition question's share of it; first task = spawn to the first `deploying` line; \
          peak = VmHWM before the kill; raw / decode = the same segments read with std::fs::read / decoded by \
-         events::replay in the bench's process, warm; ratio = raw / decode"
+         events::replay in the bench's process, warm; ratio = raw / decode; log = where the event log is: \
+         the data directory, or objects in a SeaweedFS `weed mini` on loopback (--log-on-objects; the same log, the same \
+         partitions on disk)"
     );
 }
 
@@ -858,7 +983,17 @@ fn main() {
         .parse()
         .expect("--dispatch-sources");
     if only.split(',').any(|o| o == "recovery") {
-        recovery_table(&sizes, runs, args.iter().any(|a| a == "--keep"));
+        let seaweed = tempfile::tempdir().expect("tempdir");
+        let store = args
+            .iter()
+            .any(|a| a == "--log-on-objects")
+            .then(|| Store::start(&seaweed.path().join("seaweed")));
+        recovery_table(
+            &sizes,
+            runs,
+            args.iter().any(|a| a == "--keep"),
+            store.as_ref(),
+        );
     }
     if only.split(',').any(|o| o == "dispatch") {
         dispatch_table(tasks, runs);

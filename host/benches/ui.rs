@@ -33,65 +33,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{lineitem_dir, median, plugin_path};
+use common::{Q1, lineitem_dir, median, plugin_path};
 
 /// How often the scraper asks (the issue's 100 ms).
 const SCRAPE_EVERY: Duration = Duration::from_millis(100);
 
-/// Rows of SF 1 lineitem with `l_shipdate <= date '1998-09-02'` (Q1's
-/// filter): the sum of Q1's `count_order` column.
-const Q1_ROWS: u64 = 5_916_591;
-
-/// TPC-H Q1 as the specification writes it (delta 90 days).
-const Q1: &str = "SELECT l_returnflag, l_linestatus, sum(l_quantity) AS sum_qty, \
-    sum(l_extendedprice) AS sum_base_price, \
-    sum(l_extendedprice * (1 - l_discount)) AS sum_disc_price, \
-    sum(l_extendedprice * (1 - l_discount) * (1 + l_tax)) AS sum_charge, \
-    avg(l_quantity) AS avg_qty, avg(l_extendedprice) AS avg_price, \
-    avg(l_discount) AS avg_disc, count(*) AS count_order \
-    FROM lineitem WHERE l_shipdate <= date '1998-12-01' - interval '90' day \
-    GROUP BY l_returnflag, l_linestatus ORDER BY l_returnflag, l_linestatus";
-
 /// The job file for Q1 over the Parquet files in `data`.
 fn write_job(dir: &Path, data: &Path) -> PathBuf {
     common::write_lineitem_job(dir, data, "q1", Q1, "")
-}
-
-/// Checks Q1's answer under `out`: 4 groups whose `count_order` (the
-/// last column) sums to [`Q1_ROWS`].
-fn check_answer(out: &Path) -> Result<(), String> {
-    if !out.join("_SUCCESS").is_file() {
-        return Err(format!("{} has no _SUCCESS", out.display()));
-    }
-    let mut groups = 0_u64;
-    let mut rows = 0_u64;
-    for entry in std::fs::read_dir(out).map_err(|e| format!("{}: {e}", out.display()))? {
-        let path = entry.map_err(|e| e.to_string())?.path();
-        if !path
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("part-"))
-        {
-            continue;
-        }
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        for line in text.lines().skip(1).filter(|l| !l.is_empty()) {
-            let count = line
-                .rsplit(',')
-                .next()
-                .and_then(|c| c.parse::<u64>().ok())
-                .ok_or_else(|| format!("{}: no count_order in `{line}`", path.display()))?;
-            groups += 1;
-            rows += count;
-        }
-    }
-    if groups != 4 || rows != Q1_ROWS {
-        return Err(format!(
-            "{}: {groups} groups over {rows} rows, expected 4 over {Q1_ROWS}",
-            out.display()
-        ));
-    }
-    Ok(())
 }
 
 /// One `GET path` over a fresh connection; the status line's code.
@@ -188,7 +137,7 @@ fn run(bin: &Path, job: &Path, scratch: &Path, ui: bool) -> Result<(f64, u64), S
             tail.join(" | ")
         ));
     }
-    check_answer(&data.join("output/q1"))?;
+    common::check_q1_answer(&data.join("output/q1"))?;
     std::fs::remove_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
     Ok((wall, scraped.load(Ordering::SeqCst)))
 }

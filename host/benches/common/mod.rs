@@ -89,3 +89,54 @@ pub fn median(mut samples: Vec<f64>) -> f64 {
         (samples[n / 2 - 1] + samples[n / 2]) / 2.0
     }
 }
+
+/// Rows of SF 1 lineitem with `l_shipdate <= date '1998-09-02'` (Q1's
+/// filter): the sum of Q1's `count_order` column.
+pub const Q1_ROWS: u64 = 5_916_591;
+
+/// TPC-H Q1 as the specification writes it (delta 90 days).
+pub const Q1: &str = "SELECT l_returnflag, l_linestatus, sum(l_quantity) AS sum_qty, \
+    sum(l_extendedprice) AS sum_base_price, \
+    sum(l_extendedprice * (1 - l_discount)) AS sum_disc_price, \
+    sum(l_extendedprice * (1 - l_discount) * (1 + l_tax)) AS sum_charge, \
+    avg(l_quantity) AS avg_qty, avg(l_extendedprice) AS avg_price, \
+    avg(l_discount) AS avg_disc, count(*) AS count_order \
+    FROM lineitem WHERE l_shipdate <= date '1998-12-01' - interval '90' day \
+    GROUP BY l_returnflag, l_linestatus ORDER BY l_returnflag, l_linestatus";
+
+/// Checks Q1's answer under `out`: 4 groups whose `count_order` (the
+/// last column) sums to [`Q1_ROWS`].
+pub fn check_q1_answer(out: &Path) -> Result<(), String> {
+    if !out.join("_SUCCESS").is_file() {
+        return Err(format!("{} has no _SUCCESS", out.display()));
+    }
+    let mut groups = 0_u64;
+    let mut rows = 0_u64;
+    for entry in std::fs::read_dir(out).map_err(|e| format!("{}: {e}", out.display()))? {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        if !path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("part-"))
+        {
+            continue;
+        }
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        for line in text.lines().skip(1).filter(|l| !l.is_empty()) {
+            let count = line
+                .rsplit(',')
+                .next()
+                .and_then(|c| c.parse::<u64>().ok())
+                .ok_or_else(|| format!("{}: no count_order in `{line}`", path.display()))?;
+            groups += 1;
+            rows += count;
+        }
+    }
+    if groups != 4 || rows != Q1_ROWS {
+        return Err(format!(
+            "{}: {groups} groups over {rows} rows, expected 4 over {Q1_ROWS}",
+            out.display()
+        ));
+    }
+    Ok(())
+}

@@ -111,22 +111,6 @@ fn source_locations(log: &EventLog) -> BTreeMap<u64, String> {
         .collect()
 }
 
-/// How many `ExecutionFinished` each (vertex, subtask) has in the log.
-fn finishes(log: &EventLog) -> BTreeMap<(String, u64), u32> {
-    let mut n = BTreeMap::new();
-    for e in log
-        .events
-        .iter()
-        .filter(|e| e["event"]["kind"] == "ExecutionFinished")
-    {
-        let a = &e["event"]["event"]["attempt"];
-        if let (Some(v), Some(s)) = (a["job_vertex"].as_str(), a["subtask"].as_u64()) {
-            *n.entry((v.to_owned(), s)).or_default() += 1;
-        }
-    }
-    n
-}
-
 /// Checks the answer objects of `case` against the word counts of the input.
 fn assert_answer(server: &Seaweed, fx: &Fixture, case: &str) {
     let out = objects(server, &format!("{case}/out"));
@@ -237,7 +221,11 @@ fn shuffle_objects_partitions_outlive_the_coordinator_and_a_lost_or_damaged_one_
     );
     assert_answer(&server, &fx, case);
     let log = log_of(&server, case);
-    let again: Vec<_> = finishes(&log).into_iter().filter(|(_, n)| *n > 1).collect();
+    let again: Vec<_> = log
+        .finish_counts()
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .collect();
     assert!(again.is_empty(), "{case}: ran twice: {again:?}");
     assert_released(&server, case, &fx.path("b"));
 
@@ -268,7 +256,7 @@ fn shuffle_objects_partitions_outlive_the_coordinator_and_a_lost_or_damaged_one_
     assert!(end.summary.recovered(), "{}", end.summary.brief());
     assert_answer(&server, &fx, case);
     let log = log_of(&server, case);
-    let n = finishes(&log);
+    let n = log.finish_counts();
     for s in [0, 1] {
         assert!(
             n.get(&(SOURCE.to_owned(), s)).copied().unwrap_or(0) >= 2,
@@ -353,7 +341,11 @@ fn shuffle_objects_a_lost_worker_costs_no_finished_producer_and_a_prefix_outside
     );
     assert_answer(&server, &fx, case);
     let log = log_of(&server, case);
-    let again: Vec<_> = finishes(&log).into_iter().filter(|(_, n)| *n > 1).collect();
+    let again: Vec<_> = log
+        .finish_counts()
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .collect();
     assert!(
         again.is_empty(),
         "{case}: no finished task ran again after w{victim}'s loss: {again:?}"

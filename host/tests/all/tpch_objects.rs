@@ -570,18 +570,7 @@ fn worker_kill(
 
 /// (vertex, subtask) that have more than one `ExecutionFinished` in `log`.
 fn finished_twice(log: &EventLog) -> Vec<(String, u64)> {
-    let mut finishes: BTreeMap<(String, u64), u32> = BTreeMap::new();
-    for e in log
-        .events
-        .iter()
-        .filter(|e| e["event"]["kind"] == "ExecutionFinished")
-    {
-        let a = &e["event"]["event"]["attempt"];
-        if let (Some(v), Some(s)) = (a["job_vertex"].as_str(), a["subtask"].as_u64()) {
-            *finishes.entry((v.to_owned(), s)).or_default() += 1;
-        }
-    }
-    finishes
+    log.finish_counts()
         .into_iter()
         .filter(|(_, n)| *n > 1)
         .map(|(k, _)| k)

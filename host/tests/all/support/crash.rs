@@ -684,6 +684,23 @@ impl EventLog {
             .collect()
     }
 
+    /// How many `ExecutionFinished` each (job vertex, subtask) has, over
+    /// every run in the log.
+    pub fn finish_counts(&self) -> std::collections::BTreeMap<(String, u64), u32> {
+        let mut n = std::collections::BTreeMap::new();
+        for e in self
+            .events
+            .iter()
+            .filter(|e| e["event"]["kind"] == "ExecutionFinished")
+        {
+            let a = &e["event"]["event"]["attempt"];
+            if let (Some(v), Some(s)) = (a["job_vertex"].as_str(), a["subtask"].as_u64()) {
+                *n.entry((v.to_owned(), s)).or_default() += 1;
+            }
+        }
+        n
+    }
+
     /// How many events of `kind` the log holds.
     pub fn count(&self, kind: &str) -> usize {
         self.events
