@@ -29,8 +29,15 @@ pub const MAX_KEY_BYTES: usize = 1024;
 pub const MAX_TRANSFER_BYTES: u64 = 16 << 20;
 /// Most objects one listing call of a plugin returns.
 pub const MAX_LIST: u32 = 1000;
-/// Bytes fetched at once by [`ObjectFile`].
+/// Most bytes fetched at once by [`ObjectFile`]'s reads.
 const READ_CHUNK: u64 = 4 << 20;
+/// Bytes the first read of [`ObjectFile`] fetches after a seek; each
+/// read that goes on where the last fetch ended fetches twice the last,
+/// up to [`READ_CHUNK`]. A reader that seeks to a short range (a Parquet
+/// column chunk of a few hundred KiB) so fetches at most about twice what
+/// it reads, where a fixed 4 MiB fetched 8 times as much (TPC-H Q1 at SF 1
+/// moved 1.4 GB for 219 MiB of Parquet: docs/object-storage.md, "Figures").
+const FIRST_READ: u64 = 128 << 10;
 /// Longest store error kept in a message, bytes.
 const MAX_ERROR_LINE: usize = 600;
 
@@ -636,7 +643,8 @@ pub fn block<T: Send + 'static>(
 }
 
 /// One object read as a file: its size from a HEAD at open, its bytes by
-/// ranged GETs of 4 MiB as they are read. What the source readers read an
+/// ranged GETs as they are read (128 KiB after a seek, doubling up to
+/// 4 MiB while the reads go on in order). What the source readers read an
 /// `s3://` split through. A clone shares the client and starts where the
 /// original stands.
 #[derive(Clone)]
@@ -647,6 +655,9 @@ pub struct ObjectFile {
     pos: u64,
     /// The bytes fetched last and where they start.
     chunk: (u64, bytes::Bytes),
+    /// How many bytes the next fetch of a read asks for, if it goes on
+    /// where the last ended ([`FIRST_READ`] doubling to [`READ_CHUNK`]).
+    ahead: u64,
 }
 
 impl fmt::Debug for ObjectFile {
@@ -689,6 +700,7 @@ impl ObjectFile {
             size: meta.size,
             pos: 0,
             chunk: (0, bytes::Bytes::new()),
+            ahead: FIRST_READ,
         })
     }
 
@@ -720,9 +732,16 @@ impl Read for ObjectFile {
             return Ok(0);
         }
         let (at, bytes) = &self.chunk;
-        let inside = self.pos >= *at && self.pos < at + bytes.len() as u64;
+        let end = at + bytes.len() as u64;
+        let inside = self.pos >= *at && self.pos < end;
         if !inside {
-            let fetched = self.fetch(self.pos, self.pos.saturating_add(READ_CHUNK))?;
+            // Read-ahead grows while the reads go on in order.
+            self.ahead = if self.pos == end && !bytes.is_empty() {
+                (self.ahead * 2).min(READ_CHUNK)
+            } else {
+                FIRST_READ
+            };
+            let fetched = self.fetch(self.pos, self.pos.saturating_add(self.ahead))?;
             if fetched.is_empty() {
                 return Ok(0);
             }
