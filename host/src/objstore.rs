@@ -726,6 +726,22 @@ impl ObjectFile {
     }
 }
 
+impl ObjectFile {
+    /// The bytes of each of `ranges` (each `start..end`, inside the
+    /// object), fetched together: ranges less than 1 MiB apart are joined
+    /// into one ranged GET and up to 10 GETs run at once (`object_store`'s
+    /// `get_ranges`).
+    ///
+    /// # Errors
+    /// As [`ObjectFile::open`].
+    pub fn fetch_ranges(&self, ranges: Vec<std::ops::Range<u64>>) -> io::Result<Vec<bytes::Bytes>> {
+        let (s, path) = (self.store.clone(), self.url.path());
+        block(async move { s.get_ranges(&path, &ranges).await }, None)
+            .map_err(|e| io::Error::other(format!("{e:?}")))?
+            .map_err(|e| io_error(&self.url, &e))
+    }
+}
+
 impl Read for ObjectFile {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if buf.is_empty() || self.pos >= self.size {

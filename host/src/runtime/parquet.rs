@@ -13,9 +13,11 @@
 //! `BlockMetaData.getStartingPos`).
 //!
 //! The file is opened through the split enumerator's grants
-//! ([`Grants::open_readable_file`]); only the footer and the selected
-//! columns of the owned row groups are read, with the `parquet` crate's
-//! Arrow reader, in batches of at most [`BATCH_ROWS`] rows.
+//! ([`Grants::open_readable_file`]), or for an `s3://` split as an object
+//! inside its store grants; only the footer and the selected columns of the
+//! owned row groups are read, with the `parquet` crate's Arrow reader, in
+//! batches of at most [`BATCH_ROWS`] rows. From an object, the selected
+//! column chunks are fetched together before decoding ([`prefetch`]).
 //!
 //! Columns are read as `Utf8`, `Int64`, `Decimal128(p, s)` or `Date32`
 //! (the types every built-in operator takes); an `Int32` column is widened
@@ -23,7 +25,7 @@
 //! file and the column.
 
 use std::fs::File;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
@@ -101,6 +103,7 @@ pub fn read_split(
         Some(g) if is_object => ParquetInput::Object(
             g.open_readable_object(path)
                 .map_err(|e| split_error(e.to_string()))?,
+            Arc::default(),
         ),
         Some(g) => ParquetInput::File(
             g.open_readable_file(path)
@@ -129,6 +132,10 @@ pub fn read_split(
     };
     let not_parquet =
         |e: &dyn std::fmt::Display| invalid(format!("is not a readable Parquet file: {e}"));
+    let prefetched = match &file {
+        ParquetInput::Object(o, cache) => Some((o.clone(), cache.clone())),
+        ParquetInput::File(_) => None,
+    };
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| not_parquet(&e))?;
     let end = start.saturating_add(*length);
     let mut owned = Vec::new();
@@ -144,6 +151,16 @@ pub fn read_split(
     }
     let plan = Projection::plan(builder.schema(), columns, &name)?;
     let mask = ProjectionMask::roots(builder.parquet_schema(), plan.roots.iter().copied());
+    if let Some((object, cache)) = prefetched {
+        prefetch(
+            &object,
+            &cache,
+            builder.metadata().row_groups(),
+            &owned,
+            &mask,
+        )
+        .map_err(|e| split_error(format!("plugin `{plugin}` named {name}: {e}")))?;
+    }
     let reader = builder
         .with_row_groups(owned)
         .with_projection(mask)
@@ -159,17 +176,79 @@ pub fn read_split(
 }
 
 /// What a Parquet split is read from: a file, or an object read by ranged
-/// GETs through the host's client (an `s3://` split).
+/// GETs through the host's client (an `s3://` split), with the column
+/// chunks the split reads fetched ahead ([`prefetch`]).
 enum ParquetInput {
     File(File),
-    Object(crate::objstore::ObjectFile),
+    Object(crate::objstore::ObjectFile, Arc<Mutex<Prefetched>>),
+}
+
+/// Column chunks fetched ahead, as (offset in the object, bytes).
+#[derive(Default)]
+struct Prefetched(Vec<(u64, bytes::Bytes)>);
+
+impl Prefetched {
+    /// The fetched bytes from `start` to the end of the fetched run that
+    /// holds it, if one does.
+    fn from(&self, start: u64) -> Option<bytes::Bytes> {
+        self.0.iter().find_map(|(at, bytes)| {
+            let end = at + bytes.len() as u64;
+            (*at <= start && start < end)
+                .then(|| bytes.slice(usize::try_from(start - at).unwrap_or(usize::MAX)..))
+        })
+    }
+}
+
+/// Most bytes of column chunks fetched ahead for one split; a split
+/// that reads more streams them as it reads.
+const MAX_PREFETCH_BYTES: u64 = 256 << 20;
+
+/// For a split of an object: fetches every column chunk of `columns` in
+/// the row groups `owned` of `row_groups` at once ([`ObjectFile::fetch_ranges`]:
+/// neighbours joined, up to 10 requests at a time) into `cache`, which the
+/// reader then reads from. Reading them as the Parquet reader asks, one
+/// chunk after the other, cost a few milliseconds of store latency each
+/// (docs/object-storage.md, "TPC-H from objects").
+///
+/// [`ObjectFile::fetch_ranges`]: crate::objstore::ObjectFile::fetch_ranges
+fn prefetch(
+    object: &crate::objstore::ObjectFile,
+    cache: &Mutex<Prefetched>,
+    row_groups: &[RowGroupMetaData],
+    owned: &[usize],
+    columns: &ProjectionMask,
+) -> std::io::Result<()> {
+    let mut ranges: Vec<std::ops::Range<u64>> = Vec::new();
+    for rg in owned.iter().filter_map(|&i| row_groups.get(i)) {
+        for (leaf, chunk) in rg.columns().iter().enumerate() {
+            if !columns.leaf_included(leaf) {
+                continue;
+            }
+            let (start, length) = chunk.byte_range();
+            let end = start.saturating_add(length).min(object.size());
+            if start < end {
+                ranges.push(start..end);
+            }
+        }
+    }
+    ranges.sort_by_key(|r| r.start);
+    let total: u64 = ranges.iter().map(|r| r.end - r.start).sum();
+    if ranges.is_empty() || total > MAX_PREFETCH_BYTES {
+        return Ok(());
+    }
+    let fetched = object.fetch_ranges(ranges.clone())?;
+    let mut c = cache
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    c.0 = ranges.iter().map(|r| r.start).zip(fetched).collect();
+    Ok(())
 }
 
 impl parquet::file::reader::Length for ParquetInput {
     fn len(&self) -> u64 {
         match self {
             Self::File(f) => f.len(),
-            Self::Object(o) => o.size(),
+            Self::Object(o, _) => o.size(),
         }
     }
 }
@@ -180,10 +259,24 @@ impl parquet::file::reader::ChunkReader for ParquetInput {
     fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
         match self {
             Self::File(f) => Ok(Box::new(f.get_read(start)?)),
-            Self::Object(o) => {
+            Self::Object(o, cache) => {
+                let ahead = cache
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .from(start);
                 let mut at = o.clone();
-                std::io::Seek::seek(&mut at, std::io::SeekFrom::Start(start))?;
-                Ok(Box::new(at))
+                // What was fetched ahead first, the object after it (a
+                // reader never reads past its column chunk, which was
+                // fetched whole; the rest is only a fallback).
+                let skip = ahead.as_ref().map_or(0, |b| b.len() as u64);
+                std::io::Seek::seek(&mut at, std::io::SeekFrom::Start(start + skip))?;
+                match ahead {
+                    Some(bytes) => Ok(Box::new(std::io::Read::chain(
+                        std::io::Cursor::new(bytes),
+                        at,
+                    ))),
+                    None => Ok(Box::new(at)),
+                }
             }
         }
     }
@@ -191,9 +284,18 @@ impl parquet::file::reader::ChunkReader for ParquetInput {
     fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<bytes::Bytes> {
         match self {
             Self::File(f) => f.get_bytes(start, length),
-            Self::Object(o) => o
-                .fetch(start, start.saturating_add(length as u64))
-                .map_err(|e| parquet::errors::ParquetError::External(Box::new(e))),
+            Self::Object(o, cache) => {
+                let ahead = cache
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .from(start);
+                match ahead {
+                    Some(bytes) if bytes.len() >= length => Ok(bytes.slice(..length)),
+                    _ => o
+                        .fetch(start, start.saturating_add(length as u64))
+                        .map_err(|e| parquet::errors::ParquetError::External(Box::new(e))),
+                }
+            }
         }
     }
 }
