@@ -20,7 +20,9 @@
 //!   producer's re-run:
 //!   its finished partitions are objects, not files on its disk;
 //! - a `prefix` outside the plugin's writable store grants is one error
-//!   line naming the plugin and the prefix (exit 2), before any task.
+//!   line naming the plugin and the prefix (exit 2), before any task; so is
+//!   an event log whose objects lie inside the plugin's grant (the job's
+//!   end would delete them), naming `job.log`, before anything is written.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -295,6 +297,38 @@ fn shuffle_objects_a_lost_worker_costs_no_finished_producer_and_a_prefix_outside
         let keys = server.keys(&format!("{case}/{place}/"));
         assert!(keys.is_empty(), "nothing under {place}/: {keys:?}");
     }
+
+    // The event log inside the shuffle master's grant (where its
+    // unregister-job would delete it): refused, naming the field and the
+    // plugin, before any object is written.
+    let case = "log-inside";
+    let file = job(&fx, case, None);
+    let text = std::fs::read_to_string(&file).expect("the job file");
+    let log = format!("log = \"s3://{BUCKET}/{case}/log\"");
+    assert!(text.contains(&log), "{text}");
+    std::fs::write(
+        &file,
+        text.replace(
+            &log,
+            &format!("log = \"s3://{BUCKET}/{case}/shuffle/wordcount\""),
+        ),
+    )
+    .expect("write the job file");
+    let refused = on(&file, &fx.path("log-inside-data"), &server)
+        .start()
+        .wait_exit();
+    assert_eq!(refused.code, Some(2), "{}", refused.stderr);
+    let lines = error_lines(&refused.stderr);
+    assert_eq!(lines.len(), 1, "one line: {}", refused.stderr);
+    assert!(
+        lines[0].contains("field `job.log`")
+            && lines[0].contains("plugin `shuffle`")
+            && lines[0].contains(&format!("s3://{BUCKET}/{case}/shuffle")),
+        "names the field, the plugin and its grant: {}",
+        lines[0]
+    );
+    let keys = server.keys(&format!("{case}/"));
+    assert!(keys.is_empty(), "nothing written: {keys:?}");
 
     // 3 workers; the worker of source 0 SIGKILLed once every source has finished.
     let case = "worker-kill";
