@@ -7,7 +7,8 @@
 //!
 //! - uninterrupted, the answer is exact, every recorded partition is an
 //!   object under the prefix, and the job's partitions are deleted when it
-//!   ends (nothing left under the prefix or in the staging folder);
+//!   ends (no partition object left under the prefix, nothing in the
+//!   staging folder; an object there that is not a partition stays);
 //! - a coordinator SIGKILLed once every source has finished and started
 //!   again on **another** data directory (as a standby on another machine)
 //!   skips every task the log recorded finished and no other;
@@ -175,9 +176,12 @@ fn shuffle_objects_partitions_outlive_the_coordinator_and_a_lost_or_damaged_one_
     let fx = Fixture::words();
     let server = Seaweed::start(&fx.path("seaweed"), BUCKET);
 
-    // 1. Uninterrupted.
+    // 1. Uninterrupted. An object under the job's folder of partitions
+    // that is not a partition stays when the job's partitions are deleted.
     let case = "plain";
     let data = fx.path("plain-data");
+    let foreign = format!("{case}/shuffle/wordcount/README");
+    server.put(&foreign, b"not a partition\n".to_vec());
     let end = on(&job(&fx, case, None), &data, &server).run_to_end();
     assert_eq!(end.summary.tasks_skipped(), 0, "{}", end.summary.brief());
     assert_answer(&server, &fx, case);
@@ -189,6 +193,12 @@ fn shuffle_objects_partitions_outlive_the_coordinator_and_a_lost_or_damaged_one_
         locations.values().all(|l| l.starts_with(&prefix)),
         "every source partition is an object under {prefix}: {locations:?}"
     );
+    let kept = server.keys(&format!("{case}/shuffle/"));
+    assert!(
+        kept.contains(&foreign),
+        "{case}: {foreign} is not a partition and stays: {kept:?}"
+    );
+    server.delete(&foreign);
     assert_released(&server, case, &data);
 
     // 2. The coordinator SIGKILLed once the sources have finished, started

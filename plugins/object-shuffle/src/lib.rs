@@ -94,22 +94,48 @@ fn store_error(e: StoreError) -> Error {
     }
 }
 
-/// Deletes every object whose URL starts with `folder`.
+/// Deletes the partition objects under `folder` (a job's, `<prefix>/<job>/`):
+/// those named as this plugin names them, `<data set>/<vertex>-<subtask>-<attempt>/`
+/// then `data` or `index`. Anything else there (another tool's objects, a
+/// table someone put under the prefix) is left alone.
 fn delete_under(folder: &str) -> Result<(), StoreError> {
+    let mut after: Option<String> = None;
     loop {
-        // Each page is deleted before the next listing, which starts
-        // again from the front: what is left is what comes next.
-        let page = store::list_objects(folder, None, 1000)?;
+        let page = store::list_objects(folder, after.as_deref(), 1000)?;
         for meta in &page {
+            if !is_partition_object(&meta.url[folder.len().min(meta.url.len())..]) {
+                continue;
+            }
             match store::delete_object(&meta.url) {
                 Ok(()) | Err(StoreError::NotFound(_)) => {}
                 Err(e) => return Err(e),
             }
         }
-        if page.len() < 1000 {
-            return Ok(());
+        match page.last() {
+            Some(last) if page.len() == 1000 => after = Some(last.url.clone()),
+            _ => return Ok(()),
         }
     }
+}
+
+/// Whether `rest` (a key below a job's folder) names a partition object:
+/// `<data set>/<vertex>-<subtask>-<attempt>/data` or `.../index`.
+fn is_partition_object(rest: &str) -> bool {
+    let parts: Vec<&str> = rest.split('/').collect();
+    let [data_set, producer, name] = parts.as_slice() else {
+        return false;
+    };
+    let mut numbers = producer.rsplitn(3, '-');
+    let (Some(attempt), Some(subtask), Some(vertex)) =
+        (numbers.next(), numbers.next(), numbers.next())
+    else {
+        return false;
+    };
+    !data_set.is_empty()
+        && !vertex.is_empty()
+        && attempt.parse::<u32>().is_ok()
+        && subtask.parse::<u32>().is_ok()
+        && (*name == DATA_FILE || *name == INDEX_FILE)
 }
 
 /// Whether `url` lies inside `grant` as a folder (or is the grant itself).
@@ -325,9 +351,10 @@ impl GuestShuffleMaster for ObjectShuffleMaster {
     }
 
     /// Flink's `unregisterJob`: the job is over, its partitions are
-    /// nobody's. Every object under `<prefix>/<job>/` is deleted (a
-    /// listing, a page of at most 1000 keys at a time); a failure is logged
-    /// and leaves the rest for a later run of the same job to overwrite.
+    /// nobody's. Every partition object under `<prefix>/<job>/` is deleted
+    /// (a listing, a page of at most 1000 keys at a time; other objects
+    /// there stay); a failure is logged and leaves the rest for a later run
+    /// of the same job to overwrite.
     fn unregister_job(&self, job_id: String) {
         self.jobs.borrow_mut().remove(&job_id);
         let folder = format!(
@@ -349,6 +376,24 @@ bindings::export!(Component with_types_in bindings);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_partition_objects_are_deleted_with_the_job() {
+        for yes in ["ds/v-0-0/data", "ds/vertex-a-b-12-3/index"] {
+            assert!(is_partition_object(yes), "{yes}");
+        }
+        for no in [
+            "lineitem/part-0.parquet",
+            "ds/v-0-0/data/x",
+            "ds/v-0-0/other",
+            "ds/v-x-0/data",
+            "ds/-0-0/data",
+            "v-0-0/data",
+            "",
+        ] {
+            assert!(!is_partition_object(no), "{no}");
+        }
+    }
 
     #[test]
     fn a_prefix_is_inside_a_grant_only_as_a_folder() {
