@@ -295,7 +295,6 @@ impl JobMaster {
                 let u = self.unplaced.entry(key).or_insert_with(|| Unplaced {
                     retry_at: now,
                     why: String::new(),
-                    failures: 0,
                 });
                 if u.why != NO_WORKER {
                     u.why = NO_WORKER.into();

@@ -24,6 +24,7 @@ impl JobMaster {
         }
         let key = (attempt.vertex, attempt.subtask);
         self.waiting_since.remove(&key);
+        self.refusals.remove(&key);
         let vertex_id = self.graph.job.vertices[attempt.vertex].id.clone();
         // Logged at debug only: the progress line below (or, when the job
         // fails on it, the run's `coordhost:` line) says it once.
@@ -159,7 +160,11 @@ impl JobMaster {
         self.failed_on.entry(key).or_default().insert(worker);
         let now = std::time::Instant::now();
         self.waiting_since.entry(key).or_insert(now);
-        let failures = self.unplaced.get(&key).map_or(0, |u| u.failures) + 1;
+        let failures = {
+            let n = self.refusals.entry(key).or_default();
+            *n = n.saturating_add(1);
+            *n
+        };
         let pause = std::time::Duration::from_millis(100 << (failures - 1).min(4))
             .min(std::time::Duration::from_secs(1));
         self.unplaced.insert(
@@ -167,7 +172,6 @@ impl JobMaster {
             super::Unplaced {
                 retry_at: now + pause,
                 why: why.clone(),
-                failures,
             },
         );
         self.reset_as(

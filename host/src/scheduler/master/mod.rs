@@ -66,8 +66,6 @@ struct Unplaced {
     retry_at: Instant,
     /// Why it waits, for the log and the error when the wait ends.
     why: String,
-    /// Failed `Deploy`s in a row (the pause doubles with each).
-    failures: u32,
 }
 
 /// What a wait for a worker is, as `Unplaced::why` says it.
@@ -231,6 +229,10 @@ pub struct JobMaster {
     /// when it first could not be, kept through failed `Deploy`s, cleared
     /// when one of its attempts finishes or fails after being placed.
     waiting_since: HashMap<(usize, u32), Instant>,
+    /// Per execution vertex: its `Deploy`s failed in a row (kept through
+    /// placements, cleared with `waiting_since`), so the pause before the
+    /// next one keeps doubling when workers refuse it again and again.
+    refusals: HashMap<(usize, u32), u32>,
     /// The longest wait for a worker (`job.slot-request-timeout-ms`).
     slot_request_timeout: Duration,
 }
@@ -411,6 +413,7 @@ impl JobMaster {
             failed_on: HashMap::new(),
             unplaced: BTreeMap::new(),
             waiting_since: HashMap::new(),
+            refusals: HashMap::new(),
             slot_request_timeout: config.slot_request_timeout,
         })
     }
@@ -1335,6 +1338,7 @@ impl JobMaster {
         )?;
         self.placed_on.remove(&attempt);
         self.waiting_since.remove(&(v, attempt.subtask));
+        self.refusals.remove(&(v, attempt.subtask));
         let ev = &mut self.graph.vertices[v].executions[attempt.subtask as usize];
         ev.state = ExecutionState::Finished;
         ev.partitions = partitions;
