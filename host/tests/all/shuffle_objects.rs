@@ -16,6 +16,9 @@
 //!   `data` object overwritten with as many wrong bytes: both producers run
 //!   again (the first found missing by the recovery's partition question,
 //!   the second by its consumers' checksums), and the answer is exact;
+//! - two runs of one job file (the same job name) over other inputs that
+//!   share the prefix, each SIGKILLed and started again, each answer its
+//!   own input's (the partitions are under a run token of the plugin's);
 //! - on 3 worker processes (each with its own data directory), a worker
 //!   that ran a source SIGKILLed once every source has finished costs no
 //!   producer's re-run:
@@ -49,16 +52,28 @@ const SINKS: u32 = 6;
 /// `<case>/shuffle` and its writable store grant `grant` (that prefix
 /// when `None`).
 fn job(fx: &Fixture, case: &str, grant: Option<&str>) -> PathBuf {
+    job_over(fx, case, &fx.input, case, grant)
+}
+
+/// As [`job`], over the `.txt` files of `input`, the `object-shuffle`
+/// prefix (and grant) `<prefix_case>/shuffle`.
+fn job_over(
+    fx: &Fixture,
+    case: &str,
+    input: &Path,
+    prefix_case: &str,
+    grant: Option<&str>,
+) -> PathBuf {
     let file = WordJob {
         sources: SOURCES,
         bytes_per_task: 22_000,
         sink_delay_us: 600,
         snapshot_min_pause_ms: 0,
-        ..WordJob::new(&fx.input)
+        ..WordJob::new(input)
     }
     .write(&fx.path(&format!("{case}.toml")));
     let text = std::fs::read_to_string(&file).expect("read the job file");
-    let prefix = format!("s3://{BUCKET}/{case}/shuffle");
+    let prefix = format!("s3://{BUCKET}/{prefix_case}/shuffle");
     let local = shuffle_table("shuffle", "local-shuffle", "");
     assert!(text.contains(&local), "the word count's shuffle: {text}");
     let object = format!(
@@ -116,6 +131,11 @@ fn source_locations(log: &EventLog) -> BTreeMap<u64, String> {
 
 /// Checks the answer objects of `case` against the word counts of the input.
 fn assert_answer(server: &Seaweed, fx: &Fixture, case: &str) {
+    assert_answer_of(server, case, &fx.input);
+}
+
+/// Checks the answer objects of `case` against the word counts of `input`.
+fn assert_answer_of(server: &Seaweed, case: &str, input: &Path) {
     let out = objects(server, &format!("{case}/out"));
     assert_eq!(
         out.get("_SUCCESS").map(Vec::len),
@@ -124,7 +144,7 @@ fn assert_answer(server: &Seaweed, fx: &Fixture, case: &str) {
         out.keys()
     );
     let got = all_rows(&out);
-    let want = expected_output(&fx.input);
+    let want = expected_output(input);
     assert!(got == want, "{case}: {}", first_difference(&got, &want));
 }
 
@@ -277,6 +297,38 @@ fn shuffle_objects_partitions_outlive_the_coordinator_and_a_lost_or_damaged_one_
     }
     assert_eq!(log.count("JobFinished"), 1, "{case}: one end");
     assert_released(&server, case, &data);
+
+    // 4. Two runs of one job file (the same job name) over other inputs,
+    // sharing the prefix, each SIGKILLed once its sources finished, then
+    // each started again: each finds its own partitions, never the other's
+    // (same ids, same sizes would pass every check of the index).
+    let other = fx.path("other-input");
+    std::fs::create_dir_all(&other).expect("the other input");
+    let mut text = String::new();
+    // Enough words that the sink phase outlasts the poll (about 10 000
+    // distinct ones, 40 000 lines).
+    for i in 0..40_000 {
+        text.push_str(&format!("other w{} and v{}\n", i % 9973, (i * 7) % 4999));
+    }
+    std::fs::write(other.join("other.txt"), text).expect("the other input");
+    let first = job_over(&fx, "twin-a", &fx.input, "twin", None);
+    let second = job_over(&fx, "twin-b", &other, "twin", None);
+    let mut a = on(&first, &fx.path("twin-a-data"), &server);
+    let mut b = on(&second, &fx.path("twin-b-data"), &server);
+    kill_after_sources(&mut a, &server, "twin-a");
+    kill_after_sources(&mut b, &server, "twin-b");
+    for (mut run, case, input) in [(a, "twin-a", &fx.input), (b, "twin-b", &other)] {
+        let end = run.run_to_end();
+        assert!(end.summary.recovered(), "{case}: {}", end.summary.brief());
+        assert!(
+            end.summary.tasks_skipped() >= u64::from(SOURCES),
+            "{case}: its sources are skipped: {}",
+            end.summary.brief()
+        );
+        assert_answer_of(&server, case, input);
+    }
+    let left = server.keys("twin/shuffle/");
+    assert!(left.is_empty(), "twin: partitions left: {left:?}");
 }
 
 #[test]

@@ -17,15 +17,23 @@
 //!
 //! A partition of job `J`, data set `D`, produced by attempt `A` of subtask
 //! `S` of job vertex `V` is the two objects
-//! `<prefix>/<J>/<D>/<V>-<S>-<A>/data` and `.../index` (each name
-//! sanitized as `plugin_support::partition_files` does for directories).
+//! `<prefix>/<J>/<R>/<D>/<V>-<S>-<A>/data` and `.../index` (each name
+//! sanitized as `plugin_support::partition_files` does for directories),
+//! where `R` is this run's token, `run-` and 16 hex digits drawn at
+//! random when the instance is created. Job names are not unique across
+//! coordinators: two runs of one job file (a daily job, a backfill) that
+//! share a prefix would otherwise name the same objects, and one run's
+//! partitions would pass the other's checks (the index names the job, not
+//! the run) — wrong output with exit 0.
 //!
 //! # State and snapshots
 //!
-//! None: a partition's place is a function of its id, so after a restore
-//! the same id names the same objects. `snapshot-state` answers a full
-//! snapshot of one byte (the format version); `restore-state` accepts only
-//! that.
+//! The run token, nothing else: a partition's place is a function of the
+//! token and its id, so after a restore the same id names the same objects.
+//! `snapshot-state` answers a full snapshot: the format version (2), then
+//! the token's bytes. `restore-state` takes the token of the last snapshot;
+//! a version 1 snapshot (one byte, from before the token) leaves the new
+//! token, so the partitions it recorded count as missing and run again.
 //!
 //! # Which partitions exist
 //!
@@ -53,13 +61,32 @@ use bindings::exports::coordhost::plugin::shuffle_master::{
     Guest, GuestShuffleMaster, ShuffleMaster,
 };
 use plugin_support::partition_files::{
-    DATA_FILE, INDEX_FILE, IndexProducer, checked_sizes, index_subpartitions, partition_location,
+    DATA_FILE, INDEX_FILE, IndexProducer, checked_sizes, index_subpartitions, sanitize_component,
 };
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 
-/// The one byte of every snapshot: its format version.
-pub const SNAPSHOT_VERSION: u8 = 1;
+/// The first byte of every snapshot: its format version.
+pub const SNAPSHOT_VERSION: u8 = 2;
+
+/// A new run token: `run-` and 16 hex digits, from the random keys std
+/// seeds its hash maps with (`wasi:random`) and the wall clock.
+fn new_run_token() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(nanos);
+    format!("run-{:016x}", h.finish())
+}
+
+/// Whether `token` has the shape [`new_run_token`] gives.
+fn is_run_token(token: &str) -> bool {
+    token
+        .strip_prefix("run-")
+        .is_some_and(|hex| hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+}
 
 /// Largest index read, bytes (the host's bound on one ranged get).
 const MAX_INDEX_BYTES: u64 = 16 << 20;
@@ -77,6 +104,9 @@ pub struct ObjectShuffleMaster {
     prefix: String,
     /// Jobs registered.
     jobs: RefCell<BTreeSet<String>>,
+    /// This run's token (a folder below each job's): new at create, the
+    /// recorded one after a restore.
+    run: RefCell<String>,
     /// Warnings already logged (the host asks again while it waits).
     warned: RefCell<BTreeSet<String>>,
 }
@@ -149,13 +179,25 @@ fn inside(url: &str, grant: &str) -> bool {
 impl ObjectShuffleMaster {
     /// The place of partition `id` of `job_id`.
     fn location(&self, job_id: &str, id: &ResultPartitionId) -> String {
-        partition_location(
-            &self.prefix,
-            job_id,
-            &id.intermediate_data_set,
-            &id.producer.job_vertex,
+        // The layout of `plugin_support::partition_files::partition_location`,
+        // one folder (the run's) deeper.
+        format!(
+            "{}/{}/{}-{}-{}",
+            self.run_folder(job_id),
+            sanitize_component(&id.intermediate_data_set),
+            sanitize_component(&id.producer.job_vertex),
             id.producer.subtask,
-            id.producer.attempt,
+            id.producer.attempt
+        )
+    }
+
+    /// `<prefix>/<job>/<run>`: where this run's partitions of `job_id` are.
+    fn run_folder(&self, job_id: &str) -> String {
+        format!(
+            "{}/{}/{}",
+            self.prefix,
+            sanitize_component(job_id),
+            self.run.borrow()
         )
     }
 
@@ -256,6 +298,7 @@ impl GuestShuffleMaster for ObjectShuffleMaster {
         Ok(ShuffleMaster::new(Self {
             prefix,
             jobs: RefCell::new(BTreeSet::new()),
+            run: RefCell::new(new_run_token()),
             warned: RefCell::new(BTreeSet::new()),
         }))
     }
@@ -298,20 +341,35 @@ impl GuestShuffleMaster for ObjectShuffleMaster {
     }
 
     fn snapshot_state(&self, _job_id: String) -> Result<ShuffleMasterSnapshot, Error> {
+        let mut data = vec![SNAPSHOT_VERSION];
+        data.extend_from_slice(self.run.borrow().as_bytes());
         Ok(ShuffleMasterSnapshot {
             incremental: false,
-            data: vec![SNAPSHOT_VERSION],
+            data,
         })
     }
 
     fn restore_state(&self, snapshots: Vec<ShuffleMasterSnapshot>) -> Result<(), Error> {
+        let mut token = None;
         for (i, s) in snapshots.iter().enumerate() {
-            if s.data != [SNAPSHOT_VERSION] {
-                return Err(Error::CorruptSnapshot(format!(
-                    "snapshot {i} is {} bytes, not the one version byte {SNAPSHOT_VERSION} this plugin writes",
-                    s.data.len()
-                )));
+            match s.data.split_first() {
+                // Before the run token: its partitions are under no token.
+                Some((1, [])) => {}
+                Some((&SNAPSHOT_VERSION, rest))
+                    if std::str::from_utf8(rest).is_ok_and(is_run_token) =>
+                {
+                    token = std::str::from_utf8(rest).ok().map(str::to_owned);
+                }
+                _ => {
+                    return Err(Error::CorruptSnapshot(format!(
+                        "snapshot {i} ({} bytes) is neither version 1 (one byte) nor version {SNAPSHOT_VERSION} with a run token",
+                        s.data.len()
+                    )));
+                }
             }
+        }
+        if let Some(token) = token {
+            *self.run.borrow_mut() = token;
         }
         Ok(())
     }
@@ -351,17 +409,13 @@ impl GuestShuffleMaster for ObjectShuffleMaster {
     }
 
     /// Flink's `unregisterJob`: the job is over, its partitions are
-    /// nobody's. Every partition object under `<prefix>/<job>/` is deleted
-    /// (a listing, a page of at most 1000 keys at a time; other objects
-    /// there stay); a failure is logged and leaves the rest for a later run
-    /// of the same job to overwrite.
+    /// nobody's. Every partition object of this run, under
+    /// `<prefix>/<job>/<run>/`, is deleted (a listing, a page of at most
+    /// 1000 keys at a time; other objects there stay, and other runs'
+    /// folders are not looked at); a failure is logged and leaves them.
     fn unregister_job(&self, job_id: String) {
         self.jobs.borrow_mut().remove(&job_id);
-        let folder = format!(
-            "{}/{}/",
-            self.prefix,
-            plugin_support::partition_files::sanitize_component(&job_id)
-        );
+        let folder = format!("{}/", self.run_folder(&job_id));
         if let Err(e) = delete_under(&folder) {
             host_log::log(
                 LogLevel::Warn,
@@ -376,6 +430,22 @@ bindings::export!(Component with_types_in bindings);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn run_tokens_have_their_shape_and_differ() {
+        let (a, b) = (new_run_token(), new_run_token());
+        assert!(is_run_token(&a) && is_run_token(&b), "{a} {b}");
+        assert_ne!(a, b);
+        for bad in [
+            "run-",
+            "run-0123",
+            "run-0123456789abcdeg",
+            "x-0123456789abcdef",
+            "run-0123456789abcdef/..",
+        ] {
+            assert!(!is_run_token(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn only_partition_objects_are_deleted_with_the_job() {

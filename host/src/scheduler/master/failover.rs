@@ -39,6 +39,28 @@ impl JobMaster {
                 tracing::debug!(vertex = %vertex_id, subtask = attempt.subtask, attempt = attempt.attempt, "attempt failed: {error}");
             }
         }
+        // An attempt that failed because an input partition was lost (or
+        // damaged) while its producer is still the finished attempt that
+        // wrote it did nothing wrong: the producer runs again, and that
+        // re-run counts against the producer's `max-attempts`, not this
+        // attempt against the consumer's. A worker lost with partitions of
+        // several stages made each consumer fail once per lost level before
+        // the worker was declared lost, and burnt a consumer's attempts
+        // (`tpch_objects`, the worker SIGKILL with partitions on disks).
+        let lost_input = match &error {
+            TaskError::PartitionNotFound { producer, .. }
+            | TaskError::PartitionCorrupt { producer, .. } => self.graph.vertices[producer.vertex]
+                .executions
+                .get(producer.subtask as usize)
+                .is_some_and(|p| {
+                    p.attempt == producer.attempt && p.state == ExecutionState::Finished
+                }),
+            _ => false,
+        };
+        if lost_input {
+            let ev = &mut self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize];
+            ev.attempts_started = ev.attempts_started.saturating_sub(1);
+        }
         // Attempts this coordinator started count, not attempt numbers: a
         // recovered job numbers its re-runs above every recorded attempt.
         let started = self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize]
