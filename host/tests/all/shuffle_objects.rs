@@ -23,8 +23,8 @@
 //!   that ran a source SIGKILLed once every source has finished costs no
 //!   producer's re-run:
 //!   its finished partitions are objects, not files on its disk;
-//! - a `prefix` outside the plugin's writable store grants is one error
-//!   line naming the plugin and the prefix (exit 2), before any task; so is
+//! - a `prefix` outside the plugin's writable store grants, or with a `..`
+//!   part, is one error line naming the plugin (exit 2), before any task; so is
 //!   an event log whose objects lie inside the plugin's grant (the job's
 //!   end would delete them), naming `job.log`, before anything is written.
 
@@ -359,6 +359,31 @@ fn shuffle_objects_a_lost_worker_costs_no_finished_producer_and_a_prefix_outside
         let keys = server.keys(&format!("{case}/{place}/"));
         assert!(keys.is_empty(), "nothing under {place}/: {keys:?}");
     }
+
+    // A prefix with a `..` part inside the grant: refused at create too.
+    let case = "dots";
+    let file = job(&fx, case, None);
+    let text = std::fs::read_to_string(&file).expect("the job file");
+    let prefix = format!("prefix = \"s3://{BUCKET}/{case}/shuffle\"");
+    assert!(text.contains(&prefix), "{text}");
+    std::fs::write(
+        &file,
+        text.replace(
+            &prefix,
+            &format!("prefix = \"s3://{BUCKET}/{case}/shuffle/../elsewhere\""),
+        ),
+    )
+    .expect("write the job file");
+    let refused = on(&file, &fx.path("dots-data"), &server)
+        .start()
+        .wait_exit();
+    assert_eq!(refused.code, Some(2), "{}", refused.stderr);
+    let lines = error_lines(&refused.stderr);
+    assert!(
+        lines.len() == 1 && lines[0].contains("shuffle") && lines[0].contains("not a plain"),
+        "one line naming the plugin and the rule: {}",
+        refused.stderr
+    );
 
     // The event log inside the shuffle master's grant (where its
     // unregister-job would delete it): refused, naming the field and the

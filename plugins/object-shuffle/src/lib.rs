@@ -269,9 +269,13 @@ impl GuestShuffleMaster for ObjectShuffleMaster {
             .map_err(Error::InvalidConfig)?
             .trim_end_matches('/')
             .to_owned();
-        if !prefix.starts_with("s3://") {
+        let plain = prefix.strip_prefix("s3://").is_some_and(|rest| {
+            rest.split('/')
+                .all(|part| !part.is_empty() && part != "." && part != ".." && !part.contains('%'))
+        });
+        if !plain {
             return Err(Error::InvalidConfig(format!(
-                "`prefix` = `{prefix}` is not s3://BUCKET/PREFIX"
+                "`prefix` = `{prefix}` is not a plain s3://BUCKET/PREFIX (no empty, `.` or `..` part, no `%`)"
             )));
         }
         let grants = store::grants();
