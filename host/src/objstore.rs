@@ -534,6 +534,34 @@ pub fn classify(error: &object_store::Error) -> String {
     format!("{what} ({detail})")
 }
 
+/// Asks the store of `url` for one object under it (a listing): what went
+/// wrong in words (`the bucket does not exist (…)`, `cannot be reached
+/// (…)`, [`classify`]) when it cannot be used. Credentials never appear.
+///
+/// # Errors
+/// The sentence, without the endpoint (the caller names it and its place).
+pub fn probe(url: &ObjectUrl) -> Result<(), String> {
+    use futures::StreamExt as _;
+    let store = client(&url.bucket)?;
+    let prefix = url.path();
+    let first = block(
+        async move { store.list(Some(&prefix)).next().await.transpose() },
+        None,
+    )
+    .map_err(|e| match e {
+        Blocked::Deadline => "no answer in time".to_owned(),
+        Blocked::Failed(why) => why,
+    })?;
+    match first {
+        Ok(_) => Ok(()),
+        // A listing finds no object, never "not found": the bucket is.
+        Err(e @ object_store::Error::NotFound { .. }) => {
+            Err(format!("the bucket does not exist ({})", error_line(&e)))
+        }
+        Err(e) => Err(classify(&e)),
+    }
+}
+
 /// The process's clients, one per bucket, made on first use.
 fn clients() -> &'static Mutex<HashMap<String, Arc<dyn ObjectStore>>> {
     static CLIENTS: OnceLock<Mutex<HashMap<String, Arc<dyn ObjectStore>>>> = OnceLock::new();

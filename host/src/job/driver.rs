@@ -77,6 +77,7 @@ pub fn run_job(opts: &RunOptions) -> Result<Summary, JobError> {
         .unwrap_or_else(|| data_dir.join("cache"));
     crate::config::check_cache_dir(&config, &cache_dir)?;
     check_sink_stores(&config)?;
+    check_shuffle_stores(&config)?;
     let new_folders = crate::config::NewFolders::note(&config, data_dir);
     let result = run_recoverable(&config, opts, &log).map(|mut summary| {
         summary.default_shuffle = config.default_shuffle;
@@ -683,6 +684,29 @@ fn check_sink_stores(config: &JobConfig) -> Result<(), JobError> {
             crate::runtime::sink::published_names(sink)
                 .map_err(|problem| JobError::SinkStore { problem })?;
         }
+    }
+    Ok(())
+}
+
+/// Before anything runs: the store of every writable store grant of the
+/// shuffle master is asked (the grant listed), as a sink's is. A shuffle
+/// master that places result partitions on objects (`object-shuffle`)
+/// makes the host write there; without this check a wrong secret or a
+/// missing bucket showed only when the first producers uploaded, each
+/// producer failing its attempts ([`JobError::ShuffleStore`], exit 1).
+fn check_shuffle_stores(config: &JobConfig) -> Result<(), JobError> {
+    let Some(spec) = config.plugins.get(&config.shuffle_plugin) else {
+        return Ok(());
+    };
+    for grant in spec.stores.iter().filter(|g| g.writable) {
+        crate::objstore::probe(&grant.url).map_err(|what| JobError::ShuffleStore {
+            problem: format!(
+                "object store {} (store granted to shuffle master `{}`: {}): {what}",
+                crate::objstore::endpoint(),
+                spec.name,
+                grant.url
+            ),
+        })?;
     }
     Ok(())
 }

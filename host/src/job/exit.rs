@@ -76,6 +76,7 @@ impl JobError {
             | Self::Internal { .. }
             | Self::RecoveryRetryLater { .. }
             | Self::SinkStore { .. }
+            | Self::ShuffleStore { .. }
             // A plugin or a task failed while the job ran.
             | Self::Commit { .. }
             | Self::LostLeadership { .. }

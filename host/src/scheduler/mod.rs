@@ -258,6 +258,16 @@ pub enum JobError {
         /// `object store ENDPOINT (sink s3://BUCKET/PREFIX): WHAT (DETAIL)`.
         problem: String,
     },
+    /// The store of a writable store grant of the shuffle master (where a
+    /// shuffle master such as `object-shuffle` places result partitions,
+    /// which the host writes) could not be used when asked before anything
+    /// ran: one line naming the endpoint, the plugin and the grant, never
+    /// credentials. Exit code 1, as for a sink's store.
+    #[error("result partitions: {problem}")]
+    ShuffleStore {
+        /// `object store ENDPOINT (store granted to shuffle master `P`: s3://…): WHAT (DETAIL)`.
+        problem: String,
+    },
     /// Recovery itself failed (a plugin or the shuffle master could not be
     /// restored or asked) although the log is intact, and committed sink
     /// output rules out a full re-run: the log is kept as it is (a

@@ -26,7 +26,9 @@
 //! - a `prefix` outside the plugin's writable store grants, or with a `..`
 //!   part, is one error line naming the plugin (exit 2), before any task; so is
 //!   an event log whose objects lie inside the plugin's grant (the job's
-//!   end would delete them), naming `job.log`, before anything is written.
+//!   end would delete them), naming `job.log`, before anything is written;
+//!   a grant in a bucket that does not exist is one line naming the store,
+//!   the plugin and the bucket's absence (exit 1), before any task.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -359,6 +361,33 @@ fn shuffle_objects_a_lost_worker_costs_no_finished_producer_and_a_prefix_outside
         let keys = server.keys(&format!("{case}/{place}/"));
         assert!(keys.is_empty(), "nothing under {place}/: {keys:?}");
     }
+
+    // The shuffle master's grant in a bucket that does not exist: one line
+    // naming the store, the plugin and the grant before any task (exit 1,
+    // the run's storage), not producers failing one by one.
+    let case = "no-bucket";
+    let file = job(&fx, case, None);
+    let text = std::fs::read_to_string(&file).expect("the job file");
+    let place = format!("s3://{BUCKET}/{case}/shuffle");
+    assert_eq!(text.matches(&place).count(), 2, "prefix and grant: {text}");
+    std::fs::write(
+        &file,
+        text.replace(&place, "s3://no-such-bucket-here/shuffle"),
+    )
+    .expect("write the job file");
+    let refused = on(&file, &fx.path("no-bucket-data"), &server)
+        .start()
+        .wait_exit();
+    assert_eq!(refused.code, Some(1), "{}", refused.stderr);
+    let lines = error_lines(&refused.stderr);
+    assert!(
+        lines.len() == 1
+            && lines[0].contains("result partitions: object store")
+            && lines[0].contains("shuffle master `shuffle`")
+            && lines[0].contains("the bucket does not exist"),
+        "one line naming the store, the plugin and the bucket: {}",
+        refused.stderr
+    );
 
     // A prefix with a `..` part inside the grant: refused at create too.
     let case = "dots";

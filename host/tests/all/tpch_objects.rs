@@ -530,8 +530,36 @@ fn worker_kill(
     let mut ch = cluster.coordinator(&job, &fx.path(data));
     ch.log = Some("warn,coordhost::remote=info");
     let mut run = ch.start();
-    let polled = cluster.poll_log(case, &mut run, 3);
+    // The moment is read from the coordinator's progress lines (a file
+    // read every few ms), not from the object log (`log inspect`, a
+    // process per look: by its answer the whole job could be over, as a
+    // run showed once reading Parquet objects got faster).
+    let err_file = fx.path(&format!("{data}.run1.err"));
+    let stages = run
+        .poll_until(|| {
+            let text = std::fs::read_to_string(&err_file).unwrap_or_default();
+            let complete: BTreeSet<&str> = text
+                .lines()
+                .filter_map(|l| {
+                    // `<time> <vertex>: <k>/<n> finished[; input: …]`
+                    let (head, tail) = l.split_once(": ")?;
+                    let vertex = head.rsplit_once(' ')?.1;
+                    let (k, n) = tail.split_once(" finished")?.0.split_once('/')?;
+                    (k == n).then_some(vertex)
+                })
+                .collect();
+            (complete.len() >= 3).then_some(complete.len())
+        })
+        .unwrap_or_else(|why| {
+            panic!(
+                "{case}: no moment with 3 stages finished: {why}\n{}",
+                run.stderr_tail()
+            )
+        });
     cluster.workers.kill(victim);
+    let polled =
+        read_log(&cluster.server, &format!("s3://{BUCKET}/{case}/log")).expect("the object log");
+    eprintln!("{case}: w{victim} killed once {stages} stages had finished");
     let end = run.finish();
     let done = finished(&polled);
     eprintln!(
