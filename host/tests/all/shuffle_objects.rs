@@ -333,6 +333,29 @@ fn shuffle_objects_partitions_outlive_the_coordinator_and_a_lost_or_damaged_one_
     assert!(left.is_empty(), "twin: partitions left: {left:?}");
 }
 
+/// Runs case `case`'s job with every `from` in its file replaced by `to`
+/// (at least once), expects exit `code` and one error line; that line.
+fn refused_line(
+    fx: &Fixture,
+    server: &Seaweed,
+    case: &str,
+    from: &str,
+    to: &str,
+    code: i32,
+) -> String {
+    let file = job(fx, case, None);
+    let text = std::fs::read_to_string(&file).expect("the job file");
+    assert!(text.contains(from), "{case}: `{from}` in {text}");
+    std::fs::write(&file, text.replace(from, to)).expect("write the job file");
+    let refused = on(&file, &fx.path(&format!("{case}-data")), server)
+        .start()
+        .wait_exit();
+    assert_eq!(refused.code, Some(code), "{case}: {}", refused.stderr);
+    let lines = error_lines(&refused.stderr);
+    assert_eq!(lines.len(), 1, "{case}: one line: {}", refused.stderr);
+    lines[0].to_owned()
+}
+
 #[test]
 fn shuffle_objects_a_lost_worker_costs_no_finished_producer_and_a_prefix_outside_the_grant_is_refused()
  {
@@ -366,82 +389,54 @@ fn shuffle_objects_a_lost_worker_costs_no_finished_producer_and_a_prefix_outside
     // naming the store, the plugin and the grant before any task (exit 1,
     // the run's storage), not producers failing one by one.
     let case = "no-bucket";
-    let file = job(&fx, case, None);
-    let text = std::fs::read_to_string(&file).expect("the job file");
     let place = format!("s3://{BUCKET}/{case}/shuffle");
-    assert_eq!(text.matches(&place).count(), 2, "prefix and grant: {text}");
-    std::fs::write(
-        &file,
-        text.replace(&place, "s3://no-such-bucket-here/shuffle"),
-    )
-    .expect("write the job file");
-    let refused = on(&file, &fx.path("no-bucket-data"), &server)
-        .start()
-        .wait_exit();
-    assert_eq!(refused.code, Some(1), "{}", refused.stderr);
-    let lines = error_lines(&refused.stderr);
+    let line = refused_line(
+        &fx,
+        &server,
+        case,
+        &place,
+        "s3://no-such-bucket-here/shuffle",
+        1,
+    );
     assert!(
-        lines.len() == 1
-            && lines[0].contains("result partitions: object store")
-            && lines[0].contains("shuffle master `shuffle`")
-            && lines[0].contains("the bucket does not exist"),
-        "one line naming the store, the plugin and the bucket: {}",
-        refused.stderr
+        line.contains("result partitions: object store")
+            && line.contains("shuffle master `shuffle`")
+            && line.contains("the bucket does not exist"),
+        "names the store, the plugin and the bucket: {line}"
     );
 
     // A prefix with a `..` part inside the grant: refused at create too.
     let case = "dots";
-    let file = job(&fx, case, None);
-    let text = std::fs::read_to_string(&file).expect("the job file");
-    let prefix = format!("prefix = \"s3://{BUCKET}/{case}/shuffle\"");
-    assert!(text.contains(&prefix), "{text}");
-    std::fs::write(
-        &file,
-        text.replace(
-            &prefix,
-            &format!("prefix = \"s3://{BUCKET}/{case}/shuffle/../elsewhere\""),
-        ),
-    )
-    .expect("write the job file");
-    let refused = on(&file, &fx.path("dots-data"), &server)
-        .start()
-        .wait_exit();
-    assert_eq!(refused.code, Some(2), "{}", refused.stderr);
-    let lines = error_lines(&refused.stderr);
+    let line = refused_line(
+        &fx,
+        &server,
+        case,
+        &format!("prefix = \"s3://{BUCKET}/{case}/shuffle\""),
+        &format!("prefix = \"s3://{BUCKET}/{case}/shuffle/../elsewhere\""),
+        2,
+    );
     assert!(
-        lines.len() == 1 && lines[0].contains("shuffle") && lines[0].contains("not a plain"),
-        "one line naming the plugin and the rule: {}",
-        refused.stderr
+        line.contains("shuffle") && line.contains("not a plain"),
+        "names the plugin and the rule: {line}"
     );
 
     // The event log inside the shuffle master's grant (where its
     // unregister-job would delete it): refused, naming the field and the
     // plugin, before any object is written.
     let case = "log-inside";
-    let file = job(&fx, case, None);
-    let text = std::fs::read_to_string(&file).expect("the job file");
-    let log = format!("log = \"s3://{BUCKET}/{case}/log\"");
-    assert!(text.contains(&log), "{text}");
-    std::fs::write(
-        &file,
-        text.replace(
-            &log,
-            &format!("log = \"s3://{BUCKET}/{case}/shuffle/wordcount\""),
-        ),
-    )
-    .expect("write the job file");
-    let refused = on(&file, &fx.path("log-inside-data"), &server)
-        .start()
-        .wait_exit();
-    assert_eq!(refused.code, Some(2), "{}", refused.stderr);
-    let lines = error_lines(&refused.stderr);
-    assert_eq!(lines.len(), 1, "one line: {}", refused.stderr);
+    let line = refused_line(
+        &fx,
+        &server,
+        case,
+        &format!("log = \"s3://{BUCKET}/{case}/log\""),
+        &format!("log = \"s3://{BUCKET}/{case}/shuffle/wordcount\""),
+        2,
+    );
     assert!(
-        lines[0].contains("field `job.log`")
-            && lines[0].contains("plugin `shuffle`")
-            && lines[0].contains(&format!("s3://{BUCKET}/{case}/shuffle")),
-        "names the field, the plugin and its grant: {}",
-        lines[0]
+        line.contains("field `job.log`")
+            && line.contains("plugin `shuffle`")
+            && line.contains(&format!("s3://{BUCKET}/{case}/shuffle")),
+        "names the field, the plugin and its grant: {line}"
     );
     let keys = server.keys(&format!("{case}/"));
     assert!(keys.is_empty(), "nothing written: {keys:?}");
