@@ -167,18 +167,22 @@ fn assert_released(server: &Seaweed, case: &str, data: &Path) {
     );
 }
 
+/// After a pause, `case`'s object log if every source has finished in it
+/// and the sink has not.
+fn sources_done_sink_not(server: &Seaweed, case: &str) -> Option<EventLog> {
+    std::thread::sleep(Duration::from_millis(50));
+    read_log(server, &format!("s3://{BUCKET}/{case}/log")).filter(|l| {
+        l.finished(SOURCE).len() == SOURCES as usize
+            && l.finished(SINK).len() < SINKS as usize
+            && l.count("JobFinished") == 0
+    })
+}
+
 /// Starts `ch` and SIGKILLs it once every source has finished and the
 /// sink has not (its log polled from the store); the log at the kill.
 fn kill_after_sources(ch: &mut Coordhost, server: &Seaweed, case: &str) -> EventLog {
     let mut run = ch.start();
-    let polled = run.poll_until(|| {
-        std::thread::sleep(Duration::from_millis(50));
-        read_log(server, &format!("s3://{BUCKET}/{case}/log")).filter(|l| {
-            l.finished(SOURCE).len() == SOURCES as usize
-                && l.finished(SINK).len() < SINKS as usize
-                && l.count("JobFinished") == 0
-        })
-    });
+    let polled = run.poll_until(|| sources_done_sink_not(server, case));
     if let Err(why) = polled {
         panic!(
             "{case}: no moment with every source finished and the sink not: {why}\n{}",
@@ -450,14 +454,7 @@ fn shuffle_objects_a_lost_worker_costs_no_finished_producer_and_a_prefix_outside
     ch.extra_args = external_args(&addr, 3, 5000);
     ch.log = Some("warn,coordhost::remote=info");
     let mut run = ch.start();
-    let polled = run.poll_until(|| {
-        std::thread::sleep(Duration::from_millis(50));
-        read_log(&server, &format!("s3://{BUCKET}/{case}/log")).filter(|l| {
-            l.finished(SOURCE).len() == SOURCES as usize
-                && l.finished(SINK).len() < SINKS as usize
-                && l.count("JobFinished") == 0
-        })
-    });
+    let polled = run.poll_until(|| sources_done_sink_not(&server, case));
     if let Err(why) = polled {
         panic!(
             "{case}: no moment with every source finished and the sink not: {why}\n{}\n{}",
