@@ -124,6 +124,25 @@ impl ObjectData {
     }
 }
 
+/// The index `bytes` (read from `path`) parsed, checked to count at
+/// least the subpartitions `subs` a consumer reads: a partition on disk
+/// and one on objects alike.
+fn parse_index(bytes: &[u8], path: &Path, subs: &Range<u32>) -> Result<Index, ShuffleError> {
+    let corrupt = |(offset, reason): (u64, &'static str)| ShuffleError::Corrupt {
+        path: path.to_path_buf(),
+        offset,
+        reason,
+    };
+    let index = Index::parse(bytes).map_err(corrupt)?;
+    if subs.end > index.num_subpartitions {
+        return Err(corrupt((
+            12,
+            "the index counts fewer subpartitions than the consumer reads",
+        )));
+    }
+    Ok(index)
+}
+
 impl std::fmt::Debug for SubpartitionReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SubpartitionReader")
@@ -468,16 +487,7 @@ impl SubpartitionReader {
                 ),
             ));
         }
-        let index = Index::parse(&bytes).map_err(|bad| corrupt(&index_path, bad))?;
-        if subs.end > index.num_subpartitions {
-            return Err(corrupt(
-                &index_path,
-                (
-                    12,
-                    "the index counts fewer subpartitions than the consumer reads",
-                ),
-            ));
-        }
+        let index = parse_index(&bytes, &index_path, &subs)?;
         bind(&location, &index, &subs, expected)?;
         let (data, data_path) = open(DATA_FILE)?;
         if data.size() != index.data_len {
@@ -543,16 +553,7 @@ impl SubpartitionReader {
                 offset,
                 reason,
             };
-        let index = Index::parse(&bytes).map_err(|bad| corrupt(&index_path, bad))?;
-        if subs.end > index.num_subpartitions {
-            return Err(corrupt(
-                &index_path,
-                (
-                    12,
-                    "the index counts fewer subpartitions than the consumer reads",
-                ),
-            ));
-        }
+        let index = parse_index(&bytes, &index_path, subs)?;
         let (data, path) = open(DATA_FILE)?;
         let len = data
             .metadata()

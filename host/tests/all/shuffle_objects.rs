@@ -259,11 +259,7 @@ fn shuffle_objects_partitions_outlive_the_coordinator_and_a_lost_or_damaged_one_
     );
     assert_answer(&server, &fx, case);
     let log = log_of(&server, case);
-    let again: Vec<_> = log
-        .finish_counts()
-        .into_iter()
-        .filter(|(_, n)| *n > 1)
-        .collect();
+    let again = log.finished_twice();
     assert!(again.is_empty(), "{case}: ran twice: {again:?}");
     assert_released(&server, case, &fx.path("b"));
 
@@ -483,11 +479,7 @@ fn shuffle_objects_a_lost_worker_costs_no_finished_producer_and_a_prefix_outside
     );
     assert_answer(&server, &fx, case);
     let log = log_of(&server, case);
-    let again: Vec<_> = log
-        .finish_counts()
-        .into_iter()
-        .filter(|(_, n)| *n > 1)
-        .collect();
+    let again = log.finished_twice();
     assert!(
         again.is_empty(),
         "{case}: no finished task ran again after w{victim}'s loss: {again:?}"

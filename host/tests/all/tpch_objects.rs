@@ -596,15 +596,6 @@ fn worker_kill(
     (log, end.summary, on_victim)
 }
 
-/// (vertex, subtask) that have more than one `ExecutionFinished` in `log`.
-fn finished_twice(log: &EventLog) -> Vec<(String, u64)> {
-    log.finish_counts()
-        .into_iter()
-        .filter(|(_, n)| *n > 1)
-        .map(|(k, _)| k)
-        .collect()
-}
-
 #[test]
 fn tpch_objects_q3_from_a_bucket_to_a_bucket_on_3_namespaced_workers_survives_kills() {
     let fx = Fixture(tempfile::tempdir().expect("tempdir"));
@@ -683,7 +674,7 @@ fn tpch_objects_q3_from_a_bucket_to_a_bucket_on_3_namespaced_workers_survives_ki
         "{case}: w2 had run a finished task: {}",
         summary.brief()
     );
-    let again = finished_twice(&log);
+    let again = log.finished_twice();
     assert!(
         again.is_empty(),
         "{case}: no finished task ran again after w2's loss ({on_victim:?} had run there): {again:?}"
@@ -706,7 +697,7 @@ fn tpch_objects_q3_from_a_bucket_to_a_bucket_on_3_namespaced_workers_survives_ki
         "coordinator-c",
         2,
     );
-    let again = finished_twice(&log);
+    let again = log.finished_twice();
     assert!(
         !on_victim.is_empty() && !again.is_empty() && summary.tasks_reset() > 0,
         "{case}: producers of partitions lost with w2 ({on_victim:?}) ran again: {again:?} {}",

@@ -701,6 +701,16 @@ impl EventLog {
         n
     }
 
+    /// (job vertex, subtask) with more than one `ExecutionFinished`: a
+    /// task that ran to its end again.
+    pub fn finished_twice(&self) -> Vec<(String, u64)> {
+        self.finish_counts()
+            .into_iter()
+            .filter(|(_, n)| *n > 1)
+            .map(|(k, _)| k)
+            .collect()
+    }
+
     /// How many events of `kind` the log holds.
     pub fn count(&self, kind: &str) -> usize {
         self.events
