@@ -515,7 +515,8 @@ impl PluginDir {
     }
 
     /// Creates the directory afresh (parents too), removing what an
-    /// earlier try left there, and returns it opened. No symlink is
+    /// earlier try left there (an empty directory is kept), and returns it
+    /// opened. No symlink is
     /// followed; one on the way is refused, one at the directory itself is
     /// removed (it is the plugin's, inside its grant).
     ///
@@ -523,6 +524,15 @@ impl PluginDir {
     /// [`GrantError::Symlink`] or [`GrantError::Io`].
     pub fn create_fresh(&self) -> Result<Dir, GrantError> {
         let (parent, name) = self.parent(true)?;
+        // An empty directory is already fresh: it is kept (a shuffle master
+        // that makes its partition's folder when it places it would
+        // otherwise have it removed and made again by every attempt: two
+        // of the costliest calls of a tiny task on ext4, issue 29).
+        if let Ok(dir) = self.step(&parent, &name, &self.rel, false)
+            && dir.entries().is_ok_and(|mut e| e.next().is_none())
+        {
+            return Ok(dir);
+        }
         match parent.remove_dir_all(&name) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -609,12 +619,22 @@ fn kind_name(ft: cap_std::fs::FileType) -> &'static str {
     }
 }
 
-/// Fsyncs an opened directory so new entries in it are durable. Best
-/// effort, as [`crate::shuffle::sync_dir`].
-pub fn sync_opened_dir(dir: &Dir) {
-    if let Ok(d) = dir.try_clone() {
-        let _ignored = d.into_std_file().sync_all();
-    }
+/// Fsyncs an opened directory so new entries in it are durable. Callers
+/// treat it as best effort, as [`crate::shuffle::sync_dir`].
+///
+/// A [`Dir`] of [`PluginDir`] is an `O_PATH` handle, and `fsync` of one
+/// fails with `EBADF` (a copy of the handle synced nothing before): the
+/// directory is opened again for reading, through `.` of the handle (no
+/// path is walked).
+///
+/// # Errors
+/// The I/O error of the open or the fsync.
+pub fn sync_opened_dir(dir: &Dir) -> io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+    let readable = rustix::fs::openat(dir, ".", flags, Mode::empty())?;
+    rustix::fs::fsync(&readable)?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -697,6 +717,30 @@ mod tests {
         d.remove_all().expect("removed");
         assert!(!root.join("p").exists());
         assert!(victim.join("p/user.txt").is_file());
+    }
+
+    #[test]
+    fn create_fresh_keeps_an_empty_directory_and_clears_an_earlier_try() {
+        use std::os::unix::fs::MetadataExt as _;
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path().join("root");
+        std::fs::create_dir_all(root.join("p")).expect("mkdir");
+        let inode = std::fs::metadata(root.join("p")).expect("stat").ino();
+        let g = grants(&root, true);
+        let d = g.writable_dir(&root.join("p")).expect("inside");
+        let opened = d.create_fresh().expect("kept");
+        assert_eq!(
+            std::fs::metadata(root.join("p")).expect("stat").ino(),
+            inode,
+            "an empty directory is not made again"
+        );
+        create_new_file(&opened, "data").expect("file");
+        // The directory handle is O_PATH; its entries are still synced.
+        sync_opened_dir(&opened).expect("fsync of the directory");
+        // What an earlier try left is removed.
+        let again = d.create_fresh().expect("afresh");
+        assert!(!root.join("p/data").exists());
+        create_new_file(&again, "data").expect("the name is free again");
     }
 
     #[test]

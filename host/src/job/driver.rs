@@ -1148,6 +1148,14 @@ fn held_by_workers(
     Vec<(crate::graph::AttemptId, String)>,
 ) {
     let reports = cluster.reported_partitions();
+    // Reports by (producer attempt, edge), built once: looking each
+    // candidate up in the whole list was quadratic (issue 29: 100 000
+    // partitions on workers meant 10^10 comparisons per round).
+    let mut by_producer: std::collections::HashMap<(crate::graph::AttemptId, usize), Vec<usize>> =
+        std::collections::HashMap::with_capacity(reports.len());
+    for (i, (_, attempt, edge, ..)) in reports.iter().enumerate() {
+        by_producer.entry((*attempt, *edge)).or_default().push(i);
+    }
     let mut found = BTreeSet::new();
     let mut holders = Vec::new();
     for p in candidates {
@@ -1159,12 +1167,14 @@ fn held_by_workers(
             subtask: p.subtask,
             attempt: p.attempt,
         };
-        let held = reports.iter().find(|(_, a, edge, location, bytes)| {
-            *a == attempt
-                && *edge == p.edge
-                && location.as_path() == dir.relative()
-                && bytes.to_vec() == p.bytes_per_subpartition
-        });
+        let held = by_producer
+            .get(&(attempt, p.edge))
+            .into_iter()
+            .flatten()
+            .map(|&i| &reports[i])
+            .find(|(_, _, _, location, bytes)| {
+                location.as_path() == dir.relative() && bytes.to_vec() == p.bytes_per_subpartition
+            });
         if let Some((worker, ..)) = held {
             found.insert(p.clone());
             holders.push((attempt, worker.clone()));
