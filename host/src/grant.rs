@@ -284,14 +284,23 @@ impl Grants {
             });
         }
         let candidates = self.inner.dirs.iter().filter(|g| g.writable || !writable);
+        let below = |root: &Path| {
+            path.strip_prefix(root)
+                .ok()
+                .filter(|rel| rel.components().next().is_some())
+                .map(Path::to_path_buf)
+        };
         for g in candidates.clone() {
-            let roots = [Some(g.host.clone()), std::fs::canonicalize(&g.host).ok()];
-            for root in roots.into_iter().flatten() {
-                if let Ok(rel) = path.strip_prefix(&root)
-                    && rel.components().next().is_some()
-                {
-                    return Ok((g.host.clone(), rel.to_path_buf()));
-                }
+            // The root as written first; canonicalized only when that
+            // misses (each canonicalize is a `readlink` per component, and
+            // recovery asks this for every partition, issue 29).
+            let rel = below(&g.host).or_else(|| {
+                std::fs::canonicalize(&g.host)
+                    .ok()
+                    .and_then(|root| below(&root))
+            });
+            if let Some(rel) = rel {
+                return Ok((g.host.clone(), rel));
             }
         }
         let listed: Vec<String> = candidates.map(|g| g.host.display().to_string()).collect();

@@ -49,7 +49,7 @@ use crate::sql_tpch::{answer_rows, expected_rows};
 use crate::support::crash::{Coordhost, EventLog, Kill, RunSummary};
 use crate::support::netns::Netns;
 use crate::support::s3::Seaweed;
-use crate::support::workers::{Workers, external_args};
+use crate::support::workers::{Workers, external_args, free_port_on};
 use crate::support::{plugin_path, workspace};
 use coordhost_datagen::{Format, Table};
 
@@ -209,14 +209,6 @@ fn job_file(dir: &Path, case: &str, shuffle: Shuffle<'_>) -> PathBuf {
     let path = dir.join(format!("{case}.toml"));
     std::fs::write(&path, out).expect("job file");
     path
-}
-
-/// A port nobody listens on, on `ip` (an address of this namespace).
-fn free_port_on(ip: &str) -> u16 {
-    std::net::TcpListener::bind((ip, 0))
-        .and_then(|l| l.local_addr())
-        .unwrap_or_else(|e| panic!("bind a free port on {ip}: {e}"))
-        .port()
 }
 
 /// Parallelism of each job vertex the log initialized.

@@ -30,7 +30,7 @@ use crate::support::crash::{Coordhost, Kill};
 use crate::support::job::example_job;
 use crate::support::netns::Netns;
 use crate::support::published_lines;
-use crate::support::workers::{Workers, external_args};
+use crate::support::workers::{Workers, external_args, free_port_on};
 
 /// Heartbeat timeout, ms: generous, for a loaded machine.
 const HEARTBEAT_MS: u64 = 5000;
@@ -40,14 +40,6 @@ fn tpch_output(data_dir: &Path) -> Vec<String> {
     let mut lines = published_lines(&data_dir.join("output").join("tpch-q1"));
     lines.sort();
     lines
-}
-
-/// A port nobody listens on, on `ip` (an address of this namespace).
-fn free_port_on(ip: &str) -> u16 {
-    std::net::TcpListener::bind((ip, 0))
-        .and_then(|l| l.local_addr())
-        .unwrap_or_else(|e| panic!("bind a free port on {ip}: {e}"))
-        .port()
 }
 
 /// Runs `coordhost cluster certs DIR --job JOB --workers W`; panics with

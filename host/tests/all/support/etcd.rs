@@ -56,9 +56,7 @@ pub fn etcd_binary() -> PathBuf {
 
 /// A port on `host` nobody listens on a moment ago.
 fn free_port(host: &str) -> u16 {
-    let l = std::net::TcpListener::bind((host, 0))
-        .unwrap_or_else(|e| panic!("bind a free port on {host}: {e}"));
-    l.local_addr().expect("local addr").port()
+    super::workers::free_port_on(host)
 }
 
 impl Etcd {

@@ -45,8 +45,7 @@ pub fn weed_binary() -> PathBuf {
 }
 
 fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("bind a free port");
-    l.local_addr().expect("local addr").port()
+    super::workers::free_port_on("127.0.0.1")
 }
 
 /// One `weed mini` process serving S3 on loopback.
