@@ -56,7 +56,7 @@ pub fn etcd_binary() -> PathBuf {
 
 /// A port on `host` nobody listens on a moment ago.
 fn free_port(host: &str) -> u16 {
-    super::workers::free_port_on(host)
+    super::ports::free_port_on(host)
 }
 
 impl Etcd {

@@ -28,6 +28,7 @@ pub mod netns;
 #[cfg(feature = "failpoints")]
 pub mod recovery;
 pub mod s3;
+pub use s3::ports;
 pub mod ui;
 pub mod workers;
 

@@ -10,6 +10,9 @@
 //! A missing `weed` fails the test with one line saying how to install it;
 //! it never skips it.
 
+#[path = "ports.rs"]
+pub mod ports;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -45,7 +48,7 @@ pub fn weed_binary() -> PathBuf {
 }
 
 fn free_port() -> u16 {
-    super::workers::free_port_on("127.0.0.1")
+    ports::free_port_on("127.0.0.1")
 }
 
 /// One `weed mini` process serving S3 on loopback.
