@@ -2,7 +2,7 @@
 //
 //   node build.mjs OUTPUT.wasm        (the Makefile's `plugins-js` target runs this)
 //
-// 1. Lays out `wit/deps/`: the project's `wit/` (package `coordhost:plugin@0.1.2`) and the
+// 1. Lays out `wit/deps/`: the project's `wit/` (package `coordhost:plugin@0.1.3`) and the
 //    WASI 0.2 packages shipped inside the pinned `@bytecodealliance/jco` npm package, so that
 //    `wit/world.wit` can include the plugin world and import `wasi:filesystem`.
 // 2. Runs componentize-js (pinned in package.json; `npm ci` installs it) on `enumerator.js`

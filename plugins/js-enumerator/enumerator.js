@@ -1,5 +1,5 @@
 // A coordhost split enumerator in JavaScript, built into a WebAssembly component with
-// componentize-js (see build.mjs). It exports `coordhost:plugin/split-enumerator@0.1.2`
+// componentize-js (see build.mjs). It exports `coordhost:plugin/split-enumerator@0.1.3`
 // with the same behaviour as the Rust `file-enumerator` and the Python `py-enumerator`
 // (Flink's `SplitEnumerator` with FLIP-383's `SupportsBatchSnapshot`):
 //
@@ -26,8 +26,8 @@
 // and throws for `err` (the thrown object's `payload`, or the thrown value itself, is the
 // error variant). Imported WASI functions throw `{ payload: '<error-code>' }` the same way.
 
-import { assignSplits, signalNoMoreSplits } from 'coordhost:plugin/enumerator-context@0.1.2';
-import { log } from 'coordhost:plugin/host-log@0.1.2';
+import { assignSplits, signalNoMoreSplits } from 'coordhost:plugin/enumerator-context@0.1.3';
+import { log } from 'coordhost:plugin/host-log@0.1.3';
 import { getDirectories } from 'wasi:filesystem/preopens@0.2.12';
 
 /** Default size of one split in bytes (1 MiB), as in the Rust `file-enumerator`. */
@@ -305,5 +305,5 @@ class Enumerator {
   }
 }
 
-/** The exported interface `coordhost:plugin/split-enumerator@0.1.2`. */
+/** The exported interface `coordhost:plugin/split-enumerator@0.1.3`. */
 export const splitEnumerator = { Enumerator };

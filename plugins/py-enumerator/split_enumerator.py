@@ -1,4 +1,4 @@
-"""The `enumerator` resource of `coordhost:plugin/split-enumerator@0.1.2`, in Python.
+"""The `enumerator` resource of `coordhost:plugin/split-enumerator@0.1.3`, in Python.
 
 A split enumerator over the files of one directory, with the same behaviour as the Rust
 `file-enumerator` sample (Flink's `SplitEnumerator` with FLIP-383's `SupportsBatchSnapshot`):

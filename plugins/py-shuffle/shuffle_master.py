@@ -1,4 +1,4 @@
-"""The `shuffle-master` resource of `coordhost:plugin/shuffle-master@0.1.2`, in Python.
+"""The `shuffle-master` resource of `coordhost:plugin/shuffle-master@0.1.3`, in Python.
 
 A shuffle master that keeps partitions as directories under one local root, with the same
 behaviour as the Rust `local-shuffle` sample (Flink's `ShuffleMaster` with FLIP-383's

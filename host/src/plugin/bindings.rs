@@ -1,9 +1,10 @@
 //! The one place that generates host bindings for the plugin contract in
-//! `wit/` (package `coordhost:plugin@0.1.2`): one `bindgen!` per world.
+//! `wit/` (package `coordhost:plugin@0.1.3`): one `bindgen!` per world.
 //!
-//! Plugins of 0.1.0 (`wit/0.1.0/`) and 0.1.1 (`wit/0.1.1/`) load through the
-//! same bindings: each version only adds, and wasmtime matches a `@0.1.0`
-//! or `@0.1.1` import or export with the host's `@0.1.2` one
+//! Plugins of 0.1.0 (`wit/0.1.0/`), 0.1.1 (`wit/0.1.1/`) and 0.1.2
+//! (`wit/0.1.2/`) load through the same bindings: each version only adds,
+//! and wasmtime matches a `@0.1.0`, `@0.1.1` or `@0.1.2` import or export
+//! with the host's `@0.1.3` one
 //! (semver-compatible names, as for WASI).
 //!
 //! The shuffle-master world reuses the types and host interfaces generated
@@ -33,6 +34,7 @@ pub mod shuffle {
     wasmtime::component::bindgen!({
         world: "shuffle-master-plugin",
         path: "../wit",
+        additional_derives: [PartialEq, Eq],
         with: {
             "coordhost:plugin/types": super::enumerator::coordhost::plugin::types,
             "coordhost:plugin/host-log": super::enumerator::coordhost::plugin::host_log,
@@ -87,11 +89,11 @@ pub const SCALAR_FUNCTION_INTERFACE: &str = "coordhost:function/scalar-function"
 /// The WIT package this host implements, as it appears in export names.
 pub const WIT_PACKAGE: &str = "coordhost:plugin";
 /// The WIT package version this host implements.
-pub const WIT_VERSION: &str = "0.1.2";
+pub const WIT_VERSION: &str = "0.1.3";
 /// Every package version whose plugins this host loads: the ones
 /// semver-compatible with [`WIT_VERSION`] (docs/write-a-plugin.md,
 /// "Contract versions").
-pub const WIT_VERSIONS_LOADED: &[&str] = &["0.1.0", "0.1.1", WIT_VERSION];
+pub const WIT_VERSIONS_LOADED: &[&str] = &["0.1.0", "0.1.1", "0.1.2", WIT_VERSION];
 /// Import name of the job-shuffle-context interface (without version): a
 /// shuffle master that imports it reads the partitions worker processes
 /// report (new in 0.1.1).
@@ -99,6 +101,10 @@ pub const JOB_SHUFFLE_CONTEXT_INTERFACE: &str = "coordhost:plugin/job-shuffle-co
 /// Import name of the object-store interface (without version): a plugin
 /// that imports it may reach objects inside its store grants (new in 0.1.2).
 pub const OBJECT_STORE_INTERFACE: &str = "coordhost:plugin/object-store";
+/// Import name of the local-files interface (without version): a shuffle
+/// master that imports it reads many files of its grants in one call (new
+/// in 0.1.3).
+pub const LOCAL_FILES_INTERFACE: &str = "coordhost:plugin/local-files";
 /// Export name of the split-enumerator interface (without version).
 pub const SPLIT_ENUMERATOR_INTERFACE: &str = "coordhost:plugin/split-enumerator";
 /// Export name of the shuffle-master interface (without version).

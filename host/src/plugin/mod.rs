@@ -1,7 +1,7 @@
 //! The plugin host: runs split enumerators and shuffle masters that are
 //! WebAssembly components implementing the WIT package
-//! `coordhost:plugin@0.1.2` (see `wit/types.wit`), and those of 0.1.1
-//! and 0.1.0.
+//! `coordhost:plugin@0.1.3` (see `wit/types.wit`), and those of 0.1.2,
+//! 0.1.1 and 0.1.0.
 //!
 //! One [`PluginHost`] per process owns the wasmtime `Engine`, one `Linker`
 //! per plugin kind, an epoch ticker thread (deadlines) and the on-disk
@@ -31,6 +31,7 @@ mod enumerator;
 mod error;
 mod function;
 mod instance;
+mod local_files;
 mod objects;
 mod observe;
 mod open_guard;

@@ -47,6 +47,9 @@ pub(crate) struct PluginState {
     /// The plugin's store grants: where `object-store` calls may reach
     /// (`plugin/objects.rs`).
     pub(crate) stores: Vec<crate::objstore::StoreGrant>,
+    /// The plugin's granted directories: where `local-files` calls may
+    /// reach (`plugin/local_files.rs`), the same WASI preopens.
+    pub(crate) dirs: Vec<crate::grant::DirGrant>,
 }
 
 /// The host side of `enumerator-context` for one enumerator instance.
@@ -134,6 +137,7 @@ impl PluginState {
             call_deadline: None,
             job_shuffle_context: None,
             stores: spec.stores.clone(),
+            dirs: spec.dirs.clone(),
         })
     }
 

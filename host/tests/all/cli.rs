@@ -78,7 +78,7 @@ fn plugin_check_names_kind_version_and_snapshot_support_of_every_sample_plugin()
         let version = match name {
             "memory-shuffle" | "local-shuffle-0.1.0" => "0.1.0",
             "static-enumerator-0.1.1" => "0.1.1",
-            _ => "0.1.2",
+            _ => "0.1.3",
         };
         let reads = matches!(name, "local-shuffle" | "py-shuffle");
         let path = plugin_path(name);

@@ -561,7 +561,7 @@ fn plugin_check_says_compiling_only_when_it_compiles_and_explains_other_exports(
     let stdout = text(&py.stdout);
     assert_eq!(py.status.code(), Some(0), "{}", show(&py));
     assert!(
-        stdout.contains("  exports:                 coordhost:plugin/split-enumerator@0.1.2\n"),
+        stdout.contains("  exports:                 coordhost:plugin/split-enumerator@0.1.3\n"),
         "{stdout}"
     );
     assert!(

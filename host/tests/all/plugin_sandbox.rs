@@ -271,7 +271,7 @@ fn components_of_the_wrong_world_or_version_and_non_components_are_refused_at_lo
             assert_eq!(interface, "coordhost:plugin/split-enumerator");
             assert_eq!(
                 (found.as_str(), expected.as_str()),
-                ("0.2.0", "0.1.0 or 0.1.1 or 0.1.2")
+                ("0.2.0", "0.1.0 or 0.1.1 or 0.1.2 or 0.1.3")
             );
         }
         other => panic!("expected an incompatible version, got {other:?}"),
@@ -283,7 +283,7 @@ fn components_of_the_wrong_world_or_version_and_non_components_are_refused_at_lo
         "{other_world:?}"
     );
     assert!(
-        text.contains("coordhost:plugin/split-enumerator@0.1.2") && text.contains("greeter"),
+        text.contains("coordhost:plugin/split-enumerator@0.1.3") && text.contains("greeter"),
         "{text}"
     );
 

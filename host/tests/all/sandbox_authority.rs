@@ -280,6 +280,64 @@ fn shuffle_descriptors_that_break_the_contract_fail_naming_the_plugin() {
 }
 
 #[test]
+fn local_files_reads_nothing_outside_the_shuffle_masters_grant() {
+    // WIT 0.1.3's bulk reads: the file beside the data directory, asked for
+    // directly, through `..`, and through a symlink the plugin planted in
+    // its grant (to the folder, and the folder's file). None is read, each
+    // answer names the path, and the job still runs to its exact output.
+    let s = Setup::new();
+    let secret = s.path("secret.txt");
+    let job = s.job(
+        &inline(&[("splits", "3")]),
+        "",
+        "hostile-shuffle",
+        &format!(
+            ", fault = \"read-files\", target = \"{}\", link-target = \"../..\"",
+            secret.display()
+        ),
+    );
+    let before = s.listing();
+    let (out, stderr) = s.run(&job);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        !stderr.contains(SECRET),
+        "a probe read the secret:\n{stderr}"
+    );
+    let probes: Vec<&str> = stderr.lines().filter(|l| l.contains("probe ")).collect();
+    assert_eq!(probes.len(), 8, "{stderr}");
+    let root = s.path("data/shuffle");
+    for (path, says) in [
+        (
+            secret.display().to_string(),
+            "outside every directory granted",
+        ),
+        (format!("{}/../secret.txt", root.display()), "plain parts"),
+        (format!("{}/peek", root.display()), "symbolic link"),
+        (format!("{}/peek/secret.txt", root.display()), "led outside"),
+    ] {
+        for kind in ["read", "size"] {
+            let line = probes
+                .iter()
+                .find(|l| l.contains(&format!("probe {kind} {path}: ")))
+                .unwrap_or_else(|| panic!("no `probe {kind} {path}` line:\n{stderr}"));
+            assert!(
+                line.contains(": failed: ") && line.contains(says),
+                "{kind} {path}: {line}"
+            );
+        }
+    }
+    let text = s.data_text();
+    for i in 0..3 {
+        assert!(text.contains(&format!("line-{i}")), "output has line-{i}");
+    }
+    assert_eq!(
+        s.listing(),
+        before,
+        "nothing outside the data directory changed"
+    );
+}
+
+#[test]
 fn a_well_behaved_hostile_shuffle_runs_the_job() {
     // The control for the cases above: without a fault the same job finishes.
     let s = Setup::new();

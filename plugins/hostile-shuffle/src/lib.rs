@@ -11,6 +11,7 @@
 //! | `root` | absolute directory, granted read-write |
 //! | `fault` | `none` (default); `outside`: every location is `target` (a folder outside the grant); `symlink`: creates, through WASI, the relative symlink `<root>/escape -> <link-target>` and places every partition under `<root>/escape/`; `wrong-id`: the descriptor names another producer attempt; `zero-subpartitions` / `more-subpartitions`: the descriptor has 0 / one more subpartition than asked |
 //! | | `swap-on-release`: on `release-partition-externally`, replaces the job's folder `<root>/<job-id>` by a symlink to `link-target` |
+//! | | `read-files`: at `register-job`, plants `<root>/peek -> <link-target>` and asks the host's `local-files` (WIT 0.1.3) for `target`, `<root>/../<target's name>`, `<root>/peek` and `<root>/peek/<target's name>`, logging one `probe` line (warn) per answer with the first bytes it got; then behaves |
 //! | `target` | for `outside`: the absolute location returned |
 //! | `link-target` | for `symlink` and `swap-on-release`: where the planted link points, default `../../victim2` |
 
@@ -49,6 +50,7 @@ enum Fault {
     ZeroSubpartitions,
     MoreSubpartitions,
     SwapOnRelease(String),
+    ReadFiles(String, String),
 }
 
 /// One shuffle master instance.
@@ -71,6 +73,14 @@ fn parse(config: &[(String, String)]) -> Result<HostileShuffleMaster, Error> {
         "zero-subpartitions" => Fault::ZeroSubpartitions,
         "more-subpartitions" => Fault::MoreSubpartitions,
         "swap-on-release" => Fault::SwapOnRelease(
+            config::value(config, "link-target")
+                .unwrap_or("../../victim2")
+                .to_owned(),
+        ),
+        "read-files" => Fault::ReadFiles(
+            config::required(config, "target")
+                .map_err(|e| Error::InvalidConfig(format!("{e} (needed by fault `read-files`)")))?
+                .to_owned(),
             config::value(config, "link-target")
                 .unwrap_or("../../victim2")
                 .to_owned(),
@@ -104,6 +114,51 @@ fn plant_symlink(target: &str, link: &str) -> std::io::Result<()> {
     }
 }
 
+/// Asks the host's `local-files` for files outside the grant, directly,
+/// through `..` and through a symlink planted inside it, and logs each
+/// answer (`probe read|size PATH: ANSWER`).
+fn probe_local_files(root: &str, target: &str, link_target: &str) {
+    use bindings::coordhost::plugin::local_files::{
+        FileSize, SmallFile, file_sizes, read_small_files,
+    };
+    let root = root.trim_end_matches('/');
+    let name = target.rsplit('/').next().unwrap_or(target);
+    let link = format!("{root}/peek");
+    if let Err(e) = plant_symlink(link_target, &link)
+        && e.kind() != std::io::ErrorKind::AlreadyExists
+    {
+        host_log::log(LogLevel::Warn, &format!("probe: cannot plant {link}: {e}"));
+    }
+    let paths = vec![
+        target.to_owned(),
+        format!("{root}/../{name}"),
+        link.clone(),
+        format!("{link}/{name}"),
+    ];
+    for (path, answer) in paths.iter().zip(read_small_files(&paths, 4096)) {
+        let said = match answer {
+            SmallFile::Whole(bytes) => {
+                format!(
+                    "whole: {}",
+                    String::from_utf8_lossy(&bytes[..bytes.len().min(40)])
+                )
+            }
+            SmallFile::TooLarge(n) => format!("too-large {n}"),
+            SmallFile::Missing => "missing".to_owned(),
+            SmallFile::Failed(why) => format!("failed: {why}"),
+        };
+        host_log::log(LogLevel::Warn, &format!("probe read {path}: {said}"));
+    }
+    for (path, answer) in paths.iter().zip(file_sizes(&paths)) {
+        let said = match answer {
+            FileSize::Regular(n) => format!("regular {n}"),
+            FileSize::Missing => "missing".to_owned(),
+            FileSize::Failed(why) => format!("failed: {why}"),
+        };
+        host_log::log(LogLevel::Warn, &format!("probe size {path}: {said}"));
+    }
+}
+
 impl GuestShuffleMaster for HostileShuffleMaster {
     fn create(config: Vec<(String, String)>) -> Result<ShuffleMaster, Error> {
         let this = parse(&config)?;
@@ -123,6 +178,9 @@ impl GuestShuffleMaster for HostileShuffleMaster {
     }
 
     fn register_job(&self, _job_id: String) -> Result<(), Error> {
+        if let Fault::ReadFiles(target, link_target) = &self.fault {
+            probe_local_files(&self.root, target, link_target);
+        }
         Ok(())
     }
 
@@ -152,7 +210,7 @@ impl GuestShuffleMaster for HostileShuffleMaster {
             Fault::WrongId => id.producer.attempt += 7,
             Fault::ZeroSubpartitions => num_subpartitions = 0,
             Fault::MoreSubpartitions => num_subpartitions += 1,
-            Fault::None | Fault::Symlink | Fault::SwapOnRelease(_) => {}
+            Fault::None | Fault::Symlink | Fault::SwapOnRelease(_) | Fault::ReadFiles(..) => {}
         }
         Ok(ShuffleDescriptor {
             id,

@@ -303,6 +303,106 @@ pub fn checked_sizes(
     Ok(sizes)
 }
 
+/// What the host's `local-files.read-small-files` (WIT 0.1.3) found at one
+/// path, as plugin-support sees it (a plugin converts its bindings' type).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SmallFile {
+    /// The whole file.
+    Whole(Vec<u8>),
+    /// A regular file longer than asked for: its size.
+    TooLarge(u64),
+    /// Nothing there.
+    Missing,
+    /// Anything else, naming the path.
+    Failed(String),
+}
+
+/// What the host's `local-files.file-sizes` (WIT 0.1.3) found at one path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileSize {
+    /// A regular file of this many bytes.
+    Regular(u64),
+    /// Nothing there.
+    Missing,
+    /// Anything else, naming the path.
+    Failed(String),
+}
+
+/// Many files read or looked at in one call: a plugin's `local-files`
+/// import (WIT 0.1.3), where WASI takes several calls per file (issue 29).
+/// Answers come in the order of the paths.
+pub trait BulkFiles {
+    /// Each path's contents, up to `max_bytes`.
+    fn read_small_files(&self, paths: &[String], max_bytes: u32) -> Vec<SmallFile>;
+    /// Each path's size.
+    fn file_sizes(&self, paths: &[String]) -> Vec<FileSize>;
+}
+
+/// Bytes of an `index` read in bulk; a larger one is read on its own.
+const BULK_INDEX_BYTES: u32 = 4096;
+
+/// One partition a report asks about: its location, subpartitions and
+/// the producer its index must name.
+pub type Asked<'a> = (&'a str, u32, &'a IndexProducer);
+
+/// [`RootDir::completed_sizes`] of every partition of `asked`, in order,
+/// with two calls of `files` for all of them: the indexes of at most
+/// [`BULK_INDEX_BYTES`] bytes, then the sizes of the `data` of those that
+/// have one. A larger index goes through `single` (the per-file way). The
+/// answers, checks and messages are those of [`checked_sizes`].
+pub fn completed_sizes_bulk(
+    asked: &[Asked<'_>],
+    files: &dyn BulkFiles,
+    single: impl Fn(&str, u32, &IndexProducer) -> Result<Option<Vec<u64>>, String>,
+) -> Vec<Result<Option<Vec<u64>>, String>> {
+    let indexes: Vec<String> = asked
+        .iter()
+        .map(|(location, ..)| format!("{location}/{INDEX_FILE}"))
+        .collect();
+    let read = files.read_small_files(&indexes, BULK_INDEX_BYTES);
+    if read.len() != asked.len() {
+        let why = format!(
+            "the host answered {} of {} index reads",
+            read.len(),
+            asked.len()
+        );
+        return asked.iter().map(|_| Err(why.clone())).collect();
+    }
+    let with_index: Vec<usize> = (0..asked.len())
+        .filter(|&i| matches!(read[i], SmallFile::Whole(_)))
+        .collect();
+    let data: Vec<String> = with_index
+        .iter()
+        .map(|&i| format!("{}/{DATA_FILE}", asked[i].0))
+        .collect();
+    let mut sizes = files.file_sizes(&data).into_iter();
+    let mut answers = Vec::with_capacity(asked.len());
+    for ((location, num_subpartitions, producer), found) in asked.iter().zip(read) {
+        answers.push(match found {
+            SmallFile::Whole(bytes) => {
+                let data_len = sizes.next();
+                checked_sizes(
+                    location,
+                    &bytes,
+                    *num_subpartitions,
+                    producer,
+                    || match data_len {
+                        Some(FileSize::Regular(n)) => Ok(n),
+                        Some(FileSize::Missing) => Err("no such file".to_owned()),
+                        Some(FileSize::Failed(why)) => Err(why),
+                        None => Err("the host did not answer for it".to_owned()),
+                    },
+                )
+                .map(Some)
+            }
+            SmallFile::TooLarge(_) => single(location, *num_subpartitions, producer),
+            SmallFile::Missing => Ok(None),
+            SmallFile::Failed(why) => Err(format!("cannot read {location}/{INDEX_FILE}: {why}")),
+        });
+    }
+    answers
+}
+
 /// The shuffle root, opened once so that a partition report looks each
 /// partition's files up relative to it.
 ///

@@ -108,6 +108,67 @@ impl PartitionPlacer {
         job_id: &str,
         expected: impl IntoIterator<Item = &'a PartitionKey>,
     ) -> (Vec<ReportedPartition>, Vec<String>) {
+        self.report_with(job_id, expected, None)
+    }
+
+    /// [`PartitionPlacer::report`], with the indexes and data sizes of all
+    /// the partitions asked read through `files` in two calls when it is
+    /// given (a plugin's `local-files` import, WIT 0.1.3; issue 29), and one
+    /// partition at a time through WASI otherwise. Same answers, same
+    /// warnings.
+    pub fn report_with<'a>(
+        &self,
+        job_id: &str,
+        expected: impl IntoIterator<Item = &'a PartitionKey>,
+        files: Option<&dyn crate::partition_files::BulkFiles>,
+    ) -> (Vec<ReportedPartition>, Vec<String>) {
+        let Some(files) = files else {
+            return self.report_one_by_one(job_id, expected);
+        };
+        let known: Vec<(&StoredDescriptor, IndexProducer)> = expected
+            .into_iter()
+            .filter_map(|key| {
+                let descriptor = self.registry.get(job_id, key)?;
+                Some((descriptor, Self::producer(job_id, key)))
+            })
+            .collect();
+        let asked: Vec<crate::partition_files::Asked<'_>> = known
+            .iter()
+            .map(|(d, producer)| (d.location.as_str(), d.num_subpartitions, producer))
+            .collect();
+        let answers =
+            crate::partition_files::completed_sizes_bulk(&asked, files, |location, n, producer| {
+                self.dir.completed_sizes(location, n, producer)
+            });
+        let mut reported = Vec::new();
+        let mut warnings = Vec::new();
+        for ((descriptor, _), answer) in known.iter().zip(answers) {
+            match answer {
+                Ok(Some(sizes)) => reported.push(((*descriptor).clone(), sizes)),
+                Ok(None) => {}
+                Err(warning) => warnings.push(warning),
+            }
+        }
+        (reported, warnings)
+    }
+
+    /// The producer the index of partition `key` of `job_id` must name.
+    fn producer(job_id: &str, key: &PartitionKey) -> IndexProducer {
+        IndexProducer {
+            job: job_id.to_owned(),
+            data_set: key.intermediate_data_set.clone(),
+            job_vertex: key.job_vertex.clone(),
+            subtask: key.subtask,
+            attempt: key.attempt,
+        }
+    }
+
+    /// [`PartitionPlacer::report`] through WASI, one partition at a time.
+    fn report_one_by_one<'a>(
+        &self,
+        job_id: &str,
+        expected: impl IntoIterator<Item = &'a PartitionKey>,
+    ) -> (Vec<ReportedPartition>, Vec<String>) {
         let mut reported = Vec::new();
         let mut warnings = Vec::new();
         for key in expected {
@@ -116,13 +177,7 @@ impl PartitionPlacer {
             };
             // The index must name the attempt registered at this place:
             // another producer's partition copied here is damage.
-            let producer = IndexProducer {
-                job: job_id.to_owned(),
-                data_set: key.intermediate_data_set.clone(),
-                job_vertex: key.job_vertex.clone(),
-                subtask: key.subtask,
-                attempt: key.attempt,
-            };
+            let producer = Self::producer(job_id, key);
             match self.dir.completed_sizes(
                 &descriptor.location,
                 descriptor.num_subpartitions,
@@ -339,6 +394,111 @@ mod tests {
         let partial = [(key(0), "0-0".to_owned(), vec![5, 1])];
         assert!(placer.report_held("j", [&key(0)], &partial).is_empty());
         assert!(placer.report_held("other", [&key(0)], &held).is_empty());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+    /// `BulkFiles` over `std::fs`, as the host answers (for the test).
+    struct StdFiles;
+
+    impl crate::partition_files::BulkFiles for StdFiles {
+        fn read_small_files(
+            &self,
+            paths: &[String],
+            max_bytes: u32,
+        ) -> Vec<crate::partition_files::SmallFile> {
+            use crate::partition_files::SmallFile;
+            paths
+                .iter()
+                .map(|p| match std::fs::read(p) {
+                    Ok(b) if b.len() as u64 > u64::from(max_bytes) => {
+                        SmallFile::TooLarge(b.len() as u64)
+                    }
+                    Ok(b) => SmallFile::Whole(b),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => SmallFile::Missing,
+                    Err(e) => SmallFile::Failed(format!("{p}: {e}")),
+                })
+                .collect()
+        }
+
+        fn file_sizes(&self, paths: &[String]) -> Vec<crate::partition_files::FileSize> {
+            use crate::partition_files::FileSize;
+            paths
+                .iter()
+                .map(|p| match std::fs::metadata(p) {
+                    Ok(m) => FileSize::Regular(m.len()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => FileSize::Missing,
+                    Err(e) => FileSize::Failed(format!("{p}: {e}")),
+                })
+                .collect()
+        }
+    }
+
+    #[test]
+    fn a_report_through_bulk_reads_answers_and_warns_as_one_by_one() {
+        let root = std::env::temp_dir().join(format!(
+            "plugin-support-shuffle-bulk-{}",
+            std::process::id()
+        ));
+        let root = root.to_str().unwrap().to_owned();
+        let mut placer = PartitionPlacer::new(root.clone()).unwrap();
+        placer.registry().register_job("j");
+        let producer = |subtask| IndexProducer {
+            job: "j".into(),
+            data_set: "ds".into(),
+            job_vertex: "map".into(),
+            subtask,
+            attempt: 0,
+        };
+        let keys: Vec<PartitionKey> = (0..7).map(key).collect();
+        let placed: Vec<_> = keys
+            .iter()
+            .map(|k| placer.place("j", k.clone(), 2).unwrap())
+            .collect();
+        let write = |i: usize, data: &[u8], index: Vec<u8>| {
+            std::fs::write(format!("{}/{DATA_FILE}", placed[i].location), data).unwrap();
+            std::fs::write(format!("{}/{INDEX_FILE}", placed[i].location), index).unwrap();
+        };
+        // 0 whole; 1 no index; 2 another producer; 3 data of another length;
+        // 4 a damaged index; 5 no data; 6 an index over 4 KiB (read alone).
+        write(
+            0,
+            b"123456",
+            test_index_of(2, &[&[(0, 5), (1, 1)]], &producer(0)),
+        );
+        write(
+            2,
+            b"123456",
+            test_index_of(2, &[&[(0, 5), (1, 1)]], &producer(1)),
+        );
+        write(
+            3,
+            b"1234",
+            test_index_of(2, &[&[(0, 5), (1, 1)]], &producer(3)),
+        );
+        write(4, b"123456", vec![1, 2, 3]);
+        std::fs::write(
+            format!("{}/{INDEX_FILE}", placed[5].location),
+            test_index_of(2, &[&[(0, 5), (1, 1)]], &producer(5)),
+        )
+        .unwrap();
+        let region: &[(u32, u64)] = &[(0, 1), (1, 1)];
+        let big = test_index_of(2, &[region; 300], &producer(6));
+        assert!(big.len() > 4096, "{}", big.len());
+        write(6, &[0u8; 600], big);
+        let one_by_one = placer.report("j", keys.iter());
+        let bulk = placer.report_with("j", keys.iter(), Some(&StdFiles));
+        assert_eq!(bulk.0, one_by_one.0);
+        let reported: Vec<(u32, Vec<u64>)> = bulk
+            .0
+            .iter()
+            .map(|(d, s)| (d.key.subtask, s.clone()))
+            .collect();
+        assert_eq!(reported, [(0, vec![5, 1]), (6, vec![300, 300])]);
+        // The same warnings, but for the words of a missing file's error.
+        assert_eq!(bulk.1.len(), 4, "{:?}", bulk.1);
+        for (b, o) in bulk.1.iter().zip(&one_by_one.1) {
+            let head = |w: &str| w.split(" is unreadable").next().unwrap_or(w).to_owned();
+            assert_eq!(head(b), head(o));
+        }
         std::fs::remove_dir_all(&root).unwrap();
     }
 }
