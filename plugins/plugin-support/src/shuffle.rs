@@ -370,15 +370,22 @@ mod tests {
         std::fs::remove_dir_all(&root).unwrap();
     }
 
-    #[test]
-    fn partitions_held_by_workers_are_reported_at_the_place_and_size_they_give() {
+    /// A placer under a fresh root of this test process, with job `j`
+    /// registered.
+    fn placer_of_job_j(test: &str) -> (String, PartitionPlacer) {
         let root = std::env::temp_dir().join(format!(
-            "plugin-support-shuffle-held-{}",
+            "plugin-support-shuffle-{test}-{}",
             std::process::id()
         ));
         let root = root.to_str().unwrap().to_owned();
         let mut placer = PartitionPlacer::new(root.clone()).unwrap();
         placer.registry().register_job("j");
+        (root, placer)
+    }
+
+    #[test]
+    fn partitions_held_by_workers_are_reported_at_the_place_and_size_they_give() {
+        let (root, mut placer) = placer_of_job_j("held");
         let placed = placer.place("j", key(0), 2).unwrap();
         placer.place("j", key(1), 2).unwrap();
         let held = [
@@ -434,13 +441,7 @@ mod tests {
 
     #[test]
     fn a_report_through_bulk_reads_answers_and_warns_as_one_by_one() {
-        let root = std::env::temp_dir().join(format!(
-            "plugin-support-shuffle-bulk-{}",
-            std::process::id()
-        ));
-        let root = root.to_str().unwrap().to_owned();
-        let mut placer = PartitionPlacer::new(root.clone()).unwrap();
-        placer.registry().register_job("j");
+        let (root, mut placer) = placer_of_job_j("bulk");
         let producer = |subtask| IndexProducer {
             job: "j".into(),
             data_set: "ds".into(),
