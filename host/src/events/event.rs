@@ -12,6 +12,52 @@ use serde::{Deserialize, Serialize};
 
 use super::format::{kind, schema};
 
+/// `Vec<u8>` fields (split bytes, plugin states, stage plans) as serde
+/// bytes. postcard writes a byte string and a sequence of `u8` the same way
+/// (a varint length, then the bytes), so the log's format does not change;
+/// decoding copies each field's bytes at once instead of pushing them one
+/// element at a time through the sequence visitor (issue 29: replay
+/// decoded at a twentieth of a raw read).
+mod bytes_field {
+    use serde::de::{SeqAccess, Visitor};
+    use serde::{Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(bytes)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        d.deserialize_byte_buf(Bytes)
+    }
+
+    struct Bytes;
+
+    impl<'de> Visitor<'de> for Bytes {
+        type Value = Vec<u8>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("bytes")
+        }
+
+        fn visit_bytes<E>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+            Ok(v.to_vec())
+        }
+
+        fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
+            Ok(v)
+        }
+
+        // Formats that write bytes as a list of numbers (JSON).
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
+            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 20));
+            while let Some(b) = seq.next_element()? {
+                out.push(b);
+            }
+            Ok(out)
+        }
+    }
+}
+
 /// An execution vertex: one parallel subtask of a job vertex.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ExecutionVertexId {
@@ -107,6 +153,7 @@ pub struct EncodedSplit {
     /// The split id.
     pub id: String,
     /// The split as the enumerator encoded it (opaque to the host).
+    #[serde(with = "bytes_field")]
     pub bytes: Vec<u8>,
 }
 
@@ -138,6 +185,7 @@ pub struct EnumeratorSnapshot {
     /// Checkpoint id passed to `snapshot-state`; `-1` for batch snapshots.
     pub checkpoint_id: i64,
     /// The enumerator's own state bytes.
+    #[serde(with = "bytes_field")]
     pub state: Vec<u8>,
     /// Assignment history, one entry per subtask that received splits.
     pub assignments: Vec<SplitAssignment>,
@@ -265,6 +313,7 @@ pub struct SnapshotFile {
 struct EnumeratorSnapshotV2 {
     job_vertex: String,
     checkpoint_id: i64,
+    #[serde(with = "bytes_field")]
     state: Vec<u8>,
     assignments: Vec<SplitAssignment>,
     no_more_splits: Vec<u32>,
@@ -311,6 +360,7 @@ impl From<ExecutionFinishedV2> for ExecutionFinished {
 struct EnumeratorSnapshotV1 {
     job_vertex: String,
     checkpoint_id: i64,
+    #[serde(with = "bytes_field")]
     state: Vec<u8>,
     assignments: Vec<SplitAssignment>,
     no_more_splits: Vec<u32>,
@@ -427,6 +477,7 @@ pub struct ShuffleSnapshot {
     /// True if it adds to earlier snapshots; false if it replaces them.
     pub incremental: bool,
     /// The shuffle master's bytes.
+    #[serde(with = "bytes_field")]
     pub data: Vec<u8>,
 }
 
@@ -677,6 +728,7 @@ pub struct PlannedStage {
     /// The stage as the job graph holds it: the `datafusion-proto` plan
     /// bytes and how a source reads its splits, postcard-encoded
     /// (`graph::StagePlan`).
+    #[serde(with = "bytes_field")]
     pub stage: Vec<u8>,
     /// Names of its output columns.
     pub output_columns: Vec<String>,
@@ -707,6 +759,7 @@ struct PlannedStageV1 {
     job_vertex: String,
     parallelism: u32,
     source: Option<String>,
+    #[serde(with = "bytes_field")]
     stage: Vec<u8>,
     output_columns: Vec<String>,
     inputs: Vec<StageEdge>,
