@@ -607,7 +607,7 @@ pub fn open_file_nofollow(dir: &Dir, name: &str) -> io::Result<std::fs::File> {
 }
 
 /// What a file of type `ft` is, for messages: `"a directory"`, `"a FIFO"`, ...
-fn kind_name(ft: cap_std::fs::FileType) -> &'static str {
+pub(crate) fn kind_name(ft: cap_std::fs::FileType) -> &'static str {
     use cap_fs_ext::FileTypeExt as _;
     if ft.is_dir() {
         "a directory"

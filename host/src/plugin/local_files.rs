@@ -109,12 +109,44 @@ fn not_regular(path: &str, ft: std::fs::FileType) -> String {
     format!("{path}: {}, not a regular file", crate::files::kind_of(&ft))
 }
 
+/// Why a path has no regular file to answer with.
+enum NoFile {
+    /// Nothing there.
+    Missing,
+    /// Anything else, naming the path.
+    Failed(String),
+}
+
+/// The regular file at `path`, looked at without opening it or following
+/// a symbolic link at its end (opening some devices has effects, as
+/// `open_guard.rs` says): its grant, the rest of the path and its size.
+fn look<'r, 'p>(roots: &'r Roots, path: &'p str) -> Result<(&'r Dir, &'p Path, u64), NoFile> {
+    let (dir, rel) = roots.locate(path).map_err(NoFile::Failed)?;
+    match dir.symlink_metadata(rel) {
+        Ok(m) if m.is_file() => Ok((dir, rel, m.len())),
+        Ok(m) if m.file_type().is_symlink() => Err(NoFile::Failed(format!(
+            "{path}: a symbolic link (not followed)"
+        ))),
+        Ok(m) => Err(NoFile::Failed(format!(
+            "{path}: {}, not a regular file",
+            crate::grant::kind_name(m.file_type())
+        ))),
+        Err(e) => Err(problem(path, &e).map_or(NoFile::Missing, NoFile::Failed)),
+    }
+}
+
 /// Reads the file at `path` (see the module docs).
 fn read_one(roots: &Roots, path: &str, max: u64, budget: &AtomicU64) -> SmallFile {
-    let (dir, rel) = match roots.locate(path) {
+    let (dir, rel, looked) = match look(roots, path) {
         Ok(found) => found,
-        Err(why) => return SmallFile::Failed(why),
+        Err(NoFile::Missing) => return SmallFile::Missing,
+        Err(NoFile::Failed(why)) => return SmallFile::Failed(why),
     };
+    if looked > max {
+        return SmallFile::TooLarge(looked);
+    }
+    // Opened without blocking and checked again on the handle: a FIFO
+    // swapped in since the look is refused too.
     let mut o = OpenOptions::new();
     o.read(true).nonblock(true).follow(FollowSymlinks::No);
     let mut file = match dir.open_with(rel, &o) {
@@ -161,27 +193,10 @@ fn read_one(roots: &Roots, path: &str, max: u64, budget: &AtomicU64) -> SmallFil
 
 /// The size of the file at `path` (see the module docs).
 fn size_of(roots: &Roots, path: &str) -> FileSize {
-    let (dir, rel) = match roots.locate(path) {
-        Ok(found) => found,
-        Err(why) => return FileSize::Failed(why),
-    };
-    match dir.symlink_metadata(rel) {
-        Ok(m) if m.is_file() => FileSize::Regular(m.len()),
-        Ok(m) if m.file_type().is_symlink() => {
-            FileSize::Failed(format!("{path}: a symbolic link (not followed)"))
-        }
-        Ok(m) => FileSize::Failed(format!(
-            "{path}: {}, not a regular file",
-            if m.is_dir() {
-                "a directory"
-            } else {
-                "a special file"
-            }
-        )),
-        Err(e) => match problem(path, &e) {
-            None => FileSize::Missing,
-            Some(why) => FileSize::Failed(why),
-        },
+    match look(roots, path) {
+        Ok((_, _, size)) => FileSize::Regular(size),
+        Err(NoFile::Missing) => FileSize::Missing,
+        Err(NoFile::Failed(why)) => FileSize::Failed(why),
     }
 }
 
@@ -323,7 +338,7 @@ mod tests {
                 matches!(size(&root.join("p/link")), FileSize::Failed(w) if w.contains("symbolic link"))
             );
             assert!(
-                matches!(size(&root.join("p/fifo")), FileSize::Failed(w) if w.contains("special file"))
+                matches!(size(&root.join("p/fifo")), FileSize::Failed(w) if w.contains("a FIFO"))
             );
             assert!(
                 matches!(size(&tmp.path().join("secret")), FileSize::Failed(w) if w.contains("outside"))
