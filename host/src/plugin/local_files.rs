@@ -10,8 +10,9 @@
 //! plugin: a path is absolute and plain, lies inside a granted directory
 //! (as the job file wrote it: the plugin sees its grants under those
 //! names), its last part is not followed when it is a symbolic link and
-//! no part leads out of the grant (`cap-std`), and a FIFO or device is
-//! refused without blocking (`O_NONBLOCK`, then `fstat`). Nothing here
+//! no part leads out of the grant (`cap-std`), and a FIFO, device or
+//! socket is refused without being opened (a look at the path first, then
+//! `O_NONBLOCK` and `fstat` on the handle against a swap). Nothing here
 //! traps: every problem is a `failed` value naming the path, and the
 //! call's deadline ends the work (the paths left get `failed`).
 
