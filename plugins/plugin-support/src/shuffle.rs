@@ -342,13 +342,7 @@ mod tests {
         let (reported, _) = placer.report("j", [&key(0), &key(1)]);
         assert!(reported.is_empty());
         std::fs::write(format!("{}/{DATA_FILE}", placed.location), b"123456").unwrap();
-        let producer = |subtask| IndexProducer {
-            job: "j".into(),
-            data_set: "ds".into(),
-            job_vertex: "map".into(),
-            subtask,
-            attempt: 0,
-        };
+        let producer = producer_of_map;
         // Another producer's index (subtask 1's) in subtask 0's place.
         let index = test_index_of(2, &[&[(0, 5), (1, 1)]], &producer(1));
         std::fs::write(format!("{}/{INDEX_FILE}", placed.location), index).unwrap();
@@ -368,6 +362,11 @@ mod tests {
         assert!(!std::path::Path::new(&placed.location).exists());
         assert!(placer.report("j", [&key(0)]).0.is_empty());
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// The producer an index of partition `key(subtask)` of job `j` names.
+    fn producer_of_map(subtask: u32) -> IndexProducer {
+        PartitionPlacer::producer("j", &key(subtask))
     }
 
     /// A placer under a fresh root of this test process, with job `j`
@@ -442,13 +441,7 @@ mod tests {
     #[test]
     fn a_report_through_bulk_reads_answers_and_warns_as_one_by_one() {
         let (root, mut placer) = placer_of_job_j("bulk");
-        let producer = |subtask| IndexProducer {
-            job: "j".into(),
-            data_set: "ds".into(),
-            job_vertex: "map".into(),
-            subtask,
-            attempt: 0,
-        };
+        let producer = producer_of_map;
         let keys: Vec<PartitionKey> = (0..7).map(key).collect();
         let placed: Vec<_> = keys
             .iter()
