@@ -297,19 +297,7 @@ impl SubpartitionReader {
         subs: Range<u32>,
         expected: &ExpectedPartition,
     ) -> Result<Self, ShuffleError> {
-        let index_name = name.join(INDEX_FILE);
-        let corrupt = |(offset, reason): (u64, &'static str)| ShuffleError::Corrupt {
-            path: index_name.clone(),
-            offset,
-            reason,
-        };
-        let index = Index::parse(index_bytes).map_err(corrupt)?;
-        if subs.end > index.num_subpartitions {
-            return Err(corrupt((
-                12,
-                "the index counts fewer subpartitions than the consumer reads",
-            )));
-        }
+        let index = parse_index(index_bytes, &name.join(INDEX_FILE), &subs)?;
         bind(&name, &index, &subs, expected)?;
         let ranges = spans(&index, subs);
         if ranges.iter().map(|s| s.len).sum::<u64>() != total {
