@@ -18,6 +18,7 @@ use super::bindings::enumerator::coordhost::plugin::object_store::{
     Host, ObjectMeta, StoreError, StoreGrant as WitGrant,
 };
 use super::store::PluginState;
+use crate::objstore::ObjectUrlPath as _;
 use crate::objstore::{
     self, Blocked, MAX_LIST, MAX_TRANSFER_BYTES, ObjectUrl, Refusal, check_granted,
 };

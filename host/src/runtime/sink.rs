@@ -32,6 +32,7 @@ use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
 
 use crate::graph::{SinkFormat, SinkSpec};
+use crate::objstore::ObjectUrlPath as _;
 use crate::objstore::{
     DEFAULT_WRITE_RETRY, ObjectUrl, Upload, classify, endpoint, error_line, retrying, upload,
 };

@@ -22,6 +22,7 @@ use arrow_array::RecordBatch;
 
 use super::format::{DATA_FILE, INDEX_FILE, PartitionProducer};
 use super::{PartitionWriter, ShuffleError};
+use crate::objstore::ObjectUrlPath as _;
 use crate::objstore::{self, DEFAULT_WRITE_RETRY, ObjectUrl, Upload};
 
 /// `name` below the partition prefix `url`.

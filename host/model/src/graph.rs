@@ -347,7 +347,7 @@ pub struct SinkSpec {
     /// for a folder. Not sent to worker processes (their wire form is
     /// unchanged): a worker only stages, the coordinator publishes.
     #[serde(skip)]
-    pub objects: Option<crate::objstore::ObjectUrl>,
+    pub objects: Option<crate::object_url::ObjectUrl>,
 }
 
 /// One step of the job.

@@ -188,7 +188,7 @@ pub fn write_date(days: i32, out: &mut String) {
 
 /// Year, month (1..=12) and day (1..=31) of the date `days` after
 /// 1970-01-01 (Howard Hinnant's `civil_from_days`).
-pub(crate) fn civil_from_days(days: i32) -> (i64, u32, u32) {
+pub fn civil_from_days(days: i32) -> (i64, u32, u32) {
     let z = i64::from(days) + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
