@@ -86,7 +86,7 @@ impl ObjectUrl {
     /// Parses `s3://BUCKET/KEY`. With `whole_bucket`, `s3://BUCKET` (and
     /// `s3://BUCKET/`) is accepted as the empty key; a trailing `/` of a
     /// key is dropped (a folder). Refuses a bucket name S3 refuses and a
-    /// key that [`check_key`] refuses: the URL names exactly one key, the
+    /// key that `check_key` refuses: the URL names exactly one key, the
     /// one it spells.
     ///
     /// # Errors

@@ -7,11 +7,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::error::EventsError;
-use super::event::{AttemptId, ExecutionVertexId, JobEvent, ResetReason};
-use super::format::{LOG_DIR, parse_segment_file_name};
-use super::reader::{self, Replay};
-use super::storage::FileStorage;
+use coordhost_log::format::{LOG_DIR, parse_segment_file_name};
+use coordhost_log::{AttemptId, EventsError, ExecutionVertexId, JobEvent, Replay, ResetReason};
+
+use super::file_storage::FileStorage;
 
 /// The log directory for `dir`: `dir` itself if it holds segment files,
 /// else `dir/log` (when `dir` is a job's data directory), else
@@ -82,14 +81,14 @@ pub fn locate_log_dir(dir: &Path) -> Result<PathBuf, EventsError> {
 struct InspectJson<'a> {
     log_dir: &'a Path,
     events: Vec<EventJson<'a>>,
-    torn_tail: &'a Option<super::reader::TornTail>,
-    segments: &'a [super::reader::SegmentSummary],
+    torn_tail: &'a Option<coordhost_log::TornTail>,
+    segments: &'a [coordhost_log::SegmentSummary],
 }
 
 /// One event in `--json`: where it is, which coordinator run wrote it, what.
 #[derive(Serialize)]
 struct EventJson<'a> {
-    position: super::reader::Position,
+    position: coordhost_log::Position,
     /// The coordinator run (epoch) that wrote the record: its segment's
     /// attempt number, 0 for the run that started the log.
     epoch: u32,
@@ -130,7 +129,7 @@ pub fn inspect(dir: &Path, json: bool, out: &mut impl Write) -> Result<(), Event
         return inspect_objects(url, json, out);
     }
     let log_dir = locate_log_dir(dir)?;
-    let replay = reader::replay(&FileStorage::open_read_only(&log_dir))?;
+    let replay = coordhost_log::replay(&FileStorage::open_read_only(&log_dir))?;
     write_inspect(&log_dir, &replay, json, out)
 }
 
@@ -146,7 +145,7 @@ pub fn inspect_objects(url: &str, json: bool, out: &mut impl Write) -> Result<()
         problem,
     })?;
     let storage = super::ObjectStorage::connect(&url)?;
-    let replay = reader::replay(&storage)?;
+    let replay = coordhost_log::replay(&storage)?;
     if replay.is_empty() {
         return Err(EventsError::NoLog {
             path: PathBuf::from(url.object_url(LOG_DIR)),

@@ -24,8 +24,8 @@
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 
-use super::error::EventsError;
-use super::format::LOCK_FILE;
+use coordhost_log::EventsError;
+use coordhost_log::format::LOCK_FILE;
 
 /// A held lock on one job's log directory; released when dropped.
 #[derive(Debug)]

@@ -48,10 +48,8 @@ use object_store::{
 
 use crate::objstore::{DEFAULT_WRITE_RETRY, classify, endpoint, error_line, retrying};
 
-use super::error::{Damage, EventsError};
-use super::event::SnapshotFile;
-use super::format::{LOG_DIR, is_snapshot_file_name};
-use super::storage::{Fence, SegmentAppender, Storage};
+use coordhost_log::format::{LOG_DIR, is_snapshot_file_name};
+use coordhost_log::{Damage, EventsError, Fence, SegmentAppender, SnapshotFile, Storage};
 
 /// Magic bytes of a log object.
 pub const OBJECT_MAGIC: [u8; 8] = *b"CHJEVOBJ";
@@ -842,7 +840,7 @@ impl Storage for ObjectStorage {
             }
             Err(e) => return Err(problem(format!("cannot be read: {}", classify(&e)))),
         };
-        super::side_file::check_against_record(&bytes, file, "object").map_err(problem)?;
+        coordhost_log::check_against_record(&bytes, file, "object").map_err(problem)?;
         Ok(bytes)
     }
 

@@ -1,6 +1,7 @@
 //! The files of snapshot side files in a log folder: written durably,
 //! read back checked against their record (size and CRC32C), removed. The
-//! file half of [`FileStorage`](super::FileStorage)'s side files; which
+//! file half of [`FileStorage`](super::FileStorage)'s side files (the rules are
+//! `coordhost_log`'s); which
 //! side files a log needs is `snapshot_file`'s business (docs/log-format.md,
 //! "Snapshot side files").
 
@@ -8,9 +9,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write as _;
 use std::path::Path;
 
-use super::error::EventsError;
-use super::event::SnapshotFile;
-use super::format::{TEMP_SUFFIX, is_snapshot_file_name};
+use coordhost_log::format::{TEMP_SUFFIX, is_snapshot_file_name};
+use coordhost_log::{EventsError, SnapshotFile, check_against_record};
 
 /// Writes `state` as side file `name` of `log_dir`, durably: a temporary
 /// file is written and fsynced, renamed, and the directory fsynced.
@@ -76,33 +76,6 @@ pub fn read(log_dir: &Path, file: &SnapshotFile) -> Result<Vec<u8>, EventsError>
     Ok(bytes)
 }
 
-/// Checks the bytes of side file `file` (a `what`: file or object) against
-/// what its record says: size, then CRC32C.
-///
-/// # Errors
-/// The problem, in words, for [`EventsError::SnapshotFile`].
-pub(super) fn check_against_record(
-    bytes: &[u8],
-    file: &SnapshotFile,
-    what: &str,
-) -> Result<(), String> {
-    if bytes.len() as u64 != file.len {
-        return Err(format!(
-            "is {} bytes; its record says {}",
-            bytes.len(),
-            file.len
-        ));
-    }
-    let crc = crc32c::crc32c(bytes);
-    if crc != file.crc32c {
-        return Err(format!(
-            "CRC32C is {crc:#010x}; its record says {:#010x} (the {what} is damaged)",
-            file.crc32c
-        ));
-    }
-    Ok(())
-}
-
 /// Removes side file `name` of `log_dir`; a failure is logged (the file is
 /// then only wasted space: no record will need it).
 pub(crate) fn remove(log_dir: &Path, name: &str) {
@@ -112,6 +85,91 @@ pub(crate) fn remove(log_dir: &Path, name: &str) {
         tracing::warn!(
             file = %log_dir.join(name).display(),
             "could not remove a superseded batch snapshot side file: {e}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use std::collections::BTreeSet;
+
+    use coordhost_log::format::snapshot_file_name;
+    use coordhost_log::remove_snapshot_files_except;
+
+    use super::*;
+
+    #[test]
+    fn a_side_file_round_trips_and_damage_or_a_wrong_size_is_named() {
+        crate::files::test_support::within_deadline(|| {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let name = snapshot_file_name(0, 1);
+            let state: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+            let file = write(dir.path(), &name, &state).expect("write");
+            assert_eq!((file.len, file.crc32c), (3000, crc32c::crc32c(&state)));
+            assert_eq!(read(dir.path(), &file).expect("read"), state);
+
+            let mut damaged = state.clone();
+            damaged[1234] ^= 1;
+            fs::write(dir.path().join(&name), &damaged).expect("damage");
+            let error = read(dir.path(), &file)
+                .expect_err("damage is caught")
+                .to_string();
+            assert!(error.contains("CRC32C") && error.contains(&name), "{error}");
+
+            fs::write(dir.path().join(&name), &state[..10]).expect("truncate");
+            let error = read(dir.path(), &file)
+                .expect_err("size is checked")
+                .to_string();
+            assert!(
+                error.contains("is 10 bytes; its record says 3000"),
+                "{error}"
+            );
+
+            let forged = SnapshotFile {
+                file: "../escape.state".into(),
+                ..file.clone()
+            };
+            assert!(read(dir.path(), &forged).is_err());
+
+            fs::remove_file(dir.path().join(&name)).expect("remove");
+            assert!(read(dir.path(), &file).is_err());
+
+            // A FIFO in its place is refused at once, never waited on.
+            crate::files::test_support::mkfifo(&dir.path().join(&name));
+            let error = read(dir.path(), &file).expect_err("a FIFO").to_string();
+            assert!(
+                error.contains("it is a FIFO, not a regular file") && error.contains(&name),
+                "{error}"
+            );
+        });
+    }
+
+    #[test]
+    fn only_side_files_not_kept_are_removed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for n in 0..3 {
+            write(dir.path(), &snapshot_file_name(0, n), b"x").expect("write");
+        }
+        fs::write(dir.path().join("segment-00000000.log"), b"seg").expect("segment");
+        let keep: BTreeSet<String> = [snapshot_file_name(0, 1)].into();
+        assert_eq!(
+            remove_snapshot_files_except(
+                &crate::events::FileStorage::open_read_only(dir.path()),
+                &keep
+            )
+            .expect("rm"),
+            2
+        );
+        let mut left: Vec<String> = fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            ["segment-00000000.log", "snapshot-00000000-00000001.state"]
         );
     }
 }

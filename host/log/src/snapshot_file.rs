@@ -6,7 +6,7 @@
 //! job vertex supersedes it. See `docs/log-format.md`, "Snapshot side files".
 
 use super::error::EventsError;
-use super::event::JobEvent;
+use super::event::{JobEvent, SnapshotFile};
 use super::format::is_snapshot_file_name;
 use super::storage::Storage;
 use std::collections::{BTreeMap, BTreeSet};
@@ -87,85 +87,50 @@ pub fn remove_snapshot_files_except(
     Ok(removed)
 }
 
+/// Checks the bytes of side file `file` (a `what`: file or object) against
+/// what its record says: size, then CRC32C.
+///
+/// # Errors
+/// The problem, in words, for [`EventsError::SnapshotFile`].
+pub fn check_against_record(bytes: &[u8], file: &SnapshotFile, what: &str) -> Result<(), String> {
+    if bytes.len() as u64 != file.len {
+        return Err(format!(
+            "is {} bytes; its record says {}",
+            bytes.len(),
+            file.len
+        ));
+    }
+    let crc = crc32c::crc32c(bytes);
+    if crc != file.crc32c {
+        return Err(format!(
+            "CRC32C is {crc:#010x}; its record says {:#010x} (the {what} is damaged)",
+            file.crc32c
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
-    use std::fs;
-
     use super::*;
-    use crate::events::SnapshotFile;
-    use crate::events::format::snapshot_file_name;
-    use crate::events::side_file::{read, write};
 
     #[test]
-    fn a_side_file_round_trips_and_damage_or_a_wrong_size_is_named() {
-        crate::files::test_support::within_deadline(|| {
-            let dir = tempfile::tempdir().expect("tempdir");
-            let name = snapshot_file_name(0, 1);
-            let state: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
-            let file = write(dir.path(), &name, &state).expect("write");
-            assert_eq!((file.len, file.crc32c), (3000, crc32c::crc32c(&state)));
-            assert_eq!(read(dir.path(), &file).expect("read"), state);
-
-            let mut damaged = state.clone();
-            damaged[1234] ^= 1;
-            fs::write(dir.path().join(&name), &damaged).expect("damage");
-            let error = read(dir.path(), &file)
-                .expect_err("damage is caught")
-                .to_string();
-            assert!(error.contains("CRC32C") && error.contains(&name), "{error}");
-
-            fs::write(dir.path().join(&name), &state[..10]).expect("truncate");
-            let error = read(dir.path(), &file)
-                .expect_err("size is checked")
-                .to_string();
-            assert!(
-                error.contains("is 10 bytes; its record says 3000"),
-                "{error}"
-            );
-
-            let forged = SnapshotFile {
-                file: "../escape.state".into(),
-                ..file.clone()
-            };
-            assert!(read(dir.path(), &forged).is_err());
-
-            fs::remove_file(dir.path().join(&name)).expect("remove");
-            assert!(read(dir.path(), &file).is_err());
-
-            // A FIFO in its place is refused at once, never waited on.
-            crate::files::test_support::mkfifo(&dir.path().join(&name));
-            let error = read(dir.path(), &file).expect_err("a FIFO").to_string();
-            assert!(
-                error.contains("it is a FIFO, not a regular file") && error.contains(&name),
-                "{error}"
-            );
-        });
-    }
-
-    #[test]
-    fn only_side_files_not_kept_are_removed() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        for n in 0..3 {
-            write(dir.path(), &snapshot_file_name(0, n), b"x").expect("write");
-        }
-        fs::write(dir.path().join("segment-00000000.log"), b"seg").expect("segment");
-        let keep: BTreeSet<String> = [snapshot_file_name(0, 1)].into();
-        assert_eq!(
-            remove_snapshot_files_except(
-                &crate::events::FileStorage::open_read_only(dir.path()),
-                &keep
-            )
-            .expect("rm"),
-            2
-        );
-        let mut left: Vec<String> = fs::read_dir(dir.path())
-            .expect("list")
-            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-            .collect();
-        left.sort();
-        assert_eq!(
-            left,
-            ["segment-00000000.log", "snapshot-00000000-00000001.state"]
+    fn a_side_files_bytes_are_checked_by_size_then_crc() {
+        let state = b"enumerator state".to_vec();
+        let record = SnapshotFile {
+            file: crate::format::snapshot_file_name(0, 1),
+            len: state.len() as u64,
+            crc32c: crc32c::crc32c(&state),
+        };
+        assert_eq!(check_against_record(&state, &record, "file"), Ok(()));
+        let short = check_against_record(&state[..3], &record, "file").expect_err("short");
+        assert_eq!(short, "is 3 bytes; its record says 16");
+        let mut damaged = state.clone();
+        damaged[0] ^= 1;
+        let error = check_against_record(&damaged, &record, "object").expect_err("damaged");
+        assert!(
+            error.contains("CRC32C") && error.ends_with("(the object is damaged)"),
+            "{error}"
         );
     }
 }

@@ -72,29 +72,29 @@ pub const MAX_SNAPSHOT_LEN: u64 = 1 << 30;
 
 /// Stable kind ids of the events. Never reuse or renumber one; 0 is invalid.
 pub mod kind {
-    /// [`JobStarted`](crate::events::JobStarted).
+    /// [`JobStarted`](crate::JobStarted).
     pub const JOB_STARTED: u16 = 1;
-    /// [`JobVertexInitialized`](crate::events::JobVertexInitialized).
+    /// [`JobVertexInitialized`](crate::JobVertexInitialized).
     pub const JOB_VERTEX_INITIALIZED: u16 = 2;
-    /// [`ExecutionFinished`](crate::events::ExecutionFinished).
+    /// [`ExecutionFinished`](crate::ExecutionFinished).
     pub const EXECUTION_FINISHED: u16 = 3;
-    /// [`ExecutionsReset`](crate::events::ExecutionsReset).
+    /// [`ExecutionsReset`](crate::ExecutionsReset).
     pub const EXECUTIONS_RESET: u16 = 4;
-    /// [`SinkCommitted`](crate::events::SinkCommitted).
+    /// [`SinkCommitted`](crate::SinkCommitted).
     pub const SINK_COMMITTED: u16 = 5;
-    /// [`RecoveryStarted`](crate::events::RecoveryStarted).
+    /// [`RecoveryStarted`](crate::RecoveryStarted).
     pub const RECOVERY_STARTED: u16 = 6;
-    /// [`RecoveryFinished`](crate::events::RecoveryFinished).
+    /// [`RecoveryFinished`](crate::RecoveryFinished).
     pub const RECOVERY_FINISHED: u16 = 7;
-    /// [`LeaderElected`](crate::events::LeaderElected).
+    /// [`LeaderElected`](crate::LeaderElected).
     pub const LEADER_ELECTED: u16 = 8;
-    /// [`JobFinished`](crate::events::JobFinished).
+    /// [`JobFinished`](crate::JobFinished).
     pub const JOB_FINISHED: u16 = 9;
-    /// [`JobFailed`](crate::events::JobFailed).
+    /// [`JobFailed`](crate::JobFailed).
     pub const JOB_FAILED: u16 = 10;
-    /// [`StagesPlanned`](crate::events::StagesPlanned).
+    /// [`StagesPlanned`](crate::StagesPlanned).
     pub const STAGES_PLANNED: u16 = 11;
-    /// [`JobCancelled`](crate::events::JobCancelled).
+    /// [`JobCancelled`](crate::JobCancelled).
     pub const JOB_CANCELLED: u16 = 12;
     /// The largest kind id this binary knows; a record of a larger one was
     /// written by a newer coordhost.
