@@ -204,7 +204,8 @@ browser-deps:
 # sample plugin from source (installing the wasm32-wasip2 target and the
 # pinned Python/JavaScript tools into the project's folders), checks the
 # module floors of docs/architecture.md (scripts/check-layers.sh, after its
-# self-test), runs the Rust
+# self-test) and, once the build fetched every crate, that the I/O-free crates
+# stay so (scripts/check-crates.sh, after its self-test), runs the Rust
 # plugins' own unit tests natively, then every test of the workspace. The
 # compiled-component cache is shared by all tests ($(TEST_CACHE)), so each
 # component is compiled once (processes that want the same one at once take
@@ -235,6 +236,8 @@ test: ha-deps
 	wait $$build; built=$$?; \
 	if [ $$built != 0 ]; then cat build/test-build.log; echo "test: the host's test build failed" >&2; exit 1; fi; \
 	echo "test: the host's tests are built"; exit $$setup
+	scripts/check-crates.sh --self-test
+	scripts/check-crates.sh
 	$(CARGO) test --locked --manifest-path $(PLUGINS_SRC)/Cargo.toml \
 		--target-dir $(PLUGINS_TARGET_DIR) --workspace --lib
 	COORDHOST_CACHE_DIR=$(TEST_CACHE) $(CARGO) test $(TEST_FEATURES)

@@ -29,7 +29,6 @@ pub mod ha;
 pub mod job;
 pub mod kit;
 pub mod objstore;
-pub mod plan;
 pub mod plugin;
 pub mod recovery;
 pub mod remote;
@@ -37,10 +36,10 @@ pub mod rpc;
 pub mod runtime;
 pub mod scheduler;
 pub mod shuffle;
-pub mod snapshot;
 pub mod sql;
 pub mod tls;
 pub mod ui;
 
 // The crates below the binary, under the names the modules had (docs/architecture.md, "Crates").
+pub use coordhost_core::{plan, snapshot};
 pub use coordhost_model::{graph, value};

@@ -13,8 +13,8 @@ use super::plugins::load_plugins;
 use super::recorder::{EventRecorder, job_fingerprint};
 use crate::config::JobConfig;
 use crate::events::{
-    EventsError, JobEvent, JobStarted, RecoveryStarted, Replay, ShuffleSnapshot, WriterOptions,
-    job_log_dir,
+    EventLogWriter, EventsError, JobEvent, JobStarted, RecoveryStarted, Replay, ShuffleSnapshot,
+    WriterOptions, job_log_dir,
 };
 use crate::graph::ExecutionGraph;
 use crate::plan::{PartitionRef, RecoveryPlan};
@@ -129,215 +129,147 @@ fn run_recoverable(
     if fresh || opts.resume {
         super::cancel::withdraw(&job_dir)?;
     }
-    // On object storage a log is never moved: `--fresh` (or an edited job
-    // that never ran) starts a new run inside it instead (docs/object-storage.md).
-    let mut new_run_in_log = false;
-    // Whether the data directory held a folder log of the job before
-    // `--fresh` set it aside: a fresh run's sinks on objects may then hold
-    // this job's output.
-    let folder_log_existed = matches!(log, LogPlace::Dir(dir) if dir.is_dir());
-    if fresh {
-        match log {
-            LogPlace::Objects(_) => new_run_in_log = true,
-            LogPlace::Dir(_) => discard_log(config, &data_dir, opts.fence.as_deref())?,
-        }
-    }
-    let replay_started = std::time::Instant::now();
-    // The log as found, replayed once for the checks below and, when its
-    // segments did not change meanwhile, reused under the lock (issue 29:
-    // one decode of every record per restart, not three).
-    let mut found = if fresh {
-        None
-    } else {
-        let mut found = match log {
-            LogPlace::Dir(dir) => crate::events::UnlockedReplay::read(dir),
-            LogPlace::Objects(_) => log.replay_existing().map(Into::into),
-        };
-        new_run_in_log = refuse_if_edited(config, &data_dir, log, &fingerprint, &mut found)?;
-        refuse_if_unlogged_output(config, found.as_ref())?;
-        refuse_if_foreign_output(config, log_has_run(found.as_ref()), log)?;
-        found
-    };
-    if fresh && matches!(log, LogPlace::Dir(_)) {
-        // `--fresh` discards what the data directory holds for the job;
-        // a prefix it never wrote to is someone else's all the same.
-        refuse_if_foreign_output(config, folder_log_existed, log)?;
-    }
-    let mut local_lock = None;
-    let (writer, mut replay) = match log {
-        LogPlace::Dir(_) => {
-            let opened = open_log(config, &data_dir, opts.fence.as_ref(), found.take())?;
-            // The job's log is in its folder now, not where an earlier run
-            // on objects noted it.
-            super::cancel::forget_object_log(&job_dir);
-            opened
-        }
-        // Damage is refused, never set aside: docs/object-storage.md.
-        LogPlace::Objects(storage) => {
-            // The job's folder in the data directory says "this job ran
-            // here" (the sink folders' check, cancel requests) as the log's
-            // folder does for a local log; its lock keeps a second
-            // coordinator on this data directory out (the object fence
-            // decides between machines) and tells `coordhost cancel` that
-            // one runs; `OBJECT_LOG` tells it where the log is.
-            // A run refused at the start (the store unreachable, the log
-            // damaged) leaves no job folder that was not there: its
-            // existence relaxes the sink folders' check.
-            // With high availability the leadership is that guard instead
-            // (a deposed leader, paused, may still hold the lock), as for a
-            // folder log.
-            let new_job_dir = !job_dir.exists();
-            let lock = match opts.fence {
-                Some(_) => {
-                    std::fs::create_dir_all(&job_dir).map_err(|source| JobError::Io {
-                        path: job_dir.clone(),
-                        source,
-                    })?;
-                    None
-                }
-                None => Some(crate::events::LogLock::acquire(&job_dir)?),
-            };
-            let opened = super::cancel::note_object_log(&job_dir, storage.url()).and_then(|()| {
-                crate::events::open_object_log(Arc::clone(storage), WriterOptions::default())
-                    .map_err(JobError::from)
-            });
-            match opened {
-                Ok(opened) => {
-                    local_lock = lock;
-                    opened
-                }
-                Err(e) => {
-                    drop(lock);
-                    if new_job_dir {
-                        super::cancel::remove_new_job_dir(&job_dir);
-                    }
-                    return Err(e);
-                }
-            }
-        }
-    };
-    if new_run_in_log {
-        // The earlier runs' records stay in the log (`log inspect` shows
-        // them); recovery reads only the run after the newest `JobStarted`,
-        // which this run writes next.
-        if !replay.events.is_empty() {
-            tracing::warn!(
-                "the job's event log {} keeps its {} earlier records; this run starts a new run in it and the job runs from scratch",
-                log.describe(),
-                replay.events.len()
-            );
-        }
-        replay.events.clear();
-        replay.torn_tail = None;
-    }
-    if !replay.is_empty() {
-        // For the scale bench (docs/recovery.md, "Figures"): how long the
-        // log took to read and decode, stated once per restart.
-        tracing::info!(
-            records = replay.events.len(),
-            replay_ms = replay_started.elapsed().as_secs_f64() * 1e3,
-            "job event log replayed"
-        );
-    }
-    if opts.leader.is_some()
-        && let Some(failed) = failed_earlier(&config.name, &replay)
-    {
-        // High availability: a failed job is terminal; this leader says so
-        // and exits with the failed run's code (docs/ha.md). Its segment
-        // stays empty but for its header.
+    let (writer, mut replay, local_lock) =
+        open_for_attempt(config, opts, log, &job_dir, (&fingerprint, fresh))?;
+    if let Some((ended, withdraw)) = ended_earlier(config, opts, &replay) {
         writer.close()?;
-        return Err(failed);
-    }
-    if !opts.resume
-        && let Some(cancelled) = super::cancel::cancelled_earlier(&config.name, &replay)
-    {
-        // A cancelled job stays cancelled unless asked (docs/job-file.md,
-        // "Stopping, cancelling, resuming").
-        writer.close()?;
-        super::cancel::withdraw(&job_dir)?;
-        return Err(cancelled);
+        if withdraw {
+            super::cancel::withdraw(&job_dir)?;
+        }
+        return Err(ended);
     }
     let storage = Arc::clone(writer.storage());
-    // Snapshot side files: keep those of the newest snapshots (all that
-    // recovery can need), remove leftovers and superseded ones
-    // (docs/log-format.md, "Snapshot side files").
+    let mut recorder = recorder_after_replay(config, opts, writer, &replay)?;
+    let started = start_master(
+        config,
+        opts,
+        &fresh_master,
+        &mut replay,
+        &*storage,
+        &mut recorder,
+    );
+    let (mut master, recovered) = match started {
+        Ok(Start::Run(master, recovered)) => (*master, recovered),
+        Ok(Start::MasterFailed(e)) => {
+            recorder.close()?;
+            return Ok(failed_before_start(config, opts, workers, &e));
+        }
+        // A simulated crash inside recovery is a crash, not a failed recovery.
+        #[cfg(feature = "failpoints")]
+        Err(crash @ JobError::SimulatedCrash { .. }) => {
+            recorder.close()?;
+            return Err(crash);
+        }
+        Err(e) => return Err(e),
+    };
+    // The replayed records are not needed past recovery: their memory goes
+    // back before the job runs (issue 29).
+    drop(replay);
+    record_start(
+        config,
+        opts,
+        &mut master,
+        &mut recorder,
+        recovered,
+        fingerprint,
+    )?;
+    let summary = run_watched(master, &mut recorder, opts, &job_dir);
+    record_end(config, &mut recorder, &summary)?;
+    recorder.close()?;
+    if summary.status == crate::scheduler::JobStatus::Cancelled {
+        // Recorded: the request is done.
+        super::cancel::withdraw(&job_dir)?;
+    }
+    drop(local_lock);
+    Ok(summary)
+}
+
+/// Runs the job on `master`, with `coordhost cancel`'s request file of
+/// `job_dir` watched while it runs (a request that waited for this run is
+/// seen before the loop starts).
+fn run_watched(
+    master: JobMaster,
+    recorder: &mut EventRecorder,
+    opts: &RunOptions,
+    job_dir: &Path,
+) -> Summary {
+    let watcher = opts.stop.as_ref().map(|stop| {
+        if super::cancel::requested(job_dir) {
+            stop.request(crate::scheduler::StopReason::Cancel);
+        }
+        super::cancel::Watcher::start(job_dir.to_path_buf(), stop.clone())
+    });
+    let summary = master.run(recorder);
+    drop(watcher);
+    summary
+}
+
+/// The end an earlier run of this job recorded that this run must not
+/// undo, with whether a cancel request is withdrawn: with high
+/// availability a failed job is terminal (this leader says so and exits
+/// with the failed run's code, its segment empty but for its header;
+/// docs/ha.md); a cancelled job stays cancelled unless `--resume` asks
+/// (docs/job-file.md, "Stopping, cancelling, resuming").
+fn ended_earlier(
+    config: &JobConfig,
+    opts: &RunOptions,
+    replay: &Replay,
+) -> Option<(JobError, bool)> {
+    if opts.leader.is_some()
+        && let Some(failed) = failed_earlier(&config.name, replay)
+    {
+        return Some((failed, false));
+    }
+    if !opts.resume
+        && let Some(cancelled) = super::cancel::cancelled_earlier(&config.name, replay)
+    {
+        return Some((cancelled, true));
+    }
+    None
+}
+
+/// The recorder of this run over `writer`: the snapshot side files of the
+/// newest snapshots kept (all that recovery can need), leftovers and
+/// superseded ones removed (docs/log-format.md, "Snapshot side files"),
+/// and the job's page told what the log held.
+///
+/// # Errors
+/// The side files' listing error.
+fn recorder_after_replay(
+    config: &JobConfig,
+    opts: &RunOptions,
+    writer: EventLogWriter,
+    replay: &Replay,
+) -> Result<EventRecorder, JobError> {
     let newest_files = crate::events::newest_snapshot_files(current_run(&replay.events));
     crate::events::remove_snapshot_files_except(
-        &*storage,
+        &**writer.storage(),
         &newest_files.values().cloned().collect(),
     )?;
     let mut recorder = EventRecorder::new(writer, config.graph.clone());
     recorder.adopt_snapshot_files(newest_files);
     if let Some(ui) = &opts.ui {
-        ui.replayed(&replay, recorder.epoch());
+        ui.replayed(replay, recorder.epoch());
         recorder.observe(ui.clone());
     }
-    let mut master = match fresh_master() {
-        Ok(master) => master,
-        Err(e) if !e.is_bad_input() => {
-            recorder.close()?;
-            return Ok(failed_before_start(config, opts, workers, &e));
-        }
-        Err(e) => return Err(e),
-    };
-    let history_is_empty = current_run(&replay.events).is_empty();
-    if history_is_empty && config.recovery.enabled && !master.snapshots_enabled() {
-        // FLIP-383: without shuffle-master snapshots there is no progress recovery.
-        let line = format!(
-            "the shuffle master `{}` cannot take batch snapshots: if this run is interrupted, the job will run again from scratch",
-            config.shuffle_plugin
-        );
-        tracing::warn!("{line}");
-    }
-    let mut recovered = false;
-    let recovery_started = std::time::Instant::now();
-    if !history_is_empty {
-        let impossible = if !config.recovery.enabled {
-            Some("recovery is disabled in the job file ([recovery] enabled = false)".to_string())
-        } else if !master.snapshots_enabled() {
-            Some(format!(
-                "the shuffle master `{}` cannot take batch snapshots",
-                config.shuffle_plugin
-            ))
-        } else {
-            None
-        };
-        match impossible {
-            Some(reason) => {
-                refuse_if_committed(config, &reason)?;
-                tracing::warn!("no progress recovery: {reason}; the job runs again from scratch");
-            }
-            None => match recover(&mut master, config, &mut replay, &*storage, &mut recorder) {
-                Ok(()) => {
-                    recovered = true;
-                    if let Some(ui) = &opts.ui {
-                        ui.recovery_took(recovery_started.elapsed());
-                    }
-                }
-                // A simulated crash inside recovery is a crash, not a failed recovery.
-                #[cfg(feature = "failpoints")]
-                Err(crash @ JobError::SimulatedCrash { .. }) => {
-                    recorder.close()?;
-                    return Err(crash);
-                }
-                Err(e) => {
-                    refuse_if_committed_after(config, &e)?;
-                    tracing::error!("recovery failed: {e}; the job runs again from scratch");
-                    master = match fresh_master() {
-                        Ok(master) => master,
-                        Err(e) if !e.is_bad_input() => {
-                            recorder.close()?;
-                            return Ok(failed_before_start(config, opts, workers, &e));
-                        }
-                        Err(e) => return Err(e),
-                    };
-                }
-            },
-        }
-    }
-    // The replayed records are not needed past recovery: their memory goes
-    // back before the job runs (issue 29).
-    drop(replay);
+    Ok(recorder)
+}
+
+/// Records how this coordinator attempt starts: a run from scratch writes
+/// `JobStarted` (and a SQL job its planned stages) durably and prepares
+/// its sinks; with high availability the term that writes this segment
+/// follows (docs/ha.md).
+///
+/// # Errors
+/// The recorder's and the sinks' errors.
+fn record_start(
+    config: &JobConfig,
+    opts: &RunOptions,
+    master: &mut JobMaster,
+    recorder: &mut EventRecorder,
+    recovered: bool,
+    fingerprint: String,
+) -> Result<(), JobError> {
     if !recovered {
         recorder.append_durable(&JobEvent::JobStarted(JobStarted {
             job_id: config.name.clone(),
@@ -350,26 +282,303 @@ fn run_recoverable(
         master.prepare_fresh_sinks()?;
     }
     if let Some(leader) = &opts.leader {
-        // High availability: which term writes this segment (docs/ha.md).
         recorder.append_durable(&JobEvent::LeaderElected(leader.clone()))?;
     }
-    let watcher = opts.stop.as_ref().map(|stop| {
-        // A request that waited for this run is seen before the loop starts.
-        if super::cancel::requested(&job_dir) {
-            stop.request(crate::scheduler::StopReason::Cancel);
+    Ok(())
+}
+
+/// The log as found before this coordinator attempt opens it, with what
+/// [`look_before_opening`] decided.
+struct Found {
+    /// The log replayed without the lock, for the checks and, when its
+    /// segments did not change meanwhile, reused under the lock (issue 29:
+    /// one decode of every record per restart, not three); `None` for
+    /// `--fresh`.
+    replay: Option<crate::events::UnlockedReplay>,
+    /// Whether this run starts a new run inside an object log (on objects
+    /// a log is never moved: `--fresh`, or an edited job that never ran,
+    /// starts a new run inside it instead; docs/object-storage.md).
+    new_run_in_log: bool,
+}
+
+/// Looks at the job's log before opening it and refuses a run that must
+/// not start: an edited job file, published output without a log, output
+/// of another job where the sinks write. With `fresh` a folder log is set
+/// aside first (a prefix `--fresh` never wrote to is someone else's all
+/// the same).
+///
+/// # Errors
+/// [`JobError::JobFileChanged`], [`JobError::UnloggedOutput`], the foreign
+/// output's refusal, and the errors of setting the log aside.
+fn look_before_opening(
+    config: &JobConfig,
+    opts: &RunOptions,
+    log: &LogPlace,
+    fingerprint: &str,
+    fresh: bool,
+) -> Result<Found, JobError> {
+    let data_dir = &opts.data_dir;
+    if fresh {
+        // Whether the data directory held a folder log of the job before
+        // `--fresh` set it aside: a fresh run's sinks on objects may then
+        // hold this job's output.
+        let folder_log_existed = matches!(log, LogPlace::Dir(dir) if dir.is_dir());
+        match log {
+            LogPlace::Objects(_) => {
+                return Ok(Found {
+                    replay: None,
+                    new_run_in_log: true,
+                });
+            }
+            LogPlace::Dir(_) => discard_log(config, data_dir, opts.fence.as_deref())?,
         }
-        super::cancel::Watcher::start(job_dir.clone(), stop.clone())
-    });
-    let summary = master.run(&mut recorder);
-    drop(watcher);
-    record_end(config, &mut recorder, &summary)?;
-    recorder.close()?;
-    if summary.status == crate::scheduler::JobStatus::Cancelled {
-        // Recorded: the request is done.
-        super::cancel::withdraw(&job_dir)?;
+        refuse_if_foreign_output(config, folder_log_existed, log)?;
+        return Ok(Found {
+            replay: None,
+            new_run_in_log: false,
+        });
     }
-    drop(local_lock);
-    Ok(summary)
+    let mut found = match log {
+        LogPlace::Dir(dir) => crate::events::UnlockedReplay::read(dir),
+        LogPlace::Objects(_) => log.replay_existing().map(Into::into),
+    };
+    let new_run_in_log = refuse_if_edited(config, data_dir, log, fingerprint, &mut found)?;
+    refuse_if_unlogged_output(config, found.as_ref())?;
+    refuse_if_foreign_output(config, log_has_run(found.as_ref()), log)?;
+    Ok(Found {
+        replay: found,
+        new_run_in_log,
+    })
+}
+
+/// Starts a new run inside an object log: the earlier runs' records stay
+/// in the log (`log inspect` shows them); recovery reads only the run
+/// after the newest `JobStarted`, which this run writes next.
+fn start_new_run_in_log(log: &LogPlace, replay: &mut Replay) {
+    if !replay.events.is_empty() {
+        tracing::warn!(
+            "the job's event log {} keeps its {} earlier records; this run starts a new run in it and the job runs from scratch",
+            log.describe(),
+            replay.events.len()
+        );
+    }
+    replay.events.clear();
+    replay.torn_tail = None;
+}
+
+/// How this coordinator attempt's master starts ([`start_master`]).
+enum Start {
+    /// Run on this master; `true` when it holds a recovered plan.
+    Run(Box<JobMaster>, bool),
+    /// The master could not start (its shuffle master failed, not bad
+    /// input): the job fails before it starts.
+    MasterFailed(JobError),
+}
+
+/// The master this attempt runs on: a fresh one from `fresh_master`, which
+/// recovers the replayed run when the log holds one
+/// ([`recover_or_start_over`]).
+///
+/// # Errors
+/// A fresh master's bad input and [`recover_or_start_over`]'s errors.
+fn start_master(
+    config: &JobConfig,
+    opts: &RunOptions,
+    fresh_master: &dyn Fn() -> Result<JobMaster, JobError>,
+    replay: &mut Replay,
+    storage: &dyn crate::events::Storage,
+    recorder: &mut EventRecorder,
+) -> Result<Start, JobError> {
+    let mut master = match fresh_master() {
+        Ok(master) => master,
+        Err(e) if !e.is_bad_input() => return Ok(Start::MasterFailed(e)),
+        Err(e) => return Err(e),
+    };
+    if current_run(&replay.events).is_empty() {
+        if config.recovery.enabled && !master.snapshots_enabled() {
+            // FLIP-383: without shuffle-master snapshots there is no progress recovery.
+            tracing::warn!(
+                "the shuffle master `{}` cannot take batch snapshots: if this run is interrupted, the job will run again from scratch",
+                config.shuffle_plugin
+            );
+        }
+        return Ok(Start::Run(Box::new(master), false));
+    }
+    let restart = recover_or_start_over(
+        config,
+        opts,
+        &mut master,
+        fresh_master,
+        replay,
+        storage,
+        recorder,
+    )?;
+    Ok(match restart {
+        Restart::Recovered => Start::Run(Box::new(master), true),
+        Restart::FromScratch => Start::Run(Box::new(master), false),
+        Restart::MasterFailed(e) => Start::MasterFailed(e),
+    })
+}
+
+/// What a restart with history came to ([`recover_or_start_over`]).
+enum Restart {
+    /// The plan is installed: the run goes on where the log left it.
+    Recovered,
+    /// No progress recovery: the job runs again from scratch.
+    FromScratch,
+    /// Recovery failed and a fresh master could not start (its shuffle
+    /// master failed, not bad input): the job fails before it starts.
+    MasterFailed(JobError),
+}
+
+/// Recovers the replayed run into `master` (docs/recovery.md), or, when
+/// recovery is disabled, impossible (a shuffle master without batch
+/// snapshots) or fails, says why and lets the job run from scratch — on a
+/// fresh master from `fresh_master` when a recovery failed half-way.
+///
+/// # Errors
+/// [`JobError::WouldDuplicate`] when running from scratch would publish
+/// committed sink output again; a fresh master's bad input; a simulated
+/// crash inside recovery (with the `failpoints` feature).
+fn recover_or_start_over(
+    config: &JobConfig,
+    opts: &RunOptions,
+    master: &mut JobMaster,
+    fresh_master: &dyn Fn() -> Result<JobMaster, JobError>,
+    replay: &mut Replay,
+    storage: &dyn crate::events::Storage,
+    recorder: &mut EventRecorder,
+) -> Result<Restart, JobError> {
+    let recovery_started = std::time::Instant::now();
+    let impossible = if !config.recovery.enabled {
+        Some("recovery is disabled in the job file ([recovery] enabled = false)".to_string())
+    } else if !master.snapshots_enabled() {
+        Some(format!(
+            "the shuffle master `{}` cannot take batch snapshots",
+            config.shuffle_plugin
+        ))
+    } else {
+        None
+    };
+    if let Some(reason) = impossible {
+        refuse_if_committed(config, &reason)?;
+        tracing::warn!("no progress recovery: {reason}; the job runs again from scratch");
+        return Ok(Restart::FromScratch);
+    }
+    match recover(master, config, replay, storage, recorder) {
+        Ok(()) => {
+            if let Some(ui) = &opts.ui {
+                ui.recovery_took(recovery_started.elapsed());
+            }
+            Ok(Restart::Recovered)
+        }
+        #[cfg(feature = "failpoints")]
+        Err(crash @ JobError::SimulatedCrash { .. }) => Err(crash),
+        Err(e) => {
+            refuse_if_committed_after(config, &e)?;
+            tracing::error!("recovery failed: {e}; the job runs again from scratch");
+            match fresh_master() {
+                Ok(fresh) => {
+                    *master = fresh;
+                    Ok(Restart::FromScratch)
+                }
+                Err(e) if !e.is_bad_input() => Ok(Restart::MasterFailed(e)),
+                Err(e) => Err(e),
+            }
+        }
+    }
+}
+
+/// Opens the job's log for this coordinator attempt: looks at it first
+/// ([`look_before_opening`], with `fresh` and the job file's `fingerprint`
+/// in `check`), then opens a folder under its lock or the leadership's
+/// fence, or objects with the job folder's guard
+/// ([`open_object_log_guarded`]), reusing the first look's replay when the
+/// segments did not change. Returns the writer, the replay (empty when this
+/// run starts a new run inside an object log) and the job folder's lock
+/// (held until the run ends) of an object log.
+///
+/// # Errors
+/// [`look_before_opening`]'s refusals, the lock's and the log's errors;
+/// damage on objects is refused, never set aside (docs/object-storage.md).
+fn open_for_attempt(
+    config: &JobConfig,
+    opts: &RunOptions,
+    log: &LogPlace,
+    job_dir: &Path,
+    (fingerprint, fresh): (&str, bool),
+) -> Result<(EventLogWriter, Replay, Option<crate::events::LogLock>), JobError> {
+    let replay_started = std::time::Instant::now();
+    let found = look_before_opening(config, opts, log, fingerprint, fresh)?;
+    let (writer, mut replay, lock) = match log {
+        LogPlace::Dir(_) => {
+            let (writer, replay) =
+                open_log(config, &opts.data_dir, opts.fence.as_ref(), found.replay)?;
+            // The job's log is in its folder now, not where an earlier run
+            // on objects noted it.
+            super::cancel::forget_object_log(job_dir);
+            (writer, replay, None)
+        }
+        LogPlace::Objects(storage) => open_object_log_guarded(job_dir, storage, opts)?,
+    };
+    if found.new_run_in_log {
+        start_new_run_in_log(log, &mut replay);
+    }
+    if !replay.is_empty() {
+        // For the scale bench (docs/recovery.md, "Figures"): how long the
+        // log took to read and decode, stated once per restart.
+        tracing::info!(
+            records = replay.events.len(),
+            replay_ms = replay_started.elapsed().as_secs_f64() * 1e3,
+            "job event log replayed"
+        );
+    }
+    Ok((writer, replay, lock))
+}
+
+/// Opens the job's event log on objects for this coordinator attempt, with
+/// the guard of the job's folder in the data directory: the folder says
+/// "this job ran here" (the sink folders' check, cancel requests) as a
+/// folder log's folder does; its lock keeps a second coordinator on this
+/// data directory out (the object fence decides between machines) and
+/// tells `coordhost cancel` that one runs; `OBJECT_LOG` tells it where the
+/// log is. A run refused here (the store unreachable, the log damaged)
+/// leaves no job folder that was not there. With high availability the
+/// leadership is that guard instead (a deposed leader, paused, may still
+/// hold the lock), as for a folder log.
+///
+/// # Errors
+/// [`JobError::Io`] for the job folder, the lock's and the log's errors.
+fn open_object_log_guarded(
+    job_dir: &Path,
+    storage: &Arc<crate::events::ObjectStorage>,
+    opts: &RunOptions,
+) -> Result<(EventLogWriter, Replay, Option<crate::events::LogLock>), JobError> {
+    let new_job_dir = !job_dir.exists();
+    let lock = match opts.fence {
+        Some(_) => {
+            std::fs::create_dir_all(job_dir).map_err(|source| JobError::Io {
+                path: job_dir.to_path_buf(),
+                source,
+            })?;
+            None
+        }
+        None => Some(crate::events::LogLock::acquire(job_dir)?),
+    };
+    let opened = super::cancel::note_object_log(job_dir, storage.url()).and_then(|()| {
+        crate::events::open_object_log(Arc::clone(storage), WriterOptions::default())
+            .map_err(JobError::from)
+    });
+    match opened {
+        Ok((writer, replay)) => Ok((writer, replay, lock)),
+        Err(e) => {
+            drop(lock);
+            if new_job_dir {
+                super::cancel::remove_new_job_dir(job_dir);
+            }
+            Err(e)
+        }
+    }
 }
 
 /// The summary of a run whose shuffle master failed while the run started
@@ -1006,12 +1215,12 @@ impl PartitionOracle for Restore<'_> {
     fn available(
         &mut self,
         needed: &[PartitionRef],
-    ) -> Result<BTreeSet<PartitionRef>, crate::plugin::PluginError> {
+    ) -> Result<BTreeSet<PartitionRef>, crate::recovery::OracleError> {
         let started = std::time::Instant::now();
         let answer = self.answer(needed);
         self.asked += needed.len();
         self.asking += started.elapsed();
-        answer
+        Ok(answer?)
     }
 }
 

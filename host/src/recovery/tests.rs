@@ -2,11 +2,16 @@
 //! hand-written logs: `source` (5, split enumerator) → forward →
 //! `middle` (5) → hash → `sink` (auto).
 
+use std::collections::BTreeSet;
+
 use super::*;
 use crate::config::{LoadOptions, parse_job};
+use crate::coordinator::CoordinatorSnapshot;
 use crate::events::{
-    AttemptId, EncodedSplit, ExecutionFinished, ExecutionsReset, ShuffleSnapshot, SplitAssignment,
+    AttemptId, EncodedSplit, EnumeratorSnapshot, ExecutionFinished, ExecutionsReset, JobEvent,
+    JobVertexInitialized, ResetReason, ShuffleSnapshot, SplitAssignment,
 };
+use crate::graph::JobGraph;
 use crate::value::SplitData;
 
 const T1: &str = r#"
@@ -138,7 +143,7 @@ impl PartitionOracle for Shuffle {
     fn available(
         &mut self,
         needed: &[PartitionRef],
-    ) -> Result<BTreeSet<PartitionRef>, crate::plugin::PluginError> {
+    ) -> Result<BTreeSet<PartitionRef>, OracleError> {
         self.asked.push(needed.to_vec());
         Ok(needed
             .iter()
@@ -165,7 +170,7 @@ impl PartitionOracle for Target<'_> {
     fn available(
         &mut self,
         needed: &[PartitionRef],
-    ) -> Result<BTreeSet<PartitionRef>, crate::plugin::PluginError> {
+    ) -> Result<BTreeSet<PartitionRef>, OracleError> {
         assert!(
             self.restored.is_some(),
             "the shuffle master is restored first"

@@ -11,9 +11,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::coordinator::CoordinatorSnapshot;
 use crate::events::{ExecutionVertexId, ResetReason};
 use crate::graph::{JobGraph, ProducedPartition, VertexInit};
+use crate::history::CoordinatorSnapshot;
 
 /// An execution vertex: (job vertex index in the job graph, subtask index).
 pub type ExecutionKey = (usize, u32);
@@ -59,8 +59,8 @@ pub enum RecoveryError {
     /// Asking which partitions still exist failed.
     #[error("asking the shuffle master which partitions exist failed: {source}")]
     Partitions {
-        /// The shuffle master's error.
-        source: crate::plugin::PluginError,
+        /// The shuffle master's error (in a run, the plugin host's `PluginError`).
+        source: crate::recovery::OracleError,
     },
 }
 

@@ -6,11 +6,11 @@
 //! postcard-encoded; a recovery decodes it back. [`decode`] is the inverse
 //! of [`encode`] (a unit test holds them to it).
 //!
-//! The recorder (`crate::job`) encodes; recovery decodes. Both sit above
+//! The recorder (the binary's `job` module) encodes; recovery decodes. Both sit above
 //! this module (docs/architecture.md).
 
-use crate::coordinator::{CoordinatorSnapshot, ReaderState};
 use crate::events::{EncodedSplit, EnumeratorSnapshot, SplitAssignment};
+use crate::history::{CoordinatorSnapshot, ReaderState};
 use crate::value::SplitData;
 
 /// Why a coordinator snapshot cannot be encoded or decoded.

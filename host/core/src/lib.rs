@@ -1,0 +1,19 @@
+//! The core of coordhost that decides without doing I/O
+//! (docs/architecture.md, "Crates"): FLIP-383 recovery ([`recovery`]: the
+//! replayed log in, a [`plan::RecoveryPlan`] out, the plugins and the
+//! partition question behind traits), the plan itself, the batch snapshot
+//! codec of a source coordinator ([`snapshot`]) and the split-assignment
+//! history it encodes ([`history`]).
+//!
+//! It depends on the plain values (`coordhost-model`) and the event log's
+//! records (`coordhost-log`) only: no plugin host, no network, no async
+//! runtime, no file system. The binary re-exports [`recovery`]'s items,
+//! [`plan`] and [`snapshot`] under the names its modules had.
+
+use coordhost_log as events;
+use coordhost_model::{graph, value};
+
+pub mod history;
+pub mod plan;
+pub mod recovery;
+pub mod snapshot;

@@ -1,0 +1,841 @@
+//! Job recovery after a coordinator crash (FLIP-383, "job recovery for
+//! batch jobs"): from the replayed job event log, decide for every
+//! execution vertex whether its work survived (skip: keep the attempt id
+//! and its result partitions) or must run again (reset), and what each
+//! plugin is restored from.
+//!
+//! [`recover`] is the algorithm of docs/recovery.md, one call per numbered
+//! step. What it restores into is a [`RecoveryTarget`] (in a run, the job
+//! driver's, over the scheduler's JobMaster): it restores the shuffle
+//! master, says which enumerators support batch snapshots, answers which
+//! result partitions still exist (a [`PartitionOracle`]; in a run the
+//! binary's `recovery::ShuffleOracle`, the shuffle master's `get-partitions-with-metrics`
+//! polled until every needed partition is reported or the previous-worker
+//! timeout passes) and installs the resulting [`RecoveryPlan`] before
+//! anything is scheduled. Recovery never imports the scheduler
+//! (docs/architecture.md).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use crate::events::{
+    EnumeratorSnapshot, JobEvent, JobVertexInitialized, ResetReason, ShuffleSnapshot,
+};
+use crate::graph::{DistributionPattern, JobGraph, ProducedPartition, VertexInit};
+use crate::history::CoordinatorSnapshot;
+use crate::snapshot::SnapshotError;
+
+pub use crate::plan::{
+    ExecutionKey, PartitionRef, RecoveredExecution, RecoveryError, RecoveryPlan,
+};
+
+/// Why a [`PartitionOracle`] could not answer (in a run, the plugin host's
+/// `PluginError` of the shuffle master), kept as the error it was.
+pub type OracleError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Says which of the needed partitions still exist (docs/recovery.md step 6).
+pub trait PartitionOracle {
+    /// Returns the subset of `needed` that exists now. Called once per
+    /// round, with the partitions that became needed in that round.
+    ///
+    /// # Errors
+    /// The shuffle master's error, turned into [`RecoveryError::Partitions`].
+    fn available(&mut self, needed: &[PartitionRef])
+    -> Result<BTreeSet<PartitionRef>, OracleError>;
+}
+
+/// What a recovery restores into (in a run: the job driver's target over
+/// the scheduler's JobMaster and the event recorder).
+pub trait RecoveryTarget: PartitionOracle {
+    /// The target's error; a [`RecoveryError`] converts into it.
+    type Error: From<RecoveryError>;
+
+    /// Step 4: restores the shuffle master from its batch snapshots (oldest
+    /// first, from the last full one; empty: nothing to restore) and tells
+    /// it partition recovery started.
+    ///
+    /// # Errors
+    /// The target's, when the shuffle master fails.
+    /// The snapshots are lent from the log (issue 29: not copied for the plan).
+    fn restore_shuffle_master(&mut self, snapshots: &[&ShuffleSnapshot])
+    -> Result<(), Self::Error>;
+
+    /// Whether source vertex `vertex` (index in the job graph) has a split
+    /// enumerator that supports batch snapshots (docs/recovery.md step 5).
+    fn supports_batch_snapshot(&self, vertex: usize) -> bool;
+
+    /// Step 5: restores the split enumerator of source vertex `vertex`
+    /// from `snapshot` (its newest batch snapshot in the log, decoded) and
+    /// keeps it for step 7, which gives the splits of every subtask that is
+    /// not kept back to it.
+    ///
+    /// Returns `Ok(false)` when the enumerator plugin cannot be restored
+    /// from the snapshot (its `restore`, or the `start` after it, returned
+    /// an error or trapped): nothing is kept, and recovery treats the
+    /// vertex like one whose enumerator cannot snapshot — a fresh
+    /// enumerator, every subtask of an unfinished vertex reset (reason
+    /// `enumerator-restore-failed`) with what read its old partitions.
+    ///
+    /// # Errors
+    /// The target's, for a failure that is not the plugin's (recovery
+    /// gives up, step 8).
+    fn restore_enumerator(
+        &mut self,
+        vertex: usize,
+        snapshot: &CoordinatorSnapshot,
+    ) -> Result<bool, Self::Error>;
+
+    /// Step 7: installs the plan (kept attempts, restored enumerators,
+    /// recorded resets, released partitions) before anything is scheduled.
+    ///
+    /// # Errors
+    /// The target's, when a reset cannot be recorded or an enumerator
+    /// cannot be restored.
+    fn apply(&mut self, plan: &RecoveryPlan) -> Result<(), Self::Error>;
+}
+
+/// Recovers `graph`'s job from the events of its log into `target`: the
+/// numbered steps of docs/recovery.md, one call each. Only the current run
+/// (from the last `JobStarted` on, [`current_run`]) counts.
+///
+/// # Errors
+/// [`RecoveryError`] (converted) when the log does not fit the graph or the
+/// shuffle master cannot say which partitions exist; the target's errors.
+/// Step 8 (giving up) is the caller's: the job driver decides between a
+/// fresh run and a refusal.
+pub fn recover<T: RecoveryTarget, E: AsRef<JobEvent>>(
+    graph: &JobGraph,
+    events: &[E],
+    target: &mut T,
+) -> Result<RecoveryPlan, T::Error> {
+    // Steps 1 and 2: replay; job vertices keep their recorded decisions.
+    let mut replayed = replay(graph, current_run(events))?;
+    // Step 3: finishes that no snapshot reflects run again.
+    distrust_unsnapshotted(graph, &mut replayed);
+    // Step 4: the shuffle master from its snapshots (the enumerators in
+    // step 5, where a failed restore changes the decision).
+    target.restore_shuffle_master(&replayed.shuffle)?;
+    // Step 5: reset or skip per source vertex (restoring the enumerators
+    // that can be, from their newest snapshots).
+    reset_or_skip_sources(graph, &mut replayed, target)?;
+    // Step 6: keep only producers whose needed partitions survive.
+    let mut plan = keep_finished(replayed);
+    reconcile_partitions(graph, &mut plan, target)?;
+    mark_unfinished(&mut plan);
+    // Step 7: install the plan.
+    target.apply(&plan)?;
+    Ok(plan)
+}
+
+/// The events of the current run: from the last `JobStarted` on (all of
+/// them if there is none). A run that started over (after a failed
+/// recovery, or `--fresh`) wrote a new `JobStarted`. `events` are
+/// [`JobEvent`]s or [`ReplayedEvent`](crate::events::ReplayedEvent)s: a
+/// sub-slice, nothing copied.
+pub fn current_run<E: AsRef<JobEvent>>(events: &[E]) -> &[E] {
+    &events[current_run_start(events)..]
+}
+
+/// [`current_run`], mutable (the driver loads snapshot side files into it).
+pub fn current_run_mut<E: AsRef<JobEvent>>(events: &mut [E]) -> &mut [E] {
+    let start = current_run_start(events);
+    &mut events[start..]
+}
+
+fn current_run_start<E: AsRef<JobEvent>>(events: &[E]) -> usize {
+    events
+        .iter()
+        .rposition(|e| matches!(e.as_ref(), JobEvent::JobStarted(_)))
+        .unwrap_or(0)
+}
+
+struct Finished {
+    attempt: u32,
+    partitions: Vec<ProducedPartition>,
+    index: usize,
+}
+
+/// Step 1's record of one source vertex's enumerator snapshots, borrowed
+/// from the log: the newest whole one and the incremental ones after it.
+struct Snapshots<'a> {
+    whole: &'a EnumeratorSnapshot,
+    since: Vec<&'a EnumeratorSnapshot>,
+    /// Index (in the current run) of the event that carried the newest.
+    at: usize,
+}
+
+impl Snapshots<'_> {
+    /// The whole history: what [`EnumeratorSnapshot::fold`] makes of
+    /// `whole` and each of `since` in order, built once (a subtask's splits
+    /// appended in log order; the rest from the newest snapshot).
+    fn folded(self) -> EnumeratorSnapshot {
+        let Some(newest) = self.since.last() else {
+            return self.whole.clone();
+        };
+        let mut assignments = self.whole.assignments.clone();
+        let mut at: std::collections::HashMap<u32, usize> =
+            std::collections::HashMap::with_capacity(assignments.len());
+        for (i, a) in assignments.iter().enumerate() {
+            at.entry(a.subtask).or_insert(i);
+        }
+        for snap in &self.since {
+            for add in &snap.assignments {
+                match at.get(&add.subtask) {
+                    Some(&i) => assignments[i].splits.extend(add.splits.iter().cloned()),
+                    None => {
+                        at.insert(add.subtask, assignments.len());
+                        assignments.push(add.clone());
+                    }
+                }
+            }
+        }
+        EnumeratorSnapshot {
+            job_vertex: newest.job_vertex.clone(),
+            checkpoint_id: newest.checkpoint_id,
+            state: newest.state.clone(),
+            assignments,
+            no_more_splits: newest.no_more_splits.clone(),
+            state_file: newest.state_file.clone(),
+            incremental: false,
+        }
+    }
+}
+
+/// What steps 1 and 2 leave: the log replayed into maps.
+struct Replayed<'a> {
+    plan: RecoveryPlan,
+    /// The shuffle-master snapshots to restore, lent from the log.
+    shuffle: Vec<&'a ShuffleSnapshot>,
+    finished: BTreeMap<ExecutionKey, Finished>,
+    enumerators: BTreeMap<usize, EnumeratorSnapshot>,
+    /// Per source vertex, the index (in the current run) of the event that
+    /// carried its latest enumerator snapshot.
+    enumerator_at: BTreeMap<usize, usize>,
+    /// Index (in the current run) of the last event that carried a snapshot.
+    last_snapshot: Option<usize>,
+}
+
+/// Step 5 for every source vertex, in job-graph order.
+fn reset_or_skip_sources<T: RecoveryTarget>(
+    graph: &JobGraph,
+    replayed: &mut Replayed<'_>,
+    target: &mut T,
+) -> Result<(), T::Error> {
+    for v in 0..graph.vertices.len() {
+        if graph.vertices[v].source.is_some() {
+            let supports = target.supports_batch_snapshot(v);
+            reset_or_skip_source(graph, replayed, v, supports, &mut |v, snapshot| {
+                target.restore_enumerator(v, snapshot)
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The finished executions left after steps 3 and 5 are kept (step 6 may
+/// still reset some).
+fn keep_finished(replayed: Replayed<'_>) -> RecoveryPlan {
+    let Replayed {
+        mut plan, finished, ..
+    } = replayed;
+    for ((v, s), f) in finished {
+        plan.kept.insert(
+            (v, s),
+            RecoveredExecution {
+                attempt: f.attempt,
+                partitions: f.partitions,
+            },
+        );
+    }
+    plan
+}
+
+/// Steps 1 and 2: replays the current run's `events` into the latest
+/// finished attempt per execution vertex (an `ExecutionsReset` removes the
+/// entries it names), the initialized vertices in log order with their
+/// recorded decisions, the latest enumerator snapshot per source vertex
+/// and the shuffle-master snapshots from the last full one on.
+fn replay<'a, E: AsRef<JobEvent>>(
+    graph: &JobGraph,
+    events: &'a [E],
+) -> Result<Replayed<'a>, RecoveryError> {
+    let mut plan = RecoveryPlan {
+        replayed: events.len(),
+        ..RecoveryPlan::default()
+    };
+    let mut finished: BTreeMap<ExecutionKey, Finished> = BTreeMap::new();
+    // Borrowed from the log and folded once at the end (issue 29: no copy
+    // of a snapshot per record).
+    let mut enumerators: BTreeMap<usize, Snapshots<'_>> = BTreeMap::new();
+    let mut shuffle_snapshots: Vec<&ShuffleSnapshot> = Vec::new();
+    let mut last_snapshot: Option<usize> = None;
+    let mut inits: BTreeMap<usize, VertexInit> = BTreeMap::new();
+    let names = Names::new(graph);
+    for (index, event) in events.iter().enumerate() {
+        match event.as_ref() {
+            JobEvent::JobVertexInitialized(init) => {
+                let v = names.vertex(&init.job_vertex)?;
+                let decided = vertex_init(graph, v, init)?;
+                // Durable before any subtask deploys: attempt 0 may have run.
+                for s in 0..decided.parallelism {
+                    raise(&mut plan.highest_attempt, (v, s), 0);
+                }
+                if inits.insert(v, decided.clone()).is_none() {
+                    plan.initialized.push((v, decided));
+                }
+            }
+            JobEvent::ExecutionFinished(done) => {
+                let v = names.vertex(&done.attempt.job_vertex)?;
+                let s = done.attempt.subtask;
+                check_subtask(graph, &inits, v, s)?;
+                let partitions = done
+                    .produced
+                    .iter()
+                    .map(|p| {
+                        let edge = names.edge(v, &p.data_set)?;
+                        Ok(ProducedPartition {
+                            edge,
+                            location: PathBuf::from(&p.location),
+                            bytes_per_subpartition: p.bytes_per_subpartition.clone().into(),
+                        })
+                    })
+                    .collect::<Result<Vec<_>, RecoveryError>>()?;
+                raise(&mut plan.highest_attempt, (v, s), done.attempt.attempt);
+                finished.insert(
+                    (v, s),
+                    Finished {
+                        attempt: done.attempt.attempt,
+                        partitions,
+                        index,
+                    },
+                );
+                for snap in &done.enumerator_snapshots {
+                    let sv = names.vertex(&snap.job_vertex)?;
+                    // An incremental history extends the previous one
+                    // (docs/log-format.md, "Incremental split-assignment history").
+                    match enumerators.get_mut(&sv) {
+                        Some(known) => {
+                            if snap.incremental {
+                                known.since.push(snap);
+                            } else {
+                                known.whole = snap;
+                                known.since.clear();
+                            }
+                            known.at = index;
+                        }
+                        None if snap.incremental => {
+                            return Err(RecoveryError::Inconsistent {
+                                reason: format!(
+                                    "the enumerator snapshot of `{}` holds only the splits assigned since an earlier one, and the log has none",
+                                    snap.job_vertex
+                                ),
+                            });
+                        }
+                        None => {
+                            enumerators.insert(
+                                sv,
+                                Snapshots {
+                                    whole: snap,
+                                    since: Vec::new(),
+                                    at: index,
+                                },
+                            );
+                        }
+                    }
+                }
+                if let Some(shuffle) = &done.shuffle_snapshot {
+                    if !shuffle.incremental {
+                        shuffle_snapshots.clear();
+                    }
+                    shuffle_snapshots.push(shuffle);
+                }
+                if !done.enumerator_snapshots.is_empty() || done.shuffle_snapshot.is_some() {
+                    last_snapshot = Some(index);
+                }
+            }
+            JobEvent::ExecutionsReset(reset) => {
+                for ev in &reset.executions {
+                    let v = names.vertex(&ev.job_vertex)?;
+                    finished.remove(&(v, ev.subtask));
+                    // The reset made a new attempt, one above the current
+                    // one (which is at most the highest so far). A failover
+                    // reset is durable before that attempt deploys; a
+                    // recovery's resets before `RecoveryFinished` is.
+                    let highest = plan.highest_attempt.entry((v, ev.subtask)).or_insert(0);
+                    *highest = highest.saturating_add(1);
+                }
+            }
+            JobEvent::JobStarted(_)
+            | JobEvent::SinkCommitted(_)
+            | JobEvent::RecoveryStarted(_)
+            | JobEvent::RecoveryFinished(_)
+            | JobEvent::LeaderElected(_)
+            | JobEvent::JobFinished(_)
+            | JobEvent::JobFailed(_)
+            | JobEvent::JobCancelled(_) => {}
+            JobEvent::StagesPlanned(_) => {}
+        }
+    }
+    plan.shuffle_snapshots = shuffle_snapshots.len();
+    let enumerator_at = enumerators
+        .iter()
+        .map(|(&v, known)| (v, known.at))
+        .collect();
+    let enumerators = enumerators
+        .into_iter()
+        .map(|(v, known)| (v, known.folded()))
+        .collect();
+    Ok(Replayed {
+        enumerator_at,
+        plan,
+        shuffle: shuffle_snapshots,
+        finished,
+        enumerators,
+        last_snapshot,
+    })
+}
+
+/// Step 3: finished source attempts that their enumerator's latest
+/// snapshot does not reflect run again (reason `no-snapshot`): the restored
+/// enumerator does not know which splits they took. For a source whose log
+/// holds no snapshot of its enumerator, the last event that carried any
+/// snapshot decides, as before. A finished attempt of any other vertex
+/// depends on no plugin's snapshot: what it produced is checked where it
+/// is needed (step 6 asks the shuffle master for its partitions; a sink's
+/// output is staged or published), so it is kept (issue 26 item 7: a
+/// crash costs only what was running).
+fn distrust_unsnapshotted(graph: &JobGraph, replayed: &mut Replayed<'_>) {
+    let last = replayed.last_snapshot;
+    let trailing: Vec<ExecutionKey> = replayed
+        .finished
+        .iter()
+        .filter(|((v, _), f)| {
+            if graph.vertices[*v].source.is_none() {
+                return false;
+            }
+            let covered = replayed.enumerator_at.get(v).copied().or(last);
+            covered.is_none_or(|at| f.index > at)
+        })
+        .map(|(k, _)| *k)
+        .collect();
+    for key in trailing {
+        if let Some(f) = replayed.finished.remove(&key) {
+            replayed
+                .plan
+                .release
+                .extend(partition_refs(key, &f.attempt, &f.partitions));
+        }
+        replayed
+            .plan
+            .reset
+            .insert(key, ResetReason::RecoveryNotInSnapshot);
+    }
+}
+
+fn raise(highest: &mut BTreeMap<ExecutionKey, u32>, key: ExecutionKey, attempt: u32) {
+    let entry = highest.entry(key).or_insert(attempt);
+    *entry = (*entry).max(attempt);
+}
+
+/// The job graph's names looked up without a scan per record: job vertex
+/// ids, and per vertex the data sets of its outgoing edges.
+struct Names<'g> {
+    graph: &'g JobGraph,
+    vertices: std::collections::HashMap<&'g str, usize>,
+    /// Per vertex: (data set id, edge index) of each outgoing edge.
+    outputs: Vec<Vec<(String, usize)>>,
+}
+
+impl<'g> Names<'g> {
+    fn new(graph: &'g JobGraph) -> Self {
+        Self {
+            graph,
+            // Reversed, so that the first vertex of an id wins, as a scan.
+            vertices: graph
+                .vertices
+                .iter()
+                .enumerate()
+                .rev()
+                .map(|(i, v)| (v.id.as_str(), i))
+                .collect(),
+            outputs: (0..graph.vertices.len())
+                .map(|v| {
+                    graph
+                        .outputs(v)
+                        .into_iter()
+                        .map(|e| (graph.data_set_id(e), e))
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+
+    /// The index of job vertex `id`.
+    fn vertex(&self, id: &str) -> Result<usize, RecoveryError> {
+        self.vertices
+            .get(id)
+            .copied()
+            .ok_or_else(|| RecoveryError::UnknownVertex {
+                vertex: id.to_string(),
+            })
+    }
+
+    /// The outgoing edge of vertex `v` whose data set is `data_set`.
+    fn edge(&self, v: usize, data_set: &str) -> Result<usize, RecoveryError> {
+        self.outputs[v]
+            .iter()
+            .find(|(d, _)| d == data_set)
+            .map(|&(_, e)| e)
+            .ok_or_else(|| RecoveryError::UnknownDataSet {
+                vertex: self.graph.vertices[v].id.clone(),
+                data_set: data_set.to_string(),
+            })
+    }
+}
+
+fn check_subtask(
+    graph: &JobGraph,
+    inits: &BTreeMap<usize, VertexInit>,
+    v: usize,
+    s: u32,
+) -> Result<(), RecoveryError> {
+    match inits.get(&v) {
+        Some(init) if s < init.parallelism => Ok(()),
+        Some(init) => Err(RecoveryError::Inconsistent {
+            reason: format!(
+                "subtask {s} of `{}` finished, but its parallelism is {}",
+                graph.vertices[v].id, init.parallelism
+            ),
+        }),
+        None => Err(RecoveryError::Inconsistent {
+            reason: format!(
+                "subtask {s} of `{}` finished before the vertex was initialized",
+                graph.vertices[v].id
+            ),
+        }),
+    }
+}
+
+/// Turns a `JobVertexInitialized` record back into the scheduler's decision.
+fn vertex_init(
+    graph: &JobGraph,
+    v: usize,
+    init: &JobVertexInitialized,
+) -> Result<VertexInit, RecoveryError> {
+    if let crate::graph::Parallelism::Fixed(n) = graph.vertices[v].parallelism
+        && n != init.parallelism
+    {
+        return Err(RecoveryError::Inconsistent {
+            reason: format!(
+                "`{}` has parallelism {n} in the job file but {} in the log",
+                graph.vertices[v].id, init.parallelism
+            ),
+        });
+    }
+    // The recorded range of a hash input (all hash inputs of one consumer
+    // read the same subpartitions); a forward input's `0..1` says nothing.
+    let hash_slot = graph
+        .inputs(v)
+        .iter()
+        .position(|&e| graph.edges[e].pattern == DistributionPattern::Hash);
+    let input_ranges = init
+        .subtask_inputs
+        .iter()
+        .map(|inputs| {
+            hash_slot
+                .and_then(|slot| inputs.get(slot))
+                .map_or(0..0, |r| r.subpartition_start..r.subpartition_end)
+        })
+        .collect();
+    Ok(VertexInit {
+        parallelism: init.parallelism,
+        input_ranges,
+    })
+}
+
+/// Where a source vertex's split enumerator comes from (step 5).
+enum Enumerator {
+    /// Restored from its newest batch snapshot.
+    Restored(CoordinatorSnapshot),
+    /// It supports batch snapshots, but the log has none of it: a fresh one.
+    NoSnapshotYet,
+    /// A fresh one, because it cannot take batch snapshots, or because
+    /// restoring it from its snapshot failed (`reason`, for the resets).
+    Fresh {
+        /// Why its subtasks reset when its vertex is unfinished.
+        reason: ResetReason,
+    },
+}
+
+/// Step 5 for one source vertex: the reset-or-skip table. `restore`
+/// restores its enumerator from a snapshot ([`RecoveryTarget::restore_enumerator`]).
+fn reset_or_skip_source<E: From<RecoveryError>>(
+    graph: &JobGraph,
+    replayed: &mut Replayed<'_>,
+    v: usize,
+    supports_snapshot: bool,
+    restore: &mut dyn FnMut(usize, &CoordinatorSnapshot) -> Result<bool, E>,
+) -> Result<(), E> {
+    let Replayed {
+        plan,
+        finished,
+        enumerators,
+        ..
+    } = replayed;
+    let Some(parallelism) = plan
+        .initialized
+        .iter()
+        .find(|(iv, _)| *iv == v)
+        .map(|(_, i)| i.parallelism)
+    else {
+        plan.coordinators.insert(v, None);
+        return Ok(());
+    };
+    let all_finished = (0..parallelism).all(|s| finished.contains_key(&(v, s)));
+    let enumerator = match enumerators.get(&v) {
+        Some(snap) if supports_snapshot => {
+            let decoded = coordinator_snapshot(graph, v, parallelism, snap)?;
+            if restore(v, &decoded)? {
+                Enumerator::Restored(decoded)
+            } else {
+                Enumerator::Fresh {
+                    reason: ResetReason::RecoveryEnumeratorRestoreFailed,
+                }
+            }
+        }
+        None if supports_snapshot => Enumerator::NoSnapshotYet,
+        _ => Enumerator::Fresh {
+            reason: ResetReason::RecoveryEnumeratorWithoutSnapshot,
+        },
+    };
+    match enumerator {
+        Enumerator::Restored(snapshot) => {
+            plan.coordinators.insert(v, Some(snapshot));
+            // Unfinished subtasks are reset explicitly by the scheduler
+            // (their splits go back); `mark_unfinished` records why.
+        }
+        Enumerator::NoSnapshotYet => {
+            plan.coordinators.insert(v, None);
+        }
+        Enumerator::Fresh { reason } if all_finished => {
+            plan.coordinators.insert(v, None);
+            plan.restart_all_once.insert(v, reason);
+        }
+        Enumerator::Fresh { reason } => {
+            plan.coordinators.insert(v, None);
+            // The whole region starts over: every subtask of the source
+            // and everything downstream that read its old partitions
+            // (`crate::plan::restart_source`), else a kept consumer would
+            // hold splits the fresh enumerator hands out again.
+            let initialized: BTreeMap<usize, u32> = plan
+                .initialized
+                .iter()
+                .map(|(iv, init)| (*iv, init.parallelism))
+                .collect();
+            let live: BTreeSet<ExecutionKey> = finished.keys().copied().collect();
+            let downstream = crate::plan::restart_source(
+                graph,
+                (v, 0),
+                &reason,
+                &|x| initialized.get(&x).copied().unwrap_or(0),
+                &|k| live.contains(&k),
+            );
+            let own = (0..parallelism).map(|s| ((v, s), reason.clone()));
+            let region = own.chain(downstream.into_iter().filter(|((x, _), _)| *x != v));
+            for (key, why) in region {
+                if let Some(f) = finished.remove(&key) {
+                    plan.release
+                        .extend(partition_refs(key, &f.attempt, &f.partitions));
+                }
+                plan.reset.insert(key, why);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Rebuilds the host's coordinator snapshot from the log's form
+/// ([`crate::snapshot::decode`]).
+fn coordinator_snapshot(
+    graph: &JobGraph,
+    v: usize,
+    parallelism: u32,
+    snap: &EnumeratorSnapshot,
+) -> Result<CoordinatorSnapshot, RecoveryError> {
+    let vertex = &graph.vertices[v].id;
+    crate::snapshot::decode(vertex, parallelism, snap).map_err(|e| match e {
+        SnapshotError::Split { vertex, reason } => RecoveryError::Split { vertex, reason },
+        other => RecoveryError::Inconsistent {
+            reason: other.to_string(),
+        },
+    })
+}
+
+fn partition_refs(
+    key: ExecutionKey,
+    attempt: &u32,
+    partitions: &[ProducedPartition],
+) -> Vec<PartitionRef> {
+    partitions
+        .iter()
+        .map(|p| partition_ref(key, *attempt, p))
+        .collect()
+}
+
+/// The reference to partition `p` of attempt `attempt` of `key`.
+fn partition_ref(key: ExecutionKey, attempt: u32, p: &ProducedPartition) -> PartitionRef {
+    PartitionRef {
+        vertex: key.0,
+        subtask: key.1,
+        attempt,
+        edge: p.edge,
+        location: p.location.clone(),
+        bytes_per_subpartition: p.bytes_per_subpartition.to_vec(),
+    }
+}
+
+/// Whether the partition of producer subtask `s` on edge `e` will be read
+/// again: the consumer is not initialized yet, or one of the subtasks that
+/// read this partition is not kept. `open` holds, per consumer vertex,
+/// whether any of its subtasks is not kept (computed once per round).
+fn consumed_again(
+    graph: &JobGraph,
+    plan: &RecoveryPlan,
+    open: &BTreeMap<usize, bool>,
+    e: usize,
+    s: u32,
+) -> bool {
+    let consumer = graph.edges[e].to;
+    let Some(&any_open) = open.get(&consumer) else {
+        return true;
+    };
+    match graph.edges[e].pattern {
+        DistributionPattern::Forward => !plan.kept.contains_key(&(consumer, s)),
+        DistributionPattern::Hash | DistributionPattern::Broadcast => any_open,
+    }
+}
+
+/// Per initialized vertex: whether any of its subtasks is not kept.
+fn open_vertices(plan: &RecoveryPlan) -> BTreeMap<usize, bool> {
+    plan.initialized
+        .iter()
+        .map(|(v, init)| {
+            (
+                *v,
+                (0..init.parallelism).any(|s| !plan.kept.contains_key(&(*v, s))),
+            )
+        })
+        .collect()
+}
+
+/// Step 6: keep a producer only if every partition a re-running consumer
+/// needs is still there; reset what lost one, and follow the resets upstream.
+fn reconcile_partitions(
+    graph: &JobGraph,
+    plan: &mut RecoveryPlan,
+    oracle: &mut impl PartitionOracle,
+) -> Result<(), RecoveryError> {
+    // Partitions already reported, by producer attempt and edge (a kept
+    // attempt's partitions never change; issue 29: no copy of each
+    // reference kept for the look-up).
+    let mut confirmed: BTreeSet<(ExecutionKey, u32, usize)> = BTreeSet::new();
+    loop {
+        let open = open_vertices(plan);
+        // References are made only for what is asked about.
+        let (known, now): (&BTreeSet<_>, &RecoveryPlan) = (&confirmed, plan);
+        let needed: Vec<PartitionRef> = now
+            .kept
+            .iter()
+            .flat_map(|(&key, exec)| {
+                let open = &open;
+                exec.partitions
+                    .iter()
+                    .filter(move |p| {
+                        !known.contains(&(key, exec.attempt, p.edge))
+                            && consumed_again(graph, now, open, p.edge, key.1)
+                    })
+                    .map(move |p| partition_ref(key, exec.attempt, p))
+            })
+            .collect();
+        if needed.is_empty() {
+            return Ok(());
+        }
+        let available = oracle
+            .available(&needed)
+            .map_err(|source| RecoveryError::Partitions { source })?;
+        let mut lost: Vec<(ExecutionKey, String)> = Vec::new();
+        for p in needed {
+            if available.contains(&p) {
+                confirmed.insert(((p.vertex, p.subtask), p.attempt, p.edge));
+            } else {
+                lost.push(((p.vertex, p.subtask), graph.data_set_id(p.edge)));
+            }
+        }
+        if lost.is_empty() {
+            // Nothing reset: the next round would need exactly what was
+            // just confirmed, so none.
+            return Ok(());
+        }
+        for (key, data_set) in lost {
+            reset_kept(
+                graph,
+                plan,
+                key,
+                ResetReason::RecoveryPartitionMissing { data_set },
+            );
+        }
+    }
+}
+
+/// Resets a kept execution, with what the "restart all, once" policy
+/// ([`crate::plan::restart_all_once`]) adds when it is the first reset of
+/// a finished source whose enumerator cannot snapshot.
+fn reset_kept(graph: &JobGraph, plan: &mut RecoveryPlan, key: ExecutionKey, reason: ResetReason) {
+    let mut keys: Vec<(ExecutionKey, ResetReason)> = vec![(key, reason)];
+    // Read in place (issue 29: a copy of every kept key per lost partition
+    // made losing all of 500 000 partitions quadratic).
+    let RecoveryPlan {
+        initialized,
+        kept,
+        restart_all_once,
+        ..
+    } = &mut *plan;
+    keys.extend(crate::plan::restart_all_once(
+        graph,
+        restart_all_once,
+        key,
+        &|v| {
+            initialized
+                .iter()
+                .find(|(iv, _)| *iv == v)
+                .map_or(0, |(_, init)| init.parallelism)
+        },
+        &|k| kept.contains_key(&k),
+    ));
+    for (k, why) in keys {
+        if let Some(exec) = plan.kept.remove(&k) {
+            plan.release
+                .extend(partition_refs(k, &exec.attempt, &exec.partitions));
+            plan.reset.insert(k, why);
+        }
+    }
+}
+
+/// Records "unfinished" for every initialized subtask neither kept nor
+/// already reset for another reason.
+fn mark_unfinished(plan: &mut RecoveryPlan) {
+    let inits: Vec<(usize, u32)> = plan
+        .initialized
+        .iter()
+        .map(|(v, i)| (*v, i.parallelism))
+        .collect();
+    for (v, parallelism) in inits {
+        for s in 0..parallelism {
+            if !plan.kept.contains_key(&(v, s)) {
+                plan.reset
+                    .entry((v, s))
+                    .or_insert(ResetReason::RecoveryUnfinished);
+            }
+        }
+    }
+}
