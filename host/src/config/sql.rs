@@ -4,7 +4,7 @@
 //! exchange).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::raw::{RawSink, RawSql, RawTable};
@@ -12,7 +12,7 @@ use super::validate::{SinkField, Validator};
 use super::{ConfigError, DEFAULT_BYTES_PER_TASK, DEFAULT_MAX_PARALLELISM, SqlSpec};
 use crate::graph::{JobEdge, JobGraph, JobVertex, Operator, Parallelism, SinkFormat, SinkSpec};
 use crate::plugin::{PluginKind, PluginSpec};
-use crate::sql::{SqlType, TableDecl, TableFormat};
+use crate::sql::{PlannedStage, SqlType, TableDecl, TableFormat};
 
 /// Default `[job] parallelism` of a SQL job.
 pub const DEFAULT_SQL_PARALLELISM: u32 = 4;
@@ -51,7 +51,81 @@ impl Validator {
         raw: RawSql,
         plugins: &BTreeMap<String, PluginSpec>,
     ) -> Result<(JobGraph, SqlSpec), ConfigError> {
-        let (text, sql_file) = match (raw.sql, raw.sql_file) {
+        let (text, sql_file, field) = self.sql_text(raw.sql, raw.sql_file)?;
+        let parallelism = self.sql_parallelism(raw.parallelism)?;
+        let job_max_task_bytes = self.max_task_bytes("job.max-task-bytes", raw.max_task_bytes)?;
+        let downstream_auto = self.sql_downstream_auto(raw.downstream_parallelism)?;
+        let max_parallelism = self.sql_max_parallelism(raw.max_parallelism)?;
+        let bytes_per_task = self.sql_bytes_per_task(raw.bytes_per_task)?;
+        let tables = self.sql_tables(raw.tables, plugins, job_max_task_bytes, max_parallelism)?;
+        let (sink_template, final_delay) = self.sql_sink(raw.sink)?;
+        let (functions, function_specs) = self.functions(raw.functions)?;
+        let stages =
+            crate::sql::plan_query_with(&text, &tables, &functions, parallelism).map_err(|e| {
+                self.invalid(field, self.sql_place(&e.to_string(), sql_file.as_deref()))
+            })?;
+        let n = stages.len();
+        let mut vertices = Vec::with_capacity(n);
+        let mut edges = Vec::new();
+        for (i, st) in stages.into_iter().enumerate() {
+            let decl = self.stage_table(field, st.table.as_ref(), &tables)?;
+            let auto = downstream_auto && Self::stage_is_auto(&st);
+            edges.extend(Self::stage_edges(i, &st, &vertices));
+            let last = i + 1 == n;
+            let sink = last.then(|| SinkSpec {
+                columns: st.output_columns.clone(),
+                ..sink_template.clone()
+            });
+            vertices.push(JobVertex {
+                id: format!("stage{i}"),
+                parallelism: if auto {
+                    Parallelism::Auto
+                } else {
+                    Parallelism::Fixed(st.parallelism)
+                },
+                max_parallelism,
+                bytes_per_task,
+                max_task_bytes: decl.and_then(|d| d.max_task_bytes),
+                source: decl.map(|d| d.plugin.clone()),
+                operators: vec![Operator::Stage(st.plan)],
+                sink,
+                record_delay: if last { final_delay } else { Duration::ZERO },
+                output_columns: st.output_columns,
+            });
+        }
+        self.sinks.borrow_mut().push(SinkField {
+            vertex: n - 1,
+            field: "sink".to_string(),
+            overwrite: sink_template.overwrite,
+        });
+        let graph = JobGraph {
+            vertices,
+            edges,
+            order: (0..n).collect(),
+        };
+        Ok((
+            graph,
+            SqlSpec {
+                text,
+                tables,
+                parallelism,
+                downstream_auto,
+                max_parallelism,
+                bytes_per_task,
+                functions,
+                function_specs,
+            },
+        ))
+    }
+
+    /// The query, from `sql` or the file `sql-file` names (not both, not
+    /// empty), with that file's path and the field that holds the query.
+    fn sql_text(
+        &self,
+        sql: Option<String>,
+        sql_file: Option<String>,
+    ) -> Result<(String, Option<PathBuf>, &'static str), ConfigError> {
+        let (text, sql_file) = match (sql, sql_file) {
             (Some(_), Some(_)) => {
                 return Err(self.invalid("job.sql-file", "give `sql` or `sql-file`, not both"));
             }
@@ -76,49 +150,70 @@ impl Validator {
         if text.trim().is_empty() {
             return Err(self.invalid(field, "the query is empty"));
         }
-        let parallelism = match raw.parallelism {
-            None => DEFAULT_SQL_PARALLELISM,
-            Some(n) if (1..=4096).contains(&n) => n as u32,
-            Some(n) => {
-                return Err(self.invalid("job.parallelism", format!("{n} is not in 1..=4096")));
-            }
-        };
-        let job_max_task_bytes = self.max_task_bytes("job.max-task-bytes", raw.max_task_bytes)?;
-        let downstream_auto = match raw.downstream_parallelism {
-            None => false,
-            Some(toml::Value::String(s)) if s == "auto" => true,
-            Some(other) => {
-                return Err(self.invalid(
-                    "job.downstream-parallelism",
-                    format!("{other} is not \"auto\" (leave it out for `parallelism` tasks)"),
-                ));
-            }
-        };
-        let max_parallelism = match raw.max_parallelism {
-            None => DEFAULT_MAX_PARALLELISM,
-            Some(toml::Value::Integer(n)) if (1..=4096).contains(&n) => n as u32,
-            Some(other) => {
-                return Err(self.invalid(
-                    "job.max-parallelism",
-                    format!("{other} is not an integer in 1..=4096"),
-                ));
-            }
-        };
-        let bytes_per_task = match raw.bytes_per_task {
-            None => DEFAULT_BYTES_PER_TASK,
-            Some(toml::Value::Integer(n)) if n >= 1 => n as u64,
-            Some(other) => {
-                return Err(self.invalid(
-                    "job.bytes-per-task",
-                    format!("{other} is not a positive integer (bytes)"),
-                ));
-            }
-        };
-        if raw.tables.is_empty() {
+        Ok((text, sql_file, field))
+    }
+
+    /// `job.parallelism`: in 1..=4096, [`DEFAULT_SQL_PARALLELISM`] when absent.
+    fn sql_parallelism(&self, value: Option<i64>) -> Result<u32, ConfigError> {
+        match value {
+            None => Ok(DEFAULT_SQL_PARALLELISM),
+            Some(n) if (1..=4096).contains(&n) => Ok(n as u32),
+            Some(n) => Err(self.invalid("job.parallelism", format!("{n} is not in 1..=4096"))),
+        }
+    }
+
+    /// `job.downstream-parallelism`: absent, or `"auto"`.
+    fn sql_downstream_auto(&self, value: Option<toml::Value>) -> Result<bool, ConfigError> {
+        match value {
+            None => Ok(false),
+            Some(toml::Value::String(s)) if s == "auto" => Ok(true),
+            Some(other) => Err(self.invalid(
+                "job.downstream-parallelism",
+                format!("{other} is not \"auto\" (leave it out for `parallelism` tasks)"),
+            )),
+        }
+    }
+
+    /// `job.max-parallelism`: an integer in 1..=4096,
+    /// [`DEFAULT_MAX_PARALLELISM`] when absent.
+    fn sql_max_parallelism(&self, value: Option<toml::Value>) -> Result<u32, ConfigError> {
+        match value {
+            None => Ok(DEFAULT_MAX_PARALLELISM),
+            Some(toml::Value::Integer(n)) if (1..=4096).contains(&n) => Ok(n as u32),
+            Some(other) => Err(self.invalid(
+                "job.max-parallelism",
+                format!("{other} is not an integer in 1..=4096"),
+            )),
+        }
+    }
+
+    /// `job.bytes-per-task`: a positive integer, [`DEFAULT_BYTES_PER_TASK`]
+    /// when absent.
+    fn sql_bytes_per_task(&self, value: Option<toml::Value>) -> Result<u64, ConfigError> {
+        match value {
+            None => Ok(DEFAULT_BYTES_PER_TASK),
+            Some(toml::Value::Integer(n)) if n >= 1 => Ok(n as u64),
+            Some(other) => Err(self.invalid(
+                "job.bytes-per-task",
+                format!("{other} is not a positive integer (bytes)"),
+            )),
+        }
+    }
+
+    /// Every `[tables.NAME]` (at least one), a table without its own
+    /// `max-task-bytes` taking the job's.
+    fn sql_tables(
+        &self,
+        raw: toml::Table,
+        plugins: &BTreeMap<String, PluginSpec>,
+        job_max_task_bytes: Option<u64>,
+        max_parallelism: u32,
+    ) -> Result<Vec<TableDecl>, ConfigError> {
+        if raw.is_empty() {
             return Err(self.invalid("tables", "a SQL job declares its tables as [tables.NAME]"));
         }
         let mut tables = Vec::new();
-        for (name, value) in raw.tables {
+        for (name, value) in raw {
             let mut t = self.table(&name, value, plugins)?;
             if t.max_task_bytes.is_none() {
                 t.max_task_bytes = job_max_task_bytes;
@@ -131,32 +226,17 @@ impl Validator {
             }
             tables.push(t);
         }
-        let sink_value = raw
-            .sink
-            .ok_or_else(|| self.invalid("sink", "a SQL job needs a [sink] (path and format)"))?;
+        Ok(tables)
+    }
+
+    /// `[sink]`: the sink of the last stage (its columns left empty, the
+    /// stage's own go in) and the delay of that stage's records.
+    fn sql_sink(&self, sink: Option<toml::Value>) -> Result<(SinkSpec, Duration), ConfigError> {
+        let sink_value =
+            sink.ok_or_else(|| self.invalid("sink", "a SQL job needs a [sink] (path and format)"))?;
         let rs: RawSink = self.typed("sink", sink_value)?;
         let (dir, objects) = self.sink_path("sink.path", &rs.path)?;
-        let format = match rs.format.as_str() {
-            "csv" => SinkFormat::Csv {
-                header: rs.header.unwrap_or(true),
-                delimiter: self.delimiter("sink.delimiter", rs.delimiter)?,
-            },
-            "parquet" => {
-                if rs.header.is_some() || rs.delimiter.is_some() {
-                    return Err(self.invalid(
-                        "sink.format",
-                        "`header` and `delimiter` are for `csv`, not `parquet`",
-                    ));
-                }
-                SinkFormat::Parquet
-            }
-            other => {
-                return Err(self.invalid(
-                    "sink.format",
-                    format!("unknown format `{other}`, expected `csv` or `parquet`"),
-                ));
-            }
-        };
+        let format = self.sql_sink_format(&rs.format, rs.header, rs.delimiter)?;
         let final_delay = match rs.record_delay_us {
             None => Duration::ZERO,
             Some(us) if us <= 10_000_000 => Duration::from_micros(us),
@@ -167,103 +247,98 @@ impl Validator {
                 ));
             }
         };
-        let (functions, function_specs) = self.functions(raw.functions)?;
-        let stages =
-            crate::sql::plan_query_with(&text, &tables, &functions, parallelism).map_err(|e| {
-                self.invalid(field, self.sql_place(&e.to_string(), sql_file.as_deref()))
-            })?;
-        let n = stages.len();
-        let mut vertices = Vec::with_capacity(n);
-        let mut edges = Vec::new();
-        for (i, st) in stages.into_iter().enumerate() {
-            let decl = match &st.table {
-                Some(t) => Some(
-                    tables
-                        .iter()
-                        .find(|d| &d.name == t)
-                        .ok_or_else(|| self.invalid(field, format!("no table `{t}`")))?,
-                ),
-                None => None,
-            };
-            let source = decl.map(|d| d.plugin.clone());
-            // `auto`: a stage fed by hash exchanges (and possibly
-            // broadcast ones), none forward, that the planner made
-            // parallel. Its plan reads whatever subpartitions a task is
-            // given (docs/sql.md, "auto parallelism").
-            let auto = downstream_auto
-                && st.parallelism > 1
-                && st
-                    .inputs
-                    .iter()
-                    .any(|e| e.pattern == crate::graph::DistributionPattern::Hash)
-                && st
-                    .inputs
-                    .iter()
-                    .all(|e| e.pattern != crate::graph::DistributionPattern::Forward);
-            for input in &st.inputs {
-                let names = &vertices
-                    .get(input.from)
-                    .map(|v: &JobVertex| v.output_columns.clone())
-                    .unwrap_or_default();
-                edges.push(JobEdge {
-                    from: input.from,
-                    to: i,
-                    pattern: input.pattern,
-                    key_names: input.key.iter().map(|&k| names[k].clone()).collect(),
-                    key: input.key.clone(),
-                });
+        let spec = SinkSpec {
+            dir,
+            format,
+            columns: Vec::new(),
+            overwrite: rs.overwrite,
+            objects,
+        };
+        Ok((spec, final_delay))
+    }
+
+    /// `sink.format`: `csv` (with its `header` and `delimiter`) or `parquet`
+    /// (without them).
+    fn sql_sink_format(
+        &self,
+        format: &str,
+        header: Option<bool>,
+        delimiter: Option<String>,
+    ) -> Result<SinkFormat, ConfigError> {
+        match format {
+            "csv" => Ok(SinkFormat::Csv {
+                header: header.unwrap_or(true),
+                delimiter: self.delimiter("sink.delimiter", delimiter)?,
+            }),
+            "parquet" => {
+                if header.is_some() || delimiter.is_some() {
+                    return Err(self.invalid(
+                        "sink.format",
+                        "`header` and `delimiter` are for `csv`, not `parquet`",
+                    ));
+                }
+                Ok(SinkFormat::Parquet)
             }
-            let sink = (i + 1 == n).then(|| SinkSpec {
-                dir: dir.clone(),
-                format: format.clone(),
-                columns: st.output_columns.clone(),
-                overwrite: rs.overwrite,
-                objects: objects.clone(),
-            });
-            vertices.push(JobVertex {
-                id: format!("stage{i}"),
-                parallelism: if auto {
-                    Parallelism::Auto
-                } else {
-                    Parallelism::Fixed(st.parallelism)
-                },
-                max_parallelism,
-                bytes_per_task,
-                max_task_bytes: decl.and_then(|d| d.max_task_bytes),
-                source,
-                operators: vec![Operator::Stage(st.plan)],
-                sink,
-                record_delay: if i + 1 == n {
-                    final_delay
-                } else {
-                    Duration::ZERO
-                },
-                output_columns: st.output_columns,
+            other => Err(self.invalid(
+                "sink.format",
+                format!("unknown format `{other}`, expected `csv` or `parquet`"),
+            )),
+        }
+    }
+
+    /// The declaration of the table a source stage scans (none for
+    /// another stage).
+    fn stage_table<'t>(
+        &self,
+        field: &str,
+        table: Option<&String>,
+        tables: &'t [TableDecl],
+    ) -> Result<Option<&'t TableDecl>, ConfigError> {
+        match table {
+            Some(t) => {
+                Ok(Some(tables.iter().find(|d| &d.name == t).ok_or_else(
+                    || self.invalid(field, format!("no table `{t}`")),
+                )?))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Whether a stage gets `auto` parallelism (with `downstream-parallelism
+    /// = "auto"`): one fed by hash exchanges (and possibly broadcast ones),
+    /// none forward, that the planner made parallel. Its plan reads
+    /// whatever subpartitions a task is given (docs/sql.md, "auto
+    /// parallelism").
+    fn stage_is_auto(st: &PlannedStage) -> bool {
+        st.parallelism > 1
+            && st
+                .inputs
+                .iter()
+                .any(|e| e.pattern == crate::graph::DistributionPattern::Hash)
+            && st
+                .inputs
+                .iter()
+                .all(|e| e.pattern != crate::graph::DistributionPattern::Forward)
+    }
+
+    /// The edges into stage `i`, each key named after the columns of the
+    /// stage it comes from (among `vertices`, the stages before it).
+    fn stage_edges(i: usize, st: &PlannedStage, vertices: &[JobVertex]) -> Vec<JobEdge> {
+        let mut edges = Vec::new();
+        for input in &st.inputs {
+            let names = &vertices
+                .get(input.from)
+                .map(|v: &JobVertex| v.output_columns.clone())
+                .unwrap_or_default();
+            edges.push(JobEdge {
+                from: input.from,
+                to: i,
+                pattern: input.pattern,
+                key_names: input.key.iter().map(|&k| names[k].clone()).collect(),
+                key: input.key.clone(),
             });
         }
-        self.sinks.borrow_mut().push(SinkField {
-            vertex: n - 1,
-            field: "sink".to_string(),
-            overwrite: rs.overwrite,
-        });
-        let graph = JobGraph {
-            vertices,
-            edges,
-            order: (0..n).collect(),
-        };
-        Ok((
-            graph,
-            SqlSpec {
-                text,
-                tables,
-                parallelism,
-                downstream_auto,
-                max_parallelism,
-                bytes_per_task,
-                functions,
-                function_specs,
-            },
-        ))
+        edges
     }
 
     /// One `[tables.NAME]`.

@@ -240,112 +240,19 @@ impl Validator {
     }
 
     pub(super) fn validate(&self, raw: RawJobFile) -> Result<JobConfig, ConfigError> {
-        if raw.job.name.is_empty()
-            || !raw
-                .job
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            return Err(self.invalid(
-                "job.name",
-                "must be non-empty and use only letters, digits, `-` and `_`",
-            ));
-        }
-        if raw.job.name.len() > MAX_NAME_CHARS {
-            return Err(self.invalid(
-                "job.name",
-                format!(
-                    "has {} characters, more than {MAX_NAME_CHARS} (it names a folder)",
-                    raw.job.name.len()
-                ),
-            ));
-        }
-        let workers = match raw.job.workers {
-            None => None,
-            Some(n) if (1..=1024).contains(&n) => Some(n as usize),
-            Some(n) => return Err(self.invalid("job.workers", format!("{n} is not in 1..=1024"))),
-        };
-        let max_attempts = match raw.job.max_attempts {
-            None => DEFAULT_MAX_ATTEMPTS,
-            Some(n) if (1..=100).contains(&n) => n as u32,
-            Some(n) => {
-                return Err(self.invalid("job.max-attempts", format!("{n} is not in 1..=100")));
-            }
-        };
-        let slot_request_timeout = match raw.job.slot_request_timeout_ms {
-            None => DEFAULT_SLOT_REQUEST_TIMEOUT,
-            Some(n) if (1..=MAX_SLOT_REQUEST_TIMEOUT_MS).contains(&n) => {
-                Duration::from_millis(n as u64)
-            }
-            Some(n) => {
-                return Err(self.invalid(
-                    "job.slot-request-timeout-ms",
-                    format!("{n} is not in 1..={MAX_SLOT_REQUEST_TIMEOUT_MS}"),
-                ));
-            }
-        };
-        let log = match &raw.job.log {
-            None => None,
-            Some(text) => Some(
-                crate::events::ObjectLogUrl::parse(text)
-                    .map_err(|reason| self.invalid("job.log", reason))?,
-            ),
-        };
-        let recovery = raw.recovery.map_or(
-            RecoverySettings {
-                enabled: true,
-                previous_worker_timeout: Duration::from_secs(10),
-                snapshot_min_pause: Duration::from_secs(1),
-            },
-            |r| RecoverySettings {
-                enabled: r.enabled.unwrap_or(true),
-                previous_worker_timeout: Duration::from_millis(
-                    r.previous_worker_timeout_ms.unwrap_or(10_000),
-                ),
-                snapshot_min_pause: Duration::from_millis(r.snapshot_min_pause_ms.unwrap_or(1000)),
-            },
-        );
-        let mut plugins = BTreeMap::new();
-        for (name, value) in raw.plugins {
-            let p = self.plugin(&name, value)?;
-            plugins.insert(name, p);
-        }
+        self.check_job_name(&raw.job.name)?;
+        let workers = self.job_workers(raw.job.workers)?;
+        let max_attempts = self.job_max_attempts(raw.job.max_attempts)?;
+        let slot_request_timeout =
+            self.job_slot_request_timeout(raw.job.slot_request_timeout_ms)?;
+        let log = self.job_log(raw.job.log.as_deref())?;
+        let recovery = Self::recovery_settings(raw.recovery);
+        let mut plugins = self.plugin_table(raw.plugins)?;
         let default_shuffle = raw.shuffle.is_none();
-        let shuffle_plugin = match raw.shuffle {
-            Some(shuffle) => {
-                match plugins.get(&shuffle.plugin) {
-                    None => {
-                        return Err(self.invalid(
-                            "shuffle.plugin",
-                            format!("no plugin named `{}` under [plugins]", shuffle.plugin),
-                        ));
-                    }
-                    Some(p) if p.kind != PluginKind::ShuffleMaster => {
-                        return Err(self.invalid(
-                            "shuffle.plugin",
-                            format!("plugin `{}` is not a shuffle-master", shuffle.plugin),
-                        ));
-                    }
-                    Some(_) => {}
-                }
-                shuffle.plugin
-            }
-            None => {
-                let spec = self.default_shuffle(&raw.job.name, &plugins)?;
-                let name = spec.name.clone();
-                plugins.insert(name.clone(), spec);
-                name
-            }
-        };
+        let shuffle_plugin = self.shuffle_plugin(raw.shuffle, &raw.job.name, &mut plugins)?;
         let is_sql = raw.job.sql.is_some() || raw.job.sql_file.is_some();
         let (graph, sql) = if is_sql {
-            if !raw.vertices.is_empty() || !raw.edges.is_empty() {
-                return Err(self.invalid(
-                    "vertices",
-                    "a SQL job (`[job] sql`) has no [[vertices]] or [[edges]]: the plan makes them",
-                ));
-            }
+            self.check_no_vertices(&raw.vertices, &raw.edges)?;
             let (graph, spec) = self.sql_graph(
                 super::raw::RawSql {
                     sql: raw.job.sql,
@@ -363,24 +270,7 @@ impl Validator {
             )?;
             (graph, Some(spec))
         } else {
-            if let Some(f) = [
-                (raw.job.parallelism.is_some(), "job.parallelism"),
-                (raw.job.max_task_bytes.is_some(), "job.max-task-bytes"),
-                (
-                    raw.job.downstream_parallelism.is_some(),
-                    "job.downstream-parallelism",
-                ),
-                (raw.job.max_parallelism.is_some(), "job.max-parallelism"),
-                (raw.job.bytes_per_task.is_some(), "job.bytes-per-task"),
-                (!raw.tables.is_empty(), "tables"),
-                (raw.sink.is_some(), "sink"),
-                (!raw.functions.is_empty(), "functions"),
-            ]
-            .iter()
-            .find_map(|(set, f)| set.then_some(*f))
-            {
-                return Err(self.invalid(f, "only a SQL job (`[job] sql`) takes this"));
-            }
+            self.check_no_sql_fields(&raw.job, &raw.tables, raw.sink.as_ref(), &raw.functions)?;
             (self.graph(raw.vertices, raw.edges, &plugins)?, None)
         };
         let mut graph = graph;
@@ -402,6 +292,189 @@ impl Validator {
             sql,
             log,
         })
+    }
+
+    /// `job.name`: non-empty, letters, digits, `-` and `_` only, and at
+    /// most [`MAX_NAME_CHARS`] long (it names a folder).
+    fn check_job_name(&self, name: &str) -> Result<(), ConfigError> {
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(self.invalid(
+                "job.name",
+                "must be non-empty and use only letters, digits, `-` and `_`",
+            ));
+        }
+        if name.len() > MAX_NAME_CHARS {
+            return Err(self.invalid(
+                "job.name",
+                format!(
+                    "has {} characters, more than {MAX_NAME_CHARS} (it names a folder)",
+                    name.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `job.workers`: absent, or a number of workers in 1..=1024.
+    fn job_workers(&self, workers: Option<i64>) -> Result<Option<usize>, ConfigError> {
+        match workers {
+            None => Ok(None),
+            Some(n) if (1..=1024).contains(&n) => Ok(Some(n as usize)),
+            Some(n) => Err(self.invalid("job.workers", format!("{n} is not in 1..=1024"))),
+        }
+    }
+
+    /// `job.max-attempts`: in 1..=100, [`DEFAULT_MAX_ATTEMPTS`] when absent.
+    fn job_max_attempts(&self, max_attempts: Option<i64>) -> Result<u32, ConfigError> {
+        match max_attempts {
+            None => Ok(DEFAULT_MAX_ATTEMPTS),
+            Some(n) if (1..=100).contains(&n) => Ok(n as u32),
+            Some(n) => Err(self.invalid("job.max-attempts", format!("{n} is not in 1..=100"))),
+        }
+    }
+
+    /// `job.slot-request-timeout-ms`: in 1..=[`MAX_SLOT_REQUEST_TIMEOUT_MS`],
+    /// [`DEFAULT_SLOT_REQUEST_TIMEOUT`] when absent.
+    fn job_slot_request_timeout(&self, ms: Option<i64>) -> Result<Duration, ConfigError> {
+        match ms {
+            None => Ok(DEFAULT_SLOT_REQUEST_TIMEOUT),
+            Some(n) if (1..=MAX_SLOT_REQUEST_TIMEOUT_MS).contains(&n) => {
+                Ok(Duration::from_millis(n as u64))
+            }
+            Some(n) => Err(self.invalid(
+                "job.slot-request-timeout-ms",
+                format!("{n} is not in 1..={MAX_SLOT_REQUEST_TIMEOUT_MS}"),
+            )),
+        }
+    }
+
+    /// `job.log`: absent, or the URL of an event log in object storage.
+    fn job_log(
+        &self,
+        log: Option<&str>,
+    ) -> Result<Option<crate::events::ObjectLogUrl>, ConfigError> {
+        match log {
+            None => Ok(None),
+            Some(text) => Ok(Some(
+                crate::events::ObjectLogUrl::parse(text)
+                    .map_err(|reason| self.invalid("job.log", reason))?,
+            )),
+        }
+    }
+
+    /// `[recovery]`: on, with a 10 s wait for a previous worker and a 1 s
+    /// pause between snapshots, unless the table says otherwise.
+    fn recovery_settings(recovery: Option<RawRecovery>) -> RecoverySettings {
+        recovery.map_or(
+            RecoverySettings {
+                enabled: true,
+                previous_worker_timeout: Duration::from_secs(10),
+                snapshot_min_pause: Duration::from_secs(1),
+            },
+            |r| RecoverySettings {
+                enabled: r.enabled.unwrap_or(true),
+                previous_worker_timeout: Duration::from_millis(
+                    r.previous_worker_timeout_ms.unwrap_or(10_000),
+                ),
+                snapshot_min_pause: Duration::from_millis(r.snapshot_min_pause_ms.unwrap_or(1000)),
+            },
+        )
+    }
+
+    /// Every entry of `[plugins]`, by name, in the table's order.
+    fn plugin_table(&self, raw: toml::Table) -> Result<BTreeMap<String, PluginSpec>, ConfigError> {
+        let mut plugins = BTreeMap::new();
+        for (name, value) in raw {
+            let p = self.plugin(&name, value)?;
+            plugins.insert(name, p);
+        }
+        Ok(plugins)
+    }
+
+    /// The name of the job's shuffle master: `[shuffle] plugin`, which must
+    /// name a shuffle-master under `[plugins]`, or without `[shuffle]` the
+    /// built-in one ([`Self::default_shuffle`]), added to `plugins`.
+    fn shuffle_plugin(
+        &self,
+        shuffle: Option<RawShuffle>,
+        job: &str,
+        plugins: &mut BTreeMap<String, PluginSpec>,
+    ) -> Result<String, ConfigError> {
+        match shuffle {
+            Some(shuffle) => {
+                match plugins.get(&shuffle.plugin) {
+                    None => {
+                        return Err(self.invalid(
+                            "shuffle.plugin",
+                            format!("no plugin named `{}` under [plugins]", shuffle.plugin),
+                        ));
+                    }
+                    Some(p) if p.kind != PluginKind::ShuffleMaster => {
+                        return Err(self.invalid(
+                            "shuffle.plugin",
+                            format!("plugin `{}` is not a shuffle-master", shuffle.plugin),
+                        ));
+                    }
+                    Some(_) => {}
+                }
+                Ok(shuffle.plugin)
+            }
+            None => {
+                let spec = self.default_shuffle(job, plugins)?;
+                let name = spec.name.clone();
+                plugins.insert(name.clone(), spec);
+                Ok(name)
+            }
+        }
+    }
+
+    /// A SQL job takes no `[[vertices]]` or `[[edges]]`: the plan makes them.
+    fn check_no_vertices(
+        &self,
+        vertices: &[toml::Value],
+        edges: &[toml::Value],
+    ) -> Result<(), ConfigError> {
+        if !vertices.is_empty() || !edges.is_empty() {
+            return Err(self.invalid(
+                "vertices",
+                "a SQL job (`[job] sql`) has no [[vertices]] or [[edges]]: the plan makes them",
+            ));
+        }
+        Ok(())
+    }
+
+    /// A job of vertices and edges sets none of the fields only a SQL job
+    /// takes; the first one set is named.
+    fn check_no_sql_fields(
+        &self,
+        job: &RawJob,
+        tables: &toml::Table,
+        sink: Option<&toml::Value>,
+        functions: &toml::Table,
+    ) -> Result<(), ConfigError> {
+        if let Some(f) = [
+            (job.parallelism.is_some(), "job.parallelism"),
+            (job.max_task_bytes.is_some(), "job.max-task-bytes"),
+            (
+                job.downstream_parallelism.is_some(),
+                "job.downstream-parallelism",
+            ),
+            (job.max_parallelism.is_some(), "job.max-parallelism"),
+            (job.bytes_per_task.is_some(), "job.bytes-per-task"),
+            (!tables.is_empty(), "tables"),
+            (sink.is_some(), "sink"),
+            (!functions.is_empty(), "functions"),
+        ]
+        .iter()
+        .find_map(|(set, f)| set.then_some(*f))
+        {
+            return Err(self.invalid(f, "only a SQL job (`[job] sql`) takes this"));
+        }
+        Ok(())
     }
 
     /// `[cluster] tls = { cert, key, ca }`: each path substituted, resolved
@@ -453,7 +526,28 @@ impl Validator {
         raw: RawPlugin,
         kind: PluginKind,
     ) -> Result<PluginSpec, ConfigError> {
-        let component = match raw.component.strip_prefix(super::builtin::PREFIX) {
+        let component = self.plugin_component(field, &raw.component)?;
+        self.check_component(&format!("{field}.component"), &component)?;
+        let config = self.plugin_config(field, raw.config)?;
+        let dirs = self.plugin_dirs(field, &raw.dirs)?;
+        let stores = self.plugin_stores(field, &raw.stores, kind)?;
+        let limits = self.plugin_limits(field, raw.limits)?;
+        Ok(PluginSpec {
+            name: name.to_string(),
+            path: component,
+            kind,
+            config,
+            dirs,
+            stores,
+            limits,
+        })
+    }
+
+    /// The path of `{field}.component`: a `builtin:NAME` looked up on the
+    /// search path (and noted in [`Validator::builtins`]), or a path resolved
+    /// against the job file's folder.
+    fn plugin_component(&self, field: &str, component: &str) -> Result<PathBuf, ConfigError> {
+        Ok(match component.strip_prefix(super::builtin::PREFIX) {
             Some(builtin) => {
                 let found = super::builtin::resolve(builtin, &self.search_path)
                     .map_err(|reason| self.invalid(format!("{field}.component"), reason))?;
@@ -461,11 +555,19 @@ impl Validator {
                 self.builtins.borrow_mut().insert(field.to_string(), found);
                 path
             }
-            None => self.resolve_path(&format!("{field}.component"), &raw.component)?,
-        };
-        self.check_component(&format!("{field}.component"), &component)?;
-        let mut config = Vec::with_capacity(raw.config.len());
-        for (k, v) in raw.config {
+            None => self.resolve_path(&format!("{field}.component"), component)?,
+        })
+    }
+
+    /// `{field}.config`: each value a string (substituted), number or
+    /// boolean, as the text the plugin is given.
+    fn plugin_config(
+        &self,
+        field: &str,
+        raw: toml::Table,
+    ) -> Result<Vec<(String, String)>, ConfigError> {
+        let mut config = Vec::with_capacity(raw.len());
+        for (k, v) in raw {
             let s = match v {
                 toml::Value::String(s) => self.config_value(&format!("{field}.config.{k}"), &s)?,
                 toml::Value::Integer(i) => i.to_string(),
@@ -480,15 +582,31 @@ impl Validator {
             };
             config.push((k, s));
         }
-        let mut dirs = Vec::with_capacity(raw.dirs.len());
-        for (k, d) in raw.dirs.iter().enumerate() {
+        Ok(config)
+    }
+
+    /// `{field}.dirs`: the folders granted to the plugin, each path resolved.
+    fn plugin_dirs(&self, field: &str, raw: &[RawDir]) -> Result<Vec<DirGrant>, ConfigError> {
+        let mut dirs = Vec::with_capacity(raw.len());
+        for (k, d) in raw.iter().enumerate() {
             dirs.push(DirGrant {
                 host: self.resolve_path(&format!("{field}.dirs[{k}].path"), &d.path)?,
                 writable: d.writable,
             });
         }
-        let mut stores = Vec::with_capacity(raw.stores.len());
-        for (k, g) in raw.stores.iter().enumerate() {
+        Ok(dirs)
+    }
+
+    /// `{field}.stores`: the object stores granted to the plugin, only to a
+    /// split-enumerator or a shuffle-master.
+    fn plugin_stores(
+        &self,
+        field: &str,
+        raw: &[RawStore],
+        kind: PluginKind,
+    ) -> Result<Vec<crate::objstore::StoreGrant>, ConfigError> {
+        let mut stores = Vec::with_capacity(raw.len());
+        for (k, g) in raw.iter().enumerate() {
             let url = crate::objstore::ObjectUrl::parse(&g.url, true)
                 .map_err(|reason| self.invalid(format!("{field}.stores[{k}].url"), reason))?;
             if !matches!(
@@ -505,8 +623,14 @@ impl Validator {
                 writable: g.writable,
             });
         }
+        Ok(stores)
+    }
+
+    /// `{field}.limits`: the defaults, with each limit the table sets
+    /// checked and put in place.
+    fn plugin_limits(&self, field: &str, raw: Option<RawLimits>) -> Result<Limits, ConfigError> {
         let mut limits = Limits::default();
-        if let Some(l) = raw.limits {
+        if let Some(l) = raw {
             if let Some(ms) = l.call_timeout_ms {
                 if ms == 0 {
                     return Err(self.invalid(
@@ -538,15 +662,7 @@ impl Validator {
                 limits.on_trap = self.choice(&format!("{field}.limits.on-trap"), t)?;
             }
         }
-        Ok(PluginSpec {
-            name: name.to_string(),
-            path: component,
-            kind,
-            config,
-            dirs,
-            stores,
-            limits,
-        })
+        Ok(limits)
     }
 
     /// The shuffle master of a job file without `[shuffle]`: plugin
@@ -637,172 +753,275 @@ impl Validator {
         let mut index: HashMap<String, usize> = HashMap::new();
         let mut raw_ops = Vec::new();
         for (i, value) in raw_vertices.into_iter().enumerate() {
-            let field = format!("vertices[{i}]");
-            let rv: RawVertex = self.typed(&field, value)?;
-            if rv.id.is_empty()
-                || !rv
-                    .id
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-            {
-                return Err(self.invalid(
-                    format!("{field}.id"),
-                    "must be non-empty and use only letters, digits, `-` and `_`",
-                ));
-            }
-            if rv.id.len() > MAX_NAME_CHARS {
-                return Err(self.invalid(
-                    format!("{field}.id"),
-                    format!(
-                        "has {} characters, more than {MAX_NAME_CHARS} (it names files)",
-                        rv.id.len()
-                    ),
-                ));
-            }
-            let record_delay_us = rv.record_delay_us.unwrap_or(0);
-            if record_delay_us > MAX_RECORD_DELAY_US {
-                return Err(self.invalid(
-                    format!("{field}.record-delay-us"),
-                    format!("{record_delay_us} is not in 0..={MAX_RECORD_DELAY_US}"),
-                ));
-            }
-            if index.insert(rv.id.clone(), i).is_some() {
-                return Err(self.invalid(
-                    format!("{field}.id"),
-                    format!("duplicate vertex id `{}`", rv.id),
-                ));
-            }
-            let parallelism = match &rv.parallelism {
-                toml::Value::String(s) if s == "auto" => Parallelism::Auto,
-                toml::Value::Integer(n) if (1..=4096).contains(n) => Parallelism::Fixed(*n as u32),
-                other => {
-                    return Err(self.invalid(
-                        format!("{field}.parallelism"),
-                        format!("{other} is neither an integer in 1..=4096 nor \"auto\""),
-                    ));
-                }
-            };
-            let max_parallelism = match rv.max_parallelism {
-                None => DEFAULT_MAX_PARALLELISM,
-                Some(n) if (1..=4096).contains(&n) => n as u32,
-                Some(n) => {
-                    return Err(self.invalid(
-                        format!("{field}.max-parallelism"),
-                        format!("{n} is not in 1..=4096"),
-                    ));
-                }
-            };
-            let bytes_per_task = match rv.bytes_per_task {
-                None => DEFAULT_BYTES_PER_TASK,
-                Some(n) if n >= 1 => n as u64,
-                Some(n) => {
-                    return Err(self.invalid(
-                        format!("{field}.bytes-per-task"),
-                        format!("{n} is not positive"),
-                    ));
-                }
-            };
-            if let Some(src) = &rv.source {
-                match plugins.get(src) {
-                    None => {
-                        return Err(self.invalid(
-                            format!("{field}.source"),
-                            format!("no plugin named `{src}` under [plugins]"),
-                        ));
-                    }
-                    Some(p) if p.kind != PluginKind::SplitEnumerator => {
-                        return Err(self.invalid(
-                            format!("{field}.source"),
-                            format!("plugin `{src}` is not a split-enumerator"),
-                        ));
-                    }
-                    Some(_) => {}
-                }
-                if parallelism == Parallelism::Auto {
-                    return Err(self.invalid(
-                        format!("{field}.parallelism"),
-                        "a source vertex needs a fixed parallelism",
-                    ));
-                }
-            }
-            let max_task_bytes =
-                self.max_task_bytes(&format!("{field}.max-task-bytes"), rv.max_task_bytes)?;
-            if max_task_bytes.is_some() && rv.source.is_none() {
-                return Err(self.invalid(
-                    format!("{field}.max-task-bytes"),
-                    "only a source vertex (one with `source`) takes this",
-                ));
-            }
-            raw_ops.push(rv.operators);
-            vertices.push(JobVertex {
-                id: rv.id,
-                parallelism,
-                max_parallelism,
-                bytes_per_task,
-                max_task_bytes,
-                source: rv.source,
-                operators: Vec::new(),
-                sink: None,
-                record_delay: Duration::from_micros(record_delay_us),
-                output_columns: Vec::new(),
-            });
+            let (vertex, ops) = self.vertex(i, value, &mut index, plugins)?;
+            raw_ops.push(ops);
+            vertices.push(vertex);
         }
         let mut edges = Vec::new();
         for (i, value) in raw_edges.into_iter().enumerate() {
-            let field = format!("edges[{i}]");
-            let re: RawEdge = self.typed(&field, value)?;
-            let from = *index.get(&re.from).ok_or_else(|| {
-                self.invalid(format!("{field}.from"), format!("no vertex `{}`", re.from))
-            })?;
-            let to = *index.get(&re.to).ok_or_else(|| {
-                self.invalid(format!("{field}.to"), format!("no vertex `{}`", re.to))
-            })?;
-            let pattern: DistributionPattern = self
-                .choice::<RawEdgeKind>(&format!("{field}.kind"), re.kind)?
-                .into();
-            match pattern {
-                DistributionPattern::Hash if re.key.is_empty() => {
+            let edge = self.edge(i, value, &index, &vertices, &edges)?;
+            edges.push(edge);
+        }
+        let order = self.vertex_order(&vertices, &edges)?;
+        self.check_vertex_inputs(&vertices, &edges)?;
+        self.resolve_operators(&mut vertices, &edges, &order, raw_ops)?;
+        self.resolve_edge_keys(&mut edges, &vertices)?;
+        Ok(JobGraph {
+            vertices,
+            edges,
+            order,
+        })
+    }
+
+    /// `vertices[i]`, its id added to `index`; its operators are returned
+    /// unread, since reading them needs the vertex's input columns.
+    fn vertex(
+        &self,
+        i: usize,
+        value: toml::Value,
+        index: &mut HashMap<String, usize>,
+        plugins: &BTreeMap<String, PluginSpec>,
+    ) -> Result<(JobVertex, Vec<toml::Value>), ConfigError> {
+        let field = format!("vertices[{i}]");
+        let rv: RawVertex = self.typed(&field, value)?;
+        self.check_vertex_id(&field, &rv.id)?;
+        let record_delay_us = rv.record_delay_us.unwrap_or(0);
+        if record_delay_us > MAX_RECORD_DELAY_US {
+            return Err(self.invalid(
+                format!("{field}.record-delay-us"),
+                format!("{record_delay_us} is not in 0..={MAX_RECORD_DELAY_US}"),
+            ));
+        }
+        if index.insert(rv.id.clone(), i).is_some() {
+            return Err(self.invalid(
+                format!("{field}.id"),
+                format!("duplicate vertex id `{}`", rv.id),
+            ));
+        }
+        let parallelism = self.vertex_parallelism(&field, &rv.parallelism)?;
+        let max_parallelism = self.vertex_max_parallelism(&field, rv.max_parallelism)?;
+        let bytes_per_task = self.vertex_bytes_per_task(&field, rv.bytes_per_task)?;
+        if let Some(src) = &rv.source {
+            self.check_vertex_source(&field, src, parallelism, plugins)?;
+        }
+        let max_task_bytes =
+            self.max_task_bytes(&format!("{field}.max-task-bytes"), rv.max_task_bytes)?;
+        if max_task_bytes.is_some() && rv.source.is_none() {
+            return Err(self.invalid(
+                format!("{field}.max-task-bytes"),
+                "only a source vertex (one with `source`) takes this",
+            ));
+        }
+        let vertex = JobVertex {
+            id: rv.id,
+            parallelism,
+            max_parallelism,
+            bytes_per_task,
+            max_task_bytes,
+            source: rv.source,
+            operators: Vec::new(),
+            sink: None,
+            record_delay: Duration::from_micros(record_delay_us),
+            output_columns: Vec::new(),
+        };
+        Ok((vertex, rv.operators))
+    }
+
+    /// `{field}.id`: non-empty, letters, digits, `-` and `_` only, and at
+    /// most [`MAX_NAME_CHARS`] long (it names files).
+    fn check_vertex_id(&self, field: &str, id: &str) -> Result<(), ConfigError> {
+        if id.is_empty()
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(self.invalid(
+                format!("{field}.id"),
+                "must be non-empty and use only letters, digits, `-` and `_`",
+            ));
+        }
+        if id.len() > MAX_NAME_CHARS {
+            return Err(self.invalid(
+                format!("{field}.id"),
+                format!(
+                    "has {} characters, more than {MAX_NAME_CHARS} (it names files)",
+                    id.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `{field}.parallelism`: an integer in 1..=4096 or `"auto"`.
+    fn vertex_parallelism(
+        &self,
+        field: &str,
+        value: &toml::Value,
+    ) -> Result<Parallelism, ConfigError> {
+        match value {
+            toml::Value::String(s) if s == "auto" => Ok(Parallelism::Auto),
+            toml::Value::Integer(n) if (1..=4096).contains(n) => Ok(Parallelism::Fixed(*n as u32)),
+            other => Err(self.invalid(
+                format!("{field}.parallelism"),
+                format!("{other} is neither an integer in 1..=4096 nor \"auto\""),
+            )),
+        }
+    }
+
+    /// `{field}.max-parallelism`: in 1..=4096, [`DEFAULT_MAX_PARALLELISM`]
+    /// when absent.
+    fn vertex_max_parallelism(&self, field: &str, value: Option<i64>) -> Result<u32, ConfigError> {
+        match value {
+            None => Ok(DEFAULT_MAX_PARALLELISM),
+            Some(n) if (1..=4096).contains(&n) => Ok(n as u32),
+            Some(n) => Err(self.invalid(
+                format!("{field}.max-parallelism"),
+                format!("{n} is not in 1..=4096"),
+            )),
+        }
+    }
+
+    /// `{field}.bytes-per-task`: positive, [`DEFAULT_BYTES_PER_TASK`] when
+    /// absent.
+    fn vertex_bytes_per_task(&self, field: &str, value: Option<i64>) -> Result<u64, ConfigError> {
+        match value {
+            None => Ok(DEFAULT_BYTES_PER_TASK),
+            Some(n) if n >= 1 => Ok(n as u64),
+            Some(n) => Err(self.invalid(
+                format!("{field}.bytes-per-task"),
+                format!("{n} is not positive"),
+            )),
+        }
+    }
+
+    /// `{field}.source`: must name a split-enumerator under `[plugins]`, and
+    /// a source vertex needs a fixed parallelism.
+    fn check_vertex_source(
+        &self,
+        field: &str,
+        src: &str,
+        parallelism: Parallelism,
+        plugins: &BTreeMap<String, PluginSpec>,
+    ) -> Result<(), ConfigError> {
+        match plugins.get(src) {
+            None => {
+                return Err(self.invalid(
+                    format!("{field}.source"),
+                    format!("no plugin named `{src}` under [plugins]"),
+                ));
+            }
+            Some(p) if p.kind != PluginKind::SplitEnumerator => {
+                return Err(self.invalid(
+                    format!("{field}.source"),
+                    format!("plugin `{src}` is not a split-enumerator"),
+                ));
+            }
+            Some(_) => {}
+        }
+        if parallelism == Parallelism::Auto {
+            return Err(self.invalid(
+                format!("{field}.parallelism"),
+                "a source vertex needs a fixed parallelism",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `edges[i]`, between vertices of `index`; its key columns are
+    /// resolved later ([`Self::resolve_edge_keys`]). `edges` are the
+    /// edges read before it.
+    fn edge(
+        &self,
+        i: usize,
+        value: toml::Value,
+        index: &HashMap<String, usize>,
+        vertices: &[JobVertex],
+        edges: &[JobEdge],
+    ) -> Result<JobEdge, ConfigError> {
+        let field = format!("edges[{i}]");
+        let re: RawEdge = self.typed(&field, value)?;
+        let from = *index.get(&re.from).ok_or_else(|| {
+            self.invalid(format!("{field}.from"), format!("no vertex `{}`", re.from))
+        })?;
+        let to = *index
+            .get(&re.to)
+            .ok_or_else(|| self.invalid(format!("{field}.to"), format!("no vertex `{}`", re.to)))?;
+        let pattern: DistributionPattern = self
+            .choice::<RawEdgeKind>(&format!("{field}.kind"), re.kind.clone())?
+            .into();
+        self.check_edge_pattern(&field, &re, pattern, &vertices[from], &vertices[to])?;
+        if edges.iter().any(|e: &JobEdge| e.from == from && e.to == to) {
+            return Err(self.invalid(field, format!("duplicate edge {} -> {}", re.from, re.to)));
+        }
+        Ok(JobEdge {
+            from,
+            to,
+            pattern,
+            key_names: re.key,
+            key: Vec::new(),
+        })
+    }
+
+    /// An edge's key fits its kind: a hash edge has a key, a forward edge
+    /// none, and a forward edge joins equal fixed parallelisms.
+    fn check_edge_pattern(
+        &self,
+        field: &str,
+        re: &RawEdge,
+        pattern: DistributionPattern,
+        from: &JobVertex,
+        to: &JobVertex,
+    ) -> Result<(), ConfigError> {
+        match pattern {
+            DistributionPattern::Hash if re.key.is_empty() => {
+                return Err(self.invalid(
+                    format!("{field}.key"),
+                    "a hash edge needs at least one key column",
+                ));
+            }
+            DistributionPattern::Forward if !re.key.is_empty() => {
+                return Err(self.invalid(format!("{field}.key"), "a forward edge takes no key"));
+            }
+            DistributionPattern::Forward => {
+                let (pf, pt) = (from.parallelism, to.parallelism);
+                if pf == Parallelism::Auto || pt == Parallelism::Auto || pf != pt {
                     return Err(self.invalid(
-                        format!("{field}.key"),
-                        "a hash edge needs at least one key column",
+                        format!("{field}.kind"),
+                        format!(
+                            "a forward edge needs equal fixed parallelism on both ends; `{}` has {pf}, `{}` has {pt}",
+                            re.from, re.to
+                        ),
                     ));
                 }
-                DistributionPattern::Forward if !re.key.is_empty() => {
-                    return Err(self.invalid(format!("{field}.key"), "a forward edge takes no key"));
-                }
-                DistributionPattern::Forward => {
-                    let (pf, pt) = (vertices[from].parallelism, vertices[to].parallelism);
-                    if pf == Parallelism::Auto || pt == Parallelism::Auto || pf != pt {
-                        return Err(self.invalid(
-                            format!("{field}.kind"),
-                            format!(
-                                "a forward edge needs equal fixed parallelism on both ends; `{}` has {pf}, `{}` has {pt}",
-                                re.from, re.to
-                            ),
-                        ));
-                    }
-                }
-                // Only SQL stages make broadcast edges.
-                DistributionPattern::Hash | DistributionPattern::Broadcast => {}
             }
-            if edges.iter().any(|e: &JobEdge| e.from == from && e.to == to) {
-                return Err(self.invalid(field, format!("duplicate edge {} -> {}", re.from, re.to)));
-            }
-            edges.push(JobEdge {
-                from,
-                to,
-                pattern,
-                key_names: re.key,
-                key: Vec::new(),
-            });
+            // Only SQL stages make broadcast edges.
+            DistributionPattern::Hash | DistributionPattern::Broadcast => {}
         }
-        let order = topological_order(vertices.len(), &edges).map_err(|cycle| {
+        Ok(())
+    }
+
+    /// The vertices in topological order; a cycle is refused, naming it.
+    fn vertex_order(
+        &self,
+        vertices: &[JobVertex],
+        edges: &[JobEdge],
+    ) -> Result<Vec<usize>, ConfigError> {
+        topological_order(vertices.len(), edges).map_err(|cycle| {
             let names: Vec<&str> = cycle.iter().map(|&v| vertices[v].id.as_str()).collect();
             self.invalid(
                 "edges",
                 format!("the edges form a cycle through {}", names.join(" -> ")),
             )
-        })?;
+        })
+    }
+
+    /// Each vertex has a source or incoming edges but not both, and one fed
+    /// by a forward edge has no other input.
+    fn check_vertex_inputs(
+        &self,
+        vertices: &[JobVertex],
+        edges: &[JobEdge],
+    ) -> Result<(), ConfigError> {
         for (i, v) in vertices.iter().enumerate() {
             let has_in = edges.iter().any(|e| e.to == i);
             if v.source.is_some() && has_in {
@@ -829,29 +1048,20 @@ impl Validator {
                 ));
             }
         }
-        // Resolve operators in topological order, so each vertex knows its input columns.
-        for &vi in &order {
-            let input: Option<Vec<String>> = {
-                let ins: Vec<&JobEdge> = edges.iter().filter(|e| e.to == vi).collect();
-                match ins.first() {
-                    None => None,
-                    Some(first) => {
-                        let cols = vertices[first.from].output_columns.clone();
-                        for e in &ins[1..] {
-                            if vertices[e.from].output_columns != cols {
-                                return Err(self.invalid(
-                                    format!("vertices[{vi}]"),
-                                    format!(
-                                        "inputs `{}` and `{}` produce different columns",
-                                        vertices[first.from].id, vertices[e.from].id
-                                    ),
-                                ));
-                            }
-                        }
-                        Some(cols)
-                    }
-                }
-            };
+        Ok(())
+    }
+
+    /// Reads each vertex's operators (`raw_ops`, by vertex) in topological
+    /// `order`, so each vertex knows its input columns.
+    fn resolve_operators(
+        &self,
+        vertices: &mut [JobVertex],
+        edges: &[JobEdge],
+        order: &[usize],
+        mut raw_ops: Vec<Vec<toml::Value>>,
+    ) -> Result<(), ConfigError> {
+        for &vi in order {
+            let input = self.input_columns(vi, vertices, edges)?;
             let is_sink = !edges.iter().any(|e| e.from == vi);
             let ops = std::mem::take(&mut raw_ops[vi]);
             let (operators, sink, out) = self.operators(vi, ops, input, is_sink)?;
@@ -860,6 +1070,44 @@ impl Validator {
             v.sink = sink;
             v.output_columns = out;
         }
+        Ok(())
+    }
+
+    /// The columns vertex `vi` reads: none for a source, else those of its
+    /// inputs, which must all produce the same columns.
+    fn input_columns(
+        &self,
+        vi: usize,
+        vertices: &[JobVertex],
+        edges: &[JobEdge],
+    ) -> Result<Option<Vec<String>>, ConfigError> {
+        let ins: Vec<&JobEdge> = edges.iter().filter(|e| e.to == vi).collect();
+        match ins.first() {
+            None => Ok(None),
+            Some(first) => {
+                let cols = vertices[first.from].output_columns.clone();
+                for e in &ins[1..] {
+                    if vertices[e.from].output_columns != cols {
+                        return Err(self.invalid(
+                            format!("vertices[{vi}]"),
+                            format!(
+                                "inputs `{}` and `{}` produce different columns",
+                                vertices[first.from].id, vertices[e.from].id
+                            ),
+                        ));
+                    }
+                }
+                Ok(Some(cols))
+            }
+        }
+    }
+
+    /// Each edge's key names as column indexes of the vertex it leaves.
+    fn resolve_edge_keys(
+        &self,
+        edges: &mut [JobEdge],
+        vertices: &[JobVertex],
+    ) -> Result<(), ConfigError> {
         for (i, e) in edges.iter_mut().enumerate() {
             let cols = &vertices[e.from].output_columns;
             for k in &e.key_names {
@@ -876,11 +1124,7 @@ impl Validator {
                 e.key.push(idx);
             }
         }
-        Ok(JobGraph {
-            vertices,
-            edges,
-            order,
-        })
+        Ok(())
     }
 }
 

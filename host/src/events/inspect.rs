@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use coordhost_log::format::{LOG_DIR, parse_segment_file_name};
-use coordhost_log::{AttemptId, EventsError, ExecutionVertexId, JobEvent, Replay, ResetReason};
+use coordhost_log::{
+    AttemptId, EventsError, ExecutionFinished, ExecutionVertexId, JobEvent, JobVertexInitialized,
+    Replay, ResetReason, StagesPlanned,
+};
 
 use super::file_storage::FileStorage;
 
@@ -209,27 +212,7 @@ fn write_inspect(
 pub fn describe(event: &JobEvent) -> String {
     let mut line = format!("{:<21}", event.kind_name());
     let _infallible = match event {
-        JobEvent::StagesPlanned(e) => write!(
-            line,
-            "{} stages ({}) sql {}",
-            e.stages.len(),
-            e.stages
-                .iter()
-                .map(|s| format!(
-                    "{} {}{}",
-                    s.job_vertex,
-                    s.auto.map_or(format!("x{}", s.parallelism), |a| format!(
-                        "auto max {}",
-                        a.max_parallelism
-                    )),
-                    s.source
-                        .as_ref()
-                        .map_or(String::new(), |p| format!(" from {p}"))
-                ))
-                .collect::<Vec<_>>()
-                .join(", "),
-            &e.sql_fingerprint[..e.sql_fingerprint.len().min(12)]
-        ),
+        JobEvent::StagesPlanned(e) => stages_planned(&mut line, e),
         JobEvent::LeaderElected(e) => write!(
             line,
             "term {} ({}){}",
@@ -263,80 +246,8 @@ pub fn describe(event: &JobEvent) -> String {
                 "disabled"
             }
         ),
-        JobEvent::JobVertexInitialized(e) => write!(
-            line,
-            "{} parallelism {}{} inputs {}",
-            e.job_vertex,
-            e.parallelism,
-            if e.decided_at_runtime {
-                " (decided at run time)"
-            } else {
-                ""
-            },
-            e.subtask_inputs
-                .iter()
-                .enumerate()
-                .map(|(i, ranges)| format!(
-                    "#{i}[{}]",
-                    ranges
-                        .iter()
-                        .map(|r| format!(
-                            "{} p{}..{} sp{}..{}",
-                            r.data_set,
-                            r.partition_start,
-                            r.partition_end,
-                            r.subpartition_start,
-                            r.subpartition_end
-                        ))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
-                .collect::<Vec<_>>()
-                .join(" ")
-        ),
-        JobEvent::ExecutionFinished(e) => write!(
-            line,
-            "{} epoch {} produced [{}] enumerator snapshots [{}] shuffle snapshot {}",
-            attempt(&e.attempt),
-            e.coordinator_epoch,
-            e.produced
-                .iter()
-                .map(|p| format!(
-                    "{} at {} bytes {:?}",
-                    p.data_set, p.location, p.bytes_per_subpartition
-                ))
-                .collect::<Vec<_>>()
-                .join(", "),
-            e.enumerator_snapshots
-                .iter()
-                .map(|s| format!(
-                    "{}: {} state bytes{}, {} splits assigned{}",
-                    s.job_vertex,
-                    s.state_file
-                        .as_ref()
-                        .map_or(s.state.len() as u64, |f| f.len),
-                    s.state_file
-                        .as_ref()
-                        .map(|f| format!(" in side file {}", f.file))
-                        .unwrap_or_default(),
-                    s.assignments.iter().map(|a| a.splits.len()).sum::<usize>(),
-                    if s.incremental {
-                        " since the previous snapshot"
-                    } else {
-                        ""
-                    }
-                ))
-                .collect::<Vec<_>>()
-                .join(", "),
-            match &e.shuffle_snapshot {
-                None => "none".to_owned(),
-                Some(s) => format!(
-                    "{} bytes{}",
-                    s.data.len(),
-                    if s.incremental { " (incremental)" } else { "" }
-                ),
-            }
-        ),
+        JobEvent::JobVertexInitialized(e) => vertex_initialized(&mut line, e),
+        JobEvent::ExecutionFinished(e) => execution_finished(&mut line, e),
         JobEvent::ExecutionsReset(e) => write!(
             line,
             "[{}] because {}",
@@ -365,6 +276,115 @@ pub fn describe(event: &JobEvent) -> String {
         ),
     };
     line
+}
+
+/// The stages of a SQL job: each with its parallelism (or `auto`) and
+/// source, and the query's fingerprint.
+fn stages_planned(line: &mut String, e: &StagesPlanned) -> std::fmt::Result {
+    write!(
+        line,
+        "{} stages ({}) sql {}",
+        e.stages.len(),
+        e.stages
+            .iter()
+            .map(|s| format!(
+                "{} {}{}",
+                s.job_vertex,
+                s.auto.map_or(format!("x{}", s.parallelism), |a| format!(
+                    "auto max {}",
+                    a.max_parallelism
+                )),
+                s.source
+                    .as_ref()
+                    .map_or(String::new(), |p| format!(" from {p}"))
+            ))
+            .collect::<Vec<_>>()
+            .join(", "),
+        &e.sql_fingerprint[..e.sql_fingerprint.len().min(12)]
+    )
+}
+
+/// A job vertex's parallelism and the input ranges of each subtask.
+fn vertex_initialized(line: &mut String, e: &JobVertexInitialized) -> std::fmt::Result {
+    write!(
+        line,
+        "{} parallelism {}{} inputs {}",
+        e.job_vertex,
+        e.parallelism,
+        if e.decided_at_runtime {
+            " (decided at run time)"
+        } else {
+            ""
+        },
+        e.subtask_inputs
+            .iter()
+            .enumerate()
+            .map(|(i, ranges)| format!(
+                "#{i}[{}]",
+                ranges
+                    .iter()
+                    .map(|r| format!(
+                        "{} p{}..{} sp{}..{}",
+                        r.data_set,
+                        r.partition_start,
+                        r.partition_end,
+                        r.subpartition_start,
+                        r.subpartition_end
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+            .collect::<Vec<_>>()
+            .join(" ")
+    )
+}
+
+/// A finished attempt: the partitions it produced, the enumerator
+/// snapshots and the shuffle snapshot it carries.
+fn execution_finished(line: &mut String, e: &ExecutionFinished) -> std::fmt::Result {
+    write!(
+        line,
+        "{} epoch {} produced [{}] enumerator snapshots [{}] shuffle snapshot {}",
+        attempt(&e.attempt),
+        e.coordinator_epoch,
+        e.produced
+            .iter()
+            .map(|p| format!(
+                "{} at {} bytes {:?}",
+                p.data_set, p.location, p.bytes_per_subpartition
+            ))
+            .collect::<Vec<_>>()
+            .join(", "),
+        e.enumerator_snapshots
+            .iter()
+            .map(|s| format!(
+                "{}: {} state bytes{}, {} splits assigned{}",
+                s.job_vertex,
+                s.state_file
+                    .as_ref()
+                    .map_or(s.state.len() as u64, |f| f.len),
+                s.state_file
+                    .as_ref()
+                    .map(|f| format!(" in side file {}", f.file))
+                    .unwrap_or_default(),
+                s.assignments.iter().map(|a| a.splits.len()).sum::<usize>(),
+                if s.incremental {
+                    " since the previous snapshot"
+                } else {
+                    ""
+                }
+            ))
+            .collect::<Vec<_>>()
+            .join(", "),
+        match &e.shuffle_snapshot {
+            None => "none".to_owned(),
+            Some(s) => format!(
+                "{} bytes{}",
+                s.data.len(),
+                if s.incremental { " (incremental)" } else { "" }
+            ),
+        }
+    )
 }
 
 fn vertex(v: &ExecutionVertexId) -> String {

@@ -524,14 +524,36 @@ impl ObjectStorage {
     /// Reads every log object, checks the chain and builds the segments.
     fn load(&self) -> Result<(), EventsError> {
         let numbers = self.list_numbers()?;
-        let damage = |n: u64, detail: String| EventsError::Corrupt {
+        self.check_gap_free(&numbers)?;
+        let fetched = self.fetch_objects(&numbers)?;
+        let mut loaded = Loaded {
+            read: true,
+            ..Loaded::default()
+        };
+        let mut current: Option<u32> = None;
+        for (n, got) in fetched {
+            let object = self.decode_fetched(n, got)?;
+            self.chain_object(&mut loaded, &mut current, n, object)?;
+        }
+        *self.loaded.lock().unwrap_or_else(PoisonError::into_inner) = loaded;
+        Ok(())
+    }
+
+    /// The error of damaged log object `n`.
+    fn object_damage(&self, n: u64, detail: String) -> EventsError {
+        EventsError::Corrupt {
             segment: PathBuf::from(self.url.object_url(&object_name(n))),
             offset: 0,
             damage: Damage::Object { detail },
-        };
+        }
+    }
+
+    /// The objects listed, `numbers` ascending, must be 0, 1, 2, ...
+    /// without a gap.
+    fn check_gap_free(&self, numbers: &[u64]) -> Result<(), EventsError> {
         for (i, &n) in numbers.iter().enumerate() {
             if n != i as u64 {
-                return Err(damage(
+                return Err(self.object_damage(
                     i as u64,
                     format!(
                         "object {i} is missing (the log is a gap-free sequence of objects 0 ..= {}; it was deleted behind the log's back)",
@@ -540,119 +562,139 @@ impl ObjectStorage {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Gets the objects `numbers`, [`READ_CONCURRENCY`] at a time, each
+    /// with its number, in order.
+    #[expect(
+        clippy::type_complexity,
+        reason = "private helper returning each object's number and its answer"
+    )]
+    fn fetch_objects(
+        &self,
+        numbers: &[u64],
+    ) -> Result<Vec<(u64, Result<Vec<u8>, object_store::Error>)>, EventsError> {
         let store = Arc::clone(&self.store);
         let paths: Vec<(u64, ObjectPath)> = numbers
             .iter()
             .map(|&n| (n, self.path(&object_name(n))))
             .collect();
-        let fetched = self
-            .block(async move {
-                futures::stream::iter(paths)
-                    .map(move |(n, path)| {
-                        let store = Arc::clone(&store);
-                        async move {
-                            let got = match store.get(&path).await {
-                                Ok(got) => got.bytes().await.map(|b| b.to_vec()),
-                                Err(e) => Err(e),
-                            };
-                            (n, got)
-                        }
-                    })
-                    .buffered(READ_CONCURRENCY)
-                    .collect::<Vec<_>>()
-                    .await
-            })
-            .map_err(|e| EventsError::Io {
-                path: PathBuf::from(self.url.object_url(LOG_DIR)),
-                source: e,
-            })?;
-        let mut loaded = Loaded {
-            read: true,
-            ..Loaded::default()
-        };
-        let mut current: Option<u32> = None;
-        for (n, got) in fetched {
-            let bytes = match got {
-                Ok(bytes) => bytes,
-                Err(object_store::Error::NotFound { .. }) => {
-                    return Err(damage(
-                        n,
-                        format!(
-                            "object {n} was listed but is gone (deleted behind the log's back)"
-                        ),
-                    ));
-                }
-                Err(e) => return Err(self.store_error(&self.url.object_url(&object_name(n)), &e)),
-            };
-            let object = match decode_object(&bytes) {
-                Ok(object) => object,
-                Err(ObjectProblem::Damaged(why)) => return Err(damage(n, why)),
-                Err(ObjectProblem::NewerFormat(found)) => {
-                    return Err(EventsError::UnsupportedFormat {
-                        segment: PathBuf::from(self.url.object_url(&object_name(n))),
-                        found,
-                        max_known: OBJECT_FORMAT_VERSION,
-                    });
-                }
-            };
-            if object.number != n {
-                return Err(damage(
-                    n,
-                    format!(
-                        "it says it is object {} (a copy of another object was put in its place)",
-                        object.number
-                    ),
-                ));
-            }
-            if object.previous_crc != loaded.last_crc {
-                return Err(damage(
-                    n,
-                    format!(
-                        "it does not follow object {}: it names a predecessor with CRC32C {:#010x}, but that object's is {:#010x} (one of the two was overwritten)",
-                        n.saturating_sub(1),
-                        object.previous_crc,
-                        loaded.last_crc
-                    ),
-                ));
-            }
-            match (object.kind, current) {
-                (OBJECT_KIND_SEGMENT_START, Some(attempt)) if object.attempt <= attempt => {
-                    return Err(damage(
-                        n,
-                        format!(
-                            "it starts attempt {}'s segment after attempt {attempt}'s",
-                            object.attempt
-                        ),
-                    ));
-                }
-                (OBJECT_KIND_SEGMENT_START, _) => {
-                    current = Some(object.attempt);
-                    loaded.first_object.insert(object.attempt, n);
-                    loaded.segments.insert(object.attempt, object.body);
-                }
-                (_, Some(attempt)) if object.attempt == attempt => {
-                    if let Some(segment) = loaded.segments.get_mut(&attempt) {
-                        segment.extend_from_slice(&object.body);
+        self.block(async move {
+            futures::stream::iter(paths)
+                .map(move |(n, path)| {
+                    let store = Arc::clone(&store);
+                    async move {
+                        let got = match store.get(&path).await {
+                            Ok(got) => got.bytes().await.map(|b| b.to_vec()),
+                            Err(e) => Err(e),
+                        };
+                        (n, got)
                     }
-                }
-                (_, current) => {
-                    return Err(damage(
-                        n,
-                        format!(
-                            "it holds records of attempt {} but follows {}",
-                            object.attempt,
-                            current.map_or_else(
-                                || "no segment start".to_owned(),
-                                |a| format!("attempt {a}'s objects")
-                            )
-                        ),
-                    ));
+                })
+                .buffered(READ_CONCURRENCY)
+                .collect::<Vec<_>>()
+                .await
+        })
+        .map_err(|e| EventsError::Io {
+            path: PathBuf::from(self.url.object_url(LOG_DIR)),
+            source: e,
+        })
+    }
+
+    /// Object `n` as fetched (`got`), decoded.
+    fn decode_fetched(
+        &self,
+        n: u64,
+        got: Result<Vec<u8>, object_store::Error>,
+    ) -> Result<LogObject, EventsError> {
+        let bytes = match got {
+            Ok(bytes) => bytes,
+            Err(object_store::Error::NotFound { .. }) => {
+                return Err(self.object_damage(
+                    n,
+                    format!("object {n} was listed but is gone (deleted behind the log's back)"),
+                ));
+            }
+            Err(e) => return Err(self.store_error(&self.url.object_url(&object_name(n)), &e)),
+        };
+        match decode_object(&bytes) {
+            Ok(object) => Ok(object),
+            Err(ObjectProblem::Damaged(why)) => Err(self.object_damage(n, why)),
+            Err(ObjectProblem::NewerFormat(found)) => Err(EventsError::UnsupportedFormat {
+                segment: PathBuf::from(self.url.object_url(&object_name(n))),
+                found,
+                max_known: OBJECT_FORMAT_VERSION,
+            }),
+        }
+    }
+
+    /// Adds object `n` to `loaded`: it must say it is object `n` and follow
+    /// the object before it (by CRC), and it starts a later attempt's
+    /// segment or continues `current`'s.
+    fn chain_object(
+        &self,
+        loaded: &mut Loaded,
+        current: &mut Option<u32>,
+        n: u64,
+        object: LogObject,
+    ) -> Result<(), EventsError> {
+        if object.number != n {
+            return Err(self.object_damage(
+                n,
+                format!(
+                    "it says it is object {} (a copy of another object was put in its place)",
+                    object.number
+                ),
+            ));
+        }
+        if object.previous_crc != loaded.last_crc {
+            return Err(self.object_damage(
+                n,
+                format!(
+                    "it does not follow object {}: it names a predecessor with CRC32C {:#010x}, but that object's is {:#010x} (one of the two was overwritten)",
+                    n.saturating_sub(1),
+                    object.previous_crc,
+                    loaded.last_crc
+                ),
+            ));
+        }
+        match (object.kind, *current) {
+            (OBJECT_KIND_SEGMENT_START, Some(attempt)) if object.attempt <= attempt => {
+                return Err(self.object_damage(
+                    n,
+                    format!(
+                        "it starts attempt {}'s segment after attempt {attempt}'s",
+                        object.attempt
+                    ),
+                ));
+            }
+            (OBJECT_KIND_SEGMENT_START, _) => {
+                *current = Some(object.attempt);
+                loaded.first_object.insert(object.attempt, n);
+                loaded.segments.insert(object.attempt, object.body);
+            }
+            (_, Some(attempt)) if object.attempt == attempt => {
+                if let Some(segment) = loaded.segments.get_mut(&attempt) {
+                    segment.extend_from_slice(&object.body);
                 }
             }
-            loaded.last_crc = object.crc;
-            loaded.next = n + 1;
+            (_, current) => {
+                return Err(self.object_damage(
+                    n,
+                    format!(
+                        "it holds records of attempt {} but follows {}",
+                        object.attempt,
+                        current.map_or_else(
+                            || "no segment start".to_owned(),
+                            |a| format!("attempt {a}'s objects")
+                        )
+                    ),
+                ));
+            }
         }
-        *self.loaded.lock().unwrap_or_else(PoisonError::into_inner) = loaded;
+        loaded.last_crc = object.crc;
+        loaded.next = n + 1;
         Ok(())
     }
 

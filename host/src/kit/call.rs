@@ -543,46 +543,9 @@ impl Script for EnumeratorScript<'_> {
         step: &Step,
         out: &mut dyn std::io::Write,
     ) -> std::io::Result<Result<(), String>> {
-        let plugin = self.plugin;
-        let config = &plugin.spec().config;
         let result: Result<Vec<EnumeratorAction>, PluginError> = match step {
-            Step::Create => {
-                writeln!(out, "create(config {config:?}, parallelism {PARALLELISM})")?;
-                match plugin.split_enumerator(PARALLELISM) {
-                    Ok(e) => {
-                        self.live = Some(e);
-                        self.history.clear();
-                        writeln!(out, "  -> ok")?;
-                        return Ok(Ok(()));
-                    }
-                    Err(e) => Err(e),
-                }
-            }
-            Step::Restore => {
-                let Some((bytes, history)) = self.snapshot.clone() else {
-                    return Ok(Err(
-                        "no snapshot yet: the script needs `snapshot` before `restore`".into(),
-                    ));
-                };
-                writeln!(
-                    out,
-                    "restore(config {config:?}, parallelism {PARALLELISM}, snapshot of {} bytes) in a new instance",
-                    bytes.len()
-                )?;
-                match plugin.restore_split_enumerator(PARALLELISM, &bytes) {
-                    Ok(e) => {
-                        self.live = Some(e);
-                        self.history = history;
-                        writeln!(
-                            out,
-                            "  -> ok; the host's history is rolled back to the snapshot: {}",
-                            self.show_history()
-                        )?;
-                        return Ok(Ok(()));
-                    }
-                    Err(e) => Err(e),
-                }
-            }
+            Step::Create => return self.create(out),
+            Step::Restore => return self.restore(out),
             Step::Start => {
                 writeln!(out, "start()")?;
                 match self.live() {
@@ -605,40 +568,8 @@ impl Script for EnumeratorScript<'_> {
                 }
             }
             Step::Drain(n) => return self.drain(*n, out),
-            Step::Unassigned => {
-                writeln!(out, "unassigned-splits()")?;
-                return Ok(
-                    match self
-                        .live()
-                        .and_then(|e| e.unassigned_splits().map_err(|e| show_error(&e)))
-                    {
-                        Ok(count) => {
-                            writeln!(out, "  -> {count}")?;
-                            Ok(())
-                        }
-                        Err(m) => Err(m),
-                    },
-                );
-            }
-            Step::Snapshot => {
-                writeln!(out, "snapshot-state(-1)")?;
-                let taken = self
-                    .live()
-                    .and_then(|e| e.snapshot_state(-1).map_err(|e| show_error(&e)));
-                return Ok(match taken {
-                    Ok(bytes) => {
-                        writeln!(out, "  -> {}", show_bytes(&bytes))?;
-                        writeln!(
-                            out,
-                            "     the host keeps with it the assignment history: {}",
-                            self.show_history()
-                        )?;
-                        self.snapshot = Some((bytes, self.history.clone()));
-                        Ok(())
-                    }
-                    Err(m) => Err(m),
-                });
-            }
+            Step::Unassigned => return self.unassigned(out),
+            Step::Snapshot => return self.take_snapshot(out),
             Step::AddBack(n) => {
                 let back = self.history.remove(n).unwrap_or_default();
                 let ids: Vec<_> = back.iter().map(|s| s.id.as_str()).collect();
@@ -650,6 +581,107 @@ impl Script for EnumeratorScript<'_> {
             }
             _ => return Ok(Err(format!("{step:?} is not a split-enumerator step"))),
         };
+        self.answered(step, result, out)
+    }
+}
+
+impl EnumeratorScript<'_> {
+    /// `create`: a new enumerator, with an empty assignment history.
+    fn create(&mut self, out: &mut dyn std::io::Write) -> std::io::Result<Result<(), String>> {
+        let plugin = self.plugin;
+        let config = &plugin.spec().config;
+        writeln!(out, "create(config {config:?}, parallelism {PARALLELISM})")?;
+        match plugin.split_enumerator(PARALLELISM) {
+            Ok(e) => {
+                self.live = Some(e);
+                self.history.clear();
+                writeln!(out, "  -> ok")?;
+                Ok(Ok(()))
+            }
+            Err(e) => Ok(Err(show_error(&e))),
+        }
+    }
+
+    /// `restore`: a new instance from the last `snapshot`, the assignment
+    /// history rolled back to the one kept with it.
+    fn restore(&mut self, out: &mut dyn std::io::Write) -> std::io::Result<Result<(), String>> {
+        let plugin = self.plugin;
+        let config = &plugin.spec().config;
+        let Some((bytes, history)) = self.snapshot.clone() else {
+            return Ok(Err(
+                "no snapshot yet: the script needs `snapshot` before `restore`".into(),
+            ));
+        };
+        writeln!(
+            out,
+            "restore(config {config:?}, parallelism {PARALLELISM}, snapshot of {} bytes) in a new instance",
+            bytes.len()
+        )?;
+        match plugin.restore_split_enumerator(PARALLELISM, &bytes) {
+            Ok(e) => {
+                self.live = Some(e);
+                self.history = history;
+                writeln!(
+                    out,
+                    "  -> ok; the host's history is rolled back to the snapshot: {}",
+                    self.show_history()
+                )?;
+                Ok(Ok(()))
+            }
+            Err(e) => Ok(Err(show_error(&e))),
+        }
+    }
+
+    /// `unassigned`: prints `unassigned-splits`.
+    fn unassigned(&mut self, out: &mut dyn std::io::Write) -> std::io::Result<Result<(), String>> {
+        writeln!(out, "unassigned-splits()")?;
+        Ok(
+            match self
+                .live()
+                .and_then(|e| e.unassigned_splits().map_err(|e| show_error(&e)))
+            {
+                Ok(count) => {
+                    writeln!(out, "  -> {count}")?;
+                    Ok(())
+                }
+                Err(m) => Err(m),
+            },
+        )
+    }
+
+    /// `snapshot`: takes `snapshot-state` and keeps it, with the
+    /// assignment history, for `restore`.
+    fn take_snapshot(
+        &mut self,
+        out: &mut dyn std::io::Write,
+    ) -> std::io::Result<Result<(), String>> {
+        writeln!(out, "snapshot-state(-1)")?;
+        let taken = self
+            .live()
+            .and_then(|e| e.snapshot_state(-1).map_err(|e| show_error(&e)));
+        Ok(match taken {
+            Ok(bytes) => {
+                writeln!(out, "  -> {}", show_bytes(&bytes))?;
+                writeln!(
+                    out,
+                    "     the host keeps with it the assignment history: {}",
+                    self.show_history()
+                )?;
+                self.snapshot = Some((bytes, self.history.clone()));
+                Ok(())
+            }
+            Err(m) => Err(m),
+        })
+    }
+
+    /// Prints the answer of the call `step` made: `ok`, or the actions the
+    /// plugin took ([`Self::actions`]), or the error.
+    fn answered(
+        &mut self,
+        step: &Step,
+        result: Result<Vec<EnumeratorAction>, PluginError>,
+        out: &mut dyn std::io::Write,
+    ) -> std::io::Result<Result<(), String>> {
         let call = match step {
             Step::Start => "start",
             Step::AddReader(_) => "add-reader",
@@ -705,170 +737,236 @@ impl Script for ShuffleScript<'_> {
         step: &Step,
         out: &mut dyn std::io::Write,
     ) -> std::io::Result<Result<(), String>> {
-        let plugin = self.plugin;
-        let need = "no shuffle master yet: the script needs `create` (or `restore`) first";
         match step {
-            Step::Create => {
-                writeln!(out, "create(config {:?})", plugin.spec().config)?;
-                match plugin.shuffle_master() {
-                    Ok(m) => self.live = Some(m),
-                    Err(e) => return Ok(Err(show_error(&e))),
-                }
-                writeln!(out, "  -> ok")?;
-            }
-            Step::Restore => {
-                // From the last full snapshot on, as the host restores.
-                let start = self
-                    .snapshots
-                    .iter()
-                    .rposition(|s| !s.incremental)
-                    .unwrap_or(0);
-                let snapshots = self.snapshots[start..].to_vec();
-                writeln!(
-                    out,
-                    "create(config {:?}) in a new instance",
-                    plugin.spec().config
-                )?;
-                let mut m = match plugin.shuffle_master() {
-                    Ok(m) => m,
-                    Err(e) => return Ok(Err(show_error(&e))),
-                };
-                writeln!(out, "register-job({JOB_ID:?})")?;
-                if let Err(e) = m.register_job(JOB_ID) {
-                    return Ok(Err(show_error(&e)));
-                }
-                writeln!(out, "restore-state({} snapshots)", snapshots.len())?;
-                if let Err(e) = m.restore_state(snapshots) {
-                    return Ok(Err(show_error(&e)));
-                }
-                writeln!(out, "notify-partition-recovery-started({JOB_ID:?})")?;
-                if let Err(e) = m.notify_partition_recovery_started(JOB_ID) {
-                    return Ok(Err(show_error(&e)));
-                }
-                self.live = Some(m);
-                writeln!(out, "  -> ok")?;
-            }
-            Step::RegisterJob => {
-                writeln!(out, "register-job({JOB_ID:?})")?;
-                let Some(m) = self.live.as_mut() else {
-                    return Ok(Err(need.into()));
-                };
-                if let Err(e) = m.register_job(JOB_ID) {
-                    return Ok(Err(show_error(&e)));
-                }
-                writeln!(out, "  -> ok")?;
-            }
-            Step::Register(n) => {
-                let p = partition(*n);
-                writeln!(
-                    out,
-                    "register-partition-with-producer({JOB_ID:?}, source->sink/source-{n}-0 with 2 subpartitions, worker-0)"
-                )?;
-                let Some(m) = self.live.as_mut() else {
-                    return Ok(Err(need.into()));
-                };
-                let producer = ProducerDescriptor {
-                    worker_id: "worker-0".into(),
-                    hostname: None,
-                };
-                match m.register_partition_with_producer(JOB_ID, &p, &producer) {
-                    Ok(d) => {
-                        writeln!(out, "  -> location {}", d.location)?;
-                        self.registered.insert(*n, d);
-                    }
-                    Err(e) => return Ok(Err(show_error(&e))),
-                }
-            }
-            Step::Produce(n) => {
-                let Some(d) = self.registered.get(n).cloned() else {
-                    return Ok(Err(format!(
-                        "partition {n} is not registered: the script needs `register:{n}` first"
-                    )));
-                };
-                let Some(m) = self.live.as_ref() else {
-                    return Ok(Err(need.into()));
-                };
-                match super::conformance::write_partition(m, &d, &[3, 5], true) {
-                    Ok(sizes) => writeln!(
-                        out,
-                        "(host) the producer writes 3 rows to subpartition 0 and 5 to subpartition 1 (bytes per subpartition {sizes:?}): data, then index in {}",
-                        d.location
-                    )?,
-                    Err(m) => return Ok(Err(m)),
-                }
-            }
-            Step::Report => {
-                let expected: Vec<_> = self.registered.values().map(|d| d.id.clone()).collect();
-                writeln!(
-                    out,
-                    "get-partitions-with-metrics({JOB_ID:?}, {} expected, 0 ms left)",
-                    expected.len()
-                )?;
-                let Some(m) = self.live.as_mut() else {
-                    return Ok(Err(need.into()));
-                };
-                match m.get_partitions_with_metrics(JOB_ID, &expected, 0) {
-                    Ok(found) if found.is_empty() => writeln!(out, "  -> none")?,
-                    Ok(found) => {
-                        for p in found {
-                            let id = &p.descriptor.id;
-                            writeln!(
-                                out,
-                                "  -> {}/{}-{}-{}: bytes per subpartition {:?}",
-                                id.intermediate_data_set,
-                                id.producer.job_vertex,
-                                id.producer.subtask,
-                                id.producer.attempt,
-                                p.bytes_per_subpartition
-                            )?;
-                        }
-                    }
-                    Err(e) => return Ok(Err(show_error(&e))),
-                }
-            }
-            Step::Snapshot => {
-                writeln!(out, "snapshot-state({JOB_ID:?})")?;
-                let Some(m) = self.live.as_mut() else {
-                    return Ok(Err(need.into()));
-                };
-                match m.snapshot_state(JOB_ID) {
-                    Ok(s) => {
-                        writeln!(
-                            out,
-                            "  -> {}: {}",
-                            if s.incremental { "incremental" } else { "full" },
-                            show_bytes(&s.data)
-                        )?;
-                        self.snapshots.push(s);
-                    }
-                    Err(e) => return Ok(Err(show_error(&e))),
-                }
-            }
-            Step::Release(n) => {
-                let Some(d) = self.registered.remove(n) else {
-                    return Ok(Err(format!("partition {n} is not registered")));
-                };
-                writeln!(out, "release-partition-externally({})", d.location)?;
-                let Some(m) = self.live.as_mut() else {
-                    return Ok(Err(need.into()));
-                };
-                if let Err(e) = m.release_partition_externally(&d) {
-                    return Ok(Err(show_error(&e)));
-                }
-                writeln!(out, "  -> ok")?;
-            }
-            Step::UnregisterJob => {
-                writeln!(out, "unregister-job({JOB_ID:?})")?;
-                let Some(m) = self.live.as_mut() else {
-                    return Ok(Err(need.into()));
-                };
-                if let Err(e) = m.unregister_job(JOB_ID) {
-                    return Ok(Err(show_error(&e)));
-                }
-                writeln!(out, "  -> ok")?;
-            }
-            _ => return Ok(Err(format!("{step:?} is not a shuffle-master step"))),
+            Step::Create => self.create(out),
+            Step::Restore => self.restore(out),
+            Step::RegisterJob => self.register_job(out),
+            Step::Register(n) => self.register(*n, out),
+            Step::Produce(n) => self.produce(*n, out),
+            Step::Report => self.report(out),
+            Step::Snapshot => self.take_snapshot(out),
+            Step::Release(n) => self.release(*n, out),
+            Step::UnregisterJob => self.unregister_job(out),
+            _ => Ok(Err(format!("{step:?} is not a shuffle-master step"))),
         }
+    }
+}
+
+/// What a shuffle-master step before `create` (or `restore`) gets.
+const NO_MASTER: &str = "no shuffle master yet: the script needs `create` (or `restore`) first";
+
+impl ShuffleScript<'_> {
+    /// `create`: a new shuffle master.
+    fn create(&mut self, out: &mut dyn std::io::Write) -> std::io::Result<Result<(), String>> {
+        let plugin = self.plugin;
+        writeln!(out, "create(config {:?})", plugin.spec().config)?;
+        match plugin.shuffle_master() {
+            Ok(m) => self.live = Some(m),
+            Err(e) => return Ok(Err(show_error(&e))),
+        }
+        writeln!(out, "  -> ok")?;
+        Ok(Ok(()))
+    }
+
+    /// `restore`: a new instance with the job registered, restored from the
+    /// snapshots from the last full one on (as the host restores), then
+    /// told that partition recovery started.
+    fn restore(&mut self, out: &mut dyn std::io::Write) -> std::io::Result<Result<(), String>> {
+        let plugin = self.plugin;
+        // From the last full snapshot on, as the host restores.
+        let start = self
+            .snapshots
+            .iter()
+            .rposition(|s| !s.incremental)
+            .unwrap_or(0);
+        let snapshots = self.snapshots[start..].to_vec();
+        writeln!(
+            out,
+            "create(config {:?}) in a new instance",
+            plugin.spec().config
+        )?;
+        let mut m = match plugin.shuffle_master() {
+            Ok(m) => m,
+            Err(e) => return Ok(Err(show_error(&e))),
+        };
+        writeln!(out, "register-job({JOB_ID:?})")?;
+        if let Err(e) = m.register_job(JOB_ID) {
+            return Ok(Err(show_error(&e)));
+        }
+        writeln!(out, "restore-state({} snapshots)", snapshots.len())?;
+        if let Err(e) = m.restore_state(snapshots) {
+            return Ok(Err(show_error(&e)));
+        }
+        writeln!(out, "notify-partition-recovery-started({JOB_ID:?})")?;
+        if let Err(e) = m.notify_partition_recovery_started(JOB_ID) {
+            return Ok(Err(show_error(&e)));
+        }
+        self.live = Some(m);
+        writeln!(out, "  -> ok")?;
+        Ok(Ok(()))
+    }
+
+    /// `register-job`: registers [`JOB_ID`].
+    fn register_job(
+        &mut self,
+        out: &mut dyn std::io::Write,
+    ) -> std::io::Result<Result<(), String>> {
+        writeln!(out, "register-job({JOB_ID:?})")?;
+        let Some(m) = self.live.as_mut() else {
+            return Ok(Err(NO_MASTER.into()));
+        };
+        if let Err(e) = m.register_job(JOB_ID) {
+            return Ok(Err(show_error(&e)));
+        }
+        writeln!(out, "  -> ok")?;
+        Ok(Ok(()))
+    }
+
+    /// `register:N`: registers the partition of producer subtask `n` and
+    /// keeps its descriptor.
+    fn register(
+        &mut self,
+        n: u32,
+        out: &mut dyn std::io::Write,
+    ) -> std::io::Result<Result<(), String>> {
+        let p = partition(n);
+        writeln!(
+            out,
+            "register-partition-with-producer({JOB_ID:?}, source->sink/source-{n}-0 with 2 subpartitions, worker-0)"
+        )?;
+        let Some(m) = self.live.as_mut() else {
+            return Ok(Err(NO_MASTER.into()));
+        };
+        let producer = ProducerDescriptor {
+            worker_id: "worker-0".into(),
+            hostname: None,
+        };
+        match m.register_partition_with_producer(JOB_ID, &p, &producer) {
+            Ok(d) => {
+                writeln!(out, "  -> location {}", d.location)?;
+                self.registered.insert(n, d);
+            }
+            Err(e) => return Ok(Err(show_error(&e))),
+        }
+        Ok(Ok(()))
+    }
+
+    /// `produce:N`: the host writes registered partition `n`, complete, as
+    /// its producer would.
+    fn produce(
+        &mut self,
+        n: u32,
+        out: &mut dyn std::io::Write,
+    ) -> std::io::Result<Result<(), String>> {
+        let Some(d) = self.registered.get(&n).cloned() else {
+            return Ok(Err(format!(
+                "partition {n} is not registered: the script needs `register:{n}` first"
+            )));
+        };
+        let Some(m) = self.live.as_ref() else {
+            return Ok(Err(NO_MASTER.into()));
+        };
+        match super::conformance::write_partition(m, &d, &[3, 5], true) {
+            Ok(sizes) => writeln!(
+                out,
+                "(host) the producer writes 3 rows to subpartition 0 and 5 to subpartition 1 (bytes per subpartition {sizes:?}): data, then index in {}",
+                d.location
+            )?,
+            Err(m) => return Ok(Err(m)),
+        }
+        Ok(Ok(()))
+    }
+
+    /// `report`: prints what `get-partitions-with-metrics` reports of the
+    /// registered partitions.
+    fn report(&mut self, out: &mut dyn std::io::Write) -> std::io::Result<Result<(), String>> {
+        let expected: Vec<_> = self.registered.values().map(|d| d.id.clone()).collect();
+        writeln!(
+            out,
+            "get-partitions-with-metrics({JOB_ID:?}, {} expected, 0 ms left)",
+            expected.len()
+        )?;
+        let Some(m) = self.live.as_mut() else {
+            return Ok(Err(NO_MASTER.into()));
+        };
+        match m.get_partitions_with_metrics(JOB_ID, &expected, 0) {
+            Ok(found) if found.is_empty() => writeln!(out, "  -> none")?,
+            Ok(found) => {
+                for p in found {
+                    let id = &p.descriptor.id;
+                    writeln!(
+                        out,
+                        "  -> {}/{}-{}-{}: bytes per subpartition {:?}",
+                        id.intermediate_data_set,
+                        id.producer.job_vertex,
+                        id.producer.subtask,
+                        id.producer.attempt,
+                        p.bytes_per_subpartition
+                    )?;
+                }
+            }
+            Err(e) => return Ok(Err(show_error(&e))),
+        }
+        Ok(Ok(()))
+    }
+
+    /// `snapshot`: takes `snapshot-state` and keeps it for `restore`.
+    fn take_snapshot(
+        &mut self,
+        out: &mut dyn std::io::Write,
+    ) -> std::io::Result<Result<(), String>> {
+        writeln!(out, "snapshot-state({JOB_ID:?})")?;
+        let Some(m) = self.live.as_mut() else {
+            return Ok(Err(NO_MASTER.into()));
+        };
+        match m.snapshot_state(JOB_ID) {
+            Ok(s) => {
+                writeln!(
+                    out,
+                    "  -> {}: {}",
+                    if s.incremental { "incremental" } else { "full" },
+                    show_bytes(&s.data)
+                )?;
+                self.snapshots.push(s);
+            }
+            Err(e) => return Ok(Err(show_error(&e))),
+        }
+        Ok(Ok(()))
+    }
+
+    /// `release:N`: releases registered partition `n` externally.
+    fn release(
+        &mut self,
+        n: u32,
+        out: &mut dyn std::io::Write,
+    ) -> std::io::Result<Result<(), String>> {
+        let Some(d) = self.registered.remove(&n) else {
+            return Ok(Err(format!("partition {n} is not registered")));
+        };
+        writeln!(out, "release-partition-externally({})", d.location)?;
+        let Some(m) = self.live.as_mut() else {
+            return Ok(Err(NO_MASTER.into()));
+        };
+        if let Err(e) = m.release_partition_externally(&d) {
+            return Ok(Err(show_error(&e)));
+        }
+        writeln!(out, "  -> ok")?;
+        Ok(Ok(()))
+    }
+
+    /// `unregister-job`: unregisters [`JOB_ID`].
+    fn unregister_job(
+        &mut self,
+        out: &mut dyn std::io::Write,
+    ) -> std::io::Result<Result<(), String>> {
+        writeln!(out, "unregister-job({JOB_ID:?})")?;
+        let Some(m) = self.live.as_mut() else {
+            return Ok(Err(NO_MASTER.into()));
+        };
+        if let Err(e) = m.unregister_job(JOB_ID) {
+            return Ok(Err(show_error(&e)));
+        }
+        writeln!(out, "  -> ok")?;
         Ok(Ok(()))
     }
 }

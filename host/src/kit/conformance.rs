@@ -270,29 +270,7 @@ fn enumerator_checks(plugin: &LoadedPlugin) -> EnumeratorChecks {
         "hand-out",
         "requests get each split once (unique ids), then \"no more splits\" for every reader; `unassigned-splits` counts down to 0",
         Box::new(|| {
-            let mut e = started(plugin)?;
-            let before = e.unassigned_splits().map_err(|e| said(&e))?;
-            let splits = drain(&mut e)?;
-            by_id(&splits, "by one enumerator")?;
-            if splits.is_empty() {
-                return Err(
-                    "the enumerator handed out no split; give it a configuration that makes some (--config key=value)"
-                        .into(),
-                );
-            }
-            if before != splits.len() as u64 {
-                return Err(format!(
-                    "`unassigned-splits` said {before} after `start`, but {} splits were handed out",
-                    splits.len()
-                ));
-            }
-            let after = e.unassigned_splits().map_err(|e| said(&e))?;
-            if after != 0 {
-                return Err(format!(
-                    "`unassigned-splits` says {after} after every reader was told \"no more splits\""
-                ));
-            }
-            all = Some(splits);
+            all = Some(hand_out(plugin)?);
             Ok(None)
         }),
     ));
@@ -303,50 +281,12 @@ fn enumerator_checks(plugin: &LoadedPlugin) -> EnumeratorChecks {
     checks.push(check(
         "no-more-splits-is-final",
         "after \"no more splits\", a reader that asks again gets no split",
-        Box::new(|| {
-            let mut e = started(plugin)?;
-            drain(&mut e)?;
-            let mut got = Vec::new();
-            let mut done = vec![false; PARALLELISM as usize];
-            let actions = e.handle_split_request(0, None).map_err(|e| said(&e))?;
-            apply(actions, &mut got, &mut done);
-            match got.first() {
-                Some(split) => Err(format!(
-                    "split `{}` was handed out after \"no more splits\"",
-                    split.id
-                )),
-                None => Ok(None),
-            }
-        }),
+        Box::new(|| no_more_splits_is_final(plugin)),
     ));
     checks.push(check(
         "add-splits-back",
         "splits given back with `add-splits-back` (a reset subtask) are handed out again, each once",
-        Box::new(|| {
-            let mut e = started(plugin)?;
-            let mut taken = Vec::new();
-            let mut done = vec![false; PARALLELISM as usize];
-            let actions = e
-                .handle_split_request(0, None)
-                .map_err(|e| said(&e))?;
-            apply(actions, &mut taken, &mut done);
-            if taken.is_empty() {
-                return Err("the first request of reader 0 got no split".into());
-            }
-            e.add_splits_back(taken.clone(), 0)
-                .map_err(|e| said(&e))?;
-            let count = e.unassigned_splits().map_err(|e| said(&e))?;
-            if count != all.len() as u64 {
-                return Err(format!(
-                    "`unassigned-splits` says {count} after {} split(s) came back, expected {}",
-                    taken.len(),
-                    all.len()
-                ));
-            }
-            let again = drain(&mut e)?;
-            same_splits(&all, &again, "after `add-splits-back`")?;
-            Ok(None)
-        }),
+        Box::new(|| add_splits_back(plugin, &all)),
     ));
     if plugin.supports_batch_snapshot() {
         enumerator_snapshot_checks(plugin, &all, &mut checks);
@@ -371,6 +311,78 @@ fn enumerator_checks(plugin: &LoadedPlugin) -> EnumeratorChecks {
         ));
     }
     (checks, None)
+}
+
+/// `hand-out`: a fresh enumerator's splits, each once, then "no more
+/// splits" for every reader, `unassigned-splits` counting down to 0; the
+/// splits are the reference hand-out of the checks after it.
+fn hand_out(plugin: &LoadedPlugin) -> Result<Vec<Split>, String> {
+    let mut e = started(plugin)?;
+    let before = e.unassigned_splits().map_err(|e| said(&e))?;
+    let splits = drain(&mut e)?;
+    by_id(&splits, "by one enumerator")?;
+    if splits.is_empty() {
+        return Err(
+            "the enumerator handed out no split; give it a configuration that makes some (--config key=value)"
+                .into(),
+        );
+    }
+    if before != splits.len() as u64 {
+        return Err(format!(
+            "`unassigned-splits` said {before} after `start`, but {} splits were handed out",
+            splits.len()
+        ));
+    }
+    let after = e.unassigned_splits().map_err(|e| said(&e))?;
+    if after != 0 {
+        return Err(format!(
+            "`unassigned-splits` says {after} after every reader was told \"no more splits\""
+        ));
+    }
+    Ok(splits)
+}
+
+/// `no-more-splits-is-final`: after "no more splits", reader 0 asking
+/// again gets no split.
+fn no_more_splits_is_final(plugin: &LoadedPlugin) -> Result<Option<String>, String> {
+    let mut e = started(plugin)?;
+    drain(&mut e)?;
+    let mut got = Vec::new();
+    let mut done = vec![false; PARALLELISM as usize];
+    let actions = e.handle_split_request(0, None).map_err(|e| said(&e))?;
+    apply(actions, &mut got, &mut done);
+    match got.first() {
+        Some(split) => Err(format!(
+            "split `{}` was handed out after \"no more splits\"",
+            split.id
+        )),
+        None => Ok(None),
+    }
+}
+
+/// `add-splits-back`: the splits of reader 0's first request, given back,
+/// are handed out again with the rest (`all`, the reference hand-out).
+fn add_splits_back(plugin: &LoadedPlugin, all: &[Split]) -> Result<Option<String>, String> {
+    let mut e = started(plugin)?;
+    let mut taken = Vec::new();
+    let mut done = vec![false; PARALLELISM as usize];
+    let actions = e.handle_split_request(0, None).map_err(|e| said(&e))?;
+    apply(actions, &mut taken, &mut done);
+    if taken.is_empty() {
+        return Err("the first request of reader 0 got no split".into());
+    }
+    e.add_splits_back(taken.clone(), 0).map_err(|e| said(&e))?;
+    let count = e.unassigned_splits().map_err(|e| said(&e))?;
+    if count != all.len() as u64 {
+        return Err(format!(
+            "`unassigned-splits` says {count} after {} split(s) came back, expected {}",
+            taken.len(),
+            all.len()
+        ));
+    }
+    let again = drain(&mut e)?;
+    same_splits(all, &again, "after `add-splits-back`")?;
+    Ok(None)
 }
 
 fn enumerator_snapshot_checks(plugin: &LoadedPlugin, all: &[Split], checks: &mut Vec<Check>) {
@@ -595,76 +607,18 @@ fn shuffle_checks(plugin: &LoadedPlugin) -> Vec<Check> {
     checks.push(check(
         "report-complete-partitions",
         "`get-partitions-with-metrics` reports the complete partitions (those with an `index`) with their bytes per subpartition from it, and no other",
-        Box::new(|| {
-            let mut m = registered(plugin)?;
-            let [d0, d1] = register_two(&mut m)?;
-            let sizes = write_partition(&m, &d0, &[3, 5], true)?;
-            write_partition(&m, &d1, &[4, 4], false)?;
-            let got = report(&mut m, 1000)?;
-            if got != vec![(0, sizes.clone())] {
-                return Err(format!(
-                    "reported (producer subtask, bytes per subpartition) {got:?}; expected [(0, {sizes:?})]: partition 1 has no index"
-                ));
-            }
-            Ok(None)
-        }),
+        Box::new(|| report_complete_partitions(plugin)),
     ));
     checks.push(check(
         "release",
         "after `release-partition-externally`, the partition is no longer reported",
-        Box::new(|| {
-            let mut m = registered(plugin)?;
-            let [d0, d1] = register_two(&mut m)?;
-            write_partition(&m, &d0, &[1, 2], true)?;
-            let sizes = write_partition(&m, &d1, &[2, 1], true)?;
-            m.release_partition_externally(&d0).map_err(|e| said(&e))?;
-            let got = report(&mut m, 0)?;
-            if got != vec![(1, sizes.clone())] {
-                return Err(format!(
-                    "after releasing partition 0, reported {got:?}; expected [(1, {sizes:?})]"
-                ));
-            }
-            m.unregister_job(JOB_ID).map_err(|e| said(&e))?;
-            Ok(None)
-        }),
+        Box::new(|| release(plugin)),
     ));
     if plugin.supports_batch_snapshot() {
         checks.push(check(
             "batch-snapshot-restore",
             "a new instance restored from the snapshots (the first one full) reports the partitions registered before them",
-            Box::new(|| {
-                let mut m = registered(plugin)?;
-                let d0 = m
-                    .register_partition_with_producer(JOB_ID, &partition(0), &producer())
-                    .map_err(|e| said(&e))?;
-                let first = m.snapshot_state(JOB_ID).map_err(|e| said(&e))?;
-                if first.incremental {
-                    return Err(
-                        "the first snapshot is incremental; it must be full (a restore starts at the last full one)"
-                            .into(),
-                    );
-                }
-                let d1 = m
-                    .register_partition_with_producer(JOB_ID, &partition(1), &producer())
-                    .map_err(|e| said(&e))?;
-                let second = m.snapshot_state(JOB_ID).map_err(|e| said(&e))?;
-                let sizes0 = write_partition(&m, &d0, &[3, 5], true)?;
-                let sizes1 = write_partition(&m, &d1, &[4, 4], false)?;
-                let mut fresh = registered(plugin)?;
-                fresh
-                    .restore_state(vec![first, second])
-                    .map_err(|e| said(&e))?;
-                fresh
-                    .notify_partition_recovery_started(JOB_ID)
-                    .map_err(|e| said(&e))?;
-                mark_complete(&m, &d1)?;
-                let got = report(&mut fresh, 1000)?;
-                let want = vec![(0, sizes0), (1, sizes1)];
-                if got != want {
-                    return Err(format!("restored, reported {got:?}; expected {want:?}"));
-                }
-                Ok(None)
-            }),
+            Box::new(|| shuffle_snapshot_restore(plugin)),
         ));
     } else {
         checks.push(check(
@@ -687,4 +641,75 @@ fn shuffle_checks(plugin: &LoadedPlugin) -> Vec<Check> {
         ));
     }
     checks
+}
+
+/// `report-complete-partitions`: of two partitions written, only the one
+/// with an `index` is reported, with its bytes per subpartition.
+fn report_complete_partitions(plugin: &LoadedPlugin) -> Result<Option<String>, String> {
+    let mut m = registered(plugin)?;
+    let [d0, d1] = register_two(&mut m)?;
+    let sizes = write_partition(&m, &d0, &[3, 5], true)?;
+    write_partition(&m, &d1, &[4, 4], false)?;
+    let got = report(&mut m, 1000)?;
+    if got != vec![(0, sizes.clone())] {
+        return Err(format!(
+            "reported (producer subtask, bytes per subpartition) {got:?}; expected [(0, {sizes:?})]: partition 1 has no index"
+        ));
+    }
+    Ok(None)
+}
+
+/// `release`: a partition released externally is no longer reported; the
+/// job is then unregistered.
+fn release(plugin: &LoadedPlugin) -> Result<Option<String>, String> {
+    let mut m = registered(plugin)?;
+    let [d0, d1] = register_two(&mut m)?;
+    write_partition(&m, &d0, &[1, 2], true)?;
+    let sizes = write_partition(&m, &d1, &[2, 1], true)?;
+    m.release_partition_externally(&d0).map_err(|e| said(&e))?;
+    let got = report(&mut m, 0)?;
+    if got != vec![(1, sizes.clone())] {
+        return Err(format!(
+            "after releasing partition 0, reported {got:?}; expected [(1, {sizes:?})]"
+        ));
+    }
+    m.unregister_job(JOB_ID).map_err(|e| said(&e))?;
+    Ok(None)
+}
+
+/// `batch-snapshot-restore` of a shuffle master: a fresh instance restored
+/// from a full then an incremental snapshot reports the partitions
+/// registered before them.
+fn shuffle_snapshot_restore(plugin: &LoadedPlugin) -> Result<Option<String>, String> {
+    let mut m = registered(plugin)?;
+    let d0 = m
+        .register_partition_with_producer(JOB_ID, &partition(0), &producer())
+        .map_err(|e| said(&e))?;
+    let first = m.snapshot_state(JOB_ID).map_err(|e| said(&e))?;
+    if first.incremental {
+        return Err(
+            "the first snapshot is incremental; it must be full (a restore starts at the last full one)"
+                .into(),
+        );
+    }
+    let d1 = m
+        .register_partition_with_producer(JOB_ID, &partition(1), &producer())
+        .map_err(|e| said(&e))?;
+    let second = m.snapshot_state(JOB_ID).map_err(|e| said(&e))?;
+    let sizes0 = write_partition(&m, &d0, &[3, 5], true)?;
+    let sizes1 = write_partition(&m, &d1, &[4, 4], false)?;
+    let mut fresh = registered(plugin)?;
+    fresh
+        .restore_state(vec![first, second])
+        .map_err(|e| said(&e))?;
+    fresh
+        .notify_partition_recovery_started(JOB_ID)
+        .map_err(|e| said(&e))?;
+    mark_complete(&m, &d1)?;
+    let got = report(&mut fresh, 1000)?;
+    let want = vec![(0, sizes0), (1, sizes1)];
+    if got != want {
+        return Err(format!("restored, reported {got:?}; expected {want:?}"));
+    }
+    Ok(None)
 }

@@ -226,120 +226,152 @@ pub(crate) fn checks(plugin: &LoadedPlugin) -> Vec<Check> {
             Box::new(|| Err("no signature was read at load".into())),
         )];
     };
-    let mut checks = Vec::new();
-    checks.push(check(
-        "signature-stable",
-        "`signature`, asked twice of each of two fresh instances, is the signature read at load",
-        Box::new(|| {
-            for instance in 1..=2 {
-                let all = crate::plugin::query_signatures(plugin.inner(), 2)
-                    .map_err(|e| said(&e))?;
-                for (call, got) in all.iter().enumerate() {
-                    if *got != sig {
-                        return Err(format!(
-                            "call {} of `signature` on fresh instance {instance} said {}, but at load it said {}",
-                            call + 1,
-                            show_signature(got),
-                            show_signature(&sig)
-                        ));
-                    }
-                }
-            }
-            Ok(None)
-        }),
-    ));
-    checks.push(check(
-        "declares-deterministic",
-        "the signature says `deterministic: true` (recovery re-runs tasks; a job refuses a function that says false)",
-        Box::new(|| {
-            if sig.deterministic {
-                Ok(None)
-            } else {
-                Err("the signature says `deterministic: false`; a job refuses this function (recovery re-runs tasks and must get the rows the first run got)".into())
-            }
-        }),
-    ));
-    checks.push(check(
-        "answers-declared-type-and-rows",
-        "batches of 301 rows (with nulls) and of 1 row of the declared types each get one column of the declared type and as many rows",
-        Box::new(|| {
-            let f = function(plugin)?;
-            for rows in [ROWS, 1] {
-                let args = arguments(&sig, rows, 1)?;
-                f.call(&args, rows)
-                    .map_err(|e| format!("a batch of {rows} rows: {}", said(&e)))?;
-            }
-            Ok(None)
-        }),
-    ));
-    checks.push(check(
-        "deterministic-across-calls",
-        "the same batch, twice on one instance (another batch between) and once on a fresh instance, gets the same column",
-        Box::new(|| {
-            let args = arguments(&sig, ROWS, 1)?;
-            let between = arguments(&sig, ROWS, 2)?;
-            let f = function(plugin)?;
-            let first = f.call(&args, ROWS).map_err(|e| said(&e))?;
-            f.call(&between, ROWS).map_err(|e| said(&e))?;
-            let again = f.call(&args, ROWS).map_err(|e| said(&e))?;
-            if !same_column(&first, &again) {
+    vec![
+        check(
+            "signature-stable",
+            "`signature`, asked twice of each of two fresh instances, is the signature read at load",
+            Box::new(|| signature_stable(plugin, &sig)),
+        ),
+        check(
+            "declares-deterministic",
+            "the signature says `deterministic: true` (recovery re-runs tasks; a job refuses a function that says false)",
+            Box::new(|| declares_deterministic(&sig)),
+        ),
+        check(
+            "answers-declared-type-and-rows",
+            "batches of 301 rows (with nulls) and of 1 row of the declared types each get one column of the declared type and as many rows",
+            Box::new(|| answers_declared_type_and_rows(plugin, &sig)),
+        ),
+        check(
+            "deterministic-across-calls",
+            "the same batch, twice on one instance (another batch between) and once on a fresh instance, gets the same column",
+            Box::new(|| deterministic_across_calls(plugin, &sig)),
+        ),
+        check(
+            "wrong-schema-is-an-error-value",
+            "a batch with one column too many, and one whose first column has another type, get an error value (not a trap, not an answer)",
+            Box::new(|| wrong_schema_is_an_error_value(plugin, &sig)),
+        ),
+        check(
+            "not-arrow-is-an-error-value",
+            "bytes that are not an Arrow IPC stream get an error value (not a trap)",
+            Box::new(|| not_arrow_is_an_error_value(plugin)),
+        ),
+    ]
+}
+
+/// `signature-stable`: two fresh instances, asked twice each, give the
+/// signature read at load.
+fn signature_stable(
+    plugin: &LoadedPlugin,
+    sig: &FunctionSignature,
+) -> Result<Option<String>, String> {
+    for instance in 1..=2 {
+        let all = crate::plugin::query_signatures(plugin.inner(), 2).map_err(|e| said(&e))?;
+        for (call, got) in all.iter().enumerate() {
+            if got != sig {
                 return Err(format!(
-                    "the second call on one instance answered otherwise: {}",
-                    first_difference(&first, &again)
+                    "call {} of `signature` on fresh instance {instance} said {}, but at load it said {}",
+                    call + 1,
+                    show_signature(got),
+                    show_signature(sig)
                 ));
             }
-            let fresh = function(plugin)?
-                .call(&args, ROWS)
-                .map_err(|e| said(&e))?;
-            if !same_column(&first, &fresh) {
-                return Err(format!(
-                    "a fresh instance answered otherwise: {}",
-                    first_difference(&first, &fresh)
-                ));
-            }
-            Ok(None)
-        }),
-    ));
-    checks.push(check(
-        "wrong-schema-is-an-error-value",
-        "a batch with one column too many, and one whose first column has another type, get an error value (not a trap, not an answer)",
-        Box::new(|| {
-            let f = function(plugin)?;
-            let mut extra = arguments(&sig, 5, 3)?;
-            extra.push(column(&DataType::Utf8, 5, 4).ok_or("no Utf8 column")?);
-            must_refuse(
-                f.call_bytes(&stream(&extra)?),
-                &format!("a batch of {} columns", extra.len()),
-            )?;
-            let f = function(plugin)?;
-            let mut retyped = arguments(&sig, 5, 3)?;
-            let first = sig.arguments.first().map_or(DataType::Int64, other_type);
-            let replaced = column(&first, 5, 5).ok_or("no column")?;
-            if retyped.is_empty() {
-                retyped.push(replaced);
-            } else {
-                retyped[0] = replaced;
-            }
-            must_refuse(
-                f.call_bytes(&stream(&retyped)?),
-                &format!("a batch whose first column is {first}"),
-            )?;
-            Ok(None)
-        }),
-    ));
-    checks.push(check(
-        "not-arrow-is-an-error-value",
-        "bytes that are not an Arrow IPC stream get an error value (not a trap)",
-        Box::new(|| {
-            let f = function(plugin)?;
-            must_refuse(
-                f.call_bytes(b"\xff\xff\xff\xffnot an Arrow IPC stream"),
-                "bytes that are not Arrow IPC",
-            )?;
-            Ok(None)
-        }),
-    ));
-    checks
+        }
+    }
+    Ok(None)
+}
+
+/// `declares-deterministic`: the signature says `deterministic: true`.
+fn declares_deterministic(sig: &FunctionSignature) -> Result<Option<String>, String> {
+    if sig.deterministic {
+        Ok(None)
+    } else {
+        Err("the signature says `deterministic: false`; a job refuses this function (recovery re-runs tasks and must get the rows the first run got)".into())
+    }
+}
+
+/// `answers-declared-type-and-rows`: batches of [`ROWS`] rows and of 1 row
+/// each get an answer (the host checks its type and row count).
+fn answers_declared_type_and_rows(
+    plugin: &LoadedPlugin,
+    sig: &FunctionSignature,
+) -> Result<Option<String>, String> {
+    let f = function(plugin)?;
+    for rows in [ROWS, 1] {
+        let args = arguments(sig, rows, 1)?;
+        f.call(&args, rows)
+            .map_err(|e| format!("a batch of {rows} rows: {}", said(&e)))?;
+    }
+    Ok(None)
+}
+
+/// `deterministic-across-calls`: one batch, twice on one instance and once
+/// on a fresh one, gets the same column.
+fn deterministic_across_calls(
+    plugin: &LoadedPlugin,
+    sig: &FunctionSignature,
+) -> Result<Option<String>, String> {
+    let args = arguments(sig, ROWS, 1)?;
+    let between = arguments(sig, ROWS, 2)?;
+    let f = function(plugin)?;
+    let first = f.call(&args, ROWS).map_err(|e| said(&e))?;
+    f.call(&between, ROWS).map_err(|e| said(&e))?;
+    let again = f.call(&args, ROWS).map_err(|e| said(&e))?;
+    if !same_column(&first, &again) {
+        return Err(format!(
+            "the second call on one instance answered otherwise: {}",
+            first_difference(&first, &again)
+        ));
+    }
+    let fresh = function(plugin)?.call(&args, ROWS).map_err(|e| said(&e))?;
+    if !same_column(&first, &fresh) {
+        return Err(format!(
+            "a fresh instance answered otherwise: {}",
+            first_difference(&first, &fresh)
+        ));
+    }
+    Ok(None)
+}
+
+/// `wrong-schema-is-an-error-value`: a batch with a column too many and one
+/// with its first column retyped each get an error value.
+fn wrong_schema_is_an_error_value(
+    plugin: &LoadedPlugin,
+    sig: &FunctionSignature,
+) -> Result<Option<String>, String> {
+    let f = function(plugin)?;
+    let mut extra = arguments(sig, 5, 3)?;
+    extra.push(column(&DataType::Utf8, 5, 4).ok_or("no Utf8 column")?);
+    must_refuse(
+        f.call_bytes(&stream(&extra)?),
+        &format!("a batch of {} columns", extra.len()),
+    )?;
+    let f = function(plugin)?;
+    let mut retyped = arguments(sig, 5, 3)?;
+    let first = sig.arguments.first().map_or(DataType::Int64, other_type);
+    let replaced = column(&first, 5, 5).ok_or("no column")?;
+    if retyped.is_empty() {
+        retyped.push(replaced);
+    } else {
+        retyped[0] = replaced;
+    }
+    must_refuse(
+        f.call_bytes(&stream(&retyped)?),
+        &format!("a batch whose first column is {first}"),
+    )?;
+    Ok(None)
+}
+
+/// `not-arrow-is-an-error-value`: bytes that are not Arrow IPC get an error
+/// value.
+fn not_arrow_is_an_error_value(plugin: &LoadedPlugin) -> Result<Option<String>, String> {
+    let f = function(plugin)?;
+    must_refuse(
+        f.call_bytes(b"\xff\xff\xff\xffnot an Arrow IPC stream"),
+        "bytes that are not Arrow IPC",
+    )?;
+    Ok(None)
 }
 
 /// A signature as `plugin call` prints it: `(Int64, Utf8) -> Float64, deterministic: true`.

@@ -175,201 +175,261 @@ fn must_refuse(answer: Result<Vec<RecordBatch>, PluginError>, what: &str) -> Res
 pub(crate) fn checks(plugin: &LoadedPlugin, sample: &ReaderSample) -> Vec<Check> {
     let schema = &sample.schema;
     let input = &sample.input;
-    let mut checks = Vec::new();
-    checks.push(check(
-        "configure-accepts-the-schema",
-        "`configure` of a fresh instance takes the configuration and the declared schema",
-        Box::new(|| {
-            reader(plugin, schema)?
-                .warm_up()
-                .map_err(|e| format!("{}: {}", case(&e), said(&e)))?;
-            Ok(None)
-        }),
-    ));
-    checks.push(check(
-        "reads-the-declared-schema",
-        "the whole input as one split gives at least one row, in batches of the declared columns and types",
-        Box::new(|| {
-            let r = reader(plugin, schema)?;
-            let batches = read(&r, &whole("whole", input)?, "the whole input")?;
-            if rows(&batches) == 0 {
-                return Err(format!(
-                    "the whole input ({}) gave no rows; give an --input with records the reader reads",
-                    input.display()
-                ));
-            }
-            Ok(None)
-        }),
-    ));
-    checks.push(check(
-        "deterministic-across-reads",
-        "one split, read twice on one instance (another split between) and once on a fresh instance, gives the same batches",
-        Box::new(|| {
-            let split = whole("whole", input)?;
-            let len = std::fs::metadata(input).map_err(|e| e.to_string())?.len();
-            let between = range("first-half", input, 0, len / 2);
-            let r = reader(plugin, schema)?;
-            let first = read(&r, &split, "the first read")?;
-            read(&r, &between, "the read between")?;
-            let again = read(&r, &split, "the second read")?;
-            if !same_batches(&first, &again) {
-                return Err(format!(
-                    "the second read on one instance gave other batches: {}",
-                    first_difference(schema, &first, &again)
-                ));
-            }
-            let fresh_reader = reader(plugin, schema)?;
-            let fresh = read(&fresh_reader, &split, "the read on a fresh instance")?;
-            if !same_batches(&first, &fresh) {
-                return Err(format!(
-                    "a fresh instance gave other batches: {}",
-                    first_difference(schema, &first, &fresh)
-                ));
-            }
-            Ok(None)
-        }),
-    ));
-    checks.push(check(
-        "byte-ranges-cover-the-file",
-        "the input cut into 3 byte ranges at arbitrary offsets gives, range after range, the rows of the whole file, each once",
-        Box::new(|| {
-            let r = reader(plugin, schema)?;
-            let all = read(&r, &whole("whole", input)?, "the whole input")?;
-            let len = std::fs::metadata(input).map_err(|e| e.to_string())?.len();
-            let mut parts = Vec::new();
-            for k in 0..RANGES {
-                let (start, end) = (len * k / RANGES, len * (k + 1) / RANGES);
-                let split = range(&format!("range-{k}"), input, start, end - start);
-                parts.extend(read(&r, &split, &format!("bytes [{start}, {end})"))?);
-            }
-            let (whole_rows, part_rows) = (concat(schema, &all)?, concat(schema, &parts)?);
-            let same = whole_rows.num_rows() == part_rows.num_rows()
-                && whole_rows
-                    .columns()
+    vec![
+        check(
+            "configure-accepts-the-schema",
+            "`configure` of a fresh instance takes the configuration and the declared schema",
+            Box::new(|| configure_accepts_the_schema(plugin, schema)),
+        ),
+        check(
+            "reads-the-declared-schema",
+            "the whole input as one split gives at least one row, in batches of the declared columns and types",
+            Box::new(|| reads_the_declared_schema(plugin, schema, input)),
+        ),
+        check(
+            "deterministic-across-reads",
+            "one split, read twice on one instance (another split between) and once on a fresh instance, gives the same batches",
+            Box::new(|| deterministic_across_reads(plugin, schema, input)),
+        ),
+        check(
+            "byte-ranges-cover-the-file",
+            "the input cut into 3 byte ranges at arbitrary offsets gives, range after range, the rows of the whole file, each once",
+            Box::new(|| byte_ranges_cover_the_file(plugin, schema, input)),
+        ),
+        check(
+            "unreadable-split-is-an-error-value",
+            "a split of a file that does not exist, and one of a file outside the grants, each get an error value (not a trap, not an answer)",
+            Box::new(|| unreadable_split_is_an_error_value(plugin, schema, input)),
+        ),
+        check(
+            "inline-split-is-read-or-refused",
+            "an inline split holding the input's text gives the whole file's rows or an error value (not a trap)",
+            Box::new(|| inline_split_is_read_or_refused(plugin, schema, input)),
+        ),
+        check(
+            "bad-record-is-invalid-split",
+            "the --bad-input file gets the error value `invalid-split`, naming the split or the file (not a trap, not an answer)",
+            Box::new(|| bad_record_is_invalid_split(plugin, schema, sample)),
+        ),
+    ]
+}
+
+/// `configure-accepts-the-schema`: a fresh instance warms up with the
+/// configuration and the declared schema.
+fn configure_accepts_the_schema(
+    plugin: &LoadedPlugin,
+    schema: &SchemaRef,
+) -> Result<Option<String>, String> {
+    reader(plugin, schema)?
+        .warm_up()
+        .map_err(|e| format!("{}: {}", case(&e), said(&e)))?;
+    Ok(None)
+}
+
+/// `reads-the-declared-schema`: the whole input as one split gives rows
+/// (the host checks each batch against the schema).
+fn reads_the_declared_schema(
+    plugin: &LoadedPlugin,
+    schema: &SchemaRef,
+    input: &Path,
+) -> Result<Option<String>, String> {
+    let r = reader(plugin, schema)?;
+    let batches = read(&r, &whole("whole", input)?, "the whole input")?;
+    if rows(&batches) == 0 {
+        return Err(format!(
+            "the whole input ({}) gave no rows; give an --input with records the reader reads",
+            input.display()
+        ));
+    }
+    Ok(None)
+}
+
+/// `deterministic-across-reads`: one split read twice on one instance and
+/// once on a fresh one gives the same batches.
+fn deterministic_across_reads(
+    plugin: &LoadedPlugin,
+    schema: &SchemaRef,
+    input: &Path,
+) -> Result<Option<String>, String> {
+    let split = whole("whole", input)?;
+    let len = std::fs::metadata(input).map_err(|e| e.to_string())?.len();
+    let between = range("first-half", input, 0, len / 2);
+    let r = reader(plugin, schema)?;
+    let first = read(&r, &split, "the first read")?;
+    read(&r, &between, "the read between")?;
+    let again = read(&r, &split, "the second read")?;
+    if !same_batches(&first, &again) {
+        return Err(format!(
+            "the second read on one instance gave other batches: {}",
+            first_difference(schema, &first, &again)
+        ));
+    }
+    let fresh_reader = reader(plugin, schema)?;
+    let fresh = read(&fresh_reader, &split, "the read on a fresh instance")?;
+    if !same_batches(&first, &fresh) {
+        return Err(format!(
+            "a fresh instance gave other batches: {}",
+            first_difference(schema, &first, &fresh)
+        ));
+    }
+    Ok(None)
+}
+
+/// `byte-ranges-cover-the-file`: the [`RANGES`] byte ranges of the input
+/// give, in order, the rows of the whole file.
+fn byte_ranges_cover_the_file(
+    plugin: &LoadedPlugin,
+    schema: &SchemaRef,
+    input: &Path,
+) -> Result<Option<String>, String> {
+    let r = reader(plugin, schema)?;
+    let all = read(&r, &whole("whole", input)?, "the whole input")?;
+    let len = std::fs::metadata(input).map_err(|e| e.to_string())?.len();
+    let mut parts = Vec::new();
+    for k in 0..RANGES {
+        let (start, end) = (len * k / RANGES, len * (k + 1) / RANGES);
+        let split = range(&format!("range-{k}"), input, start, end - start);
+        parts.extend(read(&r, &split, &format!("bytes [{start}, {end})"))?);
+    }
+    let (whole_rows, part_rows) = (concat(schema, &all)?, concat(schema, &parts)?);
+    let same = whole_rows.num_rows() == part_rows.num_rows()
+        && whole_rows
+            .columns()
+            .iter()
+            .zip(part_rows.columns())
+            .all(|(a, b)| a.to_data() == b.to_data());
+    if !same {
+        return Err(format!(
+            "the whole file gave {} rows, its {RANGES} ranges {} ({}); read the records that start in the range, and only those",
+            whole_rows.num_rows(),
+            part_rows.num_rows(),
+            first_difference(schema, &all, &parts)
+        ));
+    }
+    Ok(None)
+}
+
+/// `unreadable-split-is-an-error-value`: a missing file and a file outside
+/// the grants each get an error value.
+fn unreadable_split_is_an_error_value(
+    plugin: &LoadedPlugin,
+    schema: &SchemaRef,
+    input: &Path,
+) -> Result<Option<String>, String> {
+    let scratch = input.parent().ok_or("the input has no folder")?;
+    let missing = scratch.join("no-such-file");
+    must_refuse(
+        reader(plugin, schema)?.read_split(&range("missing", &missing, 0, 100)),
+        &format!("a split of {}, which does not exist", missing.display()),
+    )?;
+    let outside = tempfile::Builder::new()
+        .prefix("coordhost-kit-ungranted")
+        .tempdir()
+        .map_err(|e| format!("cannot make a folder outside the grants: {e}"))?;
+    let secret = outside.path().join("secret.txt");
+    std::fs::copy(input, &secret)
+        .map_err(|e| format!("cannot copy the input outside the grants: {e}"))?;
+    let split = whole("ungranted", &secret)?;
+    must_refuse(
+        reader(plugin, schema)?.read_split(&split),
+        &format!(
+            "a split of {}, outside the reader's grants",
+            secret.display()
+        ),
+    )?;
+    Ok(None)
+}
+
+/// `inline-split-is-read-or-refused`: the input's text as an inline split
+/// gives the whole file's rows or an error value.
+fn inline_split_is_read_or_refused(
+    plugin: &LoadedPlugin,
+    schema: &SchemaRef,
+    input: &Path,
+) -> Result<Option<String>, String> {
+    let text = std::fs::read(input).map_err(|e| e.to_string())?;
+    let Ok(text) = String::from_utf8(text) else {
+        return Ok(Some(
+            "the input is not UTF-8 text, so it cannot be an inline split".into(),
+        ));
+    };
+    let r = reader(plugin, schema)?;
+    let all = read(&r, &whole("whole", input)?, "the whole input")?;
+    let split = SplitData {
+        id: "inline".into(),
+        payload: SplitPayloadData::Inline(text),
+    };
+    match r.read_split(&split) {
+        Err(PluginError::Returned { .. }) => Ok(None),
+        Err(other) => Err(format!(
+            "an inline split: expected rows or an error value, got {}: {}",
+            case(&other),
+            said(&other)
+        )),
+        Ok(got) => {
+            let (a, b) = (concat(schema, &all)?, concat(schema, &got)?);
+            let same = a.num_rows() == b.num_rows()
+                && a.columns()
                     .iter()
-                    .zip(part_rows.columns())
-                    .all(|(a, b)| a.to_data() == b.to_data());
-            if !same {
-                return Err(format!(
-                    "the whole file gave {} rows, its {RANGES} ranges {} ({}); read the records that start in the range, and only those",
-                    whole_rows.num_rows(),
-                    part_rows.num_rows(),
-                    first_difference(schema, &all, &parts)
-                ));
+                    .zip(b.columns())
+                    .all(|(x, y)| x.to_data() == y.to_data());
+            if same {
+                Ok(None)
+            } else {
+                Err(format!(
+                    "an inline split of the input's text gave other rows than the file: {}",
+                    first_difference(schema, &all, &got)
+                ))
             }
-            Ok(None)
-        }),
-    ));
-    checks.push(check(
-        "unreadable-split-is-an-error-value",
-        "a split of a file that does not exist, and one of a file outside the grants, each get an error value (not a trap, not an answer)",
-        Box::new(|| {
-            let scratch = input.parent().ok_or("the input has no folder")?;
-            let missing = scratch.join("no-such-file");
-            must_refuse(
-                reader(plugin, schema)?.read_split(&range("missing", &missing, 0, 100)),
-                &format!("a split of {}, which does not exist", missing.display()),
-            )?;
-            let outside = tempfile::Builder::new()
-                .prefix("coordhost-kit-ungranted")
-                .tempdir()
-                .map_err(|e| format!("cannot make a folder outside the grants: {e}"))?;
-            let secret = outside.path().join("secret.txt");
-            std::fs::copy(input, &secret)
-                .map_err(|e| format!("cannot copy the input outside the grants: {e}"))?;
-            let split = whole("ungranted", &secret)?;
-            must_refuse(
-                reader(plugin, schema)?.read_split(&split),
-                &format!("a split of {}, outside the reader's grants", secret.display()),
-            )?;
-            Ok(None)
-        }),
-    ));
-    checks.push(check(
-        "inline-split-is-read-or-refused",
-        "an inline split holding the input's text gives the whole file's rows or an error value (not a trap)",
-        Box::new(|| {
-            let text = std::fs::read(input).map_err(|e| e.to_string())?;
-            let Ok(text) = String::from_utf8(text) else {
-                return Ok(Some("the input is not UTF-8 text, so it cannot be an inline split".into()));
-            };
-            let r = reader(plugin, schema)?;
-            let all = read(&r, &whole("whole", input)?, "the whole input")?;
-            let split = SplitData {
-                id: "inline".into(),
-                payload: SplitPayloadData::Inline(text),
-            };
-            match r.read_split(&split) {
-                Err(PluginError::Returned { .. }) => Ok(None),
-                Err(other) => Err(format!(
-                    "an inline split: expected rows or an error value, got {}: {}",
-                    case(&other),
-                    said(&other)
-                )),
-                Ok(got) => {
-                    let (a, b) = (concat(schema, &all)?, concat(schema, &got)?);
-                    let same = a.num_rows() == b.num_rows()
-                        && a.columns()
-                            .iter()
-                            .zip(b.columns())
-                            .all(|(x, y)| x.to_data() == y.to_data());
-                    if same {
-                        Ok(None)
-                    } else {
-                        Err(format!(
-                            "an inline split of the input's text gave other rows than the file: {}",
-                            first_difference(schema, &all, &got)
-                        ))
-                    }
-                }
+        }
+    }
+}
+
+/// `bad-record-is-invalid-split`: the `--bad-input` file gets the error
+/// value `invalid-split`, naming the split or the file.
+fn bad_record_is_invalid_split(
+    plugin: &LoadedPlugin,
+    schema: &SchemaRef,
+    sample: &ReaderSample,
+) -> Result<Option<String>, String> {
+    let Some(bad) = &sample.bad_input else {
+        return Ok(Some(
+            "no --bad-input given (a file holding a record the reader must refuse)".into(),
+        ));
+    };
+    let split = whole("bad-split", bad)?;
+    match reader(plugin, schema)?.read_split(&split) {
+        Err(PluginError::Returned {
+            error: PluginFailure::Other(message),
+            ..
+        }) if message.starts_with(INVALID_SPLIT_PREFIX) => {
+            let file = bad.to_string_lossy();
+            let name = bad.file_name().map(|n| n.to_string_lossy().into_owned());
+            let named = message.contains("bad-split")
+                || message.contains(file.as_ref())
+                || name.is_some_and(|n| message.contains(&n));
+            if named {
+                Ok(None)
+            } else {
+                Err(format!(
+                    "the message does not name the split (`bad-split`) or the file: {}",
+                    crate::plugin::one_line(&message, 400)
+                ))
             }
-        }),
-    ));
-    checks.push(check(
-        "bad-record-is-invalid-split",
-        "the --bad-input file gets the error value `invalid-split`, naming the split or the file (not a trap, not an answer)",
-        Box::new(|| {
-            let Some(bad) = &sample.bad_input else {
-                return Ok(Some(
-                    "no --bad-input given (a file holding a record the reader must refuse)".into(),
-                ));
-            };
-            let split = whole("bad-split", bad)?;
-            match reader(plugin, schema)?.read_split(&split) {
-                Err(PluginError::Returned {
-                    error: PluginFailure::Other(message),
-                    ..
-                }) if message.starts_with(INVALID_SPLIT_PREFIX) => {
-                    let file = bad.to_string_lossy();
-                    let name = bad.file_name().map(|n| n.to_string_lossy().into_owned());
-                    let named = message.contains("bad-split")
-                        || message.contains(file.as_ref())
-                        || name.is_some_and(|n| message.contains(&n));
-                    if named {
-                        Ok(None)
-                    } else {
-                        Err(format!(
-                            "the message does not name the split (`bad-split`) or the file: {}",
-                            crate::plugin::one_line(&message, 400)
-                        ))
-                    }
-                }
-                Err(other) => Err(format!(
-                    "the bad input: expected the error value `invalid-split`, got {}: {}",
-                    match &other {
-                        PluginError::Returned { .. } => "another error value",
-                        e => case(e),
-                    },
-                    said(&other)
-                )),
-                Ok(batches) => Err(format!(
-                    "the bad input was read ({} rows); a record that is not the format must get `invalid-split`",
-                    rows(&batches)
-                )),
-            }
-        }),
-    ));
-    checks
+        }
+        Err(other) => Err(format!(
+            "the bad input: expected the error value `invalid-split`, got {}: {}",
+            match &other {
+                PluginError::Returned { .. } => "another error value",
+                e => case(e),
+            },
+            said(&other)
+        )),
+        Ok(batches) => Err(format!(
+            "the bad input was read ({} rows); a record that is not the format must get `invalid-split`",
+            rows(&batches)
+        )),
+    }
 }
 
 /// The declared schema as `plugin test` and `plugin call` print it:

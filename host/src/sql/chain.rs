@@ -407,14 +407,49 @@ impl Lowering {
             .enumerate()
             .map(|(j, &k)| Ok((self.column(k)?, format!("c{j}"))))
             .collect::<DfResult<_>>()?;
-        let fin = mode == AggMode::Final;
+        let hidden = key.is_empty();
+        let exprs = self.aggregate_exprs(aggregates, mode == AggMode::Final, hidden, &input)?;
+        let n_aggs = exprs.len();
+        let plan = AggregateExec::try_new(
+            AggregateMode::Single,
+            PhysicalGroupBy::new_single(group),
+            exprs,
+            vec![None; n_aggs],
+            Arc::clone(&self.plan),
+            input,
+        )?;
+        self.plan = Arc::new(plan);
+        self.file = false;
+        let out = self.schema();
+        if hidden {
+            let last = out.fields().len() - 1;
+            let rows: Arc<dyn PhysicalExpr> = Arc::new(Column::new(out.field(last).name(), last));
+            let some = binary(rows, DfOp::Gt, lit(ScalarValue::Int64(Some(0))));
+            self.plan = Arc::new(FilterExec::try_new(some, Arc::clone(&self.plan))?);
+        }
+        let exprs = self.aggregate_output(key.len(), aggregates, mode, decimals, &out)?;
+        self.plan = Arc::new(ProjectionExec::try_new(exprs, Arc::clone(&self.plan))?);
+        Ok(())
+    }
+
+    /// The aggregate expressions over `input`: per aggregate, the columns
+    /// of the aggregation it reads (one, or two for `avg`: sum and count),
+    /// from its inputs, or in final mode (`fin`) from its partial state;
+    /// with `hidden`, a last count of the rows.
+    fn aggregate_exprs(
+        &self,
+        aggregates: &[Aggregate],
+        fin: bool,
+        hidden: bool,
+        input: &SchemaRef,
+    ) -> DfResult<Vec<Arc<AggregateFunctionExpr>>> {
         let one = || lit(ScalarValue::Int64(Some(1)));
         let mut exprs: Vec<Arc<AggregateFunctionExpr>> = Vec::new();
         let mut add = |f: Arc<AggregateUDF>, arg: Arc<dyn PhysicalExpr>| -> DfResult<()> {
             let name = format!("a{}", exprs.len());
             exprs.push(Arc::new(
                 AggregateExprBuilder::new(f, vec![arg])
-                    .schema(Arc::clone(&input))
+                    .schema(Arc::clone(input))
                     .alias(name)
                     .build()?,
             ));
@@ -427,15 +462,13 @@ impl Lowering {
             self.column(c)
         };
         let number = |a: &Aggregate, i: usize| -> DfResult<Arc<dyn PhysicalExpr>> {
-            self.number(input_column(a, i)?, Reader::Aggregate, &input)
+            self.number(input_column(a, i)?, Reader::Aggregate, input)
         };
         let count_state = |a: &Aggregate, i: usize| -> DfResult<Arc<dyn PhysicalExpr>> {
             let mut args = vec![input_column(a, i)?];
             args.extend(self.file_arg());
-            self.call(cellfn::count(), args, &input)
+            self.call(cellfn::count(), args, input)
         };
-        // Per aggregate, the columns of the aggregation it reads (one, or
-        // two for `avg`: sum and count).
         for a in aggregates {
             match (a.function, fin) {
                 (AggFunction::Count, false) => add(count_udaf(), one())?,
@@ -453,36 +486,32 @@ impl Lowering {
                 }
             }
         }
-        let hidden = key.is_empty();
         if hidden {
             add(count_udaf(), one())?;
         }
-        let n_aggs = exprs.len();
-        let plan = AggregateExec::try_new(
-            AggregateMode::Single,
-            PhysicalGroupBy::new_single(group),
-            exprs,
-            vec![None; n_aggs],
-            Arc::clone(&self.plan),
-            input,
-        )?;
-        self.plan = Arc::new(plan);
-        self.file = false;
-        let out = self.schema();
+        Ok(exprs)
+    }
+
+    /// The output of an aggregation whose columns are `out`: the `key_len`
+    /// key columns, then each aggregate's columns (its partial state in
+    /// partial mode, else its value at `decimals` places), named `c0`,
+    /// `c1`, ...
+    fn aggregate_output(
+        &self,
+        key_len: usize,
+        aggregates: &[Aggregate],
+        mode: AggMode,
+        decimals: u32,
+        out: &SchemaRef,
+    ) -> DfResult<Vec<(Arc<dyn PhysicalExpr>, String)>> {
         let col =
             |i: usize| -> Arc<dyn PhysicalExpr> { Arc::new(Column::new(out.field(i).name(), i)) };
-        if hidden {
-            let rows = col(out.fields().len() - 1);
-            let some = binary(rows, DfOp::Gt, lit(ScalarValue::Int64(Some(0))));
-            self.plan = Arc::new(FilterExec::try_new(some, Arc::clone(&self.plan))?);
-        }
-        // The output: the key, then each aggregate's columns.
         let mut exprs: Vec<(Arc<dyn PhysicalExpr>, String)> = Vec::new();
-        for j in 0..key.len() {
+        for j in 0..key_len {
             exprs.push((col(j), format!("c{j}")));
         }
         let d = decimals.min(STATE_SCALE as u32) as i8;
-        let mut at = key.len();
+        let mut at = key_len;
         for a in aggregates {
             let mut push = |e: Arc<dyn PhysicalExpr>| {
                 let name = format!("c{}", exprs.len());
@@ -496,7 +525,7 @@ impl Lowering {
                 }
                 (AggFunction::Avg, _) => {
                     let avg =
-                        self.call(cellfn::average(decimals), vec![col(at), col(at + 1)], &out)?;
+                        self.call(cellfn::average(decimals), vec![col(at), col(at + 1)], out)?;
                     push(avg);
                     at += 2;
                 }
@@ -514,8 +543,7 @@ impl Lowering {
                 }
             }
         }
-        self.plan = Arc::new(ProjectionExec::try_new(exprs, Arc::clone(&self.plan))?);
-        Ok(())
+        Ok(exprs)
     }
 }
 

@@ -32,6 +32,7 @@ use datafusion::common::utils::project_schema;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::context::SQLOptions;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
+use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::joins::{HashJoinExec, NestedLoopJoinExec, PartitionMode};
@@ -257,6 +258,58 @@ fn undistributable(node: &dyn ExecutionPlan, why: impl Into<String>) -> SqlError
     }
 }
 
+/// Notes the table a scan leaf reads in `reads`; a stage scans one table.
+fn note_scan(plan: &dyn ExecutionPlan, leaf: &LeafExec, reads: &mut Reads) -> Result<(), SqlError> {
+    if let LeafKind::Scan { table } = &leaf.kind {
+        if let Some(other) = &reads.table {
+            return Err(undistributable(
+                plan,
+                format!("a stage would scan two tables (`{other}` and `{table}`)"),
+            ));
+        }
+        reads.table = Some(table.clone());
+    }
+    Ok(())
+}
+
+/// The key of a hash repartition `plan`: the index in `in_schema` of each
+/// expression, which must be a column of a type routing takes.
+fn hash_key(
+    plan: &dyn ExecutionPlan,
+    exprs: &[Arc<dyn PhysicalExpr>],
+    in_schema: &SchemaRef,
+) -> Result<Vec<usize>, SqlError> {
+    let mut key = Vec::new();
+    for e in exprs {
+        let col = e.downcast_ref::<Column>().ok_or_else(|| {
+            undistributable(
+                plan,
+                format!("a hash repartition on the expression `{e}`, not a column"),
+            )
+        })?;
+        let ty = in_schema.field(col.index()).data_type();
+        if !matches!(
+            ty,
+            DataType::Utf8
+                | DataType::LargeUtf8
+                | DataType::Int32
+                | DataType::Int64
+                | DataType::Decimal128(..)
+                | DataType::Date32
+        ) {
+            return Err(undistributable(
+                plan,
+                format!(
+                    "a hash key `{}` of type {ty} (routing takes Utf8, Int32, Int64, Decimal128, Date32)",
+                    col.name()
+                ),
+            ));
+        }
+        key.push(col.index());
+    }
+    Ok(key)
+}
+
 impl Cutter<'_> {
     /// Rewrites `plan` as one stage (cutting the stages below it first),
     /// records it, and returns its index.
@@ -333,64 +386,11 @@ impl Cutter<'_> {
         reads: &mut Reads,
     ) -> Result<Arc<dyn ExecutionPlan>, SqlError> {
         if let Some(leaf) = plan.downcast_ref::<LeafExec>() {
-            if let LeafKind::Scan { table } = &leaf.kind {
-                if let Some(other) = &reads.table {
-                    return Err(undistributable(
-                        plan.as_ref(),
-                        format!("a stage would scan two tables (`{other}` and `{table}`)"),
-                    ));
-                }
-                reads.table = Some(table.clone());
-            }
+            note_scan(plan.as_ref(), leaf, reads)?;
             return Ok(plan);
         }
         if let Some(rep) = plan.downcast_ref::<RepartitionExec>() {
-            return match rep.partitioning() {
-                Partitioning::RoundRobinBatch(_) => self.rewrite(Arc::clone(rep.input()), reads),
-                Partitioning::Hash(exprs, n) => {
-                    if rep.preserve_order() {
-                        return Err(undistributable(
-                            plan.as_ref(),
-                            "an order-preserving hash repartition",
-                        ));
-                    }
-                    let input = Arc::clone(rep.input());
-                    let in_schema = input.schema();
-                    let mut key = Vec::new();
-                    for e in exprs {
-                        let col = e.downcast_ref::<Column>().ok_or_else(|| {
-                            undistributable(
-                                plan.as_ref(),
-                                format!("a hash repartition on the expression `{e}`, not a column"),
-                            )
-                        })?;
-                        let ty = in_schema.field(col.index()).data_type();
-                        if !matches!(
-                            ty,
-                            DataType::Utf8
-                                | DataType::LargeUtf8
-                                | DataType::Int32
-                                | DataType::Int64
-                                | DataType::Decimal128(..)
-                                | DataType::Date32
-                        ) {
-                            return Err(undistributable(
-                                plan.as_ref(),
-                                format!(
-                                    "a hash key `{}` of type {ty} (routing takes Utf8, Int32, Int64, Decimal128, Date32)",
-                                    col.name()
-                                ),
-                            ));
-                        }
-                        key.push(col.index());
-                    }
-                    self.exchange(input, reads, DistributionPattern::Hash, key, *n, false)
-                }
-                other => Err(undistributable(
-                    plan.as_ref(),
-                    format!("a repartition by {other}"),
-                )),
-            };
+            return self.rewrite_repartition(plan.as_ref(), rep, reads);
         }
         if let Some(coalesce) = plan.downcast_ref::<CoalescePartitionsExec>() {
             let fetch = coalesce.fetch();
@@ -421,6 +421,42 @@ impl Cutter<'_> {
                 SortPreservingMergeExec::new(merge.expr().clone(), leaf).with_fetch(merge.fetch()),
             ));
         }
+        self.rewrite_operator(plan, reads)
+    }
+
+    /// A `RepartitionExec`: round robin is dropped (a task's rows stay in
+    /// the task), a hash on columns ends the stage below; any other is
+    /// undistributable.
+    fn rewrite_repartition(
+        &mut self,
+        plan: &dyn ExecutionPlan,
+        rep: &RepartitionExec,
+        reads: &mut Reads,
+    ) -> Result<Arc<dyn ExecutionPlan>, SqlError> {
+        match rep.partitioning() {
+            Partitioning::RoundRobinBatch(_) => self.rewrite(Arc::clone(rep.input()), reads),
+            Partitioning::Hash(exprs, n) => {
+                if rep.preserve_order() {
+                    return Err(undistributable(
+                        plan,
+                        "an order-preserving hash repartition",
+                    ));
+                }
+                let input = Arc::clone(rep.input());
+                let key = hash_key(plan, exprs, &input.schema())?;
+                self.exchange(input, reads, DistributionPattern::Hash, key, *n, false)
+            }
+            other => Err(undistributable(plan, format!("a repartition by {other}"))),
+        }
+    }
+
+    /// Any other operator: each input rewritten in its own reads, then
+    /// joined into this stage's ([`Self::join_inputs`]).
+    fn rewrite_operator(
+        &mut self,
+        plan: Arc<dyn ExecutionPlan>,
+        reads: &mut Reads,
+    ) -> Result<Arc<dyn ExecutionPlan>, SqlError> {
         let plan = one_probe_task(&plan)?.unwrap_or(plan);
         let children: Vec<Arc<dyn ExecutionPlan>> = plan.children().into_iter().cloned().collect();
         if children.is_empty() {
@@ -446,6 +482,22 @@ impl Cutter<'_> {
             rewritten.push(self.rewrite(c, &mut sub)?);
             subs.push(sub);
         }
+        let new_children = self.join_inputs(rewritten, subs, reads)?;
+        replace_children_if_necessary(Arc::clone(&plan), new_children)
+            .map_err(|e| undistributable(plan.as_ref(), e.to_string()))
+    }
+
+    /// The inputs of an operator, each rewritten with what it reads
+    /// (`subs`), as this stage's children: when they mix a table with other
+    /// stages (or scan two tables), each scanning input is recorded as a
+    /// stage of its own and read over a forward edge; the others' reads
+    /// join `reads`.
+    fn join_inputs(
+        &mut self,
+        rewritten: Vec<Arc<dyn ExecutionPlan>>,
+        subs: Vec<Reads>,
+        reads: &mut Reads,
+    ) -> Result<Vec<Arc<dyn ExecutionPlan>>, SqlError> {
         let tables =
             subs.iter().filter(|r| r.table.is_some()).count() + usize::from(reads.table.is_some());
         let stages = subs.iter().filter(|r| !r.inputs.is_empty()).count()
@@ -479,8 +531,7 @@ impl Cutter<'_> {
             reads.inputs.extend(sub.inputs);
             new_children.push(child);
         }
-        replace_children_if_necessary(Arc::clone(&plan), new_children)
-            .map_err(|e| undistributable(plan.as_ref(), e.to_string()))
+        Ok(new_children)
     }
 
     /// Ends the stage of `input` and returns the leaf of the stage above

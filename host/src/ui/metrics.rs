@@ -34,6 +34,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::live::LiveJob;
+use super::view::{JobView, RunView};
 
 type Labels = Vec<(String, String)>;
 
@@ -71,7 +72,22 @@ pub fn render(live: &LiveJob) -> Result<String, std::fmt::Error> {
         .cloned()
         .unwrap_or_default();
     let mut registry = Registry::default();
+    register_job(&mut registry, &view);
+    register_tasks(&mut registry, &view);
+    register_vertices(&mut registry, &view);
+    register_run(&mut registry, &run);
+    register_recovery(&mut registry, &view);
+    register_event_log(&mut registry, live);
+    register_workers(&mut registry, live);
 
+    let mut out = String::new();
+    encode(&mut out, &registry)?;
+    Ok(out)
+}
+
+/// The job and its status, the coordinator run serving and whether it is a
+/// standby (and behind which term).
+fn register_job(registry: &mut Registry, view: &JobView) {
     let info: Family<Labels, Gauge> = Family::default();
     info.get_or_create(&vec![
         ("job".to_owned(), view.job.clone()),
@@ -80,25 +96,28 @@ pub fn render(live: &LiveJob) -> Result<String, std::fmt::Error> {
     .set(1);
     registry.register("coordhost_job_info", "The job and its status", info);
     gauge(
-        &mut registry,
+        registry,
         "coordhost_coordinator_epoch",
         "The coordinator run serving (its event log segment)",
         i64::from(view.epoch),
     );
 
     gauge(
-        &mut registry,
+        registry,
         "coordhost_ha_standby",
         "1 while this coordinator is a high-availability standby (another leads the job)",
         i64::from(view.standby.is_some()),
     );
     gauge(
-        &mut registry,
+        registry,
         "coordhost_ha_leader_term",
         "The term of the coordinator a standby waits behind (0: not a standby)",
         clamp(view.standby.as_ref().map_or(0, |s| s.leader_term)),
     );
+}
 
+/// Subtasks by state.
+fn register_tasks(registry: &mut Registry, view: &JobView) {
     let tasks: Family<Labels, Gauge> = Family::default();
     for (state, n) in view.tasks_by_state() {
         tasks
@@ -106,7 +125,10 @@ pub fn render(live: &LiveJob) -> Result<String, std::fmt::Error> {
             .set(clamp(n));
     }
     registry.register("coordhost_tasks", "Subtasks by state", tasks);
+}
 
+/// Each job vertex's parallelism, finished subtasks and bytes written.
+fn register_vertices(registry: &mut Registry, view: &JobView) {
     let parallelism: Family<Labels, Gauge> = Family::default();
     let finished: Family<Labels, Gauge> = Family::default();
     let bytes_out: Family<Labels, Gauge> = Family::default();
@@ -136,27 +158,32 @@ pub fn render(live: &LiveJob) -> Result<String, std::fmt::Error> {
         "Bytes the subtasks of each job vertex that finished in this coordinator run wrote to result partitions",
         bytes_out,
     );
+}
+
+/// The counters of this coordinator run: bytes shuffled, attempts started,
+/// finished and failed, and subtask resets by reason.
+fn register_run(registry: &mut Registry, run: &RunView) {
     counter(
-        &mut registry,
+        registry,
         "coordhost_shuffle_bytes_written",
         "Bytes the attempts that finished in this coordinator run wrote to result partitions",
         run.bytes_shuffled,
     );
 
     counter(
-        &mut registry,
+        registry,
         "coordhost_attempts_started",
         "Attempts deployed by this coordinator run",
         run.attempts_started,
     );
     counter(
-        &mut registry,
+        registry,
         "coordhost_attempts_finished",
         "Attempts that finished in this coordinator run",
         run.attempts_finished,
     );
     counter(
-        &mut registry,
+        registry,
         "coordhost_attempts_failed",
         "Attempts that failed in this coordinator run",
         run.attempts_failed,
@@ -170,10 +197,14 @@ pub fn render(live: &LiveJob) -> Result<String, std::fmt::Error> {
         "Subtask resets in this coordinator run, by reason",
         resets,
     );
+}
 
+/// What this run's recovery kept and reset (by reason), and how long it
+/// took; zero when this run did not recover.
+fn register_recovery(registry: &mut Registry, view: &JobView) {
     let recovery = view.recovery.clone().filter(|r| r.epoch == view.epoch);
     gauge(
-        &mut registry,
+        registry,
         "coordhost_recovery_tasks_skipped",
         "Subtasks this run's recovery kept (did not run again)",
         clamp(recovery.as_ref().map_or(0, |r| r.skipped)),
@@ -201,9 +232,13 @@ pub fn render(live: &LiveJob) -> Result<String, std::fmt::Error> {
         "How long this run's recovery took (0: no recovery)",
         duration,
     );
+}
 
+/// Appends to the event log, their durable-append histogram and the
+/// plugin call histograms, as `live` observed them.
+fn register_event_log(registry: &mut Registry, live: &LiveJob) {
     counter(
-        &mut registry,
+        registry,
         "coordhost_event_log_appends",
         "Records this coordinator run appended to the job event log",
         live.appends(),
@@ -218,7 +253,11 @@ pub fn render(live: &LiveJob) -> Result<String, std::fmt::Error> {
         "Calls into plugins, from entering the guest to the settled outcome, by plugin and WIT function",
         live.plugin_call_histograms(),
     );
+}
 
+/// Heartbeats accepted from each registered worker process and the age of
+/// its last one.
+fn register_workers(registry: &mut Registry, live: &LiveJob) {
     let beats: Family<Labels, Counter> = Family::default();
     let age: Family<Labels, Gauge<f64, std::sync::atomic::AtomicU64>> = Family::default();
     for w in live.worker_heartbeats() {
@@ -238,10 +277,6 @@ pub fn render(live: &LiveJob) -> Result<String, std::fmt::Error> {
         "Seconds since each worker process's last accepted heartbeat (since it registered, before the first); a worker silent past the heartbeat timeout is given up",
         age,
     );
-
-    let mut out = String::new();
-    encode(&mut out, &registry)?;
-    Ok(out)
 }
 
 /// The content type of [`render`]'s text.

@@ -8,7 +8,7 @@
 use std::fmt::Write as _;
 
 use super::svg::{self, escape};
-use super::view::{Decision, JobView};
+use super::view::{Decision, JobView, StandbyView};
 
 /// Seconds between reloads while the job runs.
 pub const REFRESH_S: u32 = 2;
@@ -17,6 +17,26 @@ pub const REFRESH_S: u32 = 2;
 #[must_use]
 pub fn render(view: &JobView) -> String {
     let mut h = String::new();
+    write_head(&mut h, view);
+    write_status(&mut h, view);
+    if let Some(s) = &view.standby {
+        write_standby(&mut h, s);
+        return h;
+    }
+    write_recovery(&mut h, view);
+    h.push_str("<div id=\"graph\">");
+    h.push_str(&svg::render(view));
+    h.push_str("</div>");
+    write_decisions(&mut h, view);
+    write_runs(&mut h, view);
+    write_attempts(&mut h, view);
+    h.push_str("<p><a href=\"/api/job\">/api/job</a> · <a href=\"/metrics\">/metrics</a></p></body></html>\n");
+    h
+}
+
+/// The document's head (reloading itself while the job runs) and the
+/// opening `<body>`.
+fn write_head(h: &mut String, view: &JobView) {
     let live = matches!(
         view.status.as_str(),
         "running" | "recovering" | "starting" | "standby"
@@ -37,6 +57,10 @@ pub fn render(view: &JobView) -> String {
          td,th{border:1px solid #ccc;padding:2px 8px;text-align:left;font-size:13px}\
          .skipped{color:#2e7d32}.reset{color:#e65100}</style></head><body>",
     );
+}
+
+/// The job's name, its status (with its error) and the coordinator run.
+fn write_status(h: &mut String, view: &JobView) {
     let _ = write!(
         h,
         "<h1>job <span id=\"job\">{}</span></h1><p id=\"status\" data-status=\"{}\">status: <b>{}</b>, coordinator run (epoch) <span id=\"epoch\">{}</span>",
@@ -49,25 +73,30 @@ pub fn render(view: &JobView) -> String {
         let _ = write!(h, " — {}", escape(e));
     }
     h.push_str("</p>");
-    if let Some(s) = &view.standby {
-        let who = s.leader_address.as_deref().map_or_else(
-            || "another coordinator (it serves no worker processes)".to_owned(),
-            |a| {
-                format!(
-                    "the coordinator serving workers at <span id=\"leader-address\">{}</span>",
-                    escape(a)
-                )
-            },
-        );
-        let _ = writeln!(
-            h,
-            "<p id=\"standby\" data-leader-term=\"{}\">this coordinator is a <b>standby</b>: {who} leads the job (term {}, election on {}). This page shows the job once this coordinator leads; the leader's own page has it now.</p></body></html>",
-            s.leader_term,
-            s.leader_term,
-            escape(&s.etcd)
-        );
-        return h;
-    }
+}
+
+/// A standby's note of who leads, ending the page.
+fn write_standby(h: &mut String, s: &StandbyView) {
+    let who = s.leader_address.as_deref().map_or_else(
+        || "another coordinator (it serves no worker processes)".to_owned(),
+        |a| {
+            format!(
+                "the coordinator serving workers at <span id=\"leader-address\">{}</span>",
+                escape(a)
+            )
+        },
+    );
+    let _ = writeln!(
+        h,
+        "<p id=\"standby\" data-leader-term=\"{}\">this coordinator is a <b>standby</b>: {who} leads the job (term {}, election on {}). This page shows the job once this coordinator leads; the leader's own page has it now.</p></body></html>",
+        s.leader_term,
+        s.leader_term,
+        escape(&s.etcd)
+    );
+}
+
+/// What the last recovery kept and reset, by reason, and how long it took.
+fn write_recovery(h: &mut String, view: &JobView) {
     match &view.recovery {
         Some(r) => {
             let _ = write!(
@@ -85,11 +114,11 @@ pub fn render(view: &JobView) -> String {
         }
         None => h.push_str("<p id=\"recovery\">no recovery: this job run started afresh</p>"),
     }
-    h.push_str("<div id=\"graph\">");
-    h.push_str(&svg::render(view));
-    h.push_str("</div>");
+}
 
-    // Recovery decisions, one row per subtask decided about.
+/// Recovery decisions, one row per subtask decided about (nothing when
+/// there are none).
+fn write_decisions(h: &mut String, view: &JobView) {
     let decided: Vec<_> = view
         .vertices
         .iter()
@@ -123,7 +152,10 @@ pub fn render(view: &JobView) -> String {
         }
         h.push_str("</table>");
     }
+}
 
+/// What each coordinator run did, one row per run.
+fn write_runs(h: &mut String, view: &JobView) {
     h.push_str("<h2>Coordinator runs</h2><table id=\"runs\"><tr><th>epoch</th><th>attempts started</th><th>finished</th><th>failed</th><th>kept by recovery</th><th>resets</th><th>log records</th></tr>");
     for r in &view.runs {
         let reasons: Vec<String> = r
@@ -148,8 +180,10 @@ pub fn render(view: &JobView) -> String {
         );
     }
     h.push_str("</table>");
+}
 
-    // The attempts of each subtask: which run, which state.
+/// The attempts of each subtask: which run, which state.
+fn write_attempts(h: &mut String, view: &JobView) {
     h.push_str("<h2>Attempts</h2><table id=\"attempts\"><tr><th>vertex</th><th>subtask</th><th>attempts (run: attempt state)</th></tr>");
     for v in &view.vertices {
         for s in &v.subtasks {
@@ -178,6 +212,5 @@ pub fn render(view: &JobView) -> String {
             );
         }
     }
-    h.push_str("</table><p><a href=\"/api/job\">/api/job</a> · <a href=\"/metrics\">/metrics</a></p></body></html>\n");
-    h
+    h.push_str("</table>");
 }

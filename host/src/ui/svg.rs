@@ -145,8 +145,27 @@ fn legend_width() -> u32 {
 /// data-to="ID" data-kind="KIND">` per edge.
 #[must_use]
 pub fn render(view: &JobView) -> String {
+    let (pos, legend_y) = layout(view);
+    let width = pos.iter().map(|p| p.0 + BOX_W).max().unwrap_or(0) + MARGIN;
+    let height = legend_y + 30;
+    let width = width.max(legend_width() + 2 * MARGIN);
+
+    let mut svg = String::new();
+    write_head(&mut svg, view, width, height);
+    // Edges first, under the boxes.
+    write_edges(&mut svg, view, &pos);
+    for (i, v) in view.vertices.iter().enumerate() {
+        write_vertex(&mut svg, v, pos[i]);
+    }
+    write_legend(&mut svg, legend_y);
+    svg.push_str("</svg>");
+    svg
+}
+
+/// Each vertex's box as (x, y, height), rows within each column in vertex
+/// order, and the y of the legend under the lowest column.
+fn layout(view: &JobView) -> (Vec<(u32, u32, u32)>, u32) {
     let cols = columns(view);
-    // Rows within each column, in vertex order.
     let mut next_y: BTreeMap<u32, u32> = BTreeMap::new();
     let mut pos = Vec::with_capacity(view.vertices.len());
     for (i, v) in view.vertices.iter().enumerate() {
@@ -155,12 +174,12 @@ pub fn render(view: &JobView) -> String {
         pos.push((MARGIN + c * (BOX_W + GAP_X), *y, box_height(v)));
         *y += box_height(v) + GAP_Y;
     }
-    let width = pos.iter().map(|p| p.0 + BOX_W).max().unwrap_or(0) + MARGIN;
     let legend_y = next_y.values().copied().max().unwrap_or(MARGIN);
-    let height = legend_y + 30;
-    let width = width.max(legend_width() + 2 * MARGIN);
+    (pos, legend_y)
+}
 
-    let mut svg = String::new();
+/// The opening `<svg>` tag, the arrow marker and the title.
+fn write_head(svg: &mut String, view: &JobView, width: u32, height: u32) {
     let _ = write!(
         svg,
         r##"<svg xmlns="http://www.w3.org/2000/svg" class="job-graph" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12" data-job="{}" data-status="{}">"##,
@@ -175,7 +194,10 @@ pub fn render(view: &JobView) -> String {
         escape(&view.status),
         view.epoch
     );
-    // Edges first, under the boxes.
+}
+
+/// An arrow per edge between the boxes at `pos`, labelled with its kind.
+fn write_edges(svg: &mut String, view: &JobView, pos: &[(u32, u32, u32)]) {
     let index = |id: &str| view.vertices.iter().position(|v| v.id == id);
     for e in &view.edges {
         let (Some(f), Some(t)) = (index(&e.from), index(&e.to)) else {
@@ -204,116 +226,136 @@ pub fn render(view: &JobView) -> String {
         }
         svg.push_str("</g>");
     }
-    for (i, v) in view.vertices.iter().enumerate() {
-        let (x, y, h) = pos[i];
-        let state_stroke = if v.parallelism > 0 && v.finished == v.parallelism {
-            COLOR_FINISHED
-        } else if v.subtasks.iter().any(|s| s.state == TaskState::Running) {
-            COLOR_RUNNING
-        } else {
-            "#757575"
-        };
-        let _ = write!(
-            svg,
-            r##"<g class="vertex" data-vertex="{}" data-parallelism="{}" data-finished="{}" data-skipped="{}" data-reset="{}">"##,
-            escape(&v.id),
-            v.parallelism,
-            v.finished,
-            v.skipped,
-            v.reset
-        );
-        let _ = write!(
-            svg,
-            r##"<rect class="vertex-box" x="{x}" y="{y}" width="{BOX_W}" height="{h}" rx="6" fill="#fafafa" stroke="{state_stroke}" stroke-width="2"/>"##
-        );
-        let _ = write!(
-            svg,
-            r##"<text x="{}" y="{}" font-weight="bold" font-size="14">{}</text>"##,
-            x + 10,
-            y + 20,
-            escape(&v.id)
-        );
-        let progress = if v.parallelism == 0 {
-            "not initialized".to_owned()
-        } else {
-            format!("{}/{} finished", v.finished, v.parallelism)
-        };
-        // A source: the splits handed out (of those known), bytes in the title.
-        let progress = match v.input {
-            Some(i) => format!(
-                "{progress}, splits {}{}",
-                i.splits,
-                i.splits_left
-                    .map_or(String::new(), |l| format!("/{}", i.splits + l))
-            ),
-            None => progress,
-        };
-        let _ = write!(
-            svg,
-            r##"<text class="progress" x="{}" y="{}">{progress}{}</text>"##,
-            x + 10,
-            y + 38,
-            v.input.map_or(String::new(), |i| format!(
-                "<title>input handed out: {} splits, {} bytes</title>",
-                i.splits, i.bytes
-            ))
-        );
-        // The bar: one segment per category, proportional to its subtasks.
-        let (bx, by) = (x + 10, y + 46);
-        let _ = write!(
-            svg,
-            r##"<rect x="{bx}" y="{by}" width="{BAR_W}" height="12" fill="#eeeeee" stroke="#9e9e9e"/>"##
-        );
-        let total = v.subtasks.len() as u64;
-        let mut done = 0_u64;
-        for (name, color) in CATEGORIES {
-            let n = v.subtasks.iter().filter(|s| category(s) == name).count() as u64;
-            if n == 0 || total == 0 {
-                continue;
-            }
-            let start = bx as u64 + done * u64::from(BAR_W) / total;
-            done += n;
-            let end = bx as u64 + done * u64::from(BAR_W) / total;
-            let _ = write!(
-                svg,
-                r##"<rect class="bar {name}" x="{start}" y="{by}" width="{}" height="12" fill="{color}"><title>{n} {name}</title></rect>"##,
-                (end - start).max(1)
-            );
+}
+
+/// One vertex's group: its box at (x, y) of height h, name, progress, bar
+/// of subtasks, recovery decision and reset reasons.
+fn write_vertex(svg: &mut String, v: &VertexView, (x, y, h): (u32, u32, u32)) {
+    let state_stroke = if v.parallelism > 0 && v.finished == v.parallelism {
+        COLOR_FINISHED
+    } else if v.subtasks.iter().any(|s| s.state == TaskState::Running) {
+        COLOR_RUNNING
+    } else {
+        "#757575"
+    };
+    let _ = write!(
+        svg,
+        r##"<g class="vertex" data-vertex="{}" data-parallelism="{}" data-finished="{}" data-skipped="{}" data-reset="{}">"##,
+        escape(&v.id),
+        v.parallelism,
+        v.finished,
+        v.skipped,
+        v.reset
+    );
+    let _ = write!(
+        svg,
+        r##"<rect class="vertex-box" x="{x}" y="{y}" width="{BOX_W}" height="{h}" rx="6" fill="#fafafa" stroke="{state_stroke}" stroke-width="2"/>"##
+    );
+    let _ = write!(
+        svg,
+        r##"<text x="{}" y="{}" font-weight="bold" font-size="14">{}</text>"##,
+        x + 10,
+        y + 20,
+        escape(&v.id)
+    );
+    write_progress(svg, v, x, y);
+    write_bar(svg, v, x + 10, y + 46);
+    let decided = if v.skipped + v.reset > 0 {
+        format!("recovery: kept {}, reset {}", v.skipped, v.reset)
+    } else {
+        String::new()
+    };
+    let _ = write!(
+        svg,
+        r##"<text class="decision" x="{}" y="{}">{decided}</text>"##,
+        x + 10,
+        y + 74
+    );
+    write_reasons(svg, v, x, y);
+    svg.push_str("</g>");
+}
+
+/// The progress line of the box at (x, y): subtasks finished and, for a
+/// source, the splits handed out (of those known), bytes in the title.
+fn write_progress(svg: &mut String, v: &VertexView, x: u32, y: u32) {
+    let progress = if v.parallelism == 0 {
+        "not initialized".to_owned()
+    } else {
+        format!("{}/{} finished", v.finished, v.parallelism)
+    };
+    let progress = match v.input {
+        Some(i) => format!(
+            "{progress}, splits {}{}",
+            i.splits,
+            i.splits_left
+                .map_or(String::new(), |l| format!("/{}", i.splits + l))
+        ),
+        None => progress,
+    };
+    let _ = write!(
+        svg,
+        r##"<text class="progress" x="{}" y="{}">{progress}{}</text>"##,
+        x + 10,
+        y + 38,
+        v.input.map_or(String::new(), |i| format!(
+            "<title>input handed out: {} splits, {} bytes</title>",
+            i.splits, i.bytes
+        ))
+    );
+}
+
+/// The bar at (bx, by): one segment per category, proportional to its
+/// subtasks.
+fn write_bar(svg: &mut String, v: &VertexView, bx: u32, by: u32) {
+    let _ = write!(
+        svg,
+        r##"<rect x="{bx}" y="{by}" width="{BAR_W}" height="12" fill="#eeeeee" stroke="#9e9e9e"/>"##
+    );
+    let total = v.subtasks.len() as u64;
+    let mut done = 0_u64;
+    for (name, color) in CATEGORIES {
+        let n = v.subtasks.iter().filter(|s| category(s) == name).count() as u64;
+        if n == 0 || total == 0 {
+            continue;
         }
-        let decided = if v.skipped + v.reset > 0 {
-            format!("recovery: kept {}, reset {}", v.skipped, v.reset)
-        } else {
-            String::new()
-        };
+        let start = bx as u64 + done * u64::from(BAR_W) / total;
+        done += n;
+        let end = bx as u64 + done * u64::from(BAR_W) / total;
         let _ = write!(
             svg,
-            r##"<text class="decision" x="{}" y="{}">{decided}</text>"##,
-            x + 10,
-            y + 74
+            r##"<rect class="bar {name}" x="{start}" y="{by}" width="{}" height="12" fill="{color}"><title>{n} {name}</title></rect>"##,
+            (end - start).max(1)
         );
-        let rs = reasons(v);
-        for (k, (reason, n)) in rs.iter().enumerate() {
-            // Under the decision line (y + 74), one line each.
-            let ly = y + BOX_H + k as u32 * LINE_H + 6;
-            if k == MAX_REASON_LINES {
-                let rest: u32 = rs.values().skip(MAX_REASON_LINES).sum();
-                let _ = write!(
-                    svg,
-                    r##"<text class="reason" x="{}" y="{ly}" fill="{COLOR_RESET}">reset: {rest} more</text>"##,
-                    x + 10
-                );
-                break;
-            }
-            let _ = write!(
-                svg,
-                r##"<text class="reason" x="{}" y="{ly}" fill="{COLOR_RESET}">reset: {} ×{n}</text>"##,
-                x + 10,
-                escape(reason)
-            );
-        }
-        svg.push_str("</g>");
     }
-    // Legend: each entry as wide as its label.
+}
+
+/// The reset reasons under the decision line of the box at (x, y), one
+/// line each, at most [`MAX_REASON_LINES`] and the rest summed up.
+fn write_reasons(svg: &mut String, v: &VertexView, x: u32, y: u32) {
+    let rs = reasons(v);
+    for (k, (reason, n)) in rs.iter().enumerate() {
+        // Under the decision line (y + 74), one line each.
+        let ly = y + BOX_H + k as u32 * LINE_H + 6;
+        if k == MAX_REASON_LINES {
+            let rest: u32 = rs.values().skip(MAX_REASON_LINES).sum();
+            let _ = write!(
+                svg,
+                r##"<text class="reason" x="{}" y="{ly}" fill="{COLOR_RESET}">reset: {rest} more</text>"##,
+                x + 10
+            );
+            break;
+        }
+        let _ = write!(
+            svg,
+            r##"<text class="reason" x="{}" y="{ly}" fill="{COLOR_RESET}">reset: {} ×{n}</text>"##,
+            x + 10,
+            escape(reason)
+        );
+    }
+}
+
+/// The legend at `legend_y`: each entry as wide as its label.
+fn write_legend(svg: &mut String, legend_y: u32) {
     svg.push_str(r#"<g class="legend">"#);
     let mut lx = MARGIN;
     for (name, color) in CATEGORIES {
@@ -327,6 +369,5 @@ pub fn render(view: &JobView) -> String {
         );
         lx += legend_step(label);
     }
-    svg.push_str("</g></svg>");
-    svg
+    svg.push_str("</g>");
 }

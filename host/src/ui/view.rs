@@ -13,7 +13,10 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::events::{JobEvent, ResetReason, StagePattern};
+use crate::events::{
+    ExecutionFinished, ExecutionsReset, JobEvent, JobStarted, RecoveryFinished, RecoveryStarted,
+    ResetReason, StagePattern, StagesPlanned,
+};
 use crate::graph::{DistributionPattern, JobGraph, Parallelism};
 
 /// Where one execution vertex (subtask) stands.
@@ -398,21 +401,7 @@ impl JobView {
         self.epoch = self.epoch.max(epoch);
         self.run(epoch).events += 1;
         match event {
-            JobEvent::JobStarted(s) => {
-                // The log's current job run starts here: what came before
-                // (a run given up on) no longer counts.
-                self.job.clone_from(&s.job_id);
-                self.status = "running".to_owned();
-                self.error = None;
-                self.recovery = None;
-                self.runs.retain(|r| r.epoch == epoch);
-                for v in &mut self.vertices {
-                    let n = v.parallelism;
-                    v.subtasks.clear();
-                    v.parallelism = 0;
-                    v.resize(n);
-                }
-            }
+            JobEvent::JobStarted(s) => self.job_started(s, epoch),
             JobEvent::JobVertexInitialized(init) => {
                 let i = self.vertex_index(&init.job_vertex);
                 self.vertices[i].resize(init.parallelism);
@@ -420,82 +409,10 @@ impl JobView {
                     self.note_data_set(&input.data_set, None, Some(&init.job_vertex));
                 }
             }
-            JobEvent::ExecutionFinished(f) => {
-                let a = &f.attempt;
-                let sub = self.subtask(&a.job_vertex, a.subtask);
-                let bytes = f
-                    .produced
-                    .iter()
-                    .flat_map(|p| &p.bytes_per_subpartition)
-                    .fold(0u64, |sum, b| sum.saturating_add(*b));
-                sub.state = TaskState::Finished;
-                sub.attempt = a.attempt;
-                sub.bytes_out = bytes;
-                sub.finished_in = Some(epoch);
-                sub.note(a.attempt, epoch, "finished", None);
-                for p in &f.produced {
-                    self.note_data_set(&p.data_set, Some(&a.job_vertex), None);
-                }
-                let run = self.run(epoch);
-                run.attempts_finished += 1;
-                run.bytes_shuffled = run.bytes_shuffled.saturating_add(bytes);
-            }
-            JobEvent::ExecutionsReset(r) => {
-                let name = r.reason.short_name();
-                for e in &r.executions {
-                    let sub = self.subtask(&e.job_vertex, e.subtask);
-                    let old = sub.attempt;
-                    sub.note(old, epoch, "reset", Some(detail(&r.reason)));
-                    sub.state = TaskState::Created;
-                    let run = self.run(epoch);
-                    run.tasks_reset += 1;
-                    *run.reset_reasons.entry(name.to_owned()).or_default() += 1;
-                }
-            }
-            JobEvent::RecoveryStarted(s) => {
-                self.status = "recovering".to_owned();
-                self.recovery = Some(RecoveryView {
-                    epoch,
-                    replayed_records: s.replayed_records,
-                    torn_tail_bytes: s.torn_tail_bytes,
-                    ..RecoveryView::default()
-                });
-                for v in &mut self.vertices {
-                    for s in &mut v.subtasks {
-                        s.recovery = None;
-                    }
-                }
-            }
-            JobEvent::RecoveryFinished(f) => {
-                self.status = "running".to_owned();
-                for a in &f.skipped {
-                    let sub = self.subtask(&a.job_vertex, a.subtask);
-                    sub.state = TaskState::Finished;
-                    sub.attempt = a.attempt;
-                    sub.recovery = Some(Decision::Skipped { attempt: a.attempt });
-                }
-                let mut reasons = BTreeMap::new();
-                for r in &f.reset {
-                    let sub = self.subtask(&r.execution.job_vertex, r.execution.subtask);
-                    sub.state = TaskState::Created;
-                    sub.recovery = Some(Decision::Reset {
-                        reason: r.reason.short_name().to_owned(),
-                        detail: detail(&r.reason),
-                    });
-                    *reasons
-                        .entry(r.reason.short_name().to_owned())
-                        .or_insert(0_u64) += 1;
-                }
-                self.run(epoch).tasks_skipped = f.skipped.len() as u64;
-                let recovery = self.recovery.get_or_insert_with(|| RecoveryView {
-                    epoch,
-                    ..RecoveryView::default()
-                });
-                recovery.finished = true;
-                recovery.skipped = f.skipped.len() as u64;
-                recovery.reset = f.reset.len() as u64;
-                recovery.reset_reasons = reasons;
-            }
+            JobEvent::ExecutionFinished(f) => self.execution_finished(f, epoch),
+            JobEvent::ExecutionsReset(r) => self.executions_reset(r, epoch),
+            JobEvent::RecoveryStarted(s) => self.recovery_started(s, epoch),
+            JobEvent::RecoveryFinished(f) => self.recovery_finished(f, epoch),
             JobEvent::LeaderElected(l) => self.run(epoch).leader_term = Some(l.term),
             JobEvent::JobFinished(_) => self.status = "finished".to_owned(),
             JobEvent::JobCancelled(_) => self.status = "cancelled".to_owned(),
@@ -503,21 +420,128 @@ impl JobView {
                 self.status = "failed".to_owned();
                 self.error = Some(f.error.clone());
             }
-            JobEvent::StagesPlanned(p) => {
-                for stage in &p.stages {
-                    self.vertex_index(&stage.job_vertex);
-                    for input in &stage.inputs {
-                        if let Some(from) = p.stages.get(input.from as usize) {
-                            self.add_edge(
-                                &from.job_vertex,
-                                &stage.job_vertex,
-                                Some(kind_of_stage(&input.pattern)),
-                            );
-                        }
-                    }
+            JobEvent::StagesPlanned(p) => self.stages_planned(p),
+            JobEvent::SinkCommitted(_) => {}
+        }
+    }
+
+    /// `JobStarted`: the log's current job run starts here; what came
+    /// before (a run given up on) no longer counts.
+    fn job_started(&mut self, s: &JobStarted, epoch: u32) {
+        self.job.clone_from(&s.job_id);
+        self.status = "running".to_owned();
+        self.error = None;
+        self.recovery = None;
+        self.runs.retain(|r| r.epoch == epoch);
+        for v in &mut self.vertices {
+            let n = v.parallelism;
+            v.subtasks.clear();
+            v.parallelism = 0;
+            v.resize(n);
+        }
+    }
+
+    /// `ExecutionFinished`: the subtask finished with the bytes it wrote,
+    /// the data sets it produced noted, and the run's counts.
+    fn execution_finished(&mut self, f: &ExecutionFinished, epoch: u32) {
+        let a = &f.attempt;
+        let sub = self.subtask(&a.job_vertex, a.subtask);
+        let bytes = f
+            .produced
+            .iter()
+            .flat_map(|p| &p.bytes_per_subpartition)
+            .fold(0u64, |sum, b| sum.saturating_add(*b));
+        sub.state = TaskState::Finished;
+        sub.attempt = a.attempt;
+        sub.bytes_out = bytes;
+        sub.finished_in = Some(epoch);
+        sub.note(a.attempt, epoch, "finished", None);
+        for p in &f.produced {
+            self.note_data_set(&p.data_set, Some(&a.job_vertex), None);
+        }
+        let run = self.run(epoch);
+        run.attempts_finished += 1;
+        run.bytes_shuffled = run.bytes_shuffled.saturating_add(bytes);
+    }
+
+    /// `ExecutionsReset`: each subtask back to created, counted in the run
+    /// by reason.
+    fn executions_reset(&mut self, r: &ExecutionsReset, epoch: u32) {
+        let name = r.reason.short_name();
+        for e in &r.executions {
+            let sub = self.subtask(&e.job_vertex, e.subtask);
+            let old = sub.attempt;
+            sub.note(old, epoch, "reset", Some(detail(&r.reason)));
+            sub.state = TaskState::Created;
+            let run = self.run(epoch);
+            run.tasks_reset += 1;
+            *run.reset_reasons.entry(name.to_owned()).or_default() += 1;
+        }
+    }
+
+    /// `RecoveryStarted`: a new recovery, the last one's decisions cleared.
+    fn recovery_started(&mut self, s: &RecoveryStarted, epoch: u32) {
+        self.status = "recovering".to_owned();
+        self.recovery = Some(RecoveryView {
+            epoch,
+            replayed_records: s.replayed_records,
+            torn_tail_bytes: s.torn_tail_bytes,
+            ..RecoveryView::default()
+        });
+        for v in &mut self.vertices {
+            for s in &mut v.subtasks {
+                s.recovery = None;
+            }
+        }
+    }
+
+    /// `RecoveryFinished`: each subtask's decision (kept or reset, and
+    /// why) and the recovery's totals by reason.
+    fn recovery_finished(&mut self, f: &RecoveryFinished, epoch: u32) {
+        self.status = "running".to_owned();
+        for a in &f.skipped {
+            let sub = self.subtask(&a.job_vertex, a.subtask);
+            sub.state = TaskState::Finished;
+            sub.attempt = a.attempt;
+            sub.recovery = Some(Decision::Skipped { attempt: a.attempt });
+        }
+        let mut reasons = BTreeMap::new();
+        for r in &f.reset {
+            let sub = self.subtask(&r.execution.job_vertex, r.execution.subtask);
+            sub.state = TaskState::Created;
+            sub.recovery = Some(Decision::Reset {
+                reason: r.reason.short_name().to_owned(),
+                detail: detail(&r.reason),
+            });
+            *reasons
+                .entry(r.reason.short_name().to_owned())
+                .or_insert(0_u64) += 1;
+        }
+        self.run(epoch).tasks_skipped = f.skipped.len() as u64;
+        let recovery = self.recovery.get_or_insert_with(|| RecoveryView {
+            epoch,
+            ..RecoveryView::default()
+        });
+        recovery.finished = true;
+        recovery.skipped = f.skipped.len() as u64;
+        recovery.reset = f.reset.len() as u64;
+        recovery.reset_reasons = reasons;
+    }
+
+    /// `StagesPlanned`: a vertex per stage and an edge, with its kind, per
+    /// input of a stage.
+    fn stages_planned(&mut self, p: &StagesPlanned) {
+        for stage in &p.stages {
+            self.vertex_index(&stage.job_vertex);
+            for input in &stage.inputs {
+                if let Some(from) = p.stages.get(input.from as usize) {
+                    self.add_edge(
+                        &from.job_vertex,
+                        &stage.job_vertex,
+                        Some(kind_of_stage(&input.pattern)),
+                    );
                 }
             }
-            JobEvent::SinkCommitted(_) => {}
         }
     }
 
