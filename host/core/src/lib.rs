@@ -3,7 +3,10 @@
 //! replayed log in, a [`plan::RecoveryPlan`] out, the plugins and the
 //! partition question behind traits), the plan itself, the batch snapshot
 //! codec of a source coordinator ([`snapshot`]) and the split-assignment
-//! history it encodes ([`history`]).
+//! history it encodes ([`history`]); of the JobMaster, the parts that
+//! decide without I/O: what a failed attempt leads to ([`failover`]) and
+//! when batch snapshots are taken ([`snapshot_policy`]), with time from a
+//! [`clock::Clock`].
 //!
 //! It depends on the plain values (`coordhost-model`) and the event log's
 //! records (`coordhost-log`) only: no plugin host, no network, no async
@@ -13,7 +16,10 @@
 use coordhost_log as events;
 use coordhost_model::{graph, value};
 
+pub mod clock;
+pub mod failover;
 pub mod history;
 pub mod plan;
 pub mod recovery;
 pub mod snapshot;
+pub mod snapshot_policy;

@@ -19,7 +19,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use crate::events::{
-    EnumeratorSnapshot, JobEvent, JobVertexInitialized, ResetReason, ShuffleSnapshot,
+    EnumeratorSnapshot, ExecutionFinished, JobEvent, JobVertexInitialized, ResetReason,
+    ShuffleSnapshot,
 };
 use crate::graph::{DistributionPattern, JobGraph, ProducedPartition, VertexInit};
 use crate::history::CoordinatorSnapshot;
@@ -259,110 +260,15 @@ fn replay<'a, E: AsRef<JobEvent>>(
     graph: &JobGraph,
     events: &'a [E],
 ) -> Result<Replayed<'a>, RecoveryError> {
-    let mut plan = RecoveryPlan {
-        replayed: events.len(),
-        ..RecoveryPlan::default()
-    };
-    let mut finished: BTreeMap<ExecutionKey, Finished> = BTreeMap::new();
-    // Borrowed from the log and folded once at the end (issue 29: no copy
-    // of a snapshot per record).
-    let mut enumerators: BTreeMap<usize, Snapshots<'_>> = BTreeMap::new();
-    let mut shuffle_snapshots: Vec<&ShuffleSnapshot> = Vec::new();
-    let mut last_snapshot: Option<usize> = None;
-    let mut inits: BTreeMap<usize, VertexInit> = BTreeMap::new();
     let names = Names::new(graph);
+    let mut fold = Fold::new(events.len());
     for (index, event) in events.iter().enumerate() {
         match event.as_ref() {
-            JobEvent::JobVertexInitialized(init) => {
-                let v = names.vertex(&init.job_vertex)?;
-                let decided = vertex_init(graph, v, init)?;
-                // Durable before any subtask deploys: attempt 0 may have run.
-                for s in 0..decided.parallelism {
-                    raise(&mut plan.highest_attempt, (v, s), 0);
-                }
-                if inits.insert(v, decided.clone()).is_none() {
-                    plan.initialized.push((v, decided));
-                }
-            }
-            JobEvent::ExecutionFinished(done) => {
-                let v = names.vertex(&done.attempt.job_vertex)?;
-                let s = done.attempt.subtask;
-                check_subtask(graph, &inits, v, s)?;
-                let partitions = done
-                    .produced
-                    .iter()
-                    .map(|p| {
-                        let edge = names.edge(v, &p.data_set)?;
-                        Ok(ProducedPartition {
-                            edge,
-                            location: PathBuf::from(&p.location),
-                            bytes_per_subpartition: p.bytes_per_subpartition.clone().into(),
-                        })
-                    })
-                    .collect::<Result<Vec<_>, RecoveryError>>()?;
-                raise(&mut plan.highest_attempt, (v, s), done.attempt.attempt);
-                finished.insert(
-                    (v, s),
-                    Finished {
-                        attempt: done.attempt.attempt,
-                        partitions,
-                        index,
-                    },
-                );
-                for snap in &done.enumerator_snapshots {
-                    let sv = names.vertex(&snap.job_vertex)?;
-                    // An incremental history extends the previous one
-                    // (docs/log-format.md, "Incremental split-assignment history").
-                    match enumerators.get_mut(&sv) {
-                        Some(known) => {
-                            if snap.incremental {
-                                known.since.push(snap);
-                            } else {
-                                known.whole = snap;
-                                known.since.clear();
-                            }
-                            known.at = index;
-                        }
-                        None if snap.incremental => {
-                            return Err(RecoveryError::Inconsistent {
-                                reason: format!(
-                                    "the enumerator snapshot of `{}` holds only the splits assigned since an earlier one, and the log has none",
-                                    snap.job_vertex
-                                ),
-                            });
-                        }
-                        None => {
-                            enumerators.insert(
-                                sv,
-                                Snapshots {
-                                    whole: snap,
-                                    since: Vec::new(),
-                                    at: index,
-                                },
-                            );
-                        }
-                    }
-                }
-                if let Some(shuffle) = &done.shuffle_snapshot {
-                    if !shuffle.incremental {
-                        shuffle_snapshots.clear();
-                    }
-                    shuffle_snapshots.push(shuffle);
-                }
-                if !done.enumerator_snapshots.is_empty() || done.shuffle_snapshot.is_some() {
-                    last_snapshot = Some(index);
-                }
-            }
+            JobEvent::JobVertexInitialized(init) => fold.initialized(graph, &names, init)?,
+            JobEvent::ExecutionFinished(done) => fold.finished(graph, &names, index, done)?,
             JobEvent::ExecutionsReset(reset) => {
                 for ev in &reset.executions {
-                    let v = names.vertex(&ev.job_vertex)?;
-                    finished.remove(&(v, ev.subtask));
-                    // The reset made a new attempt, one above the current
-                    // one (which is at most the highest so far). A failover
-                    // reset is durable before that attempt deploys; a
-                    // recovery's resets before `RecoveryFinished` is.
-                    let highest = plan.highest_attempt.entry((v, ev.subtask)).or_insert(0);
-                    *highest = highest.saturating_add(1);
+                    fold.reset((names.vertex(&ev.job_vertex)?, ev.subtask));
                 }
             }
             JobEvent::JobStarted(_)
@@ -376,23 +282,177 @@ fn replay<'a, E: AsRef<JobEvent>>(
             JobEvent::StagesPlanned(_) => {}
         }
     }
-    plan.shuffle_snapshots = shuffle_snapshots.len();
-    let enumerator_at = enumerators
-        .iter()
-        .map(|(&v, known)| (v, known.at))
-        .collect();
-    let enumerators = enumerators
-        .into_iter()
-        .map(|(v, known)| (v, known.folded()))
-        .collect();
-    Ok(Replayed {
-        enumerator_at,
-        plan,
-        shuffle: shuffle_snapshots,
-        finished,
-        enumerators,
-        last_snapshot,
-    })
+    Ok(fold.into_replayed())
+}
+
+/// Step 1's fold of the current run's records, one record at a time, into
+/// what recovery keeps (issue 29: snapshots borrowed from the log and
+/// folded once at the end, never copied per record).
+struct Fold<'a> {
+    plan: RecoveryPlan,
+    finished: BTreeMap<ExecutionKey, Finished>,
+    enumerators: BTreeMap<usize, Snapshots<'a>>,
+    shuffle_snapshots: Vec<&'a ShuffleSnapshot>,
+    last_snapshot: Option<usize>,
+    inits: BTreeMap<usize, VertexInit>,
+}
+
+impl<'a> Fold<'a> {
+    fn new(records: usize) -> Self {
+        Self {
+            plan: RecoveryPlan {
+                replayed: records,
+                ..RecoveryPlan::default()
+            },
+            finished: BTreeMap::new(),
+            enumerators: BTreeMap::new(),
+            shuffle_snapshots: Vec::new(),
+            last_snapshot: None,
+            inits: BTreeMap::new(),
+        }
+    }
+
+    /// A `JobVertexInitialized`: the recorded decision is kept, never
+    /// recomputed (the first one of a vertex counts).
+    fn initialized(
+        &mut self,
+        graph: &JobGraph,
+        names: &Names<'_>,
+        init: &JobVertexInitialized,
+    ) -> Result<(), RecoveryError> {
+        let v = names.vertex(&init.job_vertex)?;
+        let decided = vertex_init(graph, v, init)?;
+        // Durable before any subtask deploys: attempt 0 may have run.
+        for s in 0..decided.parallelism {
+            raise(&mut self.plan.highest_attempt, (v, s), 0);
+        }
+        if self.inits.insert(v, decided.clone()).is_none() {
+            self.plan.initialized.push((v, decided));
+        }
+        Ok(())
+    }
+
+    /// An `ExecutionFinished` (record `index` of the current run): the
+    /// execution, its partitions and the batch snapshots it carries.
+    fn finished(
+        &mut self,
+        graph: &JobGraph,
+        names: &Names<'_>,
+        index: usize,
+        done: &'a ExecutionFinished,
+    ) -> Result<(), RecoveryError> {
+        let v = names.vertex(&done.attempt.job_vertex)?;
+        let s = done.attempt.subtask;
+        check_subtask(graph, &self.inits, v, s)?;
+        let partitions = done
+            .produced
+            .iter()
+            .map(|p| {
+                let edge = names.edge(v, &p.data_set)?;
+                Ok(ProducedPartition {
+                    edge,
+                    location: PathBuf::from(&p.location),
+                    bytes_per_subpartition: p.bytes_per_subpartition.clone().into(),
+                })
+            })
+            .collect::<Result<Vec<_>, RecoveryError>>()?;
+        raise(&mut self.plan.highest_attempt, (v, s), done.attempt.attempt);
+        self.finished.insert(
+            (v, s),
+            Finished {
+                attempt: done.attempt.attempt,
+                partitions,
+                index,
+            },
+        );
+        for snap in &done.enumerator_snapshots {
+            self.enumerator_snapshot(names.vertex(&snap.job_vertex)?, index, snap)?;
+        }
+        if let Some(shuffle) = &done.shuffle_snapshot {
+            if !shuffle.incremental {
+                self.shuffle_snapshots.clear();
+            }
+            self.shuffle_snapshots.push(shuffle);
+        }
+        if !done.enumerator_snapshots.is_empty() || done.shuffle_snapshot.is_some() {
+            self.last_snapshot = Some(index);
+        }
+        Ok(())
+    }
+
+    /// Source vertex `v`'s enumerator snapshot in record `index`: an
+    /// incremental history extends the previous one (docs/log-format.md,
+    /// "Incremental split-assignment history"), a whole one replaces it.
+    fn enumerator_snapshot(
+        &mut self,
+        v: usize,
+        index: usize,
+        snap: &'a EnumeratorSnapshot,
+    ) -> Result<(), RecoveryError> {
+        match self.enumerators.get_mut(&v) {
+            Some(known) => {
+                if snap.incremental {
+                    known.since.push(snap);
+                } else {
+                    known.whole = snap;
+                    known.since.clear();
+                }
+                known.at = index;
+            }
+            None if snap.incremental => {
+                return Err(RecoveryError::Inconsistent {
+                    reason: format!(
+                        "the enumerator snapshot of `{}` holds only the splits assigned since an earlier one, and the log has none",
+                        snap.job_vertex
+                    ),
+                });
+            }
+            None => {
+                self.enumerators.insert(
+                    v,
+                    Snapshots {
+                        whole: snap,
+                        since: Vec::new(),
+                        at: index,
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Execution `key` was reset: it is no longer finished, and the reset
+    /// made a new attempt, one above the current one (which is at most the
+    /// highest so far). A failover reset is durable before that attempt
+    /// deploys; a recovery's resets before `RecoveryFinished` is.
+    fn reset(&mut self, key: ExecutionKey) {
+        self.finished.remove(&key);
+        let highest = self.plan.highest_attempt.entry(key).or_insert(0);
+        *highest = highest.saturating_add(1);
+    }
+
+    fn into_replayed(self) -> Replayed<'a> {
+        let mut plan = self.plan;
+        plan.shuffle_snapshots = self.shuffle_snapshots.len();
+        let enumerator_at = self
+            .enumerators
+            .iter()
+            .map(|(&v, known)| (v, known.at))
+            .collect();
+        let enumerators = self
+            .enumerators
+            .into_iter()
+            .map(|(v, known)| (v, known.folded()))
+            .collect();
+        Replayed {
+            enumerator_at,
+            plan,
+            shuffle: self.shuffle_snapshots,
+            finished: self.finished,
+            enumerators,
+            last_snapshot: self.last_snapshot,
+        }
+    }
 }
 
 /// Step 3: finished source attempts that their enumerator's latest

@@ -14,6 +14,7 @@ use crate::graph::{
 };
 use crate::plugin::{
     ExecutionAttemptId, PartitionDescriptor, PartitionPlace, ProducerDescriptor, ResultPartitionId,
+    ShuffleDescriptor,
 };
 use crate::remote::{RemoteInput, RemoteOutput, RemoteTask, RemoteVertex};
 use crate::runtime::{InputPartition, OutputPlace, TaskInput, TaskOutput, TaskSpec, run_task};
@@ -121,93 +122,9 @@ impl JobMaster {
         };
         let attempt = self.graph.attempt_id(v, s);
         let jv = self.graph.job.vertices[v].clone();
-        // Register one result partition per outgoing edge with the shuffle master.
-        let mut outputs = Vec::new();
-        let mut descriptors = Vec::new();
-        for e in self.graph.job.outputs(v) {
-            let n = self.graph.job.num_subpartitions(e);
-            let data_set = self.graph.job.data_set_id(e);
-            let producer = PartitionProducer {
-                job: self.job.clone(),
-                data_set: data_set.clone(),
-                job_vertex: jv.id.clone(),
-                subtask: s,
-                attempt: attempt.attempt,
-            };
-            let id = ResultPartitionId {
-                intermediate_data_set: data_set,
-                producer: ExecutionAttemptId {
-                    job_vertex: jv.id.clone(),
-                    subtask: s,
-                    attempt: attempt.attempt,
-                },
-            };
-            let d = self
-                .shuffle
-                .register_partition_with_producer(
-                    &self.job,
-                    &PartitionDescriptor {
-                        id,
-                        num_subpartitions: n,
-                    },
-                    &ProducerDescriptor {
-                        worker_id: "local".into(),
-                        hostname: None,
-                    },
-                )
-                .map_err(|source| JobError::Plugin {
-                    plugin: self.shuffle_plugin.clone(),
-                    source,
-                })?;
-            // Checked against the shuffle master's writable grants (as the
-            // wrapper did already): the host writes only there (`crate::grant`).
-            let place = self
-                .shuffle
-                .partition_place("register-partition-with-producer", &d.location)
-                .map_err(|source| JobError::Plugin {
-                    plugin: self.shuffle_plugin.clone(),
-                    source,
-                })?;
-            let location = match place {
-                PartitionPlace::Dir(dir) => OutputPlace::Dir(dir),
-                PartitionPlace::Object(url) => OutputPlace::Object {
-                    url,
-                    staging: self.partition_staging(&producer),
-                },
-            };
-            let edge = &self.graph.job.edges[e];
-            outputs.push(TaskOutput {
-                edge: e,
-                location,
-                num_subpartitions: n,
-                producer,
-                pattern: edge.pattern,
-                key: edge.key.clone(),
-            });
-            descriptors.push(d);
-        }
+        let (outputs, descriptors) = self.register_outputs(v, s, attempt.attempt)?;
         self.descriptors.insert((v, s), descriptors);
-        let input = if jv.source.is_some() {
-            if let Some(c) = self.coordinators.get_mut(&v) {
-                c.register_reader(s)?;
-                self.touched.insert(v);
-            }
-            let plugin = jv.source.clone().unwrap_or_default();
-            let wait = self
-                .split_waits
-                .get(&plugin)
-                .copied()
-                .unwrap_or(crate::plugin::DEFAULT_SPLIT_WAIT);
-            TaskInput::Splits(Box::new(CoordinatorSplits {
-                attempt,
-                vertex: jv.id.clone(),
-                plugin,
-                wait,
-                tx: self.tx.clone(),
-            }))
-        } else {
-            TaskInput::Partitions(self.inputs_of(v, s))
-        };
+        let input = self.task_input(v, s, attempt)?;
         #[cfg(feature = "failpoints")]
         self.inject_loss(&jv.id, attempt);
         // A source reads `file-range` splits only inside its enumerator's grants.
@@ -266,6 +183,110 @@ impl JobMaster {
         }
         self.answer_waiting(v);
         Ok(())
+    }
+
+    /// Registers one result partition per outgoing edge of vertex `v` with
+    /// the shuffle master for attempt `attempt` of subtask `s`: the task's
+    /// outputs (a folder or an object, checked against the shuffle master's
+    /// writable grants: the host writes only there, `crate::grant`) and the
+    /// shuffle descriptors.
+    fn register_outputs(
+        &mut self,
+        v: usize,
+        s: u32,
+        attempt: u32,
+    ) -> Result<(Vec<TaskOutput>, Vec<ShuffleDescriptor>), JobError> {
+        let job_vertex = self.graph.job.vertices[v].id.clone();
+        let mut outputs = Vec::new();
+        let mut descriptors = Vec::new();
+        for e in self.graph.job.outputs(v) {
+            let n = self.graph.job.num_subpartitions(e);
+            let data_set = self.graph.job.data_set_id(e);
+            let producer = PartitionProducer {
+                job: self.job.clone(),
+                data_set: data_set.clone(),
+                job_vertex: job_vertex.clone(),
+                subtask: s,
+                attempt,
+            };
+            let id = ResultPartitionId {
+                intermediate_data_set: data_set,
+                producer: ExecutionAttemptId {
+                    job_vertex: job_vertex.clone(),
+                    subtask: s,
+                    attempt,
+                },
+            };
+            let d = self
+                .shuffle
+                .register_partition_with_producer(
+                    &self.job,
+                    &PartitionDescriptor {
+                        id,
+                        num_subpartitions: n,
+                    },
+                    &ProducerDescriptor {
+                        worker_id: "local".into(),
+                        hostname: None,
+                    },
+                )
+                .map_err(|source| JobError::Plugin {
+                    plugin: self.shuffle_plugin.clone(),
+                    source,
+                })?;
+            // Checked against the shuffle master's writable grants (as the
+            // wrapper did already): the host writes only there (`crate::grant`).
+            let place = self
+                .shuffle
+                .partition_place("register-partition-with-producer", &d.location)
+                .map_err(|source| JobError::Plugin {
+                    plugin: self.shuffle_plugin.clone(),
+                    source,
+                })?;
+            let location = match place {
+                PartitionPlace::Dir(dir) => OutputPlace::Dir(dir),
+                PartitionPlace::Object(url) => OutputPlace::Object {
+                    url,
+                    staging: self.partition_staging(&producer),
+                },
+            };
+            let edge = &self.graph.job.edges[e];
+            outputs.push(TaskOutput {
+                edge: e,
+                location,
+                num_subpartitions: n,
+                producer,
+                pattern: edge.pattern,
+                key: edge.key.clone(),
+            });
+            descriptors.push(d);
+        }
+        Ok((outputs, descriptors))
+    }
+
+    /// What attempt `attempt` of subtask `s` of vertex `v` reads: splits
+    /// from its source coordinator (the reader registered with it), or the
+    /// partitions of its inputs.
+    fn task_input(&mut self, v: usize, s: u32, attempt: AttemptId) -> Result<TaskInput, JobError> {
+        let Some(plugin) = self.graph.job.vertices[v].source.clone() else {
+            return Ok(TaskInput::Partitions(self.inputs_of(v, s)));
+        };
+        if let Some(c) = self.coordinators.get_mut(&v) {
+            c.register_reader(s)?;
+            self.snapshots.touch(v);
+        }
+        let wait = self
+            .split_waits
+            .get(&plugin)
+            .copied()
+            .unwrap_or(crate::plugin::DEFAULT_SPLIT_WAIT);
+        Ok(TaskInput::Splits(Box::new(CoordinatorSplits {
+            attempt,
+            vertex: self.graph.job.vertices[v].id.clone(),
+            plugin,
+            wait,
+            tx: self.tx.clone(),
+        })))
     }
 
     /// The worker the next attempt of execution vertex (`v`, `s`) goes to,

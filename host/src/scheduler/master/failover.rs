@@ -2,10 +2,13 @@
 //! `max-attempts`); a PartitionNotFound — or an input partition whose data
 //! fails to decode or checksum — resets the lost partition's producer first
 //! (Flink's region failover on blocking edges), giving a source's splits
-//! back to its enumerator.
+//! back to its enumerator. What a failure leads to is decided by
+//! `coordhost_core::failover`; this file carries it out.
+
+use coordhost_core::failover::{self, FailoverAction, FailureCause};
 
 use super::{JobMaster, reason_kind};
-use crate::events::{ExecutionVertexId, ResetReason};
+use crate::events::ResetReason;
 use crate::graph::{AttemptId, ExecutionState};
 use crate::runtime::{TaskError, sink};
 use crate::scheduler::{JobError, JobEventSink};
@@ -39,34 +42,16 @@ impl JobMaster {
                 tracing::debug!(vertex = %vertex_id, subtask = attempt.subtask, attempt = attempt.attempt, "attempt failed: {error}");
             }
         }
-        // An attempt that failed because an input partition was lost (or
-        // damaged) while its producer is still the finished attempt that
-        // wrote it did nothing wrong: the producer runs again, and that
-        // re-run counts against the producer's `max-attempts`, not this
-        // attempt against the consumer's. A worker lost with partitions of
-        // several stages made each consumer fail once per lost level before
-        // the worker was declared lost, and burnt a consumer's attempts
-        // (`tpch_objects`, the worker SIGKILL with partitions on disks).
-        let lost_input = match &error {
+        let lost_input_of = match &error {
             TaskError::PartitionNotFound { producer, .. }
-            | TaskError::PartitionCorrupt { producer, .. } => self.graph.vertices[producer.vertex]
-                .executions
-                .get(producer.subtask as usize)
-                .is_some_and(|p| {
-                    p.attempt == producer.attempt && p.state == ExecutionState::Finished
-                }),
-            _ => false,
+            | TaskError::PartitionCorrupt { producer, .. } => Some(*producer),
+            _ => None,
         };
-        if lost_input {
-            let ev = &mut self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize];
-            ev.attempts_started = ev.attempts_started.saturating_sub(1);
-        }
-        // Attempts this coordinator started count, not attempt numbers: a
-        // recovered job numbers its re-runs above every recorded attempt.
-        let started = self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize]
-            .attempts_started;
-        // A data error is permanent: another attempt reads the same bytes.
-        let last = error.is_permanent() || started >= self.max_attempts;
+        let cause = FailureCause {
+            permanent: error.is_permanent(),
+            lost_input_of,
+        };
+        let decision = failover::decide(&mut self.graph, attempt, cause, self.max_attempts);
         if let Some(p) = &self.opts.progress {
             let reason = match &worker {
                 Some(w) if !matches!(error, TaskError::Worker { .. }) => {
@@ -74,83 +59,39 @@ impl JobMaster {
                 }
                 _ => error.to_string(),
             };
-            if last {
+            if decision.last {
                 p.task_failed_for_good(&vertex_id, attempt.subtask, attempt.attempt, &reason);
             } else {
                 p.task_failed(&vertex_id, attempt.subtask, attempt.attempt, &reason);
             }
         }
-        if last {
-            // Counted as failed in the summary (tasks_failed).
-            self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize].state =
-                ExecutionState::Failed;
-        }
-        if error.is_permanent() {
-            return Err(JobError::InvalidData {
+        match decision.action {
+            FailoverAction::FailInvalidData => Err(JobError::InvalidData {
                 vertex: vertex_id,
                 subtask: attempt.subtask,
                 attempt: attempt.attempt,
                 source: Box::new(error),
-            });
-        }
-        if started >= self.max_attempts {
-            return Err(JobError::TaskFailed {
-                vertex: vertex_id,
-                subtask: attempt.subtask,
-                attempt: attempt.attempt,
+            }),
+            FailoverAction::FailExhausted(used) => Err(JobError::TaskFailed {
+                vertex: self.graph.job.vertices[used.vertex].id.clone(),
+                subtask: used.subtask,
+                attempt: used.attempt,
                 max_attempts: self.max_attempts,
                 source: Box::new(error),
-            });
-        }
-        self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize].state =
-            ExecutionState::Failed;
-        if let TaskError::PartitionNotFound { producer, .. }
-        | TaskError::PartitionCorrupt { producer, .. } = &error
-        {
-            // Re-run the producer first, if the lost (or damaged, counted as
-            // lost: docs/recovery.md "Damaged partitions") partition is
-            // still its current one.
-            let p = self.graph.vertices[producer.vertex]
-                .executions
-                .get(producer.subtask as usize);
-            if let Some(p) =
-                p.filter(|p| p.attempt == producer.attempt && p.state == ExecutionState::Finished)
-            {
-                if p.attempts_started >= self.max_attempts {
-                    return Err(JobError::TaskFailed {
-                        vertex: self.graph.job.vertices[producer.vertex].id.clone(),
-                        subtask: producer.subtask,
-                        attempt: producer.attempt,
-                        max_attempts: self.max_attempts,
-                        source: Box::new(error),
-                    });
+            }),
+            FailoverAction::Reset { producer } => {
+                if let Some((producer, reason)) = producer {
+                    self.reset(producer, reason, events)?;
                 }
-                let consumer = ExecutionVertexId {
-                    job_vertex: vertex_id.clone(),
-                    subtask: attempt.subtask,
-                };
-                let data_set = self
-                    .graph
-                    .job
-                    .inputs(attempt.vertex)
-                    .into_iter()
-                    .find(|&e| self.graph.job.edges[e].from == producer.vertex)
-                    .map(|e| self.graph.job.data_set_id(e))
-                    .unwrap_or_default();
                 self.reset(
-                    *producer,
-                    ResetReason::PartitionNotFound { data_set, consumer },
+                    attempt,
+                    ResetReason::Failover {
+                        message: error.to_string(),
+                    },
                     events,
-                )?;
+                )
             }
         }
-        self.reset(
-            attempt,
-            ResetReason::Failover {
-                message: error.to_string(),
-            },
-            events,
-        )
     }
 
     /// The `Deploy` of `attempt` to `worker` failed (refused, no answer in
@@ -373,7 +314,7 @@ impl JobMaster {
             self.delete_partition(std::path::Path::new(&d.location));
         }
         if let Some(c) = self.coordinators.get_mut(&v) {
-            self.touched.insert(v);
+            self.snapshots.touch(v);
             let n = c.reset_subtask(attempt.subtask)?;
             self.split_counts.entry(v).or_default().1 += n as u64;
             tracing::debug!(vertex = %vertex_id, subtask = attempt.subtask, splits = n, "splits back to the enumerator");

@@ -7,6 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::{Duration, Instant};
 
+use coordhost_core::clock::{Clock, SystemClock};
+use coordhost_core::snapshot_policy::SnapshotPolicy;
+
 use super::{
     BatchSnapshots, JobError, JobEventSink, JobStatus, RunOptions, Summary, VertexSummary,
 };
@@ -187,18 +190,13 @@ pub struct JobMaster {
     /// Progress lines of finishes recorded but not yet durable: printed
     /// once their group is (a progress line follows its durable record).
     finished_lines: Vec<(usize, u32, u32)>,
-    /// Source vertices whose coordinator changed since the last batch snapshot.
-    touched: BTreeSet<usize>,
-    /// Source vertices whose oversized batch snapshot was already reported
-    /// (one line per vertex, however often it is refused).
-    oversized_reported: BTreeSet<usize>,
-    /// When the last batch snapshot was taken.
-    last_snapshot: Option<Instant>,
-    /// Whether batch snapshots are taken: recovery is enabled and the
-    /// shuffle master supports them (FLIP-383 disables recovery otherwise).
-    snapshots_enabled: bool,
-    /// Minimum pause between batch snapshots taken before a vertex completes.
-    snapshot_min_pause: Duration,
+    /// When batch snapshots are taken and of which source vertices
+    /// (`coordhost-core`): on when recovery is enabled and the shuffle
+    /// master supports them (FLIP-383 disables recovery otherwise), at most
+    /// one per `snapshot-min-pause` before a vertex completes.
+    snapshots: SnapshotPolicy,
+    /// The time the snapshot policy reads.
+    clock: Arc<dyn Clock>,
     /// Finished sources whose enumerator cannot snapshot, kept by recovery:
     /// the first later reset of one of their subtasks resets all of them.
     restart_all_once: BTreeMap<usize, ResetReason>,
@@ -268,85 +266,15 @@ impl JobMaster {
         let snapshots_enabled = config.recovery.enabled && shuffle.supports_batch_snapshot();
         let readers = table_readers(config, &plugins)?;
         let (tx, rx) = channel();
-        let remote_functions: Vec<crate::remote::RemoteFunction> = match &config.sql {
-            Some(sql) if opts.external.is_some() => sql
-                .functions
-                .iter()
-                .zip(&sql.function_specs)
-                .map(|(f, spec)| crate::remote::RemoteFunction::new(f, spec))
-                .collect(),
-            _ => Vec::new(),
-        };
-        let remote_readers: Vec<crate::remote::RemoteReader> = match &config.sql {
-            Some(sql) if opts.external.is_some() => sql
-                .tables
-                .iter()
-                .filter_map(|t| match &t.format {
-                    crate::sql::TableFormat::Reader { plugin, .. } => config
-                        .plugins
-                        .get(plugin)
-                        .and_then(|spec| crate::remote::RemoteReader::new(t, spec)),
-                    _ => None,
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
+        let (remote_functions, remote_readers) = remote_components(config, opts);
         let executor = match &opts.external {
             Some(cluster) => {
-                let events = tx.clone();
-                cluster.set_events(move |e| {
-                    let msg = match e {
-                        ClusterEvent::SplitRequest { attempt, reply } => {
-                            Message::SplitRequest { attempt, reply }
-                        }
-                        ClusterEvent::Finished { attempt, report } => {
-                            Message::Finished { attempt, report }
-                        }
-                        ClusterEvent::Failed { attempt, error } => {
-                            Message::Failed { attempt, error }
-                        }
-                        ClusterEvent::WorkerLost { worker, held } => {
-                            Message::WorkerLost { worker, held }
-                        }
-                        ClusterEvent::DeployFailed {
-                            attempt,
-                            worker,
-                            message,
-                        } => Message::DeployFailed {
-                            attempt,
-                            worker,
-                            message,
-                        },
-                    };
-                    let _ignored = events.send(msg);
-                });
-                for (v, jv) in graph.job.vertices.iter().enumerate() {
-                    if let Some(plugin) = &jv.source {
-                        let wait = config
-                            .plugins
-                            .get(plugin)
-                            .map(|p| p.limits.split_wait)
-                            .unwrap_or(crate::plugin::DEFAULT_SPLIT_WAIT);
-                        cluster.set_split_wait(v, wait, plugin, &jv.id);
-                    }
-                }
-                // Workers fetch the components of the job's scalar
-                // functions and source readers by hash (docs/workers.md).
-                let functions = remote_functions
-                    .iter()
-                    .map(|f| (format!("scalar function `{}`", f.name), &f.component));
-                let readers = remote_readers
-                    .iter()
-                    .map(|r| (format!("source reader `{}`", r.plugin), &r.component));
-                cluster.serve_components(
-                    functions
-                        .chain(readers)
-                        .map(|(plugin, c)| crate::remote::ServedComponent {
-                            plugin,
-                            sha256: c.sha256.clone(),
-                            path: std::path::PathBuf::from(&c.path),
-                        })
-                        .collect(),
+                connect_cluster(
+                    cluster,
+                    config,
+                    &graph,
+                    &tx,
+                    (&remote_functions, &remote_readers),
                 );
                 // FLIP-383's job shuffle context: the shuffle master (WIT
                 // 0.1.1) learns what the workers report holding.
@@ -396,11 +324,8 @@ impl JobMaster {
             busy: std::time::Duration::ZERO,
             held: None,
             finished_lines: Vec::new(),
-            touched: BTreeSet::new(),
-            oversized_reported: BTreeSet::new(),
-            last_snapshot: None,
-            snapshots_enabled,
-            snapshot_min_pause: config.recovery.snapshot_min_pause,
+            snapshots: SnapshotPolicy::new(snapshots_enabled, config.recovery.snapshot_min_pause),
+            clock: Arc::new(SystemClock::new()),
             restart_all_once: BTreeMap::new(),
             tasks_skipped: 0,
             recovered: false,
@@ -421,7 +346,7 @@ impl JobMaster {
     /// Whether this run takes batch snapshots (recovery enabled and the
     /// shuffle master supports them).
     pub fn snapshots_enabled(&self) -> bool {
-        self.snapshots_enabled
+        self.snapshots.enabled()
     }
 
     /// Passes the named crash point `point`, one of
@@ -787,16 +712,10 @@ impl JobMaster {
     /// Takes batch snapshots if recording is on and `vertex_complete` or the
     /// minimum pause passed (FLIP-383 "recording").
     fn take_snapshots(&mut self, vertex_complete: bool) -> Result<BatchSnapshots, JobError> {
-        let due = vertex_complete
-            || self
-                .last_snapshot
-                .is_none_or(|t| t.elapsed() >= self.snapshot_min_pause);
-        if !self.snapshots_enabled || !due {
+        let Some(touched) = self.snapshots.begin(self.clock.now(), vertex_complete) else {
             return Ok(BatchSnapshots::default());
-        }
+        };
         let mut taken = BatchSnapshots::default();
-        let touched = std::mem::take(&mut self.touched);
-        let mut deferred = BTreeSet::new();
         for &v in &touched {
             let Some(c) = self.coordinators.get_mut(&v) else {
                 continue;
@@ -805,7 +724,7 @@ impl JobMaster {
                 // A rebuilt enumerator still holds splits a reader has: its
                 // snapshot would hand them out again after a crash. The
                 // previous snapshot stays the one recovery uses.
-                deferred.insert(v);
+                self.snapshots.defer(v);
                 continue;
             }
             if c.supports_batch_snapshot() {
@@ -814,12 +733,12 @@ impl JobMaster {
                     // Recorded without this state, the batch snapshot would
                     // pair newer finishes with an older enumerator: none is
                     // taken, and the touched vertices wait for the next one.
-                    if self.oversized_reported.insert(v) {
+                    if self.snapshots.first_refusal(v) {
                         tracing::warn!("{refusal}");
                     } else {
                         tracing::debug!("{refusal}");
                     }
-                    self.touched = touched;
+                    self.snapshots.abandon(touched);
                     return Ok(BatchSnapshots::default());
                 }
                 taken
@@ -827,7 +746,6 @@ impl JobMaster {
                     .push((self.graph.job.vertices[v].id.clone(), snapshot));
             }
         }
-        self.touched.extend(deferred);
         taken.shuffle =
             Some(
                 self.shuffle
@@ -837,7 +755,7 @@ impl JobMaster {
                         source,
                     })?,
             );
-        self.last_snapshot = Some(Instant::now());
+        self.snapshots.taken(self.clock.now());
         Ok(taken)
     }
 
@@ -1080,7 +998,7 @@ impl JobMaster {
             let _ignored = reply.send(Err("not a source".into()));
             return Ok(());
         };
-        self.touched.insert(attempt.vertex);
+        self.snapshots.touch(attempt.vertex);
         match c.request_split(attempt.subtask)? {
             Some(a) => {
                 let handed = matches!(a, SplitAnswer::Split(_));
@@ -1235,66 +1153,11 @@ impl JobMaster {
                 .map(|()| false);
         }
         let vertex = self.graph.job.vertices[v].clone();
-        let descriptors = self
-            .descriptors
-            .get(&(v, attempt.subtask))
-            .cloned()
-            .unwrap_or_default();
-        let outputs = self.graph.job.outputs(v);
-        let mut partitions = Vec::new();
-        for (edge, bytes) in &report.partitions {
-            let slot = outputs.iter().position(|e| e == edge).unwrap_or(0);
-            let location = descriptors
-                .get(slot)
-                .map(|d| PathBuf::from(&d.location))
-                .unwrap_or_default();
-            partitions.push(ProducedPartition {
-                edge: *edge,
-                location,
-                bytes_per_subpartition: bytes.clone(),
-            });
-        }
-        if let Some(s) = &vertex.sink {
-            if let Executor::External(cluster) = &self.executor {
-                // The worker staged it; the coordinator copies it beside
-                // the part file and publishes it itself (a worker never
-                // publishes: docs/workers.md).
-                let staging = sink::staging_path(s, attempt.subtask, attempt.attempt);
-                if let Err(message) = cluster.fetch_sink(&self.job, &vertex.id, attempt, &staging) {
-                    // Its worker died after reporting, say: the attempt
-                    // failed and runs again.
-                    return self
-                        .on_failed(
-                            attempt,
-                            TaskError::Worker {
-                                worker: "(the one that ran it)".into(),
-                                message: format!("fetching the staged output: {message}"),
-                            },
-                            events,
-                        )
-                        .map(|()| false);
-                }
-            }
-            // High availability: a deposed leader never publishes
-            // (docs/ha.md, "Fencing").
-            if let Some(fence) = &self.fence {
-                fence.verify().map_err(|e| JobError::LostLeadership {
-                    reason: e.to_string(),
-                })?;
-            }
-            sink::publish(s, attempt.subtask, attempt.attempt).map_err(|source| {
-                JobError::Commit {
-                    vertex: vertex.id.clone(),
-                    source: Box::new(source),
-                }
-            })?;
-            let part = sink::part_path(s, attempt.subtask);
-            let file = part
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            events.sink_committed(attempt, &file)?;
-            self.crash_point("sink-published", events)?;
+        let partitions = self.produced_partitions(v, attempt.subtask, &report);
+        if let Some(spec) = &vertex.sink
+            && !self.publish_output(attempt, spec, &vertex.id, events)?
+        {
+            return Ok(false);
         }
         let fig = &mut self.figures[v][attempt.subtask as usize];
         *fig = Figures {
@@ -1320,7 +1183,7 @@ impl JobMaster {
         // the pause.
         let source = self.graph.job.vertices[v].source.is_some();
         if source {
-            self.touched.insert(v);
+            self.snapshots.touch(v);
         }
         let snapshots = self.take_snapshots(completes || source || !partitions.is_empty())?;
         if !snapshots.is_empty() {
@@ -1351,6 +1214,81 @@ impl JobMaster {
         tracing::debug!(vertex = %vertex.id, subtask = attempt.subtask, attempt = attempt.attempt, "finished");
         self.finished_lines.push((v, done, total));
         Ok(completes)
+    }
+
+    /// The result partitions a finished attempt of subtask `s` of vertex `v`
+    /// reports, at the locations its shuffle descriptors gave them.
+    fn produced_partitions(&self, v: usize, s: u32, report: &TaskReport) -> Vec<ProducedPartition> {
+        let descriptors = self
+            .descriptors
+            .get(&(v, s))
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let outputs = self.graph.job.outputs(v);
+        report
+            .partitions
+            .iter()
+            .map(|(edge, bytes)| {
+                let slot = outputs.iter().position(|e| e == edge).unwrap_or(0);
+                let location = descriptors
+                    .get(slot)
+                    .map(|d| PathBuf::from(&d.location))
+                    .unwrap_or_default();
+                ProducedPartition {
+                    edge: *edge,
+                    location,
+                    bytes_per_subpartition: bytes.clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// Publishes the sink output of finished `attempt` of vertex `vertex_id`
+    /// and records it: on worker processes the coordinator first fetches
+    /// what the worker staged (a worker never publishes: docs/workers.md);
+    /// a deposed leader never publishes (docs/ha.md, "Fencing"). `Ok(false)`
+    /// when the staged output could not be fetched: the attempt failed and
+    /// runs again.
+    ///
+    /// # Errors
+    /// The lost leadership, the publication's and the recorder's errors.
+    fn publish_output(
+        &mut self,
+        attempt: AttemptId,
+        spec: &crate::graph::SinkSpec,
+        vertex_id: &str,
+        events: &mut dyn JobEventSink,
+    ) -> Result<bool, JobError> {
+        if let Executor::External(cluster) = &self.executor {
+            let staging = sink::staging_path(spec, attempt.subtask, attempt.attempt);
+            if let Err(message) = cluster.fetch_sink(&self.job, vertex_id, attempt, &staging) {
+                // Its worker died after reporting, say.
+                let error = TaskError::Worker {
+                    worker: "(the one that ran it)".into(),
+                    message: format!("fetching the staged output: {message}"),
+                };
+                return self.on_failed(attempt, error, events).map(|()| false);
+            }
+        }
+        if let Some(fence) = &self.fence {
+            fence.verify().map_err(|e| JobError::LostLeadership {
+                reason: e.to_string(),
+            })?;
+        }
+        sink::publish(spec, attempt.subtask, attempt.attempt).map_err(|source| {
+            JobError::Commit {
+                vertex: vertex_id.to_owned(),
+                source: Box::new(source),
+            }
+        })?;
+        let part = sink::part_path(spec, attempt.subtask);
+        let file = part
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        events.sink_committed(attempt, &file)?;
+        self.crash_point("sink-published", events)?;
+        Ok(true)
     }
 
     fn summary(&self, started: Instant) -> Summary {
@@ -1439,6 +1377,102 @@ const PLACEMENT_TICK: Duration = Duration::from_millis(50);
 /// How often, at most, a source's enumerator is asked how many splits it
 /// still holds for the progress display (`unassigned-splits`).
 const INPUT_LEFT_EVERY: Duration = Duration::from_millis(500);
+
+/// The job's scalar functions and source readers as a worker process is
+/// told of them (name or table, settings, component hash); empty in
+/// embedded mode.
+fn remote_components(
+    config: &JobConfig,
+    opts: &RunOptions,
+) -> (
+    Vec<crate::remote::RemoteFunction>,
+    Vec<crate::remote::RemoteReader>,
+) {
+    let Some(sql) = config.sql.as_ref().filter(|_| opts.external.is_some()) else {
+        return (Vec::new(), Vec::new());
+    };
+    let functions = sql
+        .functions
+        .iter()
+        .zip(&sql.function_specs)
+        .map(|(f, spec)| crate::remote::RemoteFunction::new(f, spec))
+        .collect();
+    let readers = sql
+        .tables
+        .iter()
+        .filter_map(|t| match &t.format {
+            crate::sql::TableFormat::Reader { plugin, .. } => config
+                .plugins
+                .get(plugin)
+                .and_then(|spec| crate::remote::RemoteReader::new(t, spec)),
+            _ => None,
+        })
+        .collect();
+    (functions, readers)
+}
+
+/// Connects the run to its worker cluster: the cluster's events become the
+/// loop's messages, each source vertex's split wait is set, and the
+/// components of the job's scalar functions and source readers are served
+/// to the workers by hash (docs/workers.md).
+fn connect_cluster(
+    cluster: &Arc<Cluster>,
+    config: &JobConfig,
+    graph: &ExecutionGraph,
+    tx: &Sender<Message>,
+    (functions, readers): (
+        &[crate::remote::RemoteFunction],
+        &[crate::remote::RemoteReader],
+    ),
+) {
+    let events = tx.clone();
+    cluster.set_events(move |e| {
+        let msg = match e {
+            ClusterEvent::SplitRequest { attempt, reply } => {
+                Message::SplitRequest { attempt, reply }
+            }
+            ClusterEvent::Finished { attempt, report } => Message::Finished { attempt, report },
+            ClusterEvent::Failed { attempt, error } => Message::Failed { attempt, error },
+            ClusterEvent::WorkerLost { worker, held } => Message::WorkerLost { worker, held },
+            ClusterEvent::DeployFailed {
+                attempt,
+                worker,
+                message,
+            } => Message::DeployFailed {
+                attempt,
+                worker,
+                message,
+            },
+        };
+        let _ignored = events.send(msg);
+    });
+    for (v, jv) in graph.job.vertices.iter().enumerate() {
+        if let Some(plugin) = &jv.source {
+            let wait = config
+                .plugins
+                .get(plugin)
+                .map(|p| p.limits.split_wait)
+                .unwrap_or(crate::plugin::DEFAULT_SPLIT_WAIT);
+            cluster.set_split_wait(v, wait, plugin, &jv.id);
+        }
+    }
+    let functions = functions
+        .iter()
+        .map(|f| (format!("scalar function `{}`", f.name), &f.component));
+    let readers = readers
+        .iter()
+        .map(|r| (format!("source reader `{}`", r.plugin), &r.component));
+    cluster.serve_components(
+        functions
+            .chain(readers)
+            .map(|(plugin, c)| crate::remote::ServedComponent {
+                plugin,
+                sha256: c.sha256.clone(),
+                path: std::path::PathBuf::from(&c.path),
+            })
+            .collect(),
+    );
+}
 
 /// Whether a sink holds published output (`_SUCCESS` or a `part-*` file
 /// or object).

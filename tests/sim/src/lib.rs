@@ -1,0 +1,987 @@
+//! A deterministic simulation of coordhost's recovery (issue 28, step one;
+//! docs/simulation.md): a seeded batch job — a source vertex whose split
+//! enumerator hands out splits on request, hash edges, one or two more
+//! vertices, the last one publishing a part file per subtask — runs on
+//! virtual tasks in an order the seed picks, with failing attempts, and the
+//! coordinator "dies" at seeded steps: its event log keeps what was durable
+//! plus a torn tail, result partitions vanish, running tasks are gone.
+//!
+//! What is real: the event log (`coordhost-log`: the writer's group commit
+//! and fsync points over [`MemoryStorage`], the segment format, replay with
+//! its torn-tail cut), the FLIP-383 recovery decision
+//! (`coordhost_core::recovery::recover`), the in-run failover decision
+//! (`coordhost_core::failover::decide`), the batch snapshot policy and the
+//! split-history codec (`coordhost_core::snapshot`). What is modelled here:
+//! the JobMaster that carries decisions out (deploy, reset, splits given
+//! back, recording in the same order and with the same durability as
+//! `job::EventRecorder` and `JobMaster::apply_recovery`), the tasks, the
+//! shuffle master (partitions in a map) and the enumerator (a queue of
+//! split ids).
+//!
+//! Every run checks the invariants of docs/simulation.md; a failing seed
+//! is replayed exactly with `cargo run -p coordhost-sim -- --seed N -v`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use coordhost_core::clock::{Clock, ManualClock};
+use coordhost_core::failover::{self, FailoverAction, FailureCause};
+use coordhost_core::history::{CoordinatorSnapshot, ReaderState};
+use coordhost_core::plan::{PartitionRef, RecoveryError, RecoveryPlan};
+use coordhost_core::recovery::{OracleError, PartitionOracle, RecoveryTarget, recover};
+use coordhost_core::snapshot_policy::SnapshotPolicy;
+use coordhost_log::{
+    EventLogWriter, EventsError, ExecutionFinished, ExecutionVertexId, ExecutionsReset,
+    FsyncPolicy, JobEvent, JobFinished, JobStarted, JobVertexInitialized, MemoryStorage,
+    RecoveryStarted, ResetReason, ShuffleSnapshot, SinkCommitted, SubtaskInputRange, WriterOptions,
+};
+use coordhost_model::graph::{
+    AttemptId, DistributionPattern, ExecutionGraph, ExecutionState, JobEdge, JobGraph, JobVertex,
+    Parallelism, VertexInit,
+};
+use coordhost_model::value::{SplitData, SplitPayloadData};
+
+/// A small, fast, seedable generator (SplitMix64): the whole run follows
+/// from the seed.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator for `seed`.
+    #[must_use]
+    pub fn new(seed: u64) -> Self {
+        Self(seed ^ 0x5DEE_CE66_D1CE_4E5B)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+
+    /// True with probability `percent`/100.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// What a seed's job looks like.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scenario {
+    /// Parallelism per job vertex, source first; consecutive vertices are
+    /// joined by hash edges; the last one publishes.
+    pub parallelism: Vec<u32>,
+    /// Splits the source's enumerator hands out.
+    pub splits: u32,
+    /// Coordinator crashes to inject.
+    pub crashes: u32,
+    /// Percent chance that a step is a failing attempt.
+    pub fail_percent: u64,
+    /// Percent chance that a result partition is gone after a crash.
+    pub loss_percent: u64,
+    /// Minimum pause between batch snapshots, in virtual milliseconds.
+    pub snapshot_pause_ms: u64,
+    /// Percent chance that a batch snapshot with the enumerator's state is
+    /// refused (a state too large to record).
+    pub refuse_percent: u64,
+}
+
+impl Scenario {
+    /// The scenario of `seed`.
+    #[must_use]
+    pub fn of(seed: u64) -> Self {
+        let mut rng = Rng::new(seed.rotate_left(17));
+        let vertices = 2 + rng.below(2) as usize;
+        Self {
+            parallelism: (0..vertices).map(|_| 1 + rng.below(3) as u32).collect(),
+            splits: 1 + rng.below(7) as u32,
+            crashes: rng.below(4) as u32,
+            fail_percent: [0, 3, 10][rng.below(3) as usize],
+            loss_percent: [0, 20, 60][rng.below(3) as usize],
+            snapshot_pause_ms: [0, 5, 50][rng.below(3) as usize],
+            refuse_percent: [0, 0, 30][rng.below(3) as usize],
+        }
+    }
+}
+
+/// How a run went when every invariant held.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Outcome {
+    /// Crashes injected.
+    pub crashes: u32,
+    /// Attempts deployed in all.
+    pub attempts: u64,
+    /// Executions recoveries kept (skipped).
+    pub kept: u64,
+    /// Executions recoveries reset.
+    pub reset: u64,
+}
+
+/// An invariant that did not hold, with the run's trace.
+#[derive(Debug, Clone)]
+pub struct Violation {
+    /// The seed.
+    pub seed: u64,
+    /// Which invariant, in words.
+    pub what: String,
+    /// The steps that led there.
+    pub trace: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "seed {}: {}\nreplay it: cargo run -p coordhost-sim -- --seed {} -v",
+            self.seed, self.what, self.seed
+        )
+    }
+}
+
+/// The values split `id` holds: three numbers that no other split has.
+fn split_values(id: u32) -> Vec<i64> {
+    (0..3).map(|k| i64::from(id) * 10 + k).collect()
+}
+
+/// What the vertex after the source does to a value, and each one after it.
+fn step_value(x: i64) -> i64 {
+    x * 2 + 1
+}
+
+/// The output an uninterrupted run publishes: every split's values through
+/// every vertex after the source, sorted.
+#[must_use]
+pub fn expected_output(scenario: &Scenario) -> Vec<i64> {
+    let hops = scenario.parallelism.len() - 1;
+    let mut out: Vec<i64> = (0..scenario.splits)
+        .flat_map(split_values)
+        .map(|mut x| {
+            for _ in 0..hops {
+                x = step_value(x);
+            }
+            x
+        })
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+fn job_graph(scenario: &Scenario) -> JobGraph {
+    let n = scenario.parallelism.len();
+    let vertices = scenario
+        .parallelism
+        .iter()
+        .enumerate()
+        .map(|(v, &p)| JobVertex {
+            id: format!("v{v}"),
+            parallelism: Parallelism::Fixed(p),
+            max_parallelism: p,
+            bytes_per_task: 1,
+            max_task_bytes: None,
+            source: (v == 0).then(|| "splits".to_owned()),
+            operators: Vec::new(),
+            sink: None,
+            record_delay: Duration::ZERO,
+            output_columns: Vec::new(),
+        })
+        .collect();
+    let edges = (1..n)
+        .map(|to| JobEdge {
+            from: to - 1,
+            to,
+            pattern: DistributionPattern::Hash,
+            key_names: Vec::new(),
+            key: Vec::new(),
+        })
+        .collect();
+    JobGraph {
+        vertices,
+        edges,
+        order: (0..n).collect(),
+    }
+}
+
+/// The split enumerator of the source: unassigned split ids, and per
+/// subtask the host's assignment history (Flink's `SourceCoordinator`).
+#[derive(Debug, Clone, Default)]
+struct Enumerator {
+    queue: BTreeSet<u32>,
+    readers: Vec<ReaderState>,
+}
+
+impl Enumerator {
+    fn fresh(splits: u32, parallelism: u32) -> Self {
+        Self {
+            queue: (0..splits).collect(),
+            readers: vec![ReaderState::default(); parallelism as usize],
+        }
+    }
+
+    fn snapshot(&self) -> CoordinatorSnapshot {
+        let queue: Vec<u32> = self.queue.iter().copied().collect();
+        CoordinatorSnapshot {
+            enumerator: postcard::to_stdvec(&queue).unwrap_or_default(),
+            readers: self.readers.clone(),
+        }
+    }
+
+    fn restore(snapshot: &CoordinatorSnapshot) -> Result<Self, String> {
+        let queue: Vec<u32> = postcard::from_bytes(&snapshot.enumerator)
+            .map_err(|e| format!("enumerator state does not decode: {e}"))?;
+        Ok(Self {
+            queue: queue.into_iter().collect(),
+            readers: snapshot.readers.clone(),
+        })
+    }
+
+    /// Subtask `s` runs again: its splits go back (`add-splits-back`).
+    fn reset_subtask(&mut self, s: u32) {
+        let reader = std::mem::take(&mut self.readers[s as usize]);
+        for split in reader.assigned {
+            if let Ok(id) = split.id.parse() {
+                self.queue.insert(id);
+            }
+        }
+    }
+
+    fn assign(&mut self, s: u32) -> Option<u32> {
+        let id = self.queue.pop_first()?;
+        let reader = &mut self.readers[s as usize];
+        reader.assigned.push(SplitData {
+            id: id.to_string(),
+            payload: SplitPayloadData::Inline(String::new()),
+        });
+        reader.delivered = reader.assigned.len();
+        Some(id)
+    }
+}
+
+/// One simulated coordinator and its world.
+struct Sim {
+    scenario: Scenario,
+    rng: Rng,
+    graph: ExecutionGraph,
+    storage: MemoryStorage,
+    writer: Option<EventLogWriter>,
+    epoch: u32,
+    clock: Arc<ManualClock>,
+    policy: SnapshotPolicy,
+    enumerator: Enumerator,
+    /// Result partitions that exist, by location: values per subpartition.
+    disk: HashMap<String, Vec<Vec<i64>>>,
+    /// Published part files, by subtask of the last vertex.
+    parts: BTreeMap<u32, Vec<i64>>,
+    /// Attempts running now.
+    running: Vec<AttemptId>,
+    /// Every attempt ever deployed: (vertex, subtask, attempt).
+    deployed: HashSet<(usize, u32, u32)>,
+    outcome: Outcome,
+    trace: String,
+}
+
+/// Why a run stopped early.
+enum Stop {
+    Violation(String),
+    Log(EventsError),
+}
+
+impl From<EventsError> for Stop {
+    fn from(e: EventsError) -> Self {
+        Self::Log(e)
+    }
+}
+
+const MAX_ATTEMPTS: u32 = 1000;
+const MAX_STEPS: u32 = 20_000;
+
+fn writer_options() -> WriterOptions {
+    // No background flusher: what is durable follows from the steps alone.
+    WriterOptions {
+        fsync: FsyncPolicy::EveryFlush,
+        flush_interval: None,
+        buffer_limit: 1 << 30,
+    }
+}
+
+/// Runs `seed`'s scenario to the end and checks every invariant.
+///
+/// # Errors
+/// The [`Violation`] of the first invariant that did not hold.
+pub fn run(seed: u64) -> Result<Outcome, Violation> {
+    run_with_trace(seed).0
+}
+
+/// As [`run`], with the run's trace (every deploy, split, finish, failure,
+/// crash and recovery decision, one line each).
+pub fn run_with_trace(seed: u64) -> (Result<Outcome, Violation>, String) {
+    let scenario = Scenario::of(seed);
+    let graph = ExecutionGraph::new(job_graph(&scenario));
+    let storage = MemoryStorage::new();
+    let parallelism = scenario.parallelism[0];
+    let mut sim = Sim {
+        rng: Rng::new(seed),
+        policy: SnapshotPolicy::new(true, Duration::from_millis(scenario.snapshot_pause_ms)),
+        enumerator: Enumerator::fresh(scenario.splits, parallelism),
+        scenario,
+        graph,
+        storage,
+        writer: None,
+        epoch: 0,
+        clock: Arc::new(ManualClock::new()),
+        disk: HashMap::new(),
+        parts: BTreeMap::new(),
+        running: Vec::new(),
+        deployed: HashSet::new(),
+        outcome: Outcome::default(),
+        trace: String::new(),
+    };
+    let result = sim.run_to_end();
+    let what = match result {
+        Ok(()) => return (Ok(sim.outcome), sim.trace),
+        Err(Stop::Violation(what)) => what,
+        Err(Stop::Log(e)) => format!("the event log failed: {e}"),
+    };
+    let violation = Violation {
+        seed,
+        what,
+        trace: sim.trace.clone(),
+    };
+    (Err(violation), sim.trace)
+}
+
+impl Sim {
+    fn note(&mut self, line: impl AsRef<str>) {
+        let _ = writeln!(self.trace, "{}", line.as_ref());
+    }
+
+    fn writer(&self) -> &EventLogWriter {
+        self.writer
+            .as_ref()
+            .expect("a coordinator attempt is running")
+    }
+
+    fn id(&self, v: usize) -> String {
+        self.graph.job.vertices[v].id.clone()
+    }
+
+    fn run_to_end(&mut self) -> Result<(), Stop> {
+        let mut crashes_left = self.scenario.crashes;
+        self.start_attempt()?;
+        for _ in 0..MAX_STEPS {
+            if self.finished() {
+                self.writer()
+                    .append_durable(&JobEvent::JobFinished(JobFinished {
+                        job_id: "sim".into(),
+                    }))?;
+                return self.check_output();
+            }
+            if crashes_left > 0 && self.rng.chance(12) {
+                crashes_left -= 1;
+                self.crash()?;
+                continue;
+            }
+            self.schedule()?;
+            self.step()?;
+            if self.rng.chance(10) {
+                self.writer().flush()?;
+            }
+        }
+        Err(Stop::Violation(format!(
+            "the job did not finish in {MAX_STEPS} steps"
+        )))
+    }
+
+    fn finished(&self) -> bool {
+        let last = self.graph.vertices.len() - 1;
+        self.graph.vertices[last].init.is_some() && self.graph.vertices[last].is_finished()
+    }
+
+    /// A coordinator attempt starts: opens the log (replaying it), and
+    /// either starts the job afresh or recovers it.
+    fn start_attempt(&mut self) -> Result<(), Stop> {
+        let (writer, replay) =
+            EventLogWriter::open(Arc::new(self.storage.clone()), writer_options())?;
+        self.epoch = writer.coordinator_attempt();
+        self.writer = Some(writer);
+        let has_run = replay
+            .events
+            .iter()
+            .any(|e| matches!(e.event, JobEvent::JobStarted(_)));
+        if !has_run {
+            self.note(format!("attempt {}: fresh start", self.epoch));
+            return self.start_fresh();
+        }
+        self.note(format!(
+            "attempt {}: recovering from {} records (torn tail: {} bytes)",
+            self.epoch,
+            replay.events.len(),
+            replay.torn_tail.as_ref().map_or(0, |t| t.bytes_dropped)
+        ));
+        self.writer()
+            .append(&JobEvent::RecoveryStarted(RecoveryStarted {
+                coordinator_epoch: self.epoch,
+                replayed_records: replay.events.len() as u64,
+                torn_tail_bytes: replay.torn_tail.as_ref().map_or(0, |t| t.bytes_dropped),
+            }))?;
+        let job = self.graph.job.clone();
+        let mut target = Target {
+            disk: &self.disk,
+            restored: BTreeMap::new(),
+        };
+        let plan = recover(&job, &replay.events, &mut target)
+            .map_err(|e| Stop::Violation(format!("recovery failed on a log the job wrote: {e}")))?;
+        self.check_plan(&plan)?;
+        self.apply(&plan)
+    }
+
+    fn start_fresh(&mut self) -> Result<(), Stop> {
+        self.graph = ExecutionGraph::new(self.graph.job.clone());
+        self.enumerator = Enumerator::fresh(self.scenario.splits, self.scenario.parallelism[0]);
+        self.policy =
+            SnapshotPolicy::new(true, Duration::from_millis(self.scenario.snapshot_pause_ms));
+        self.parts.clear();
+        self.writer()
+            .append_durable(&JobEvent::JobStarted(JobStarted {
+                job_id: "sim".into(),
+                graph_fingerprint: "sim".into(),
+                recovery_enabled: true,
+            }))?;
+        for v in 0..self.graph.job.vertices.len() {
+            self.initialize(v)?;
+        }
+        Ok(())
+    }
+
+    /// Records vertex `v`'s parallelism and input ranges (durable before
+    /// any of its subtasks deploys) and initializes it.
+    fn initialize(&mut self, v: usize) -> Result<(), Stop> {
+        let p = self.scenario.parallelism[v];
+        let inputs = self.graph.job.inputs(v);
+        let subtask_inputs = (0..p)
+            .map(|s| {
+                inputs
+                    .iter()
+                    .map(|&e| SubtaskInputRange {
+                        data_set: self.graph.job.data_set_id(e),
+                        partition_start: 0,
+                        partition_end: self.scenario.parallelism[self.graph.job.edges[e].from],
+                        subpartition_start: s,
+                        subpartition_end: s + 1,
+                    })
+                    .collect()
+            })
+            .collect();
+        self.writer()
+            .append_durable(&JobEvent::JobVertexInitialized(JobVertexInitialized {
+                job_vertex: self.id(v),
+                parallelism: p,
+                subtask_inputs,
+                decided_at_runtime: false,
+            }))?;
+        let ranges = if inputs.is_empty() {
+            Vec::new()
+        } else {
+            (0..p).map(|s| s..s + 1).collect()
+        };
+        self.graph.initialize(
+            v,
+            VertexInit {
+                parallelism: p,
+                input_ranges: ranges,
+            },
+        );
+        Ok(())
+    }
+
+    /// Deploys every created attempt whose inputs are all finished.
+    fn schedule(&mut self) -> Result<(), Stop> {
+        for v in 0..self.graph.vertices.len() {
+            if !self.graph.inputs_finished(v) {
+                continue;
+            }
+            for s in 0..self.graph.vertices[v].executions.len() as u32 {
+                let ev = &mut self.graph.vertices[v].executions[s as usize];
+                if !matches!(ev.state, ExecutionState::Created | ExecutionState::Failed) {
+                    continue;
+                }
+                ev.state = ExecutionState::Running;
+                ev.attempts_started += 1;
+                let attempt = AttemptId {
+                    vertex: v,
+                    subtask: s,
+                    attempt: ev.attempt,
+                };
+                if !self.deployed.insert((v, s, attempt.attempt)) {
+                    return Err(Stop::Violation(format!(
+                        "attempt {} of {}[{s}] deployed twice (an attempt number was reused)",
+                        attempt.attempt,
+                        self.id(v)
+                    )));
+                }
+                self.outcome.attempts += 1;
+                self.note(format!("deploy {}[{s}]#{}", self.id(v), attempt.attempt));
+                self.running.push(attempt);
+            }
+        }
+        Ok(())
+    }
+
+    /// One step of one running attempt the seed picks: it fails, takes a
+    /// split, or finishes.
+    fn step(&mut self) -> Result<(), Stop> {
+        if self.running.is_empty() {
+            return Ok(());
+        }
+        let pick = self.rng.below(self.running.len() as u64) as usize;
+        let attempt = self.running[pick];
+        self.clock
+            .advance(Duration::from_millis(self.rng.below(20)));
+        if self.rng.chance(self.scenario.fail_percent) {
+            self.running.swap_remove(pick);
+            return self.fail(attempt, None);
+        }
+        if attempt.vertex == 0
+            && let Some(id) = self.enumerator.assign(attempt.subtask)
+        {
+            self.policy.touch(0);
+            self.note(format!(
+                "v0[{}]#{} takes split {id}",
+                attempt.subtask, attempt.attempt
+            ));
+            return Ok(());
+        }
+        self.running.swap_remove(pick);
+        self.finish(attempt)
+    }
+
+    /// Attempt `attempt` failed (`lost`: because an input partition of that
+    /// producer was missing): the core decides, the sim carries it out.
+    fn fail(&mut self, attempt: AttemptId, lost: Option<AttemptId>) -> Result<(), Stop> {
+        self.note(format!(
+            "fail {}[{}]#{}{}",
+            self.id(attempt.vertex),
+            attempt.subtask,
+            attempt.attempt,
+            lost.map(|p| format!(
+                " (lost input of {}[{}]#{})",
+                self.id(p.vertex),
+                p.subtask,
+                p.attempt
+            ))
+            .unwrap_or_default()
+        ));
+        let cause = FailureCause {
+            permanent: false,
+            lost_input_of: lost,
+        };
+        let decision = failover::decide(&mut self.graph, attempt, cause, MAX_ATTEMPTS);
+        match decision.action {
+            FailoverAction::Reset { producer } => {
+                if let Some((producer, reason)) = producer {
+                    self.reset(producer, reason)?;
+                }
+                self.reset(
+                    attempt,
+                    ResetReason::Failover {
+                        message: "simulated".into(),
+                    },
+                )
+            }
+            other => Err(Stop::Violation(format!(
+                "failover gave up ({other:?}) with {MAX_ATTEMPTS} attempts allowed"
+            ))),
+        }
+    }
+
+    /// Execution vertex of `attempt` runs again: the reset is durable
+    /// before the next attempt deploys; a source subtask's splits go back.
+    fn reset(&mut self, attempt: AttemptId, reason: ResetReason) -> Result<(), Stop> {
+        let (v, s) = (attempt.vertex, attempt.subtask);
+        self.writer()
+            .append_durable(&JobEvent::ExecutionsReset(ExecutionsReset {
+                executions: vec![ExecutionVertexId {
+                    job_vertex: self.id(v),
+                    subtask: s,
+                }],
+                reason,
+            }))?;
+        let ev = &mut self.graph.vertices[v].executions[s as usize];
+        ev.attempt += 1;
+        ev.state = ExecutionState::Created;
+        ev.partitions.clear();
+        self.running.retain(|a| (a.vertex, a.subtask) != (v, s));
+        if v == 0 {
+            self.enumerator.reset_subtask(s);
+            self.policy.touch(0);
+        }
+        Ok(())
+    }
+
+    /// Attempt `attempt` finished: reads its inputs, writes its partition
+    /// (or publishes its part), takes batch snapshots as the policy says,
+    /// and records the finish (durably when it carries snapshots).
+    fn finish(&mut self, attempt: AttemptId) -> Result<(), Stop> {
+        let (v, s) = (attempt.vertex, attempt.subtask);
+        let values = if v == 0 {
+            let reader = &self.enumerator.readers[s as usize];
+            reader
+                .assigned
+                .iter()
+                .filter_map(|split| split.id.parse().ok())
+                .flat_map(split_values)
+                .collect::<Vec<_>>()
+        } else {
+            match self.read_inputs(v, s) {
+                Ok(values) => values.into_iter().map(step_value).collect(),
+                Err(producer) => return self.fail(attempt, Some(producer)),
+            }
+        };
+        let last = v + 1 == self.graph.vertices.len();
+        let mut produced = Vec::new();
+        if last {
+            self.parts.insert(s, sorted(values));
+            self.writer()
+                .append(&JobEvent::SinkCommitted(SinkCommitted {
+                    attempt: self.event_attempt(attempt),
+                    file: format!("part-{s}"),
+                }))?;
+        } else {
+            let n = self.scenario.parallelism[v + 1] as usize;
+            let mut subpartitions = vec![Vec::new(); n];
+            for x in values {
+                subpartitions[x.rem_euclid(n as i64) as usize].push(x);
+            }
+            let location = format!("{}/{s}/{}", self.id(v), attempt.attempt);
+            let bytes: Vec<u64> = subpartitions.iter().map(|p| p.len() as u64 * 8).collect();
+            self.disk.insert(location.clone(), subpartitions);
+            produced.push(coordhost_log::ProducedPartition {
+                data_set: self.graph.job.data_set_id(self.graph.job.outputs(v)[0]),
+                location,
+                bytes_per_subpartition: bytes,
+            });
+        }
+        let completes = self.graph.vertices[v]
+            .executions
+            .iter()
+            .enumerate()
+            .all(|(i, e)| i == s as usize || e.state == ExecutionState::Finished);
+        if v == 0 {
+            self.policy.touch(0);
+        }
+        let due = completes || v == 0 || !produced.is_empty();
+        let begun = self.policy.begin(self.clock.now(), due);
+        let (enumerator_snapshots, shuffle_snapshot) = match begun {
+            // The enumerator's state is too large to record (as
+            // `JobMaster::take_snapshots` refuses it): no snapshot is
+            // taken, the finish is recorded without one and the touched
+            // vertices wait for the next.
+            Some(touched)
+                if touched.contains(&0) && self.rng.chance(self.scenario.refuse_percent) =>
+            {
+                self.note("snapshot refused (oversized)");
+                self.policy.abandon(touched);
+                (Vec::new(), None)
+            }
+            Some(touched) => {
+                let mut snapshots = Vec::new();
+                if touched.contains(&0) {
+                    let snap = coordhost_core::snapshot::encode("v0", &self.enumerator.snapshot())
+                        .map_err(|e| Stop::Violation(format!("snapshot encode: {e}")))?;
+                    snapshots.push(snap);
+                }
+                self.policy.taken(self.clock.now());
+                (
+                    snapshots,
+                    Some(ShuffleSnapshot {
+                        incremental: false,
+                        data: Vec::new(),
+                    }),
+                )
+            }
+            None => (Vec::new(), None),
+        };
+        let event = JobEvent::ExecutionFinished(ExecutionFinished {
+            attempt: self.event_attempt(attempt),
+            coordinator_epoch: self.epoch,
+            produced: produced.clone(),
+            enumerator_snapshots,
+            shuffle_snapshot,
+        });
+        let durable = matches!(&event, JobEvent::ExecutionFinished(f) if f.has_snapshot());
+        if durable {
+            self.writer().append_durable(&event)?;
+        } else {
+            self.writer().append(&event)?;
+        }
+        self.note(format!(
+            "finish {}[{s}]#{}{}",
+            self.id(v),
+            attempt.attempt,
+            if durable { " (durable)" } else { "" }
+        ));
+        let ev = &mut self.graph.vertices[v].executions[s as usize];
+        ev.state = ExecutionState::Finished;
+        ev.partitions = produced
+            .into_iter()
+            .map(|p| coordhost_model::graph::ProducedPartition {
+                edge: 0,
+                location: p.location.into(),
+                bytes_per_subpartition: p.bytes_per_subpartition.into(),
+            })
+            .collect();
+        Ok(())
+    }
+
+    fn event_attempt(&self, a: AttemptId) -> coordhost_log::AttemptId {
+        coordhost_log::AttemptId {
+            job_vertex: self.id(a.vertex),
+            subtask: a.subtask,
+            attempt: a.attempt,
+        }
+    }
+
+    /// Subpartition `s` of every producer of vertex `v`'s input, from the
+    /// producers' current finished partitions; the producer whose partition
+    /// is missing, if one is.
+    fn read_inputs(&self, v: usize, s: u32) -> Result<Vec<i64>, AttemptId> {
+        let producer = v - 1;
+        let mut values = Vec::new();
+        for (ps, ev) in self.graph.vertices[producer].executions.iter().enumerate() {
+            let id = AttemptId {
+                vertex: producer,
+                subtask: ps as u32,
+                attempt: ev.attempt,
+            };
+            let location = ev
+                .partitions
+                .first()
+                .map(|p| p.location.to_string_lossy().into_owned());
+            match location.and_then(|l| self.disk.get(&l)) {
+                Some(parts) => values.extend(parts[s as usize].iter().copied()),
+                None => return Err(id),
+            }
+        }
+        Ok(values)
+    }
+
+    /// The coordinator dies: the log keeps its durable bytes and a torn
+    /// tail, partitions vanish, running attempts are gone; a new
+    /// coordinator attempt starts.
+    fn crash(&mut self) -> Result<(), Stop> {
+        let torn = self.rng.below(48) as usize;
+        let crashed = self.storage.crash(torn);
+        if let Some(writer) = self.writer.take() {
+            // Its buffered records never reach the crashed copy.
+            drop(writer);
+        }
+        self.storage = crashed;
+        let mut lost = Vec::new();
+        let locations: Vec<String> = self.disk.keys().cloned().collect();
+        for location in locations {
+            if self.rng.chance(self.scenario.loss_percent) {
+                self.disk.remove(&location);
+                lost.push(location);
+            }
+        }
+        lost.sort();
+        self.note(format!(
+            "CRASH (torn {torn} bytes; partitions lost: {lost:?})"
+        ));
+        self.outcome.crashes += 1;
+        self.running.clear();
+        self.start_attempt()
+    }
+
+    /// Invariants of a plan, checked against the world as it is.
+    fn check_plan(&mut self, plan: &RecoveryPlan) -> Result<(), Stop> {
+        self.outcome.kept += plan.kept.len() as u64;
+        self.outcome.reset += plan.reset.len() as u64;
+        for &(v, s) in plan.reset.keys() {
+            // No attempt number reused: the re-run's is above every one
+            // deployed before, recorded or not.
+            let next = plan.next_attempt((v, s));
+            if let Some(&(_, _, used)) = self
+                .deployed
+                .iter()
+                .filter(|(dv, ds, _)| (*dv, *ds) == (v, s))
+                .max_by_key(|(_, _, a)| *a)
+                && next <= used
+            {
+                return Err(Stop::Violation(format!(
+                    "recovery would run {}[{s}] as attempt {next}, but attempt {used} was deployed before",
+                    self.id(v)
+                )));
+            }
+        }
+        // Every kept producer's partition that a re-running consumer reads
+        // exists with the recorded sizes.
+        for (&(v, s), kept) in &plan.kept {
+            let Some(consumer) = (v + 1 < self.graph.vertices.len()).then_some(v + 1) else {
+                continue;
+            };
+            let consumers = self.scenario.parallelism[consumer];
+            if (0..consumers).all(|c| plan.kept.contains_key(&(consumer, c))) {
+                continue;
+            }
+            for p in &kept.partitions {
+                let location = p.location.to_string_lossy().into_owned();
+                let ok = self.disk.get(&location).is_some_and(|parts| {
+                    parts.iter().map(|x| x.len() as u64 * 8).collect::<Vec<_>>()
+                        == Vec::<u64>::from(p.bytes_per_subpartition.clone())
+                });
+                if !ok {
+                    return Err(Stop::Violation(format!(
+                        "recovery kept {}[{s}]#{} but its partition {location} is gone or changed, and a consumer runs again",
+                        self.id(v),
+                        kept.attempt
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Installs `plan` as `JobMaster::apply_recovery` does, then records
+    /// the resets and `RecoveryFinished` (durable before anything deploys).
+    fn apply(&mut self, plan: &RecoveryPlan) -> Result<(), Stop> {
+        self.graph = ExecutionGraph::new(self.graph.job.clone());
+        self.policy =
+            SnapshotPolicy::new(true, Duration::from_millis(self.scenario.snapshot_pause_ms));
+        for (v, init) in &plan.initialized {
+            self.graph.initialize(*v, init.clone());
+        }
+        for (&(v, s), exec) in &plan.kept {
+            let ev = &mut self.graph.vertices[v].executions[s as usize];
+            ev.attempt = exec.attempt;
+            ev.state = ExecutionState::Finished;
+            ev.partitions = exec.partitions.clone();
+        }
+        for (&(v, s), reason) in &plan.reset {
+            let Some(ev) = self.graph.vertices[v].executions.get_mut(s as usize) else {
+                continue;
+            };
+            ev.attempt = plan.next_attempt((v, s));
+            self.writer()
+                .append(&JobEvent::ExecutionsReset(ExecutionsReset {
+                    executions: vec![ExecutionVertexId {
+                        job_vertex: self.id(v),
+                        subtask: s,
+                    }],
+                    reason: reason.clone(),
+                }))?;
+        }
+        let parallelism = self.scenario.parallelism[0];
+        self.enumerator = match plan.coordinators.get(&0) {
+            Some(Some(snapshot)) => Enumerator::restore(snapshot).map_err(Stop::Violation)?,
+            _ => Enumerator::fresh(self.scenario.splits, parallelism),
+        };
+        if plan.initialized.iter().any(|(v, _)| *v == 0) {
+            for s in 0..parallelism {
+                if !plan.kept.contains_key(&(0, s)) {
+                    self.enumerator.reset_subtask(s);
+                }
+            }
+        }
+        for p in &plan.release {
+            self.disk.remove(&p.location.to_string_lossy().into_owned());
+        }
+        for v in 0..self.graph.vertices.len() {
+            if self.graph.vertices[v].init.is_none() {
+                self.initialize(v)?;
+            }
+        }
+        self.writer().append_durable(&JobEvent::RecoveryFinished(
+            plan.finished_event(&self.graph.job),
+        ))?;
+        self.note(format!(
+            "recovered: kept {:?}, reset {:?}",
+            plan.kept
+                .iter()
+                .map(|(k, e)| (*k, e.attempt))
+                .collect::<Vec<_>>(),
+            plan.reset.keys().collect::<Vec<_>>()
+        ));
+        Ok(())
+    }
+
+    fn check_output(&mut self) -> Result<(), Stop> {
+        let got = sorted(self.parts.values().flatten().copied().collect());
+        let want = expected_output(&self.scenario);
+        if got != want {
+            return Err(Stop::Violation(format!(
+                "the published output differs from an uninterrupted run's: got {got:?}, want {want:?}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn sorted(mut values: Vec<i64>) -> Vec<i64> {
+    values.sort_unstable();
+    values
+}
+
+/// The recovery target of the sim: partitions exist if they are in the
+/// world's map with the recorded sizes; every enumerator restores.
+struct Target<'a> {
+    disk: &'a HashMap<String, Vec<Vec<i64>>>,
+    restored: BTreeMap<usize, CoordinatorSnapshot>,
+}
+
+impl PartitionOracle for Target<'_> {
+    fn available(
+        &mut self,
+        needed: &[PartitionRef],
+    ) -> Result<BTreeSet<PartitionRef>, OracleError> {
+        Ok(needed
+            .iter()
+            .filter(|p| {
+                self.disk
+                    .get(&p.location.to_string_lossy().into_owned())
+                    .is_some_and(|parts| {
+                        parts.iter().map(|x| x.len() as u64 * 8).collect::<Vec<_>>()
+                            == p.bytes_per_subpartition
+                    })
+            })
+            .cloned()
+            .collect())
+    }
+}
+
+impl RecoveryTarget for Target<'_> {
+    type Error = RecoveryError;
+
+    fn restore_shuffle_master(
+        &mut self,
+        _snapshots: &[&ShuffleSnapshot],
+    ) -> Result<(), RecoveryError> {
+        Ok(())
+    }
+
+    fn supports_batch_snapshot(&self, _vertex: usize) -> bool {
+        true
+    }
+
+    fn restore_enumerator(
+        &mut self,
+        vertex: usize,
+        snapshot: &CoordinatorSnapshot,
+    ) -> Result<bool, RecoveryError> {
+        self.restored.insert(vertex, snapshot.clone());
+        Ok(true)
+    }
+
+    fn apply(&mut self, _plan: &RecoveryPlan) -> Result<(), RecoveryError> {
+        Ok(())
+    }
+}
