@@ -98,21 +98,10 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
         eprintln!("coordhost: {e}");
         return ExitCode::from(EXIT_BAD_INPUT);
     }
-    let mut opts = RunOptions::new(&args.job, &args.data_dir);
-    if let Some(log) = &args.log {
-        match crate::events::ObjectLogUrl::parse(log) {
-            Ok(url) => opts.log = Some(url),
-            Err(reason) => {
-                eprintln!("coordhost: --log: {reason}");
-                return ExitCode::from(EXIT_BAD_INPUT);
-            }
-        }
-    }
-    opts.log_retry = std::time::Duration::from_secs(args.log_retry_s);
-    opts.workers = args.workers;
-    opts.fresh = args.fresh;
-    opts.resume = args.resume;
-    opts.cache_dir = cache_dir;
+    let mut opts = match run_options(args, cache_dir) {
+        Ok(opts) => opts,
+        Err(code) => return code,
+    };
     let stop = Arc::new(StopRequest::default());
     if let Err(e) = stop_on_signals(stop.clone()) {
         eprintln!("coordhost: cannot watch for SIGINT and SIGTERM: {e}");
@@ -179,24 +168,55 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
     if let Some(cluster) = &cluster {
         // The job is over and nothing more is asked of the workers: they
         // are told so before this process exits (issue 31).
-        let end = match &result {
-            Ok(s) => match s.status {
-                JobStatus::Finished => crate::rpc::JobEnd::Finished,
-                JobStatus::Failed => crate::rpc::JobEnd::Failed,
-                JobStatus::Stopped => crate::rpc::JobEnd::Stopped,
-                JobStatus::Cancelled => crate::rpc::JobEnd::Cancelled,
-            },
-            Err(
-                crate::scheduler::JobError::Cancelled { .. }
-                | crate::scheduler::JobError::CancelledEarlier { .. },
-            ) => crate::rpc::JobEnd::Cancelled,
-            Err(_) => crate::rpc::JobEnd::Failed,
-        };
-        cluster.goodbye(result.as_ref().map_or(&job_name, |s| &s.job), end);
+        cluster.goodbye(
+            result.as_ref().map_or(&job_name, |s| &s.job),
+            job_end(&result),
+        );
     }
     let code = report(args, result.as_ref(), stop.requested());
     super::ui::finish(&args.ui, live.as_deref(), &result);
     code
+}
+
+/// The run's options from its arguments (all but signals, progress, the
+/// page, the cluster and the leadership, which need starting).
+///
+/// # Errors
+/// The exit code of bad input, once its line is printed.
+fn run_options(args: &RunArgs, cache_dir: Option<PathBuf>) -> Result<RunOptions, ExitCode> {
+    let mut opts = RunOptions::new(&args.job, &args.data_dir);
+    if let Some(log) = &args.log {
+        match crate::events::ObjectLogUrl::parse(log) {
+            Ok(url) => opts.log = Some(url),
+            Err(reason) => {
+                eprintln!("coordhost: --log: {reason}");
+                return Err(ExitCode::from(EXIT_BAD_INPUT));
+            }
+        }
+    }
+    opts.log_retry = std::time::Duration::from_secs(args.log_retry_s);
+    opts.workers = args.workers;
+    opts.fresh = args.fresh;
+    opts.resume = args.resume;
+    opts.cache_dir = cache_dir;
+    Ok(opts)
+}
+
+/// How the job ended, as its workers are told (`Goodbye`).
+fn job_end(result: &Result<Summary, crate::scheduler::JobError>) -> crate::rpc::JobEnd {
+    match result {
+        Ok(s) => match s.status {
+            JobStatus::Finished => crate::rpc::JobEnd::Finished,
+            JobStatus::Failed => crate::rpc::JobEnd::Failed,
+            JobStatus::Stopped => crate::rpc::JobEnd::Stopped,
+            JobStatus::Cancelled => crate::rpc::JobEnd::Cancelled,
+        },
+        Err(
+            crate::scheduler::JobError::Cancelled { .. }
+            | crate::scheduler::JobError::CancelledEarlier { .. },
+        ) => crate::rpc::JobEnd::Cancelled,
+        Err(_) => crate::rpc::JobEnd::Failed,
+    }
 }
 
 /// Prints the end of a run (summary, `--summary-json`, error) and returns

@@ -267,21 +267,7 @@ impl SourceReader {
     /// Reads `split` on `live`; whether `live` may be used again.
     fn read_on(&self, live: &mut Live, split: &SplitData, rebuilt: bool) -> (Try, bool) {
         let loaded = self.plugin.inner();
-        let wit_split = wit::Split {
-            id: split.id.clone(),
-            payload: match &split.payload {
-                SplitPayloadData::FileRange {
-                    path,
-                    start,
-                    length,
-                } => wit::SplitPayload::FileRange(wit::FileRange {
-                    path: path.to_string_lossy().into_owned(),
-                    start: *start,
-                    length: *length,
-                }),
-                SplitPayloadData::Inline(text) => wit::SplitPayload::Inline(text.clone()),
-            },
-        };
+        let wit_split = wit_split(split);
         instance::arm_deadline(&mut live.store, loaded);
         let outcome = live
             .world
@@ -365,6 +351,25 @@ impl SourceReader {
             ),
             (Err((e, keep)), d) => (Err(e), keep && d.is_ok()),
         }
+    }
+}
+
+/// A split as the reader's WIT contract names it.
+fn wit_split(split: &SplitData) -> wit::Split {
+    wit::Split {
+        id: split.id.clone(),
+        payload: match &split.payload {
+            SplitPayloadData::FileRange {
+                path,
+                start,
+                length,
+            } => wit::SplitPayload::FileRange(wit::FileRange {
+                path: path.to_string_lossy().into_owned(),
+                start: *start,
+                length: *length,
+            }),
+            SplitPayloadData::Inline(text) => wit::SplitPayload::Inline(text.clone()),
+        },
     }
 }
 

@@ -652,42 +652,7 @@ impl Cluster {
                 return failed("was lost before the Deploy was sent".into());
             };
             let client = w.client.clone();
-            let inputs: Vec<rpc::InputPartition> = task
-                .inputs
-                .iter()
-                .map(|i| {
-                    let location = i.location.to_string_lossy().into_owned();
-                    // Only this worker may read it, only for this attempt.
-                    let grant = self.shared.grants.sign(&crate::tls::Grant {
-                        reader: worker,
-                        attempt: (attempt.vertex as u32, attempt.subtask, attempt.attempt),
-                        location: &location,
-                        first: i.subpartitions.start,
-                        end: i.subpartitions.end,
-                    });
-                    rpc::InputPartition {
-                        producer: Some(to_wire(i.producer)),
-                        address: st
-                            .holders
-                            .get(&i.producer)
-                            .and_then(|h| st.workers.get(h))
-                            .map(|h| h.address.clone())
-                            .unwrap_or_default(),
-                        location,
-                        first_subpartition: i.subpartitions.start,
-                        end_subpartition: i.subpartitions.end,
-                        grant,
-                        data_set: i.expected.producer.data_set.clone(),
-                        producer_vertex_id: i.expected.producer.job_vertex.clone(),
-                        bytes_per_subpartition: i.expected.bytes.clone().unwrap_or_default(),
-                        object_url: i
-                            .object
-                            .as_ref()
-                            .map(ToString::to_string)
-                            .unwrap_or_default(),
-                    }
-                })
-                .collect();
+            let inputs = self.wire_inputs(&st, task, worker);
             // Registered as running before the call: a report (and split
             // requests) can come before the call returns.
             st.running.insert(attempt, worker.to_owned());
@@ -702,21 +667,7 @@ impl Cluster {
             vertex_id: task.vertex_id.clone(),
             vertex,
             inputs,
-            outputs: task
-                .outputs
-                .iter()
-                .map(|o| rpc::OutputPartition {
-                    edge: o.edge as u32,
-                    location: o.location.to_string_lossy().into_owned(),
-                    num_subpartitions: o.num_subpartitions,
-                    data_set: o.data_set.clone(),
-                    object_url: o
-                        .object
-                        .as_ref()
-                        .map(ToString::to_string)
-                        .unwrap_or_default(),
-                })
-                .collect(),
+            outputs: Self::wire_outputs(task),
             record_delay_us: task.record_delay.as_micros() as u64,
             fail_after_records: task.fail_after.unwrap_or(0),
         };
@@ -740,35 +691,109 @@ impl Cluster {
                     timeout.as_millis()
                 ),
             };
-            {
-                let mut st = lock(&shared.state);
-                if st.running.get(&attempt) != Some(&worker) {
-                    // Its report, or the worker's loss, ended it already:
-                    // once is enough.
-                    return;
-                }
-                st.running.remove(&attempt);
-                st.unacked.remove(&attempt);
-                shared.changed.notify_all();
-            }
-            tracing::warn!(worker = %worker, "deploying {attempt:?}: {message}");
-            shared.emit(ClusterEvent::DeployFailed {
-                attempt,
-                worker: worker.clone(),
-                message,
-            });
-            // It may run there all the same: ask it to stop (best effort;
-            // its split requests and its report are refused anyway).
-            if shared.fenced().is_ok() {
-                let cancel = rpc::CancelRequest {
-                    session,
-                    attempt: Some(to_wire(attempt)),
-                };
-                let _ignored =
-                    tokio::time::timeout(Duration::from_secs(1), client.cancel(cancel)).await;
-            }
+            Self::deploy_failed(&shared, client, session, attempt, worker, message).await;
         });
         Ok(())
+    }
+
+    /// The `Deploy` request's inputs of `task` on `worker`: each partition
+    /// with its holder's address (`st` is the locked registry) and a read
+    /// grant for this attempt alone.
+    fn wire_inputs(&self, st: &State, task: &RemoteTask, worker: &str) -> Vec<rpc::InputPartition> {
+        let attempt = task.attempt;
+        task.inputs
+            .iter()
+            .map(|i| {
+                let location = i.location.to_string_lossy().into_owned();
+                // Only this worker may read it, only for this attempt.
+                let grant = self.shared.grants.sign(&crate::tls::Grant {
+                    reader: worker,
+                    attempt: (attempt.vertex as u32, attempt.subtask, attempt.attempt),
+                    location: &location,
+                    first: i.subpartitions.start,
+                    end: i.subpartitions.end,
+                });
+                rpc::InputPartition {
+                    producer: Some(to_wire(i.producer)),
+                    address: st
+                        .holders
+                        .get(&i.producer)
+                        .and_then(|h| st.workers.get(h))
+                        .map(|h| h.address.clone())
+                        .unwrap_or_default(),
+                    location,
+                    first_subpartition: i.subpartitions.start,
+                    end_subpartition: i.subpartitions.end,
+                    grant,
+                    data_set: i.expected.producer.data_set.clone(),
+                    producer_vertex_id: i.expected.producer.job_vertex.clone(),
+                    bytes_per_subpartition: i.expected.bytes.clone().unwrap_or_default(),
+                    object_url: i
+                        .object
+                        .as_ref()
+                        .map(ToString::to_string)
+                        .unwrap_or_default(),
+                }
+            })
+            .collect()
+    }
+
+    /// The `Deploy` request's outputs of `task`.
+    fn wire_outputs(task: &RemoteTask) -> Vec<rpc::OutputPartition> {
+        task.outputs
+            .iter()
+            .map(|o| rpc::OutputPartition {
+                edge: o.edge as u32,
+                location: o.location.to_string_lossy().into_owned(),
+                num_subpartitions: o.num_subpartitions,
+                data_set: o.data_set.clone(),
+                object_url: o
+                    .object
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .unwrap_or_default(),
+            })
+            .collect()
+    }
+
+    /// A `Deploy` of `attempt` on `worker` failed with `message`: unless its
+    /// report or the worker's loss ended it already, ends it
+    /// ([`ClusterEvent::DeployFailed`]) and asks the worker to cancel it.
+    async fn deploy_failed(
+        shared: &Shared,
+        mut client: WorkerClient<Channel>,
+        session: u64,
+        attempt: AttemptId,
+        worker: String,
+        message: String,
+    ) {
+        {
+            let mut st = lock(&shared.state);
+            if st.running.get(&attempt) != Some(&worker) {
+                // Its report, or the worker's loss, ended it already:
+                // once is enough.
+                return;
+            }
+            st.running.remove(&attempt);
+            st.unacked.remove(&attempt);
+            shared.changed.notify_all();
+        }
+        tracing::warn!(worker = %worker, "deploying {attempt:?}: {message}");
+        shared.emit(ClusterEvent::DeployFailed {
+            attempt,
+            worker: worker.clone(),
+            message,
+        });
+        // It may run there all the same: ask it to stop (best effort;
+        // its split requests and its report are refused anyway).
+        if shared.fenced().is_ok() {
+            let cancel = rpc::CancelRequest {
+                session,
+                attempt: Some(to_wire(attempt)),
+            };
+            let _ignored =
+                tokio::time::timeout(Duration::from_secs(1), client.cancel(cancel)).await;
+        }
     }
 
     /// Asks the workers to cancel every running attempt (the job is
@@ -1080,6 +1105,104 @@ impl Service {
         tracing::warn!("{why}");
         Err(Status::permission_denied(why))
     }
+
+    /// Whether this coordinator takes the registration `req`: `UNAVAILABLE`
+    /// while a standby, once its job ended or past the fence;
+    /// `FAILED_PRECONDITION` for another protocol revision.
+    fn check_registration(&self, req: &rpc::RegisterRequest) -> Result<(), Status> {
+        if !self
+            .shared
+            .leading
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return Err(Status::unavailable(
+                "this coordinator is a standby: it does not lead the job (yet)",
+            ));
+        }
+        if self.shared.ended.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Status::unavailable(
+                "the job of this coordinator has ended: it is exiting",
+            ));
+        }
+        self.shared.answer_fenced()?;
+        if req.protocol_version != rpc::PROTOCOL_VERSION {
+            return Err(Status::failed_precondition(format!(
+                "worker `{}` speaks protocol coordhost.worker.v1 revision {}, this coordinator revision {}",
+                req.worker_id,
+                req.protocol_version,
+                rpc::PROTOCOL_VERSION
+            )));
+        }
+        Ok(())
+    }
+
+    /// A client of the worker service at `address` (lazily connected; with
+    /// TLS, to a peer carrying a worker name of this job).
+    fn worker_client(&self, address: &str) -> Result<WorkerClient<Channel>, Status> {
+        let tls = self
+            .shared
+            .opts
+            .tls
+            .as_ref()
+            .map(|t| (t, crate::tls::any_worker_name(t.job())));
+        let endpoint = crate::tls::endpoint(
+            address,
+            tls.as_ref().map(|(t, name)| (*t, name.as_str())),
+            Duration::from_secs(2),
+        )
+        .map_err(Status::invalid_argument)?;
+        Ok(WorkerClient::new(endpoint.connect_lazy())
+            .max_decoding_message_size(rpc::MAX_MESSAGE_BYTES))
+    }
+
+    /// Ends the attempts `worker` ran before it registered again (`st` is
+    /// the locked registry); returns the events to emit once it is unlocked.
+    fn end_stale_attempts(st: &mut State, worker: &str) -> Vec<ClusterEvent> {
+        // A worker registering again lost its running attempts (it
+        // canceled them when it lost this coordinator).
+        let stale: Vec<AttemptId> = st
+            .running
+            .iter()
+            .filter(|(_, w)| **w == worker)
+            .map(|(a, _)| *a)
+            .collect();
+        stale
+            .into_iter()
+            .map(|a| {
+                st.running.remove(&a);
+                let why = "registered again".to_owned();
+                Shared::ended(st, a, worker.to_owned(), why)
+            })
+            .collect()
+    }
+
+    /// Forgets the finished partitions `worker` held before and does not
+    /// report in `held` now (`st` is the locked registry); returns their
+    /// producers.
+    fn drop_lost_holdings(
+        st: &mut State,
+        worker: &str,
+        held: &[rpc::HeldPartition],
+    ) -> Vec<AttemptId> {
+        // Finished output it held before and does not report now is
+        // gone (a new process under the same id starts empty): lost at
+        // once, as when a worker is given up, rather than found missing
+        // by one consumer after another.
+        let still: std::collections::HashSet<AttemptId> = held
+            .iter()
+            .map(|h| from_wire(h.producer.as_ref()))
+            .collect();
+        let lost: Vec<AttemptId> = st
+            .holders
+            .iter()
+            .filter(|(a, w)| **w == worker && !still.contains(a))
+            .map(|(a, _)| *a)
+            .collect();
+        for a in &lost {
+            st.holders.remove(a);
+        }
+        lost
+    }
 }
 
 fn task_report(f: rpc::Finished) -> TaskReport {
@@ -1135,79 +1258,12 @@ impl coordinator_server::Coordinator for Service {
         let who = caller(&request);
         let req = request.into_inner();
         self.check_worker(&who, &req.worker_id, "Register")?;
-        if !self
-            .shared
-            .leading
-            .load(std::sync::atomic::Ordering::SeqCst)
-        {
-            return Err(Status::unavailable(
-                "this coordinator is a standby: it does not lead the job (yet)",
-            ));
-        }
-        if self.shared.ended.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(Status::unavailable(
-                "the job of this coordinator has ended: it is exiting",
-            ));
-        }
-        self.shared.answer_fenced()?;
-        if req.protocol_version != rpc::PROTOCOL_VERSION {
-            return Err(Status::failed_precondition(format!(
-                "worker `{}` speaks protocol coordhost.worker.v1 revision {}, this coordinator revision {}",
-                req.worker_id,
-                req.protocol_version,
-                rpc::PROTOCOL_VERSION
-            )));
-        }
-        let tls = self
-            .shared
-            .opts
-            .tls
-            .as_ref()
-            .map(|t| (t, crate::tls::any_worker_name(t.job())));
-        let endpoint = crate::tls::endpoint(
-            &req.address,
-            tls.as_ref().map(|(t, name)| (*t, name.as_str())),
-            Duration::from_secs(2),
-        )
-        .map_err(Status::invalid_argument)?;
-        let client = WorkerClient::new(endpoint.connect_lazy())
-            .max_decoding_message_size(rpc::MAX_MESSAGE_BYTES);
+        self.check_registration(&req)?;
+        let client = self.worker_client(&req.address)?;
         let (failed, lost) = {
             let mut st = lock(&self.shared.state);
-            // A worker registering again lost its running attempts (it
-            // canceled them when it lost this coordinator).
-            let stale: Vec<AttemptId> = st
-                .running
-                .iter()
-                .filter(|(_, w)| **w == req.worker_id)
-                .map(|(a, _)| *a)
-                .collect();
-            let stale: Vec<ClusterEvent> = stale
-                .into_iter()
-                .map(|a| {
-                    st.running.remove(&a);
-                    let why = "registered again".to_owned();
-                    Shared::ended(&mut st, a, req.worker_id.clone(), why)
-                })
-                .collect();
-            // Finished output it held before and does not report now is
-            // gone (a new process under the same id starts empty): lost at
-            // once, as when a worker is given up, rather than found missing
-            // by one consumer after another.
-            let still: std::collections::HashSet<AttemptId> = req
-                .held
-                .iter()
-                .map(|h| from_wire(h.producer.as_ref()))
-                .collect();
-            let lost: Vec<AttemptId> = st
-                .holders
-                .iter()
-                .filter(|(a, w)| **w == req.worker_id && !still.contains(a))
-                .map(|(a, _)| *a)
-                .collect();
-            for a in &lost {
-                st.holders.remove(a);
-            }
+            let stale = Self::end_stale_attempts(&mut st, &req.worker_id);
+            let lost = Self::drop_lost_holdings(&mut st, &req.worker_id, &req.held);
             tracing::info!(worker = %req.worker_id, address = %req.address, slots = req.slots, held = req.held.len(), "worker registered");
             st.heartbeats
                 .entry(req.worker_id.clone())

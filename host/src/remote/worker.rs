@@ -307,41 +307,14 @@ impl State {
 /// [`WorkerError`] when it cannot start (folders, socket, runtime) or the
 /// coordinator refuses it for good (another protocol version).
 pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
-    let io = |what: String| move |source| WorkerError::Io { what, source };
-    let leader_from = if crate::ha::EtcdUrl::is_etcd(&opts.coordinator) {
-        let etcd = crate::ha::EtcdUrl::parse(&opts.coordinator)
-            .and_then(|u| u.with_security(opts.etcd.clone()))
-            .map_err(|e| WorkerError::Argument(format!("--coordinator: {e}")))?;
-        if etcd.path.is_empty() || etcd.path.contains('/') {
-            return Err(WorkerError::Argument(format!(
-                "--coordinator `{}`: name the job after the endpoints (etcd://HOST:PORT/JOB)",
-                opts.coordinator
-            )));
-        }
-        Some(etcd)
-    } else {
-        None
-    };
+    let leader_from = leader_lookup(opts)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .thread_name("coordhost-worker-rpc")
         .build()
-        .map_err(io("the async runtime".into()))?;
-    let partitions = opts.data_dir.join("partitions");
-    let sinks = opts.data_dir.join("sink");
-    let staging = opts.data_dir.join("shuffle-staging");
-    for d in [&partitions, &sinks, &staging] {
-        // A new worker process holds nothing: what an earlier one left in
-        // its data directory is nobody's (no coordinator can claim files
-        // this process never reported).
-        if d.exists() {
-            std::fs::remove_dir_all(d).map_err(io(format!("--data-dir {}", d.display())))?;
-        }
-        std::fs::create_dir_all(d).map_err(io(format!("--data-dir {}", d.display())))?;
-    }
-    let partitions = std::fs::canonicalize(&partitions)
-        .map_err(io(format!("--data-dir {}", partitions.display())))?;
+        .map_err(io_error("the async runtime".into()))?;
+    let (partitions, sinks, staging) = fresh_data_dirs(&opts.data_dir)?;
     let listen: SocketAddr = opts
         .listen
         .parse()
@@ -353,13 +326,7 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
         ),
         None => None,
     };
-    let listener = std::net::TcpListener::bind(listen).map_err(io(format!("--listen {listen}")))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(io(format!("--listen {listen}")))?;
-    let bound = listener
-        .local_addr()
-        .map_err(io(format!("--listen {listen}")))?;
+    let (listener, bound) = bind_listener(listen)?;
     let id = match tls.as_ref().map(crate::tls::ClusterTls::role) {
         Some(crate::tls::Role::Worker { id }) => id.clone(),
         _ => opts
@@ -368,7 +335,7 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
             .unwrap_or_else(|| format!("w-{}-{}", std::process::id(), bound.port())),
     };
     let tls_config = tls.as_ref().map(crate::tls::ClusterTls::server_config);
-    let pool = WorkerPool::new(opts.slots.max(1)).map_err(io("worker threads".into()))?;
+    let pool = WorkerPool::new(opts.slots.max(1)).map_err(io_error("worker threads".into()))?;
     // Every component a task needs (a scalar function's, a source
     // reader's): bytes by hash here, machine code in the cache.
     let components = Arc::new(WorkerComponents::new(
@@ -415,6 +382,80 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
         goodbye: Mutex::new(None),
         goodbye_said: tokio::sync::Notify::new(),
     });
+    spawn_service(&rt, &state, listener, tls_config);
+    tracing::info!(worker = %id, address = %bound, coordinator = %opts.coordinator, tls = opts.tls.is_some(), "worker started");
+    eprintln!("coordhost worker {id}: serving on {bound}");
+    rt.block_on(stay_registered(
+        state,
+        opts.keep_partitions,
+        opts.exit_when_idle,
+    ))
+}
+
+/// The `map_err` of an I/O error into [`WorkerError::Io`] naming `what` failed.
+fn io_error(what: String) -> impl FnOnce(std::io::Error) -> WorkerError {
+    move |source| WorkerError::Io { what, source }
+}
+
+/// With high availability (an `etcd://` `--coordinator`): where to look the
+/// job's leader up; checks that the URL names the job. None otherwise.
+fn leader_lookup(opts: &WorkerOptions) -> Result<Option<crate::ha::EtcdUrl>, WorkerError> {
+    if !crate::ha::EtcdUrl::is_etcd(&opts.coordinator) {
+        return Ok(None);
+    }
+    let etcd = crate::ha::EtcdUrl::parse(&opts.coordinator)
+        .and_then(|u| u.with_security(opts.etcd.clone()))
+        .map_err(|e| WorkerError::Argument(format!("--coordinator: {e}")))?;
+    if etcd.path.is_empty() || etcd.path.contains('/') {
+        return Err(WorkerError::Argument(format!(
+            "--coordinator `{}`: name the job after the endpoints (etcd://HOST:PORT/JOB)",
+            opts.coordinator
+        )));
+    }
+    Ok(Some(etcd))
+}
+
+/// Empties and creates the partition, sink and shuffle-staging folders
+/// below `data_dir`; returns them, the partition folder canonical.
+fn fresh_data_dirs(data_dir: &Path) -> Result<(PathBuf, PathBuf, PathBuf), WorkerError> {
+    let partitions = data_dir.join("partitions");
+    let sinks = data_dir.join("sink");
+    let staging = data_dir.join("shuffle-staging");
+    for d in [&partitions, &sinks, &staging] {
+        // A new worker process holds nothing: what an earlier one left in
+        // its data directory is nobody's (no coordinator can claim files
+        // this process never reported).
+        if d.exists() {
+            std::fs::remove_dir_all(d).map_err(io_error(format!("--data-dir {}", d.display())))?;
+        }
+        std::fs::create_dir_all(d).map_err(io_error(format!("--data-dir {}", d.display())))?;
+    }
+    let partitions = std::fs::canonicalize(&partitions)
+        .map_err(io_error(format!("--data-dir {}", partitions.display())))?;
+    Ok((partitions, sinks, staging))
+}
+
+/// Binds the worker's service socket (non-blocking) at `listen`; returns it
+/// and the address bound.
+fn bind_listener(listen: SocketAddr) -> Result<(std::net::TcpListener, SocketAddr), WorkerError> {
+    let listener =
+        std::net::TcpListener::bind(listen).map_err(io_error(format!("--listen {listen}")))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(io_error(format!("--listen {listen}")))?;
+    let bound = listener
+        .local_addr()
+        .map_err(io_error(format!("--listen {listen}")))?;
+    Ok((listener, bound))
+}
+
+/// Serves the worker's gRPC service on `listener` from the runtime `rt`.
+fn spawn_service(
+    rt: &tokio::runtime::Runtime,
+    state: &Arc<State>,
+    listener: std::net::TcpListener,
+    tls_config: Option<Arc<rustls::ServerConfig>>,
+) {
     let service = worker_server::WorkerServer::new(Service {
         state: state.clone(),
     })
@@ -433,13 +474,6 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
             tracing::error!("worker service: {e}");
         }
     });
-    tracing::info!(worker = %id, address = %bound, coordinator = %opts.coordinator, tls = opts.tls.is_some(), "worker started");
-    eprintln!("coordhost worker {id}: serving on {bound}");
-    rt.block_on(stay_registered(
-        state,
-        opts.keep_partitions,
-        opts.exit_when_idle,
-    ))
 }
 
 /// Registers, heartbeats while the coordinator answers, and registers again
@@ -460,25 +494,8 @@ async fn stay_registered(
     let mut idle_since: Option<Instant> = None;
     let mut job_ended = false;
     loop {
-        if exit_when_idle {
-            let why = if job_ended {
-                Some("the job served ended".to_owned())
-            } else {
-                idle_since.filter(|since| since.elapsed() >= keep).map(|_| {
-                    format!(
-                        "no coordinator for {} ms (--keep-partitions-ms)",
-                        keep.as_millis()
-                    )
-                })
-            };
-            if let Some(why) = why {
-                forget_held(&state);
-                eprintln!(
-                    "coordhost worker {}: {why} and no attempt runs: exiting (--exit-when-idle)",
-                    state.id
-                );
-                return Ok(());
-            }
+        if exit_when_idle && exits_idle(&state, keep, job_ended, idle_since) {
+            return Ok(());
         }
         if let Some(etcd) = &state.leader_from
             && !find_leader(&state, etcd).await
@@ -486,36 +503,9 @@ async fn stay_registered(
             retry_later(&state, keep, &mut lost_since, &mut backoff).await;
             continue;
         }
-        let (job, held) = state.held_on_wire();
-        let request = rpc::RegisterRequest {
-            protocol_version: rpc::PROTOCOL_VERSION,
-            worker_id: state.id.clone(),
-            address: state.address.clone(),
-            slots: state.pool.size() as u32,
-            held,
-            job,
-        };
-        let answer = match state.coordinator_client() {
-            // Bounded: a coordinator that is paused (SIGSTOP) accepts the
-            // connection and never answers.
-            Ok(mut c) => tokio::time::timeout(Duration::from_secs(2), c.register(request))
-                .await
-                .unwrap_or_else(|_| Err(Status::deadline_exceeded("no answer within 2 s"))),
-            Err(e) => return Err(WorkerError::Argument(format!("--coordinator: {e}"))),
-        };
-        let reg = match answer {
-            Ok(r) => r.into_inner(),
-            Err(s) if s.code() == tonic::Code::FailedPrecondition => {
-                return Err(WorkerError::Refused {
-                    coordinator: state.coordinator(),
-                    reason: s.message().to_owned(),
-                });
-            }
-            Err(s) => {
-                tracing::debug!("registering with {}: {}", state.coordinator(), s.message());
-                retry_later(&state, keep, &mut lost_since, &mut backoff).await;
-                continue;
-            }
+        let Some(reg) = register(&state).await? else {
+            retry_later(&state, keep, &mut lost_since, &mut backoff).await;
+            continue;
         };
         backoff = Duration::from_millis(50);
         *lock(&state.read_grants) = Some(crate::tls::ReadGrants::from_bytes(&reg.read_key));
@@ -524,69 +514,9 @@ async fn stay_registered(
         let interval = Duration::from_millis(reg.heartbeat_interval_ms.max(10));
         let timeout = Duration::from_millis(reg.heartbeat_timeout_ms.max(100));
         *lock(&state.report_timeout) = timeout;
-        let mut last_ok = Instant::now();
-        let goodbye = loop {
-            tokio::select! {
-                () = tokio::time::sleep(interval) => {}
-                () = state.goodbye_said.notified() => {}
-            }
-            let said = lock(&state.goodbye).take();
-            if let Some(g) = said.filter(|g| g.session == reg.session) {
-                break Some(g);
-            }
-            let beat = rpc::HeartbeatRequest {
-                worker_id: state.id.clone(),
-                session: reg.session,
-            };
-            let known = match state.coordinator_client() {
-                Ok(mut c) => {
-                    match tokio::time::timeout(
-                        interval.max(Duration::from_millis(200)),
-                        c.heartbeat(beat),
-                    )
-                    .await
-                    {
-                        Ok(Ok(r)) => Some(r.into_inner().known),
-                        _ => None,
-                    }
-                }
-                Err(_) => None,
-            };
-            match known {
-                Some(true) => last_ok = Instant::now(),
-                Some(false) => break None,
-                None if last_ok.elapsed() >= timeout => break None,
-                // High availability: a heartbeat that fails is a reason to
-                // ask etcd at once; a newer leader ends this registration
-                // without waiting out the timeout (docs/ha.md, "Figures").
-                None if newer_leader(&state, reg.session, interval).await => break None,
-                None => {}
-            }
-        };
+        let goodbye = heartbeat_while_known(&state, reg.session, interval, timeout).await;
         *lock(&state.session) = None;
-        match goodbye {
-            Some(g) => {
-                // A stopped leader of a job with high availability hands
-                // the job to a standby: not the end of what this worker
-                // serves.
-                job_ended = !(g.end == rpc::JobEnd::Stopped && state.leader_from.is_some());
-                let next = if exit_when_idle && job_ended {
-                    "exiting once no attempt runs (--exit-when-idle)"
-                } else {
-                    "waiting for the next coordinator"
-                };
-                eprintln!(
-                    "coordhost worker {}: the job {} ended ({}); {next}",
-                    state.id,
-                    g.job,
-                    end_name(g.end)
-                );
-            }
-            None => {
-                tracing::warn!(worker = %state.id, "lost the coordinator: canceling running attempts, keeping finished partitions");
-                job_ended = false;
-            }
-        }
+        job_ended = note_session_end(&state, goodbye, exit_when_idle);
         idle_since = Some(Instant::now());
         state.cancel_all();
         lost_since = Some(Instant::now());
@@ -596,6 +526,146 @@ async fn stay_registered(
         while !lock(&state.running).is_empty() {
             state.cancel_all();
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// With `--exit-when-idle`: whether to exit now (the job served ended, or no
+/// coordinator since `idle_since` for the keep time); if so, forgets what
+/// is held and says why.
+fn exits_idle(state: &State, keep: Duration, job_ended: bool, idle_since: Option<Instant>) -> bool {
+    let why = if job_ended {
+        Some("the job served ended".to_owned())
+    } else {
+        idle_since.filter(|since| since.elapsed() >= keep).map(|_| {
+            format!(
+                "no coordinator for {} ms (--keep-partitions-ms)",
+                keep.as_millis()
+            )
+        })
+    };
+    let Some(why) = why else {
+        return false;
+    };
+    forget_held(state);
+    eprintln!(
+        "coordhost worker {}: {why} and no attempt runs: exiting (--exit-when-idle)",
+        state.id
+    );
+    true
+}
+
+/// Registers with the coordinator, reporting the partitions held. None when
+/// it cannot be reached or does not take the registration now (retry
+/// later); an error when it refuses this worker for good.
+async fn register(state: &State) -> Result<Option<rpc::RegisterResponse>, WorkerError> {
+    let (job, held) = state.held_on_wire();
+    let request = rpc::RegisterRequest {
+        protocol_version: rpc::PROTOCOL_VERSION,
+        worker_id: state.id.clone(),
+        address: state.address.clone(),
+        slots: state.pool.size() as u32,
+        held,
+        job,
+    };
+    let answer = match state.coordinator_client() {
+        // Bounded: a coordinator that is paused (SIGSTOP) accepts the
+        // connection and never answers.
+        Ok(mut c) => tokio::time::timeout(Duration::from_secs(2), c.register(request))
+            .await
+            .unwrap_or_else(|_| Err(Status::deadline_exceeded("no answer within 2 s"))),
+        Err(e) => return Err(WorkerError::Argument(format!("--coordinator: {e}"))),
+    };
+    match answer {
+        Ok(r) => Ok(Some(r.into_inner())),
+        Err(s) if s.code() == tonic::Code::FailedPrecondition => Err(WorkerError::Refused {
+            coordinator: state.coordinator(),
+            reason: s.message().to_owned(),
+        }),
+        Err(s) => {
+            tracing::debug!("registering with {}: {}", state.coordinator(), s.message());
+            Ok(None)
+        }
+    }
+}
+
+/// Heartbeats every `interval` while the coordinator knows this worker in
+/// `session`; returns its `Goodbye` if it said one, None once it is lost
+/// (unknown, silent for `timeout`, or superseded by a newer leader).
+async fn heartbeat_while_known(
+    state: &State,
+    session: u64,
+    interval: Duration,
+    timeout: Duration,
+) -> Option<Goodbye> {
+    let mut last_ok = Instant::now();
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(interval) => {}
+            () = state.goodbye_said.notified() => {}
+        }
+        let said = lock(&state.goodbye).take();
+        if let Some(g) = said.filter(|g| g.session == session) {
+            break Some(g);
+        }
+        match heartbeat_once(state, session, interval).await {
+            Some(true) => last_ok = Instant::now(),
+            Some(false) => break None,
+            None if last_ok.elapsed() >= timeout => break None,
+            // High availability: a heartbeat that fails is a reason to
+            // ask etcd at once; a newer leader ends this registration
+            // without waiting out the timeout (docs/ha.md, "Figures").
+            None if newer_leader(state, session, interval).await => break None,
+            None => {}
+        }
+    }
+}
+
+/// One heartbeat: whether the coordinator still knows this worker in
+/// `session`, None when it did not answer in time.
+async fn heartbeat_once(state: &State, session: u64, interval: Duration) -> Option<bool> {
+    let beat = rpc::HeartbeatRequest {
+        worker_id: state.id.clone(),
+        session,
+    };
+    match state.coordinator_client() {
+        Ok(mut c) => {
+            match tokio::time::timeout(interval.max(Duration::from_millis(200)), c.heartbeat(beat))
+                .await
+            {
+                Ok(Ok(r)) => Some(r.into_inner().known),
+                _ => None,
+            }
+        }
+        Err(_) => None,
+    }
+}
+
+/// Says how the session ended (the job's end from its `goodbye`, or a lost
+/// coordinator); returns whether the job served ended.
+fn note_session_end(state: &State, goodbye: Option<Goodbye>, exit_when_idle: bool) -> bool {
+    match goodbye {
+        Some(g) => {
+            // A stopped leader of a job with high availability hands
+            // the job to a standby: not the end of what this worker
+            // serves.
+            let job_ended = !(g.end == rpc::JobEnd::Stopped && state.leader_from.is_some());
+            let next = if exit_when_idle && job_ended {
+                "exiting once no attempt runs (--exit-when-idle)"
+            } else {
+                "waiting for the next coordinator"
+            };
+            eprintln!(
+                "coordhost worker {}: the job {} ended ({}); {next}",
+                state.id,
+                g.job,
+                end_name(g.end)
+            );
+            job_ended
+        }
+        None => {
+            tracing::warn!(worker = %state.id, "lost the coordinator: canceling running attempts, keeping finished partitions");
+            false
         }
     }
 }
@@ -919,7 +989,7 @@ impl worker_server::Worker for Service {
         let state = self.state.clone();
         let attempt = from_wire(req.attempt.as_ref());
         let pulled = Arc::new(AtomicBool::new(false));
-        let (mut spec, readers) = task_spec(&state, &req, pulled.clone())?;
+        let (spec, readers) = task_spec(&state, &req, pulled.clone())?;
         #[cfg(feature = "failpoints")]
         let hold = matches!(spec.input, TaskInput::Splits(_))
             .then(crate::failpoints::worker_holds_deploy_answer)
@@ -945,20 +1015,7 @@ impl worker_server::Worker for Service {
         };
         let vertex_id = req.vertex_id.clone();
         pool_state.pool.submit(move || {
-            // The readers of the tables this scan reads, loaded here (a
-            // fetch blocks) before the task runs: one that cannot be
-            // loaded, or whose bytes are not the job's, fails the attempt.
-            let result = state
-                .readers
-                .table_readers(&readers, &components)
-                .map_err(|detail| TaskError::Data {
-                    vertex: vertex_id,
-                    detail,
-                })
-                .and_then(|readers| {
-                    spec.readers = readers;
-                    run_task(spec)
-                });
+            let result = run_with_readers(&state, &readers, &components, vertex_id, spec);
             let reported = report(&state, session, attempt, &result);
             match (result, reported) {
                 (Ok(report), Reported::Accepted | Reported::Unanswered) => {
@@ -970,32 +1027,9 @@ impl worker_server::Worker for Service {
                         // again.
                         let _ignored = std::fs::remove_file(p);
                     }
-                    let mut held = lock(&state.held);
-                    for (edge, bytes) in report.partitions {
-                        if let Some((_, location)) =
-                            outputs.iter().find(|(e, _)| *e as usize == edge)
-                        {
-                            held.push(Held {
-                                job: job.clone(),
-                                producer: attempt,
-                                edge: edge as u32,
-                                location: location.clone(),
-                                bytes: bytes.to_vec(),
-                            });
-                        }
-                    }
+                    hold_partitions(&state, &job, attempt, &outputs, report);
                 }
-                _ => {
-                    // Failed, or refused (a superseded attempt, or a
-                    // coordinator that gave this worker up): what it wrote
-                    // is nobody's.
-                    state.delete_partitions(
-                        &outputs.iter().map(|o| o.1.clone()).collect::<Vec<_>>(),
-                    );
-                    if let Some(p) = &sink_staging {
-                        let _ignored = std::fs::remove_file(p);
-                    }
-                }
+                _ => discard_output(&state, &outputs, sink_staging.as_deref()),
             }
             // Only now: a worker registers again once nothing of an old
             // session runs or is being cleaned up (`stay_registered`).
@@ -1005,12 +1039,7 @@ impl worker_server::Worker for Service {
         // split and before it answered the Deploy.
         #[cfg(feature = "failpoints")]
         if let Some(hold) = hold {
-            let began = Instant::now();
-            while !pulled.load(Ordering::Relaxed) && began.elapsed() < hold {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            tracing::warn!(worker = %self.state.id, "test knob: {attempt:?} pulled a split; holding the Deploy answer for {} ms", hold.as_millis());
-            tokio::time::sleep(hold).await;
+            hold_deploy_answer(&self.state, attempt, &pulled, hold).await;
         }
         #[cfg(not(feature = "failpoints"))]
         drop(pulled);
@@ -1194,6 +1223,83 @@ impl worker_server::Worker for Service {
     }
 }
 
+/// Loads the readers of the tables a scan reads, then runs the task on this
+/// (pool) thread.
+fn run_with_readers(
+    state: &State,
+    readers: &[super::task::RemoteReader],
+    components: &CoordinatorComponents,
+    vertex_id: String,
+    mut spec: TaskSpec,
+) -> Result<TaskReport, TaskError> {
+    // The readers of the tables this scan reads, loaded here (a
+    // fetch blocks) before the task runs: one that cannot be
+    // loaded, or whose bytes are not the job's, fails the attempt.
+    state
+        .readers
+        .table_readers(readers, components)
+        .map_err(|detail| TaskError::Data {
+            vertex: vertex_id,
+            detail,
+        })
+        .and_then(|readers| {
+            spec.readers = readers;
+            run_task(spec)
+        })
+}
+
+/// Holds the partitions a finished `attempt` of `job` reported, at the
+/// locations of its `outputs`.
+fn hold_partitions(
+    state: &State,
+    job: &str,
+    attempt: AttemptId,
+    outputs: &[(u32, PathBuf)],
+    report: TaskReport,
+) {
+    let mut held = lock(&state.held);
+    for (edge, bytes) in report.partitions {
+        if let Some((_, location)) = outputs.iter().find(|(e, _)| *e as usize == edge) {
+            held.push(Held {
+                job: job.to_owned(),
+                producer: attempt,
+                edge: edge as u32,
+                location: location.clone(),
+                bytes: bytes.to_vec(),
+            });
+        }
+    }
+}
+
+/// Deletes what an attempt that failed or was refused wrote: its partitions
+/// and its staged sink output.
+fn discard_output(state: &State, outputs: &[(u32, PathBuf)], sink_staging: Option<&Path>) {
+    // Failed, or refused (a superseded attempt, or a
+    // coordinator that gave this worker up): what it wrote
+    // is nobody's.
+    state.delete_partitions(&outputs.iter().map(|o| o.1.clone()).collect::<Vec<_>>());
+    if let Some(p) = sink_staging {
+        let _ignored = std::fs::remove_file(p);
+    }
+}
+
+/// Test knob: holds the Deploy answer for `hold` once `attempt` pulled a
+/// split (or `hold` passed waiting for it).
+#[cfg(feature = "failpoints")]
+async fn hold_deploy_answer(
+    state: &State,
+    attempt: AttemptId,
+    pulled: &AtomicBool,
+    hold: Duration,
+) {
+    let began = Instant::now();
+    while !pulled.load(Ordering::Relaxed) && began.elapsed() < hold {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tracing::warn!(worker = %state.id, "test knob: {attempt:?} pulled a split; holding the Deploy answer for {} ms", hold.as_millis());
+    tokio::time::sleep(hold).await;
+}
+
 /// What became of a report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Reported {
@@ -1291,55 +1397,9 @@ fn task_spec(
     let attempt = from_wire(req.attempt.as_ref());
     let vertex: RemoteVertex = postcard::from_bytes(&req.vertex)
         .map_err(|e| Status::invalid_argument(format!("the task of `{}`: {e}", req.vertex_id)))?;
-    let plain = |l: &str| {
-        plain_relative(l).ok_or_else(|| {
-            Status::invalid_argument(format!("location `{l}` is not a plain relative path"))
-        })
-    };
     let mut outputs = Vec::new();
     for o in &req.outputs {
-        let (pattern, key) = vertex
-            .routes
-            .iter()
-            .find(|r| r.0 == o.edge as usize)
-            .map(|r| (r.1, r.2.clone()))
-            .ok_or_else(|| Status::invalid_argument(format!("edge {} has no route", o.edge)))?;
-        let location = if o.object_url.is_empty() {
-            OutputPlace::Dir(
-                state
-                    .grants
-                    .writable_dir(&state.partition_path(&plain(&o.location)?))
-                    .map_err(|e| Status::invalid_argument(e.to_string()))?,
-            )
-        } else {
-            // Uploaded with this worker's own credentials; staged below its
-            // own root, one folder per attempt and edge.
-            OutputPlace::Object {
-                url: object_url(&o.object_url)?,
-                staging: state
-                    .staging
-                    .join(plain(&req.job)?)
-                    .join(plain(&req.vertex_id)?)
-                    .join(format!(
-                        "{}-{}-{}",
-                        attempt.subtask, attempt.attempt, o.edge
-                    )),
-            }
-        };
-        outputs.push(TaskOutput {
-            edge: o.edge as usize,
-            location,
-            num_subpartitions: o.num_subpartitions,
-            producer: PartitionProducer {
-                job: req.job.clone(),
-                data_set: o.data_set.clone(),
-                job_vertex: req.vertex_id.clone(),
-                subtask: attempt.subtask,
-                attempt: attempt.attempt,
-            },
-            pattern,
-            key,
-        });
+        outputs.push(task_output(state, req, &vertex, attempt, o)?);
     }
     let sink = match &vertex.sink {
         Some(s) => {
@@ -1361,58 +1421,7 @@ fn task_spec(
     } else {
         let mut inputs = Vec::new();
         for i in &req.inputs {
-            let producer = from_wire(i.producer.as_ref());
-            let subpartitions = i.first_subpartition..i.end_subpartition.max(i.first_subpartition);
-            let expected = ExpectedPartition {
-                producer: PartitionProducer {
-                    job: req.job.clone(),
-                    data_set: i.data_set.clone(),
-                    job_vertex: i.producer_vertex_id.clone(),
-                    subtask: producer.subtask,
-                    attempt: producer.attempt,
-                },
-                bytes: (!i.bytes_per_subpartition.is_empty())
-                    .then(|| i.bytes_per_subpartition.clone()),
-            };
-            if !i.object_url.is_empty() {
-                // On object storage: read there, whoever wrote it.
-                let url = object_url(&i.object_url)?;
-                inputs.push(InputPartition {
-                    producer,
-                    location: PathBuf::from(url.to_string()),
-                    grants: state.grants.clone(),
-                    subpartitions,
-                    expected,
-                    remote: None,
-                    object: Some(url),
-                });
-            } else if i.address == state.address {
-                inputs.push(InputPartition {
-                    producer,
-                    location: state.partition_path(&plain(&i.location)?),
-                    grants: state.grants.clone(),
-                    subpartitions,
-                    expected,
-                    remote: None,
-                    object: None,
-                });
-            } else {
-                inputs.push(InputPartition {
-                    producer,
-                    location: plain(&i.location)?,
-                    grants: state.grants.clone(),
-                    subpartitions,
-                    expected,
-                    remote: Some(Arc::new(RemoteFetch {
-                        state: state.clone(),
-                        address: i.address.clone(),
-                        session: req.session,
-                        consumer: attempt,
-                        grant: i.grant.clone(),
-                    })),
-                    object: None,
-                });
-            }
+            inputs.push(input_partition(state, req, attempt, i)?);
         }
         TaskInput::Partitions(inputs)
     };
@@ -1451,6 +1460,129 @@ fn task_spec(
         cancel: Arc::new(AtomicBool::new(false)),
     };
     Ok((spec, vertex.readers))
+}
+
+/// `location` as a plain relative path, or `INVALID_ARGUMENT` naming it.
+fn plain(location: &str) -> Result<PathBuf, Status> {
+    plain_relative(location).ok_or_else(|| {
+        Status::invalid_argument(format!(
+            "location `{location}` is not a plain relative path"
+        ))
+    })
+}
+
+/// The runtime's output `o` of a deployment of `vertex`: its route, and the
+/// checked folder (or object storage place) its partition goes to.
+fn task_output(
+    state: &State,
+    req: &rpc::DeployRequest,
+    vertex: &RemoteVertex,
+    attempt: AttemptId,
+    o: &rpc::OutputPartition,
+) -> Result<TaskOutput, Status> {
+    let (pattern, key) = vertex
+        .routes
+        .iter()
+        .find(|r| r.0 == o.edge as usize)
+        .map(|r| (r.1, r.2.clone()))
+        .ok_or_else(|| Status::invalid_argument(format!("edge {} has no route", o.edge)))?;
+    let location = if o.object_url.is_empty() {
+        OutputPlace::Dir(
+            state
+                .grants
+                .writable_dir(&state.partition_path(&plain(&o.location)?))
+                .map_err(|e| Status::invalid_argument(e.to_string()))?,
+        )
+    } else {
+        // Uploaded with this worker's own credentials; staged below its
+        // own root, one folder per attempt and edge.
+        OutputPlace::Object {
+            url: object_url(&o.object_url)?,
+            staging: state
+                .staging
+                .join(plain(&req.job)?)
+                .join(plain(&req.vertex_id)?)
+                .join(format!(
+                    "{}-{}-{}",
+                    attempt.subtask, attempt.attempt, o.edge
+                )),
+        }
+    };
+    Ok(TaskOutput {
+        edge: o.edge as usize,
+        location,
+        num_subpartitions: o.num_subpartitions,
+        producer: PartitionProducer {
+            job: req.job.clone(),
+            data_set: o.data_set.clone(),
+            job_vertex: req.vertex_id.clone(),
+            subtask: attempt.subtask,
+            attempt: attempt.attempt,
+        },
+        pattern,
+        key,
+    })
+}
+
+/// The runtime's input partition `i` of a deployment: on object storage,
+/// held by this worker, or fetched from the worker at its address.
+fn input_partition(
+    state: &Arc<State>,
+    req: &rpc::DeployRequest,
+    attempt: AttemptId,
+    i: &rpc::InputPartition,
+) -> Result<InputPartition, Status> {
+    let producer = from_wire(i.producer.as_ref());
+    let subpartitions = i.first_subpartition..i.end_subpartition.max(i.first_subpartition);
+    let expected = ExpectedPartition {
+        producer: PartitionProducer {
+            job: req.job.clone(),
+            data_set: i.data_set.clone(),
+            job_vertex: i.producer_vertex_id.clone(),
+            subtask: producer.subtask,
+            attempt: producer.attempt,
+        },
+        bytes: (!i.bytes_per_subpartition.is_empty()).then(|| i.bytes_per_subpartition.clone()),
+    };
+    if !i.object_url.is_empty() {
+        // On object storage: read there, whoever wrote it.
+        let url = object_url(&i.object_url)?;
+        Ok(InputPartition {
+            producer,
+            location: PathBuf::from(url.to_string()),
+            grants: state.grants.clone(),
+            subpartitions,
+            expected,
+            remote: None,
+            object: Some(url),
+        })
+    } else if i.address == state.address {
+        Ok(InputPartition {
+            producer,
+            location: state.partition_path(&plain(&i.location)?),
+            grants: state.grants.clone(),
+            subpartitions,
+            expected,
+            remote: None,
+            object: None,
+        })
+    } else {
+        Ok(InputPartition {
+            producer,
+            location: plain(&i.location)?,
+            grants: state.grants.clone(),
+            subpartitions,
+            expected,
+            remote: Some(Arc::new(RemoteFetch {
+                state: state.clone(),
+                address: i.address.clone(),
+                session: req.session,
+                consumer: attempt,
+                grant: i.grant.clone(),
+            })),
+            object: None,
+        })
+    }
 }
 
 /// A partition's place on object storage as a coordinator sent it: a plain

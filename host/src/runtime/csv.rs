@@ -326,6 +326,32 @@ impl Lines {
         }
     }
 
+    /// While the header line is skipped: the part of `chunk` after it, or
+    /// `None` when all of `chunk` belongs to the header.
+    fn skip_header<'c>(
+        &mut self,
+        chunk: &'c [u8],
+        too_long: &dyn Fn(u64) -> TaskError,
+    ) -> Result<Option<&'c [u8]>, TaskError> {
+        let Some(nl) = memchr::memchr(b'\n', chunk) else {
+            self.line_len += chunk.len();
+            self.at += chunk.len() as u64;
+            if self.line_len > MAX_LINE_BYTES {
+                return Err(too_long(self.line_start));
+            }
+            return Ok(None);
+        };
+        self.line_len += nl + 1;
+        if self.line_len > MAX_LINE_BYTES {
+            return Err(too_long(self.line_start));
+        }
+        self.at += (nl + 1) as u64;
+        self.line_start = self.at;
+        self.line_len = 0;
+        self.skipping_header = false;
+        Ok(Some(&chunk[nl + 1..]))
+    }
+
     /// Checks `chunk` (the next bytes of the owned lines) and calls `keep`
     /// with the part to decode (all of it but a header line).
     fn pass(
@@ -337,26 +363,9 @@ impl Lines {
         keep: &mut dyn FnMut(&[u8]) -> Result<(), TaskError>,
     ) -> Result<(), TaskError> {
         if self.skipping_header {
-            match memchr::memchr(b'\n', chunk) {
-                Some(nl) => {
-                    self.line_len += nl + 1;
-                    if self.line_len > MAX_LINE_BYTES {
-                        return Err(too_long(self.line_start));
-                    }
-                    self.at += (nl + 1) as u64;
-                    self.line_start = self.at;
-                    self.line_len = 0;
-                    self.skipping_header = false;
-                    chunk = &chunk[nl + 1..];
-                }
-                None => {
-                    self.line_len += chunk.len();
-                    self.at += chunk.len() as u64;
-                    if self.line_len > MAX_LINE_BYTES {
-                        return Err(too_long(self.line_start));
-                    }
-                    return Ok(());
-                }
+            match self.skip_header(chunk, too_long)? {
+                Some(rest) => chunk = rest,
+                None => return Ok(()),
             }
         }
         if chunk.is_empty() {
@@ -685,20 +694,7 @@ fn read_lines(
             };
             let mut f = BufReader::with_capacity(1 << 20, file);
             let end = start.saturating_add(*length);
-            let mut pos = *start;
-            if *start > 0 {
-                // The line that holds byte start-1 belongs to an earlier split.
-                f.seek(SeekFrom::Start(start - 1)).map_err(io)?;
-                let mut skipped = Vec::new();
-                let n = (&mut f)
-                    .take(MAX_LINE_BYTES as u64 + 1)
-                    .read_until(b'\n', &mut skipped)
-                    .map_err(io)?;
-                if n > MAX_LINE_BYTES {
-                    return Err(too_long(start - 1));
-                }
-                pos = start - 1 + n as u64;
-            }
+            let pos = first_line_start(&mut f, *start, &too_long, &io)?;
             let mut lines = Lines::new(pos, csv.header && pos == 0, csv.delimiter);
             let mut decode = Decode::new(csv, name.clone(), vertex, pos, at)?;
             // No line starts in the range when the line that holds byte
@@ -747,6 +743,30 @@ fn read_lines(
             decode.finish(&mut emit)
         }
     }
+}
+
+/// Where the first line that starts at or after byte `start` of `f`
+/// begins: the line that holds byte start-1 belongs to an earlier split.
+fn first_line_start<R: BufRead + Seek>(
+    f: &mut R,
+    start: u64,
+    too_long: &dyn Fn(u64) -> TaskError,
+    io: &dyn Fn(std::io::Error) -> TaskError,
+) -> Result<u64, TaskError> {
+    if start == 0 {
+        return Ok(0);
+    }
+    f.seek(SeekFrom::Start(start - 1)).map_err(io)?;
+    let mut skipped = Vec::new();
+    let n = f
+        .by_ref()
+        .take(MAX_LINE_BYTES as u64 + 1)
+        .read_until(b'\n', &mut skipped)
+        .map_err(io)?;
+    if n > MAX_LINE_BYTES {
+        return Err(too_long(start - 1));
+    }
+    Ok(start - 1 + n as u64)
 }
 
 #[cfg(test)]

@@ -227,23 +227,7 @@ impl Index {
         let data_len = r.u64()?;
         let num_regions = r.u32()? as usize;
         let producer = if v2 {
-            let mut name = || -> Result<String, Bad> {
-                let at = r.at as u64;
-                let len = r.u32()? as usize;
-                if len > MAX_NAME_BYTES {
-                    return Err((at, "a producer name longer than the limit"));
-                }
-                String::from_utf8(r.take(len)?.to_vec())
-                    .map_err(|_| (at, "a producer name that is not UTF-8"))
-            };
-            let (job, data_set, job_vertex) = (name()?, name()?, name()?);
-            Some(PartitionProducer {
-                job,
-                data_set,
-                job_vertex,
-                subtask: r.u32()?,
-                attempt: r.u32()?,
-            })
+            Some(read_producer(&mut r)?)
         } else {
             None
         };
@@ -263,28 +247,8 @@ impl Index {
             let mut region: Vec<Entry> = Vec::with_capacity(count);
             for _ in 0..count {
                 let at = r.at as u64;
-                let mut e = Entry {
-                    sub: r.u32()?,
-                    offset: r.u64()?,
-                    len: r.u64()?,
-                    ..Entry::default()
-                };
-                if v2 {
-                    e.records = r.u64()?;
-                    e.headers_crc = r.u32()?;
-                }
-                if e.sub >= num_subpartitions {
-                    return Err((at, "an entry names a subpartition beyond the count"));
-                }
-                if region.last().is_some_and(|p| p.sub >= e.sub) {
-                    return Err((at, "subpartitions are not strictly ascending in a region"));
-                }
-                if e.len == 0 {
-                    return Err((at, "an entry of length 0"));
-                }
-                if e.offset != next {
-                    return Err((at, "the entries do not tile the data file"));
-                }
+                let e = read_entry(&mut r, v2)?;
+                check_entry(&e, at, region.last(), num_subpartitions, next)?;
                 next = e
                     .offset
                     .checked_add(e.len)
@@ -447,4 +411,63 @@ pub(crate) fn decode_payload(payload: Vec<u8>) -> Result<RecordBatch, &'static s
 /// The schema-equality test the writer merges batches by.
 pub(crate) fn same_schema(a: &RecordBatch, b: &RecordBatch) -> bool {
     Arc::ptr_eq(&a.schema(), &b.schema()) || a.schema() == b.schema()
+}
+/// The producer's names and attempt of a version 2 index.
+fn read_producer(r: &mut Cursor<'_>) -> Result<PartitionProducer, Bad> {
+    let mut name = || -> Result<String, Bad> {
+        let at = r.at as u64;
+        let len = r.u32()? as usize;
+        if len > MAX_NAME_BYTES {
+            return Err((at, "a producer name longer than the limit"));
+        }
+        String::from_utf8(r.take(len)?.to_vec())
+            .map_err(|_| (at, "a producer name that is not UTF-8"))
+    };
+    let (job, data_set, job_vertex) = (name()?, name()?, name()?);
+    Ok(PartitionProducer {
+        job,
+        data_set,
+        job_vertex,
+        subtask: r.u32()?,
+        attempt: r.u32()?,
+    })
+}
+
+/// One entry of a region (version 2 adds its record count and headers' CRC).
+fn read_entry(r: &mut Cursor<'_>, v2: bool) -> Result<Entry, Bad> {
+    let mut e = Entry {
+        sub: r.u32()?,
+        offset: r.u64()?,
+        len: r.u64()?,
+        ..Entry::default()
+    };
+    if v2 {
+        e.records = r.u64()?;
+        e.headers_crc = r.u32()?;
+    }
+    Ok(e)
+}
+
+/// Checks entry `e` (at offset `at` of the index) against the subpartition
+/// count, the region's previous entry and where the data so far ends.
+fn check_entry(
+    e: &Entry,
+    at: u64,
+    previous: Option<&Entry>,
+    num_subpartitions: u32,
+    next: u64,
+) -> Result<(), Bad> {
+    if e.sub >= num_subpartitions {
+        return Err((at, "an entry names a subpartition beyond the count"));
+    }
+    if previous.is_some_and(|p| p.sub >= e.sub) {
+        return Err((at, "subpartitions are not strictly ascending in a region"));
+    }
+    if e.len == 0 {
+        return Err((at, "an entry of length 0"));
+    }
+    if e.offset != next {
+        return Err((at, "the entries do not tile the data file"));
+    }
+    Ok(())
 }
