@@ -121,6 +121,7 @@ pub fn recover<T: RecoveryTarget, E: AsRef<JobEvent>>(
     reset_or_skip_sources(graph, &mut replayed, target)?;
     // Step 6: keep only producers whose needed partitions survive.
     let mut plan = keep_finished(replayed);
+    reset_forward_readers_of_sources(graph, &mut plan);
     reconcile_partitions(graph, &mut plan, target)?;
     mark_unfinished(&mut plan);
     // Step 7: install the plan.
@@ -843,6 +844,40 @@ fn reconcile_partitions(
                 key,
                 ResetReason::RecoveryPartitionMissing { data_set },
             );
+        }
+        reset_forward_readers_of_sources(graph, plan);
+    }
+}
+
+/// A source subtask that runs again may read other splits than it read
+/// before: its enumerator hands the splits of every re-running subtask out
+/// anew, to whichever asks first. An execution that read its output through
+/// a forward edge (subtask for subtask) holds records of splits the source
+/// subtask may not read again, and another subtask may read them a second
+/// time: it runs again too, with the source subtask's reason, and so on
+/// along forward edges. (Through a hash edge every consumer read its share
+/// of every producer's records: the re-running source subtasks together
+/// read the same splits as before, so a kept hash consumer stays right.)
+/// Found by the simulator (docs/simulation.md).
+fn reset_forward_readers_of_sources(graph: &JobGraph, plan: &mut RecoveryPlan) {
+    let mut stack: Vec<(ExecutionKey, ResetReason)> = plan
+        .reset
+        .iter()
+        .filter(|((v, _), _)| graph.vertices[*v].source.is_some())
+        .map(|(&key, reason)| (key, reason.clone()))
+        .collect();
+    while let Some(((v, s), reason)) = stack.pop() {
+        for e in graph.outputs(v) {
+            if graph.edges[e].pattern != DistributionPattern::Forward {
+                continue;
+            }
+            let key = (graph.edges[e].to, s);
+            if let Some(exec) = plan.kept.remove(&key) {
+                plan.release
+                    .extend(partition_refs(key, &exec.attempt, &exec.partitions));
+                plan.reset.insert(key, reason.clone());
+                stack.push((key, reason.clone()));
+            }
         }
     }
 }

@@ -94,6 +94,12 @@ pub struct Scenario {
     /// Percent chance that a batch snapshot with the enumerator's state is
     /// refused (a state too large to record).
     pub refuse_percent: u64,
+    /// Per edge: forward (producer subtask `i` feeds consumer subtask `i`;
+    /// only between vertices of one parallelism) instead of hash.
+    pub forward: Vec<bool>,
+    /// Percent chance that a step loses a finished result partition while
+    /// the job runs (a disk lost under a live coordinator).
+    pub vanish_percent: u64,
 }
 
 impl Scenario {
@@ -110,6 +116,31 @@ impl Scenario {
             loss_percent: [0, 20, 60][rng.below(3) as usize],
             snapshot_pause_ms: [0, 5, 50][rng.below(3) as usize],
             refuse_percent: [0, 0, 30][rng.below(3) as usize],
+            forward: Vec::new(),
+            vanish_percent: [0, 0, 2][rng.below(3) as usize],
+        }
+        .with_edges(&mut rng)
+    }
+}
+
+impl Scenario {
+    /// Picks each edge's pattern: forward half the time where the two
+    /// vertices have one parallelism, else hash.
+    fn with_edges(mut self, rng: &mut Rng) -> Self {
+        self.forward = self
+            .parallelism
+            .windows(2)
+            .map(|w| w[0] == w[1] && rng.chance(50))
+            .collect();
+        self
+    }
+
+    /// Subpartitions of each partition vertex `v` produces.
+    fn subpartitions(&self, v: usize) -> usize {
+        if self.forward[v] {
+            1
+        } else {
+            self.parallelism[v + 1] as usize
         }
     }
 }
@@ -199,7 +230,11 @@ fn job_graph(scenario: &Scenario) -> JobGraph {
         .map(|to| JobEdge {
             from: to - 1,
             to,
-            pattern: DistributionPattern::Hash,
+            pattern: if scenario.forward[to - 1] {
+                DistributionPattern::Forward
+            } else {
+                DistributionPattern::Hash
+            },
             key_names: Vec::new(),
             key: Vec::new(),
         })
@@ -345,6 +380,8 @@ pub fn run_with_trace(seed: u64) -> (Result<Outcome, Violation>, String) {
         outcome: Outcome::default(),
         trace: String::new(),
     };
+    let scenario_line = format!("{:?}", sim.scenario);
+    sim.note(scenario_line);
     let result = sim.run_to_end();
     let what = match result {
         Ok(()) => return (Ok(sim.outcome), sim.trace),
@@ -389,6 +426,9 @@ impl Sim {
                 crashes_left -= 1;
                 self.crash()?;
                 continue;
+            }
+            if self.rng.chance(self.scenario.vanish_percent) {
+                self.vanish();
             }
             self.schedule()?;
             self.step()?;
@@ -471,12 +511,20 @@ impl Sim {
             .map(|s| {
                 inputs
                     .iter()
-                    .map(|&e| SubtaskInputRange {
-                        data_set: self.graph.job.data_set_id(e),
-                        partition_start: 0,
-                        partition_end: self.scenario.parallelism[self.graph.job.edges[e].from],
-                        subpartition_start: s,
-                        subpartition_end: s + 1,
+                    .map(|&e| {
+                        let from = self.graph.job.edges[e].from;
+                        let (partitions, subpartitions) = if self.scenario.forward[from] {
+                            (s..s + 1, 0..1)
+                        } else {
+                            (0..self.scenario.parallelism[from], s..s + 1)
+                        };
+                        SubtaskInputRange {
+                            data_set: self.graph.job.data_set_id(e),
+                            partition_start: partitions.start,
+                            partition_end: partitions.end,
+                            subpartition_start: subpartitions.start,
+                            subpartition_end: subpartitions.end,
+                        }
                     })
                     .collect()
             })
@@ -488,10 +536,12 @@ impl Sim {
                 subtask_inputs,
                 decided_at_runtime: false,
             }))?;
-        let ranges = if inputs.is_empty() {
-            Vec::new()
-        } else {
-            (0..p).map(|s| s..s + 1).collect()
+        let ranges = match inputs.first() {
+            Some(&e) if !self.scenario.forward[self.graph.job.edges[e].from] => {
+                (0..p).map(|s| s..s + 1).collect()
+            }
+            Some(_) => vec![0..0; p as usize],
+            None => Vec::new(),
         };
         self.graph.initialize(
             v,
@@ -656,7 +706,7 @@ impl Sim {
                     file: format!("part-{s}"),
                 }))?;
         } else {
-            let n = self.scenario.parallelism[v + 1] as usize;
+            let n = self.scenario.subpartitions(v);
             let mut subpartitions = vec![Vec::new(); n];
             for x in values {
                 subpartitions[x.rem_euclid(n as i64) as usize].push(x);
@@ -755,8 +805,12 @@ impl Sim {
     /// is missing, if one is.
     fn read_inputs(&self, v: usize, s: u32) -> Result<Vec<i64>, AttemptId> {
         let producer = v - 1;
+        let forward = self.scenario.forward[producer];
         let mut values = Vec::new();
         for (ps, ev) in self.graph.vertices[producer].executions.iter().enumerate() {
+            if forward && ps != s as usize {
+                continue;
+            }
             let id = AttemptId {
                 vertex: producer,
                 subtask: ps as u32,
@@ -766,12 +820,27 @@ impl Sim {
                 .partitions
                 .first()
                 .map(|p| p.location.to_string_lossy().into_owned());
+            let sub = if forward { 0 } else { s as usize };
             match location.and_then(|l| self.disk.get(&l)) {
-                Some(parts) => values.extend(parts[s as usize].iter().copied()),
+                Some(parts) => values.extend(parts[sub].iter().copied()),
                 None => return Err(id),
             }
         }
         Ok(values)
+    }
+
+    /// A finished result partition the seed picks is gone (a lost disk):
+    /// the next attempt that reads it fails, and failover runs its
+    /// producer again first.
+    fn vanish(&mut self) {
+        let mut locations: Vec<&String> = self.disk.keys().collect();
+        if locations.is_empty() {
+            return;
+        }
+        locations.sort();
+        let location = locations[self.rng.below(locations.len() as u64) as usize].clone();
+        self.note(format!("partition {location} vanishes"));
+        self.disk.remove(&location);
     }
 
     /// The coordinator dies: the log keeps its durable bytes and a torn
@@ -829,8 +898,13 @@ impl Sim {
             let Some(consumer) = (v + 1 < self.graph.vertices.len()).then_some(v + 1) else {
                 continue;
             };
-            let consumers = self.scenario.parallelism[consumer];
-            if (0..consumers).all(|c| plan.kept.contains_key(&(consumer, c))) {
+            let rereads = if self.scenario.forward[v] {
+                !plan.kept.contains_key(&(consumer, s))
+            } else {
+                (0..self.scenario.parallelism[consumer])
+                    .any(|c| !plan.kept.contains_key(&(consumer, c)))
+            };
+            if !rereads {
                 continue;
             }
             for p in &kept.partitions {
