@@ -15,6 +15,11 @@ use crate::events::{ExecutionVertexId, ResetReason};
 use crate::graph::{JobGraph, ProducedPartition, VertexInit};
 use crate::history::CoordinatorSnapshot;
 
+/// Why a `PartitionOracle` (`crate::recovery`) could not answer (in a run,
+/// the plugin host's `PluginError` of the shuffle master), kept as the
+/// error it was.
+pub type OracleError = Box<dyn std::error::Error + Send + Sync>;
+
 /// An execution vertex: (job vertex index in the job graph, subtask index).
 pub type ExecutionKey = (usize, u32);
 
@@ -60,7 +65,7 @@ pub enum RecoveryError {
     #[error("asking the shuffle master which partitions exist failed: {source}")]
     Partitions {
         /// The shuffle master's error (in a run, the plugin host's `PluginError`).
-        source: crate::recovery::OracleError,
+        source: OracleError,
     },
 }
 

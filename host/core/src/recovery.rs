@@ -27,12 +27,8 @@ use crate::history::CoordinatorSnapshot;
 use crate::snapshot::SnapshotError;
 
 pub use crate::plan::{
-    ExecutionKey, PartitionRef, RecoveredExecution, RecoveryError, RecoveryPlan,
+    ExecutionKey, OracleError, PartitionRef, RecoveredExecution, RecoveryError, RecoveryPlan,
 };
-
-/// Why a [`PartitionOracle`] could not answer (in a run, the plugin host's
-/// `PluginError` of the shuffle master), kept as the error it was.
-pub type OracleError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Says which of the needed partitions still exist (docs/recovery.md step 6).
 pub trait PartitionOracle {

@@ -130,7 +130,7 @@ fn run_recoverable(
         super::cancel::withdraw(&job_dir)?;
     }
     let (writer, mut replay, local_lock) =
-        open_for_attempt(config, opts, log, &job_dir, (&fingerprint, fresh))?;
+        open_for_attempt(config, opts, log, &job_dir, &fingerprint, fresh)?;
     if let Some((ended, withdraw)) = ended_earlier(config, opts, &replay) {
         writer.close()?;
         if withdraw {
@@ -490,8 +490,8 @@ fn recover_or_start_over(
 }
 
 /// Opens the job's log for this coordinator attempt: looks at it first
-/// ([`look_before_opening`], with `fresh` and the job file's `fingerprint`
-/// in `check`), then opens a folder under its lock or the leadership's
+/// ([`look_before_opening`], with `fresh` and the job file's
+/// `fingerprint`), then opens a folder under its lock or the leadership's
 /// fence, or objects with the job folder's guard
 /// ([`open_object_log_guarded`]), reusing the first look's replay when the
 /// segments did not change. Returns the writer, the replay (empty when this
@@ -506,7 +506,8 @@ fn open_for_attempt(
     opts: &RunOptions,
     log: &LogPlace,
     job_dir: &Path,
-    (fingerprint, fresh): (&str, bool),
+    fingerprint: &str,
+    fresh: bool,
 ) -> Result<(EventLogWriter, Replay, Option<crate::events::LogLock>), JobError> {
     let replay_started = std::time::Instant::now();
     let found = look_before_opening(config, opts, log, fingerprint, fresh)?;
