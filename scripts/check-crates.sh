@@ -53,8 +53,15 @@ self_test() {
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' RETURN
     # The manifests, the lock file and the crates' sources (what `cargo
-    # tree` and the grep read), as they are in the working tree.
-    (cd "$repo" && find Cargo.toml Cargo.lock host tools -path host/tests -prune -o \( -name Cargo.toml -o -name '*.rs' -o -name '*.proto' \) -print0 \
+    # tree` and the grep read) of every workspace member, as they are in the
+    # working tree.
+    # The members are read from the workspace manifest, so a new member is
+    # copied without editing this list.
+    local members
+    members=$(sed -n 's/^members *= *\[\(.*\)\]/\1/p' "$repo/Cargo.toml" | tr ',' '\n' | tr -d '" ')
+    [ -n "$members" ] || { echo "check-crates --self-test: no members = [..] line in $repo/Cargo.toml"; return 1; }
+    # shellcheck disable=SC2086 # one word per member
+    (cd "$repo" && find Cargo.toml Cargo.lock $members -path host/tests -prune -o \( -name Cargo.toml -o -name '*.rs' -o -name '*.proto' \) -print0 \
         | tar --null -T - -cf -) | (cd "$tmp" && tar xf -)
     if ! out=$(check "$tmp"); then
         echo "check-crates --self-test: the unchanged tree already fails:"
