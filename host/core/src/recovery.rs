@@ -456,7 +456,10 @@ impl<'a> Fold<'a> {
 /// snapshot does not reflect run again (reason `no-snapshot`): the restored
 /// enumerator does not know which splits they took. For a source whose log
 /// holds no snapshot of its enumerator, the last event that carried any
-/// snapshot decides, as before. A finished attempt of any other vertex
+/// snapshot decides here (a source that cannot snapshot is then kept or
+/// restarted whole in step 5; one that can but whose state was never
+/// recorded has every finished subtask reset in step 5, as a fresh
+/// enumerator hands every split out again). A finished attempt of any other vertex
 /// depends on no plugin's snapshot: what it produced is checked where it
 /// is needed (step 6 asks the shuffle master for its partitions; a sink's
 /// output is staged or published), so it is kept (issue 26 item 7: a
@@ -673,6 +676,21 @@ fn reset_or_skip_source<E: From<RecoveryError>>(
         }
         Enumerator::NoSnapshotYet => {
             plan.coordinators.insert(v, None);
+            // A fresh enumerator hands every split out again, so no
+            // finished subtask of this source may be kept. Step 3 keeps a
+            // finish that an earlier snapshot of any plugin covers; here
+            // the enumerator's own state was never recorded (deferred for
+            // a rebuilt enumerator while the shuffle master's snapshot was
+            // taken): kept, its splits were read twice (coordhost-sim
+            // seed 281, docs/simulation.md).
+            for s in 0..parallelism {
+                if let Some(f) = finished.remove(&(v, s)) {
+                    plan.release
+                        .extend(partition_refs((v, s), &f.attempt, &f.partitions));
+                    plan.reset
+                        .insert((v, s), ResetReason::RecoveryNotInSnapshot);
+                }
+            }
         }
         Enumerator::Fresh { reason } if all_finished => {
             plan.coordinators.insert(v, None);
@@ -851,10 +869,11 @@ fn reconcile_partitions(
 /// a forward edge (subtask for subtask) holds records of splits the source
 /// subtask may not read again, and another subtask may read them a second
 /// time: it runs again too, with the source subtask's reason, and so on
-/// along forward edges. (Through a hash edge every consumer read its share
-/// of every producer's records: the re-running source subtasks together
-/// read the same splits as before, so a kept hash consumer stays right.)
-/// Found by the simulator (docs/simulation.md).
+/// along forward edges, through readers reset for another reason as well.
+/// (Through a hash edge every consumer read its share of every producer's
+/// records: the re-running source subtasks together read the same splits
+/// as before, so a kept hash consumer stays right.) Found by the simulator
+/// (docs/simulation.md).
 fn reset_forward_readers_of_sources(graph: &JobGraph, plan: &mut RecoveryPlan) {
     let mut stack: Vec<(ExecutionKey, ResetReason)> = plan
         .reset
@@ -872,8 +891,11 @@ fn reset_forward_readers_of_sources(graph: &JobGraph, plan: &mut RecoveryPlan) {
                 plan.release
                     .extend(partition_refs(key, &exec.attempt, &exec.partitions));
                 plan.reset.insert(key, reason.clone());
-                stack.push((key, reason.clone()));
             }
+            // On through a reader reset for another reason too (its
+            // partition lost, say): its re-run reads the source's new
+            // records, so what read its old output holds old ones.
+            stack.push((key, reason.clone()));
         }
     }
 }

@@ -51,6 +51,25 @@ const T1: &str = r#"
 "#;
 
 fn t1() -> JobGraph {
+    parse_t(T1)
+}
+
+/// T1 with `middle` → forward → `sink` (5): a chain of forward edges.
+fn t1_forward() -> JobGraph {
+    let toml = T1
+        .replace(
+            "kind = \"hash\"\n    key = [\"word\"]",
+            "kind = \"forward\"",
+        )
+        .replace(
+            "parallelism = \"auto\"\n    max-parallelism = 4",
+            "parallelism = 5",
+        );
+    assert_ne!(toml, T1);
+    parse_t(&toml)
+}
+
+fn parse_t(toml: &str) -> JobGraph {
     let dir = tempfile::tempdir().unwrap();
     for f in ["splits.wasm", "shuffle.wasm"] {
         std::fs::write(dir.path().join(f), b"\0asm\x0d\0\x01\0").unwrap();
@@ -60,7 +79,7 @@ fn t1() -> JobGraph {
         cache_dir: None,
         log_on_objects: false,
     };
-    parse_job(&dir.path().join("t1.toml"), T1, &opts)
+    parse_job(&dir.path().join("t1.toml"), toml, &opts)
         .expect("T1 parses")
         .graph
 }
@@ -478,6 +497,71 @@ fn what_read_a_distrusted_source_subtask_through_a_forward_edge_runs_again() {
     );
     // Middle 1 read source 1, which is kept: it stays.
     assert!(plan.kept.contains_key(&(1, 1)), "{plan:?}");
+}
+
+#[test]
+fn a_source_whose_enumerator_state_was_never_recorded_runs_again_whole() {
+    // Every source subtask finished; the completing finish carried the
+    // shuffle master's snapshot but not the enumerator's (deferred for a
+    // rebuilt enumerator). Recovery starts a fresh enumerator, which hands
+    // every split out again: a kept subtask's splits would be read twice
+    // (coordhost-sim seed 281, docs/simulation.md).
+    let mut events = vec![init("source", 5), init("middle", 5)];
+    events.extend((0..5).map(|s| {
+        let mut e = finished("source", s, 0, s == 4);
+        if let JobEvent::ExecutionFinished(f) = &mut e {
+            f.enumerator_snapshots.clear();
+        }
+        e
+    }));
+    let plan = plan(&t1(), &events, &|_| true, &mut shuffle(&[])).unwrap();
+    assert_eq!(plan.coordinators.get(&0), Some(&None), "a fresh enumerator");
+    for s in 0..5 {
+        assert_eq!(
+            plan.reset.get(&(0, s)),
+            Some(&ResetReason::RecoveryNotInSnapshot),
+            "source {s}: {plan:?}"
+        );
+        assert!(plan.release.iter().any(|p| (p.vertex, p.subtask) == (0, s)));
+    }
+    assert!(plan.kept.is_empty(), "{plan:?}");
+}
+
+#[test]
+fn the_forward_rule_goes_on_through_a_reader_that_runs_again_for_another_reason() {
+    // T1 with `middle` → forward → `sink` (5). Sources 3 and 4 finish after
+    // the last snapshot; every middle and sink 3 finish; then middle 3 is
+    // reset by a failover before the crash; sinks 1 and 3 finished. Sink 3 read middle 3's old
+    // output, made of source 3's old splits: it runs again with source 3's
+    // reason although middle 3, between them, is not kept for its own
+    // reason (coordhost-sim seed 10888 found the in-run twin:
+    // `Scheduling::reset_forward_readers_of_sources`).
+    let mut events = vec![init("source", 5), init("middle", 5), init("sink", 5)];
+    events.extend((0..5).map(|s| finished("source", s, 0, s == 2)));
+    events.extend((0..5).map(|s| finished("middle", s, 0, false)));
+    events.push(finished("sink", 1, 0, false));
+    events.push(finished("sink", 3, 0, false));
+    events.push(JobEvent::ExecutionsReset(ExecutionsReset {
+        executions: vec![crate::events::ExecutionVertexId {
+            job_vertex: "middle".into(),
+            subtask: 3,
+        }],
+        reason: ResetReason::Failover {
+            message: "worker lost".into(),
+        },
+    }));
+    let plan = plan(&t1_forward(), &events, &|_| true, &mut shuffle(&[])).unwrap();
+    assert_eq!(
+        plan.reset.get(&(0, 3)),
+        Some(&ResetReason::RecoveryNotInSnapshot)
+    );
+    assert_eq!(
+        plan.reset.get(&(2, 3)),
+        Some(&ResetReason::RecoveryNotInSnapshot),
+        "{plan:?}"
+    );
+    // Sink 1 read middle 1, which read source 1 (kept): it stays.
+    assert!(plan.kept.contains_key(&(2, 1)), "{plan:?}");
 }
 
 #[test]
