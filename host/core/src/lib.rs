@@ -4,9 +4,10 @@
 //! partition question behind traits), the plan itself, the batch snapshot
 //! codec of a source coordinator ([`snapshot`]) and the split-assignment
 //! history it encodes ([`history`]); of the JobMaster, the parts that
-//! decide without I/O: what a failed attempt leads to ([`failover`]) and
+//! decide without I/O: what a failed attempt leads to ([`failover`]),
 //! when batch snapshots are taken ([`snapshot_policy`]), with time from a
-//! [`clock::Clock`].
+//! [`clock::Clock`], and the execution bookkeeping as a state machine that
+//! returns effects ([`scheduling`]).
 //!
 //! It depends on the plain values (`coordhost-model`) and the event log's
 //! records (`coordhost-log`) only: no plugin host, no network, no async
@@ -21,5 +22,6 @@ pub mod failover;
 pub mod history;
 pub mod plan;
 pub mod recovery;
+pub mod scheduling;
 pub mod snapshot;
 pub mod snapshot_policy;

@@ -9,14 +9,15 @@
 //! What is real: the event log (`coordhost-log`: the writer's group commit
 //! and fsync points over [`MemoryStorage`], the segment format, replay with
 //! its torn-tail cut), the FLIP-383 recovery decision
-//! (`coordhost_core::recovery::recover`), the in-run failover decision
-//! (`coordhost_core::failover::decide`), the batch snapshot policy and the
+//! (`coordhost_core::recovery::recover`), the JobMaster's execution
+//! bookkeeping (`coordhost_core::scheduling::Scheduling`: what initializes,
+//! what deploys, what a failure resets through `failover::decide`, how a
+//! plan is installed; its effects are carried out here as
+//! `JobMaster::carry_out` does), the batch snapshot policy and the
 //! split-history codec (`coordhost_core::snapshot`). What is modelled here:
-//! the JobMaster that carries decisions out (deploy, reset, splits given
-//! back, recording in the same order and with the same durability as
-//! `job::EventRecorder` and `JobMaster::apply_recovery`), the tasks, the
-//! shuffle master (partitions in a map) and the enumerator (a queue of
-//! split ids).
+//! the I/O around the decisions (recording in the same order and with the
+//! same durability as `job::EventRecorder`), the tasks, the shuffle master
+//! (partitions in a map) and the enumerator (a queue of split ids).
 //!
 //! Every run checks the invariants of docs/simulation.md; a failing seed
 //! is replayed exactly with `cargo run -p coordhost-sim -- --seed N -v`.
@@ -27,10 +28,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use coordhost_core::clock::{Clock, ManualClock};
-use coordhost_core::failover::{self, FailoverAction, FailureCause};
+use coordhost_core::failover::{FailoverAction, FailureCause};
 use coordhost_core::history::{CoordinatorSnapshot, ReaderState};
 use coordhost_core::plan::{PartitionRef, RecoveryError, RecoveryPlan};
 use coordhost_core::recovery::{OracleError, PartitionOracle, RecoveryTarget, recover};
+use coordhost_core::scheduling::{Effect, Scheduling};
 use coordhost_core::snapshot_policy::SnapshotPolicy;
 use coordhost_log::{
     EventLogWriter, EventsError, ExecutionFinished, ExecutionVertexId, ExecutionsReset,
@@ -100,6 +102,21 @@ pub struct Scenario {
     /// Percent chance that a step loses a finished result partition while
     /// the job runs (a disk lost under a live coordinator).
     pub vanish_percent: u64,
+    /// Percent chance that a due batch snapshot defers the enumerator's
+    /// state (as `JobMaster::take_snapshots` does for a rebuilt enumerator
+    /// that still holds splits a reader has): the shuffle master's snapshot
+    /// is recorded without it.
+    pub defer_percent: u64,
+    /// Worker processes the attempts run on (0: threads of the coordinator,
+    /// whose partitions only a crash or a lost disk takes).
+    pub workers: u32,
+    /// Percent chance that a step loses a worker process with the result
+    /// partitions it held and the attempts it ran.
+    pub worker_loss_percent: u64,
+    /// Percent chance that a step of a running attempt is its refused
+    /// `Deploy` (the worker said no after the attempt may have pulled
+    /// splits: it runs again, not counted against `max-attempts`).
+    pub refuse_deploy_percent: u64,
 }
 
 impl Scenario {
@@ -118,8 +135,14 @@ impl Scenario {
             refuse_percent: [0, 0, 30][rng.below(3) as usize],
             forward: Vec::new(),
             vanish_percent: [0, 0, 2][rng.below(3) as usize],
+            defer_percent: 0,
+            workers: 0,
+            worker_loss_percent: 0,
+            refuse_deploy_percent: 0,
         }
         .with_edges(&mut rng)
+        .with_deferrals(&mut rng)
+        .with_workers(&mut rng)
     }
 }
 
@@ -132,6 +155,24 @@ impl Scenario {
             .windows(2)
             .map(|w| w[0] == w[1] && rng.chance(50))
             .collect();
+        self
+    }
+
+    /// Picks how often the enumerator's snapshot is deferred (drawn last,
+    /// so the knobs drawn before keep the values they had for a seed).
+    fn with_deferrals(mut self, rng: &mut Rng) -> Self {
+        self.defer_percent = [0, 0, 30][rng.below(3) as usize];
+        self
+    }
+
+    /// Picks the workers (none a third of the time) and their faults
+    /// (drawn after every other knob, which keep their values for a seed).
+    fn with_workers(mut self, rng: &mut Rng) -> Self {
+        self.workers = [0, 2, 3][rng.below(3) as usize];
+        if self.workers > 0 {
+            self.worker_loss_percent = [0, 1, 3][rng.below(3) as usize];
+            self.refuse_deploy_percent = [0, 0, 5][rng.below(3) as usize];
+        }
         self
     }
 
@@ -305,7 +346,9 @@ impl Enumerator {
 struct Sim {
     scenario: Scenario,
     rng: Rng,
-    graph: ExecutionGraph,
+    /// The real core's execution bookkeeping (`coordhost_core::scheduling`):
+    /// what deploys, what a failure resets, what a plan installs.
+    sched: Scheduling,
     storage: MemoryStorage,
     writer: Option<EventLogWriter>,
     epoch: u32,
@@ -318,6 +361,10 @@ struct Sim {
     parts: BTreeMap<u32, Vec<i64>>,
     /// Attempts running now.
     running: Vec<AttemptId>,
+    /// With workers: the worker each running attempt was placed on.
+    placed: HashMap<AttemptId, u32>,
+    /// With workers: the worker that holds each result partition.
+    held_by: HashMap<String, u32>,
     /// Every attempt ever deployed: (vertex, subtask, attempt).
     deployed: HashSet<(usize, u32, u32)>,
     outcome: Outcome,
@@ -368,7 +415,7 @@ pub fn run_with_trace(seed: u64) -> (Result<Outcome, Violation>, String) {
         policy: SnapshotPolicy::new(true, Duration::from_millis(scenario.snapshot_pause_ms)),
         enumerator: Enumerator::fresh(scenario.splits, parallelism),
         scenario,
-        graph,
+        sched: Scheduling::new(graph, MAX_ATTEMPTS),
         storage,
         writer: None,
         epoch: 0,
@@ -376,6 +423,8 @@ pub fn run_with_trace(seed: u64) -> (Result<Outcome, Violation>, String) {
         disk: HashMap::new(),
         parts: BTreeMap::new(),
         running: Vec::new(),
+        placed: HashMap::new(),
+        held_by: HashMap::new(),
         deployed: HashSet::new(),
         outcome: Outcome::default(),
         trace: String::new(),
@@ -408,7 +457,7 @@ impl Sim {
     }
 
     fn id(&self, v: usize) -> String {
-        self.graph.job.vertices[v].id.clone()
+        self.sched.graph.job.vertices[v].id.clone()
     }
 
     fn run_to_end(&mut self) -> Result<(), Stop> {
@@ -430,6 +479,11 @@ impl Sim {
             if self.rng.chance(self.scenario.vanish_percent) {
                 self.vanish();
             }
+            if self.scenario.worker_loss_percent > 0
+                && self.rng.chance(self.scenario.worker_loss_percent)
+            {
+                self.lose_worker()?;
+            }
             self.schedule()?;
             self.step()?;
             if self.rng.chance(10) {
@@ -442,8 +496,9 @@ impl Sim {
     }
 
     fn finished(&self) -> bool {
-        let last = self.graph.vertices.len() - 1;
-        self.graph.vertices[last].init.is_some() && self.graph.vertices[last].is_finished()
+        let last = self.sched.graph.vertices.len() - 1;
+        self.sched.graph.vertices[last].init.is_some()
+            && self.sched.graph.vertices[last].is_finished()
     }
 
     /// A coordinator attempt starts: opens the log (replaying it), and
@@ -473,7 +528,7 @@ impl Sim {
                 replayed_records: replay.events.len() as u64,
                 torn_tail_bytes: replay.torn_tail.as_ref().map_or(0, |t| t.bytes_dropped),
             }))?;
-        let job = self.graph.job.clone();
+        let job = self.sched.graph.job.clone();
         let mut target = Target {
             disk: &self.disk,
             restored: BTreeMap::new(),
@@ -485,7 +540,10 @@ impl Sim {
     }
 
     fn start_fresh(&mut self) -> Result<(), Stop> {
-        self.graph = ExecutionGraph::new(self.graph.job.clone());
+        self.sched = Scheduling::new(
+            ExecutionGraph::new(self.sched.graph.job.clone()),
+            MAX_ATTEMPTS,
+        );
         self.enumerator = Enumerator::fresh(self.scenario.splits, self.scenario.parallelism[0]);
         self.policy =
             SnapshotPolicy::new(true, Duration::from_millis(self.scenario.snapshot_pause_ms));
@@ -496,30 +554,27 @@ impl Sim {
                 graph_fingerprint: "sim".into(),
                 recovery_enabled: true,
             }))?;
-        for v in 0..self.graph.job.vertices.len() {
-            self.initialize(v)?;
-        }
         Ok(())
     }
 
-    /// Records vertex `v`'s parallelism and input ranges (durable before
-    /// any of its subtasks deploys) and initializes it.
-    fn initialize(&mut self, v: usize) -> Result<(), Stop> {
-        let p = self.scenario.parallelism[v];
-        let inputs = self.graph.job.inputs(v);
+    /// Records vertex `v`'s parallelism and input ranges as the core
+    /// decided them (durable before any of its subtasks deploys).
+    fn record_initialized(&mut self, v: usize, init: &VertexInit) -> Result<(), Stop> {
+        let p = init.parallelism;
+        let inputs = self.sched.graph.job.inputs(v);
         let subtask_inputs = (0..p)
             .map(|s| {
                 inputs
                     .iter()
                     .map(|&e| {
-                        let from = self.graph.job.edges[e].from;
+                        let from = self.sched.graph.job.edges[e].from;
                         let (partitions, subpartitions) = if self.scenario.forward[from] {
                             (s..s + 1, 0..1)
                         } else {
                             (0..self.scenario.parallelism[from], s..s + 1)
                         };
                         SubtaskInputRange {
-                            data_set: self.graph.job.data_set_id(e),
+                            data_set: self.sched.graph.job.data_set_id(e),
                             partition_start: partitions.start,
                             partition_end: partitions.end,
                             subpartition_start: subpartitions.start,
@@ -536,53 +591,66 @@ impl Sim {
                 subtask_inputs,
                 decided_at_runtime: false,
             }))?;
-        let ranges = match inputs.first() {
-            Some(&e) if !self.scenario.forward[self.graph.job.edges[e].from] => {
-                (0..p).map(|s| s..s + 1).collect()
-            }
-            Some(_) => vec![0..0; p as usize],
-            None => Vec::new(),
-        };
-        self.graph.initialize(
-            v,
-            VertexInit {
-                parallelism: p,
-                input_ranges: ranges,
-            },
-        );
         Ok(())
     }
 
-    /// Deploys every created attempt whose inputs are all finished.
+    /// Carries out what the core's scheduling decides now: vertices
+    /// initialized (recorded), created attempts deployed.
     fn schedule(&mut self) -> Result<(), Stop> {
-        for v in 0..self.graph.vertices.len() {
-            if !self.graph.inputs_finished(v) {
-                continue;
-            }
-            for s in 0..self.graph.vertices[v].executions.len() as u32 {
-                let ev = &mut self.graph.vertices[v].executions[s as usize];
-                if !matches!(ev.state, ExecutionState::Created | ExecutionState::Failed) {
-                    continue;
-                }
-                ev.state = ExecutionState::Running;
-                ev.attempts_started += 1;
-                let attempt = AttemptId {
-                    vertex: v,
-                    subtask: s,
-                    attempt: ev.attempt,
-                };
-                if !self.deployed.insert((v, s, attempt.attempt)) {
+        let effects = self.sched.schedule();
+        self.carry_out(effects)
+    }
+
+    /// Carries out the core's effects in order, as `JobMaster::carry_out`.
+    fn carry_out(&mut self, effects: Vec<Effect>) -> Result<(), Stop> {
+        for effect in effects {
+            match effect {
+                Effect::Initialized { vertex, init } => self.record_initialized(vertex, &init)?,
+                // The source's enumerator always runs here, and can
+                // always snapshot: no restart of the source once.
+                Effect::NeedEnumerator(_) => {}
+                Effect::FreshEnumerator(v) => {
                     return Err(Stop::Violation(format!(
-                        "attempt {} of {}[{s}] deployed twice (an attempt number was reused)",
-                        attempt.attempt,
+                        "a fresh enumerator for {} although it snapshots",
                         self.id(v)
                     )));
                 }
-                self.outcome.attempts += 1;
-                self.note(format!("deploy {}[{s}]#{}", self.id(v), attempt.attempt));
-                self.running.push(attempt);
+                Effect::Deploy(attempt) => self.deploy(attempt)?,
+                Effect::Reset {
+                    attempt, reason, ..
+                } => self.reset(attempt, reason)?,
+                Effect::ResetsDone => {}
             }
         }
+        Ok(())
+    }
+
+    /// Deploys `attempt`: it runs (a virtual task), under an attempt
+    /// number never deployed before.
+    fn deploy(&mut self, attempt: AttemptId) -> Result<(), Stop> {
+        let (v, s) = (attempt.vertex, attempt.subtask);
+        if !self.deployed.insert((v, s, attempt.attempt)) {
+            return Err(Stop::Violation(format!(
+                "attempt {} of {}[{s}] deployed twice (an attempt number was reused)",
+                attempt.attempt,
+                self.id(v)
+            )));
+        }
+        self.sched.started(attempt);
+        self.outcome.attempts += 1;
+        let on = if self.scenario.workers > 0 {
+            let w = self.rng.below(u64::from(self.scenario.workers)) as u32;
+            self.placed.insert(attempt, w);
+            format!(" on w{w}")
+        } else {
+            String::new()
+        };
+        self.note(format!(
+            "deploy {}[{s}]#{}{on}",
+            self.id(v),
+            attempt.attempt
+        ));
+        self.running.push(attempt);
         Ok(())
     }
 
@@ -599,6 +667,12 @@ impl Sim {
         if self.rng.chance(self.scenario.fail_percent) {
             self.running.swap_remove(pick);
             return self.fail(attempt, None);
+        }
+        if self.scenario.refuse_deploy_percent > 0
+            && self.rng.chance(self.scenario.refuse_deploy_percent)
+        {
+            self.running.swap_remove(pick);
+            return self.deploy_refused(attempt);
         }
         if attempt.vertex == 0
             && let Some(id) = self.enumerator.assign(attempt.subtask)
@@ -634,27 +708,96 @@ impl Sim {
             permanent: false,
             lost_input_of: lost,
         };
-        let decision = failover::decide(&mut self.graph, attempt, cause, MAX_ATTEMPTS);
+        let reason = ResetReason::Failover {
+            message: "simulated".into(),
+        };
+        let (decision, effects) = self.sched.failed(attempt, cause, reason);
         match decision.action {
-            FailoverAction::Reset { producer } => {
-                if let Some((producer, reason)) = producer {
-                    self.reset(producer, reason)?;
-                }
-                self.reset(
-                    attempt,
-                    ResetReason::Failover {
-                        message: "simulated".into(),
-                    },
-                )
-            }
+            FailoverAction::Reset { .. } => self.carry_out(effects),
             other => Err(Stop::Violation(format!(
                 "failover gave up ({other:?}) with {MAX_ATTEMPTS} attempts allowed"
             ))),
         }
     }
 
-    /// Execution vertex of `attempt` runs again: the reset is durable
-    /// before the next attempt deploys; a source subtask's splits go back.
+    /// The `Deploy` of running `attempt` was refused by its worker after
+    /// it may have pulled splits: the core resets it (`not-placed`, its
+    /// start not counted), the sim carries it out.
+    fn deploy_refused(&mut self, attempt: AttemptId) -> Result<(), Stop> {
+        self.note(format!(
+            "deploy of {}[{}]#{} refused",
+            self.id(attempt.vertex),
+            attempt.subtask,
+            attempt.attempt
+        ));
+        self.placed.remove(&attempt);
+        let reason = ResetReason::Failover {
+            message: "not placed: simulated refusal".into(),
+        };
+        let effects = self.sched.deploy_failed(attempt, reason);
+        self.carry_out(effects)
+    }
+
+    /// A worker the seed picks is lost: the result partitions it held
+    /// vanish, the core resets the finished attempts whose output a
+    /// consumer still needs (`Scheduling::worker_lost`), and the attempts
+    /// it ran fail.
+    fn lose_worker(&mut self) -> Result<(), Stop> {
+        let w = self.rng.below(u64::from(self.scenario.workers)) as u32;
+        let mut gone: Vec<String> = self
+            .held_by
+            .iter()
+            .filter(|&(_, &on)| on == w)
+            .map(|(l, _)| l.clone())
+            .collect();
+        gone.sort();
+        for location in &gone {
+            self.disk.remove(location);
+            self.held_by.remove(location);
+        }
+        self.note(format!("worker w{w} lost with partitions {gone:?}"));
+        // The finished current attempts whose partitions were there.
+        let mut held = Vec::new();
+        for (v, vertex) in self.sched.graph.vertices.iter().enumerate() {
+            for (s, e) in vertex.executions.iter().enumerate() {
+                let on_w = e
+                    .partitions
+                    .iter()
+                    .any(|p| gone.contains(&p.location.to_string_lossy().into_owned()));
+                if on_w && e.state == ExecutionState::Finished {
+                    held.push(AttemptId {
+                        vertex: v,
+                        subtask: s as u32,
+                        attempt: e.attempt,
+                    });
+                }
+            }
+        }
+        let reason = ResetReason::Failover {
+            message: format!("worker `w{w}`, which held its partitions, was lost"),
+        };
+        let effects = self.sched.worker_lost(&held, &|_| false, &reason);
+        self.carry_out(effects)?;
+        let mut ran: Vec<AttemptId> = self
+            .placed
+            .iter()
+            .filter(|&(_, &on)| on == w)
+            .map(|(a, _)| *a)
+            .collect();
+        ran.sort_by_key(|a| (a.vertex, a.subtask, a.attempt));
+        for attempt in ran {
+            self.placed.remove(&attempt);
+            if self.running.contains(&attempt) {
+                self.running.retain(|a| *a != attempt);
+                self.fail(attempt, None)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Execution vertex of `attempt` runs again (the core already made its
+    /// next attempt): the reset is durable before the next attempt
+    /// deploys; a source subtask's splits go back.
     fn reset(&mut self, attempt: AttemptId, reason: ResetReason) -> Result<(), Stop> {
         let (v, s) = (attempt.vertex, attempt.subtask);
         self.writer()
@@ -665,11 +808,8 @@ impl Sim {
                 }],
                 reason,
             }))?;
-        let ev = &mut self.graph.vertices[v].executions[s as usize];
-        ev.attempt += 1;
-        ev.state = ExecutionState::Created;
-        ev.partitions.clear();
         self.running.retain(|a| (a.vertex, a.subtask) != (v, s));
+        self.placed.retain(|a, _| (a.vertex, a.subtask) != (v, s));
         if v == 0 {
             self.enumerator.reset_subtask(s);
             self.policy.touch(0);
@@ -696,7 +836,7 @@ impl Sim {
                 Err(producer) => return self.fail(attempt, Some(producer)),
             }
         };
-        let last = v + 1 == self.graph.vertices.len();
+        let last = v + 1 == self.sched.graph.vertices.len();
         let mut produced = Vec::new();
         if last {
             self.parts.insert(s, sorted(values));
@@ -714,17 +854,20 @@ impl Sim {
             let location = format!("{}/{s}/{}", self.id(v), attempt.attempt);
             let bytes: Vec<u64> = subpartitions.iter().map(|p| p.len() as u64 * 8).collect();
             self.disk.insert(location.clone(), subpartitions);
+            if let Some(&w) = self.placed.get(&attempt) {
+                self.held_by.insert(location.clone(), w);
+            }
             produced.push(coordhost_log::ProducedPartition {
-                data_set: self.graph.job.data_set_id(self.graph.job.outputs(v)[0]),
+                data_set: self
+                    .sched
+                    .graph
+                    .job
+                    .data_set_id(self.sched.graph.job.outputs(v)[0]),
                 location,
                 bytes_per_subpartition: bytes,
             });
         }
-        let completes = self.graph.vertices[v]
-            .executions
-            .iter()
-            .enumerate()
-            .all(|(i, e)| i == s as usize || e.state == ExecutionState::Finished);
+        let completes = self.sched.completes(attempt);
         if v == 0 {
             self.policy.touch(0);
         }
@@ -741,6 +884,25 @@ impl Sim {
                 self.note("snapshot refused (oversized)");
                 self.policy.abandon(touched);
                 (Vec::new(), None)
+            }
+            // A rebuilt enumerator that still holds splits a reader has
+            // cannot be snapshotted consistently: its state waits for the
+            // next snapshot, the shuffle master's is taken now.
+            Some(touched)
+                if touched.contains(&0)
+                    && self.scenario.defer_percent > 0
+                    && self.rng.chance(self.scenario.defer_percent) =>
+            {
+                self.note("enumerator snapshot deferred");
+                self.policy.defer(0);
+                self.policy.taken(self.clock.now());
+                (
+                    Vec::new(),
+                    Some(ShuffleSnapshot {
+                        incremental: false,
+                        data: Vec::new(),
+                    }),
+                )
             }
             Some(touched) => {
                 let mut snapshots = Vec::new();
@@ -779,9 +941,7 @@ impl Sim {
             attempt.attempt,
             if durable { " (durable)" } else { "" }
         ));
-        let ev = &mut self.graph.vertices[v].executions[s as usize];
-        ev.state = ExecutionState::Finished;
-        ev.partitions = produced
+        let partitions = produced
             .into_iter()
             .map(|p| coordhost_model::graph::ProducedPartition {
                 edge: 0,
@@ -789,6 +949,8 @@ impl Sim {
                 bytes_per_subpartition: p.bytes_per_subpartition.into(),
             })
             .collect();
+        self.sched.finished(attempt, partitions);
+        self.placed.remove(&attempt);
         Ok(())
     }
 
@@ -807,7 +969,11 @@ impl Sim {
         let producer = v - 1;
         let forward = self.scenario.forward[producer];
         let mut values = Vec::new();
-        for (ps, ev) in self.graph.vertices[producer].executions.iter().enumerate() {
+        for (ps, ev) in self.sched.graph.vertices[producer]
+            .executions
+            .iter()
+            .enumerate()
+        {
             if forward && ps != s as usize {
                 continue;
             }
@@ -855,7 +1021,9 @@ impl Sim {
         }
         self.storage = crashed;
         let mut lost = Vec::new();
-        let locations: Vec<String> = self.disk.keys().cloned().collect();
+        // In a fixed order: each location draws from the seed's generator.
+        let mut locations: Vec<String> = self.disk.keys().cloned().collect();
+        locations.sort();
         for location in locations {
             if self.rng.chance(self.scenario.loss_percent) {
                 self.disk.remove(&location);
@@ -868,6 +1036,7 @@ impl Sim {
         ));
         self.outcome.crashes += 1;
         self.running.clear();
+        self.placed.clear();
         self.start_attempt()
     }
 
@@ -895,7 +1064,7 @@ impl Sim {
         // Every kept producer's partition that a re-running consumer reads
         // exists with the recorded sizes.
         for (&(v, s), kept) in &plan.kept {
-            let Some(consumer) = (v + 1 < self.graph.vertices.len()).then_some(v + 1) else {
+            let Some(consumer) = (v + 1 < self.sched.graph.vertices.len()).then_some(v + 1) else {
                 continue;
             };
             let rereads = if self.scenario.forward[v] {
@@ -928,23 +1097,21 @@ impl Sim {
     /// Installs `plan` as `JobMaster::apply_recovery` does, then records
     /// the resets and `RecoveryFinished` (durable before anything deploys).
     fn apply(&mut self, plan: &RecoveryPlan) -> Result<(), Stop> {
-        self.graph = ExecutionGraph::new(self.graph.job.clone());
+        self.sched = Scheduling::new(
+            ExecutionGraph::new(self.sched.graph.job.clone()),
+            MAX_ATTEMPTS,
+        );
+        self.sched.install(plan);
         self.policy =
             SnapshotPolicy::new(true, Duration::from_millis(self.scenario.snapshot_pause_ms));
-        for (v, init) in &plan.initialized {
-            self.graph.initialize(*v, init.clone());
-        }
-        for (&(v, s), exec) in &plan.kept {
-            let ev = &mut self.graph.vertices[v].executions[s as usize];
-            ev.attempt = exec.attempt;
-            ev.state = ExecutionState::Finished;
-            ev.partitions = exec.partitions.clone();
-        }
         for (&(v, s), reason) in &plan.reset {
-            let Some(ev) = self.graph.vertices[v].executions.get_mut(s as usize) else {
+            if self.sched.graph.vertices[v]
+                .executions
+                .get(s as usize)
+                .is_none()
+            {
                 continue;
-            };
-            ev.attempt = plan.next_attempt((v, s));
+            }
             self.writer()
                 .append(&JobEvent::ExecutionsReset(ExecutionsReset {
                     executions: vec![ExecutionVertexId {
@@ -969,13 +1136,8 @@ impl Sim {
         for p in &plan.release {
             self.disk.remove(&p.location.to_string_lossy().into_owned());
         }
-        for v in 0..self.graph.vertices.len() {
-            if self.graph.vertices[v].init.is_none() {
-                self.initialize(v)?;
-            }
-        }
         self.writer().append_durable(&JobEvent::RecoveryFinished(
-            plan.finished_event(&self.graph.job),
+            plan.finished_event(&self.sched.graph.job),
         ))?;
         self.note(format!(
             "recovered: kept {:?}, reset {:?}",

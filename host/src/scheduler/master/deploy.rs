@@ -9,9 +9,7 @@ use std::time::Instant;
 use super::{CoordinatorSplits, Executor, Figures, JobMaster, Message, NO_WORKER, Unplaced};
 use crate::coordinator::SourceCoordinator;
 use crate::grant::Grants;
-use crate::graph::{
-    AttemptId, DistributionPattern, ExecutionState, Parallelism, VertexInit, decide_parallelism,
-};
+use crate::graph::{AttemptId, DistributionPattern, VertexInit};
 use crate::plugin::{
     ExecutionAttemptId, PartitionDescriptor, PartitionPlace, ProducerDescriptor, ResultPartitionId,
     ShuffleDescriptor,
@@ -23,88 +21,40 @@ use crate::shuffle::{ExpectedPartition, PartitionProducer, is_object_location};
 
 impl JobMaster {
     /// Initializes every vertex whose inputs are finished and deploys every
-    /// created execution whose inputs are finished.
+    /// created execution whose inputs are finished (decided by
+    /// [`Scheduling::schedule`](coordhost_core::scheduling::Scheduling::schedule)).
     pub(super) fn schedule(&mut self, events: &mut dyn JobEventSink) -> Result<(), JobError> {
-        let order = self.graph.job.order.clone();
-        for v in order {
-            if !self.graph.inputs_finished(v) {
-                continue;
-            }
-            if self.graph.vertices[v].init.is_none() {
-                self.initialize(v, events)?;
-            }
-            if self.graph.job.vertices[v].source.is_some() && !self.coordinators.contains_key(&v) {
-                self.start_coordinator(v)?;
-            }
-            let n = self.graph.vertices[v].executions.len() as u32;
-            for s in 0..n {
-                if self.graph.vertices[v].executions[s as usize].state == ExecutionState::Created {
-                    self.deploy(v, s)?;
-                }
-            }
-        }
-        Ok(())
+        let effects = self.sched.schedule();
+        self.carry_out(effects, events)
     }
 
     pub(super) fn start_coordinator(&mut self, v: usize) -> Result<(), JobError> {
-        let vertex = &self.graph.job.vertices[v];
+        let vertex = &self.sched.graph.job.vertices[v];
         let name = vertex.source.clone().unwrap_or_default();
         let plugin = self.plugins.get(&name).ok_or_else(|| JobError::Internal {
             reason: format!("source plugin `{name}` not loaded"),
         })?;
-        let parallelism = self.graph.vertices[v].executions.len() as u32;
+        let parallelism = self.sched.graph.vertices[v].executions.len() as u32;
         let c = SourceCoordinator::start(&vertex.id, plugin, parallelism, vertex.max_task_bytes)?;
         self.coordinators.insert(v, c);
         Ok(())
     }
 
-    /// Decides the parallelism of vertex `v` (fixed, or `auto` from the
-    /// bytes its inputs produced) and records it.
-    pub(super) fn initialize(
+    /// Records the initialization of vertex `v` the core decided (fixed,
+    /// or `auto` from the bytes its inputs produced).
+    pub(super) fn initialized(
         &mut self,
         v: usize,
+        init: &VertexInit,
         events: &mut dyn JobEventSink,
     ) -> Result<(), JobError> {
-        let jv = &self.graph.job.vertices[v];
-        let init = match jv.parallelism {
-            Parallelism::Fixed(p) => VertexInit {
-                parallelism: p,
-                input_ranges: if self.graph.job.inputs(v).is_empty() {
-                    Vec::new()
-                } else {
-                    (0..p).map(|i| i..i + 1).collect()
-                },
-            },
-            Parallelism::Auto => {
-                let mut bytes = vec![0u64; jv.max_parallelism as usize];
-                for e in self.graph.job.inputs(v) {
-                    // What is cut into ranges: the hash inputs. A broadcast
-                    // input (a SQL build side) goes whole to every subtask.
-                    if self.graph.job.edges[e].pattern != DistributionPattern::Hash {
-                        continue;
-                    }
-                    let from = self.graph.job.edges[e].from;
-                    for ex in &self.graph.vertices[from].executions {
-                        for p in ex.partitions.iter().filter(|p| p.edge == e) {
-                            for (i, b) in p.bytes_per_subpartition.non_zero() {
-                                if let Some(slot) = bytes.get_mut(i) {
-                                    *slot += b;
-                                }
-                            }
-                        }
-                    }
-                }
-                decide_parallelism(&bytes, jv.bytes_per_task, jv.max_parallelism)
-            }
-        };
-        let id = jv.id.clone();
+        let id = self.sched.graph.job.vertices[v].id.clone();
         tracing::info!(vertex = %id, parallelism = init.parallelism, "vertex initialized");
-        events.vertex_initialized(&id, &init)?;
+        events.vertex_initialized(&id, init)?;
         self.figures[v] = vec![Figures::default(); init.parallelism as usize];
         if let Some(p) = &self.opts.progress {
             p.vertex_initialized(&id, init.parallelism);
         }
-        self.graph.initialize(v, init);
         self.crash_point("vertex-initialized", events)
     }
 
@@ -120,8 +70,8 @@ impl JobMaster {
             }
             None => None,
         };
-        let attempt = self.graph.attempt_id(v, s);
-        let jv = self.graph.job.vertices[v].clone();
+        let attempt = self.sched.graph.attempt_id(v, s);
+        let jv = self.sched.graph.job.vertices[v].clone();
         let (outputs, descriptors) = self.register_outputs(v, s, attempt.attempt)?;
         self.descriptors.insert((v, s), descriptors);
         let input = self.task_input(v, s, attempt)?;
@@ -151,9 +101,7 @@ impl JobMaster {
             fail_after: crate::failpoints::task_fails_after(&jv.id, s, attempt.attempt),
             cancel: self.cancel.clone(),
         };
-        let ev = &mut self.graph.vertices[v].executions[s as usize];
-        ev.state = ExecutionState::Running;
-        ev.attempts_started += 1;
+        self.sched.started(attempt);
         self.running += 1;
         self.tasks_run += 1;
         if let Some(p) = &self.opts.progress {
@@ -196,12 +144,12 @@ impl JobMaster {
         s: u32,
         attempt: u32,
     ) -> Result<(Vec<TaskOutput>, Vec<ShuffleDescriptor>), JobError> {
-        let job_vertex = self.graph.job.vertices[v].id.clone();
+        let job_vertex = self.sched.graph.job.vertices[v].id.clone();
         let mut outputs = Vec::new();
         let mut descriptors = Vec::new();
-        for e in self.graph.job.outputs(v) {
-            let n = self.graph.job.num_subpartitions(e);
-            let data_set = self.graph.job.data_set_id(e);
+        for e in self.sched.graph.job.outputs(v) {
+            let n = self.sched.graph.job.num_subpartitions(e);
+            let data_set = self.sched.graph.job.data_set_id(e);
             let producer = PartitionProducer {
                 job: self.job.clone(),
                 data_set: data_set.clone(),
@@ -250,7 +198,7 @@ impl JobMaster {
                     staging: self.partition_staging(&producer),
                 },
             };
-            let edge = &self.graph.job.edges[e];
+            let edge = &self.sched.graph.job.edges[e];
             outputs.push(TaskOutput {
                 edge: e,
                 location,
@@ -268,7 +216,7 @@ impl JobMaster {
     /// from its source coordinator (the reader registered with it), or the
     /// partitions of its inputs.
     fn task_input(&mut self, v: usize, s: u32, attempt: AttemptId) -> Result<TaskInput, JobError> {
-        let Some(plugin) = self.graph.job.vertices[v].source.clone() else {
+        let Some(plugin) = self.sched.graph.job.vertices[v].source.clone() else {
             return Ok(TaskInput::Partitions(self.inputs_of(v, s)));
         };
         if let Some(c) = self.coordinators.get_mut(&v) {
@@ -282,7 +230,7 @@ impl JobMaster {
             .unwrap_or(crate::plugin::DEFAULT_SPLIT_WAIT);
         Ok(TaskInput::Splits(Box::new(CoordinatorSplits {
             attempt,
-            vertex: self.graph.job.vertices[v].id.clone(),
+            vertex: self.sched.graph.job.vertices[v].id.clone(),
             plugin,
             wait,
             tx: self.tx.clone(),
@@ -304,7 +252,7 @@ impl JobMaster {
                     || self.unplaced.get(&key).is_none_or(|u| u.retry_at <= now) =>
             {
                 if self.unplaced.remove(&key).is_some() {
-                    tracing::info!(vertex = %self.graph.job.vertices[v].id, subtask = s, worker = %w, "placed after waiting for a worker");
+                    tracing::info!(vertex = %self.sched.graph.job.vertices[v].id, subtask = s, worker = %w, "placed after waiting for a worker");
                 }
                 Some(w)
             }
@@ -319,7 +267,7 @@ impl JobMaster {
                 });
                 if u.why != NO_WORKER {
                     u.why = NO_WORKER.into();
-                    let vertex = &self.graph.job.vertices[v].id;
+                    let vertex = &self.sched.graph.job.vertices[v].id;
                     let wait = self.slot_request_timeout.as_millis();
                     if first {
                         tracing::warn!(%vertex, subtask = s, "{NO_WORKER}: waiting for one (at most {wait} ms, job.slot-request-timeout-ms); an attempt that waits is not a failed one");
@@ -431,15 +379,15 @@ impl JobMaster {
     /// producer reported them (or the log recorded them), the bytes of
     /// each subpartition read (docs/shuffle-format.md, "Reading").
     pub(super) fn inputs_of(&self, v: usize, s: u32) -> Vec<InputPartition> {
-        let range = self.graph.vertices[v]
+        let range = self.sched.graph.vertices[v]
             .init
             .as_ref()
             .and_then(|i| i.input_ranges.get(s as usize).cloned())
             .unwrap_or(s..s + 1);
         let mut inputs = Vec::new();
-        for e in self.graph.job.inputs(v) {
-            let edge = &self.graph.job.edges[e];
-            let producers = &self.graph.vertices[edge.from].executions;
+        for e in self.sched.graph.job.inputs(v) {
+            let edge = &self.sched.graph.job.edges[e];
+            let producers = &self.sched.graph.vertices[edge.from].executions;
             let (subtasks, subpartitions) = match edge.pattern {
                 DistributionPattern::Forward => (s..s + 1, 0..1),
                 DistributionPattern::Hash => (0..producers.len() as u32, range.clone()),
@@ -472,8 +420,8 @@ impl JobMaster {
                 let expected = ExpectedPartition {
                     producer: PartitionProducer {
                         job: self.job.clone(),
-                        data_set: self.graph.job.data_set_id(e),
-                        job_vertex: self.graph.job.vertices[edge.from].id.clone(),
+                        data_set: self.sched.graph.job.data_set_id(e),
+                        job_vertex: self.sched.graph.job.vertices[edge.from].id.clone(),
                         subtask: p,
                         attempt: ex.attempt,
                     },
@@ -527,6 +475,7 @@ impl JobMaster {
         let lost = crate::failpoints::lost_partitions(vertex, attempt.subtask, attempt.attempt);
         for (producer, producer_subtask) in lost {
             let Some(pv) = self
+                .sched
                 .graph
                 .job
                 .vertices
@@ -535,7 +484,7 @@ impl JobMaster {
             else {
                 continue;
             };
-            if let Some(ex) = self.graph.vertices[pv]
+            if let Some(ex) = self.sched.graph.vertices[pv]
                 .executions
                 .get(producer_subtask as usize)
             {

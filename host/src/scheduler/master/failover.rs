@@ -5,11 +5,12 @@
 //! back to its enumerator. What a failure leads to is decided by
 //! `coordhost_core::failover`; this file carries it out.
 
-use coordhost_core::failover::{self, FailoverAction, FailureCause};
+use coordhost_core::failover::{FailoverAction, FailureCause};
+use coordhost_core::scheduling::Effect;
 
-use super::{JobMaster, reason_kind};
+use super::JobMaster;
 use crate::events::ResetReason;
-use crate::graph::{AttemptId, ExecutionState};
+use crate::graph::AttemptId;
 use crate::runtime::{TaskError, sink};
 use crate::scheduler::{JobError, JobEventSink};
 use crate::shuffle::is_object_location;
@@ -28,7 +29,7 @@ impl JobMaster {
         let key = (attempt.vertex, attempt.subtask);
         self.waiting_since.remove(&key);
         self.refusals.remove(&key);
-        let vertex_id = self.graph.job.vertices[attempt.vertex].id.clone();
+        let vertex_id = self.sched.graph.job.vertices[attempt.vertex].id.clone();
         // Logged at debug only: the progress line below (or, when the job
         // fails on it, the run's `coordhost:` line) says it once.
         match &worker {
@@ -51,7 +52,10 @@ impl JobMaster {
             permanent: error.is_permanent(),
             lost_input_of,
         };
-        let decision = failover::decide(&mut self.graph, attempt, cause, self.max_attempts);
+        let reason = ResetReason::Failover {
+            message: error.to_string(),
+        };
+        let (decision, resets) = self.sched.failed(attempt, cause, reason);
         if let Some(p) = &self.opts.progress {
             let reason = match &worker {
                 Some(w) if !matches!(error, TaskError::Worker { .. }) => {
@@ -73,24 +77,13 @@ impl JobMaster {
                 source: Box::new(error),
             }),
             FailoverAction::FailExhausted(used) => Err(JobError::TaskFailed {
-                vertex: self.graph.job.vertices[used.vertex].id.clone(),
+                vertex: self.sched.graph.job.vertices[used.vertex].id.clone(),
                 subtask: used.subtask,
                 attempt: used.attempt,
-                max_attempts: self.max_attempts,
+                max_attempts: self.sched.max_attempts(),
                 source: Box::new(error),
             }),
-            FailoverAction::Reset { producer } => {
-                if let Some((producer, reason)) = producer {
-                    self.reset(producer, reason, events)?;
-                }
-                self.reset(
-                    attempt,
-                    ResetReason::Failover {
-                        message: error.to_string(),
-                    },
-                    events,
-                )
-            }
+            FailoverAction::Reset { .. } => self.carry_out(resets, events),
         }
     }
 
@@ -114,12 +107,9 @@ impl JobMaster {
             return Ok(());
         }
         let key = (attempt.vertex, attempt.subtask);
-        let vertex_id = self.graph.job.vertices[attempt.vertex].id.clone();
+        let vertex_id = self.sched.graph.job.vertices[attempt.vertex].id.clone();
         let why = format!("worker `{worker}` {message}");
         tracing::warn!(vertex = %vertex_id, subtask = attempt.subtask, attempt = attempt.attempt, worker = %worker, "not placed: {why}; its splits go back and it runs again under a new attempt number (not counted against max-attempts)");
-        let ev = &mut self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize];
-        ev.attempts_started = ev.attempts_started.saturating_sub(1);
-        ev.state = ExecutionState::Failed;
         self.failed_on.entry(key).or_default().insert(worker);
         let now = std::time::Instant::now();
         self.waiting_since.entry(key).or_insert(now);
@@ -137,14 +127,13 @@ impl JobMaster {
                 why: why.clone(),
             },
         );
-        self.reset_as(
+        let resets = self.sched.deploy_failed(
             attempt,
             ResetReason::Failover {
                 message: format!("not placed: {why}"),
             },
-            "not-placed",
-            events,
-        )
+        );
+        self.carry_out(resets, events)
     }
 
     /// A worker process was lost with the partitions of the finished
@@ -165,126 +154,64 @@ impl JobMaster {
         held: &[AttemptId],
         events: &mut dyn JobEventSink,
     ) -> Result<(), JobError> {
-        loop {
-            let mut reset_any = false;
-            for &a in held {
-                let Some(e) = self.graph.vertices[a.vertex]
-                    .executions
-                    .get(a.subtask as usize)
-                else {
-                    continue;
-                };
-                if e.attempt != a.attempt || e.state != ExecutionState::Finished {
-                    continue;
+        // Partitions on object storage (`object-shuffle`) were not on the
+        // worker: they outlive it, nothing runs again for them.
+        let on_object_storage = |partitions: &[crate::graph::ProducedPartition]| {
+            partitions.iter().all(|p| is_object_location(&p.location))
+        };
+        let reason = ResetReason::Failover {
+            message: format!("worker `{worker}`, which held its partitions, was lost"),
+        };
+        let resets = self.sched.worker_lost(held, &on_object_storage, &reason);
+        self.carry_out(resets, events)
+    }
+
+    /// Carries out the core's effects in order (`coordhost_core::scheduling`):
+    /// records initializations and resets, starts or drops enumerators,
+    /// deploys, and stops at the first error.
+    pub(super) fn carry_out(
+        &mut self,
+        effects: Vec<Effect>,
+        events: &mut dyn JobEventSink,
+    ) -> Result<(), JobError> {
+        for effect in effects {
+            match effect {
+                Effect::Initialized { vertex, init } => self.initialized(vertex, &init, events)?,
+                Effect::NeedEnumerator(v) => {
+                    if !self.coordinators.contains_key(&v) {
+                        self.start_coordinator(v)?;
+                    }
                 }
-                // Partitions on object storage (`object-shuffle`) were not
-                // on the worker: they outlive it, nothing runs again.
-                if !e.partitions.is_empty()
-                    && e.partitions.iter().all(|p| is_object_location(&p.location))
-                {
-                    continue;
+                Effect::Deploy(a) => self.deploy(a.vertex, a.subtask)?,
+                // The source restarts with a fresh enumerator (FLIP-383
+                // "restart all, once"): its subtasks' resets give nothing back.
+                Effect::FreshEnumerator(v) => {
+                    self.coordinators.remove(&v);
                 }
-                let needed = self.graph.job.outputs(a.vertex).iter().any(|&edge| {
-                    let to = self.graph.job.edges[edge].to;
-                    let consumers = &self.graph.vertices[to].executions;
-                    consumers.is_empty()
-                        || consumers
-                            .iter()
-                            .any(|c| c.state != ExecutionState::Finished)
-                });
-                if needed {
-                    self.reset(
-                        a,
-                        ResetReason::Failover {
-                            message: format!(
-                                "worker `{worker}`, which held its partitions, was lost"
-                            ),
-                        },
-                        events,
-                    )?;
-                    reset_any = true;
-                }
-            }
-            // Each pass resets at least one finished attempt of `held`,
-            // which is then no longer finished: at most `held.len()` passes.
-            if !reset_any {
-                return Ok(());
+                Effect::Reset {
+                    attempt,
+                    reason,
+                    kind,
+                } => self.reset_one(attempt, &reason, kind, events)?,
+                Effect::ResetsDone => self.crash_point("executions-reset", events)?,
             }
         }
+        Ok(())
     }
 
-    /// Resets one execution vertex: releases its partitions, gives a
-    /// source's splits back, and makes a new attempt in `Created`. The first
-    /// reset of a subtask of a source that recovery kept although its
-    /// enumerator cannot snapshot resets every subtask of it, with a fresh
-    /// enumerator, and what read its old partitions (FLIP-383, "restart
-    /// all, once": [`crate::plan::restart_all_once`]).
-    pub(super) fn reset(
+    /// Resets one execution vertex as the core decided (the graph already
+    /// holds its next attempt, created): records it, releases its
+    /// partitions, gives a source's splits back, cancels it on a worker.
+    fn reset_one(
         &mut self,
         attempt: AttemptId,
-        reason: ResetReason,
-        events: &mut dyn JobEventSink,
-    ) -> Result<(), JobError> {
-        let kind = reason_kind(&reason);
-        self.reset_as(attempt, reason, kind, events)
-    }
-
-    /// [`JobMaster::reset`], counted in the summary's `reset_reasons` as
-    /// `kind` (`not-placed` for an attempt whose `Deploy` failed, which the
-    /// log records as a failover).
-    pub(super) fn reset_as(
-        &mut self,
-        attempt: AttemptId,
-        reason: ResetReason,
-        kind: &'static str,
-        events: &mut dyn JobEventSink,
-    ) -> Result<(), JobError> {
-        let restarts = self.restart_all_once.contains_key(&attempt.vertex);
-        let graph = &self.graph;
-        let also = crate::plan::restart_all_once(
-            &graph.job,
-            &mut self.restart_all_once,
-            (attempt.vertex, attempt.subtask),
-            &|v| graph.vertices[v].executions.len() as u32,
-            &|(v, s)| {
-                matches!(
-                    graph.vertices[v].executions[s as usize].state,
-                    ExecutionState::Finished | ExecutionState::Running
-                )
-            },
-        );
-        if restarts {
-            // The source restarts with a fresh enumerator.
-            self.coordinators.remove(&attempt.vertex);
-        }
-        for ((v, s), why) in also {
-            let other = self.graph.attempt_id(v, s);
-            self.reset_one(other, why, events)?;
-        }
-        self.reset_one_as(attempt, reason, kind, events)?;
-        self.crash_point("executions-reset", events)
-    }
-
-    pub(super) fn reset_one(
-        &mut self,
-        attempt: AttemptId,
-        reason: ResetReason,
-        events: &mut dyn JobEventSink,
-    ) -> Result<(), JobError> {
-        let kind = reason_kind(&reason);
-        self.reset_one_as(attempt, reason, kind, events)
-    }
-
-    fn reset_one_as(
-        &mut self,
-        attempt: AttemptId,
-        reason: ResetReason,
+        reason: &ResetReason,
         kind: &'static str,
         events: &mut dyn JobEventSink,
     ) -> Result<(), JobError> {
         let v = attempt.vertex;
-        let vertex_id = self.graph.job.vertices[v].id.clone();
-        events.executions_reset(&vertex_id, &[attempt], &reason)?;
+        let vertex_id = self.sched.graph.job.vertices[v].id.clone();
+        events.executions_reset(&vertex_id, &[attempt], reason)?;
         *self.reset_reasons.entry(kind.into()).or_default() += 1;
         let descriptors = self
             .descriptors
@@ -320,14 +247,10 @@ impl JobMaster {
             tracing::debug!(vertex = %vertex_id, subtask = attempt.subtask, splits = n, "splits back to the enumerator");
         }
         self.waiting.remove(&attempt);
-        if let Some(s) = &self.graph.job.vertices[v].sink {
+        if let Some(s) = &self.sched.graph.job.vertices[v].sink {
             let _ignored =
                 std::fs::remove_file(sink::staging_path(s, attempt.subtask, attempt.attempt));
         }
-        let ev = &mut self.graph.vertices[v].executions[attempt.subtask as usize];
-        ev.attempt += 1;
-        ev.state = ExecutionState::Created;
-        ev.partitions.clear();
         self.tasks_reset += 1;
         self.answer_waiting(v);
         Ok(())

@@ -8,6 +8,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::{Duration, Instant};
 
 use coordhost_core::clock::{Clock, SystemClock};
+use coordhost_core::scheduling::Scheduling;
 use coordhost_core::snapshot_policy::SnapshotPolicy;
 
 use super::{
@@ -145,8 +146,11 @@ struct InputFigures {
 /// shuffle master; runs the loop.
 pub struct JobMaster {
     job: String,
-    graph: ExecutionGraph,
-    max_attempts: u32,
+    /// The execution graph and the decisions on it: what is initialized
+    /// and deployed, what a failure, a refused `Deploy`, a lost worker or a
+    /// recovery plan resets (`coordhost-core`); this file carries the
+    /// effects out.
+    sched: Scheduling,
     plugins: BTreeMap<String, LoadedPlugin>,
     /// The source readers of the SQL job's tables read by one, by table.
     readers: crate::runtime::TableReaders,
@@ -197,9 +201,6 @@ pub struct JobMaster {
     snapshots: SnapshotPolicy,
     /// The time the snapshot policy reads.
     clock: Arc<dyn Clock>,
-    /// Finished sources whose enumerator cannot snapshot, kept by recovery:
-    /// the first later reset of one of their subtasks resets all of them.
-    restart_all_once: BTreeMap<usize, ResetReason>,
     /// Executions recovery skipped.
     tasks_skipped: u64,
     /// Whether this run recovered from a log.
@@ -289,8 +290,7 @@ impl JobMaster {
         let figures = vec![Vec::new(); graph.job.vertices.len()];
         Ok(Self {
             job: config.name.clone(),
-            graph,
-            max_attempts: config.max_attempts,
+            sched: Scheduling::new(graph, config.max_attempts),
             functions: config
                 .sql
                 .as_ref()
@@ -326,7 +326,6 @@ impl JobMaster {
             finished_lines: Vec::new(),
             snapshots: SnapshotPolicy::new(snapshots_enabled, config.recovery.snapshot_min_pause),
             clock: Arc::new(SystemClock::new()),
-            restart_all_once: BTreeMap::new(),
             tasks_skipped: 0,
             recovered: false,
             reset_reasons: BTreeMap::new(),
@@ -393,7 +392,7 @@ impl JobMaster {
     ///
     /// [`JobError::Commit`] if a folder cannot be cleaned.
     pub fn prepare_fresh_sinks(&self) -> Result<(), JobError> {
-        for v in &self.graph.job.vertices {
+        for v in &self.sched.graph.job.vertices {
             if let Some(s) = &v.sink {
                 sink::prepare_fresh(s).map_err(|source| JobError::Commit {
                     vertex: v.id.clone(),
@@ -444,7 +443,8 @@ impl JobMaster {
     /// Per job vertex (by index): whether it is a source whose split
     /// enumerator supports batch snapshots.
     pub fn sources_supporting_snapshots(&self) -> Vec<bool> {
-        self.graph
+        self.sched
+            .graph
             .job
             .vertices
             .iter()
@@ -475,7 +475,7 @@ impl JobMaster {
         v: usize,
         snapshot: &CoordinatorSnapshot,
     ) -> Result<(), JobError> {
-        let vertex = &self.graph.job.vertices[v];
+        let vertex = &self.sched.graph.job.vertices[v];
         let plugin = vertex
             .source
             .as_ref()
@@ -497,7 +497,7 @@ impl JobMaster {
 
     /// The split enumerator plugin of source vertex `v`, if it is one.
     pub fn source_plugin(&self, v: usize) -> Option<&str> {
-        self.graph.job.vertices.get(v)?.source.as_deref()
+        self.sched.graph.job.vertices.get(v)?.source.as_deref()
     }
 
     /// Installs a recovery plan before anything is scheduled
@@ -516,12 +516,12 @@ impl JobMaster {
         plan: &RecoveryPlan,
         events: &mut dyn JobEventSink,
     ) -> Result<(), JobError> {
+        self.sched.install(plan);
         for (v, init) in &plan.initialized {
             self.figures[*v] = vec![Figures::default(); init.parallelism as usize];
             if let Some(p) = &self.opts.progress {
-                p.vertex_initialized(&self.graph.job.vertices[*v].id, init.parallelism);
+                p.vertex_initialized(&self.sched.graph.job.vertices[*v].id, init.parallelism);
             }
-            self.graph.initialize(*v, init.clone());
         }
         for (&(v, s), exec) in &plan.kept {
             let descriptors = exec
@@ -530,18 +530,17 @@ impl JobMaster {
                 .map(|p| self.descriptor(v, s, exec.attempt, p))
                 .collect();
             self.descriptors.insert((v, s), descriptors);
-            let ev = &mut self.graph.vertices[v].executions[s as usize];
-            ev.attempt = exec.attempt;
-            ev.state = ExecutionState::Finished;
-            ev.partitions = exec.partitions.clone();
         }
         for (&(v, s), reason) in &plan.reset {
-            let Some(ev) = self.graph.vertices[v].executions.get_mut(s as usize) else {
+            if self.sched.graph.vertices[v]
+                .executions
+                .get(s as usize)
+                .is_none()
+            {
                 continue;
-            };
-            ev.attempt = plan.next_attempt((v, s));
-            let id = self.graph.attempt_id(v, s);
-            let vertex = self.graph.job.vertices[v].id.clone();
+            }
+            let id = self.sched.graph.attempt_id(v, s);
+            let vertex = self.sched.graph.job.vertices[v].id.clone();
             events.executions_reset(&vertex, &[id], reason)?;
             *self
                 .reset_reasons
@@ -554,7 +553,7 @@ impl JobMaster {
                 self.coordinators.remove(&v);
                 continue;
             };
-            let parallelism = self.graph.vertices[v].executions.len() as u32;
+            let parallelism = self.sched.graph.vertices[v].executions.len() as u32;
             if snapshot.readers.len() != parallelism as usize || !self.coordinators.contains_key(&v)
             {
                 // Not restored in step 5 (or for another parallelism).
@@ -599,7 +598,6 @@ impl JobMaster {
             }
             self.delete_partition(&p.location);
         }
-        self.restart_all_once = plan.restart_all_once.clone();
         self.tasks_skipped = plan.kept.len() as u64;
         for &(v, _) in plan.kept.keys() {
             *self.skipped_here.entry(v).or_default() += 1;
@@ -641,15 +639,15 @@ impl JobMaster {
     ) -> ShuffleDescriptor {
         ShuffleDescriptor {
             id: ResultPartitionId {
-                intermediate_data_set: self.graph.job.data_set_id(p.edge),
+                intermediate_data_set: self.sched.graph.job.data_set_id(p.edge),
                 producer: ExecutionAttemptId {
-                    job_vertex: self.graph.job.vertices[v].id.clone(),
+                    job_vertex: self.sched.graph.job.vertices[v].id.clone(),
                     subtask: s,
                     attempt,
                 },
             },
             location: p.location.to_string_lossy().into_owned(),
-            num_subpartitions: self.graph.job.num_subpartitions(p.edge),
+            num_subpartitions: self.sched.graph.job.num_subpartitions(p.edge),
         }
     }
 
@@ -664,7 +662,7 @@ impl JobMaster {
         #[cfg(feature = "failpoints")]
         let max = crate::failpoints::max_snapshot_bytes().map_or(max, |m| m.min(max));
         (len > max).then(|| {
-            let vertex = &self.graph.job.vertices[v];
+            let vertex = &self.sched.graph.job.vertices[v];
             format!(
                 "plugin `{}`: the batch snapshot of job vertex `{}` is {len} bytes, over the limit of {max} bytes; it is not recorded (the job goes on; a recovery restores the previous batch snapshot)",
                 vertex.source.as_deref().unwrap_or("?"),
@@ -743,7 +741,7 @@ impl JobMaster {
                 }
                 taken
                     .coordinators
-                    .push((self.graph.job.vertices[v].id.clone(), snapshot));
+                    .push((self.sched.graph.job.vertices[v].id.clone(), snapshot));
             }
         }
         taken.shuffle =
@@ -848,6 +846,7 @@ impl JobMaster {
             // Only the folders where output was published: a failed run
             // lists no empty or half-written folder as its output.
             summary.outputs = self
+                .sched
                 .graph
                 .job
                 .vertices
@@ -880,7 +879,7 @@ impl JobMaster {
         let t = Instant::now();
         self.schedule(events)?;
         self.busy += t.elapsed();
-        while !self.graph.is_finished() {
+        while !self.sched.graph.is_finished() {
             // Looked at before each wait, so a message received is always
             // handled (a dropped `Finished` would leave its attempt counted
             // as running).
@@ -918,7 +917,7 @@ impl JobMaster {
             c.check_none_left()?;
         }
         events.job_finished()?;
-        for v in &self.graph.job.vertices {
+        for v in &self.sched.graph.job.vertices {
             if let Some(s) = &v.sink {
                 sink::write_success(s).map_err(|source| JobError::Commit {
                     vertex: v.id.clone(),
@@ -968,7 +967,7 @@ impl JobMaster {
             };
             if since.elapsed() >= self.slot_request_timeout {
                 return Err(JobError::NoWorker {
-                    vertex: self.graph.job.vertices[v].id.clone(),
+                    vertex: self.sched.graph.job.vertices[v].id.clone(),
                     subtask: s,
                     waited_ms: self.slot_request_timeout.as_millis() as u64,
                     why: u.why.clone(),
@@ -979,10 +978,7 @@ impl JobMaster {
     }
 
     fn is_current(&self, a: AttemptId) -> bool {
-        self.graph.vertices[a.vertex]
-            .executions
-            .get(a.subtask as usize)
-            .is_some_and(|e| e.attempt == a.attempt && e.state == ExecutionState::Running)
+        self.sched.is_current(a)
     }
 
     fn on_split_request(
@@ -1048,7 +1044,7 @@ impl JobMaster {
             }
         };
         progress.input_progress(
-            &self.graph.job.vertices[v].id,
+            &self.sched.graph.job.vertices[v].id,
             crate::scheduler::InputProgress {
                 splits,
                 bytes: self.input_figures.get(&v).map_or(0, |f| f.bytes_assigned),
@@ -1064,7 +1060,7 @@ impl JobMaster {
         };
         let mut handed = false;
         for (subtask, a) in c.take_ready() {
-            let id = self.graph.attempt_id(v, subtask);
+            let id = self.sched.graph.attempt_id(v, subtask);
             if let Some(reply) = self.waiting.remove(&id) {
                 if let SplitAnswer::Split(s) = &a {
                     self.split_counts.entry(v).or_default().0 += 1;
@@ -1123,7 +1119,7 @@ impl JobMaster {
         durable?;
         for (v, done, total) in lines {
             if let Some(p) = &self.opts.progress {
-                p.task_finished(&self.graph.job.vertices[v].id, done, total);
+                p.task_finished(&self.sched.graph.job.vertices[v].id, done, total);
             }
         }
         Ok(())
@@ -1152,7 +1148,7 @@ impl JobMaster {
                 .on_failed(attempt, TaskError::SplitRequest { reason }, events)
                 .map(|()| false);
         }
-        let vertex = self.graph.job.vertices[v].clone();
+        let vertex = self.sched.graph.job.vertices[v].clone();
         let partitions = self.produced_partitions(v, attempt.subtask, &report);
         if let Some(spec) = &vertex.sink
             && !self.publish_output(attempt, spec, &vertex.id, events)?
@@ -1168,11 +1164,7 @@ impl JobMaster {
                 .map(|p| p.bytes_per_subpartition.total())
                 .sum(),
         };
-        let completes = self.graph.vertices[v]
-            .executions
-            .iter()
-            .enumerate()
-            .all(|(i, e)| i == attempt.subtask as usize || e.state == ExecutionState::Finished);
+        let completes = self.sched.completes(attempt);
         // A finish that plugin state must reflect carries a batch snapshot,
         // whatever the minimum pause (issue 26 item 7, docs/recovery.md
         // "Recording"): a source subtask's (its enumerator's split
@@ -1181,7 +1173,7 @@ impl JobMaster {
         // partitions (the shuffle master's registry, incremental, answers
         // step 6). Only finishes that touch neither (sink subtasks) wait for
         // the pause.
-        let source = self.graph.job.vertices[v].source.is_some();
+        let source = self.sched.graph.job.vertices[v].source.is_some();
         if source {
             self.snapshots.touch(v);
         }
@@ -1202,15 +1194,7 @@ impl JobMaster {
         self.placed_on.remove(&attempt);
         self.waiting_since.remove(&(v, attempt.subtask));
         self.refusals.remove(&(v, attempt.subtask));
-        let ev = &mut self.graph.vertices[v].executions[attempt.subtask as usize];
-        ev.state = ExecutionState::Finished;
-        ev.partitions = partitions;
-        let done = self.graph.vertices[v]
-            .executions
-            .iter()
-            .filter(|e| e.state == ExecutionState::Finished)
-            .count() as u32;
-        let total = self.graph.vertices[v].executions.len() as u32;
+        let (done, total) = self.sched.finished(attempt, partitions);
         tracing::debug!(vertex = %vertex.id, subtask = attempt.subtask, attempt = attempt.attempt, "finished");
         self.finished_lines.push((v, done, total));
         Ok(completes)
@@ -1224,7 +1208,7 @@ impl JobMaster {
             .get(&(v, s))
             .map(Vec::as_slice)
             .unwrap_or_default();
-        let outputs = self.graph.job.outputs(v);
+        let outputs = self.sched.graph.job.outputs(v);
         report
             .partitions
             .iter()
@@ -1293,6 +1277,7 @@ impl JobMaster {
 
     fn summary(&self, started: Instant) -> Summary {
         let vertices = self
+            .sched
             .graph
             .job
             .vertices
@@ -1302,7 +1287,7 @@ impl JobMaster {
                 let f = &self.figures[i];
                 VertexSummary {
                     id: v.id.clone(),
-                    parallelism: self.graph.vertices[i].executions.len() as u32,
+                    parallelism: self.sched.graph.vertices[i].executions.len() as u32,
                     records_in: f.iter().map(|x| x.records_in).sum(),
                     records_out: f.iter().map(|x| x.records_out).sum(),
                     bytes_out: f.iter().map(|x| x.bytes_out).sum(),
@@ -1324,7 +1309,7 @@ impl JobMaster {
             .collect();
         // Every execution vertex once, by the state it ended in.
         let (mut finished, mut failed, mut stopped, mut not_run) = (0, 0, 0, 0);
-        for e in self.graph.vertices.iter().flat_map(|v| &v.executions) {
+        for e in self.sched.graph.vertices.iter().flat_map(|v| &v.executions) {
             match e.state {
                 ExecutionState::Finished => finished += 1,
                 ExecutionState::Failed => failed += 1,
@@ -1343,7 +1328,7 @@ impl JobMaster {
             tasks_stopped: stopped,
             tasks_not_run: not_run,
             recovered: self.recovered,
-            tasks_total: self.graph.execution_count() as u64,
+            tasks_total: self.sched.graph.execution_count() as u64,
             tasks_run: self.tasks_run,
             tasks_skipped: self.tasks_skipped,
             reset_reasons: self.reset_reasons.clone(),
@@ -1356,6 +1341,7 @@ impl JobMaster {
             coordinator_busy_us: self.busy.as_micros() as u64,
             vertices,
             outputs: self
+                .sched
                 .graph
                 .job
                 .vertices
