@@ -56,6 +56,31 @@ impl SnapshotPolicy {
         self.touched.insert(vertex);
     }
 
+    /// Starts the snapshot a finish of job vertex `vertex` carries, at
+    /// `now`, if one is due ([`SnapshotPolicy::begin`]). A finish that
+    /// plugin state must reflect carries one whatever the minimum pause
+    /// (issue 26 item 7, docs/recovery.md "Recording"): a source subtask's
+    /// (`source`: its enumerator's split assignment, touched here; a finish
+    /// the enumerator's latest snapshot does not reflect runs again after a
+    /// crash, recovery step 3), one that `produced` partitions (the shuffle
+    /// master's registry, incremental, answers recovery step 6), and one
+    /// that `completes` its vertex. Only finishes that touch none of these
+    /// (sink subtasks) wait for the pause. The JobMaster's `on_finished`
+    /// and the simulator both ask this.
+    pub fn begin_for_finish(
+        &mut self,
+        now: Duration,
+        vertex: usize,
+        source: bool,
+        completes: bool,
+        produced: bool,
+    ) -> Option<BTreeSet<usize>> {
+        if source {
+            self.touch(vertex);
+        }
+        self.begin(now, completes || source || produced)
+    }
+
     /// Starts a snapshot at `now` if one is due (`vertex_complete`, or the
     /// minimum pause passed since the last one): the source vertices to
     /// snapshot, taken out of the touched set; `None` when none is due.
@@ -125,6 +150,33 @@ mod tests {
             policy.begin(at(1999), false),
             Some(BTreeSet::new()),
             "the pause passed"
+        );
+    }
+
+    #[test]
+    fn a_source_or_producing_finish_carries_a_snapshot_a_sink_finish_waits_for_the_pause() {
+        let mut policy = SnapshotPolicy::new(true, PAUSE);
+        let t0 = Duration::from_secs(10);
+        assert!(policy.begin(t0, false).is_some());
+        policy.taken(t0);
+        let soon = t0 + PAUSE / 2;
+        // A sink subtask's finish within the pause: none.
+        assert_eq!(policy.begin_for_finish(soon, 2, false, false, false), None);
+        // A source subtask's: due, with its vertex touched.
+        assert_eq!(
+            policy.begin_for_finish(soon, 0, true, false, false),
+            Some(BTreeSet::from([0]))
+        );
+        // One that produced partitions, or completes its vertex: due.
+        assert!(
+            policy
+                .begin_for_finish(soon, 1, false, false, true)
+                .is_some()
+        );
+        assert!(
+            policy
+                .begin_for_finish(soon, 2, false, true, false)
+                .is_some()
         );
     }
 

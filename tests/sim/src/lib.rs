@@ -868,11 +868,13 @@ impl Sim {
             });
         }
         let completes = self.sched.completes(attempt);
-        if v == 0 {
-            self.policy.touch(0);
-        }
-        let due = completes || v == 0 || !produced.is_empty();
-        let begun = self.policy.begin(self.clock.now(), due);
+        let begun = self.policy.begin_for_finish(
+            self.clock.now(),
+            v,
+            v == 0,
+            completes,
+            !produced.is_empty(),
+        );
         let (enumerator_snapshots, shuffle_snapshot) = match begun {
             // The enumerator's state is too large to record (as
             // `JobMaster::take_snapshots` refuses it): no snapshot is

@@ -707,10 +707,14 @@ impl JobMaster {
         }
     }
 
-    /// Takes batch snapshots if recording is on and `vertex_complete` or the
-    /// minimum pause passed (FLIP-383 "recording").
-    fn take_snapshots(&mut self, vertex_complete: bool) -> Result<BatchSnapshots, JobError> {
-        let Some(touched) = self.snapshots.begin(self.clock.now(), vertex_complete) else {
+    /// Takes the batch snapshot the policy began (FLIP-383 "recording"):
+    /// the enumerators of the `touched` source vertices and the shuffle
+    /// master; none when `touched` is `None` (no snapshot is due).
+    fn take_snapshots(
+        &mut self,
+        touched: Option<BTreeSet<usize>>,
+    ) -> Result<BatchSnapshots, JobError> {
+        let Some(touched) = touched else {
             return Ok(BatchSnapshots::default());
         };
         let mut taken = BatchSnapshots::default();
@@ -1164,20 +1168,18 @@ impl JobMaster {
                 .map(|p| p.bytes_per_subpartition.total())
                 .sum(),
         };
+        // Whether this finish carries a batch snapshot whatever the pause:
+        // `SnapshotPolicy::begin_for_finish` (coordhost-core) says why.
         let completes = self.sched.completes(attempt);
-        // A finish that plugin state must reflect carries a batch snapshot,
-        // whatever the minimum pause (issue 26 item 7, docs/recovery.md
-        // "Recording"): a source subtask's (its enumerator's split
-        // assignment; a finish the enumerator's latest snapshot does not
-        // reflect runs again after a crash, step 3) and one that produced
-        // partitions (the shuffle master's registry, incremental, answers
-        // step 6). Only finishes that touch neither (sink subtasks) wait for
-        // the pause.
         let source = self.sched.graph.job.vertices[v].source.is_some();
-        if source {
-            self.snapshots.touch(v);
-        }
-        let snapshots = self.take_snapshots(completes || source || !partitions.is_empty())?;
+        let touched = self.snapshots.begin_for_finish(
+            self.clock.now(),
+            v,
+            source,
+            completes,
+            !partitions.is_empty(),
+        );
+        let snapshots = self.take_snapshots(touched)?;
         if !snapshots.is_empty() {
             self.crash_point("snapshot-taken", events)?;
         }
