@@ -117,6 +117,10 @@ pub struct Scenario {
     /// `Deploy` (the worker said no after the attempt may have pulled
     /// splits: it runs again, not counted against `max-attempts`).
     pub refuse_deploy_percent: u64,
+    /// Percent chance that a recovery is cut by a crash after its resets
+    /// are recorded and before `RecoveryFinished` is durable (one of the
+    /// seed's `crashes`).
+    pub crash_in_recovery_percent: u64,
 }
 
 impl Scenario {
@@ -139,10 +143,12 @@ impl Scenario {
             workers: 0,
             worker_loss_percent: 0,
             refuse_deploy_percent: 0,
+            crash_in_recovery_percent: 0,
         }
         .with_edges(&mut rng)
         .with_deferrals(&mut rng)
         .with_workers(&mut rng)
+        .with_recovery_crashes(&mut rng)
     }
 }
 
@@ -173,6 +179,12 @@ impl Scenario {
             self.worker_loss_percent = [0, 1, 3][rng.below(3) as usize];
             self.refuse_deploy_percent = [0, 0, 5][rng.below(3) as usize];
         }
+        self
+    }
+
+    /// Picks how often a crash cuts a recovery short (drawn last).
+    fn with_recovery_crashes(mut self, rng: &mut Rng) -> Self {
+        self.crash_in_recovery_percent = [0, 0, 40][rng.below(3) as usize];
         self
     }
 
@@ -359,6 +371,8 @@ struct Sim {
     disk: HashMap<String, Vec<Vec<i64>>>,
     /// Published part files, by subtask of the last vertex.
     parts: BTreeMap<u32, Vec<i64>>,
+    /// Coordinator crashes still to inject.
+    crashes_left: u32,
     /// Attempts running now.
     running: Vec<AttemptId>,
     /// With workers: the worker each running attempt was placed on.
@@ -422,6 +436,7 @@ pub fn run_with_trace(seed: u64) -> (Result<Outcome, Violation>, String) {
         clock: Arc::new(ManualClock::new()),
         disk: HashMap::new(),
         parts: BTreeMap::new(),
+        crashes_left: 0,
         running: Vec::new(),
         placed: HashMap::new(),
         held_by: HashMap::new(),
@@ -461,7 +476,7 @@ impl Sim {
     }
 
     fn run_to_end(&mut self) -> Result<(), Stop> {
-        let mut crashes_left = self.scenario.crashes;
+        self.crashes_left = self.scenario.crashes;
         self.start_attempt()?;
         for _ in 0..MAX_STEPS {
             if self.finished() {
@@ -471,8 +486,8 @@ impl Sim {
                     }))?;
                 return self.check_output();
             }
-            if crashes_left > 0 && self.rng.chance(12) {
-                crashes_left -= 1;
+            if self.crashes_left > 0 && self.rng.chance(12) {
+                self.crashes_left -= 1;
                 self.crash()?;
                 continue;
             }
@@ -1137,6 +1152,16 @@ impl Sim {
         }
         for p in &plan.release {
             self.disk.remove(&p.location.to_string_lossy().into_owned());
+        }
+        if self.crashes_left > 0
+            && self.scenario.crash_in_recovery_percent > 0
+            && self.rng.chance(self.scenario.crash_in_recovery_percent)
+        {
+            // The resets are appended (some maybe durable), the recovery
+            // is not finished: the next attempt recovers from that log.
+            self.crashes_left -= 1;
+            self.note("crash inside the recovery, before RecoveryFinished");
+            return self.crash();
         }
         self.writer().append_durable(&JobEvent::RecoveryFinished(
             plan.finished_event(&self.sched.graph.job),
