@@ -851,6 +851,56 @@ impl Sim {
                 Err(producer) => return self.fail(attempt, Some(producer)),
             }
         };
+        let produced = self.write_output(attempt, values)?;
+        let completes = self.sched.completes(attempt);
+        let begun = self.policy.begin_for_finish(
+            self.clock.now(),
+            v,
+            v == 0,
+            completes,
+            !produced.is_empty(),
+        );
+        let (enumerator_snapshots, shuffle_snapshot) = self.take_snapshots(begun)?;
+        let event = JobEvent::ExecutionFinished(ExecutionFinished {
+            attempt: self.event_attempt(attempt),
+            coordinator_epoch: self.epoch,
+            produced: produced.clone(),
+            enumerator_snapshots,
+            shuffle_snapshot,
+        });
+        let durable = matches!(&event, JobEvent::ExecutionFinished(f) if f.has_snapshot());
+        if durable {
+            self.writer().append_durable(&event)?;
+        } else {
+            self.writer().append(&event)?;
+        }
+        self.note(format!(
+            "finish {}[{s}]#{}{}",
+            self.id(v),
+            attempt.attempt,
+            if durable { " (durable)" } else { "" }
+        ));
+        let partitions = produced
+            .into_iter()
+            .map(|p| coordhost_model::graph::ProducedPartition {
+                edge: 0,
+                location: p.location.into(),
+                bytes_per_subpartition: p.bytes_per_subpartition.into(),
+            })
+            .collect();
+        self.sched.finished(attempt, partitions);
+        self.placed.remove(&attempt);
+        Ok(())
+    }
+
+    /// Publishes the last vertex's part of `attempt`, or writes its result
+    /// partition (on its worker, if any): the partitions produced.
+    fn write_output(
+        &mut self,
+        attempt: AttemptId,
+        values: Vec<i64>,
+    ) -> Result<Vec<coordhost_log::ProducedPartition>, Stop> {
+        let (v, s) = (attempt.vertex, attempt.subtask);
         let last = v + 1 == self.sched.graph.vertices.len();
         let mut produced = Vec::new();
         if last {
@@ -882,15 +932,23 @@ impl Sim {
                 bytes_per_subpartition: bytes,
             });
         }
-        let completes = self.sched.completes(attempt);
-        let begun = self.policy.begin_for_finish(
-            self.clock.now(),
-            v,
-            v == 0,
-            completes,
-            !produced.is_empty(),
-        );
-        let (enumerator_snapshots, shuffle_snapshot) = match begun {
+        Ok(produced)
+    }
+
+    /// The batch snapshot a finish carries, as `JobMaster::take_snapshots`
+    /// takes it once the policy began one (`begun`): refused as oversized,
+    /// the enumerator's deferred, or taken.
+    fn take_snapshots(
+        &mut self,
+        begun: Option<BTreeSet<usize>>,
+    ) -> Result<
+        (
+            Vec<coordhost_log::EnumeratorSnapshot>,
+            Option<ShuffleSnapshot>,
+        ),
+        Stop,
+    > {
+        Ok(match begun {
             // The enumerator's state is too large to record (as
             // `JobMaster::take_snapshots` refuses it): no snapshot is
             // taken, the finish is recorded without one and the touched
@@ -938,37 +996,7 @@ impl Sim {
                 )
             }
             None => (Vec::new(), None),
-        };
-        let event = JobEvent::ExecutionFinished(ExecutionFinished {
-            attempt: self.event_attempt(attempt),
-            coordinator_epoch: self.epoch,
-            produced: produced.clone(),
-            enumerator_snapshots,
-            shuffle_snapshot,
-        });
-        let durable = matches!(&event, JobEvent::ExecutionFinished(f) if f.has_snapshot());
-        if durable {
-            self.writer().append_durable(&event)?;
-        } else {
-            self.writer().append(&event)?;
-        }
-        self.note(format!(
-            "finish {}[{s}]#{}{}",
-            self.id(v),
-            attempt.attempt,
-            if durable { " (durable)" } else { "" }
-        ));
-        let partitions = produced
-            .into_iter()
-            .map(|p| coordhost_model::graph::ProducedPartition {
-                edge: 0,
-                location: p.location.into(),
-                bytes_per_subpartition: p.bytes_per_subpartition.into(),
-            })
-            .collect();
-        self.sched.finished(attempt, partitions);
-        self.placed.remove(&attempt);
-        Ok(())
+        })
     }
 
     fn event_attempt(&self, a: AttemptId) -> coordhost_log::AttemptId {
