@@ -253,8 +253,13 @@ fn build_state(config: &JobConfig, opts: &RunOptions, data_dir: &Path, n: u32) -
         let a = coordinator.request_split(s).expect("split request");
         assert!(matches!(a, Some(SplitAnswer::NoMoreSplits)), "{a:?}");
     }
-    let enumerator_snapshot =
-        logged_enumerator_snapshot("source", &coordinator.snapshot().expect("snapshot"));
+    let enumerator_snapshot = logged_enumerator_snapshot(
+        "source",
+        &coordinator
+            .snapshot()
+            .expect("snapshot")
+            .expect("no fault: consistent"),
+    );
     let enumerator = t.elapsed();
     drop(coordinator);
 

@@ -327,7 +327,10 @@ fn build_state(config: &JobConfig, opts: &RunOptions, data_dir: &Path, k: u32, p
             let a = c.request_split(s).expect("split request");
             assert!(matches!(a, Some(SplitAnswer::NoMoreSplits)), "{a:?}");
         }
-        let snap = c.snapshot().expect("snapshot");
+        let snap = c
+            .snapshot()
+            .expect("snapshot")
+            .expect("no fault: consistent");
         enumerator_snapshots.push(coordhost::snapshot::encode(&id, &snap).expect("encode"));
     }
     let enumerators = t.elapsed();

@@ -18,6 +18,7 @@ use coordhost_log as events;
 use coordhost_model::{graph, value};
 
 pub mod clock;
+pub mod coordinator;
 pub mod failover;
 pub mod history;
 pub mod plan;

@@ -11,12 +11,10 @@ pub const MAX_SPLITS_PER_CALL: u64 = 100_000;
 /// Most split bytes (ids, paths and inline text) the host takes from a
 /// split enumerator in one call: 64 MiB.
 pub const MAX_SPLIT_BYTES_PER_CALL: u64 = 64 << 20;
-/// Most splits the host keeps assigned for one split enumerator at once
-/// (its assignment history; splits given back no longer count).
-pub const MAX_SPLITS_TOTAL: u64 = 1_000_000;
-/// Most split bytes the host keeps assigned for one split enumerator at
-/// once: 256 MiB.
-pub const MAX_SPLIT_BYTES_TOTAL: u64 = 256 << 20;
+/// The host's bounds on what it keeps assigned for one split enumerator
+/// at once (its assignment history), kept by the source coordinator in
+/// `coordhost-core`.
+pub use coordhost_core::coordinator::{MAX_SPLIT_BYTES_TOTAL, MAX_SPLITS_TOTAL};
 
 /// The bytes of a split the host keeps: its id and its path or inline text.
 pub fn split_bytes(split: &Split) -> u64 {

@@ -116,7 +116,7 @@ fn a_batch_snapshot_carries_the_history_into_a_restored_coordinator() {
         c.request_split(1).expect("req"),
         Some(SplitAnswer::Split(_))
     ));
-    let snap = c.snapshot().expect("snapshot");
+    let snap = c.snapshot().expect("snapshot").expect("consistent");
     assert_eq!(snap.readers[0].assigned.len(), 2);
     assert_eq!(snap.readers[1].assigned.len(), 1);
 
@@ -220,7 +220,7 @@ fn a_kept_subtask_does_not_count_as_one_that_could_still_drain() {
             Some(SplitAnswer::Split(_))
         ));
     }
-    let snap = c.snapshot().expect("snapshot");
+    let snap = c.snapshot().expect("snapshot").expect("consistent");
     let mut r =
         SourceCoordinator::restore("source", &plugin, 2, &snap, Some(300)).expect("restore");
     // Recovery keeps subtask 0 and resets 1: 1 is then the only one that

@@ -28,8 +28,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use coordhost_core::clock::{Clock, ManualClock};
+use coordhost_core::coordinator::{
+    CoordinatorError, Enumerator, EnumeratorAction, SourceCoordinator, SplitAnswer,
+};
 use coordhost_core::failover::{FailoverAction, FailureCause};
-use coordhost_core::history::{CoordinatorSnapshot, ReaderState};
+use coordhost_core::history::CoordinatorSnapshot;
 use coordhost_core::plan::{PartitionRef, RecoveryError, RecoveryPlan};
 use coordhost_core::recovery::{OracleError, PartitionOracle, RecoveryTarget, recover};
 use coordhost_core::scheduling::{Effect, Scheduling};
@@ -102,11 +105,12 @@ pub struct Scenario {
     /// Percent chance that a step loses a finished result partition while
     /// the job runs (a disk lost under a live coordinator).
     pub vanish_percent: u64,
-    /// Percent chance that a due batch snapshot defers the enumerator's
-    /// state (as `JobMaster::take_snapshots` does for a rebuilt enumerator
-    /// that still holds splits a reader has): the shuffle master's snapshot
-    /// is recorded without it.
-    pub defer_percent: u64,
+    /// Percent chance that a call into the split enumerator faults: the
+    /// enumerator is rebuilt from its last batch snapshot (or afresh) and
+    /// the source coordinator reconciles it with the assignment history
+    /// (`on-trap = "rebuild"`); until it has handed out again what readers
+    /// hold, its snapshots are deferred (`JobMaster::take_snapshots`).
+    pub trap_percent: u64,
     /// Worker processes the attempts run on (0: threads of the coordinator,
     /// whose partitions only a crash or a lost disk takes).
     pub workers: u32,
@@ -139,14 +143,14 @@ impl Scenario {
             refuse_percent: [0, 0, 30][rng.below(3) as usize],
             forward: Vec::new(),
             vanish_percent: [0, 0, 2][rng.below(3) as usize],
-            defer_percent: 0,
+            trap_percent: 0,
             workers: 0,
             worker_loss_percent: 0,
             refuse_deploy_percent: 0,
             crash_in_recovery_percent: 0,
         }
         .with_edges(&mut rng)
-        .with_deferrals(&mut rng)
+        .with_traps(&mut rng)
         .with_workers(&mut rng)
         .with_recovery_crashes(&mut rng)
     }
@@ -164,10 +168,10 @@ impl Scenario {
         self
     }
 
-    /// Picks how often the enumerator's snapshot is deferred (drawn last,
-    /// so the knobs drawn before keep the values they had for a seed).
-    fn with_deferrals(mut self, rng: &mut Rng) -> Self {
-        self.defer_percent = [0, 0, 30][rng.below(3) as usize];
+    /// Picks how often a call into the enumerator faults (drawn after the
+    /// knobs above, which keep the values they had for a seed).
+    fn with_traps(mut self, rng: &mut Rng) -> Self {
+        self.trap_percent = [0, 0, 10][rng.below(3) as usize];
         self
     }
 
@@ -299,60 +303,177 @@ fn job_graph(scenario: &Scenario) -> JobGraph {
     }
 }
 
-/// The split enumerator of the source: unassigned split ids, and per
-/// subtask the host's assignment history (Flink's `SourceCoordinator`).
-#[derive(Debug, Clone, Default)]
-struct Enumerator {
+/// The source's split enumerator, in process (in a run it is a Wasm
+/// component behind `coordhost::coordinator::WasmEnumerator`): unassigned
+/// split ids; the lowest goes to whichever reader asks, and a reader is
+/// told "no more splits" when none is left. A batch snapshot holds the
+/// queue. A call faults at `trap_percent`; the enumerator is then rebuilt
+/// from its last snapshot (or afresh), as the plugin host does with
+/// `on-trap = "rebuild"`, and the source coordinator (`coordhost-core`)
+/// reconciles it. After a fault it stays calm for a while: a second fault
+/// before progress fails a real job on purpose
+/// (`CoordinatorError::FaultedAgain`), which is not what this world tests.
+#[derive(Debug)]
+struct SimEnumerator {
+    splits: u32,
     queue: BTreeSet<u32>,
-    readers: Vec<ReaderState>,
+    last_snapshot: Option<Vec<u8>>,
+    rebuilt: Option<Vec<EnumeratorAction>>,
+    faults: Rng,
+    trap_percent: u64,
+    calm: u32,
 }
 
-impl Enumerator {
-    fn fresh(splits: u32, parallelism: u32) -> Self {
-        Self {
-            queue: (0..splits).collect(),
-            readers: vec![ReaderState::default(); parallelism as usize],
+/// A call into [`SimEnumerator`] that faulted (the enumerator was rebuilt),
+/// or a contract breach the source coordinator found.
+#[derive(Debug)]
+enum SimFault {
+    Rebuilt(&'static str),
+    Protocol(String),
+}
+
+impl std::fmt::Display for SimFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Rebuilt(call) => write!(f, "`{call}` faulted; the enumerator was rebuilt"),
+            Self::Protocol(reason) => write!(f, "contract breach: {reason}"),
         }
     }
+}
 
-    fn snapshot(&self) -> CoordinatorSnapshot {
-        let queue: Vec<u32> = self.queue.iter().copied().collect();
-        CoordinatorSnapshot {
-            enumerator: postcard::to_stdvec(&queue).unwrap_or_default(),
-            readers: self.readers.clone(),
-        }
-    }
+impl std::error::Error for SimFault {}
 
-    fn restore(snapshot: &CoordinatorSnapshot) -> Result<Self, String> {
-        let queue: Vec<u32> = postcard::from_bytes(&snapshot.enumerator)
-            .map_err(|e| format!("enumerator state does not decode: {e}"))?;
+/// Calls after a fault during which the enumerator does not fault again.
+const CALM_CALLS: u32 = 64;
+
+impl SimEnumerator {
+    fn new(
+        splits: u32,
+        state: Option<&[u8]>,
+        faults: Rng,
+        trap_percent: u64,
+    ) -> Result<Self, SimFault> {
+        let queue = match state {
+            Some(bytes) => decode_queue(bytes)?,
+            None => (0..splits).collect(),
+        };
         Ok(Self {
-            queue: queue.into_iter().collect(),
-            readers: snapshot.readers.clone(),
+            splits,
+            queue,
+            last_snapshot: state.map(<[u8]>::to_vec),
+            rebuilt: None,
+            faults,
+            trap_percent,
+            calm: 0,
         })
     }
 
-    /// Subtask `s` runs again: its splits go back (`add-splits-back`).
-    fn reset_subtask(&mut self, s: u32) {
-        let reader = std::mem::take(&mut self.readers[s as usize]);
-        for split in reader.assigned {
-            if let Ok(id) = split.id.parse() {
-                self.queue.insert(id);
-            }
+    /// Whether this call faults; if so the enumerator is rebuilt first.
+    fn fault(&mut self, call: &'static str) -> Result<(), SimFault> {
+        if self.calm > 0 {
+            self.calm -= 1;
+            return Ok(());
         }
-    }
-
-    fn assign(&mut self, s: u32) -> Option<u32> {
-        let id = self.queue.pop_first()?;
-        let reader = &mut self.readers[s as usize];
-        reader.assigned.push(SplitData {
-            id: id.to_string(),
-            payload: SplitPayloadData::Inline(String::new()),
-        });
-        reader.delivered = reader.assigned.len();
-        Some(id)
+        if self.trap_percent == 0 || !self.faults.chance(self.trap_percent) {
+            return Ok(());
+        }
+        self.queue = match &self.last_snapshot {
+            Some(bytes) => decode_queue(bytes)?,
+            None => (0..self.splits).collect(),
+        };
+        self.rebuilt = Some(Vec::new());
+        self.calm = CALM_CALLS;
+        Err(SimFault::Rebuilt(call))
     }
 }
+
+fn decode_queue(bytes: &[u8]) -> Result<BTreeSet<u32>, SimFault> {
+    let queue: Vec<u32> = postcard::from_bytes(bytes)
+        .map_err(|e| SimFault::Protocol(format!("enumerator state does not decode: {e}")))?;
+    Ok(queue.into_iter().collect())
+}
+
+impl Enumerator for SimEnumerator {
+    type Error = SimFault;
+
+    fn name(&self) -> &str {
+        "splits"
+    }
+
+    fn supports_batch_snapshot(&self) -> bool {
+        true
+    }
+
+    fn start(&mut self) -> Result<Vec<EnumeratorAction>, SimFault> {
+        Ok(Vec::new())
+    }
+
+    fn add_reader(&mut self, _subtask: u32) -> Result<Vec<EnumeratorAction>, SimFault> {
+        self.fault("add-reader")?;
+        Ok(Vec::new())
+    }
+
+    fn handle_split_request(&mut self, subtask: u32) -> Result<Vec<EnumeratorAction>, SimFault> {
+        self.fault("handle-split-request")?;
+        Ok(vec![match self.queue.pop_first() {
+            Some(id) => EnumeratorAction::Assign {
+                subtask,
+                splits: vec![SplitData {
+                    id: id.to_string(),
+                    payload: SplitPayloadData::Inline(String::new()),
+                }],
+            },
+            None => EnumeratorAction::NoMoreSplits { subtask },
+        }])
+    }
+
+    fn add_splits_back(
+        &mut self,
+        splits: Vec<SplitData>,
+        _subtask: u32,
+    ) -> Result<Vec<EnumeratorAction>, SimFault> {
+        self.fault("add-splits-back")?;
+        for split in splits {
+            let id = split
+                .id
+                .parse()
+                .map_err(|_| SimFault::Protocol(format!("split id `{}` given back", split.id)))?;
+            self.queue.insert(id);
+        }
+        Ok(Vec::new())
+    }
+
+    fn snapshot_state(&mut self, _checkpoint_id: i64) -> Result<Vec<u8>, SimFault> {
+        self.fault("snapshot-state")?;
+        let queue: Vec<u32> = self.queue.iter().copied().collect();
+        let bytes = postcard::to_stdvec(&queue).map_err(|e| SimFault::Protocol(e.to_string()))?;
+        self.last_snapshot = Some(bytes.clone());
+        Ok(bytes)
+    }
+
+    fn unassigned_splits(&mut self) -> Result<u64, SimFault> {
+        Ok(self.queue.len() as u64)
+    }
+
+    fn take_rebuild(&mut self) -> Option<Vec<EnumeratorAction>> {
+        self.rebuilt.take()
+    }
+
+    fn has_snapshot(&self) -> bool {
+        self.last_snapshot.is_some()
+    }
+
+    fn was_rebuilt(error: &SimFault) -> bool {
+        matches!(error, SimFault::Rebuilt(_))
+    }
+
+    fn protocol_error(&self, _call: &'static str, reason: String) -> SimFault {
+        SimFault::Protocol(reason)
+    }
+}
+
+/// The real source coordinator over the in-process enumerator.
+type Coordinator = SourceCoordinator<SimEnumerator>;
 
 /// One simulated coordinator and its world.
 struct Sim {
@@ -366,7 +487,10 @@ struct Sim {
     epoch: u32,
     clock: Arc<ManualClock>,
     policy: SnapshotPolicy,
-    enumerator: Enumerator,
+    /// The real source coordinator (`coordhost_core::coordinator`) of the
+    /// source vertex over the in-process enumerator; `None` until the
+    /// source is scheduled (or after a crash, until it is restored).
+    coordinator: Option<Coordinator>,
     /// Result partitions that exist, by location: values per subpartition.
     disk: HashMap<String, Vec<Vec<i64>>>,
     /// Published part files, by subtask of the last vertex.
@@ -397,6 +521,13 @@ impl From<EventsError> for Stop {
     }
 }
 
+/// A source coordinator error ends the run as a violation: the
+/// in-process enumerator keeps its contract, and it never faults twice
+/// without progress.
+fn coordinator_failed(e: CoordinatorError<SimFault>) -> Stop {
+    Stop::Violation(format!("the source coordinator failed: {e}"))
+}
+
 const MAX_ATTEMPTS: u32 = 1000;
 const MAX_STEPS: u32 = 20_000;
 
@@ -423,11 +554,10 @@ pub fn run_with_trace(seed: u64) -> (Result<Outcome, Violation>, String) {
     let scenario = Scenario::of(seed);
     let graph = ExecutionGraph::new(job_graph(&scenario));
     let storage = MemoryStorage::new();
-    let parallelism = scenario.parallelism[0];
     let mut sim = Sim {
         rng: Rng::new(seed),
         policy: SnapshotPolicy::new(true, Duration::from_millis(scenario.snapshot_pause_ms)),
-        enumerator: Enumerator::fresh(scenario.splits, parallelism),
+        coordinator: None,
         scenario,
         sched: Scheduling::new(graph, MAX_ATTEMPTS),
         storage,
@@ -559,7 +689,7 @@ impl Sim {
             ExecutionGraph::new(self.sched.graph.job.clone()),
             MAX_ATTEMPTS,
         );
-        self.enumerator = Enumerator::fresh(self.scenario.splits, self.scenario.parallelism[0]);
+        self.coordinator = None;
         self.policy =
             SnapshotPolicy::new(true, Duration::from_millis(self.scenario.snapshot_pause_ms));
         self.parts.clear();
@@ -621,9 +751,13 @@ impl Sim {
         for effect in effects {
             match effect {
                 Effect::Initialized { vertex, init } => self.record_initialized(vertex, &init)?,
-                // The source's enumerator always runs here, and can
-                // always snapshot: no restart of the source once.
-                Effect::NeedEnumerator(_) => {}
+                Effect::NeedEnumerator(_) => {
+                    if self.coordinator.is_none() {
+                        self.start_coordinator()?;
+                    }
+                }
+                // The enumerator here can always snapshot: no restart of
+                // the source once.
                 Effect::FreshEnumerator(v) => {
                     return Err(Stop::Violation(format!(
                         "a fresh enumerator for {} although it snapshots",
@@ -640,6 +774,53 @@ impl Sim {
         Ok(())
     }
 
+    /// The source coordinator, which runs once the source is scheduled.
+    fn coordinator(&mut self) -> Result<&mut Coordinator, Stop> {
+        self.coordinator
+            .as_mut()
+            .ok_or_else(|| Stop::Violation("the source runs without a source coordinator".into()))
+    }
+
+    /// A fresh enumerator and its source coordinator
+    /// (`JobMaster::start_coordinator`).
+    fn start_coordinator(&mut self) -> Result<(), Stop> {
+        let faults = Rng::new(self.rng.next_u64());
+        let (splits, traps) = (self.scenario.splits, self.scenario.trap_percent);
+        let c = Coordinator::start("v0", self.scenario.parallelism[0], None, || {
+            SimEnumerator::new(splits, None, faults, traps)
+        })
+        .map_err(coordinator_failed)?;
+        self.coordinator = Some(c);
+        Ok(())
+    }
+
+    /// Restores the source coordinator from the plan's snapshot, as
+    /// `JobMaster::apply_recovery` does: kept subtasks count as ended, the
+    /// others' splits go back. Without a snapshot the source starts with a
+    /// fresh enumerator when it is scheduled.
+    fn restore_coordinator(&mut self, plan: &RecoveryPlan) -> Result<(), Stop> {
+        self.coordinator = None;
+        let Some(Some(snapshot)) = plan.coordinators.get(&0) else {
+            return Ok(());
+        };
+        let faults = Rng::new(self.rng.next_u64());
+        let (splits, traps) = (self.scenario.splits, self.scenario.trap_percent);
+        let parallelism = self.scenario.parallelism[0];
+        let mut c = Coordinator::restore("v0", parallelism, snapshot, None, |state| {
+            SimEnumerator::new(splits, Some(state), faults, traps)
+        })
+        .map_err(coordinator_failed)?;
+        for s in 0..parallelism {
+            if plan.kept.contains_key(&(0, s)) {
+                c.mark_finished(s);
+            } else {
+                c.reset_subtask(s).map_err(coordinator_failed)?;
+            }
+        }
+        self.coordinator = Some(c);
+        Ok(())
+    }
+
     /// Deploys `attempt`: it runs (a virtual task), under an attempt
     /// number never deployed before.
     fn deploy(&mut self, attempt: AttemptId) -> Result<(), Stop> {
@@ -650,6 +831,11 @@ impl Sim {
                 attempt.attempt,
                 self.id(v)
             )));
+        }
+        if v == 0 {
+            self.coordinator()?
+                .register_reader(s)
+                .map_err(coordinator_failed)?;
         }
         self.sched.started(attempt);
         self.outcome.attempts += 1;
@@ -689,15 +875,24 @@ impl Sim {
             self.running.swap_remove(pick);
             return self.deploy_refused(attempt);
         }
-        if attempt.vertex == 0
-            && let Some(id) = self.enumerator.assign(attempt.subtask)
-        {
+        if attempt.vertex == 0 {
             self.policy.touch(0);
-            self.note(format!(
-                "v0[{}]#{} takes split {id}",
-                attempt.subtask, attempt.attempt
-            ));
-            return Ok(());
+            match self
+                .coordinator()?
+                .request_split(attempt.subtask)
+                .map_err(coordinator_failed)?
+            {
+                Some(SplitAnswer::Split(split)) => {
+                    self.note(format!(
+                        "v0[{}]#{} takes split {}",
+                        attempt.subtask, attempt.attempt, split.id
+                    ));
+                    return Ok(());
+                }
+                // It waits for an assignment (asked again next time).
+                None => return Ok(()),
+                Some(SplitAnswer::NoMoreSplits) => {}
+            }
         }
         self.running.swap_remove(pick);
         self.finish(attempt)
@@ -825,8 +1020,10 @@ impl Sim {
             }))?;
         self.running.retain(|a| (a.vertex, a.subtask) != (v, s));
         self.placed.retain(|a, _| (a.vertex, a.subtask) != (v, s));
-        if v == 0 {
-            self.enumerator.reset_subtask(s);
+        if v == 0
+            && let Some(c) = &mut self.coordinator
+        {
+            c.reset_subtask(s).map_err(coordinator_failed)?;
             self.policy.touch(0);
         }
         Ok(())
@@ -838,8 +1035,12 @@ impl Sim {
     fn finish(&mut self, attempt: AttemptId) -> Result<(), Stop> {
         let (v, s) = (attempt.vertex, attempt.subtask);
         let values = if v == 0 {
-            let reader = &self.enumerator.readers[s as usize];
-            reader
+            // As `JobMaster::on_finished`: the attempt read every split it
+            // was handed, through the end of its splits.
+            let c = self.coordinator()?;
+            let read = c.readers()[s as usize].delivered as u64;
+            c.check_finished(s, read).map_err(Stop::Violation)?;
+            c.readers()[s as usize]
                 .assigned
                 .iter()
                 .filter_map(|split| split.id.parse().ok())
@@ -960,31 +1161,26 @@ impl Sim {
                 self.policy.abandon(touched);
                 (Vec::new(), None)
             }
-            // A rebuilt enumerator that still holds splits a reader has
-            // cannot be snapshotted consistently: its state waits for the
-            // next snapshot, the shuffle master's is taken now.
-            Some(touched)
-                if touched.contains(&0)
-                    && self.scenario.defer_percent > 0
-                    && self.rng.chance(self.scenario.defer_percent) =>
-            {
-                self.note("enumerator snapshot deferred");
-                self.policy.defer(0);
-                self.policy.taken(self.clock.now());
-                (
-                    Vec::new(),
-                    Some(ShuffleSnapshot {
-                        incremental: false,
-                        data: Vec::new(),
-                    }),
-                )
-            }
             Some(touched) => {
                 let mut snapshots = Vec::new();
                 if touched.contains(&0) {
-                    let snap = coordhost_core::snapshot::encode("v0", &self.enumerator.snapshot())
-                        .map_err(|e| Stop::Violation(format!("snapshot encode: {e}")))?;
-                    snapshots.push(snap);
+                    let c = self.coordinator()?;
+                    let snapshot = if c.snapshot_consistent() {
+                        c.snapshot().map_err(coordinator_failed)?
+                    } else {
+                        None
+                    };
+                    if let Some(snapshot) = snapshot {
+                        let snap = coordhost_core::snapshot::encode("v0", &snapshot)
+                            .map_err(|e| Stop::Violation(format!("snapshot encode: {e}")))?;
+                        snapshots.push(snap);
+                    } else {
+                        // A rebuilt enumerator still holds splits a reader
+                        // has: its state waits for the next snapshot, the
+                        // shuffle master's is taken now.
+                        self.note("enumerator snapshot deferred");
+                        self.policy.defer(0);
+                    }
                 }
                 self.policy.taken(self.clock.now());
                 (
@@ -1166,18 +1362,7 @@ impl Sim {
                     reason: reason.clone(),
                 }))?;
         }
-        let parallelism = self.scenario.parallelism[0];
-        self.enumerator = match plan.coordinators.get(&0) {
-            Some(Some(snapshot)) => Enumerator::restore(snapshot).map_err(Stop::Violation)?,
-            _ => Enumerator::fresh(self.scenario.splits, parallelism),
-        };
-        if plan.initialized.iter().any(|(v, _)| *v == 0) {
-            for s in 0..parallelism {
-                if !plan.kept.contains_key(&(0, s)) {
-                    self.enumerator.reset_subtask(s);
-                }
-            }
-        }
+        self.restore_coordinator(plan)?;
         for p in &plan.release {
             self.disk.remove(&p.location.to_string_lossy().into_owned());
         }

@@ -730,7 +730,13 @@ impl JobMaster {
                 continue;
             }
             if c.supports_batch_snapshot() {
-                let snapshot = c.snapshot()?;
+                let Some(snapshot) = c.snapshot()? else {
+                    // The enumerator faulted during the snapshot and its
+                    // rebuilt store holds splits a reader has: deferred,
+                    // as above.
+                    self.snapshots.defer(v);
+                    continue;
+                };
                 if let Some(refusal) = self.oversized_snapshot(v, &snapshot) {
                     // Recorded without this state, the batch snapshot would
                     // pair newer finishes with an older enumerator: none is
