@@ -125,6 +125,14 @@ pub struct Scenario {
     /// are recorded and before `RecoveryFinished` is durable (one of the
     /// seed's `crashes`).
     pub crash_in_recovery_percent: u64,
+    /// The split enumerator cannot take batch snapshots (FLIP-383: a
+    /// finished source is kept but restarts in full, once, at its first
+    /// reset; an unfinished one restarts with its whole region).
+    pub no_enumerator_snapshots: bool,
+    /// Percent chance that restoring the enumerator from its snapshot
+    /// fails in a recovery (treated like an enumerator without snapshots,
+    /// reason `enumerator-restore-failed`).
+    pub restore_fail_percent: u64,
 }
 
 impl Scenario {
@@ -148,11 +156,14 @@ impl Scenario {
             worker_loss_percent: 0,
             refuse_deploy_percent: 0,
             crash_in_recovery_percent: 0,
+            no_enumerator_snapshots: false,
+            restore_fail_percent: 0,
         }
         .with_edges(&mut rng)
         .with_traps(&mut rng)
         .with_workers(&mut rng)
         .with_recovery_crashes(&mut rng)
+        .with_enumerator_kind(&mut rng)
     }
 }
 
@@ -189,6 +200,17 @@ impl Scenario {
     /// Picks how often a crash cuts a recovery short (drawn last).
     fn with_recovery_crashes(mut self, rng: &mut Rng) -> Self {
         self.crash_in_recovery_percent = [0, 0, 40][rng.below(3) as usize];
+        self
+    }
+
+    /// Picks an enumerator that cannot snapshot (one seed in six) or whose
+    /// restore fails at times (one in six); drawn last.
+    fn with_enumerator_kind(mut self, rng: &mut Rng) -> Self {
+        match rng.below(6) {
+            0 => self.no_enumerator_snapshots = true,
+            1 => self.restore_fail_percent = 50,
+            _ => {}
+        }
         self
     }
 
@@ -316,6 +338,7 @@ fn job_graph(scenario: &Scenario) -> JobGraph {
 #[derive(Debug)]
 struct SimEnumerator {
     splits: u32,
+    supports_snapshots: bool,
     queue: BTreeSet<u32>,
     last_snapshot: Option<Vec<u8>>,
     rebuilt: Option<Vec<EnumeratorAction>>,
@@ -347,18 +370,15 @@ impl std::error::Error for SimFault {}
 const CALM_CALLS: u32 = 64;
 
 impl SimEnumerator {
-    fn new(
-        splits: u32,
-        state: Option<&[u8]>,
-        faults: Rng,
-        trap_percent: u64,
-    ) -> Result<Self, SimFault> {
+    fn new(scenario: &Scenario, state: Option<&[u8]>, faults: Rng) -> Result<Self, SimFault> {
+        let (splits, trap_percent) = (scenario.splits, scenario.trap_percent);
         let queue = match state {
             Some(bytes) => decode_queue(bytes)?,
             None => (0..splits).collect(),
         };
         Ok(Self {
             splits,
+            supports_snapshots: !scenario.no_enumerator_snapshots,
             queue,
             last_snapshot: state.map(<[u8]>::to_vec),
             rebuilt: None,
@@ -401,7 +421,7 @@ impl Enumerator for SimEnumerator {
     }
 
     fn supports_batch_snapshot(&self) -> bool {
-        true
+        self.supports_snapshots
     }
 
     fn start(&mut self) -> Result<Vec<EnumeratorAction>, SimFault> {
@@ -674,9 +694,16 @@ impl Sim {
                 torn_tail_bytes: replay.torn_tail.as_ref().map_or(0, |t| t.bytes_dropped),
             }))?;
         let job = self.sched.graph.job.clone();
+        let restore_fails = self.scenario.restore_fail_percent > 0
+            && self.rng.chance(self.scenario.restore_fail_percent);
+        if restore_fails {
+            self.note("restoring the enumerator fails in this recovery");
+        }
         let mut target = Target {
             disk: &self.disk,
             restored: BTreeMap::new(),
+            no_snapshots: self.scenario.no_enumerator_snapshots,
+            restore_fails,
         };
         let plan = recover(&job, &replay.events, &mut target)
             .map_err(|e| Stop::Violation(format!("recovery failed on a log the job wrote: {e}")))?;
@@ -756,13 +783,12 @@ impl Sim {
                         self.start_coordinator()?;
                     }
                 }
-                // The enumerator here can always snapshot: no restart of
-                // the source once.
-                Effect::FreshEnumerator(v) => {
-                    return Err(Stop::Violation(format!(
-                        "a fresh enumerator for {} although it snapshots",
-                        self.id(v)
-                    )));
+                // FLIP-383 "restart all, once" (an enumerator that cannot
+                // snapshot or be restored): the source starts over with a
+                // fresh one, started when it is scheduled again.
+                Effect::FreshEnumerator(_) => {
+                    self.note("the source restarts with a fresh enumerator");
+                    self.coordinator = None;
                 }
                 Effect::Deploy(attempt) => self.deploy(attempt)?,
                 Effect::Reset {
@@ -785,9 +811,9 @@ impl Sim {
     /// (`JobMaster::start_coordinator`).
     fn start_coordinator(&mut self) -> Result<(), Stop> {
         let faults = Rng::new(self.rng.next_u64());
-        let (splits, traps) = (self.scenario.splits, self.scenario.trap_percent);
-        let c = Coordinator::start("v0", self.scenario.parallelism[0], None, || {
-            SimEnumerator::new(splits, None, faults, traps)
+        let scenario = &self.scenario;
+        let c = Coordinator::start("v0", scenario.parallelism[0], None, || {
+            SimEnumerator::new(scenario, None, faults)
         })
         .map_err(coordinator_failed)?;
         self.coordinator = Some(c);
@@ -804,10 +830,10 @@ impl Sim {
             return Ok(());
         };
         let faults = Rng::new(self.rng.next_u64());
-        let (splits, traps) = (self.scenario.splits, self.scenario.trap_percent);
-        let parallelism = self.scenario.parallelism[0];
+        let scenario = &self.scenario;
+        let parallelism = scenario.parallelism[0];
         let mut c = Coordinator::restore("v0", parallelism, snapshot, None, |state| {
-            SimEnumerator::new(splits, Some(state), faults, traps)
+            SimEnumerator::new(scenario, Some(state), faults)
         })
         .map_err(coordinator_failed)?;
         for s in 0..parallelism {
@@ -1155,7 +1181,9 @@ impl Sim {
             // taken, the finish is recorded without one and the touched
             // vertices wait for the next.
             Some(touched)
-                if touched.contains(&0) && self.rng.chance(self.scenario.refuse_percent) =>
+                if touched.contains(&0)
+                    && !self.scenario.no_enumerator_snapshots
+                    && self.rng.chance(self.scenario.refuse_percent) =>
             {
                 self.note("snapshot refused (oversized)");
                 self.policy.abandon(touched);
@@ -1165,7 +1193,10 @@ impl Sim {
                 let mut snapshots = Vec::new();
                 if touched.contains(&0) {
                     let c = self.coordinator()?;
-                    let snapshot = if c.snapshot_consistent() {
+                    let supports = c.supports_batch_snapshot();
+                    let snapshot = if !supports {
+                        None
+                    } else if c.snapshot_consistent() {
                         c.snapshot().map_err(coordinator_failed)?
                     } else {
                         None
@@ -1174,7 +1205,7 @@ impl Sim {
                         let snap = coordhost_core::snapshot::encode("v0", &snapshot)
                             .map_err(|e| Stop::Violation(format!("snapshot encode: {e}")))?;
                         snapshots.push(snap);
-                    } else {
+                    } else if supports {
                         // A rebuilt enumerator still holds splits a reader
                         // has: its state waits for the next snapshot, the
                         // shuffle master's is taken now.
@@ -1412,6 +1443,10 @@ fn sorted(mut values: Vec<i64>) -> Vec<i64> {
 struct Target<'a> {
     disk: &'a HashMap<String, Vec<Vec<i64>>>,
     restored: BTreeMap<usize, CoordinatorSnapshot>,
+    /// The enumerator cannot take batch snapshots.
+    no_snapshots: bool,
+    /// Restoring the enumerator fails in this recovery.
+    restore_fails: bool,
 }
 
 impl PartitionOracle for Target<'_> {
@@ -1445,7 +1480,7 @@ impl RecoveryTarget for Target<'_> {
     }
 
     fn supports_batch_snapshot(&self, _vertex: usize) -> bool {
-        true
+        !self.no_snapshots
     }
 
     fn restore_enumerator(
@@ -1453,6 +1488,9 @@ impl RecoveryTarget for Target<'_> {
         vertex: usize,
         snapshot: &CoordinatorSnapshot,
     ) -> Result<bool, RecoveryError> {
+        if self.restore_fails {
+            return Ok(false);
+        }
         self.restored.insert(vertex, snapshot.clone());
         Ok(true)
     }
