@@ -7,7 +7,8 @@
 //! decide without I/O: what a failed attempt leads to ([`failover`]),
 //! when batch snapshots are taken ([`snapshot_policy`]), with time from a
 //! [`clock::Clock`], and the execution bookkeeping as a state machine that
-//! returns effects ([`scheduling`]).
+//! returns effects ([`scheduling`]); and how the log's last run ended
+//! ([`run_end`]: a failed job stays failed under a new leader).
 //!
 //! It depends on the plain values (`coordhost-model`) and the event log's
 //! records (`coordhost-log`) only: no plugin host, no network, no async
@@ -23,6 +24,7 @@ pub mod failover;
 pub mod history;
 pub mod plan;
 pub mod recovery;
+pub mod run_end;
 pub mod scheduling;
 pub mod snapshot;
 pub mod snapshot_policy;

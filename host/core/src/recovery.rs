@@ -106,7 +106,17 @@ pub fn recover<T: RecoveryTarget, E: AsRef<JobEvent>>(
     target: &mut T,
 ) -> Result<RecoveryPlan, T::Error> {
     // Steps 1 and 2: replay; job vertices keep their recorded decisions.
-    let mut replayed = replay(graph, current_run(events))?;
+    let run = current_run(events);
+    let mut replayed = replay(graph, run)?;
+    if finished_job(run) {
+        // The job finished (its `JobFinished` is durable after every
+        // finish and publication): every execution is kept as recorded;
+        // nothing reads a partition or asks an enumerator again.
+        let mut plan = keep_finished(replayed);
+        mark_unfinished(&mut plan);
+        target.apply(&plan)?;
+        return Ok(plan);
+    }
     // Step 3: finishes that no snapshot reflects run again.
     distrust_unsnapshotted(graph, &mut replayed);
     // Step 4: the shuffle master from its snapshots (the enumerators in
@@ -138,6 +148,24 @@ pub fn current_run<E: AsRef<JobEvent>>(events: &[E]) -> &[E] {
 pub fn current_run_mut<E: AsRef<JobEvent>>(events: &mut [E]) -> &mut [E] {
     let start = current_run_start(events);
     &mut events[start..]
+}
+
+/// Whether `run` (the current run's records) holds a `JobFinished` with no
+/// `ExecutionsReset` after it: the job finished and no later coordinator
+/// ran any of it again, so recovery keeps it whole (a new leader elected
+/// right after the finish, or a plain restart, runs nothing again and
+/// publishes nothing again: found by the simulator, seed 2453, where a
+/// finish recorded without a snapshot was run again and its part file
+/// published a second time).
+fn finished_job<E: AsRef<JobEvent>>(run: &[E]) -> bool {
+    for event in run.iter().rev() {
+        match event.as_ref() {
+            JobEvent::JobFinished(_) => return true,
+            JobEvent::ExecutionsReset(_) | JobEvent::JobStarted(_) => return false,
+            _ => {}
+        }
+    }
+    false
 }
 
 fn current_run_start<E: AsRef<JobEvent>>(events: &[E]) -> usize {
