@@ -35,12 +35,14 @@ use coordhost_core::failover::{FailoverAction, FailureCause};
 use coordhost_core::history::CoordinatorSnapshot;
 use coordhost_core::plan::{PartitionRef, RecoveryError, RecoveryPlan};
 use coordhost_core::recovery::{OracleError, PartitionOracle, RecoveryTarget, recover};
+use coordhost_core::run_end::failed_earlier;
 use coordhost_core::scheduling::{Effect, Scheduling};
 use coordhost_core::snapshot_policy::SnapshotPolicy;
 use coordhost_log::{
     EventLogWriter, EventsError, ExecutionFinished, ExecutionVertexId, ExecutionsReset,
-    FsyncPolicy, JobEvent, JobFinished, JobStarted, JobVertexInitialized, MemoryStorage,
-    RecoveryStarted, ResetReason, ShuffleSnapshot, SinkCommitted, SubtaskInputRange, WriterOptions,
+    FsyncPolicy, JobEvent, JobFailed, JobFinished, JobStarted, JobVertexInitialized, LeaderElected,
+    MemoryStorage, RecoveryStarted, ResetReason, ShuffleSnapshot, SinkCommitted, SubtaskInputRange,
+    WriterOptions,
 };
 use coordhost_model::graph::{
     AttemptId, DistributionPattern, ExecutionGraph, ExecutionState, JobEdge, JobGraph, JobVertex,
@@ -133,6 +135,16 @@ pub struct Scenario {
     /// fails in a recovery (treated like an enumerator without snapshots,
     /// reason `enumerator-restore-failed`).
     pub restore_fail_percent: u64,
+    /// High availability: how many times leadership is lost and regained
+    /// (0: one coordinator, restarted after a crash). A new leader takes
+    /// the next term; it may be lost right before or right after the job's
+    /// terminal record (`JobFinished`, `JobFailed`).
+    pub leader_changes: u32,
+    /// With high availability, one seed in three: an attempt may fail for
+    /// good (invalid data, not retried) at a step the seed picks, so the job
+    /// fails on its own and a later leader must not run it again (Flink's
+    /// FLINK-39704).
+    pub doomed: bool,
 }
 
 impl Scenario {
@@ -158,12 +170,15 @@ impl Scenario {
             crash_in_recovery_percent: 0,
             no_enumerator_snapshots: false,
             restore_fail_percent: 0,
+            leader_changes: 0,
+            doomed: false,
         }
         .with_edges(&mut rng)
         .with_traps(&mut rng)
         .with_workers(&mut rng)
         .with_recovery_crashes(&mut rng)
         .with_enumerator_kind(&mut rng)
+        .with_leadership(&mut rng)
     }
 }
 
@@ -214,6 +229,16 @@ impl Scenario {
         self
     }
 
+    /// Picks high availability (one seed in three: one to three changes
+    /// of leader) and, with it, whether the job is doomed; drawn last.
+    fn with_leadership(mut self, rng: &mut Rng) -> Self {
+        if rng.chance(33) {
+            self.leader_changes = 1 + rng.below(3) as u32;
+            self.doomed = rng.chance(33);
+        }
+        self
+    }
+
     /// Subpartitions of each partition vertex `v` produces.
     fn subpartitions(&self, v: usize) -> usize {
         if self.forward[v] {
@@ -235,6 +260,11 @@ pub struct Outcome {
     pub kept: u64,
     /// Executions recoveries reset.
     pub reset: u64,
+    /// Leaders elected after the first (high availability).
+    pub leader_changes: u32,
+    /// Whether the job failed for good (`JobFailed` durable, every later
+    /// leader refused to run it again).
+    pub failed: bool,
 }
 
 /// An invariant that did not hold, with the run's trace.
@@ -527,12 +557,26 @@ struct Sim {
     deployed: HashSet<(usize, u32, u32)>,
     outcome: Outcome,
     trace: String,
+    /// High availability: the term of the current leader (0 without).
+    term: u64,
+    /// Changes of leader still to inject.
+    leader_changes_left: u32,
+    /// Leadership's own generator (changes of leader, the doomed attempt),
+    /// apart from the world's: a seed runs as it did without high
+    /// availability up to its first change of leader or doom.
+    leader_rng: Rng,
+    /// The failure a run reported for good: the term that recorded
+    /// `JobFailed` durably and its error line.
+    reported_failure: Option<(u64, String)>,
 }
 
 /// Why a run stopped early.
 enum Stop {
     Violation(String),
     Log(EventsError),
+    /// The job failed on its own (an attempt failed for good): the run ends
+    /// with `JobFailed` (`job::driver::record_end`).
+    JobFailed(String),
 }
 
 impl From<EventsError> for Stop {
@@ -593,6 +637,10 @@ pub fn run_with_trace(seed: u64) -> (Result<Outcome, Violation>, String) {
         deployed: HashSet::new(),
         outcome: Outcome::default(),
         trace: String::new(),
+        term: 0,
+        leader_changes_left: 0,
+        leader_rng: Rng::new(seed ^ 0x4c45_4144_4552),
+        reported_failure: None,
     };
     let scenario_line = format!("{:?}", sim.scenario);
     sim.note(scenario_line);
@@ -601,6 +649,7 @@ pub fn run_with_trace(seed: u64) -> (Result<Outcome, Violation>, String) {
         Ok(()) => return (Ok(sim.outcome), sim.trace),
         Err(Stop::Violation(what)) => what,
         Err(Stop::Log(e)) => format!("the event log failed: {e}"),
+        Err(Stop::JobFailed(e)) => format!("the job failed: {e}"),
     };
     let violation = Violation {
         seed,
@@ -627,32 +676,16 @@ impl Sim {
 
     fn run_to_end(&mut self) -> Result<(), Stop> {
         self.crashes_left = self.scenario.crashes;
+        self.leader_changes_left = self.scenario.leader_changes;
         self.start_attempt()?;
         for _ in 0..MAX_STEPS {
-            if self.finished() {
-                self.writer()
-                    .append_durable(&JobEvent::JobFinished(JobFinished {
-                        job_id: "sim".into(),
-                    }))?;
-                return self.check_output();
-            }
-            if self.crashes_left > 0 && self.rng.chance(12) {
-                self.crashes_left -= 1;
-                self.crash()?;
-                continue;
-            }
-            if self.rng.chance(self.scenario.vanish_percent) {
-                self.vanish();
-            }
-            if self.scenario.worker_loss_percent > 0
-                && self.rng.chance(self.scenario.worker_loss_percent)
-            {
-                self.lose_worker()?;
-            }
-            self.schedule()?;
-            self.step()?;
-            if self.rng.chance(10) {
-                self.writer().flush()?;
+            let ended = match self.one_step() {
+                Ok(ended) => ended,
+                Err(Stop::JobFailed(error)) => self.end_failed(&error)?,
+                Err(e) => return Err(e),
+            };
+            if ended {
+                return Ok(());
             }
         }
         Err(Stop::Violation(format!(
@@ -660,10 +693,124 @@ impl Sim {
         )))
     }
 
+    /// One step of the world; `true` once the job ended for good.
+    fn one_step(&mut self) -> Result<bool, Stop> {
+        if self.finished() {
+            return self.end_finished();
+        }
+        if self.crashes_left > 0 && self.rng.chance(12) {
+            self.crashes_left -= 1;
+            self.crash()?;
+            return Ok(false);
+        }
+        if self.leader_changes_left > 0 && self.leader_rng.chance(6) {
+            self.leader_changes_left -= 1;
+            self.note("LEADERSHIP LOST while the job runs");
+            self.new_leader()?;
+            return Ok(false);
+        }
+        if self.rng.chance(self.scenario.vanish_percent) {
+            self.vanish();
+        }
+        if self.scenario.worker_loss_percent > 0
+            && self.rng.chance(self.scenario.worker_loss_percent)
+        {
+            self.lose_worker()?;
+        }
+        self.schedule()?;
+        self.step()?;
+        if self.rng.chance(10) {
+            self.writer().flush()?;
+        }
+        Ok(false)
+    }
+
+    /// Every vertex finished: the run records `JobFinished` durably and
+    /// ends (`true`), unless leadership is lost right before (`false`: the
+    /// record never became durable, a new leader recovers the job). With
+    /// leadership lost right after it, the new leader recovers the job as
+    /// finished: nothing runs again, nothing is published again.
+    fn end_finished(&mut self) -> Result<bool, Stop> {
+        if self.leader_changes_left > 0 && self.leader_rng.chance(50) {
+            self.leader_changes_left -= 1;
+            self.note("LEADERSHIP LOST before JobFinished is durable");
+            self.new_leader()?;
+            return Ok(false);
+        }
+        self.writer()
+            .append_durable(&JobEvent::JobFinished(JobFinished {
+                job_id: "sim".into(),
+            }))?;
+        self.check_output()?;
+        while self.leader_changes_left > 0 {
+            self.leader_changes_left -= 1;
+            self.note("LEADERSHIP LOST right after JobFinished");
+            let attempts = self.outcome.attempts;
+            let parts = self.parts.clone();
+            self.new_leader()?;
+            self.schedule()?;
+            if !self.finished() || self.outcome.attempts != attempts {
+                return Err(Stop::Violation(format!(
+                    "the job finished, and the leader of term {} runs part of it again",
+                    self.term
+                )));
+            }
+            if self.parts != parts {
+                return Err(Stop::Violation(format!(
+                    "the job finished, and the leader of term {} published output again",
+                    self.term
+                )));
+            }
+            self.writer()
+                .append_durable(&JobEvent::JobFinished(JobFinished {
+                    job_id: "sim".into(),
+                }))?;
+        }
+        Ok(true)
+    }
+
+    /// The job failed on its own (`error`): the run records `JobFailed`
+    /// durably, under its leadership, before it reports the failure and
+    /// steps down (`job::driver::record_end`); every later leader finds it
+    /// and does not run the job again (`run_end::failed_earlier`, Flink's
+    /// FLINK-39704). Leadership lost before the record is durable: the run
+    /// reports its lost leadership, not a failure, and the next leader
+    /// recovers the job (`false`: it goes on).
+    fn end_failed(&mut self, error: &str) -> Result<bool, Stop> {
+        self.note(format!("the job fails: {error}"));
+        if self.leader_changes_left > 0 && self.leader_rng.chance(50) {
+            self.leader_changes_left -= 1;
+            self.note("LEADERSHIP LOST before JobFailed is durable: no failure is reported");
+            self.new_leader()?;
+            return Ok(false);
+        }
+        self.writer()
+            .append_durable(&JobEvent::JobFailed(JobFailed {
+                job_id: "sim".into(),
+                error: error.to_owned(),
+                exit_code: 1,
+            }))?;
+        self.reported_failure = Some((self.term, error.to_owned()));
+        self.outcome.failed = true;
+        // At least one later leader, as many as the seed has left.
+        for _ in 0..self.leader_changes_left.max(1) {
+            self.note("LEADERSHIP LOST after JobFailed");
+            let attempts = self.outcome.attempts;
+            self.new_leader()?;
+            if self.writer.is_some() || self.outcome.attempts != attempts {
+                return Err(Stop::Violation(format!(
+                    "the job failed for good, and the leader of term {} runs it again (FLINK-39704)",
+                    self.term
+                )));
+            }
+        }
+        Ok(true)
+    }
+
+    /// Every execution vertex finished, as the JobMaster's loop ends
+    /// (`ExecutionGraph::is_finished`).
     fn finished(&self) -> bool {
-        let last = self.sched.graph.vertices.len() - 1;
-        self.sched.graph.vertices[last].init.is_some()
-            && self.sched.graph.vertices[last].is_finished()
+        self.sched.graph.is_finished()
     }
 
     /// A coordinator attempt starts: opens the log (replaying it), and
@@ -673,6 +820,19 @@ impl Sim {
             EventLogWriter::open(Arc::new(self.storage.clone()), writer_options())?;
         self.epoch = writer.coordinator_attempt();
         self.writer = Some(writer);
+        if self.scenario.leader_changes > 0 {
+            // Every coordinator campaigns: a new term, recorded first.
+            self.term += 1;
+            self.writer()
+                .append_durable(&JobEvent::LeaderElected(LeaderElected {
+                    term: self.term,
+                    etcd: "etcd://sim".into(),
+                    address: String::new(),
+                }))?;
+            if self.refuses_failed_job(&replay.events)? {
+                return Ok(());
+            }
+        }
         let has_run = replay
             .events
             .iter()
@@ -709,6 +869,36 @@ impl Sim {
             .map_err(|e| Stop::Violation(format!("recovery failed on a log the job wrote: {e}")))?;
         self.check_plan(&plan)?;
         self.apply(&plan)
+    }
+
+    /// Whether the log's last run failed for good, so this leader does not
+    /// run the job (it exits; its writer is gone). A failure the log holds
+    /// must be the one a run reported, under the term that reported it; a
+    /// reported one the log lost is FLINK-39704.
+    fn refuses_failed_job(
+        &mut self,
+        events: &[coordhost_log::ReplayedEvent],
+    ) -> Result<bool, Stop> {
+        let found = failed_earlier(events.iter().map(|e| &e.event));
+        match (&found, &self.reported_failure) {
+            (None, None) => Ok(false),
+            (Some(f), Some((term, error))) if f.term == Some(*term) && f.error == *error => {
+                self.note(format!(
+                    "term {}: the job failed under term {term}: not run again",
+                    self.term
+                ));
+                self.writer = None;
+                Ok(true)
+            }
+            (Some(f), _) => Err(Stop::Violation(format!(
+                "the leader of term {} finds a failure no run reported as it was: {f:?}",
+                self.term
+            ))),
+            (None, Some((term, _))) => Err(Stop::Violation(format!(
+                "the job failed for good under term {term}, and the leader of term {} does not find it in the log (FLINK-39704)",
+                self.term
+            ))),
+        }
     }
 
     fn start_fresh(&mut self) -> Result<(), Stop> {
@@ -895,6 +1085,10 @@ impl Sim {
             self.running.swap_remove(pick);
             return self.fail(attempt, None);
         }
+        if self.scenario.doomed && self.leader_rng.chance(2) {
+            self.running.swap_remove(pick);
+            return self.fail_for_good(attempt);
+        }
         if self.scenario.refuse_deploy_percent > 0
             && self.rng.chance(self.scenario.refuse_deploy_percent)
         {
@@ -952,6 +1146,32 @@ impl Sim {
             FailoverAction::Reset { .. } => self.carry_out(effects),
             other => Err(Stop::Violation(format!(
                 "failover gave up ({other:?}) with {MAX_ATTEMPTS} attempts allowed"
+            ))),
+        }
+    }
+
+    /// Attempt `attempt` read invalid data: a permanent failure, not
+    /// retried (`TaskError::is_permanent`); the core fails the job.
+    fn fail_for_good(&mut self, attempt: AttemptId) -> Result<(), Stop> {
+        let what = format!(
+            "{}[{}]#{} read invalid data",
+            self.id(attempt.vertex),
+            attempt.subtask,
+            attempt.attempt
+        );
+        self.note(format!("fail for good: {what}"));
+        let cause = FailureCause {
+            permanent: true,
+            lost_input_of: None,
+        };
+        let reason = ResetReason::Failover {
+            message: what.clone(),
+        };
+        let (decision, _) = self.sched.failed(attempt, cause, reason);
+        match decision.action {
+            FailoverAction::FailInvalidData => Err(Stop::JobFailed(what)),
+            other => Err(Stop::Violation(format!(
+                "a permanent failure was not final: {other:?}"
             ))),
         }
     }
@@ -1307,6 +1527,24 @@ impl Sim {
             "CRASH (torn {torn} bytes; partitions lost: {lost:?})"
         ));
         self.outcome.crashes += 1;
+        self.running.clear();
+        self.placed.clear();
+        self.start_attempt()
+    }
+
+    /// Leadership is lost: the deposed coordinator stops writing (its
+    /// records not yet durable never count: the fence refuses them), its
+    /// running attempts are cancelled; the result partitions stay. A new
+    /// leader (the next term) opens the log and recovers the job, or finds
+    /// it failed for good.
+    fn new_leader(&mut self) -> Result<(), Stop> {
+        let torn = self.leader_rng.below(48) as usize;
+        let crashed = self.storage.crash(torn);
+        if let Some(writer) = self.writer.take() {
+            drop(writer);
+        }
+        self.storage = crashed;
+        self.outcome.leader_changes += 1;
         self.running.clear();
         self.placed.clear();
         self.start_attempt()

@@ -42,6 +42,7 @@ fn main() -> ExitCode {
     };
     let started = Instant::now();
     let mut totals = coordhost_sim::Outcome::default();
+    let mut failed_jobs = 0u64;
     for seed in first..first.saturating_add(count) {
         let (result, trace) = coordhost_sim::run_with_trace(seed);
         if verbose && one.is_some() {
@@ -53,6 +54,9 @@ fn main() -> ExitCode {
                 totals.attempts += outcome.attempts;
                 totals.kept += outcome.kept;
                 totals.reset += outcome.reset;
+                totals.leader_changes += outcome.leader_changes;
+                totals.failed |= outcome.failed;
+                failed_jobs += u64::from(outcome.failed);
                 if verbose {
                     println!(
                         "seed {seed}: {:?} {outcome:?}",
@@ -67,9 +71,10 @@ fn main() -> ExitCode {
         }
     }
     println!(
-        "coordhost-sim: {count} seeds from {first} passed in {:.1} s: {} crashes, {} attempts, {} executions kept and {} reset by recoveries",
+        "coordhost-sim: {count} seeds from {first} passed in {:.1} s: {} crashes, {} changes of leader, {} attempts, {} executions kept and {} reset by recoveries, {failed_jobs} jobs failed for good (never run again)",
         started.elapsed().as_secs_f64(),
         totals.crashes,
+        totals.leader_changes,
         totals.attempts,
         totals.kept,
         totals.reset

@@ -10,11 +10,14 @@ fn every_seed_recovers_to_the_output_of_an_uninterrupted_run() {
         .unwrap_or(2_000);
     let mut crashes: u64 = 0;
     let mut kept = 0;
+    let (mut leader_changes, mut failed) = (0u64, 0u64);
     for seed in 0..seeds {
         match coordhost_sim::run(seed) {
             Ok(outcome) => {
                 crashes += u64::from(outcome.crashes);
                 kept += outcome.kept;
+                leader_changes += u64::from(outcome.leader_changes);
+                failed += u64::from(outcome.failed);
             }
             Err(violation) => panic!("{violation}\n{}", violation.trace),
         }
@@ -23,6 +26,13 @@ fn every_seed_recovers_to_the_output_of_an_uninterrupted_run() {
     // recoveries kept finished work.
     assert!(crashes > seeds / 2, "{crashes} crashes in {seeds} seeds");
     assert!(kept > 0, "no recovery kept anything in {seeds} seeds");
+    // Leadership changed, and some jobs failed for good and stayed failed
+    // (invariant 5 checked on them).
+    assert!(
+        leader_changes > seeds / 10,
+        "{leader_changes} changes of leader in {seeds} seeds"
+    );
+    assert!(failed > 0, "no job failed for good in {seeds} seeds");
 }
 
 #[test]
