@@ -8,7 +8,10 @@
 //! when batch snapshots are taken ([`snapshot_policy`]), with time from a
 //! [`clock::Clock`], and the execution bookkeeping as a state machine that
 //! returns effects ([`scheduling`]); and how the log's last run ended
-//! ([`run_end`]: a failed job stays failed under a new leader).
+//! ([`run_end`]: a failed job stays failed under a new leader); where
+//! attempts run ([`executor::Executor`], one trait for threads, worker
+//! processes and the simulator's virtual workers) and which worker the next
+//! one goes to ([`placement`]).
 //!
 //! It depends on the plain values (`coordhost-model`) and the event log's
 //! records (`coordhost-log`) only: no plugin host, no network, no async
@@ -20,8 +23,10 @@ use coordhost_model::{graph, value};
 
 pub mod clock;
 pub mod coordinator;
+pub mod executor;
 pub mod failover;
 pub mod history;
+pub mod placement;
 pub mod plan;
 pub mod recovery;
 pub mod run_end;

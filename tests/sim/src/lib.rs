@@ -31,8 +31,10 @@ use coordhost_core::clock::{Clock, ManualClock};
 use coordhost_core::coordinator::{
     CoordinatorError, Enumerator, EnumeratorAction, SourceCoordinator, SplitAnswer,
 };
+use coordhost_core::executor::{Executor, IN_PROCESS, WorkerId};
 use coordhost_core::failover::{FailoverAction, FailureCause};
 use coordhost_core::history::CoordinatorSnapshot;
+use coordhost_core::placement::{Place, Placement};
 use coordhost_core::plan::{PartitionRef, RecoveryError, RecoveryPlan};
 use coordhost_core::recovery::{OracleError, PartitionOracle, RecoveryTarget, recover};
 use coordhost_core::run_end::failed_earlier;
@@ -522,6 +524,75 @@ impl Enumerator for SimEnumerator {
     }
 }
 
+/// A wait for a worker that never ends in the simulator's world (workers
+/// are lost one at a time and come back).
+const SLOT_REQUEST_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// The name of virtual worker `n`.
+fn worker_name(n: u32) -> String {
+    format!("w{n}")
+}
+
+/// The simulator's virtual workers, the third implementation of core's
+/// [`Executor`] beside the binary's threads and worker processes: a deploy
+/// puts the attempt among the running ones (the world then steps it), a
+/// cancel takes it out. With no workers (`count` 0) attempts run "in the
+/// coordinator's process".
+struct VirtualWorkers {
+    count: u32,
+    /// Attempts running now.
+    running: Vec<AttemptId>,
+    /// With workers: the worker each running attempt was placed on.
+    placed: HashMap<AttemptId, u32>,
+}
+
+impl Executor for VirtualWorkers {
+    type Task = ();
+
+    fn is_remote(&self) -> bool {
+        self.count > 0
+    }
+
+    /// As the binary's `Cluster::pick_worker`: not avoided first, then the
+    /// fewest attempts placed, then the lowest id. Workers are never all lost.
+    fn pick_worker(&self, avoid: &BTreeSet<WorkerId>) -> Option<WorkerId> {
+        (0..self.count).map(worker_name).min_by_key(|w| {
+            let load = self
+                .placed
+                .values()
+                .filter(|&&n| worker_name(n) == *w)
+                .count();
+            (avoid.contains(w), load, w.clone())
+        })
+    }
+
+    fn deploy(&mut self, attempt: AttemptId, (): (), worker: &str) -> Result<(), String> {
+        if self.count > 0 {
+            let n = worker
+                .strip_prefix('w')
+                .and_then(|n| n.parse().ok())
+                .filter(|n| *n < self.count)
+                .ok_or_else(|| format!("deployed to `{worker}`, which is no worker"))?;
+            self.placed.insert(attempt, n);
+        }
+        self.running.push(attempt);
+        Ok(())
+    }
+
+    fn cancel(&mut self, attempt: AttemptId) {
+        let (v, s) = (attempt.vertex, attempt.subtask);
+        self.running.retain(|a| (a.vertex, a.subtask) != (v, s));
+        self.placed.retain(|a, _| (a.vertex, a.subtask) != (v, s));
+    }
+
+    /// Partitions live in the world's map; a reset's are removed there.
+    fn release(&mut self, _attempt: AttemptId, _locations: &[std::path::PathBuf]) {}
+
+    fn slots(&self) -> u64 {
+        u64::from(self.count.max(1))
+    }
+}
+
 /// The real source coordinator over the in-process enumerator.
 type Coordinator = SourceCoordinator<SimEnumerator>;
 
@@ -547,10 +618,12 @@ struct Sim {
     parts: BTreeMap<u32, Vec<i64>>,
     /// Coordinator crashes still to inject.
     crashes_left: u32,
-    /// Attempts running now.
-    running: Vec<AttemptId>,
-    /// With workers: the worker each running attempt was placed on.
-    placed: HashMap<AttemptId, u32>,
+    /// Where attempts run: the virtual workers (core's `Executor` trait,
+    /// as the binary's threads and worker processes).
+    exec: VirtualWorkers,
+    /// Which worker the next attempt goes to, the pause after a refused
+    /// `Deploy` (the real `coordhost_core::placement`, on the virtual clock).
+    placement: Placement,
     /// With workers: the worker that holds each result partition.
     held_by: HashMap<String, u32>,
     /// Every attempt ever deployed: (vertex, subtask, attempt).
@@ -616,6 +689,7 @@ pub fn run(seed: u64) -> Result<Outcome, Violation> {
 /// crash and recovery decision, one line each).
 pub fn run_with_trace(seed: u64) -> (Result<Outcome, Violation>, String) {
     let scenario = Scenario::of(seed);
+    let workers = scenario.workers;
     let graph = ExecutionGraph::new(job_graph(&scenario));
     let storage = MemoryStorage::new();
     let mut sim = Sim {
@@ -631,8 +705,12 @@ pub fn run_with_trace(seed: u64) -> (Result<Outcome, Violation>, String) {
         disk: HashMap::new(),
         parts: BTreeMap::new(),
         crashes_left: 0,
-        running: Vec::new(),
-        placed: HashMap::new(),
+        exec: VirtualWorkers {
+            count: workers,
+            running: Vec::new(),
+            placed: HashMap::new(),
+        },
+        placement: Placement::new(SLOT_REQUEST_TIMEOUT),
         held_by: HashMap::new(),
         deployed: HashSet::new(),
         outcome: Outcome::default(),
@@ -1037,10 +1115,32 @@ impl Sim {
         Ok(())
     }
 
-    /// Deploys `attempt`: it runs (a virtual task), under an attempt
-    /// number never deployed before.
+    /// Deploys `attempt` where the placement says (on workers: the least
+    /// loaded one its vertex did not fail on; after a refused `Deploy`,
+    /// that worker again only once the pause is over): it runs (a virtual
+    /// task), under an attempt number never deployed before. An attempt
+    /// that must wait stays created; the next scheduling tries again.
     fn deploy(&mut self, attempt: AttemptId) -> Result<(), Stop> {
         let (v, s) = (attempt.vertex, attempt.subtask);
+        let worker = if self.exec.is_remote() {
+            let exec = &self.exec;
+            let now = self.clock.now();
+            match self
+                .placement
+                .place((v, s), now, |avoid| exec.pick_worker(avoid))
+            {
+                Place::On { worker, .. } => worker,
+                Place::Pause => return Ok(()),
+                Place::NoWorker { .. } => {
+                    return Err(Stop::Violation(format!(
+                        "no worker for {}[{s}], though workers are never all lost",
+                        self.id(v)
+                    )));
+                }
+            }
+        } else {
+            IN_PROCESS.to_owned()
+        };
         if !self.deployed.insert((v, s, attempt.attempt)) {
             return Err(Stop::Violation(format!(
                 "attempt {} of {}[{s}] deployed twice (an attempt number was reused)",
@@ -1055,10 +1155,13 @@ impl Sim {
         }
         self.sched.started(attempt);
         self.outcome.attempts += 1;
-        let on = if self.scenario.workers > 0 {
-            let w = self.rng.below(u64::from(self.scenario.workers)) as u32;
-            self.placed.insert(attempt, w);
-            format!(" on w{w}")
+        self.exec
+            .deploy(attempt, (), &worker)
+            .map_err(Stop::Violation)?;
+        let on = if self.exec.is_remote() {
+            let on = format!(" on {worker}");
+            self.placement.deployed(attempt, worker);
+            on
         } else {
             String::new()
         };
@@ -1067,32 +1170,34 @@ impl Sim {
             self.id(v),
             attempt.attempt
         ));
-        self.running.push(attempt);
         Ok(())
     }
 
     /// One step of one running attempt the seed picks: it fails, takes a
     /// split, or finishes.
     fn step(&mut self) -> Result<(), Stop> {
-        if self.running.is_empty() {
+        if self.exec.running.is_empty() {
+            // Only attempts that wait out a refused deploy's pause are
+            // left: time passes.
+            self.clock.advance(Duration::from_millis(50));
             return Ok(());
         }
-        let pick = self.rng.below(self.running.len() as u64) as usize;
-        let attempt = self.running[pick];
+        let pick = self.rng.below(self.exec.running.len() as u64) as usize;
+        let attempt = self.exec.running[pick];
         self.clock
             .advance(Duration::from_millis(self.rng.below(20)));
         if self.rng.chance(self.scenario.fail_percent) {
-            self.running.swap_remove(pick);
+            self.exec.running.swap_remove(pick);
             return self.fail(attempt, None);
         }
         if self.scenario.doomed && self.leader_rng.chance(2) {
-            self.running.swap_remove(pick);
+            self.exec.running.swap_remove(pick);
             return self.fail_for_good(attempt);
         }
         if self.scenario.refuse_deploy_percent > 0
             && self.rng.chance(self.scenario.refuse_deploy_percent)
         {
-            self.running.swap_remove(pick);
+            self.exec.running.swap_remove(pick);
             return self.deploy_refused(attempt);
         }
         if attempt.vertex == 0 {
@@ -1114,7 +1219,7 @@ impl Sim {
                 Some(SplitAnswer::NoMoreSplits) => {}
             }
         }
-        self.running.swap_remove(pick);
+        self.exec.running.swap_remove(pick);
         self.finish(attempt)
     }
 
@@ -1134,6 +1239,8 @@ impl Sim {
             ))
             .unwrap_or_default()
         ));
+        let current = self.sched.is_current(attempt);
+        self.placement.failed(attempt, current);
         let cause = FailureCause {
             permanent: false,
             lost_input_of: lost,
@@ -1186,7 +1293,14 @@ impl Sim {
             attempt.subtask,
             attempt.attempt
         ));
-        self.placed.remove(&attempt);
+        if let Some(w) = self.exec.placed.remove(&attempt) {
+            self.placement.deploy_failed(
+                attempt,
+                worker_name(w),
+                "refused the Deploy".into(),
+                self.clock.now(),
+            );
+        }
         let reason = ResetReason::Failover {
             message: "not placed: simulated refusal".into(),
         };
@@ -1235,6 +1349,7 @@ impl Sim {
         let effects = self.sched.worker_lost(&held, &|_| false, &reason);
         self.carry_out(effects)?;
         let mut ran: Vec<AttemptId> = self
+            .exec
             .placed
             .iter()
             .filter(|&(_, &on)| on == w)
@@ -1242,9 +1357,9 @@ impl Sim {
             .collect();
         ran.sort_by_key(|a| (a.vertex, a.subtask, a.attempt));
         for attempt in ran {
-            self.placed.remove(&attempt);
-            if self.running.contains(&attempt) {
-                self.running.retain(|a| *a != attempt);
+            self.exec.placed.remove(&attempt);
+            if self.exec.running.contains(&attempt) {
+                self.exec.running.retain(|a| *a != attempt);
                 self.fail(attempt, None)?;
             }
         }
@@ -1264,8 +1379,8 @@ impl Sim {
                 }],
                 reason,
             }))?;
-        self.running.retain(|a| (a.vertex, a.subtask) != (v, s));
-        self.placed.retain(|a, _| (a.vertex, a.subtask) != (v, s));
+        self.exec.cancel(attempt);
+        self.placement.forget(attempt);
         if v == 0
             && let Some(c) = &mut self.coordinator
         {
@@ -1336,7 +1451,8 @@ impl Sim {
             })
             .collect();
         self.sched.finished(attempt, partitions);
-        self.placed.remove(&attempt);
+        self.exec.placed.remove(&attempt);
+        self.placement.finished(attempt);
         Ok(())
     }
 
@@ -1366,7 +1482,7 @@ impl Sim {
             let location = format!("{}/{s}/{}", self.id(v), attempt.attempt);
             let bytes: Vec<u64> = subpartitions.iter().map(|p| p.len() as u64 * 8).collect();
             self.disk.insert(location.clone(), subpartitions);
-            if let Some(&w) = self.placed.get(&attempt) {
+            if let Some(&w) = self.exec.placed.get(&attempt) {
                 self.held_by.insert(location.clone(), w);
             }
             produced.push(coordhost_log::ProducedPartition {
@@ -1527,8 +1643,9 @@ impl Sim {
             "CRASH (torn {torn} bytes; partitions lost: {lost:?})"
         ));
         self.outcome.crashes += 1;
-        self.running.clear();
-        self.placed.clear();
+        self.exec.running.clear();
+        self.exec.placed.clear();
+        self.placement = Placement::new(SLOT_REQUEST_TIMEOUT);
         self.start_attempt()
     }
 
@@ -1545,8 +1662,9 @@ impl Sim {
         }
         self.storage = crashed;
         self.outcome.leader_changes += 1;
-        self.running.clear();
-        self.placed.clear();
+        self.exec.running.clear();
+        self.exec.placed.clear();
+        self.placement = Placement::new(SLOT_REQUEST_TIMEOUT);
         self.start_attempt()
     }
 
