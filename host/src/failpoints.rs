@@ -20,6 +20,7 @@
 //! | `worker::hold-deploy-answer` | in a `coordhost worker`: a `Deploy` of a source attempt starts the task, waits until it pulled its first split (logging `test knob: ... pulled a split`), then holds its answer this long (a worker that dies or hangs between the two) | milliseconds |
 //! | `worker::fail-every-task` | in a `coordhost worker`: every attempt it runs fails after its first input records, as on a worker whose disk is full | none |
 //! | `coordinator::corrupt-component` | in `coordhost run` serving workers: the bytes of a component (a scalar function's or a source reader's) it sends a worker (`FetchComponent`) have their last byte flipped after the coordinator checked its file, as a transfer damaged on the way; the worker must refuse them | none |
+//! | `job::job-failed-not-recorded` | in `coordhost run`: a failed run's `JobFailed` cannot be made durable (as when the leadership is lost between the job's failure and its record); the run must not report the failure as the job's end | none |
 //! | `ha::blind-leader` | in `coordhost run --ha`: the leadership's fence always holds and a lost lease does not stop the process — a leader that does not know it was deposed (a long pause its clock did not see); with the event log on object storage only the conditional create of the log's next object stops it | none |
 //!
 //! An argument that does not parse is refused with a panic naming the fail
@@ -147,6 +148,14 @@ pub fn corrupt_component(mut bytes: Vec<u8>) -> Vec<u8> {
         *last ^= 0xff;
     }
     bytes
+}
+
+/// Whether a failed run's `JobFailed` is refused (fail point
+/// `job::job-failed-not-recorded`), as when the leadership is lost between
+/// the job's failure and its record.
+#[must_use]
+pub fn job_failed_not_recorded() -> bool {
+    fail::eval("job::job-failed-not-recorded", |_| ()).is_some()
 }
 
 /// Whether this leader is blind to the loss of its leadership (fail point

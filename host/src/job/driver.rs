@@ -173,8 +173,8 @@ fn run_recoverable(
         recovered,
         fingerprint,
     )?;
-    let summary = run_watched(master, &mut recorder, opts, &job_dir);
-    record_end(config, &mut recorder, &summary)?;
+    let mut summary = run_watched(master, &mut recorder, opts, &job_dir);
+    record_end(config, &mut recorder, &mut summary)?;
     recorder.close()?;
     if summary.status == crate::scheduler::JobStatus::Cancelled {
         // Recorded: the request is done.
@@ -656,12 +656,13 @@ fn failed_before_start(
 /// [`JobError::Recording`] when a finished job's `JobFinished` cannot be
 /// made durable (the output is published, but the end is not recorded: the
 /// next leader recovers the job as finished). A failed job's `JobFailed`
-/// that cannot be made durable is only logged: the job's own error is the
-/// one to report.
+/// that cannot be made durable (the leadership lost, the log failing) is
+/// not an error of its own: `summary` then says the coordinator failed,
+/// with the job's error and why the failure is not final.
 fn record_end(
     config: &JobConfig,
     recorder: &mut EventRecorder,
-    summary: &Summary,
+    summary: &mut Summary,
 ) -> Result<(), JobError> {
     use crate::scheduler::JobStatus;
     let job_id = config.name.clone();
@@ -683,10 +684,30 @@ fn record_end(
                     super::exit::EXIT_FAILED
                 },
             });
-            if let Err(e) = recorder.append_durable(&failed) {
-                tracing::warn!(
-                    "the job failed, and its JobFailed record could not be made durable: {e}"
-                );
+            #[cfg(feature = "failpoints")]
+            let refused = crate::failpoints::job_failed_not_recorded().then(|| {
+                "test knob job::job-failed-not-recorded: the record was refused".to_owned()
+            });
+            #[cfg(not(feature = "failpoints"))]
+            let refused: Option<String> = None;
+            let recorded = match refused {
+                Some(why) => Err(why),
+                None => recorder.append_durable(&failed).map_err(|e| e.to_string()),
+            };
+            if let Err(e) = recorded {
+                // Not recorded, the failure is not the job's end: the next
+                // run (or leader) finds no `JobFailed` and recovers the job,
+                // so this run must not report it as final (Flink's
+                // FLINK-39704 re-ran a job reported failed). It ends as on
+                // the coordinator's own failure, saying both.
+                summary.coordinator_failed = true;
+                summary.error = Some(crate::plugin::one_line(
+                    &format!(
+                        "{}; this failure could not be recorded in the event log ({e}): the next run or leader recovers the job",
+                        summary.error.as_deref().unwrap_or("the job failed")
+                    ),
+                    4 * crate::plugin::MAX_MESSAGE_BYTES,
+                ));
             }
         }
         JobStatus::Failed => {}
@@ -703,26 +724,16 @@ fn record_end(
 }
 
 /// High availability: the failure of the log's last run, when it ended with
-/// `JobFailed` and no run or recovery started after it; the term is that of
-/// the last `LeaderElected` before it.
+/// `JobFailed` and no run or recovery started after it
+/// (`coordhost_core::run_end`).
 fn failed_earlier(job: &str, replay: &Replay) -> Option<JobError> {
-    let mut term = None;
-    let mut failed = None;
-    for e in &replay.events {
-        match &e.event {
-            JobEvent::LeaderElected(l) => term = Some(l.term),
-            JobEvent::JobFailed(f) => failed = Some((term, f.clone())),
-            JobEvent::JobStarted(_) | JobEvent::RecoveryStarted(_) | JobEvent::JobFinished(_) => {
-                failed = None;
-            }
-            _ => {}
+    coordhost_core::run_end::failed_earlier(replay.events.iter().map(|e| &e.event)).map(|f| {
+        JobError::FailedEarlier {
+            job: job.to_owned(),
+            term: f.term,
+            error: f.error,
+            exit_code: f.exit_code,
         }
-    }
-    failed.map(|(term, f)| JobError::FailedEarlier {
-        job: job.to_owned(),
-        term,
-        error: f.error,
-        exit_code: f.exit_code,
     })
 }
 

@@ -840,3 +840,57 @@ fn an_unfinished_source_that_cannot_snapshot_also_resets_a_finished_consumer_of_
         "{plan:?}"
     );
 }
+
+/// T1 finished: every subtask of every vertex finished, the source's
+/// finishes without an enumerator snapshot (refused as too large), and
+/// the run's `JobFinished` recorded.
+fn t1_finished_without_snapshots() -> Vec<JobEvent> {
+    let mut events = vec![init("source", 5), init("middle", 5), init("sink", 4)];
+    events.extend((0..5).map(|s| finished("source", s, 0, false)));
+    events.extend((0..5).map(|s| finished("middle", s, 0, false)));
+    events.extend((0..4).map(|s| finished("sink", s, 0, false)));
+    events.push(JobEvent::JobFinished(crate::events::JobFinished {
+        job_id: "t1".into(),
+    }));
+    events
+}
+
+#[test]
+fn a_finished_job_is_recovered_whole_whatever_its_snapshots_and_partitions() {
+    // A leader elected right after the finish (or a plain restart) runs
+    // nothing again and publishes nothing again, even where the rules for
+    // an unfinished job would distrust a finish (no enumerator snapshot
+    // reflects it) or miss a partition (coordhost-sim seed 2453).
+    let events = t1_finished_without_snapshots();
+    let mut oracle = shuffle(&["/shuffle/source-0-0", "/shuffle/middle-3-0"]);
+    let plan = plan(&t1(), &events, &|_| true, &mut oracle).unwrap();
+    assert!(plan.reset.is_empty(), "{plan:?}");
+    assert!(plan.release.is_empty(), "{plan:?}");
+    assert_eq!(plan.kept.len(), 14, "{plan:?}");
+    assert!(oracle.asked.is_empty(), "no partition question");
+    // Without the `JobFinished` the same log is an unfinished run's.
+    let unfinished = &events[..events.len() - 1];
+    let plan = plan_missing(unfinished, &["/shuffle/middle-3-0"]);
+    assert!(!plan.reset.is_empty(), "{plan:?}");
+}
+
+#[test]
+fn a_reset_after_the_finish_makes_it_an_unfinished_run_again() {
+    // A coordinator (before this rule) that ran part of a finished job
+    // again recorded resets after `JobFinished`: its log is recovered by
+    // the rules of an unfinished run.
+    let mut events = t1_finished_without_snapshots();
+    events.push(JobEvent::ExecutionsReset(ExecutionsReset {
+        executions: vec![crate::events::ExecutionVertexId {
+            job_vertex: "sink".into(),
+            subtask: 2,
+        }],
+        reason: ResetReason::RecoveryUnfinished,
+    }));
+    let plan = plan(&t1(), &events, &|_| true, &mut shuffle(&[])).unwrap();
+    assert!(plan.reset.contains_key(&(2, 2)), "{plan:?}");
+    assert!(
+        plan.reset.len() > 1,
+        "the unsnapshotted sources too: {plan:?}"
+    );
+}

@@ -286,3 +286,63 @@ fn a_lost_partition_fails_only_the_consumer_it_holds_bytes_for() {
         BTreeMap::from([("aaa".to_string(), 3)])
     );
 }
+
+#[test]
+fn a_failure_the_log_could_not_record_is_not_reported_as_the_end_of_the_job() {
+    // The job fails on its own (`count` out of attempts), and its
+    // `JobFailed` cannot be made durable (as when the leadership is lost
+    // between the failure and its record). The next run or leader finds no
+    // failure and recovers the job, so this run must not say the job ended
+    // failed (Flink's FLINK-39704 re-ran a job reported failed;
+    // docs/recovery.md, "How a run ends"; the simulator's invariant 5).
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (job, data) = wordcount(tmp.path());
+    let text = std::fs::read_to_string(&job)
+        .expect("job")
+        .replace("max-attempts = 3", "max-attempts = 2");
+    std::fs::write(&job, text).expect("job");
+    let state = tmp.path().join("state");
+    let opts = options(&job, &state, 2);
+    let failpoints = "task::fail::count::0::0=return(10);task::fail::count::0::1=return(10);\
+                      job::job-failed-not-recorded=return";
+    let out = crate::support::knobs::run_output_with_failpoints(&opts, failpoints, &[]);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    let summary = out.summary.expect("a summary");
+    assert_eq!(summary.status, JobStatus::Failed);
+    let error = summary.error.expect("an error");
+    assert!(
+        error.contains("vertex `count` subtask 0 failed on attempt 1"),
+        "the job's own error first: {error}"
+    );
+    assert!(
+        error.contains(
+            "this failure could not be recorded in the event log (test knob job::job-failed-not-recorded: the record was refused): the next run or leader recovers the job"
+        ),
+        "{error}"
+    );
+    // The error line the user sees is the same.
+    assert!(
+        out.stderr
+            .lines()
+            .any(|l| l.starts_with("coordhost: ") && l.contains("could not be recorded")),
+        "{}",
+        out.stderr
+    );
+    let log = crate::support::coordhost()
+        .args(["log", "inspect"])
+        .arg(state.join("wordcount"))
+        .arg("--json")
+        .output()
+        .expect("log inspect");
+    assert!(log.status.success(), "{log:?}");
+    let text = String::from_utf8_lossy(&log.stdout);
+    assert!(text.contains("\"JobStarted\""), "{text}");
+    assert!(!text.contains("\"JobFailed\""), "{text}");
+    // The next run recovers the job and finishes it.
+    let summary = run_ok(&opts);
+    assert!(summary.tasks_skipped > 0, "{summary:?}");
+    assert_eq!(
+        word_count_output(&state.join("output/wordcount")),
+        expected_word_counts(&data)
+    );
+}

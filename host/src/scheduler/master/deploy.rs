@@ -4,9 +4,12 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 
-use super::{CoordinatorSplits, Executor, Figures, JobMaster, Message, NO_WORKER, Unplaced};
+use coordhost_core::executor::IN_PROCESS;
+use coordhost_core::placement::{NO_WORKER, Place};
+
+use super::executors::Deployment;
+use super::{CoordinatorSplits, Figures, JobMaster};
 use crate::coordinator::SourceCoordinator;
 use crate::grant::Grants;
 use crate::graph::{AttemptId, DistributionPattern, VertexInit};
@@ -14,8 +17,7 @@ use crate::plugin::{
     ExecutionAttemptId, PartitionDescriptor, PartitionPlace, ProducerDescriptor, ResultPartitionId,
     ShuffleDescriptor,
 };
-use crate::remote::{RemoteInput, RemoteOutput, RemoteTask, RemoteVertex};
-use crate::runtime::{InputPartition, OutputPlace, TaskInput, TaskOutput, TaskSpec, run_task};
+use crate::runtime::{InputPartition, OutputPlace, TaskInput, TaskOutput, TaskSpec};
 use crate::scheduler::{JobError, JobEventSink};
 use crate::shuffle::{ExpectedPartition, PartitionProducer, is_object_location};
 
@@ -61,14 +63,14 @@ impl JobMaster {
     pub(super) fn deploy(&mut self, v: usize, s: u32) -> Result<(), JobError> {
         // On worker processes, a worker is chosen first: an attempt that
         // cannot be placed is not started (and not counted), it waits.
-        let worker = match self.external_cluster() {
-            Some(cluster) => {
-                let Some(worker) = self.place(&cluster, v, s) else {
-                    return Ok(());
-                };
-                Some(worker)
-            }
-            None => None,
+        let remote = self.executor.is_remote();
+        let worker = if remote {
+            let Some(worker) = self.place(v, s) else {
+                return Ok(());
+            };
+            worker
+        } else {
+            IN_PROCESS.to_owned()
         };
         let attempt = self.sched.graph.attempt_id(v, s);
         let jv = self.sched.graph.job.vertices[v].clone();
@@ -108,26 +110,16 @@ impl JobMaster {
             p.task_started(&jv.id, s, attempt.attempt);
         }
         tracing::debug!(vertex = %jv.id, subtask = s, attempt = attempt.attempt, "deploying");
-        let tx = self.tx.clone();
-        match &self.executor {
-            Executor::Embedded(pool) => pool.submit(move || {
-                let msg = match run_task(spec) {
-                    Ok(report) => Message::Finished { attempt, report },
-                    Err(error) => Message::Failed { attempt, error },
-                };
-                let _ignored = tx.send(msg);
-            }),
-            Executor::External(cluster) => {
-                let task = self.remote_task(&jv, spec);
-                let worker = worker.unwrap_or_default();
-                // Returns at once; a failed Deploy comes back as a message.
-                if let Err(reason) = cluster.deploy(&task, &worker) {
-                    // Nothing was sent: no message will end this attempt.
-                    self.running -= 1;
-                    return Err(JobError::LostLeadership { reason });
-                }
-                self.placed_on.insert(attempt, worker);
-            }
+        let task = Deployment { vertex: jv, spec };
+        // Returns at once; what becomes of the attempt comes back as a
+        // message (a failed Deploy too).
+        if let Err(reason) = self.executor.deploy(attempt, task, &worker) {
+            // Nothing was sent: no message will end this attempt.
+            self.running -= 1;
+            return Err(JobError::LostLeadership { reason });
+        }
+        if remote {
+            self.placement.deployed(attempt, worker);
         }
         self.answer_waiting(v);
         Ok(())
@@ -238,37 +230,28 @@ impl JobMaster {
     }
 
     /// The worker the next attempt of execution vertex (`v`, `s`) goes to,
-    /// or `None` when it must wait (it is then in `unplaced`): no worker is
-    /// alive, or its last `Deploy` failed a moment ago and only the worker
-    /// that failed it is there. Workers an earlier attempt failed on are
-    /// taken only when no other is alive.
-    fn place(&mut self, cluster: &crate::remote::Cluster, v: usize, s: u32) -> Option<String> {
-        let key = (v, s);
-        let now = Instant::now();
-        let avoid = self.failed_on.get(&key).cloned().unwrap_or_default();
-        match cluster.pick_worker(&avoid) {
-            Some(w)
-                if !avoid.contains(&w)
-                    || self.unplaced.get(&key).is_none_or(|u| u.retry_at <= now) =>
-            {
-                if self.unplaced.remove(&key).is_some() {
-                    tracing::info!(vertex = %self.sched.graph.job.vertices[v].id, subtask = s, worker = %w, "placed after waiting for a worker");
+    /// or `None` when it must wait (`coordhost_core::placement`): no worker
+    /// is alive, or its last `Deploy` failed a moment ago and only the
+    /// worker that failed it is there. Workers an earlier attempt failed on
+    /// are taken only when no other is alive.
+    fn place(&mut self, v: usize, s: u32) -> Option<String> {
+        let now = self.clock.now();
+        let executor = &self.executor;
+        let place = self
+            .placement
+            .place((v, s), now, |avoid| executor.pick_worker(avoid));
+        let vertex = &self.sched.graph.job.vertices[v].id;
+        match place {
+            Place::On { worker, waited } => {
+                if waited {
+                    tracing::info!(%vertex, subtask = s, %worker, "placed after waiting for a worker");
                 }
-                Some(w)
+                Some(worker)
             }
-            Some(_) => None,
-            None => {
-                self.waiting_since.entry(key).or_insert(now);
-                // Said once while nothing waits for this reason already.
-                let first = self.unplaced.values().all(|u| u.why != NO_WORKER);
-                let u = self.unplaced.entry(key).or_insert_with(|| Unplaced {
-                    retry_at: now,
-                    why: String::new(),
-                });
-                if u.why != NO_WORKER {
-                    u.why = NO_WORKER.into();
-                    let vertex = &self.sched.graph.job.vertices[v].id;
-                    let wait = self.slot_request_timeout.as_millis();
+            Place::Pause => None,
+            Place::NoWorker { newly, first } => {
+                if newly {
+                    let wait = self.placement.slot_request_timeout().as_millis();
                     if first {
                         tracing::warn!(%vertex, subtask = s, "{NO_WORKER}: waiting for one (at most {wait} ms, job.slot-request-timeout-ms); an attempt that waits is not a failed one");
                     } else {
@@ -277,100 +260,6 @@ impl JobMaster {
                 }
                 None
             }
-        }
-    }
-
-    /// `spec` as a worker process gets it: paths relative to the shuffle
-    /// master's grant (a worker keeps partitions below its own root).
-    fn remote_task(&self, jv: &crate::graph::JobVertex, spec: TaskSpec) -> RemoteTask {
-        let relative = |location: &std::path::Path| {
-            self.shuffle
-                .grants()
-                .writable_dir(location)
-                .map(|d| d.relative().to_path_buf())
-                // Never registered (a producer without a known
-                // partition): a name no worker holds, so the consumer
-                // fails with PartitionNotFound and the producer re-runs.
-                .unwrap_or_else(|_| "unknown-partition".into())
-        };
-        let inputs = match &spec.input {
-            TaskInput::Partitions(parts) => parts
-                .iter()
-                .map(|p| RemoteInput {
-                    producer: p.producer,
-                    location: if p.object.is_some() {
-                        PathBuf::new()
-                    } else {
-                        relative(&p.location)
-                    },
-                    object: p.object.clone(),
-                    subpartitions: p.subpartitions.clone(),
-                    expected: p.expected.clone(),
-                })
-                .collect(),
-            TaskInput::Splits(_) => Vec::new(),
-        };
-        // The enumerator's grants, its store grants read-only: exactly
-        // where the splits it assigns may lie (each checked against them
-        // at assignment), and nothing to write.
-        let source = jv.source.as_ref().map(|name| {
-            self.plugins.get(name).map_or_else(
-                || crate::remote::RemoteSource {
-                    plugin: name.clone(),
-                    dirs: Vec::new(),
-                    stores: Vec::new(),
-                },
-                |p| crate::remote::RemoteSource::new(p.spec()),
-            )
-        });
-        RemoteTask {
-            job: self.job.clone(),
-            attempt: spec.attempt,
-            vertex_id: jv.id.clone(),
-            vertex: RemoteVertex {
-                operators: jv.operators.clone(),
-                routes: spec
-                    .outputs
-                    .iter()
-                    .map(|o| (o.edge, o.pattern, o.key.clone()))
-                    .collect(),
-                sink: jv.sink.clone(),
-                source,
-                functions: self.remote_functions.clone(),
-                // A scan of a table read by a source reader carries that
-                // reader (the worker loads it before the task runs).
-                readers: self
-                    .remote_readers
-                    .iter()
-                    .filter(|r| scans_table(&jv.operators, &r.table))
-                    .cloned()
-                    .collect(),
-            },
-            inputs,
-            outputs: spec
-                .outputs
-                .iter()
-                .map(|o| {
-                    let (location, object) = match &o.location {
-                        OutputPlace::Dir(dir) => (dir.relative().to_path_buf(), None),
-                        // On object storage: the worker stages it below its
-                        // own root and uploads it with its own credentials.
-                        OutputPlace::Object { url, .. } => (PathBuf::new(), Some(url.clone())),
-                    };
-                    RemoteOutput {
-                        edge: o.edge,
-                        location,
-                        object,
-                        num_subpartitions: o.num_subpartitions,
-                        data_set: o.producer.data_set.clone(),
-                    }
-                })
-                .collect(),
-            record_delay: spec.record_delay,
-            #[cfg(feature = "failpoints")]
-            fail_after: spec.fail_after,
-            #[cfg(not(feature = "failpoints"))]
-            fail_after: None,
         }
     }
 
@@ -499,7 +388,7 @@ impl JobMaster {
 
 /// Whether the operator chain `operators` holds a SQL stage whose scan
 /// reads `table` through a source reader.
-fn scans_table(operators: &[crate::graph::Operator], table: &str) -> bool {
+pub(super) fn scans_table(operators: &[crate::graph::Operator], table: &str) -> bool {
     operators.iter().any(|op| {
         matches!(
             op,

@@ -22,22 +22,19 @@ impl JobMaster {
         error: TaskError,
         events: &mut dyn JobEventSink,
     ) -> Result<(), JobError> {
-        let worker = self.placed_on.remove(&attempt);
-        if !self.is_current(attempt) {
+        let current = self.is_current(attempt);
+        // Its next attempt prefers another worker (a full disk, say, fails
+        // every attempt sent back there).
+        let worker = self.placement.failed(attempt, current);
+        if !current {
             return Ok(());
         }
-        let key = (attempt.vertex, attempt.subtask);
-        self.waiting_since.remove(&key);
-        self.refusals.remove(&key);
         let vertex_id = self.sched.graph.job.vertices[attempt.vertex].id.clone();
         // Logged at debug only: the progress line below (or, when the job
         // fails on it, the run's `coordhost:` line) says it once.
         match &worker {
             Some(w) => {
                 tracing::debug!(vertex = %vertex_id, subtask = attempt.subtask, attempt = attempt.attempt, worker = %w, "attempt failed: {error}");
-                // Its next attempt prefers another worker (a full disk, say,
-                // fails every attempt sent back there).
-                self.failed_on.entry(key).or_default().insert(w.clone());
             }
             None => {
                 tracing::debug!(vertex = %vertex_id, subtask = attempt.subtask, attempt = attempt.attempt, "attempt failed: {error}");
@@ -102,31 +99,15 @@ impl JobMaster {
         message: &str,
         events: &mut dyn JobEventSink,
     ) -> Result<(), JobError> {
-        self.placed_on.remove(&attempt);
         if !self.is_current(attempt) {
+            self.placement.forget(attempt);
             return Ok(());
         }
-        let key = (attempt.vertex, attempt.subtask);
         let vertex_id = self.sched.graph.job.vertices[attempt.vertex].id.clone();
         let why = format!("worker `{worker}` {message}");
         tracing::warn!(vertex = %vertex_id, subtask = attempt.subtask, attempt = attempt.attempt, worker = %worker, "not placed: {why}; its splits go back and it runs again under a new attempt number (not counted against max-attempts)");
-        self.failed_on.entry(key).or_default().insert(worker);
-        let now = std::time::Instant::now();
-        self.waiting_since.entry(key).or_insert(now);
-        let failures = {
-            let n = self.refusals.entry(key).or_default();
-            *n = n.saturating_add(1);
-            *n
-        };
-        let pause = std::time::Duration::from_millis(100 << (failures - 1).min(4))
-            .min(std::time::Duration::from_secs(1));
-        self.unplaced.insert(
-            key,
-            super::Unplaced {
-                retry_at: now + pause,
-                why: why.clone(),
-            },
-        );
+        self.placement
+            .deploy_failed(attempt, worker, why.clone(), self.clock.now());
         let resets = self.sched.deploy_failed(
             attempt,
             ResetReason::Failover {
@@ -217,7 +198,7 @@ impl JobMaster {
             .descriptors
             .remove(&(v, attempt.subtask))
             .unwrap_or_default();
-        if let super::Executor::External(cluster) = &self.executor {
+        if self.executor.is_remote() {
             // The worker that holds them deletes them (below its own root).
             let relative: Vec<std::path::PathBuf> = descriptors
                 .iter()
@@ -229,10 +210,10 @@ impl JobMaster {
                         .map(|p| p.relative().to_path_buf())
                 })
                 .collect();
-            cluster.release(attempt, &relative);
+            self.executor.release(attempt, &relative);
             // A reset attempt still running stops; its report (canceled)
             // ends it here as a superseded one.
-            cluster.cancel(attempt);
+            self.executor.cancel(attempt);
         }
         for d in descriptors {
             if let Err(e) = self.shuffle.release_partition_externally(&d) {

@@ -25,7 +25,12 @@ use crate::plugin::{
 };
 mod cleanup;
 mod deploy;
+mod executors;
 mod failover;
+
+use coordhost_core::executor::Executor;
+use coordhost_core::placement::Placement;
+use executors::Deployment;
 
 use crate::remote::{Cluster, ClusterEvent};
 use crate::runtime::{SplitSource, TaskError, TaskReport, WorkerPool, sink};
@@ -61,19 +66,6 @@ enum Message {
         message: String,
     },
 }
-
-/// An execution vertex that waits for a worker (external workers only):
-/// none was alive, or its last `Deploy` failed.
-struct Unplaced {
-    /// Not tried again before this (a pause after a failed `Deploy`, when
-    /// only the worker that failed it is there).
-    retry_at: Instant,
-    /// Why it waits, for the log and the error when the wait ends.
-    why: String,
-}
-
-/// What a wait for a worker is, as `Unplaced::why` says it.
-const NO_WORKER: &str = "no worker is registered";
 
 /// A source task's view of its source coordinator: a request message and a
 /// wait for the reply (Flink's pull-based split requests) of at most the
@@ -115,14 +107,6 @@ impl SplitSource for CoordinatorSplits {
     }
 }
 
-/// Where attempts run.
-enum Executor {
-    /// Threads of this process.
-    Embedded(WorkerPool),
-    /// Worker processes (`crate::remote`).
-    External(Arc<Cluster>),
-}
-
 /// Per-vertex run figures.
 #[derive(Default, Clone)]
 struct Figures {
@@ -156,13 +140,6 @@ pub struct JobMaster {
     readers: crate::runtime::TableReaders,
     /// The SQL job's scalar functions, handed to every embedded task.
     functions: crate::sql::FunctionSet,
-    /// The same functions as a worker process is told of them (name,
-    /// settings, component hash); empty in embedded mode.
-    remote_functions: Vec<crate::remote::RemoteFunction>,
-    /// The source readers of the SQL job's tables as a worker process is
-    /// told of them (table, columns, plugin, settings, component hash);
-    /// empty in embedded mode. A scan deploy carries its table's.
-    remote_readers: Vec<crate::remote::RemoteReader>,
     shuffle: ShuffleMaster,
     shuffle_plugin: String,
     /// With high availability: the leadership's fence, checked before a
@@ -177,7 +154,13 @@ pub struct JobMaster {
     descriptors: HashMap<(usize, u32), Vec<ShuffleDescriptor>>,
     figures: Vec<Vec<Figures>>,
     opts: RunOptions,
-    executor: Executor,
+    /// Where attempts run: threads of this process or worker processes
+    /// (`executors`; the core's trait, which the simulator implements too).
+    executor: Box<dyn Executor<Task = Deployment>>,
+    /// The worker processes, when attempts run there: what only they do
+    /// (fetching staged sink output, releasing the job, the partition
+    /// question asked of the workers' reports).
+    cluster: Option<Arc<Cluster>>,
     tx: Sender<Message>,
     rx: Receiver<Message>,
     cancel: Arc<AtomicBool>,
@@ -217,23 +200,10 @@ pub struct JobMaster {
     input_left: HashMap<usize, (std::time::Instant, Option<u64>, u64)>,
     /// Subtasks recovery skipped, per vertex.
     skipped_here: HashMap<usize, u64>,
-    /// External workers: the worker each attempt in flight was deployed to.
-    placed_on: HashMap<AttemptId, String>,
-    /// Per execution vertex: the workers one of its attempts failed on (or
-    /// whose `Deploy` failed); its next attempt prefers another worker.
-    failed_on: HashMap<(usize, u32), BTreeSet<String>>,
-    /// Execution vertices waiting for a worker (external workers only).
-    unplaced: BTreeMap<(usize, u32), Unplaced>,
-    /// Since when each execution vertex has been waiting to be placed: set
-    /// when it first could not be, kept through failed `Deploy`s, cleared
-    /// when one of its attempts finishes or fails after being placed.
-    waiting_since: HashMap<(usize, u32), Instant>,
-    /// Per execution vertex: its `Deploy`s failed in a row (kept through
-    /// placements, cleared with `waiting_since`), so the pause before the
-    /// next one keeps doubling when workers refuse it again and again.
-    refusals: HashMap<(usize, u32), u32>,
-    /// The longest wait for a worker (`job.slot-request-timeout-ms`).
-    slot_request_timeout: Duration,
+    /// Worker processes only: which worker each attempt went to, what
+    /// waits for a worker and since when, the pause after a refused
+    /// `Deploy` (`coordhost_core::placement`), on the run's clock.
+    placement: Placement,
 }
 
 impl JobMaster {
@@ -267,26 +237,7 @@ impl JobMaster {
         let snapshots_enabled = config.recovery.enabled && shuffle.supports_batch_snapshot();
         let readers = table_readers(config, &plugins)?;
         let (tx, rx) = channel();
-        let (remote_functions, remote_readers) = remote_components(config, opts);
-        let executor = match &opts.external {
-            Some(cluster) => {
-                connect_cluster(
-                    cluster,
-                    config,
-                    &graph,
-                    &tx,
-                    (&remote_functions, &remote_readers),
-                );
-                // FLIP-383's job shuffle context: the shuffle master (WIT
-                // 0.1.1) learns what the workers report holding.
-                shuffle
-                    .set_job_shuffle_context(cluster.job_shuffle_context(&config.name, &graph.job));
-                Executor::External(cluster.clone())
-            }
-            None => Executor::Embedded(
-                WorkerPool::new(workers).map_err(|source| JobError::Workers { source })?,
-            ),
-        };
+        let executor = executor(config, opts, &graph, &plugins, &mut shuffle, &tx, workers)?;
         let figures = vec![Vec::new(); graph.job.vertices.len()];
         Ok(Self {
             job: config.name.clone(),
@@ -296,8 +247,6 @@ impl JobMaster {
                 .as_ref()
                 .map(|sql| sql.functions.clone())
                 .unwrap_or_default(),
-            remote_functions,
-            remote_readers,
             plugins,
             readers,
             shuffle,
@@ -314,6 +263,7 @@ impl JobMaster {
             figures,
             opts: opts.clone(),
             executor,
+            cluster: opts.external.clone(),
             tx,
             rx,
             cancel: Arc::new(AtomicBool::new(false)),
@@ -333,12 +283,7 @@ impl JobMaster {
             input_figures: HashMap::new(),
             input_left: HashMap::new(),
             skipped_here: HashMap::new(),
-            placed_on: HashMap::new(),
-            failed_on: HashMap::new(),
-            unplaced: BTreeMap::new(),
-            waiting_since: HashMap::new(),
-            refusals: HashMap::new(),
-            slot_request_timeout: config.slot_request_timeout,
+            placement: Placement::new(config.slot_request_timeout),
         })
     }
 
@@ -429,10 +374,7 @@ impl JobMaster {
     /// The worker processes this run uses, if it runs on them
     /// (`coordhost run --external-workers`).
     pub fn external_cluster(&self) -> Option<Arc<Cluster>> {
-        match &self.executor {
-            Executor::External(c) => Some(c.clone()),
-            Executor::Embedded(_) => None,
-        }
+        self.cluster.clone()
     }
 
     /// The shuffle master instance.
@@ -778,7 +720,7 @@ impl JobMaster {
         // What an earlier run on this data directory staged for object
         // storage and never uploaded (killed mid-write) is nobody's: this
         // run holds the job's lock, and its producers stage afresh.
-        if matches!(self.executor, Executor::Embedded(_)) {
+        if !self.executor.is_remote() {
             let _absent =
                 std::fs::remove_dir_all(self.opts.data_dir.join(&self.job).join("shuffle-staging"));
         }
@@ -787,7 +729,7 @@ impl JobMaster {
             stop.set_accepting(false);
         }
         self.cancel.store(true, Ordering::Relaxed);
-        if let Executor::External(cluster) = &self.executor {
+        if let Some(cluster) = &self.cluster {
             cluster.cancel_all();
         }
         self.waiting.clear();
@@ -810,7 +752,7 @@ impl JobMaster {
         }
         let cancelled = matches!(result, Err(JobError::Cancelled { .. }));
         if (result.is_ok() || cancelled)
-            && let Executor::External(cluster) = &self.executor
+            && let Some(cluster) = &self.cluster
         {
             // The job is over and every attempt has stopped: each
             // partition and staged output on the workers is nobody's now.
@@ -902,7 +844,7 @@ impl JobMaster {
             // does a stop request.
             let msg = if let Some(msg) = self.held.take() {
                 Some(msg)
-            } else if self.unplaced.is_empty() && self.stop.is_none() {
+            } else if !self.placement.is_waiting() && self.stop.is_none() {
                 Some(self.rx.recv().map_err(|_| closed())?)
             } else {
                 match self.rx.recv_timeout(PLACEMENT_TICK) {
@@ -915,7 +857,7 @@ impl JobMaster {
             match msg {
                 Some(msg) => self.handle(msg, events)?,
                 // A tick for a stop request only: nothing waits to be placed.
-                None if self.unplaced.is_empty() => {}
+                None if !self.placement.is_waiting() => {}
                 None => self.schedule(events)?,
             }
             self.check_slot_waits()?;
@@ -971,20 +913,15 @@ impl JobMaster {
     /// longer than `job.slot-request-timeout-ms` (Flink's
     /// `slot.request.timeout`).
     fn check_slot_waits(&self) -> Result<(), JobError> {
-        for (&(v, s), u) in &self.unplaced {
-            let Some(since) = self.waiting_since.get(&(v, s)) else {
-                continue;
-            };
-            if since.elapsed() >= self.slot_request_timeout {
-                return Err(JobError::NoWorker {
-                    vertex: self.sched.graph.job.vertices[v].id.clone(),
-                    subtask: s,
-                    waited_ms: self.slot_request_timeout.as_millis() as u64,
-                    why: u.why.clone(),
-                });
-            }
+        match self.placement.overdue(self.clock.now()) {
+            None => Ok(()),
+            Some(((v, s), why)) => Err(JobError::NoWorker {
+                vertex: self.sched.graph.job.vertices[v].id.clone(),
+                subtask: s,
+                waited_ms: self.placement.slot_request_timeout().as_millis() as u64,
+                why: why.to_owned(),
+            }),
         }
-        Ok(())
     }
 
     fn is_current(&self, a: AttemptId) -> bool {
@@ -1199,9 +1136,7 @@ impl JobMaster {
             || format!("after a finished execution of `{}`", vertex.id),
             events,
         )?;
-        self.placed_on.remove(&attempt);
-        self.waiting_since.remove(&(v, attempt.subtask));
-        self.refusals.remove(&(v, attempt.subtask));
+        self.placement.finished(attempt);
         let (done, total) = self.sched.finished(attempt, partitions);
         tracing::debug!(vertex = %vertex.id, subtask = attempt.subtask, attempt = attempt.attempt, "finished");
         self.finished_lines.push((v, done, total));
@@ -1251,7 +1186,7 @@ impl JobMaster {
         vertex_id: &str,
         events: &mut dyn JobEventSink,
     ) -> Result<bool, JobError> {
-        if let Executor::External(cluster) = &self.executor {
+        if let Some(cluster) = &self.cluster {
             let staging = sink::staging_path(spec, attempt.subtask, attempt.attempt);
             if let Err(message) = cluster.fetch_sink(&self.job, vertex_id, attempt, &staging) {
                 // Its worker died after reporting, say.
@@ -1342,10 +1277,7 @@ impl JobMaster {
             reset_reasons: self.reset_reasons.clone(),
             tasks_reset: self.tasks_reset,
             wall_ms: started.elapsed().as_millis() as u64,
-            workers: match &self.executor {
-                Executor::Embedded(pool) => pool.size() as u64,
-                Executor::External(cluster) => cluster.slots(),
-            },
+            workers: self.executor.slots(),
             coordinator_busy_us: self.busy.as_micros() as u64,
             vertices,
             outputs: self
@@ -1466,6 +1398,55 @@ fn connect_cluster(
             })
             .collect(),
     );
+}
+
+/// Where this run's attempts go: the worker processes of `opts.external`
+/// (connected to the loop's channel `tx`; the shuffle master learns what
+/// they report holding), else `workers` threads of this process.
+///
+/// # Errors
+/// [`JobError::Workers`] when the threads cannot be started.
+fn executor(
+    config: &JobConfig,
+    opts: &RunOptions,
+    graph: &ExecutionGraph,
+    plugins: &BTreeMap<String, LoadedPlugin>,
+    shuffle: &mut ShuffleMaster,
+    tx: &Sender<Message>,
+    workers: usize,
+) -> Result<Box<dyn Executor<Task = Deployment>>, JobError> {
+    let (remote_functions, remote_readers) = remote_components(config, opts);
+    Ok(match &opts.external {
+        Some(cluster) => {
+            connect_cluster(
+                cluster,
+                config,
+                graph,
+                tx,
+                (&remote_functions, &remote_readers),
+            );
+            // FLIP-383's job shuffle context: the shuffle master (WIT
+            // 0.1.1) learns what the workers report holding.
+            shuffle.set_job_shuffle_context(cluster.job_shuffle_context(&config.name, &graph.job));
+            Box::new(executors::Workers {
+                cluster: cluster.clone(),
+                tasks: executors::RemoteTasks {
+                    job: config.name.clone(),
+                    shuffle_grants: shuffle.grants().clone(),
+                    sources: plugins
+                        .iter()
+                        .map(|(name, p)| (name.clone(), crate::remote::RemoteSource::new(p.spec())))
+                        .collect(),
+                    functions: remote_functions,
+                    readers: remote_readers,
+                },
+            })
+        }
+        None => Box::new(executors::Embedded {
+            pool: WorkerPool::new(workers).map_err(|source| JobError::Workers { source })?,
+            tx: tx.clone(),
+        }),
+    })
 }
 
 /// Whether a sink holds published output (`_SUCCESS` or a `part-*` file
