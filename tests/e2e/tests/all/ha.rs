@@ -935,7 +935,6 @@ fn a_paused_leader_is_deposed_and_stops_without_writing_publishing_or_commanding
     );
 }
 
-#[cfg(feature = "failpoints")]
 /// The events of the run that ended with A's `JobFailed`: the job's log,
 /// or, once B and then C led (C sets the failed run's log aside as
 /// `log.discarded-*` and starts a new one), the set-aside log. B and C can
@@ -995,7 +994,6 @@ fn inspect_events(log: &Path) -> Vec<serde_json::Value> {
 
 /// `FAILPOINTS` that make every attempt (0–5) of sink subtask 0 fail at
 /// once: with `max-attempts = 3` the job fails (a task ran out of attempts).
-#[cfg(feature = "failpoints")]
 fn sink_always_fails() -> String {
     (0..6)
         .map(|a| format!("task::fail::{SINK}::0::{a}=return(0)"))
@@ -1012,7 +1010,6 @@ fn sink_always_fails() -> String {
 /// runs the job from scratch; D leads after C finished, sees that the run
 /// it was started to replace is gone, and does not discard C's (it finds
 /// the job finished).
-#[cfg(feature = "failpoints")]
 #[test]
 fn a_failed_job_is_not_run_again_by_the_next_leader_and_fresh_runs_it_once() {
     let fx = Fixture::words();

@@ -158,7 +158,7 @@ impl WordJob {
     pub fn write(&self, path: &Path) -> PathBuf {
         let input = self.input.display();
         let text = format!(
-            r#"# Written by host/tests/all/support/crash.rs: word count for the crash tests.
+            r#"# Written by tests/e2e/tests/all/support/crash.rs: word count for the crash tests.
 [job]
 name = "{JOB}"
 workers = {workers}
