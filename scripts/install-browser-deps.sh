@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs, from Debian's packages, what the browser test of the job page
-# needs (host/tests/all/ui_browser.rs, docs/ui.md), unless it is there already:
+# needs (tests/e2e/tests/all/ui_browser.rs, docs/ui.md), unless it is there already:
 #   chromium           headless Chromium: the test loads the page of a
 #                      recovered job with `--dump-dom` and `--screenshot`
 #   fonts-dejavu-core  a font for the screenshot's text (Chromium draws no

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes host/tests/data/parquet-crc/crc.parquet, the fixture of job_sql's
+"""Writes tests/e2e/tests/data/parquet-crc/crc.parquet, the fixture of job_sql's
 page-checksum test (issue 26, item 6): a Parquet file whose writer stored a
 CRC-32 in every page header, as parquet-mr and pyarrow can and parquet-rs
 does not.
@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 ROWS = 10_000
-out = pathlib.Path(__file__).resolve().parent.parent / "host/tests/data/parquet-crc/crc.parquet"
+out = pathlib.Path(__file__).resolve().parent.parent / "tests/e2e/tests/data/parquet-crc/crc.parquet"
 out.parent.mkdir(parents=True, exist_ok=True)
 table = pa.table(
     {

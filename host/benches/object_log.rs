@@ -21,7 +21,7 @@ use coordhost::events::{
 use object_store::aws::AmazonS3Builder;
 
 #[allow(dead_code)]
-#[path = "../tests/all/support/s3.rs"]
+#[path = "../../tests/e2e/tests/all/support/s3.rs"]
 mod s3;
 
 /// The workspace root (what `s3.rs` finds `.venv/bin/weed` under).

@@ -33,7 +33,7 @@
 mod common;
 
 #[allow(dead_code)]
-#[path = "../tests/all/support/s3.rs"]
+#[path = "../../tests/e2e/tests/all/support/s3.rs"]
 mod s3;
 
 use std::path::{Path, PathBuf};

@@ -78,7 +78,7 @@ mod common;
 use common::{plugin_path, workspace};
 
 #[allow(dead_code)]
-#[path = "../tests/all/support/s3.rs"]
+#[path = "../../tests/e2e/tests/all/support/s3.rs"]
 mod s3;
 
 use std::io::{BufRead, BufReader, Read};

@@ -1,6 +1,6 @@
 /*
  * arrow_echo: a native test driver of the C Arrow IPC codec (arrow_ipc.c), used by
- * host/tests/all/plugin_c_arrow.rs to check the codec against arrow-rs in both directions.
+ * tests/e2e/tests/all/plugin_c_arrow.rs to check the codec against arrow-rs in both directions.
  *
  *   arrow_echo TYPES COLUMN < stream > answer
  *

@@ -1,15 +1,14 @@
 //! Helpers of the `job_*` tests: example job files rewritten to point at a
 //! test's own data and the built sample plugins, a run with the shared
-//! component cache, and reading a sink's published output.
+//! component cache, and reading a sink's published output. (The end-to-end
+//! tests use them too; their run of the binary with test knobs is
+//! `knobs::run_ok_with` there.)
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{cache_dir, plugin_path, published_lines, workspace};
 use coordhost::job::{JobStatus, RunOptions, Summary, run_job};
-
-#[cfg(feature = "failpoints")]
-use super::knobs::Knobs;
 
 /// Writes `examples/<example>` into `dir` with its input folder replaced by
 /// `data` and its plugin paths by the built plugins; returns the job file.
@@ -61,15 +60,8 @@ pub fn run_ok(opts: &RunOptions) -> Summary {
     assert_finished(run_job(opts).expect("the job starts"))
 }
 
-/// Runs the binary with test knobs and asserts the job finished.
-#[cfg(feature = "failpoints")]
-pub fn run_ok_with(opts: &RunOptions, knobs: &Knobs) -> Summary {
-    assert_finished(
-        super::knobs::run(opts, knobs).unwrap_or_else(|e| panic!("the job starts: {e}")),
-    )
-}
-
-fn assert_finished(summary: Summary) -> Summary {
+/// `summary`, asserting the job finished (the error in the message if not).
+pub fn assert_finished(summary: Summary) -> Summary {
     assert_eq!(
         summary.status,
         JobStatus::Finished,

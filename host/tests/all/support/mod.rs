@@ -1,49 +1,33 @@
-//! The one support module of the integration tests: where the built sample
-//! plugins are, the `coordhost` command with the shared compiled-component
-//! cache, and one plugin host per test process with that cache (so the suite
-//! compiles each component once). Helpers of one area live in a submodule:
+//! The support module of the library's integration tests: where the built
+//! sample plugins are, the shared compiled-component cache, one plugin host
+//! per test process with that cache (so the suite compiles each component
+//! once), and a sink's published output read back. Helpers of one area live
+//! in a submodule:
 //!
-//! - [`crash`]: real `coordhost run` processes killed with SIGKILL, the word
-//!   count job they run, the `--summary-json` file and `log inspect`;
-//! - [`recovery`]: topology T1 of docs/recovery.md run in-process, with
-//!   simulated crashes, and the event log read back;
-//! - [`job`]: the examples rewritten for a test, sink output read back;
-//! - [`knobs`]: a run of the binary with test knobs (fail points): a
-//!   simulated crash, a failing attempt, a lost partition;
 //! - [`events`]: one event of every kind and logs over `MemoryStorage`;
-//! - [`damage`]: result partitions damaged the way disks and people do;
-//! - [`ui`]: HTTP to `run --ui`, and the recovered job its tests look at;
-//! - [`s3`]: a real S3 server (SeaweedFS) per test, and [`fault_proxy`]
-//!   between it and `coordhost` to inject 503s, delays and outages.
+//! - [`job`]: the examples rewritten for a test, run in process, sink output
+//!   read back.
+//!
+//! The end-to-end tests (`tests/e2e`) include this file as it is (one copy
+//! of what both need) and add their own helpers for processes beside it.
 
-pub mod crash;
-pub mod damage;
-pub mod etcd;
 pub mod events;
-pub mod fault_proxy;
 pub mod job;
-#[cfg(feature = "failpoints")]
-pub mod knobs;
-pub mod netns;
-#[cfg(feature = "failpoints")]
-pub mod recovery;
-pub mod s3;
-pub use s3::ports;
-pub mod ui;
-pub mod workers;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 use coordhost::plugin::{DirGrant, HostOptions, Limits, PluginHost, PluginKind, PluginSpec};
 
-/// The workspace root.
+/// The workspace root: the nearest folder above the test's package (host/,
+/// or tests/e2e for the end-to-end tests, which include this file) that
+/// holds `Cargo.lock`.
 pub fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("host/ has a parent")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .find(|dir| dir.join("Cargo.lock").is_file())
+        .expect("the package lies in the workspace, beside its Cargo.lock")
         .to_path_buf()
 }
 
@@ -58,17 +42,6 @@ pub fn plugin_path(name: &str) -> PathBuf {
         path.display()
     );
     path
-}
-
-/// The `coordhost` binary built with this test binary, as a user runs it:
-/// the shared compiled-component cache (`COORDHOST_CACHE_DIR`), no
-/// `COORDHOST_LOG` from the test's environment, no standard input.
-pub fn coordhost() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_coordhost"));
-    c.env("COORDHOST_CACHE_DIR", cache_dir())
-        .env_remove("COORDHOST_LOG")
-        .stdin(Stdio::null());
-    c
 }
 
 /// The shared compiled-component cache of the test suite.
@@ -110,29 +83,6 @@ pub fn grant(dir: &std::path::Path, writable: bool) -> DirGrant {
         host: dir.to_path_buf(),
         writable,
     }
-}
-
-/// The `[plugins.NAME]` table of a shuffle master, the sample plugin
-/// `plugin` (e.g. `local-shuffle`), whose partitions live under
-/// `${data_dir}/shuffle` (granted read-write), with `extra_config` (each key
-/// after a comma, "" for none) added to its `config` table. Every job file a
-/// test writes uses this one table.
-pub fn shuffle_table(name: &str, plugin: &str, extra_config: &str) -> String {
-    format!(
-        r#"[plugins.{name}]
-component = {component}
-kind = "shuffle-master"
-config = {{ root = "${{data_dir}}/shuffle"{extra_config} }}
-dirs = [{{ path = "${{data_dir}}/shuffle", writable = true }}]
-"#,
-        component = toml_string(&plugin_path(plugin).display().to_string()),
-    )
-}
-
-/// `s` as a TOML basic string: quoted, with `"`, `\` and control
-/// characters escaped (a JSON string is one).
-pub fn toml_string(s: &str) -> String {
-    serde_json::to_string(s).expect("a string serializes")
 }
 
 /// The `part-*` files of a sink folder, sorted by name.
@@ -184,22 +134,4 @@ pub fn expected_word_counts(dir: &Path) -> BTreeMap<String, u64> {
         }
     }
     counts
-}
-
-/// The segment files (`segment-*.log`) of the event log folder `log_dir`,
-/// oldest first; none when the folder does not exist.
-pub fn segment_files(log_dir: &Path) -> Vec<PathBuf> {
-    let mut segs: Vec<PathBuf> = std::fs::read_dir(log_dir)
-        .into_iter()
-        .flatten()
-        .map(|e| e.expect("entry").path())
-        .filter(|p| {
-            p.file_name().is_some_and(|n| {
-                let n = n.to_string_lossy();
-                n.starts_with("segment-") && n.ends_with(".log")
-            })
-        })
-        .collect();
-    segs.sort();
-    segs
 }

@@ -66,7 +66,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt as _;
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ExitStatus};
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use crate::support::crash::{
@@ -74,6 +74,7 @@ use crate::support::crash::{
     sorted_output,
 };
 use crate::support::etcd::Etcd;
+use crate::support::process::Process;
 use crate::support::workers::{Workers, external_args, free_port};
 
 /// Lease TTL of the coordinators, seconds.
@@ -122,8 +123,7 @@ enum Action {
 /// One `coordhost run --ha` process of a trial.
 struct Coord {
     name: String,
-    child: Child,
-    stderr: PathBuf,
+    process: Process,
     summary: PathBuf,
     started: Instant,
     /// How it ended and when the test saw it.
@@ -138,15 +138,11 @@ struct Coord {
 impl Coord {
     fn start(name: String, job: &Path, data: &Path, etcd: &Etcd, base: &Path) -> Self {
         let extra = external_args(&free_port(), WORKERS, HEARTBEAT_MS);
-        let crate::support::etcd::HaRun {
-            child,
-            stderr,
-            summary,
-        } = crate::support::etcd::spawn_ha_run(&name, job, data, etcd, TTL_S, base, &extra);
+        let crate::support::etcd::HaRun { process, summary } =
+            crate::support::etcd::spawn_ha_run(&name, job, data, etcd, TTL_S, base, &extra);
         Self {
             name,
-            child,
-            stderr,
+            process,
             summary,
             started: Instant::now(),
             ended: None,
@@ -157,7 +153,7 @@ impl Coord {
     }
 
     fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+        self.process.stderr()
     }
 
     /// The term of its `leading job` line, once it printed it.
@@ -178,19 +174,12 @@ impl Coord {
     }
 
     fn signal(&self, signal: &str) {
-        let pid = self.child.id();
-        let ok = std::process::Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(pid.to_string())
-            .status()
-            .expect("run kill");
-        assert!(ok.success(), "kill -{signal} {pid} ({})", self.name);
+        self.process.signal(signal);
     }
 
     /// SIGKILLs it (even paused) and reaps it.
     fn kill(&mut self) {
-        let _ = self.child.kill();
-        let status = self.child.wait().expect("reap coordhost");
+        let status = self.process.kill();
         self.killed = true;
         self.paused = false;
         self.ended = Some((status, Instant::now()));
@@ -198,26 +187,22 @@ impl Coord {
 
     /// Its stderr's last lines, labelled.
     fn tail(&self) -> String {
-        let text = self.stderr();
-        let lines: Vec<&str> = text.lines().collect();
-        let from = lines.len().saturating_sub(25);
         format!(
             "--- coordinator {} ({}, {}) ---\n{}",
             self.name,
-            self.stderr.display(),
+            self.process.stderr_path().display(),
             match &self.ended {
                 None => "running".to_owned(),
                 Some((s, _)) => format!("{s}"),
             },
-            lines[from..].join("\n")
+            self.process.stderr_tail(25)
         )
     }
 }
 
 impl Drop for Coord {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.kill_quietly();
     }
 }
 
@@ -457,7 +442,7 @@ impl Trial<'_> {
             if self.coords[i].ended.is_some() {
                 continue;
             }
-            let Some(status) = self.coords[i].child.try_wait().expect("try_wait") else {
+            let Some(status) = self.coords[i].process.try_wait() else {
                 continue;
             };
             self.coords[i].ended = Some((status, Instant::now()));
@@ -609,7 +594,7 @@ impl Trial<'_> {
             if self.coords[0].term().is_some() {
                 break;
             }
-            if self.coords[0].child.try_wait().expect("try_wait").is_some() {
+            if self.coords[0].process.try_wait().is_some() {
                 self.fail("A ended before it led");
             }
             if Instant::now() > deadline {

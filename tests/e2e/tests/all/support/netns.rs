@@ -22,7 +22,7 @@
 use std::fs::File;
 use std::process::{Command, Stdio};
 
-use super::cache_dir;
+use super::process::{coordhost_bin, with_test_env};
 
 /// iproute2's `ip`: `/usr/sbin/ip` when it is there, else from `PATH`.
 fn ip_binary() -> &'static str {
@@ -314,14 +314,10 @@ impl Drop for Netns {
 }
 
 /// The `coordhost` binary run inside namespace `ns`, as
-/// [`super::coordhost`] runs it (shared cache, no `COORDHOST_LOG` from the
-/// test's environment, no standard input).
+/// [`super::coordhost`] runs it (in [`with_test_env`]).
 pub fn coordhost_in(ns: &str) -> Command {
     let mut c = Command::new(ip_binary());
-    c.args(["netns", "exec", ns])
-        .arg(env!("CARGO_BIN_EXE_coordhost"))
-        .env("COORDHOST_CACHE_DIR", cache_dir())
-        .env_remove("COORDHOST_LOG")
-        .stdin(Stdio::null());
+    c.args(["netns", "exec", ns]).arg(coordhost_bin());
+    with_test_env(&mut c);
     c
 }

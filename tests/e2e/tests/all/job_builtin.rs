@@ -158,7 +158,7 @@ fn an_unknown_builtin_name_is_refused_in_one_line_naming_where_it_looked_and_wha
     let err = stderr(&out);
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 1, "{err}");
-    let exe_dir = Path::new(env!("CARGO_BIN_EXE_coordhost"))
+    let exe_dir = crate::support::process::coordhost_bin()
         .parent()
         .expect("bin dir")
         .join("plugins");

@@ -246,7 +246,7 @@ config = {{ {} }}
             }
         };
         let text = format!(
-            r#"# Topology T1 of docs/recovery.md, written by host/tests/all/support/recovery.rs.
+            r#"# Topology T1 of docs/recovery.md, written by tests/e2e/tests/all/support/recovery.rs.
 [job]
 name = "{JOB}"
 max-attempts = {max_attempts}

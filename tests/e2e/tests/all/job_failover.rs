@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::support::job::{example_job, options, run_ok, run_ok_with, word_count_output};
-use crate::support::knobs::{InjectedFault, Knobs, LostPartition};
+use crate::support::job::{example_job, options, run_ok, word_count_output};
+use crate::support::knobs::{InjectedFault, Knobs, LostPartition, run_ok_with};
 use crate::support::{expected_word_counts, plugin_path};
 use coordhost::job::JobStatus;
 

@@ -5,7 +5,7 @@
 //! damage to the result partitions left behind (none, a subpartition file
 //! deleted, cut at a block boundary, cut at a record boundary, cut in the
 //! middle of a record, a flipped byte — with the tool of
-//! host/tests/all/support/damage.rs), the job finishes and its output equals an
+//! tests/e2e/tests/all/support/damage.rs), the job finishes and its output equals an
 //! uninterrupted run's.
 //!
 //! `COORDHOST_TRIALS` sets the number of trials (default [`DEFAULT_TRIALS`],

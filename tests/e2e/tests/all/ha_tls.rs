@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::crash::{Fixture, JOB, WordJob, expected_output, sorted_output};
 use crate::support::etcd::{Etcd, spawn_ha_run};
+use crate::support::process::Process;
 use crate::support::workers::{Workers, external_args, free_port};
 
 /// Heartbeat timeout, ms: generous, for a loaded machine.
@@ -68,20 +69,13 @@ fn flags(pki: &Path, name: &str) -> Vec<String> {
     ]
 }
 
-/// Waits for `child` to end, at most `within`; its exit code.
-fn wait(child: &mut std::process::Child, within: Duration) -> Option<i32> {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return status.code();
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the coordinator did not end within {within:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+/// Waits for `process` to end, at most `within`; its exit code.
+fn wait(process: &mut Process, within: Duration) -> Option<i32> {
+    if let Some(status) = process.wait_until(Instant::now() + within) {
+        return status.code();
     }
+    process.kill_quietly();
+    panic!("the coordinator did not end within {within:?}");
 }
 
 /// A coordinator etcd refused stopped within a minute of `started` and
@@ -110,8 +104,8 @@ fn leader_finished(
     fx: &Fixture,
     how: &str,
 ) {
-    let code = wait(&mut leader.child, Duration::from_secs(180));
-    let stderr = std::fs::read_to_string(&leader.stderr).unwrap_or_default();
+    let code = wait(&mut leader.process, Duration::from_secs(180));
+    let stderr = leader.process.stderr();
     assert_eq!(
         code,
         Some(0),
@@ -318,24 +312,21 @@ fn etcd_user_authentication_lets_the_right_user_lead_and_refuses_a_wrong_passwor
     // While they run (the leader elected, waiting for its workers): the
     // password is in no argv.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(&leader.stderr)
-        .unwrap_or_default()
-        .contains("leading job `wordcount`")
-    {
+    while !leader.process.stderr().contains("leading job `wordcount`") {
         assert!(
-            Instant::now() < deadline && leader.child.try_wait().expect("try_wait").is_none(),
+            Instant::now() < deadline && leader.process.try_wait().is_none(),
             "the coordinator did not lead as etcd user `{USER}`:\n{}\n{}",
-            std::fs::read_to_string(&leader.stderr).unwrap_or_default(),
+            leader.process.stderr(),
             etcd.log()
         );
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(
-        !argv_holds(leader.child.id(), PASSWORD),
+        !argv_holds(leader.process.pid(), PASSWORD),
         "the password is in the coordinator's argv"
     );
     assert!(
-        argv_holds(leader.child.id(), USER),
+        argv_holds(leader.process.pid(), USER),
         "the argv check reads argv"
     );
     for i in 0..2 {

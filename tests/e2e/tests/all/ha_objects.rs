@@ -205,7 +205,6 @@ fn ha_objects_a_standby_on_another_data_directory_recovers_from_the_object_log()
     assert_no_log_on_disk(&data_b);
 }
 
-#[cfg(feature = "failpoints")]
 #[test]
 fn ha_objects_a_deposed_leader_blind_to_its_lost_lease_is_stopped_by_the_conditional_create() {
     let fx = Fixture::words();

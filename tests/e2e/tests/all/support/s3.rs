@@ -9,6 +9,11 @@
 //!
 //! A missing `weed` fails the test with one line saying how to install it;
 //! it never skips it.
+//!
+//! The benchmarks of host/benches include this file on its own (with
+//! `ports.rs`), so it holds its server's `Child` itself rather than a
+//! `support::process::Process`: it needs nothing of the tests' support but a
+//! `workspace()` beside it.
 
 #[path = "ports.rs"]
 pub mod ports;

@@ -1,7 +1,7 @@
 //! A damaged result partition is never trusted (docs/recovery.md, "What
 //! counts as a surviving partition" and "Damaged partitions"): `coordhost
 //! run` is SIGKILLed once every source finished, one source's partition is
-//! damaged (with the tool of host/tests/all/support/damage.rs), and the
+//! damaged (with the tool of tests/e2e/tests/all/support/damage.rs), and the
 //! same command runs again. The producer must run again and the output
 //! must be an uninterrupted run's.
 //!

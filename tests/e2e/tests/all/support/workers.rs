@@ -18,12 +18,12 @@
 //!   (an object store's `AWS_*`); [`Workers::start_in_namespaces_with_env`]
 //!   the same in network namespaces.
 
-use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ExitStatus};
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use super::cache_dir;
+use super::process::{Logs, Process, coordhost, killed_by_sigkill, last_lines};
 
 /// A loopback address with a port nobody listened on a moment ago
 /// ([`free_port_on`](super::ports::free_port_on)).
@@ -58,7 +58,7 @@ pub struct Workers {
     base: PathBuf,
     slots: u32,
     keep_ms: u64,
-    children: Vec<Option<Child>>,
+    children: Vec<Option<Process>>,
     starts: u32,
     /// Per worker: the network namespace it runs in and its `--listen`
     /// address (none: the root namespace, loopback).
@@ -304,14 +304,13 @@ impl Workers {
         self
     }
 
-    fn spawn(&mut self, i: usize) -> Child {
+    fn spawn(&mut self, i: usize) -> Process {
         self.starts += 1;
         let err = self.base.join(format!("w{i}.start{}.err", self.starts));
         std::fs::create_dir_all(&self.base).expect("worker base dir");
-        let file = std::fs::File::create(&err).expect("worker stderr file");
         let mut command = match self.places.get(i) {
             Some((ns, _)) => super::netns::coordhost_in(ns),
-            None => super::coordhost(),
+            None => coordhost(),
         };
         command
             .arg("--cache-dir")
@@ -341,10 +340,8 @@ impl Workers {
                     .iter()
                     .filter(|(k, _)| *k == i)
                     .map(|(_, f)| ("FAILPOINTS", f.as_str())),
-            )
-            .stderr(file)
-            .spawn()
-            .expect("spawn coordhost worker")
+            );
+        Process::spawn(format!("worker w{i}"), &mut command, Logs::stderr(&err))
     }
 
     /// Worker `i`'s process id.
@@ -352,7 +349,7 @@ impl Workers {
     /// # Panics
     /// If it is not running.
     pub fn pid(&self, i: usize) -> u32 {
-        self.children[i].as_ref().expect("worker running").id()
+        self.children[i].as_ref().expect("worker running").pid()
     }
 
     /// Worker `i`'s data directory.
@@ -365,21 +362,17 @@ impl Workers {
     /// # Panics
     /// If it is not running or did not die of SIGKILL.
     pub fn kill(&mut self, i: usize) {
-        let mut c = self.children[i].take().expect("worker running");
-        c.kill().expect("SIGKILL worker");
-        let status = c.wait().expect("reap worker");
-        assert_eq!(status.signal(), Some(9), "worker w{i} ended {status}");
+        let mut p = self.children[i].take().expect("worker running");
+        let status = p.kill();
+        assert!(killed_by_sigkill(status), "worker w{i} ended {status}");
     }
 
     /// Sends `signal` (by `kill -SIG`) to worker `i`.
     fn signal(&self, i: usize, signal: &str) {
-        let pid = self.children[i].as_ref().expect("worker running").id();
-        let ok = std::process::Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(pid.to_string())
-            .status()
-            .expect("run kill");
-        assert!(ok.success(), "kill -{signal} {pid}");
+        self.children[i]
+            .as_ref()
+            .expect("worker running")
+            .signal(signal);
     }
 
     /// Pauses worker `i` (SIGSTOP).
@@ -408,17 +401,10 @@ impl Workers {
     /// If it was not started or was reaped already.
     pub fn wait_exit(&mut self, i: usize, within: Duration) -> Option<ExitStatus> {
         let deadline = Instant::now() + within;
-        loop {
-            let child = self.children[i].as_mut().expect("worker running");
-            if let Some(status) = child.try_wait().expect("try_wait worker") {
-                self.children[i] = None;
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let process = self.children[i].as_mut().expect("worker running");
+        let status = process.wait_until(deadline)?;
+        self.children[i] = None;
+        Some(status)
     }
 
     /// The address worker `i` serves on, from its log (`serving on
@@ -446,9 +432,7 @@ impl Workers {
 
     /// Whether worker `i` runs.
     pub fn is_running(&mut self, i: usize) -> bool {
-        self.children[i]
-            .as_mut()
-            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+        self.children[i].as_mut().is_some_and(Process::is_running)
     }
 
     /// Every file left in the `partitions` and `sink` folders of the
@@ -506,9 +490,7 @@ impl Workers {
                 .filter(|p| p.extension().is_some_and(|e| e == "err"))
             {
                 let t = std::fs::read_to_string(p).unwrap_or_default();
-                let lines: Vec<&str> = t.lines().collect();
-                let from = lines.len().saturating_sub(15);
-                text += &format!("--- {} ---\n{}\n", p.display(), lines[from..].join("\n"));
+                text += &format!("--- {} ---\n{}\n", p.display(), last_lines(&t, 15));
             }
         }
         text
@@ -536,9 +518,8 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 
 impl Drop for Workers {
     fn drop(&mut self) {
-        for c in self.children.iter_mut().flatten() {
-            let _ = c.kill();
-            let _ = c.wait();
+        for p in self.children.iter_mut().flatten() {
+            p.kill_quietly();
         }
     }
 }

@@ -37,13 +37,6 @@ pub enum Damage {
 
 impl Damage {
     /// Every kind, `None` first.
-    #[cfg_attr(
-        not(feature = "failpoints"),
-        expect(
-            dead_code,
-            reason = "used by recovery_damage_proptest, built with the failpoints feature"
-        )
-    )]
     pub const ALL: [Damage; 8] = [
         Damage::None,
         Damage::DataDeleted,
@@ -223,13 +216,6 @@ pub fn test_producer() -> coordhost::shuffle::PartitionProducer {
 ///
 /// # Panics
 /// If the partition cannot be written.
-#[cfg_attr(
-    not(feature = "failpoints"),
-    expect(
-        dead_code,
-        reason = "used by recovery_damage_proptest, built with the failpoints feature"
-    )
-)]
 pub fn write_words(location: &Path, rows: usize) -> Vec<u64> {
     let schema = Arc::new(Schema::new(vec![
         Field::new("word", DataType::Utf8, false),

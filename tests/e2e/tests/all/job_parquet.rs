@@ -308,7 +308,6 @@ operators = [
 /// Row-group splits survive a coordinator crash: the enumerator's batch
 /// snapshot holds the queue of unassigned row-group splits, the host's
 /// history the assigned ones, so the restart reads every row group once.
-#[cfg(feature = "failpoints")]
 #[test]
 fn a_crash_in_the_middle_of_a_parquet_scan_recovers_to_the_same_output() {
     use crate::support::job::options;

@@ -267,7 +267,7 @@ fn a_run_that_cannot_write_its_event_log_exits_1_naming_the_log() {
         .arg("-c")
         .arg(r#"trap '' XFSZ; ulimit -f 0; exec "$@""#)
         .arg("sh")
-        .arg(env!("CARGO_BIN_EXE_coordhost"))
+        .arg(crate::support::process::coordhost_bin())
         .arg("--cache-dir")
         .arg(cache_dir())
         .arg("run")

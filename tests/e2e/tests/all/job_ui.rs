@@ -6,7 +6,6 @@
 //! other than loopback is refused without `--ui-public`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde_json::Value;
 
@@ -355,7 +354,7 @@ fn a_recovered_job_shows_on_its_page_api_and_metrics_as_its_summary_counts() {
 /// (no-snapshot) and `sink` 0 (unfinished).
 #[test]
 fn log_inspect_svg_draws_what_the_golden_logs_last_recovery_kept_and_reset() {
-    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden-log-v1");
+    let golden = crate::support::workspace().join("host/tests/data/golden-log-v1");
     let tmp = tempfile::tempdir().expect("tempdir");
     let svg_path = tmp.path().join("golden.svg");
     let html_path = tmp.path().join("golden.html");

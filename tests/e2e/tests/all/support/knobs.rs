@@ -256,6 +256,14 @@ pub fn run(opts: &RunOptions, knobs: &Knobs) -> Result<Summary, Stopped> {
     })
 }
 
+/// Runs the binary with test knobs and asserts the job finished.
+///
+/// # Panics
+/// If the run stopped before it had a summary, or the job did not finish.
+pub fn run_ok_with(opts: &RunOptions, knobs: &Knobs) -> Summary {
+    super::job::assert_finished(run(opts, knobs).unwrap_or_else(|e| panic!("the job starts: {e}")))
+}
+
 /// How a run with a simulated crash ([`run_to_crash`]) ended.
 #[derive(Debug)]
 pub enum CrashRun {

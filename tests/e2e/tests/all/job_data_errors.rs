@@ -274,7 +274,7 @@ fn a_record_a_source_reader_refuses_fails_at_once_naming_the_file_and_the_reader
     let tmp = tempfile::tempdir().expect("tempdir");
     let input = tmp.path().join("fw");
     std::fs::create_dir_all(&input).expect("input");
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/fixed-width");
+    let examples = crate::support::workspace().join("examples/fixed-width");
     let text = std::fs::read_to_string(examples.join("accounts-1.txt")).expect("example");
     // The second line's balance (bytes 28..40) is not a number.
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();

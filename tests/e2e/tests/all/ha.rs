@@ -18,9 +18,7 @@
 //!   the same workers, none of which warns that it lost a coordinator.
 
 use std::collections::BTreeMap;
-use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 use crate::support::crash::{
@@ -28,6 +26,7 @@ use crate::support::crash::{
     log_dir, output_dir, sorted_output,
 };
 use crate::support::etcd::Etcd;
+use crate::support::process::{Process, Waited, killed_by_sigkill, last_lines};
 use crate::support::segment_files;
 use crate::support::ui::{http, sample};
 use crate::support::workers::{Workers, external_args, free_port};
@@ -45,8 +44,6 @@ const STEP: Duration = Duration::from_secs(120);
 /// they notice the old one is gone after [`HEARTBEAT_MS`] and look the
 /// leader up in etcd (backoff at most 1 s).
 const TURN_WITHIN: Duration = Duration::from_secs(30);
-/// SIGKILL's number.
-const SIGKILL: i32 = 9;
 
 /// One `coordhost run JOB --ha ETCD` process of a test, named (`A`, `B`)
 /// so that its files can be told apart: stdout and stderr in
@@ -54,8 +51,7 @@ const SIGKILL: i32 = 9;
 /// Dropping it kills it (SIGKILL also ends a stopped process).
 pub(crate) struct Coordinator {
     name: &'static str,
-    child: Child,
-    stderr: PathBuf,
+    process: Process,
     summary: PathBuf,
     /// Folders whose `*.err` files (e.g. the workers') failure messages
     /// show too.
@@ -81,15 +77,10 @@ impl Coordinator {
 
     /// The coordinator `name` of a process [`crate::support::etcd::spawn_ha_run_as`] started.
     pub(crate) fn of(name: &'static str, run: crate::support::etcd::HaRun) -> Self {
-        let crate::support::etcd::HaRun {
-            child,
-            stderr,
-            summary,
-        } = run;
+        let crate::support::etcd::HaRun { process, summary } = run;
         Self {
             name,
-            child,
-            stderr,
+            process,
             summary,
             also_show: Vec::new(),
         }
@@ -97,7 +88,7 @@ impl Coordinator {
 
     /// Its whole stderr so far.
     pub(crate) fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+        self.process.stderr()
     }
 
     /// Its stderr, labelled, for failure messages.
@@ -105,7 +96,7 @@ impl Coordinator {
         let mut text = format!(
             "--- stderr of coordinator {} ({}) ---\n{}",
             self.name,
-            self.stderr.display(),
+            self.process.stderr_path().display(),
             self.stderr()
         );
         for dir in &self.also_show {
@@ -119,9 +110,7 @@ impl Coordinator {
             files.sort();
             for f in files {
                 let t = std::fs::read_to_string(&f).unwrap_or_default();
-                let lines: Vec<&str> = t.lines().collect();
-                let from = lines.len().saturating_sub(30);
-                text += &format!("\n--- {} ---\n{}", f.display(), lines[from..].join("\n"));
+                text += &format!("\n--- {} ---\n{}", f.display(), last_lines(&t, 30));
             }
         }
         text
@@ -134,24 +123,26 @@ impl Coordinator {
     /// If the process ends first or the line does not come in time.
     pub(crate) fn wait_for_line(&mut self, needle: &str) -> (String, Instant) {
         let deadline = Instant::now() + STEP;
-        loop {
-            if let Some(line) = self.stderr().lines().find(|l| l.contains(needle)) {
-                return (line.to_owned(), Instant::now());
-            }
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                panic!(
-                    "coordinator {} ended ({status}) before printing `{needle}`\n{}",
-                    self.name,
-                    self.context()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
+        let stderr = self.process.stderr_path().to_path_buf();
+        let seen = self
+            .process
+            .poll_until(deadline, Duration::from_millis(10), || {
+                let text = std::fs::read_to_string(&stderr).unwrap_or_default();
+                let line = text.lines().find(|l| l.contains(needle))?.to_owned();
+                Some((line, Instant::now()))
+            });
+        match seen {
+            Ok(seen) => seen,
+            Err(Waited::Ended(status)) => panic!(
+                "coordinator {} ended ({status}) before printing `{needle}`\n{}",
+                self.name,
+                self.context()
+            ),
+            Err(Waited::TimedOut) => panic!(
                 "coordinator {} did not print `{needle}` within {STEP:?}\n{}",
                 self.name,
                 self.context()
-            );
-            std::thread::sleep(Duration::from_millis(10));
+            ),
         }
     }
 
@@ -160,67 +151,45 @@ impl Coordinator {
     /// # Panics
     /// If this process ends first (`what` says what was awaited) or time
     /// runs out.
-    pub(crate) fn poll_until<T>(
-        &mut self,
-        what: &str,
-        mut condition: impl FnMut() -> Option<T>,
-    ) -> T {
+    pub(crate) fn poll_until<T>(&mut self, what: &str, condition: impl FnMut() -> Option<T>) -> T {
         let deadline = Instant::now() + STEP;
-        loop {
-            if let Some(t) = condition() {
-                return t;
-            }
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                panic!(
-                    "coordinator {} ended ({status}) before {what}\n{}",
-                    self.name,
-                    self.context()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{what}: not within {STEP:?}\n{}",
+        let polled = self
+            .process
+            .poll_until(deadline, Duration::from_millis(20), condition);
+        match polled {
+            Ok(t) => t,
+            Err(Waited::Ended(status)) => panic!(
+                "coordinator {} ended ({status}) before {what}\n{}",
+                self.name,
                 self.context()
-            );
-            std::thread::sleep(Duration::from_millis(20));
+            ),
+            Err(Waited::TimedOut) => panic!("{what}: not within {STEP:?}\n{}", self.context()),
         }
     }
 
     /// Whether the process has ended.
     pub(crate) fn ended(&mut self) -> bool {
-        !matches!(self.child.try_wait(), Ok(None))
+        !self.process.is_running()
     }
 
     /// Sends `signal` to it with `kill -SIG`.
     pub(crate) fn signal(&self, signal: &str) {
-        let pid = self.child.id();
-        let ok = std::process::Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(pid.to_string())
-            .status()
-            .expect("run kill");
-        assert!(
-            ok.success(),
-            "kill -{signal} {pid} (coordinator {})",
-            self.name
-        );
+        self.process.signal(signal);
     }
 
     /// SIGKILLs it and reaps it; checks it died of the signal (it had not
     /// ended on its own before).
     pub(crate) fn kill(&mut self) {
-        if let Ok(Some(status)) = self.child.try_wait() {
+        if let Some(status) = self.process.try_wait() {
             panic!(
                 "coordinator {} had already ended ({status}) before the kill\n{}",
                 self.name,
                 self.context()
             );
         }
-        self.child.kill().expect("SIGKILL coordhost");
-        let status = self.child.wait().expect("reap coordhost");
-        assert_eq!(
-            status.signal(),
-            Some(SIGKILL),
+        let status = self.process.kill();
+        assert!(
+            killed_by_sigkill(status),
             "coordinator {} ended {status}, not by the kill\n{}",
             self.name,
             self.context()
@@ -233,22 +202,15 @@ impl Coordinator {
     /// # Panics
     /// If it still runs after `within` (it is killed first).
     pub(crate) fn wait(&mut self, within: Duration) -> (Option<i32>, Instant) {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return (status.code(), Instant::now());
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!(
-                    "coordinator {} did not end within {within:?}; killed it\n{}",
-                    self.name,
-                    self.context()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        if let Some(status) = self.process.wait_until(Instant::now() + within) {
+            return (status.code(), Instant::now());
         }
+        self.process.kill_quietly();
+        panic!(
+            "coordinator {} did not end within {within:?}; killed it\n{}",
+            self.name,
+            self.context()
+        );
     }
 
     /// Waits (at most [`STEP`]) until it ends and checks it finished the
@@ -277,8 +239,7 @@ impl Coordinator {
 
 impl Drop for Coordinator {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.kill_quietly();
     }
 }
 
@@ -935,7 +896,6 @@ fn a_paused_leader_is_deposed_and_stops_without_writing_publishing_or_commanding
     );
 }
 
-#[cfg(feature = "failpoints")]
 /// The events of the run that ended with A's `JobFailed`: the job's log,
 /// or, once B and then C led (C sets the failed run's log aside as
 /// `log.discarded-*` and starts a new one), the set-aside log. B and C can
@@ -995,7 +955,6 @@ fn inspect_events(log: &Path) -> Vec<serde_json::Value> {
 
 /// `FAILPOINTS` that make every attempt (0–5) of sink subtask 0 fail at
 /// once: with `max-attempts = 3` the job fails (a task ran out of attempts).
-#[cfg(feature = "failpoints")]
 fn sink_always_fails() -> String {
     (0..6)
         .map(|a| format!("task::fail::{SINK}::0::{a}=return(0)"))
@@ -1012,7 +971,6 @@ fn sink_always_fails() -> String {
 /// runs the job from scratch; D leads after C finished, sees that the run
 /// it was started to replace is gone, and does not discard C's (it finds
 /// the job finished).
-#[cfg(feature = "failpoints")]
 #[test]
 fn a_failed_job_is_not_run_again_by_the_next_leader_and_fresh_runs_it_once() {
     let fx = Fixture::words();

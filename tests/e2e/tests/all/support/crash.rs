@@ -4,9 +4,9 @@
 //!
 //! - [`WordJob`] writes the job file (word count over a generated folder,
 //!   sources and sink slowed with `record-delay-us`, recovery settings).
-//! - [`Coordhost::start`] spawns the binary; [`Running::kill`] sends SIGKILL
-//!   (`std::process::Child::kill`); [`Running::finish`] waits for the end and
-//!   reads the `--summary-json` file into a [`RunSummary`].
+//! - [`Coordhost::start`] spawns the binary (a [`Process`]); [`Running::kill`]
+//!   sends SIGKILL; [`Running::finish`] waits for the end and reads the
+//!   `--summary-json` file into a [`RunSummary`].
 //! - [`EventLog::read`] runs `coordhost log inspect <data>/<job> --json` and
 //!   answers "which subtasks of a vertex are finished" the way recovery
 //!   replays it (a reset removes the subtask again).
@@ -15,11 +15,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt as _;
-use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ExitStatus};
-use std::time::{Duration, Instant};
+use std::process::ExitStatus;
+use std::time::Duration;
 
+use super::process::{Logs, Process, Waited, coordhost, killed_by_sigkill};
 use super::{cache_dir, expected_word_counts, plugin_path, published_lines};
 use serde_json::Value;
 
@@ -34,8 +34,6 @@ pub const DEFAULT_SEED: u64 = 0x00c0_ffee_2024_0383;
 /// Longest any single `coordhost` process may take before the test calls it
 /// hung (a guard against a wedged test, not a timing assertion).
 pub const HANG_GUARD: Duration = Duration::from_secs(240);
-/// SIGKILL's number, to check how a killed child ended.
-const SIGKILL: i32 = 9;
 
 /// The seed of this test run: `COORDHOST_CRASH_SEED` (decimal or `0x` hex),
 /// else [`DEFAULT_SEED`]. Printed by the caller so a failure can be replayed.
@@ -158,7 +156,7 @@ impl WordJob {
     pub fn write(&self, path: &Path) -> PathBuf {
         let input = self.input.display();
         let text = format!(
-            r#"# Written by host/tests/all/support/crash.rs: word count for the crash tests.
+            r#"# Written by tests/e2e/tests/all/support/crash.rs: word count for the crash tests.
 [job]
 name = "{JOB}"
 workers = {workers}
@@ -318,18 +316,13 @@ impl Coordhost {
     pub fn start(&mut self) -> Running {
         self.starts += 1;
         let _absent = std::fs::remove_file(&self.summary);
-        let stem = self.data_dir.display().to_string();
-        let stdout = PathBuf::from(format!("{stem}.run{}.out", self.starts));
-        let stderr = PathBuf::from(format!("{stem}.run{}.err", self.starts));
-        let file = |p: &Path| {
-            std::fs::File::create(p).unwrap_or_else(|e| panic!("create {}: {e}", p.display()))
-        };
-        let mut command = crate::support::coordhost();
+        let stem = PathBuf::from(format!("{}.run{}", self.data_dir.display(), self.starts));
+        let mut command = coordhost();
         if let Some(filter) = self.log {
             command.env("COORDHOST_LOG", filter);
         }
-        command.envs(self.env.iter().map(|(k, v)| (k, v)));
-        let child = command
+        command
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .arg("--cache-dir")
             .arg(cache_dir())
             .arg("run")
@@ -338,16 +331,10 @@ impl Coordhost {
             .arg(&self.data_dir)
             .arg("--summary-json")
             .arg(&self.summary)
-            .args(&self.extra_args)
-            .stdout(file(&stdout))
-            .stderr(file(&stderr))
-            .spawn()
-            .expect("spawn coordhost");
+            .args(&self.extra_args);
         Running {
-            child,
-            started: Instant::now(),
+            process: Process::spawn("coordhost run", &mut command, Logs::pair(&stem)),
             summary: self.summary.clone(),
-            stderr,
             data_dir: self.data_dir.clone(),
         }
     }
@@ -365,10 +352,8 @@ impl Coordhost {
 /// A `coordhost run` process that is running (or has just ended, unreaped).
 #[derive(Debug)]
 pub struct Running {
-    child: Child,
-    started: Instant,
+    process: Process,
     summary: PathBuf,
-    stderr: PathBuf,
     data_dir: PathBuf,
 }
 
@@ -396,12 +381,12 @@ pub struct Finished {
 impl Running {
     /// The process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.process.pid()
     }
 
     /// Time since the process was spawned.
     pub fn elapsed(&self) -> Duration {
-        self.started.elapsed()
+        self.process.elapsed()
     }
 
     /// SIGKILLs the process (`Child::kill` sends SIGKILL on Unix) and reaps
@@ -412,13 +397,12 @@ impl Running {
     /// If the kill fails, or the process ended in another way than SIGKILL
     /// or a finished job.
     pub fn kill(mut self) -> Kill {
-        if let Ok(Some(_)) = self.child.try_wait() {
+        if self.process.try_wait().is_some() {
             return Kill::TooLate(self.finish());
         }
-        let after = self.started.elapsed();
-        self.child.kill().expect("SIGKILL coordhost");
-        let status = self.child.wait().expect("reap coordhost");
-        if status.signal() == Some(SIGKILL) {
+        let after = self.process.elapsed();
+        let status = self.process.kill();
+        if killed_by_sigkill(status) {
             return Kill::Killed { after };
         }
         // It ended on its own between `try_wait` and `kill`.
@@ -446,12 +430,12 @@ impl Running {
         let status = self.wait_guarded();
         Exited {
             code: status.code(),
-            stderr: std::fs::read_to_string(&self.stderr).unwrap_or_default(),
+            stderr: self.process.stderr(),
         }
     }
 
     fn finish_with(&mut self, status: ExitStatus) -> Finished {
-        let elapsed = self.started.elapsed();
+        let elapsed = self.process.elapsed();
         assert!(
             status.success(),
             "coordhost run on {} ended with {status} after {elapsed:?}.\n{}",
@@ -488,53 +472,41 @@ impl Running {
     /// Waits until the process ends, at most [`HANG_GUARD`]; then kills it
     /// and panics with the end of its stderr.
     fn wait_guarded(&mut self) -> ExitStatus {
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status;
-            }
-            if self.started.elapsed() > HANG_GUARD {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!(
-                    "coordhost run on {} did not end within {HANG_GUARD:?}; killed it.\n{}",
-                    self.data_dir.display(),
-                    self.stderr_tail()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        let deadline = self.process.started() + HANG_GUARD;
+        if let Some(status) = self.process.wait_until(deadline) {
+            return status;
         }
+        self.process.kill_quietly();
+        panic!(
+            "coordhost run on {} did not end within {HANG_GUARD:?}; killed it.\n{}",
+            self.data_dir.display(),
+            self.stderr_tail()
+        );
     }
 
     /// The last 40 lines of the process's stderr, for failure messages.
     pub fn stderr_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.stderr).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let from = lines.len().saturating_sub(40);
         format!(
             "--- stderr of coordhost ({}) ---\n{}",
-            self.stderr.display(),
-            lines[from..].join("\n")
+            self.process.stderr_path().display(),
+            self.process.stderr_tail(40)
         )
     }
 
     /// Polls `condition` every 5 ms until it returns `Some`, or the process
     /// ends first (`Err` with how it ended: the kill will come too late).
-    pub fn poll_until<T>(&mut self, mut condition: impl FnMut() -> Option<T>) -> Result<T, String> {
-        loop {
-            if let Some(t) = condition() {
-                return Ok(t);
-            }
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return Err(format!(
-                    "the process ended ({status}) after {:?} before the condition held",
-                    self.started.elapsed()
-                ));
-            }
-            if self.started.elapsed() > HANG_GUARD {
-                return Err(format!("the condition did not hold within {HANG_GUARD:?}"));
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+    pub fn poll_until<T>(&mut self, condition: impl FnMut() -> Option<T>) -> Result<T, String> {
+        let deadline = self.process.started() + HANG_GUARD;
+        let polled = self
+            .process
+            .poll_until(deadline, Duration::from_millis(5), condition);
+        polled.map_err(|why| match why {
+            Waited::Ended(status) => format!(
+                "the process ended ({status}) after {:?} before the condition held",
+                self.process.elapsed()
+            ),
+            Waited::TimedOut => format!("the condition did not hold within {HANG_GUARD:?}"),
+        })
     }
 }
 

@@ -11,8 +11,10 @@
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use super::process::{Logs, Process};
 
 /// Longest wait for etcd to answer healthy after a start (generous: a
 /// loaded 2-core machine; etcd itself is ready in under a second).
@@ -28,7 +30,7 @@ pub struct Etcd {
     dir: PathBuf,
     client_port: u16,
     peer_port: u16,
-    child: Option<Child>,
+    process: Option<Process>,
     starts: u32,
     /// TLS: the folder of `coordhost cluster certs ... --etcd-host
     /// 127.0.0.1` (`ca.pem`, `etcd.pem`, `etcd.key`); clients must present
@@ -85,7 +87,7 @@ impl Etcd {
             host: host.to_owned(),
             client_port: free_port(host),
             peer_port: free_port(host),
-            child: None,
+            process: None,
             starts: 0,
             tls: None,
             metrics_port: 0,
@@ -120,7 +122,7 @@ impl Etcd {
             host: host.to_owned(),
             client_port: free_port(host),
             peer_port: free_port(host),
-            child: None,
+            process: None,
             starts: 0,
             tls: Some(pki.to_path_buf()),
             metrics_port: free_port(host),
@@ -143,9 +145,8 @@ impl Etcd {
 
     /// SIGKILLs etcd and reaps it (nothing happens if it is not running).
     pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+        if let Some(mut p) = self.process.take() {
+            p.kill_quietly();
         }
     }
 
@@ -180,9 +181,6 @@ impl Etcd {
     fn spawn(&mut self) {
         self.starts += 1;
         let log = self.log_path(self.starts);
-        let out =
-            std::fs::File::create(&log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
-        let err = out.try_clone().expect("clone the log file");
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         let client = format!("{scheme}://{}:{}", self.host, self.client_port);
         let peer = format!("http://{}:{}", self.host, self.peer_port);
@@ -199,7 +197,7 @@ impl Etcd {
                 .arg("--listen-metrics-urls")
                 .arg(format!("http://{}:{}", self.host, self.metrics_port));
         }
-        let child = command
+        command
             .arg("--name")
             .arg("e1")
             .arg("--data-dir")
@@ -218,12 +216,9 @@ impl Etcd {
             .arg("10")
             .arg("--election-timeout")
             .arg("100")
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {}: {e}", self.binary.display()));
-        self.child = Some(child);
+            .stdin(Stdio::null());
+        let name = format!("etcd ({})", self.binary.display());
+        self.process = Some(Process::spawn(name, &mut command, Logs::one(&log)));
         self.wait_healthy();
     }
 
@@ -231,10 +226,10 @@ impl Etcd {
     fn wait_healthy(&mut self) {
         let deadline = Instant::now() + READY_WITHIN;
         loop {
-            if let Some(c) = self.child.as_mut()
-                && let Ok(Some(status)) = c.try_wait()
+            if let Some(p) = self.process.as_mut()
+                && let Some(status) = p.try_wait()
             {
-                self.child = None;
+                self.process = None;
                 panic!(
                     "etcd exited ({status}) before it was healthy on {}\n{}",
                     self.endpoint(),
@@ -286,13 +281,12 @@ impl Drop for Etcd {
     }
 }
 
-/// The files of one `coordhost run --ha` process started by
-/// [`spawn_ha_run`]: `<base>/<name>.err`, `.out` and `.summary.json`.
+/// One `coordhost run --ha` process started by [`spawn_ha_run`], with its
+/// files `<base>/<name>.err`, `.out` (the process's [`Logs`]) and
+/// `.summary.json`.
 pub struct HaRun {
     /// The process.
-    pub child: std::process::Child,
-    /// Its stderr file.
-    pub stderr: std::path::PathBuf,
+    pub process: Process,
     /// Its `--summary-json` file.
     pub summary: std::path::PathBuf,
 }
@@ -314,7 +308,7 @@ pub fn spawn_ha_run(
     extra: &[String],
 ) -> HaRun {
     spawn_ha_run_as(
-        super::coordhost(),
+        super::process::coordhost(),
         name,
         job,
         data,
@@ -346,12 +340,8 @@ pub fn spawn_ha_run_as(
     extra: &[String],
 ) -> HaRun {
     std::fs::create_dir_all(base).expect("create the coordinators' folder");
-    let stderr = base.join(format!("{name}.err"));
     let summary = base.join(format!("{name}.summary.json"));
-    let file = |p: &std::path::Path| {
-        std::fs::File::create(p).unwrap_or_else(|e| panic!("create {}: {e}", p.display()))
-    };
-    let child = command
+    command
         .arg("--cache-dir")
         .arg(super::cache_dir())
         .arg("run")
@@ -364,14 +354,13 @@ pub fn spawn_ha_run_as(
         .arg(etcd.url())
         .arg("--ha-lease-ttl-s")
         .arg(ttl_s.to_string())
-        .args(extra)
-        .stdout(file(&base.join(format!("{name}.out"))))
-        .stderr(file(&stderr))
-        .spawn()
-        .expect("spawn coordhost run");
+        .args(extra);
     HaRun {
-        child,
-        stderr,
+        process: Process::spawn(
+            format!("coordhost run --ha ({name})"),
+            &mut command,
+            Logs::pair(&base.join(name)),
+        ),
         summary,
     }
 }

@@ -394,7 +394,6 @@ fn a_bad_partition_declaration_is_refused_naming_the_field() {
     }
 }
 
-#[cfg(feature = "failpoints")]
 #[test]
 fn a_coordinator_crash_after_the_scan_reruns_to_the_same_answer_without_reading_again() {
     use crate::support::job::options;
