@@ -385,17 +385,3 @@ impl JobMaster {
         }
     }
 }
-
-/// Whether the operator chain `operators` holds a SQL stage whose scan
-/// reads `table` through a source reader.
-pub(super) fn scans_table(operators: &[crate::graph::Operator], table: &str) -> bool {
-    operators.iter().any(|op| {
-        matches!(
-            op,
-            crate::graph::Operator::Stage(crate::graph::StagePlan {
-                source: Some(source),
-                ..
-            }) if matches!(source.files(), crate::graph::StageSource::Reader { table: t, .. } if t == table)
-        )
-    })
-}

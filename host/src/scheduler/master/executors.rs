@@ -14,7 +14,6 @@ use std::sync::mpsc::Sender;
 use coordhost_core::executor::{Executor, IN_PROCESS, WorkerId};
 
 use super::Message;
-use super::deploy::scans_table;
 use crate::grant::Grants;
 use crate::graph::{AttemptId, JobVertex};
 use crate::remote::{
@@ -232,4 +231,18 @@ impl RemoteTasks {
             fail_after: None,
         }
     }
+}
+
+/// Whether the operator chain `operators` holds a SQL stage whose scan
+/// reads `table` through a source reader.
+fn scans_table(operators: &[crate::graph::Operator], table: &str) -> bool {
+    operators.iter().any(|op| {
+        matches!(
+            op,
+            crate::graph::Operator::Stage(crate::graph::StagePlan {
+                source: Some(source),
+                ..
+            }) if matches!(source.files(), crate::graph::StageSource::Reader { table: t, .. } if t == table)
+        )
+    })
 }
