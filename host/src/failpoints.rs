@@ -1,8 +1,9 @@
 //! The test knobs of the host, as fail points of the [`fail`] crate
 //! (the way raft-engine injects faults): compiled only with the
-//! `failpoints` cargo feature, which the test command (`make test`) turns
-//! on and a release build leaves off, so a shipped `coordhost` has none of
-//! this code.
+//! `failpoints` cargo feature, which the test command (`make test`) and the
+//! end-to-end tests' package (`coordhost-e2e`, for its binary
+//! `coordhost-under-test`) turn on and a release build leaves off, so a
+//! shipped `coordhost` has none of this code.
 //!
 //! The `coordhost` binary reads the `FAILPOINTS` environment variable at
 //! start (`name=actions;name=actions`, [`fail::FailScenario::setup`]); a
