@@ -556,14 +556,12 @@ impl Executor for VirtualWorkers {
     /// As the binary's `Cluster::pick_worker`: not avoided first, then the
     /// fewest attempts placed, then the lowest id. Workers are never all lost.
     fn pick_worker(&self, avoid: &BTreeSet<WorkerId>) -> Option<WorkerId> {
-        (0..self.count).map(worker_name).min_by_key(|w| {
-            let load = self
-                .placed
-                .values()
-                .filter(|&&n| worker_name(n) == *w)
-                .count();
-            (avoid.contains(w), load, w.clone())
-        })
+        (0..self.count)
+            .min_by_key(|&n| {
+                let load = self.placed.values().filter(|&&on| on == n).count();
+                (avoid.contains(&worker_name(n)), load, n)
+            })
+            .map(worker_name)
     }
 
     fn deploy(&mut self, attempt: AttemptId, (): (), worker: &str) -> Result<(), String> {
