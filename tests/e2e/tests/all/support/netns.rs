@@ -142,7 +142,80 @@ impl Netns {
             ip_ok(&["-n", &ns, "link", "set", &inner, "up"]);
             ip_ok(&["-n", &ns, "link", "set", "lo", "up"]);
         }
+        net.wait_until_each_reaches_the_bridge();
         net
+    }
+
+    /// Waits until a TCP connection from inside every namespace reaches a
+    /// listener on the bridge's address. A new veth's carrier and its
+    /// bridge port come up asynchronously (the kernel's link watch may
+    /// defer the change by up to a second, longer on a loaded machine):
+    /// until then frames and the ARP request are dropped, and a process
+    /// started at once (a coordinator's first etcd request with a 2 s
+    /// connect timeout) can time out. Tries every 200 ms per namespace
+    /// (`bash`'s `/dev/tcp`, under `timeout 2`), for at most 30 s.
+    ///
+    /// # Panics
+    /// If a namespace still cannot connect after 30 s (the namespace and
+    /// the last error).
+    fn wait_until_each_reaches_the_bridge(&self) {
+        let listener = std::net::TcpListener::bind((self.bridge_ip().as_str(), 0))
+            .unwrap_or_else(|e| panic!("listening on the bridge {}: {e}", self.bridge_ip()));
+        let port = listener.local_addr().expect("listener address").port();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let script = format!("exec 3<>/dev/tcp/{}/{port}", self.bridge_ip());
+        for name in &self.names {
+            for tries in 1.. {
+                let out = Command::new(ip_binary())
+                    .args(["netns", "exec", name, "timeout", "2", "bash", "-c", &script])
+                    .stdin(Stdio::null())
+                    .output()
+                    .expect("run `ip netns exec ... bash`");
+                if out.status.success() {
+                    if tries > 1 {
+                        eprintln!("namespace {name} reached the bridge at try {tries}");
+                    }
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "namespace {name} cannot reach {}:{port} on the bridge after 30 s ({}): {}\n{}",
+                    self.bridge_ip(),
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim(),
+                    self.links_and_neighbours(name)
+                );
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+        }
+        // Connections the backlog took are dropped with the listener.
+        drop(listener);
+    }
+
+    /// What `ip` says of namespace `name`'s links and neighbours and of the
+    /// bridge's ports: for the message of a namespace that cannot reach the
+    /// bridge.
+    fn links_and_neighbours(&self, name: &str) -> String {
+        let bridge = self.bridge.clone().unwrap_or_default();
+        [
+            vec!["-n", name, "-d", "link"],
+            vec!["-n", name, "neigh"],
+            vec!["-d", "link", "show", "master", &bridge],
+            vec!["-d", "link", "show", &bridge],
+        ]
+        .iter()
+        .map(|args| {
+            let out = Command::new(ip_binary())
+                .args(args)
+                .stdin(Stdio::null())
+                .output();
+            let text = out.map_or_else(
+                |e| e.to_string(),
+                |o| String::from_utf8_lossy(&o.stdout).into_owned(),
+            );
+            format!("--- ip {} ---\n{text}", args.join(" "))
+        })
+        .collect()
     }
 
     /// The bridge's address (in the root namespace).
