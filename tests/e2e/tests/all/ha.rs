@@ -56,6 +56,9 @@ pub(crate) struct Coordinator {
     /// Folders whose `*.err` files (e.g. the workers') failure messages
     /// show too.
     pub(crate) also_show: Vec<PathBuf>,
+    /// What else a failure message shows (e.g. the network namespaces'
+    /// links and neighbours, [`crate::support::netns::Netns::describer`]).
+    pub(crate) also_describe: Option<Box<dyn Fn() -> String>>,
 }
 
 impl Coordinator {
@@ -83,6 +86,7 @@ impl Coordinator {
             process,
             summary,
             also_show: Vec::new(),
+            also_describe: None,
         }
     }
 
@@ -112,6 +116,9 @@ impl Coordinator {
                 let t = std::fs::read_to_string(&f).unwrap_or_default();
                 text += &format!("\n--- {} ---\n{}", f.display(), last_lines(&t, 30));
             }
+        }
+        if let Some(describe) = &self.also_describe {
+            text += &describe();
         }
         text
     }

@@ -89,20 +89,15 @@ fn the_standby_takes_over_a_killed_leader_with_tls_to_etcd_and_between_peers_in_
         let listen = format!("{}:{PORT}", net.ip(ns));
         let mut extra = external_args(&listen, WORKERS, HEARTBEAT_MS);
         extra.extend(flags(&pki, "coordinator"));
+        // Each try to reach etcd at the start shows, with its time.
+        let mut command = coordhost_in(net.name(ns));
+        command.env("COORDHOST_LOG", "warn,coordhost::ha=debug");
         let mut c = Coordinator::of(
             name,
-            spawn_ha_run_as(
-                coordhost_in(net.name(ns)),
-                name,
-                &file,
-                &data,
-                &etcd,
-                TTL_S,
-                &base,
-                &extra,
-            ),
+            spawn_ha_run_as(command, name, &file, &data, &etcd, TTL_S, &base, &extra),
         );
         c.also_show.push(fx.path("workers"));
+        c.also_describe = Some(Box::new(net.describer()));
         c
     };
     let mut a = spawn("A", 0);

@@ -196,26 +196,16 @@ impl Netns {
     /// bridge's ports: for the message of a namespace that cannot reach the
     /// bridge.
     fn links_and_neighbours(&self, name: &str) -> String {
+        describe(&self.bridge.clone().unwrap_or_default(), &[name.to_owned()])
+    }
+
+    /// A function that says what `ip` shows of every namespace's links and
+    /// neighbours and of the bridge's ports when it is called (for a test's
+    /// failure message: the state at the failure).
+    pub fn describer(&self) -> impl Fn() -> String + 'static {
         let bridge = self.bridge.clone().unwrap_or_default();
-        [
-            vec!["-n", name, "-d", "link"],
-            vec!["-n", name, "neigh"],
-            vec!["-d", "link", "show", "master", &bridge],
-            vec!["-d", "link", "show", &bridge],
-        ]
-        .iter()
-        .map(|args| {
-            let out = Command::new(ip_binary())
-                .args(args)
-                .stdin(Stdio::null())
-                .output();
-            let text = out.map_or_else(
-                |e| e.to_string(),
-                |o| String::from_utf8_lossy(&o.stdout).into_owned(),
-            );
-            format!("--- ip {} ---\n{text}", args.join(" "))
-        })
-        .collect()
+        let names = self.names.clone();
+        move || describe(&bridge, &names)
     }
 
     /// The bridge's address (in the root namespace).
@@ -384,6 +374,33 @@ impl Drop for Netns {
             let _ = ip(&["link", "delete", bridge]);
         }
     }
+}
+
+/// What `ip` shows of the links and neighbours of namespaces `names` and
+/// of `bridge` and its ports.
+fn describe(bridge: &str, names: &[String]) -> String {
+    let mut commands: Vec<Vec<&str>> = Vec::new();
+    for name in names {
+        commands.push(vec!["-n", name, "-d", "link"]);
+        commands.push(vec!["-n", name, "neigh"]);
+    }
+    commands.push(vec!["-d", "link", "show", "master", bridge]);
+    commands.push(vec!["-d", "link", "show", bridge]);
+    commands.push(vec!["neigh", "show", "dev", bridge]);
+    commands
+        .iter()
+        .map(|args| {
+            let out = Command::new(ip_binary())
+                .args(args)
+                .stdin(Stdio::null())
+                .output();
+            let text = out.map_or_else(
+                |e| e.to_string(),
+                |o| String::from_utf8_lossy(&o.stdout).into_owned(),
+            );
+            format!("\n--- ip {} ---\n{text}", args.join(" "))
+        })
+        .collect()
 }
 
 /// The `coordhost` binary run inside namespace `ns`, as
