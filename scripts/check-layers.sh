@@ -5,7 +5,7 @@
 # `use crate::{...}` groups over several lines, and inline paths; `super::`
 # paths that climb to the crate root count too), comments left out. Names that
 # lib.rs re-exports from the workspace's crates (`pub use coordhost_model::
-# {graph, value};`) lie below every floor: Cargo keeps those arrows. Prints one
+# {graph, value};`, `pub use coordhost_ha as ha;`) lie below every floor: Cargo keeps those arrows. Prints one
 # line per violation and exits 1 when there is any:
 #   - an import of a module on the same or a higher floor (scheduler/ and
 #     recovery/ share a floor: they never import each other);
@@ -23,7 +23,7 @@ set -euo pipefail
 FLOORS='
 0 files failpoints rpc tls objstore
 1 grant events
-2 shuffle plugin ha sql ui
+2 shuffle plugin sql ui
 3 config runtime coordinator
 4 remote
 5 scheduler recovery
@@ -50,7 +50,8 @@ check() {
     # coordhost_core::{plan, snapshot};`): below every floor, their own
     # arrows kept by Cargo (docs/architecture.md, "Crates").
     local crates
-    crates=$(sed -n 's/^pub use coordhost_[a-z_]*::{\{0,1\}\([a-z_, ]*\)}\{0,1\};$/\1/p' "$src/lib.rs" 2>/dev/null | tr ',\n' '  ')
+    crates=$( (sed -n 's/^pub use coordhost_[a-z_]*::{\{0,1\}\([a-z_, ]*\)}\{0,1\};$/\1/p' "$src/lib.rs"
+        sed -n 's/^pub use coordhost_[a-z_]* as \([a-z_]*\);$/\1/p' "$src/lib.rs") 2>/dev/null | tr ',\n' '  ')
     (cd "$src" && awk -v floors="$FLOORS" -v modules="$modules" -v crates="$crates" -v prefix="${src%/}/" '
         BEGIN {
             n = split(floors, lines, "\n")

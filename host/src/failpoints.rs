@@ -22,7 +22,7 @@
 //! | `worker::fail-every-task` | in a `coordhost worker`: every attempt it runs fails after its first input records, as on a worker whose disk is full | none |
 //! | `coordinator::corrupt-component` | in `coordhost run` serving workers: the bytes of a component (a scalar function's or a source reader's) it sends a worker (`FetchComponent`) have their last byte flipped after the coordinator checked its file, as a transfer damaged on the way; the worker must refuse them | none |
 //! | `job::job-failed-not-recorded` | in `coordhost run`: a failed run's `JobFailed` cannot be made durable (as when the leadership is lost between the job's failure and its record); the run must not report the failure as the job's end | none |
-//! | `ha::blind-leader` | in `coordhost run --ha`: the leadership's fence always holds and a lost lease does not stop the process — a leader that does not know it was deposed (a long pause its clock did not see); with the event log on object storage only the conditional create of the log's next object stops it | none |
+//! | `ha::blind-leader` | in `coordhost run --ha`: the leadership's fence always holds and a lost lease does not stop the process — a leader that does not know it was deposed (a long pause its clock did not see); with the event log on object storage only the conditional create of the log's next object stops it | none (read in `coordhost-ha`, under its `failpoints` feature) |
 //!
 //! An argument that does not parse is refused with a panic naming the fail
 //! point: a test knob set wrong must not look like a passing run.
@@ -157,12 +157,4 @@ pub fn corrupt_component(mut bytes: Vec<u8>) -> Vec<u8> {
 #[must_use]
 pub fn job_failed_not_recorded() -> bool {
     fail::eval("job::job-failed-not-recorded", |_| ()).is_some()
-}
-
-/// Whether this leader is blind to the loss of its leadership (fail point
-/// `ha::blind-leader`): its fence always holds and a lost lease does not
-/// stop it.
-#[must_use]
-pub fn blind_leader() -> bool {
-    fail::eval("ha::blind-leader", |_| ()).is_some()
 }

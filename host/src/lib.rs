@@ -25,7 +25,6 @@ pub mod events;
 pub mod failpoints;
 pub mod files;
 pub mod grant;
-pub mod ha;
 pub mod job;
 pub mod kit;
 pub mod objstore;
@@ -42,4 +41,5 @@ pub mod ui;
 
 // The crates below the binary, under the names the modules had (docs/architecture.md, "Crates").
 pub use coordhost_core::{plan, snapshot};
+pub use coordhost_ha as ha;
 pub use coordhost_model::{graph, value};

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use etcd_client::{Client, ConnectOptions};
 
-use crate::events::Fence;
+use coordhost_log::Fence;
 
 /// Prefix of every election name: `coordhost/leader/<job>`.
 pub const ELECTION_PREFIX: &str = "coordhost/leader/";
@@ -687,7 +687,7 @@ fn keep_alive(
         }
         shared.lost.store(true, Ordering::SeqCst);
         #[cfg(feature = "failpoints")]
-        if crate::failpoints::blind_leader() {
+        if blind_leader() {
             tracing::warn!(
                 term = shared.term,
                 "test knob: the lease is lost, and this leader goes on as if it were not"
@@ -748,7 +748,7 @@ struct LeaseFence {
 impl Fence for LeaseFence {
     fn verify(&self) -> std::io::Result<()> {
         #[cfg(feature = "failpoints")]
-        if crate::failpoints::blind_leader() {
+        if blind_leader() {
             return Ok(());
         }
         if self.shared.holds() {
@@ -780,6 +780,15 @@ pub async fn leader_address(etcd: &EtcdUrl, job: &str) -> Result<Option<(u64, St
         Err(etcd_client::Error::GRpcStatus(s)) if s.message().contains("no leader") => Ok(None),
         Err(e) => Err(etcd.error("leader", e)),
     }
+}
+
+/// Whether the test knob `ha::blind-leader` is set (fail point
+/// `ha::blind-leader`): the leadership's fence always holds and a lost
+/// lease does not stop the process. Compiled only with the `failpoints`
+/// feature.
+#[cfg(feature = "failpoints")]
+fn blind_leader() -> bool {
+    fail::eval("ha::blind-leader", |_| ()).is_some()
 }
 
 #[cfg(test)]
