@@ -212,7 +212,7 @@ browser-deps:
 # coordhost-e2e) and the simulator's (tests/sim). The
 # compiled-component cache is shared by all tests ($(TEST_CACHE)), so each
 # component is compiled once (processes that want the same one at once take
-# turns: host/src/plugin/cache.rs); under CI's CARGO_TARGET_DIR it outlives the
+# turns: host/wasm/src/cache.rs); under CI's CARGO_TARGET_DIR it outlives the
 # clone as the build does (entries are keyed by the component's SHA-256 and the
 # engine's compatibility hash, so a stale one is never used). The host's
 # test knobs (fail points, host/src/failpoints.rs) are compiled in here

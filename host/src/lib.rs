@@ -23,12 +23,8 @@ pub mod coordinator;
 pub mod events;
 #[cfg(feature = "failpoints")]
 pub mod failpoints;
-pub mod files;
-pub mod grant;
 pub mod job;
 pub mod kit;
-pub mod objstore;
-pub mod plugin;
 pub mod recovery;
 pub mod remote;
 pub mod rpc;
@@ -42,4 +38,6 @@ pub mod ui;
 // The crates below the binary, under the names the modules had (docs/architecture.md, "Crates").
 pub use coordhost_core::{plan, snapshot};
 pub use coordhost_ha as ha;
+pub use coordhost_io::{files, grant, objstore};
 pub use coordhost_model::{graph, value};
+pub use coordhost_wasm as plugin;

@@ -267,7 +267,7 @@ fn signature_stable(
     sig: &FunctionSignature,
 ) -> Result<Option<String>, String> {
     for instance in 1..=2 {
-        let all = crate::plugin::query_signatures(plugin.inner(), 2).map_err(|e| said(&e))?;
+        let all = plugin.query_signatures(2).map_err(|e| said(&e))?;
         for (call, got) in all.iter().enumerate() {
             if got != sig {
                 return Err(format!(

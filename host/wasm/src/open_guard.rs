@@ -54,7 +54,7 @@ const OPEN_AT: &str = "[method]descriptor.open-at";
 ///
 /// # Errors
 /// What wasmtime says when the function cannot be defined.
-pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
+pub fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     let defined = linker.instance(FILESYSTEM_TYPES).and_then(|mut types| {
         types.func_wrap(
@@ -218,9 +218,9 @@ fn open_at(
     let opened = base.open_with(path, &opts)?.into_std();
     let ft = opened.metadata()?.file_type();
     if !(ft.is_file() || ft.is_dir()) {
-        return Err(refuse(crate::files::kind_of(&ft)));
+        return Err(refuse(coordhost_io::files::kind_of(&ft)));
     }
-    crate::files::clear_nonblocking(&opened)?;
+    coordhost_io::files::clear_nonblocking(&opened)?;
     if ft.is_dir() {
         Ok(Descriptor::Dir(WasiDir::new(
             opened,
@@ -260,7 +260,7 @@ mod tests {
     use super::*;
     use wasmtime_wasi::FsPerms;
 
-    use crate::files::test_support::mkfifo;
+    use coordhost_io::files::test_support::mkfifo;
 
     fn granted(dir: &std::path::Path, perms: FsPerms) -> WasiDir {
         let opened = std::fs::File::open(dir).expect("open the grant");
@@ -279,7 +279,7 @@ mod tests {
 
     #[test]
     fn a_fifo_is_refused_at_once_whether_read_or_written_and_a_file_opens() {
-        crate::files::test_support::within_deadline(|| {
+        coordhost_io::files::test_support::within_deadline(|| {
             let tmp = tempfile::tempdir().expect("tempdir");
             std::fs::write(tmp.path().join("file"), "x").expect("write");
             std::fs::create_dir(tmp.path().join("sub")).expect("mkdir");
@@ -317,7 +317,7 @@ mod tests {
 
     #[test]
     fn the_flags_and_permissions_of_wasmtime_wasi_still_hold() {
-        crate::files::test_support::within_deadline(|| {
+        coordhost_io::files::test_support::within_deadline(|| {
             let tmp = tempfile::tempdir().expect("tempdir");
             std::fs::write(tmp.path().join("file"), "x").expect("write");
             let ro = granted(tmp.path(), FsPerms::ReadOnly);

@@ -7,7 +7,7 @@
 //! object for the source readers.
 //!
 //! Plain values and the client; the plugin host serves the WIT
-//! `object-store` interface on top of it (`plugin/objects.rs`), the source
+//! `object-store` interface on top of it (`host/wasm/src/objects.rs`), the source
 //! readers read `s3://` splits through [`ObjectFile`].
 
 use std::collections::HashMap;
@@ -205,7 +205,7 @@ const WRITE_RETRY_MAX_PAUSE: Duration = Duration::from_secs(4);
 /// could not be reached, timed out or answered with a server error. An
 /// answer about the object (it exists, a precondition) or about who asks
 /// (credentials, a missing bucket) does not change on its own.
-pub(crate) fn is_transient(error: &object_store::Error) -> bool {
+pub fn is_transient(error: &object_store::Error) -> bool {
     use object_store::Error as E;
     match error {
         E::AlreadyExists { .. }
@@ -228,9 +228,9 @@ pub(crate) fn is_transient(error: &object_store::Error) -> bool {
 
 /// A write that failed for good: the last error, and how long and how
 /// often it was tried.
-pub(crate) struct WriteFailure {
+pub struct WriteFailure {
     /// The last error.
-    pub(crate) error: object_store::Error,
+    pub error: object_store::Error,
     tries: u32,
     spent: Duration,
 }
@@ -240,7 +240,7 @@ impl WriteFailure {
     /// error that the retries ran out.
     /// `whose` names the writes (`the log's writes`), `knob` how to give
     /// them longer, if there is a way.
-    pub(crate) fn describe(&self, budget: Duration, whose: &str, knob: Option<&str>) -> String {
+    pub fn describe(&self, budget: Duration, whose: &str, knob: Option<&str>) -> String {
         let said = classify(&self.error);
         if is_transient(&self.error) {
             format!(
@@ -260,7 +260,7 @@ impl WriteFailure {
 /// from [`WRITE_RETRY_FIRST_PAUSE`] up to [`WRITE_RETRY_MAX_PAUSE`], as long
 /// as the next try starts within `budget` of the first. Each try is itself
 /// bounded by the client's timeouts and its own few retries.
-pub(crate) async fn retrying<T, F, Fut>(
+pub async fn retrying<T, F, Fut>(
     budget: Duration,
     what: &str,
     mut attempt: F,
@@ -301,7 +301,7 @@ where
 pub const MULTIPART_ABOVE: u64 = 8 << 20;
 
 /// Why an upload failed.
-pub(crate) enum Upload {
+pub enum Upload {
     /// The staging file could not be read.
     Read(io::Error),
     /// The store refused or failed.
@@ -311,7 +311,7 @@ pub(crate) enum Upload {
 /// Uploads `file` (`size` bytes) as `path`: one PUT up to
 /// [`MULTIPART_ABOVE`], a multipart upload of 8 MiB parts above (aborted
 /// when it fails, so no unfinished upload is left).
-pub(crate) async fn upload(
+pub async fn upload(
     store: Arc<dyn object_store::ObjectStore>,
     path: object_store::path::Path,
     file: std::path::PathBuf,

@@ -16,13 +16,13 @@ use super::{
     PluginKind, ProducerDescriptor, ReportedPartition, ResultPartitionId, ShuffleDescriptor,
     ShuffleMasterSnapshot, TrapPolicy,
 };
-use crate::grant::{Grants, PluginDir};
+use coordhost_io::grant::{Grants, PluginDir};
 
 /// The host side of `job-shuffle-context` (WIT 0.1.1): where a job's
 /// partitions are held. Flink's `JobShuffleContext`, through which
 /// FLIP-383's shuffle master asks the TaskExecutors which partitions they
 /// still hold. The host implements it over its worker registry
-/// (`crate::remote::Cluster`); a shuffle master without a context is told
+/// (`coordhost::remote::Cluster`); a shuffle master without a context is told
 /// `none` (embedded workers).
 pub trait JobShuffleContext: Send + Sync {
     /// The partitions of `job_id` that worker processes report holding now;
@@ -37,7 +37,7 @@ pub enum PartitionPlace {
     /// A directory inside one of its writable grants.
     Dir(PluginDir),
     /// A prefix of object storage inside one of its writable store grants.
-    Object(crate::objstore::ObjectUrl),
+    Object(coordhost_io::objstore::ObjectUrl),
 }
 
 /// One live shuffle master. Every method is one call into the plugin under
@@ -53,7 +53,7 @@ pub struct ShuffleMaster {
     jobs: Vec<String>,
     poisoned: Option<String>,
     /// The plugin's granted directories: every location it returns is
-    /// checked against them (`crate::grant`).
+    /// checked against them (`coordhost_io::grant`).
     grants: Grants,
     /// What `job-shuffle-context` answers; kept across rebuilds.
     context: Option<Arc<dyn JobShuffleContext>>,
@@ -186,7 +186,7 @@ impl ShuffleMaster {
         call: &'static str,
         location: &str,
     ) -> Result<PartitionPlace, PluginError> {
-        if !crate::objstore::is_object_url(location) {
+        if !coordhost_io::objstore::is_object_url(location) {
             return self.partition_dir(call, location).map(PartitionPlace::Dir);
         }
         self.grants
@@ -321,7 +321,7 @@ impl ShuffleMaster {
             });
         };
         // Every call into the plugin, for authors (`COORDHOST_LOG=coordhost::plugin=debug`).
-        tracing::debug!(plugin = self.plugin.name(), call, "host -> plugin");
+        tracing::debug!(target: crate::CALL_TRACE_TARGET, plugin = self.plugin.name(), call, "host -> plugin");
         instance::arm_deadline(&mut live.store, self.plugin.inner());
         let outcome = f(
             live.world

@@ -2,7 +2,7 @@
 //! S3-compatible storage, reached only inside the plugin's store grants
 //! (docs/object-storage.md, "Grants for plugins").
 //!
-//! Every URL the plugin names passes [`crate::objstore::check_granted`]
+//! Every URL the plugin names passes [`coordhost_io::objstore::check_granted`]
 //! before any request: plain `s3://BUCKET/KEY`, inside a grant's prefix as
 //! a folder, and for a put or delete inside a writable one. Requests are
 //! made with the host's client and credentials; each waits at most until
@@ -18,8 +18,8 @@ use super::bindings::enumerator::coordhost::plugin::object_store::{
     Host, ObjectMeta, StoreError, StoreGrant as WitGrant,
 };
 use super::store::PluginState;
-use crate::objstore::ObjectUrlPath as _;
-use crate::objstore::{
+use coordhost_io::objstore::ObjectUrlPath as _;
+use coordhost_io::objstore::{
     self, Blocked, MAX_LIST, MAX_TRANSFER_BYTES, ObjectUrl, Refusal, check_granted,
 };
 

@@ -32,14 +32,14 @@ use super::store::PluginState;
 /// while the guest was waiting.
 #[derive(Debug, thiserror::Error)]
 #[error("the call's deadline passed while the plugin waited in a WASI call")]
-pub(crate) struct DeadlineInWasi;
+pub struct DeadlineInWasi;
 
 /// Replaces `wasi:io/poll` in `linker` (which already has WASI) with the
 /// deadline-aware version.
 ///
 /// # Errors
 /// What wasmtime says when the interface cannot be defined.
-pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
+pub fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     let added =
         sync_poll::add_to_linker::<PluginState, DeadlinePoll>(linker, |state| BoundedTable {

@@ -12,7 +12,7 @@ use super::bindings::enumerator::exports::coordhost::plugin::split_enumerator::G
 use super::instance::{self, Fault};
 use super::store::PluginState;
 use super::{KindPre, LoadedPlugin, PluginError, PluginKind, Split, SplitPayload, TrapPolicy};
-use crate::grant::Grants;
+use coordhost_io::grant::Grants;
 
 /// One live split enumerator. Every method is one call into the plugin
 /// under its deadline and memory cap; methods that let the plugin talk back
@@ -33,7 +33,7 @@ pub struct SplitEnumerator {
     /// the source coordinator takes it.
     rebuilt: Option<Vec<EnumeratorAction>>,
     /// The plugin's granted directories: a `file-range` split must name a
-    /// path inside one of them (`crate::grant`).
+    /// path inside one of them (`coordhost_io::grant`).
     grants: Grants,
 }
 
@@ -201,7 +201,7 @@ impl SplitEnumerator {
             });
         };
         // Every call into the plugin, for authors (`COORDHOST_LOG=coordhost::plugin=debug`).
-        tracing::debug!(plugin = self.plugin.name(), call, "host -> plugin");
+        tracing::debug!(target: crate::CALL_TRACE_TARGET, plugin = self.plugin.name(), call, "host -> plugin");
         instance::arm_deadline(&mut live.store, self.plugin.inner());
         live.store.data_mut().context.begin_call();
         let outcome = f(

@@ -114,7 +114,7 @@ fn failure(e: wit::Error) -> PluginFailure {
 }
 
 /// Asks a fresh, configured instance for the signature (at load).
-pub(crate) fn query_signature(loaded: &LoadedInner) -> Result<FunctionSignature, PluginError> {
+pub fn query_signature(loaded: &LoadedInner) -> Result<FunctionSignature, PluginError> {
     let mut all = query_signatures(loaded, 1)?;
     all.pop().ok_or_else(|| PluginError::Protocol {
         plugin: loaded.spec.name.clone(),

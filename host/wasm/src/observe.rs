@@ -31,6 +31,6 @@ pub fn observe_calls(observer: Arc<dyn CallObserver>) -> bool {
 }
 
 /// The observer, if one was set.
-pub(crate) fn observer() -> Option<&'static Arc<dyn CallObserver>> {
+pub fn observer() -> Option<&'static Arc<dyn CallObserver>> {
     OBSERVER.get()
 }

@@ -20,7 +20,7 @@
 pub mod enumerator {
     wasmtime::component::bindgen!({
         world: "split-enumerator-plugin",
-        path: "../wit",
+        path: "../../wit",
         additional_derives: [PartialEq, Eq, serde::Serialize, serde::Deserialize],
     });
 }
@@ -33,7 +33,7 @@ pub mod enumerator {
 pub mod shuffle {
     wasmtime::component::bindgen!({
         world: "shuffle-master-plugin",
-        path: "../wit",
+        path: "../../wit",
         additional_derives: [PartialEq, Eq],
         with: {
             "coordhost:plugin/types": super::enumerator::coordhost::plugin::types,
@@ -53,7 +53,7 @@ pub mod shuffle {
 pub mod function {
     wasmtime::component::bindgen!({
         world: "scalar-function-plugin",
-        path: "../wit/function",
+        path: "../../wit/function",
     });
 }
 
@@ -66,7 +66,7 @@ pub mod function {
 pub mod reader {
     wasmtime::component::bindgen!({
         world: "source-reader-plugin",
-        path: "../wit/reader",
+        path: "../../wit/reader",
     });
 }
 

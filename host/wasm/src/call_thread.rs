@@ -25,14 +25,14 @@ static IDLE: Mutex<Vec<SyncSender<Job>>> = Mutex::new(Vec::new());
 
 /// The call panicked on its pool thread (the thread lives on).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Panicked;
+pub struct Panicked;
 
 /// Runs `f` on a pool thread and waits for its answer.
 ///
 /// # Errors
 /// [`Panicked`] if `f` panicked, or if no thread could be started (the
 /// system refused one; then `f` did not run).
-pub(crate) fn run<R, F>(f: F) -> Result<R, Panicked>
+pub fn run<R, F>(f: F) -> Result<R, Panicked>
 where
     R: Send + 'static,
     F: FnOnce() -> R + Send + 'static,

@@ -27,14 +27,14 @@ use cap_std::fs::{Dir, OpenOptions};
 
 use super::bindings::shuffle::coordhost::plugin::local_files::{FileSize, Host, SmallFile};
 use super::store::PluginState;
-use crate::grant::DirGrant;
+use coordhost_io::grant::DirGrant;
 
 /// Paths answered per call; later ones get `failed`.
-pub(crate) const MAX_PATHS: usize = 1_000_000;
+pub const MAX_PATHS: usize = 1_000_000;
 /// The largest `max-bytes` honoured (a larger one counts as this).
-pub(crate) const MAX_FILE_BYTES: u32 = 1 << 20;
+pub const MAX_FILE_BYTES: u32 = 1 << 20;
 /// Bytes read per call in all; files after that get `failed`.
-pub(crate) const MAX_CALL_BYTES: u64 = 256 << 20;
+pub const MAX_CALL_BYTES: u64 = 256 << 20;
 /// Paths below which one thread does all the work.
 const SPLIT_ABOVE: usize = 2048;
 /// Threads at most.
@@ -107,7 +107,10 @@ fn problem(path: &str, e: &std::io::Error) -> Option<String> {
 
 /// What a file of type `ft` is, when it is not a regular file.
 fn not_regular(path: &str, ft: std::fs::FileType) -> String {
-    format!("{path}: {}, not a regular file", crate::files::kind_of(&ft))
+    format!(
+        "{path}: {}, not a regular file",
+        coordhost_io::files::kind_of(&ft)
+    )
 }
 
 /// Why a path has no regular file to answer with.
@@ -130,7 +133,7 @@ fn look<'r, 'p>(roots: &'r Roots, path: &'p str) -> Result<(&'r Dir, &'p Path, u
         ))),
         Ok(m) => Err(NoFile::Failed(format!(
             "{path}: {}, not a regular file",
-            crate::grant::kind_name(m.file_type())
+            coordhost_io::grant::kind_name(m.file_type())
         ))),
         Err(e) => Err(problem(path, &e).map_or(NoFile::Missing, NoFile::Failed)),
     }
@@ -295,7 +298,7 @@ mod tests {
 
     #[test]
     fn reads_inside_the_grant_only_and_never_follows_or_blocks() {
-        crate::files::test_support::within_deadline(|| {
+        coordhost_io::files::test_support::within_deadline(|| {
             let tmp = tempfile::tempdir().expect("tempdir");
             let root = tmp.path().join("root");
             std::fs::create_dir_all(root.join("p")).expect("mkdir");
@@ -304,7 +307,7 @@ mod tests {
             std::fs::write(tmp.path().join("secret"), b"s").expect("write");
             std::os::unix::fs::symlink("index", root.join("p/link")).expect("symlink");
             std::os::unix::fs::symlink("../..", root.join("p/up")).expect("symlink");
-            crate::files::test_support::mkfifo(&root.join("p/fifo"));
+            coordhost_io::files::test_support::mkfifo(&root.join("p/fifo"));
             let r = roots(&root);
             let budget = AtomicU64::new(0);
             let read = |p: &Path| read_one(&r, p.to_str().expect("utf-8"), 10, &budget);

@@ -65,14 +65,14 @@ fn noticed<T>(notice: Option<&CompileNotice>, path: &Path, compile: impl FnOnce(
 
 /// On-disk cache of precompiled components; `dir = None` disables it.
 #[derive(Debug, Clone)]
-pub(crate) struct ComponentCache {
+pub struct ComponentCache {
     dir: Option<PathBuf>,
     engine_key: String,
-    pub(crate) notice: Option<CompileNotice>,
+    pub notice: Option<CompileNotice>,
 }
 
 impl ComponentCache {
-    pub(crate) fn new(engine: &Engine, dir: Option<PathBuf>) -> Self {
+    pub fn new(engine: &Engine, dir: Option<PathBuf>) -> Self {
         let mut hasher = Sha256Hasher(Sha256::new());
         env!("CARGO_PKG_VERSION").hash(&mut hasher);
         engine.precompile_compatibility_hash().hash(&mut hasher);
@@ -89,7 +89,7 @@ impl ComponentCache {
     /// # Errors
     /// [`PluginError::Compile`] when wasmtime refuses the component;
     /// [`PluginError::Cache`] when the cache directory cannot be written.
-    pub(crate) fn load(
+    pub fn load(
         &self,
         engine: &Engine,
         path: &Path,
@@ -240,7 +240,7 @@ fn open_lock_file(path: &Path) -> Option<fs::File> {
         .custom_flags(i32::try_from(flags.bits()).unwrap_or(0))
         .open(path)
         .ok()?;
-    crate::files::nonblocking_regular(file).ok()
+    coordhost_io::files::nonblocking_regular(file).ok()
 }
 
 /// Makes staging names unique between threads of one process.

@@ -50,7 +50,6 @@ use std::time::Duration;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
-pub use crate::grant::DirGrant;
 pub use actions::{
     EnumeratorAction, MAX_SPLIT_BYTES_PER_CALL, MAX_SPLIT_BYTES_TOTAL, MAX_SPLITS_PER_CALL,
     MAX_SPLITS_TOTAL, split_bytes,
@@ -62,9 +61,9 @@ pub use bindings::enumerator::coordhost::plugin::types::{
 };
 pub use bindings::{WIT_PACKAGE, WIT_VERSION, WIT_VERSIONS_LOADED};
 pub use cache::{CacheOutcome, CompileNotice, NOTICE_AFTER};
+pub use coordhost_io::grant::DirGrant;
 pub use enumerator::SplitEnumerator;
 pub use error::PluginError;
-pub(crate) use function::query_signatures;
 pub use function::{FunctionSignature, MAX_FUNCTION_ARGUMENTS, ScalarFunction};
 pub use observe::{CallObserver, observe_calls};
 pub use output::{MAX_MESSAGE_BYTES, one_line};
@@ -72,6 +71,13 @@ pub use reader::{
     INVALID_SPLIT_PREFIX, MAX_BATCH_BYTES, MAX_SPLIT_BATCHES, MAX_SPLIT_BYTES, SourceReader,
 };
 pub use shuffle::{JobShuffleContext, PartitionPlace, ShuffleMaster};
+
+/// The `tracing` target of the debug line every call into a split
+/// enumerator or shuffle master logs (`host -> plugin`, with the plugin and
+/// the call): `COORDHOST_LOG=coordhost::plugin=debug` turns it on, as
+/// docs/write-a-plugin.md tells plugin authors (the name the plugin host
+/// had as a module of the binary, kept when it became this crate).
+pub const CALL_TRACE_TARGET: &str = "coordhost::plugin";
 
 use bindings::enumerator::{SplitEnumeratorPlugin, SplitEnumeratorPluginPre};
 use bindings::function::ScalarFunctionPluginPre;
@@ -175,7 +181,7 @@ impl Default for Limits {
 
 /// One plugin instance as configured: a `[plugins.NAME]` entry of the job
 /// file, the one type of a plugin's settings (the job file loader,
-/// `crate::config`, parses into it, paths resolved).
+/// `coordhost::config`, parses into it, paths resolved).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PluginSpec {
     /// The plugin's name in the job file; tags its log lines and errors.
@@ -191,7 +197,7 @@ pub struct PluginSpec {
     pub dirs: Vec<DirGrant>,
     /// Folders of object storage granted (`stores`, WIT 0.1.2's
     /// `object-store`); no other object is reachable.
-    pub stores: Vec<crate::objstore::StoreGrant>,
+    pub stores: Vec<coordhost_io::objstore::StoreGrant>,
     /// Sandbox limits.
     pub limits: Limits,
 }
@@ -397,15 +403,15 @@ impl PluginHost {
     ///
     /// # Errors
     /// As [`PluginHost::load`]; [`PluginError::Read`] for more than
-    /// [`crate::files::MAX_COMPONENT_BYTES`].
+    /// [`coordhost_io::files::MAX_COMPONENT_BYTES`].
     pub fn load_bytes(&self, spec: &PluginSpec, bytes: &[u8]) -> Result<LoadedPlugin, PluginError> {
-        if bytes.len() as u64 > crate::files::MAX_COMPONENT_BYTES {
+        if bytes.len() as u64 > coordhost_io::files::MAX_COMPONENT_BYTES {
             return Err(PluginError::Read {
                 path: spec.path.clone(),
                 source: std::io::Error::other(format!(
                     "{} bytes, more than the largest component coordhost loads ({} bytes)",
                     bytes.len(),
-                    crate::files::MAX_COMPONENT_BYTES
+                    coordhost_io::files::MAX_COMPONENT_BYTES
                 )),
             });
         }
@@ -547,7 +553,7 @@ impl PluginHost {
     fn compile(&self, path: &Path) -> Result<(Component, CacheOutcome), PluginError> {
         // Only a regular file, its size bounded and its preamble checked
         // before the rest is read (docs/job-file.md, "Rules and their messages").
-        use crate::files::{self, MAX_COMPONENT_BYTES, PREAMBLE_BYTES};
+        use coordhost_io::files::{self, MAX_COMPONENT_BYTES, PREAMBLE_BYTES};
         let read_error = |source| PluginError::Read {
             path: path.to_path_buf(),
             source,
@@ -566,7 +572,13 @@ const COMPONENT_PREAMBLE: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0
 /// The 8-byte preamble of a core WebAssembly module (magic, version 1).
 const CORE_MODULE_PREAMBLE: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
 
-pub(crate) fn check_magic(path: &Path, bytes: &[u8]) -> Result<(), PluginError> {
+/// Checks that `bytes` (read from `path`) begin as a WebAssembly component.
+///
+/// # Errors
+/// [`PluginError::Empty`] for no bytes; [`PluginError::NotAComponent`]
+/// naming `path` for a core module (with how to make it a component), an
+/// unsupported binary version or layer, or bytes that are not WebAssembly.
+pub fn check_magic(path: &Path, bytes: &[u8]) -> Result<(), PluginError> {
     let not_component = |reason: &str| PluginError::NotAComponent {
         path: path.to_path_buf(),
         reason: reason.into(),
@@ -815,6 +827,18 @@ impl LoadedPlugin {
 
     pub(crate) fn inner(&self) -> &LoadedInner {
         &self.inner
+    }
+
+    /// Asks one fresh, configured instance of this scalar function for its
+    /// signature `times` times, in order (`plugin test` checks that the
+    /// answers do not change; the WIT says they must not). Each answer is
+    /// checked as at load.
+    ///
+    /// # Errors
+    /// [`PluginError`]: the instance could not be made, or a call trapped,
+    /// ran past its deadline or returned a signature the load would refuse.
+    pub fn query_signatures(&self, times: usize) -> Result<Vec<FunctionSignature>, PluginError> {
+        function::query_signatures(&self.inner, times)
     }
 }
 

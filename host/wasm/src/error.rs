@@ -240,7 +240,7 @@ impl PluginError {
 }
 
 /// Describes a plugin's error value in words.
-pub(crate) fn describe_failure(failure: &PluginFailure) -> String {
+pub fn describe_failure(failure: &PluginFailure) -> String {
     match failure {
         PluginFailure::InvalidConfig(m) => format!("invalid configuration: {m}"),
         PluginFailure::InvalidState(m) => format!("invalid state: {m}"),

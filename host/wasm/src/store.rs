@@ -22,57 +22,57 @@ use super::{PluginError, PluginSpec};
 /// (`WasiCtxBuilder::allow_blocking_current_thread`): they do, nothing in
 /// them blocks (files of granted directories are regular files, see
 /// `open_guard.rs`, and waits are bounded by `deadline.rs`).
-pub(crate) const ALLOW_BLOCKING_CURRENT_THREAD: bool = true;
+pub const ALLOW_BLOCKING_CURRENT_THREAD: bool = true;
 
 /// The data of one plugin store.
-pub(crate) struct PluginState {
+pub struct PluginState {
     /// The plugin's name in the job file, used to tag its log lines.
-    pub(crate) plugin: Arc<str>,
+    pub plugin: Arc<str>,
     wasi: WasiCtx,
     table: ResourceTable,
-    pub(crate) limiter: MemoryCap,
+    pub limiter: MemoryCap,
     /// The plugin's most recent stderr lines (a panic message ends up here
     /// before the trap), cleared before each call.
-    pub(crate) stderr_tail: StderrTail,
+    pub stderr_tail: StderrTail,
     /// State of `enumerator-context` (unused by shuffle masters).
-    pub(crate) context: EnumeratorContextState,
+    pub context: EnumeratorContextState,
     /// Rate limit of the plugin's lines (stdout, stderr, `host-log`).
     budget: LineBudget,
     /// When the call in progress must end; WASI waits give up then
     /// (see `plugin/deadline.rs`).
-    pub(crate) call_deadline: Option<std::time::Instant>,
+    pub call_deadline: Option<std::time::Instant>,
     /// What `job-shuffle-context` answers (shuffle masters only); `None`:
     /// the job runs on embedded workers.
-    pub(crate) job_shuffle_context: Option<Arc<dyn super::JobShuffleContext>>,
+    pub job_shuffle_context: Option<Arc<dyn super::JobShuffleContext>>,
     /// The plugin's store grants: where `object-store` calls may reach
     /// (`plugin/objects.rs`).
-    pub(crate) stores: Vec<crate::objstore::StoreGrant>,
+    pub stores: Vec<coordhost_io::objstore::StoreGrant>,
     /// The plugin's granted directories: where `local-files` calls may
     /// reach (`plugin/local_files.rs`), the same WASI preopens.
-    pub(crate) dirs: Vec<crate::grant::DirGrant>,
+    pub dirs: Vec<coordhost_io::grant::DirGrant>,
 }
 
 /// The host side of `enumerator-context` for one enumerator instance.
 #[derive(Debug, Default)]
-pub(crate) struct EnumeratorContextState {
+pub struct EnumeratorContextState {
     /// Source parallelism.
-    pub(crate) parallelism: u32,
+    pub parallelism: u32,
     /// Subtasks with a registered reader.
-    pub(crate) readers: BTreeSet<u32>,
+    pub readers: BTreeSet<u32>,
     /// Context calls made during the current plugin call, in order.
-    pub(crate) actions: Vec<EnumeratorAction>,
+    pub actions: Vec<EnumeratorAction>,
     /// Splits and split bytes taken during the current call; past the
     /// bounds of `actions::MAX_SPLITS_PER_CALL` and
     /// `actions::MAX_SPLIT_BYTES_PER_CALL` nothing more is kept and
     /// `over_bound` is set, so a plugin cannot grow host memory.
-    pub(crate) taken: (u64, u64),
+    pub taken: (u64, u64),
     /// Set when the current call went past a bound.
-    pub(crate) over_bound: bool,
+    pub over_bound: bool,
 }
 
 impl EnumeratorContextState {
     /// Starts a plugin call: no actions, nothing taken.
-    pub(crate) fn begin_call(&mut self) {
+    pub fn begin_call(&mut self) {
         self.actions.clear();
         self.taken = (0, 0);
         self.over_bound = false;
@@ -102,7 +102,7 @@ impl PluginState {
     ///
     /// # Errors
     /// [`PluginError::Grant`] when a granted directory cannot be opened.
-    pub(crate) fn new(spec: &PluginSpec) -> Result<Self, PluginError> {
+    pub fn new(spec: &PluginSpec) -> Result<Self, PluginError> {
         let plugin: Arc<str> = Arc::from(spec.name.as_str());
         let mut wasi = WasiCtxBuilder::new();
         wasi.allow_blocking_current_thread(ALLOW_BLOCKING_CURRENT_THREAD);
@@ -143,12 +143,12 @@ impl PluginState {
 
     /// The store's resource table (for the deadline-aware `wasi:io/poll`
     /// and the non-blocking `open-at`).
-    pub(crate) fn table_mut(&mut self) -> &mut ResourceTable {
+    pub fn table_mut(&mut self) -> &mut ResourceTable {
         &mut self.table
     }
 
     /// Whether one more host line about this plugin fits its line budget.
-    pub(crate) fn admit_line(&self) -> bool {
+    pub fn admit_line(&self) -> bool {
         self.budget.admit()
     }
 }
@@ -164,9 +164,9 @@ impl WasiView for PluginState {
 
 /// A per-store memory cap. Growing a memory past it traps the call and
 /// sets `hit`, so the host can tell a memory-cap trap from a plugin bug.
-pub(crate) struct MemoryCap {
+pub struct MemoryCap {
     cap_bytes: usize,
-    pub(crate) hit: bool,
+    pub hit: bool,
 }
 
 impl MemoryCap {
@@ -289,7 +289,7 @@ const TAIL_LINES: usize = 8;
 
 /// The last lines a plugin wrote to stderr, shared with its stderr stream.
 #[derive(Clone, Default)]
-pub(crate) struct StderrTail(Arc<Mutex<std::collections::VecDeque<String>>>);
+pub struct StderrTail(Arc<Mutex<std::collections::VecDeque<String>>>);
 
 impl StderrTail {
     fn push(&self, line: String) {
@@ -304,7 +304,7 @@ impl StderrTail {
     }
 
     /// Forgets the lines written so far.
-    pub(crate) fn clear(&self) {
+    pub fn clear(&self) {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -312,7 +312,7 @@ impl StderrTail {
     }
 
     /// The non-blank lines written since the last clear, joined by `; `.
-    pub(crate) fn joined(&self) -> String {
+    pub fn joined(&self) -> String {
         let lines = self
             .0
             .lock()

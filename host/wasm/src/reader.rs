@@ -35,7 +35,7 @@ use super::instance::{self, Fault};
 use super::store::PluginState;
 use super::{KindPre, LoadedInner, LoadedPlugin, PluginError, PluginFailure, PluginKind};
 use super::{MAX_MESSAGE_BYTES, TrapPolicy, one_line};
-use crate::value::{SplitData, SplitPayloadData};
+use coordhost_model::value::{SplitData, SplitPayloadData};
 
 /// Largest batch a reader may answer, as Arrow IPC bytes: 16 MiB.
 pub const MAX_BATCH_BYTES: usize = 16 << 20;
@@ -54,7 +54,7 @@ struct Live {
 /// How a reader's `invalid-split` error value begins once it is the host's
 /// [`PluginFailure::Other`] (the host's failure type has no case of its
 /// own for it): `invalid split: ` and then the reader's words. `plugin
-/// test` (`crate::kit`) tells `invalid-split` from `other` by it.
+/// test` (`coordhost::kit`) tells `invalid-split` from `other` by it.
 pub const INVALID_SPLIT_PREFIX: &str = "invalid split: ";
 
 /// A reader's error value as the plugin host's failure type.
@@ -84,7 +84,7 @@ fn pre(
 
 /// Instantiates the component once in a throwaway store (at load: a
 /// component that traps while it starts is refused before a job uses it).
-pub(crate) fn check_instantiates(loaded: &LoadedInner) -> Result<(), PluginError> {
+pub fn check_instantiates(loaded: &LoadedInner) -> Result<(), PluginError> {
     let pre = pre(loaded)?;
     let mut store = instance::new_store(loaded)?;
     pre.instantiate(&mut store)

@@ -444,7 +444,7 @@ impl PluginDir {
 
     /// The path below its grant's root: plain components only, at least
     /// one. A worker process keeps a partition at this path below its own
-    /// partition root (`crate::remote`), never at the coordinator's.
+    /// partition root (`coordhost::remote`), never at the coordinator's.
     pub fn relative(&self) -> &Path {
         &self.rel
     }
@@ -607,7 +607,7 @@ pub fn open_file_nofollow(dir: &Dir, name: &str) -> io::Result<std::fs::File> {
 }
 
 /// What a file of type `ft` is, for messages: `"a directory"`, `"a FIFO"`, ...
-pub(crate) fn kind_name(ft: cap_std::fs::FileType) -> &'static str {
+pub fn kind_name(ft: cap_std::fs::FileType) -> &'static str {
     use cap_fs_ext::FileTypeExt as _;
     if ft.is_dir() {
         "a directory"
@@ -629,7 +629,7 @@ pub(crate) fn kind_name(ft: cap_std::fs::FileType) -> &'static str {
 }
 
 /// Fsyncs an opened directory so new entries in it are durable. Callers
-/// treat it as best effort, as [`crate::shuffle::sync_dir`].
+/// treat it as best effort, as `coordhost::shuffle::sync_dir`.
 ///
 /// A [`Dir`] of [`PluginDir`] is an `O_PATH` handle, and `fsync` of one
 /// fails with `EBADF` (a copy of the handle synced nothing before): the

@@ -6,23 +6,23 @@
 use std::sync::{Mutex, PoisonError};
 
 /// Most idle instances one pool keeps.
-pub(crate) const MAX_IDLE: usize = 16;
+pub const MAX_IDLE: usize = 16;
 
 /// Idle instances of one plugin, shared by the threads that call it.
-pub(crate) struct IdlePool<T> {
+pub struct IdlePool<T> {
     idle: Mutex<Vec<T>>,
 }
 
 impl<T> IdlePool<T> {
     /// An empty pool.
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         Self {
             idle: Mutex::new(Vec::new()),
         }
     }
 
     /// An idle instance, if there is one.
-    pub(crate) fn take(&self) -> Option<T> {
+    pub fn take(&self) -> Option<T> {
         self.idle
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -30,7 +30,7 @@ impl<T> IdlePool<T> {
     }
 
     /// Gives `instance` back; dropped when [`MAX_IDLE`] are idle already.
-    pub(crate) fn put(&self, instance: T) {
+    pub fn put(&self, instance: T) {
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         if idle.len() < MAX_IDLE {
             idle.push(instance);

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// Longest plugin output line printed, in bytes; longer lines are cut.
-pub(crate) const MAX_LINE_BYTES: usize = 4096;
+pub const MAX_LINE_BYTES: usize = 4096;
 
 /// Longest message a plugin error (its WIT `error` value, a trap's reason)
 /// carries into the host's errors, logs and the JSON summary, in bytes.
@@ -15,10 +15,10 @@ pub const MAX_MESSAGE_BYTES: usize = 1024;
 
 /// Lines a plugin may print per [`RATE_WINDOW`], across stdout, stderr and
 /// `host-log`; the rest of the window's lines are dropped and counted.
-pub(crate) const LINES_PER_WINDOW: u32 = 200;
+pub const LINES_PER_WINDOW: u32 = 200;
 
 /// The window of [`LINES_PER_WINDOW`].
-pub(crate) const RATE_WINDOW: Duration = Duration::from_secs(1);
+pub const RATE_WINDOW: Duration = Duration::from_secs(1);
 
 /// `text` as one line of at most `max` bytes (plus a note of what was cut):
 /// line breaks and other control characters become spaces, and a text
@@ -42,7 +42,7 @@ pub fn one_line(text: &str, max: usize) -> String {
 /// How many lines a plugin printed in the current window, shared by its
 /// output streams and its `host-log`. Cheap to clone.
 #[derive(Clone)]
-pub(crate) struct LineBudget {
+pub struct LineBudget {
     state: Arc<Mutex<Window>>,
 }
 
@@ -54,7 +54,7 @@ struct Window {
 }
 
 impl LineBudget {
-    pub(crate) fn new(plugin: Arc<str>) -> Self {
+    pub fn new(plugin: Arc<str>) -> Self {
         Self {
             state: Arc::new(Mutex::new(Window {
                 plugin,
@@ -67,7 +67,7 @@ impl LineBudget {
 
     /// Whether one more line may be printed now. Opening a new window first
     /// reports how many lines the last ones dropped.
-    pub(crate) fn admit(&self) -> bool {
+    pub fn admit(&self) -> bool {
         let mut w = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if w.started.elapsed() >= RATE_WINDOW {
             if w.dropped > 0 {

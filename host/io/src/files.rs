@@ -228,8 +228,8 @@ fn special_kind(_: &std::fs::FileType) -> &'static str {
 
 /// Helpers for the unit tests of every floor that put special files where
 /// the host expects regular ones.
-#[cfg(test)]
-pub(crate) mod test_support {
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support {
     use std::path::Path;
     use std::time::Duration;
 
@@ -237,7 +237,7 @@ pub(crate) mod test_support {
     const LIMIT: Duration = Duration::from_secs(20);
 
     /// Creates a FIFO at `path` (mode 0600) that nobody opens.
-    pub(crate) fn mkfifo(path: &Path) {
+    pub fn mkfifo(path: &Path) {
         rustix::fs::mkfifoat(
             rustix::fs::CWD,
             path,
@@ -250,14 +250,12 @@ pub(crate) mod test_support {
     /// re-raises its panic); fails the test when it has not ended within
     /// 20 s, so that a regression that blocks on a FIFO fails instead of
     /// hanging the test run (the blocked thread is left behind).
-    pub(crate) fn within_deadline<T: Send + 'static>(
-        body: impl FnOnce() -> T + Send + 'static,
-    ) -> T {
+    pub fn within_deadline<T: Send + 'static>(body: impl FnOnce() -> T + Send + 'static) -> T {
         within(LIMIT, body)
     }
 
     /// [`within_deadline`] with another limit.
-    pub(crate) fn within<T: Send + 'static>(
+    pub fn within<T: Send + 'static>(
         limit: Duration,
         body: impl FnOnce() -> T + Send + 'static,
     ) -> T {

@@ -11,7 +11,7 @@ use super::store::PluginState;
 use super::{EPOCH_TICK, KindPre, LoadedInner, LoadedPlugin, PluginError, PluginKind};
 
 /// A fresh store for `loaded`'s plugin with its memory cap and deadline armed.
-pub(crate) fn new_store(loaded: &LoadedInner) -> Result<Store<PluginState>, PluginError> {
+pub fn new_store(loaded: &LoadedInner) -> Result<Store<PluginState>, PluginError> {
     let mut store = Store::new(&loaded.engine, PluginState::new(&loaded.spec)?);
     store.limiter(|state| &mut state.limiter);
     arm_deadline(&mut store, loaded);
@@ -19,7 +19,7 @@ pub(crate) fn new_store(loaded: &LoadedInner) -> Result<Store<PluginState>, Plug
 }
 
 /// Sets the store's deadline to the spec's call timeout from now.
-pub(crate) fn arm_deadline(store: &mut Store<PluginState>, loaded: &LoadedInner) {
+pub fn arm_deadline(store: &mut Store<PluginState>, loaded: &LoadedInner) {
     let tick = EPOCH_TICK.as_nanos().max(1);
     let ticks = loaded.spec.limits.call_timeout.as_nanos().div_ceil(tick);
     // One tick more: the epoch may advance right after arming.
@@ -31,7 +31,7 @@ pub(crate) fn arm_deadline(store: &mut Store<PluginState>, loaded: &LoadedInner)
 
 /// Why a call into a plugin did not return normally.
 #[derive(Debug)]
-pub(crate) enum Fault {
+pub enum Fault {
     Deadline,
     MemoryCap,
     Trap(String),
@@ -39,7 +39,7 @@ pub(crate) enum Fault {
 
 impl Fault {
     /// Classifies the error of a failed call on `store`.
-    pub(crate) fn classify(store: &Store<PluginState>, error: &wasmtime::Error) -> Self {
+    pub fn classify(store: &Store<PluginState>, error: &wasmtime::Error) -> Self {
         if store.data().limiter.hit {
             Self::MemoryCap
         } else if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt)
@@ -66,7 +66,7 @@ impl Fault {
     }
 
     /// The error for the caller.
-    pub(crate) fn into_error(
+    pub fn into_error(
         self,
         loaded: &LoadedInner,
         call: &'static str,
@@ -101,7 +101,7 @@ impl Fault {
 /// fault is reported as `Err(Fault)` for the wrapper to handle. Tells the
 /// [`super::observe`] observer, if any, how long the call took (since
 /// [`arm_deadline`]).
-pub(crate) fn settle<R, E>(
+pub fn settle<R, E>(
     store: &Store<PluginState>,
     loaded: &LoadedInner,
     call: &'static str,
@@ -144,7 +144,7 @@ fn bounded_failure(failure: super::PluginFailure) -> super::PluginFailure {
 }
 
 /// Asks the plugin's static `supports-batch-snapshot` in a throwaway store.
-pub(crate) fn query_supports_batch_snapshot(loaded: &LoadedInner) -> Result<bool, PluginError> {
+pub fn query_supports_batch_snapshot(loaded: &LoadedInner) -> Result<bool, PluginError> {
     const CALL: &str = "supports-batch-snapshot";
     let mut store = new_store(loaded)?;
     let answer = match &loaded.pre {
@@ -173,7 +173,7 @@ pub(crate) fn query_supports_batch_snapshot(loaded: &LoadedInner) -> Result<bool
 }
 
 /// Checks that `loaded` is of `kind`.
-pub(crate) fn expect_kind(loaded: &LoadedPlugin, kind: PluginKind) -> Result<(), PluginError> {
+pub fn expect_kind(loaded: &LoadedPlugin, kind: PluginKind) -> Result<(), PluginError> {
     let spec = &loaded.inner().spec;
     if spec.kind == kind {
         Ok(())
