@@ -158,6 +158,7 @@ fn cached(engine: &Engine, entry: &Path) -> Option<Component> {
         Ok(component) => Some(component),
         Err(e) => {
             tracing::warn!(
+                target: crate::LOG_TARGET,
                 entry = %entry.display(),
                 "compiled-component cache entry unusable ({e:#}); compiling again"
             );
@@ -197,7 +198,7 @@ impl CompileTurn {
                 Ok(()) => return Self(Some(file)),
                 Err(fs::TryLockError::WouldBlock) => {}
                 Err(fs::TryLockError::Error(e)) => {
-                    tracing::debug!(lock = %lock_path.display(), error = %e, "no compile lock");
+                    tracing::debug!(target: crate::LOG_TARGET, lock = %lock_path.display(), error = %e, "no compile lock");
                     return Self(None);
                 }
             }
@@ -206,6 +207,7 @@ impl CompileTurn {
             }
             if std::time::Instant::now() >= deadline {
                 tracing::warn!(
+                    target: crate::LOG_TARGET,
                     lock = %lock_path.display(),
                     "another process has been compiling this component for {} s; compiling it here too",
                     wait.as_secs()

@@ -55,7 +55,7 @@ impl SplitEnumerator {
         } else {
             "create"
         };
-        tracing::debug!(plugin = plugin.name(), call, "host -> plugin");
+        tracing::debug!(target: crate::LOG_TARGET, plugin = plugin.name(), call, "host -> plugin");
         let live = instantiate(&plugin, parallelism, &BTreeSet::new(), snapshot.as_deref())?;
         let grants =
             Grants::new(plugin.name(), &plugin.spec().dirs).with_stores(&plugin.spec().stores);
@@ -201,7 +201,7 @@ impl SplitEnumerator {
             });
         };
         // Every call into the plugin, for authors (`COORDHOST_LOG=coordhost::plugin=debug`).
-        tracing::debug!(target: crate::CALL_TRACE_TARGET, plugin = self.plugin.name(), call, "host -> plugin");
+        tracing::debug!(target: crate::LOG_TARGET, plugin = self.plugin.name(), call, "host -> plugin");
         instance::arm_deadline(&mut live.store, self.plugin.inner());
         live.store.data_mut().context.begin_call();
         let outcome = f(
@@ -308,6 +308,7 @@ impl SplitEnumerator {
                 }
                 Err(e) => {
                     tracing::error!(
+                        target: crate::LOG_TARGET,
                         plugin = self.plugin.name(),
                         "rebuilding after a fault failed: {e}"
                     );
@@ -323,6 +324,7 @@ impl SplitEnumerator {
                 "a fresh `create`"
             };
             tracing::warn!(
+                target: crate::LOG_TARGET,
                 plugin = self.plugin.name(),
                 "{error}; store rebuilt from {from}"
             );

@@ -237,6 +237,7 @@ impl ScalarFunction {
         let answer = match self.try_call(&bytes, false) {
             Err(e) if e.is_fault() && loaded.spec.limits.on_trap == TrapPolicy::Rebuild => {
                 tracing::warn!(
+                    target: crate::LOG_TARGET,
                     plugin = loaded.spec.name,
                     "{e}; trying the batch once more on a fresh instance"
                 );

@@ -47,7 +47,7 @@ impl Fault {
         {
             Self::Deadline
         } else {
-            tracing::debug!(plugin = &*store.data().plugin, "trap: {error:?}");
+            tracing::debug!(target: crate::LOG_TARGET, plugin = &*store.data().plugin, "trap: {error:?}");
             // The reason only: wasmtime's wasm backtrace is a context around
             // it, kept for the debug line above (issue 9, item 11).
             let what = error

@@ -72,12 +72,13 @@ pub use reader::{
 };
 pub use shuffle::{JobShuffleContext, PartitionPlace, ShuffleMaster};
 
-/// The `tracing` target of the debug line every call into a split
-/// enumerator or shuffle master logs (`host -> plugin`, with the plugin and
-/// the call): `COORDHOST_LOG=coordhost::plugin=debug` turns it on, as
-/// docs/write-a-plugin.md tells plugin authors (the name the plugin host
-/// had as a module of the binary, kept when it became this crate).
-pub const CALL_TRACE_TARGET: &str = "coordhost::plugin";
+/// The `tracing` target of everything the plugin host logs: every call into
+/// a split enumerator or shuffle master (`host -> plugin` at debug, with
+/// the plugin and the call), what plugins log and print, traps, rebuilds,
+/// cache notices. `COORDHOST_LOG=coordhost::plugin=debug` turns the calls
+/// on, as docs/write-a-plugin.md tells plugin authors: the name the plugin
+/// host had as a module of the binary, kept when it became this crate.
+pub const LOG_TARGET: &str = "coordhost::plugin";
 
 use bindings::enumerator::{SplitEnumeratorPlugin, SplitEnumeratorPluginPre};
 use bindings::function::ScalarFunctionPluginPre;

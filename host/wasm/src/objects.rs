@@ -58,6 +58,7 @@ impl PluginState {
         check_granted(&self.plugin, &self.stores, url, write, folder).map_err(|refusal| {
             if self.admit_line() {
                 tracing::warn!(
+                    target: crate::LOG_TARGET,
                     plugin = &*self.plugin,
                     "object-store.{} refused: {refusal}",
                     op.name()

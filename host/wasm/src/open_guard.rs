@@ -78,6 +78,7 @@ pub fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
                     Err(Refusal::Special { what, at }) => {
                         if state.admit_line() {
                             tracing::warn!(
+                                target: crate::LOG_TARGET,
                                 plugin = &*state.plugin,
                                 "refused to open {at}: it is {what}; plugins may open only regular files and directories in their grants"
                             );

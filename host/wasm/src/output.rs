@@ -72,6 +72,7 @@ impl LineBudget {
         if w.started.elapsed() >= RATE_WINDOW {
             if w.dropped > 0 {
                 tracing::warn!(
+                    target: crate::LOG_TARGET,
                     plugin = &*w.plugin,
                     "{} lines of plugin output dropped (more than {LINES_PER_WINDOW} lines per {} ms)",
                     w.dropped,
@@ -96,6 +97,7 @@ impl Drop for Window {
     fn drop(&mut self) {
         if self.dropped > 0 {
             tracing::warn!(
+                target: crate::LOG_TARGET,
                 plugin = &*self.plugin,
                 "{} lines of plugin output dropped at the end (more than {LINES_PER_WINDOW} lines per {} ms)",
                 self.dropped,

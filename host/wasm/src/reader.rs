@@ -224,6 +224,7 @@ impl SourceReader {
         match self.try_split(split, false) {
             Err(e) if e.is_fault() && loaded.spec.limits.on_trap == TrapPolicy::Rebuild => {
                 tracing::warn!(
+                    target: crate::LOG_TARGET,
                     plugin = loaded.spec.name,
                     table = self.table,
                     split = split.id,

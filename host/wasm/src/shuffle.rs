@@ -68,7 +68,7 @@ struct Live {
 impl ShuffleMaster {
     pub(crate) fn create(plugin: LoadedPlugin) -> Result<Self, PluginError> {
         instance::expect_kind(&plugin, PluginKind::ShuffleMaster)?;
-        tracing::debug!(plugin = plugin.name(), call = "create", "host -> plugin");
+        tracing::debug!(target: crate::LOG_TARGET, plugin = plugin.name(), call = "create", "host -> plugin");
         let live = instantiate(&plugin, None)?;
         let grants =
             Grants::new(plugin.name(), &plugin.spec().dirs).with_stores(&plugin.spec().stores);
@@ -321,7 +321,7 @@ impl ShuffleMaster {
             });
         };
         // Every call into the plugin, for authors (`COORDHOST_LOG=coordhost::plugin=debug`).
-        tracing::debug!(target: crate::CALL_TRACE_TARGET, plugin = self.plugin.name(), call, "host -> plugin");
+        tracing::debug!(target: crate::LOG_TARGET, plugin = self.plugin.name(), call, "host -> plugin");
         instance::arm_deadline(&mut live.store, self.plugin.inner());
         let outcome = f(
             live.world
@@ -345,11 +345,12 @@ impl ShuffleMaster {
             && self.plugin.supports_batch_snapshot()
             && self
                 .rebuild()
-                .map_err(|e| tracing::error!(plugin = self.plugin.name(), "rebuild failed: {e}"))
+                .map_err(|e| tracing::error!(target: crate::LOG_TARGET, plugin = self.plugin.name(), "rebuild failed: {e}"))
                 .is_ok();
         let error = fault.into_error(self.plugin.inner(), call, rebuilt);
         if rebuilt {
             tracing::warn!(
+                target: crate::LOG_TARGET,
                 plugin = self.plugin.name(),
                 "{error}; store rebuilt and restored from its snapshots"
             );

@@ -226,11 +226,17 @@ impl host_log::Host for PluginState {
         let plugin = &*self.plugin;
         let message = one_line(&message, MAX_LINE_BYTES);
         match level {
-            types::LogLevel::Trace => tracing::trace!(plugin, "{message}"),
-            types::LogLevel::Debug => tracing::debug!(plugin, "{message}"),
-            types::LogLevel::Info => tracing::info!(plugin, "{message}"),
-            types::LogLevel::Warn => tracing::warn!(plugin, "{message}"),
-            types::LogLevel::Error => tracing::error!(plugin, "{message}"),
+            types::LogLevel::Trace => {
+                tracing::trace!(target: crate::LOG_TARGET, plugin, "{message}")
+            }
+            types::LogLevel::Debug => {
+                tracing::debug!(target: crate::LOG_TARGET, plugin, "{message}")
+            }
+            types::LogLevel::Info => tracing::info!(target: crate::LOG_TARGET, plugin, "{message}"),
+            types::LogLevel::Warn => tracing::warn!(target: crate::LOG_TARGET, plugin, "{message}"),
+            types::LogLevel::Error => {
+                tracing::error!(target: crate::LOG_TARGET, plugin, "{message}")
+            }
         }
     }
 }
@@ -366,7 +372,7 @@ impl TracingOutput {
             text.push_str(&format!("… ({} more bytes)", line.cut));
         }
         if self.budget.admit() {
-            tracing::info!(plugin = &*self.plugin, stream = self.stream, "{text}");
+            tracing::info!(target: crate::LOG_TARGET, plugin = &*self.plugin, stream = self.stream, "{text}");
         }
         if let Some(tail) = &self.tail {
             tail.push(text);
