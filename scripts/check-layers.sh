@@ -23,8 +23,8 @@ set -euo pipefail
 FLOORS='
 0 failpoints rpc tls
 1 events
-2 shuffle sql ui
-3 config runtime coordinator
+2 ui
+3 config coordinator
 4 remote
 5 scheduler recovery
 6 job
@@ -209,8 +209,8 @@ bare names in a group over lines|tls.rs|use crate::{\n    files,\n    recovery,\
 bare name after a nested group|tls.rs|use crate::{files::{read_regular_file, read_rest}, recovery};|uses `crate::recovery`
 scheduler imports recovery|scheduler/master/mod.rs|use crate::recovery::recover;|must not import each other
 recovery imports scheduler|recovery/oracle.rs|use crate::scheduler::JobError;|must not import each other
-super to the crate root|tls.rs|use super::runtime::WorkerPool;|uses `crate::runtime`
-circle|shuffle/mod.rs|use crate::runtime::WorkerPool;|import circle: 
+super to the crate root|tls.rs|use super::scheduler::JobMaster;|uses `crate::scheduler`
+circle|events/mod.rs|use crate::ui::JobView;|import circle: 
 module on no floor|stray.rs|use crate::events::EventLog;|module `stray` is on no floor
 CASES
     # The floor list of the document and this script must agree.

@@ -28,15 +28,13 @@ pub mod kit;
 pub mod recovery;
 pub mod remote;
 pub mod rpc;
-pub mod runtime;
 pub mod scheduler;
-pub mod shuffle;
-pub mod sql;
 pub mod tls;
 pub mod ui;
 
 // The crates below the binary, under the names the modules had (docs/architecture.md, "Crates").
 pub use coordhost_core::{plan, snapshot};
+pub use coordhost_data::{runtime, shuffle, sql};
 pub use coordhost_ha as ha;
 pub use coordhost_io::{files, grant, objstore};
 pub use coordhost_model::{graph, value};

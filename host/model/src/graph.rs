@@ -151,7 +151,7 @@ pub enum Operator {
         skip_header: bool,
     },
     /// Source: the listed columns of the Parquet row groups that start in
-    /// the split's byte range (`host/src/runtime/parquet.rs`).
+    /// the split's byte range (`host/data/src/runtime/parquet.rs`).
     ReadParquet {
         /// Column names, in output order; each must exist in every file.
         columns: Vec<String>,

@@ -45,8 +45,8 @@ use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::unnest::{ListUnnest, UnnestExec};
 
 use super::cellfn::{self, Reader, STATE_SCALE};
-use crate::graph::{AggFunction, AggMode, Aggregate, CmpOp, Operator};
-use crate::value::cells::{self, DECIMAL_PRECISION};
+use coordhost_model::graph::{AggFunction, AggMode, Aggregate, CmpOp, Operator};
+use coordhost_model::value::cells::{self, DECIMAL_PRECISION};
 
 /// The name of the column a source vertex's leaf adds: the file (or
 /// `split ID`) each row was read from, as a dictionary of text.
@@ -557,8 +557,8 @@ mod tests {
 
     use super::*;
     use crate::sql::{BatchIter, LeafInputs, LeafKind, StageFailure, StageOutput, run_chain};
-    use crate::value::cell_text;
-    use crate::value::cells::{batch_of, decimal_array};
+    use coordhost_model::value::cell_text;
+    use coordhost_model::value::cells::{batch_of, decimal_array};
 
     #[derive(Debug)]
     struct Batches(Mutex<Option<Vec<RecordBatch>>>);
@@ -984,7 +984,7 @@ mod tests {
             column: 0,
             cmp,
             value: value.into(),
-            number: number.then(|| crate::value::Decimal::parse(value).expect("number")),
+            number: number.then(|| coordhost_model::value::Decimal::parse(value).expect("number")),
         }
     }
 

@@ -18,8 +18,8 @@ use super::format::{
     decode_payload,
 };
 use super::{IO_BUFFER, ShuffleError, grant_error};
-use crate::grant::{self, PluginDir};
-use crate::objstore::{ObjectFile, ObjectUrl};
+use coordhost_io::grant::{self, PluginDir};
+use coordhost_io::objstore::{ObjectFile, ObjectUrl};
 
 /// What a consumer expects of one input partition: who wrote it and, when
 /// known, how many bytes each subpartition it reads holds.

@@ -9,9 +9,9 @@
 //!
 //! A partition lives in the directory its shuffle descriptor names (the
 //! shuffle master plugin decides it), so the writer and reader take a
-//! [`PluginDir`](crate::grant::PluginDir) checked against the shuffle master's writable grants and
+//! [`PluginDir`](coordhost_io::grant::PluginDir) checked against the shuffle master's writable grants and
 //! do every file operation through the grant's capability, never following
-//! a symlink (`crate::grant`). A partition without `index` does not exist
+//! a symlink (`coordhost_io::grant`). A partition without `index` does not exist
 //! ([`ShuffleError::PartitionNotFound`]), nor does one whose index names
 //! another producer ([`PartitionProducer`]), records other bytes than its
 //! producer reported, or does not match its `data` (a consumer opens it
@@ -34,7 +34,7 @@ mod writer;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use crate::grant::GrantError;
+use coordhost_io::grant::GrantError;
 
 pub use format::{DATA_FILE, INDEX_FILE, PartitionProducer};
 pub use objects::{
@@ -72,7 +72,7 @@ pub enum ShuffleError {
     },
     /// The partition's directory is not one the host may use: outside the
     /// shuffle master's writable grants, or a symlink on the way
-    /// (`crate::grant`). Names the plugin.
+    /// (`coordhost_io::grant`). Names the plugin.
     #[error(transparent)]
     Grant(GrantError),
     /// A file of the partition is not in the format of

@@ -7,7 +7,7 @@ use arrow_array::{Array, RecordBatch, UInt32Array};
 use arrow_schema::DataType;
 use arrow_select::take::take_record_batch;
 
-use crate::value::cells::{write_date, write_decimal};
+use coordhost_model::value::cells::{write_date, write_decimal};
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;

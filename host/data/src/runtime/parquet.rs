@@ -36,8 +36,8 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::metadata::RowGroupMetaData;
 
 use super::TaskError;
-use crate::grant::Grants;
-use crate::value::{BATCH_ROWS, SplitData, SplitPayloadData};
+use coordhost_io::grant::Grants;
+use coordhost_model::value::{BATCH_ROWS, SplitData, SplitPayloadData};
 
 /// The byte offset where `row_group` starts: its first column chunk's
 /// dictionary page when that comes before the first data page, else the
@@ -98,7 +98,9 @@ pub fn read_split(
         )));
     };
     let name = path.display().to_string();
-    let is_object = path.to_str().is_some_and(crate::objstore::is_object_url);
+    let is_object = path
+        .to_str()
+        .is_some_and(coordhost_io::objstore::is_object_url);
     let file: ParquetInput = match grants {
         Some(g) if is_object => ParquetInput::Object(
             g.open_readable_object(path)
@@ -110,7 +112,7 @@ pub fn read_split(
                 .map_err(|e| split_error(e.to_string()))?,
         ),
         None => ParquetInput::File(
-            crate::files::open_regular_file(path, u64::MAX)
+            coordhost_io::files::open_regular_file(path, u64::MAX)
                 .map_err(|source| TaskError::Io {
                     path: path.clone(),
                     source,
@@ -180,7 +182,7 @@ pub fn read_split(
 /// chunks the split reads fetched ahead ([`prefetch`]).
 enum ParquetInput {
     File(File),
-    Object(crate::objstore::ObjectFile, Arc<Mutex<Prefetched>>),
+    Object(coordhost_io::objstore::ObjectFile, Arc<Mutex<Prefetched>>),
 }
 
 /// Column chunks fetched ahead, as (offset in the object, bytes).
@@ -210,9 +212,9 @@ const MAX_PREFETCH_BYTES: u64 = 256 << 20;
 /// chunk after the other, cost a few milliseconds of store latency each
 /// (docs/object-storage.md, "TPC-H from objects").
 ///
-/// [`ObjectFile::fetch_ranges`]: crate::objstore::ObjectFile::fetch_ranges
+/// [`ObjectFile::fetch_ranges`]: coordhost_io::objstore::ObjectFile::fetch_ranges
 fn prefetch(
-    object: &crate::objstore::ObjectFile,
+    object: &coordhost_io::objstore::ObjectFile,
     cache: &Mutex<Prefetched>,
     row_groups: &[RowGroupMetaData],
     owned: &[usize],
@@ -514,7 +516,7 @@ mod tests {
                 let cells: Vec<String> = b
                     .columns()
                     .iter()
-                    .map(|a| crate::value::cell_text(a.as_ref(), r).into_owned())
+                    .map(|a| coordhost_model::value::cell_text(a.as_ref(), r).into_owned())
                     .collect();
                 rows.push(cells.join(","));
             }

@@ -33,7 +33,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 pub use exec::{BatchIter, LeafInputs, LeafKind, StageFailure, StageOutput, run_chain, run_stage};
 pub use udf::{FunctionSet, ScalarCallee, SqlFunction};
 
-use crate::graph::{DistributionPattern, StagePlan, StageSource};
+use coordhost_model::graph::{DistributionPattern, StagePlan, StageSource};
 
 /// Why a SQL job cannot be planned (exit 2 at load time).
 #[derive(Debug, thiserror::Error)]
@@ -239,10 +239,12 @@ impl TableDecl {
         let mut output = Vec::with_capacity(projection.len());
         for &i in projection {
             if i < n {
-                output.push(crate::graph::ScanColumn::File(file_projection.len()));
+                output.push(coordhost_model::graph::ScanColumn::File(
+                    file_projection.len(),
+                ));
                 file_projection.push(i);
             } else {
-                output.push(crate::graph::ScanColumn::Partition(i - n));
+                output.push(coordhost_model::graph::ScanColumn::Partition(i - n));
             }
         }
         if file_projection.is_empty() {
@@ -491,7 +493,7 @@ mod tests {
                 .source
                 .clone()
         };
-        use crate::graph::ScanColumn::{File, Partition};
+        use coordhost_model::graph::ScanColumn::{File, Partition};
         match source("SELECT y, count(*) AS n FROM t WHERE y = 1995 GROUP BY y") {
             Some(StageSource::Partitioned {
                 table,

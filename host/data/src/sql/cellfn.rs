@@ -6,7 +6,7 @@
 //! | function | arguments | result |
 //! |---|---|---|
 //! | `coordhost_words` / `coordhost_words_lower` | a value | `List<Utf8>`: the maximal runs of letters and digits of its text (`char::is_alphanumeric`), lower-cased by the second (`str::to_lowercase`); `tokenize` unnests it |
-//! | `coordhost_number` | a value [, its file] | `Decimal128(38, 6)`: text read by the job file's number rule ([`crate::value::cells::parse_decimal`]), integers and decimals exactly; anything else fails the task naming the value |
+//! | `coordhost_number` | a value [, its file] | `Decimal128(38, 6)`: text read by the job file's number rule ([`coordhost_model::value::cells::parse_decimal`]), integers and decimals exactly; anything else fails the task naming the value |
 //! | `coordhost_count` | a count state column [, its file] | `Int64`: integers as they are, their text parsed |
 //! | `coordhost_average` | a sum (`Decimal128(38, 6)`), a count | `Decimal128(38, d)`: the exact quotient rounded once, half away from zero |
 //!
@@ -32,8 +32,8 @@ use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
 
-use crate::value::cells::{self, NotANumber, quote_value};
-use crate::value::write_cell_text;
+use coordhost_model::value::cells::{self, NotANumber, quote_value};
+use coordhost_model::value::write_cell_text;
 
 /// Digits after the point of the numbers operators compute with.
 pub const STATE_SCALE: i8 = 6;

@@ -27,8 +27,8 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use super::TaskError;
 use super::source::MAX_LINE_BYTES;
-use crate::grant::Grants;
-use crate::value::{BATCH_ROWS, SplitData, SplitPayloadData};
+use coordhost_io::grant::Grants;
+use coordhost_model::value::{BATCH_ROWS, SplitData, SplitPayloadData};
 
 /// How the lines of a table's files are laid out.
 #[derive(Debug, Clone)]

@@ -14,7 +14,7 @@
 //!
 //! A job-file vertex's columns are `Utf8` text as read, `Int64` counts and
 //! `Decimal128` exact numbers from aggregates (and `Date32` from Parquet);
-//! a value's text is [`crate::value::cell_text`]. Numbers are exact
+//! a value's text is [`coordhost_model::value::cell_text`]. Numbers are exact
 //! fixed-point, so sums do not depend on the order rows arrive in.
 
 pub mod csv;
@@ -33,18 +33,20 @@ use std::time::Duration;
 
 use arrow_array::RecordBatch;
 
-pub use crate::value::cells::{MAX_VALUE_CHARS, quote_value};
-pub use crate::value::{Decimal, SplitData, SplitPayloadData};
+pub use coordhost_model::value::cells::{MAX_VALUE_CHARS, quote_value};
+pub use coordhost_model::value::{Decimal, SplitData, SplitPayloadData};
 pub use pool::WorkerPool;
 pub use sink::{BatchSink, OutputReport};
 pub use source::{MAX_LINE_BYTES, VecSplitSource};
 
-use crate::grant::{Grants, PluginDir};
-use crate::graph::{AttemptId, DistributionPattern, Operator, SinkSpec, SubpartitionBytes};
-use crate::objstore::ObjectUrl;
 use crate::shuffle::{
     ExpectedPartition, ObjectPartitionWriter, PartitionProducer, PartitionWriter, ShuffleError,
     SubpartitionReader, route_batch,
+};
+use coordhost_io::grant::{Grants, PluginDir};
+use coordhost_io::objstore::ObjectUrl;
+use coordhost_model::graph::{
+    AttemptId, DistributionPattern, Operator, SinkSpec, SubpartitionBytes,
 };
 
 /// Why a task failed.
@@ -135,7 +137,7 @@ pub enum TaskError {
     },
     /// The worker process that ran the attempt failed it with an error
     /// the coordinator does not act on by kind, or was lost
-    /// (`crate::remote`).
+    /// (`coordhost::remote`).
     #[error("worker `{worker}`: {message}")]
     Worker {
         /// The worker's id.
@@ -150,7 +152,7 @@ pub enum TaskError {
         attempt: AttemptId,
     },
     /// A fault injected by a test (fail point `task::fail::*` of
-    /// [`crate::failpoints`]).
+    /// `coordhost::failpoints`).
     #[cfg(feature = "failpoints")]
     #[error("injected failure of {attempt:?} after {after_records} records")]
     Injected {
@@ -174,7 +176,7 @@ impl TaskError {
 
 /// What a data error calls `split`'s input: its file, or `split ID` for
 /// an inline split.
-pub(crate) fn split_file(split: &SplitData) -> String {
+pub fn split_file(split: &SplitData) -> String {
     match &split.payload {
         SplitPayloadData::FileRange { path, .. } => path.display().to_string(),
         SplitPayloadData::Inline(_) => format!("split `{}`", split.id),
@@ -194,7 +196,7 @@ pub trait SplitSource: Send {
 }
 
 /// Reads the subpartitions of a result partition another worker process
-/// holds (`crate::remote`): opens a stream of its blocks.
+/// holds (`coordhost::remote`): opens a stream of its blocks.
 pub trait PartitionFetch: Send + Sync {
     /// A reader over subpartitions `subs` of the partition at `location`
     /// (relative to the holder's partition root), bound to `expected`
@@ -222,7 +224,7 @@ pub struct InputPartition {
     /// The partition's directory, as the shuffle master named it.
     pub location: PathBuf,
     /// The shuffle master's grants: the directory is read only inside them,
-    /// without following symlinks (`crate::grant`).
+    /// without following symlinks (`coordhost_io::grant`).
     pub grants: Grants,
     /// Subpartitions to read.
     pub subpartitions: Range<u32>,
@@ -297,7 +299,7 @@ pub struct TaskOutput {
 
 /// The source readers of a SQL job's tables, by table name (cheap to
 /// clone: shared by every task of the job).
-pub type TableReaders = Arc<std::collections::BTreeMap<String, Arc<crate::plugin::SourceReader>>>;
+pub type TableReaders = Arc<std::collections::BTreeMap<String, Arc<coordhost_wasm::SourceReader>>>;
 
 /// Everything a worker needs to run one execution attempt.
 pub struct TaskSpec {
@@ -319,7 +321,7 @@ pub struct TaskSpec {
     /// For a sink: where to stage the output.
     pub sink: Option<Arc<SinkSpec>>,
     /// For a source: the split enumerator's grants, the only place a
-    /// `file-range` split is read from (`crate::grant`).
+    /// `file-range` split is read from (`coordhost_io::grant`).
     pub source_grants: Option<Grants>,
     /// The job's scalar functions (`[functions.NAME]`), which a SQL
     /// stage's plan calls by name: the coordinator's loaded functions in
@@ -330,7 +332,7 @@ pub struct TaskSpec {
     /// rows times this.
     pub record_delay: Duration,
     /// Fail after this many records (a test knob: fail point
-    /// `task::fail::*` of [`crate::failpoints`]): the input batch that
+    /// `task::fail::*` of `coordhost::failpoints`): the input batch that
     /// takes the count past it fails the task before it is pushed.
     #[cfg(feature = "failpoints")]
     pub fail_after: Option<u64>,
@@ -422,14 +424,14 @@ pub fn run_task(spec: TaskSpec) -> Result<TaskReport, TaskError> {
 
 /// Before each input batch of `rows` rows: count them, stop if canceled,
 /// fail if the injected fault's count is crossed, sleep the test delay.
-pub(crate) struct Ticker {
+pub struct Ticker {
     attempt: AttemptId,
     cancel: Arc<AtomicBool>,
     record_delay: Duration,
     #[cfg(feature = "failpoints")]
     fail_after: Option<u64>,
     /// Input records so far.
-    pub(crate) records_in: u64,
+    pub records_in: u64,
 }
 
 impl Ticker {

@@ -45,7 +45,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 
 use super::exec::{LeafExec, LeafKind, encode_plan};
 use super::{PlannedStage, SqlError, StageInput, TableDecl};
-use crate::graph::{DistributionPattern, StagePlan};
+use coordhost_model::graph::{DistributionPattern, StagePlan};
 
 /// A declared table as DataFusion's planner sees it: its schema, and a
 /// scan that is a coordhost leaf of `partitions` partitions.

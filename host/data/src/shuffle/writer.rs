@@ -15,7 +15,7 @@ use super::format::{
     PartitionProducer, SPILL_BYTES, encode_block, headers_crc, same_schema,
 };
 use super::{IO_BUFFER, ShuffleError, grant_error};
-use crate::grant::{self, PluginDir};
+use coordhost_io::grant::{self, PluginDir};
 
 /// Writes one result partition. Batches of each subpartition are kept in
 /// memory until [`PartitionWriter::spill_bytes`] of them are buffered; the
@@ -69,7 +69,7 @@ impl PartitionWriter {
 
     /// As [`PartitionWriter::create`], for a directory inside a shuffle
     /// master's writable grant: every file operation goes through the
-    /// grant's capability and never follows a symlink (`crate::grant`).
+    /// grant's capability and never follows a symlink (`coordhost_io::grant`).
     ///
     /// # Errors
     ///

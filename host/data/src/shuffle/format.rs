@@ -47,7 +47,7 @@ pub const INDEX_CRC_BYTES: usize = 4;
 /// Default bound of a writer's in-memory buffer, bytes of batches: when
 /// it is reached the writer spills a region.
 pub const SPILL_BYTES: usize = 16 << 20;
-/// Most rows the writer merges into one block (`crate::value::BATCH_ROWS`).
+/// Most rows the writer merges into one block (`coordhost_model::value::BATCH_ROWS`).
 pub const BLOCK_ROWS: usize = 8192;
 /// Alignment of the buffers inside an IPC message, bytes.
 const IPC_ALIGNMENT: usize = 8;
@@ -103,7 +103,7 @@ pub fn empty_index(num_subpartitions: u32, producer: PartitionProducer) -> Vec<u
 
 /// One index entry: the bytes of subpartition `sub` within one region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Entry {
+pub struct Entry {
     /// The subpartition.
     pub sub: u32,
     /// Offset of its first block in `data`.
@@ -118,7 +118,7 @@ pub(crate) struct Entry {
 
 /// A parsed index.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Index {
+pub struct Index {
     /// [`FORMAT_VERSION`] or [`FORMAT_VERSION_1`].
     pub version: u32,
     /// Number of subpartitions of the partition.
@@ -132,7 +132,7 @@ pub(crate) struct Index {
 }
 
 /// Where an index or block is bad: offset in its file and what is wrong.
-pub(crate) type Bad = (u64, &'static str);
+pub type Bad = (u64, &'static str);
 
 impl Index {
     /// The index's bytes, CRC32C included, in its `version`'s layout.
@@ -338,7 +338,7 @@ impl<'a> Cursor<'a> {
 /// # Errors
 ///
 /// The Arrow error if the batch cannot be encoded.
-pub(crate) fn encode_block(batch: &RecordBatch, out: &mut Vec<u8>) -> Result<(), ArrowError> {
+pub fn encode_block(batch: &RecordBatch, out: &mut Vec<u8>) -> Result<(), ArrowError> {
     let start = out.len();
     out.extend_from_slice(&[0; BLOCK_HEADER_BYTES]);
     let options = IpcWriteOptions::try_new(IPC_ALIGNMENT, false, MetadataVersion::V5)?;
@@ -363,7 +363,7 @@ pub(crate) fn encode_block(batch: &RecordBatch, out: &mut Vec<u8>) -> Result<(),
 /// # Panics
 ///
 /// If `blocks` does not split into whole blocks (the writer encoded them).
-pub(crate) fn headers_crc(blocks: &[u8]) -> u32 {
+pub fn headers_crc(blocks: &[u8]) -> u32 {
     let mut crc = 0;
     let mut at = 0;
     while at < blocks.len() {
@@ -378,7 +378,7 @@ pub(crate) fn headers_crc(blocks: &[u8]) -> u32 {
 }
 
 /// Splits a block header into payload length and CRC32C.
-pub(crate) fn block_header(h: &[u8; BLOCK_HEADER_BYTES]) -> (u32, u32) {
+pub fn block_header(h: &[u8; BLOCK_HEADER_BYTES]) -> (u32, u32) {
     (
         u32::from_le_bytes(h[..4].try_into().expect("4")),
         u32::from_le_bytes(h[4..].try_into().expect("4")),
@@ -391,7 +391,7 @@ pub(crate) fn block_header(h: &[u8; BLOCK_HEADER_BYTES]) -> (u32, u32) {
 /// # Errors
 ///
 /// What is wrong, when the payload is not such a stream.
-pub(crate) fn decode_payload(payload: Vec<u8>) -> Result<RecordBatch, &'static str> {
+pub fn decode_payload(payload: Vec<u8>) -> Result<RecordBatch, &'static str> {
     const NOT_ONE: &str = "the block is not one Arrow IPC stream of one record batch";
     if !payload.ends_with(&IPC_END) {
         return Err(NOT_ONE);
@@ -409,7 +409,7 @@ pub(crate) fn decode_payload(payload: Vec<u8>) -> Result<RecordBatch, &'static s
 }
 
 /// The schema-equality test the writer merges batches by.
-pub(crate) fn same_schema(a: &RecordBatch, b: &RecordBatch) -> bool {
+pub fn same_schema(a: &RecordBatch, b: &RecordBatch) -> bool {
     Arc::ptr_eq(&a.schema(), &b.schema()) || a.schema() == b.schema()
 }
 /// The producer's names and attempt of a version 2 index.

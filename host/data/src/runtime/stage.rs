@@ -22,11 +22,11 @@ use datafusion::error::{DataFusionError, Result as DfResult};
 
 use super::sink::{BatchSink, OutputReport};
 use super::{InputPartition, SplitSource, TaskError, TaskInput, Ticker, open_input};
-use crate::grant::Grants;
-use crate::graph::{Operator, StagePlan, StageSource};
 use crate::shuffle::SubpartitionReader;
 use crate::sql::{BatchIter, LeafInputs, LeafKind, SqlType, StageFailure, StageOutput};
-use crate::value::{SplitData, SplitPayloadData};
+use coordhost_io::grant::Grants;
+use coordhost_model::graph::{Operator, StagePlan, StageSource};
+use coordhost_model::value::{SplitData, SplitPayloadData};
 
 /// The task's input, shared by the plan's leaves; the first input error
 /// is kept here (DataFusion only sees its text).
@@ -220,10 +220,10 @@ impl Inner {
             // format): a data error, not retried.
             let invalid = matches!(
                 &e,
-                crate::plugin::PluginError::Returned {
-                    error: crate::plugin::PluginFailure::Other(message),
+                coordhost_wasm::PluginError::Returned {
+                    error: coordhost_wasm::PluginFailure::Other(message),
                     ..
-                } if message.starts_with(crate::plugin::INVALID_SPLIT_PREFIX)
+                } if message.starts_with(coordhost_wasm::INVALID_SPLIT_PREFIX)
             );
             // The plugin host's message names the plugin already.
             let text = e.to_string();
@@ -329,7 +329,7 @@ impl Inner {
                             None => Arc::new(arrow_array::NullArray::new(rows)) as ArrayRef,
                         })
                         .collect();
-                    out.push(crate::value::cells::batch_of(columns));
+                    out.push(coordhost_model::value::cells::batch_of(columns));
                     Ok(())
                 })?;
             }
@@ -358,7 +358,7 @@ impl Inner {
                 })?;
                 let mut columns = b.columns().to_vec();
                 columns.push(Arc::new(files));
-                Ok(crate::value::cells::batch_of(columns))
+                Ok(coordhost_model::value::cells::batch_of(columns))
             })
             .collect()
     }

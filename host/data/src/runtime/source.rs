@@ -17,9 +17,9 @@ use arrow_array::RecordBatch;
 use arrow_array::builder::{ArrayBuilder, StringBuilder};
 
 use super::{SplitSource, TaskError};
-use crate::grant::Grants;
-use crate::value::cells::batch_of;
-use crate::value::{BATCH_ROWS, SplitData, SplitPayloadData};
+use coordhost_io::grant::Grants;
+use coordhost_model::value::cells::batch_of;
+use coordhost_model::value::{BATCH_ROWS, SplitData, SplitPayloadData};
 
 /// Longest line a source reader takes from a `file-range` split, in bytes
 /// (16 MiB, the newline included): a longer line fails the task naming the
@@ -156,11 +156,13 @@ pub(super) fn open_split_file(
     path: &std::path::Path,
     grants: Option<&Grants>,
 ) -> Result<Box<dyn SplitInput>, TaskError> {
-    let refused = |e: crate::grant::GrantError| TaskError::Split {
+    let refused = |e: coordhost_io::grant::GrantError| TaskError::Split {
         split: split.id.clone(),
         reason: e.to_string(),
     };
-    let is_object = path.to_str().is_some_and(crate::objstore::is_object_url);
+    let is_object = path
+        .to_str()
+        .is_some_and(coordhost_io::objstore::is_object_url);
     match grants {
         Some(g) if is_object => g
             .open_readable_object(path)
@@ -170,7 +172,7 @@ pub(super) fn open_split_file(
             .open_readable_file(path)
             .map(|f| Box::new(f) as Box<dyn SplitInput>)
             .map_err(refused),
-        None => crate::files::open_regular_file(path, u64::MAX)
+        None => coordhost_io::files::open_regular_file(path, u64::MAX)
             .map(|(f, _)| Box::new(f) as Box<dyn SplitInput>)
             .map_err(|source| TaskError::Io {
                 path: path.to_path_buf(),

@@ -419,7 +419,7 @@ pub fn run_stage(
 /// As [`run_stage`]; [`StageFailure::Failed`] when the chain does not
 /// lower onto the input (a column it does not have).
 pub fn run_chain(
-    operators: &[crate::graph::Operator],
+    operators: &[coordhost_model::graph::Operator],
     schema: SchemaRef,
     inputs: Arc<dyn LeafInputs>,
     out: &mut dyn StageOutput,

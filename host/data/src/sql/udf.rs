@@ -3,9 +3,9 @@
 //!
 //! This module knows the function by its name, its signature and a
 //! [`ScalarCallee`] that computes one batch; what the callee is (a Wasm
-//! component, `crate::plugin`) is decided a floor up: where the job file
+//! component, `coordhost_wasm`) is decided a floor up: where the job file
 //! is loaded (the coordinator's embedded tasks), or by a worker process
-//! that fetched the component by its hash (`crate::remote`). In a stage plan (`datafusion-proto`) a function is written by
+//! that fetched the component by its hash (`coordhost::remote`). In a stage plan (`datafusion-proto`) a function is written by
 //! name only; a task that decodes the plan looks the name up in the
 //! functions of its job ([`FunctionSet`]) and fails naming the function
 //! when its process has none of that name.

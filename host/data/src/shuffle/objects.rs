@@ -11,7 +11,7 @@
 //! uploads `data` (a multipart upload above 8 MiB) and only after it
 //! `index`: as on disk, the index's existence means "complete". An object
 //! is replaced whole by a PUT, never seen half written. Store failures that
-//! may pass are retried for [`crate::objstore::DEFAULT_WRITE_RETRY`], as
+//! may pass are retried for [`coordhost_io::objstore::DEFAULT_WRITE_RETRY`], as
 //! the event log's and a sink's writes are. Reading is
 //! [`super::SubpartitionReader::open_object`], with every check of a
 //! partition on disk.
@@ -22,11 +22,11 @@ use arrow_array::RecordBatch;
 
 use super::format::{DATA_FILE, INDEX_FILE, PartitionProducer};
 use super::{PartitionWriter, ShuffleError};
-use crate::objstore::ObjectUrlPath as _;
-use crate::objstore::{self, DEFAULT_WRITE_RETRY, ObjectUrl, Upload};
+use coordhost_io::objstore::ObjectUrlPath as _;
+use coordhost_io::objstore::{self, DEFAULT_WRITE_RETRY, ObjectUrl, Upload};
 
 /// `name` below the partition prefix `url`.
-pub(crate) fn child(url: &ObjectUrl, name: &str) -> ObjectUrl {
+pub fn child(url: &ObjectUrl, name: &str) -> ObjectUrl {
     ObjectUrl {
         bucket: url.bucket.clone(),
         key: format!("{}/{name}", url.key),

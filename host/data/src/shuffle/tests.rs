@@ -136,7 +136,7 @@ fn a_range_of_subpartitions_reads_each_in_turn_from_one_index() {
     let dir = tempfile::tempdir().expect("tempdir");
     let loc = dir.path().join("p");
     let (want, _) = write_plan(&loc, 12, &sample_plan(), 4096);
-    let plugin_dir = crate::grant::PluginDir::host_chosen(&loc).expect("dir");
+    let plugin_dir = coordhost_io::grant::PluginDir::host_chosen(&loc).expect("dir");
     let mut r = SubpartitionReader::open_range_in(&plugin_dir, 2..7).expect("open");
     let mut got = Vec::new();
     while let Some(b) = r.next_batch().expect("read") {
@@ -410,7 +410,7 @@ fn read_bound(
     subs: Range<u32>,
     expected: &ExpectedPartition,
 ) -> Result<Vec<Row>, ShuffleError> {
-    let dir = crate::grant::PluginDir::host_chosen(loc).expect("dir");
+    let dir = coordhost_io::grant::PluginDir::host_chosen(loc).expect("dir");
     let mut r = SubpartitionReader::open_expected_in(&dir, subs, expected)?;
     let mut out = Vec::new();
     while let Some(b) = r.next_batch()? {
@@ -534,7 +534,7 @@ fn a_stream_of_raw_ranges_reads_bound_at_the_consumer() {
     let dir = tempfile::tempdir().expect("tempdir");
     let loc = dir.path().join("p");
     let (want, bytes) = write_plan(&loc, 12, &sample_plan(), 4096);
-    let plugin_dir = crate::grant::PluginDir::host_chosen(&loc).expect("dir");
+    let plugin_dir = coordhost_io::grant::PluginDir::host_chosen(&loc).expect("dir");
     let stream_of = |subs: Range<u32>| {
         let raw = SubpartitionReader::raw_ranges_in(&plugin_dir, subs).expect("raw");
         let data = fs::read(loc.join(DATA_FILE)).expect("data");
@@ -630,7 +630,7 @@ fn a_symlinked_index_is_not_followed() {
 
 #[test]
 fn a_fifo_in_place_of_data_or_index_is_corrupt_at_once_even_for_an_empty_partition() {
-    crate::files::test_support::within_deadline(|| {
+    coordhost_io::files::test_support::within_deadline(|| {
         let dir = tempfile::tempdir().expect("tempdir");
         for file in [DATA_FILE, INDEX_FILE] {
             // Empty: its index records 0 data bytes, the size a FIFO stats as.
@@ -640,7 +640,7 @@ fn a_fifo_in_place_of_data_or_index_is_corrupt_at_once_even_for_an_empty_partiti
                 .finish()
                 .expect("finish");
             fs::remove_file(loc.join(file)).expect("rm");
-            crate::files::test_support::mkfifo(&loc.join(file));
+            coordhost_io::files::test_support::mkfifo(&loc.join(file));
             assert_corrupt(&loc, 2, file, "a FIFO, opened without blocking");
         }
     });
@@ -649,7 +649,7 @@ fn a_fifo_in_place_of_data_or_index_is_corrupt_at_once_even_for_an_empty_partiti
 /// The texts of a row's key cells, as sinks write them.
 fn texts(b: &RecordBatch, r: usize) -> Vec<String> {
     (0..4)
-        .map(|c| crate::value::cell_text(b.column(c), r).into_owned())
+        .map(|c| coordhost_model::value::cell_text(b.column(c), r).into_owned())
         .collect()
 }
 

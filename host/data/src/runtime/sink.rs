@@ -31,13 +31,13 @@ use arrow_array::cast::AsArray;
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
 
-use crate::graph::{SinkFormat, SinkSpec};
-use crate::objstore::ObjectUrlPath as _;
-use crate::objstore::{
+use crate::shuffle::sync_dir;
+use coordhost_io::objstore::ObjectUrlPath as _;
+use coordhost_io::objstore::{
     DEFAULT_WRITE_RETRY, ObjectUrl, Upload, classify, endpoint, error_line, retrying, upload,
 };
-use crate::shuffle::sync_dir;
-use crate::value::write_cell_text;
+use coordhost_model::graph::{SinkFormat, SinkSpec};
+use coordhost_model::value::write_cell_text;
 
 /// What a task's output reports when it is finished: rows written and, for
 /// result partitions, each outgoing edge's index with the bytes of each of
@@ -158,7 +158,7 @@ pub fn published_names(spec: &SinkSpec) -> Result<Vec<String>, String> {
     Ok(names)
 }
 
-pub use crate::objstore::MULTIPART_ABOVE;
+pub use coordhost_io::objstore::MULTIPART_ABOVE;
 
 /// `object store ENDPOINT (sink URL): WHAT`.
 fn store_line(url: &ObjectUrl, what: &str) -> String {
@@ -187,15 +187,15 @@ fn request<T: Send + 'static>(
     url: &ObjectUrl,
     future: impl std::future::Future<Output = T> + Send + 'static,
 ) -> Result<T, String> {
-    crate::objstore::block(future, None).map_err(|e| match e {
-        crate::objstore::Blocked::Deadline => store_line(url, "no answer in time"),
-        crate::objstore::Blocked::Failed(why) => store_line(url, &why),
+    coordhost_io::objstore::block(future, None).map_err(|e| match e {
+        coordhost_io::objstore::Blocked::Deadline => store_line(url, "no answer in time"),
+        coordhost_io::objstore::Blocked::Failed(why) => store_line(url, &why),
     })
 }
 
 /// Names of the objects directly under the sink's prefix.
 fn list_objects(url: &ObjectUrl) -> Result<Vec<String>, String> {
-    let store = crate::objstore::client(&url.bucket)?;
+    let store = coordhost_io::objstore::client(&url.bucket)?;
     let prefix = url.path();
     let listed = request(url, async move {
         store.list_with_delimiter(Some(&prefix)).await
@@ -247,7 +247,7 @@ where
 fn put_object(url: &ObjectUrl, name: &str, body: bytes::Bytes) -> Result<(), TaskError> {
     use object_store::ObjectStoreExt as _;
     let object = object_of(url, name);
-    let store = crate::objstore::client(&url.bucket).map_err(|l| store_error(&object, l))?;
+    let store = coordhost_io::objstore::client(&url.bucket).map_err(|l| store_error(&object, l))?;
     let path = object.path();
     retried(url, &object, format!("writing {object}"), move || {
         let (store, path, body) = (store.clone(), path.clone(), body.clone());
@@ -259,7 +259,7 @@ fn put_object(url: &ObjectUrl, name: &str, body: bytes::Bytes) -> Result<(), Tas
 fn delete_object(url: &ObjectUrl, name: &str) -> Result<(), TaskError> {
     use object_store::ObjectStoreExt as _;
     let object = object_of(url, name);
-    let store = crate::objstore::client(&url.bucket).map_err(|l| store_error(&object, l))?;
+    let store = coordhost_io::objstore::client(&url.bucket).map_err(|l| store_error(&object, l))?;
     let path = object.path();
     retried(url, &object, format!("deleting {object}"), move || {
         let (store, path) = (store.clone(), path.clone());
@@ -276,7 +276,7 @@ fn delete_object(url: &ObjectUrl, name: &str) -> Result<(), TaskError> {
 fn publish_object(url: &ObjectUrl, staging: &Path, name: &str) -> Result<(), TaskError> {
     use object_store::ObjectStoreExt as _;
     let object = object_of(url, name);
-    let store = crate::objstore::client(&url.bucket).map_err(|l| store_error(&object, l))?;
+    let store = coordhost_io::objstore::client(&url.bucket).map_err(|l| store_error(&object, l))?;
     let path = object.path();
     let size = match fs::metadata(staging) {
         Ok(meta) => meta.len(),
@@ -408,7 +408,7 @@ pub fn write_success(spec: &SinkSpec) -> Result<(), TaskError> {
 }
 
 /// The [`BatchSink`] of a sink task: writes its staging file, a line per
-/// row, each cell as its text ([`crate::value::cell_text`]).
+/// row, each cell as its text ([`coordhost_model::value::cell_text`]).
 pub struct SinkWriter {
     path: PathBuf,
     out: BufWriter<File>,
@@ -593,7 +593,7 @@ mod tests {
         prepare_fresh(&spec).expect("prepare");
         for attempt in 0..2 {
             let mut w = Box::new(SinkWriter::create(&spec, 0, attempt).expect("create"));
-            let batch = crate::value::cells::batch_of(vec![
+            let batch = coordhost_model::value::cells::batch_of(vec![
                 std::sync::Arc::new(arrow_array::StringArray::from(vec!["a,b"])),
                 std::sync::Arc::new(arrow_array::Int64Array::from(vec![i64::from(attempt)])),
             ]);

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{Field, Schema};
 
-use crate::graph::ScanColumn;
 use crate::sql::SqlType;
+use coordhost_model::graph::ScanColumn;
 
 /// The value Hive writes for a NULL (or empty) partition value; read
 /// back as NULL.
@@ -158,7 +158,7 @@ pub fn pruned(filters: &[Vec<u8>], levels: &[(String, String)], values: &[ArrayR
 /// `s` for a message: one line (control characters as spaces), at most
 /// 1 KiB.
 fn shown(s: &str) -> String {
-    crate::plugin::one_line(s, 1024)
+    coordhost_wasm::one_line(s, 1024)
 }
 
 /// Decodes `%XX` (two hex digits) in a folder's value, as Hive's
