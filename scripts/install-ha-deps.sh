@@ -3,7 +3,7 @@
 # (docs/ha.md), unless it is there already:
 #   protobuf-compiler  `protoc`: the etcd-client crate generates its gRPC code
 #                      at build time with it (coordhost's own protocol needs no
-#                      protoc: host/build.rs uses protox)
+#                      protoc: host/workers/build.rs uses protox)
 #   libprotobuf-dev    the well-known types (google/protobuf/descriptor.proto,
 #                      struct.proto) that etcd's .proto files import
 #   etcd-server        `etcd`: the HA tests and scripts/demo-ha.sh start a real

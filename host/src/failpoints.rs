@@ -18,9 +18,9 @@
 //! | `task::fail::<vertex>::<subtask>::<attempt>` | that execution attempt fails on purpose ([`TaskError::Injected`](crate::runtime::TaskError)) | the input records it reads first |
 //! | `partition::lost::<vertex>::<subtask>::<attempt>` | before that consumer attempt runs, the result partitions of the listed producer subtasks are deleted, so it meets a real PartitionNotFound | `producer:subtask`, comma-separated |
 //! | `snapshot::max-bytes` | the largest enumerator batch snapshot state recorded is lowered (to test the refusal without a 1 GiB snapshot) | bytes |
-//! | `worker::hold-deploy-answer` | in a `coordhost worker`: a `Deploy` of a source attempt starts the task, waits until it pulled its first split (logging `test knob: ... pulled a split`), then holds its answer this long (a worker that dies or hangs between the two) | milliseconds |
-//! | `worker::fail-every-task` | in a `coordhost worker`: every attempt it runs fails after its first input records, as on a worker whose disk is full | none |
-//! | `coordinator::corrupt-component` | in `coordhost run` serving workers: the bytes of a component (a scalar function's or a source reader's) it sends a worker (`FetchComponent`) have their last byte flipped after the coordinator checked its file, as a transfer damaged on the way; the worker must refuse them | none |
+//! | `worker::hold-deploy-answer` | in a `coordhost worker`: a `Deploy` of a source attempt starts the task, waits until it pulled its first split (logging `test knob: ... pulled a split`), then holds its answer this long (a worker that dies or hangs between the two) | milliseconds (read in `coordhost-workers`, under its `failpoints` feature) |
+//! | `worker::fail-every-task` | in a `coordhost worker`: every attempt it runs fails after its first input records, as on a worker whose disk is full | none (read in `coordhost-workers`, under its `failpoints` feature) |
+//! | `coordinator::corrupt-component` | in `coordhost run` serving workers: the bytes of a component (a scalar function's or a source reader's) it sends a worker (`FetchComponent`) have their last byte flipped after the coordinator checked its file, as a transfer damaged on the way; the worker must refuse them | none (read in `coordhost-workers`, under its `failpoints` feature) |
 //! | `job::job-failed-not-recorded` | in `coordhost run`: a failed run's `JobFailed` cannot be made durable (as when the leadership is lost between the job's failure and its record); the run must not report the failure as the job's end | none |
 //! | `ha::blind-leader` | in `coordhost run --ha`: the leadership's fence always holds and a lost lease does not stop the process — a leader that does not know it was deposed (a long pause its clock did not see); with the event log on object storage only the conditional create of the log's next object stops it | none (read in `coordhost-ha`, under its `failpoints` feature) |
 //!
@@ -112,43 +112,6 @@ pub fn max_snapshot_bytes() -> Option<u64> {
             panic!("fail point snapshot::max-bytes: `{arg}` is not a byte count: {e}")
         })
     })
-}
-
-/// How long a worker holds its answer to the `Deploy` of a source attempt
-/// once the attempt pulled its first split (fail point
-/// `worker::hold-deploy-answer`), if it does.
-///
-/// # Panics
-/// If the fail point's argument is not a number of milliseconds.
-#[must_use]
-pub fn worker_holds_deploy_answer() -> Option<std::time::Duration> {
-    fail::eval("worker::hold-deploy-answer", |arg| {
-        let arg = arg.unwrap_or_default();
-        let ms: u64 = arg.trim().parse().unwrap_or_else(|e| {
-            panic!("fail point worker::hold-deploy-answer: `{arg}` is not milliseconds: {e}")
-        });
-        std::time::Duration::from_millis(ms)
-    })
-}
-
-/// Whether every attempt this worker runs fails (fail point
-/// `worker::fail-every-task`).
-#[must_use]
-pub fn worker_fails_every_task() -> bool {
-    fail::eval("worker::fail-every-task", |_| ()).is_some()
-}
-
-/// `bytes` with the last byte flipped when the fail point
-/// `coordinator::corrupt-component` fires, else unchanged: the component
-/// a coordinator sends a worker, damaged after the coordinator checked it.
-#[must_use]
-pub fn corrupt_component(mut bytes: Vec<u8>) -> Vec<u8> {
-    if fail::eval("coordinator::corrupt-component", |_| ()).is_some()
-        && let Some(last) = bytes.last_mut()
-    {
-        *last ^= 0xff;
-    }
-    bytes
 }
 
 /// Whether a failed run's `JobFailed` is refused (fail point

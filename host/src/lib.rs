@@ -26,10 +26,7 @@ pub mod failpoints;
 pub mod job;
 pub mod kit;
 pub mod recovery;
-pub mod remote;
-pub mod rpc;
 pub mod scheduler;
-pub mod tls;
 pub mod ui;
 
 // The crates below the binary, under the names the modules had (docs/architecture.md, "Crates").
@@ -39,3 +36,5 @@ pub use coordhost_ha as ha;
 pub use coordhost_io::{files, grant, objstore};
 pub use coordhost_model::{graph, value};
 pub use coordhost_wasm as plugin;
+pub use coordhost_workers as remote;
+pub use coordhost_workers::{rpc, tls};

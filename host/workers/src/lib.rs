@@ -4,7 +4,7 @@
 //! `proto/coordhost/worker/v1/worker.proto` ([`crate::rpc`]).
 //!
 //! - [`worker`]: the worker process. It registers with the coordinator,
-//!   heartbeats, runs the attempts it is given with [`crate::runtime`]
+//!   heartbeats, runs the attempts it is given with [`coordhost_data::runtime`]
 //!   (the same operator chains as embedded workers), keeps the result
 //!   partitions they write under its own data directory, serves their
 //!   subpartitions to consumers on other workers, and stages sink output
@@ -23,13 +23,26 @@
 //!   scan reads, loaded before the task runs) use it, and keep what they
 //!   loaded, with its idle instances, across the worker's tasks.
 //!
-//! docs/workers.md tells the story, with the failure cases.
+//! - [`rpc`]: the coordinator–worker contract, the gRPC code generated
+//!   from `proto/coordhost/worker/v1/worker.proto` (build.rs, protox) and
+//!   its protocol revision.
+//! - [`tls`]: who may talk to a cluster — mutual TLS for both servers and
+//!   clients, the names a certificate carries per role, the keyed read
+//!   grants of `ReadSubpartitions`, connection limits, `cluster certs`.
+//!
+//! docs/workers.md tells the story, with the failure cases. The binary
+//! re-exports this crate as `coordhost::remote` and its `rpc` and `tls`
+//! as `coordhost::rpc` and `coordhost::tls`.
 
 pub mod cluster;
 mod components;
+#[cfg(feature = "failpoints")]
+mod failpoints;
 mod functions;
 mod readers;
+pub mod rpc;
 pub mod task;
+pub mod tls;
 pub mod worker;
 
 pub use cluster::{Cluster, ClusterEvent, ClusterOptions, ServedComponent, WorkerHeartbeats};

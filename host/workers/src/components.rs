@@ -30,7 +30,7 @@ use std::sync::{Mutex, PoisonError};
 use sha2::Digest as _;
 
 use super::task::{RemoteComponent, is_sha256_hex};
-use crate::plugin::{HostOptions, LoadedPlugin, PluginHost, PluginKind};
+use coordhost_wasm::{HostOptions, LoadedPlugin, PluginHost, PluginKind};
 
 /// Where a worker gets the bytes of a component it does not keep: the
 /// coordinator (`FetchComponent`).
@@ -79,7 +79,7 @@ pub(super) fn check_hash(what: &str, component: &RemoteComponent) -> Result<(), 
     } else {
         Err(format!(
             "{what}: `{}` is not a SHA-256 (64 lowercase hex digits)",
-            crate::plugin::one_line(&component.sha256, 80)
+            coordhost_wasm::one_line(&component.sha256, 80)
         ))
     }
 }
@@ -186,7 +186,10 @@ impl WorkerComponents {
         let _one_at_a_time = lock(&self.fetching);
         let file = self.file(sha256);
         if file.exists() {
-            match crate::files::read_regular_file(&file, crate::files::MAX_COMPONENT_BYTES) {
+            match coordhost_io::files::read_regular_file(
+                &file,
+                coordhost_io::files::MAX_COMPONENT_BYTES,
+            ) {
                 Ok(bytes) if sha256_hex(&bytes) == *sha256 => return Ok(bytes),
                 Ok(_) => {
                     tracing::warn!(worker = %self.worker, file = %file.display(), "a kept component does not have the hash it is named by; fetching it again")
@@ -235,7 +238,7 @@ pub(super) mod tests {
     use super::*;
 
     /// A source that answers every fetch with `bytes`.
-    pub(in crate::remote) struct Fixed(pub Vec<u8>);
+    pub(crate) struct Fixed(pub Vec<u8>);
 
     impl ComponentSource for Fixed {
         fn fetch(&self, _sha256: &str) -> Result<Vec<u8>, String> {
@@ -251,7 +254,7 @@ pub(super) mod tests {
             dirs: Vec::new(),
             call_timeout_ms: 1000,
             memory_bytes: 1 << 20,
-            on_trap: crate::plugin::TrapPolicy::Fail,
+            on_trap: coordhost_wasm::TrapPolicy::Fail,
         }
     }
 

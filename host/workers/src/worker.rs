@@ -3,7 +3,7 @@
 //! It registers with the coordinator (reporting the finished partitions it
 //! still holds), heartbeats every interval the coordinator names, and runs
 //! the attempts it is deployed on a pool of `slots` threads with
-//! [`crate::runtime::run_task`]. Result partitions go below
+//! [`coordhost_data::runtime::run_task`]. Result partitions go below
 //! `<data-dir>/partitions/` at the path the shuffle master chose relative
 //! to its grant; sink output is staged below `<data-dir>/sink/` and only
 //! ever leaves through the coordinator's `FetchSinkOutput`, which the
@@ -42,15 +42,17 @@ use super::components::{ComponentSource, WorkerComponents};
 use super::functions::WorkerFunctions;
 use super::readers::WorkerReaders;
 use super::task::{RemoteVertex, from_wire, plain_relative, to_wire};
-use crate::grant::{DirGrant, Grants};
-use crate::graph::AttemptId;
 use crate::rpc::{self, coordinator_client::CoordinatorClient, worker_server};
-use crate::runtime::{
+use coordhost_data::runtime::{
     InputPartition, OutputPlace, PartitionFetch, SplitSource, TaskError, TaskInput, TaskOutput,
     TaskReport, TaskSpec, WorkerPool, run_task, sink,
 };
-use crate::shuffle::{ExpectedPartition, PartitionProducer, ShuffleError, SubpartitionReader};
-use crate::value::SplitData;
+use coordhost_data::shuffle::{
+    ExpectedPartition, PartitionProducer, ShuffleError, SubpartitionReader,
+};
+use coordhost_io::grant::{DirGrant, Grants};
+use coordhost_model::graph::AttemptId;
+use coordhost_model::value::SplitData;
 
 /// How to run a worker process.
 #[derive(Debug, Clone)]
@@ -58,7 +60,7 @@ pub struct WorkerOptions {
     /// The coordinator's `HOST:PORT` (its `--listen`), or, with high
     /// availability, `etcd://HOST:PORT[,...]/JOB`: the worker asks etcd
     /// which coordinator leads job `JOB` each time it registers
-    /// (`crate::ha::leader_address`).
+    /// (`coordhost_ha::leader_address`).
     pub coordinator: String,
     /// Where this worker keeps its partitions and staged sink output.
     pub data_dir: PathBuf,
@@ -78,7 +80,7 @@ pub struct WorkerOptions {
     /// `--insecure-listen`).
     pub tls: Option<crate::tls::TlsFiles>,
     /// With `etcds://`: the CA, client certificate and user for etcd.
-    pub etcd: crate::ha::EtcdSecurity,
+    pub etcd: coordhost_ha::EtcdSecurity,
     /// The compiled-component cache the job's scalar functions and source
     /// readers are compiled through (`--cache-dir`); default
     /// `<data-dir>/cache`.
@@ -136,7 +138,7 @@ struct State {
     /// The coordinator's address; with etcd, the leader found last.
     coordinator: Mutex<String>,
     /// With high availability: where to look the leader up, and the job.
-    leader_from: Option<crate::ha::EtcdUrl>,
+    leader_from: Option<coordhost_ha::EtcdUrl>,
     /// With high availability: the newest term registered with; an older
     /// leader is never registered with again.
     newest_term: Mutex<u64>,
@@ -399,11 +401,11 @@ fn io_error(what: String) -> impl FnOnce(std::io::Error) -> WorkerError {
 
 /// With high availability (an `etcd://` `--coordinator`): where to look the
 /// job's leader up; checks that the URL names the job. None otherwise.
-fn leader_lookup(opts: &WorkerOptions) -> Result<Option<crate::ha::EtcdUrl>, WorkerError> {
-    if !crate::ha::EtcdUrl::is_etcd(&opts.coordinator) {
+fn leader_lookup(opts: &WorkerOptions) -> Result<Option<coordhost_ha::EtcdUrl>, WorkerError> {
+    if !coordhost_ha::EtcdUrl::is_etcd(&opts.coordinator) {
         return Ok(None);
     }
-    let etcd = crate::ha::EtcdUrl::parse(&opts.coordinator)
+    let etcd = coordhost_ha::EtcdUrl::parse(&opts.coordinator)
         .and_then(|u| u.with_security(opts.etcd.clone()))
         .map_err(|e| WorkerError::Argument(format!("--coordinator: {e}")))?;
     if etcd.path.is_empty() || etcd.path.contains('/') {
@@ -674,8 +676,8 @@ fn note_session_end(state: &State, goodbye: Option<Goodbye>, exit_when_idle: boo
 /// and makes it the one to register with. False while no coordinator
 /// leads, etcd cannot be reached, or the leader's term is older than one
 /// this worker already served (a deposed leader is never served again).
-async fn find_leader(state: &State, etcd: &crate::ha::EtcdUrl) -> bool {
-    match crate::ha::leader_address(etcd, &etcd.path).await {
+async fn find_leader(state: &State, etcd: &coordhost_ha::EtcdUrl) -> bool {
+    match coordhost_ha::leader_address(etcd, &etcd.path).await {
         Ok(Some((term, address))) if !address.is_empty() => {
             let mut newest = lock(&state.newest_term);
             if term < *newest {
@@ -730,7 +732,7 @@ fn note_waiting(state: &State, why: String) {
 
 /// An etcd error on one line, without the transport's debug detail; a
 /// refusal of this worker's user or permissions keeps etcd's words.
-fn one_line_error(e: &crate::ha::HaError) -> String {
+fn one_line_error(e: &coordhost_ha::HaError) -> String {
     let text = e.to_string();
     let first = text.split(": grpc request error").next().unwrap_or(&text);
     let first = first.lines().next().unwrap_or(first).to_owned();
@@ -776,7 +778,7 @@ async fn newer_leader(state: &State, session: u64, wait: Duration) -> bool {
         return false;
     };
     matches!(
-        tokio::time::timeout(wait, crate::ha::leader_address(etcd, &etcd.path)).await,
+        tokio::time::timeout(wait, coordhost_ha::leader_address(etcd, &etcd.path)).await,
         Ok(Ok(Some((term, _)))) if term > session
     )
 }
@@ -1140,7 +1142,7 @@ impl worker_server::Worker for Service {
             )));
         };
         // A regular file only, opened without blocking on a FIFO put there.
-        let (file, len) = crate::files::open_regular_file(&path, u64::MAX)
+        let (file, len) = coordhost_io::files::open_regular_file(&path, u64::MAX)
             .map_err(|e| Status::internal(format!("{}: {e}", path.display())))?;
         Ok(Response::new(stream_file(
             &self.state.handle,
@@ -1215,7 +1217,7 @@ impl worker_server::Worker for Service {
         let end = rpc::JobEnd::try_from(req.end).unwrap_or(rpc::JobEnd::Unspecified);
         *lock(&self.state.goodbye) = Some(Goodbye {
             session: req.session,
-            job: crate::plugin::one_line(&req.job, 80),
+            job: coordhost_wasm::one_line(&req.job, 80),
             end,
         });
         self.state.goodbye_said.notify_one();
@@ -1446,7 +1448,7 @@ fn task_spec(
         vertex_id: req.vertex_id.clone(),
         operators: Arc::new(vertex.operators),
         // Filled on the task's thread (`WorkerReaders::table_readers`).
-        readers: crate::runtime::TableReaders::default(),
+        readers: coordhost_data::runtime::TableReaders::default(),
         input,
         outputs,
         sink,
@@ -1588,8 +1590,8 @@ fn input_partition(
 /// A partition's place on object storage as a coordinator sent it: a plain
 /// `s3://BUCKET/PREFIX` (the coordinator checked it against the shuffle
 /// master's writable store grants; the worker checks it is plain).
-fn object_url(text: &str) -> Result<crate::objstore::ObjectUrl, Status> {
-    crate::objstore::ObjectUrl::parse(text, false)
+fn object_url(text: &str) -> Result<coordhost_io::objstore::ObjectUrl, Status> {
+    coordhost_io::objstore::ObjectUrl::parse(text, false)
         .map_err(|e| Status::invalid_argument(format!("partition place: {e}")))
 }
 
@@ -1602,7 +1604,7 @@ struct CoordinatorComponents {
 
 impl ComponentSource for CoordinatorComponents {
     fn fetch(&self, sha256: &str) -> Result<Vec<u8>, String> {
-        let max = crate::files::MAX_COMPONENT_BYTES;
+        let max = coordhost_io::files::MAX_COMPONENT_BYTES;
         let mut client = self.state.coordinator_client()?;
         let request = rpc::ComponentRequest {
             worker_id: self.state.id.clone(),

@@ -9,7 +9,7 @@
 //! ([`WorkerComponents::load`]: bytes kept or fetched by hash, checked,
 //! compiled once through the cache) and binds it to the table's declared
 //! schema, as the coordinator's embedded tasks do
-//! ([`crate::plugin::LoadedPlugin::source_reader`]). The loaded reader (with
+//! ([`coordhost_wasm::LoadedPlugin::source_reader`]). The loaded reader (with
 //! its pool of idle configured instances) is kept for the worker's later
 //! tasks: one load per reader per worker process, whatever the number of
 //! tasks, until the job is released.
@@ -26,8 +26,8 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use super::components::{ComponentSource, WorkerComponents, check_hash, lock, what};
 use super::task::RemoteReader;
-use crate::plugin::{PluginKind, SourceReader};
-use crate::runtime::TableReaders;
+use coordhost_data::runtime::TableReaders;
+use coordhost_wasm::{PluginKind, SourceReader};
 
 /// One reader's loaded form, filled by its first load.
 type Slot = Arc<Mutex<Option<Arc<SourceReader>>>>;
@@ -59,8 +59,8 @@ fn schema(r: &RemoteReader) -> Result<SchemaRef, String> {
                         "source reader `{}` of table `{}`: column `{}`: `{}` is not an Arrow type: {e}",
                         r.plugin,
                         r.table,
-                        crate::plugin::one_line(name, 80),
-                        crate::plugin::one_line(ty, 80)
+                        coordhost_wasm::one_line(name, 80),
+                        coordhost_wasm::one_line(ty, 80)
                     )
                 })
         })
@@ -178,8 +178,8 @@ impl WorkerReaders {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remote::components::tests::Fixed;
-    use crate::remote::task::RemoteComponent;
+    use crate::components::tests::Fixed;
+    use crate::task::RemoteComponent;
 
     fn remote(sha256: &str, ty: &str) -> RemoteReader {
         RemoteReader {
@@ -193,7 +193,7 @@ mod tests {
                 dirs: Vec::new(),
                 call_timeout_ms: 1000,
                 memory_bytes: 1 << 20,
-                on_trap: crate::plugin::TrapPolicy::Fail,
+                on_trap: coordhost_wasm::TrapPolicy::Fail,
             },
         }
     }

@@ -3,9 +3,9 @@
 //! protobuf compiler written in Rust, so no system `protoc` is needed.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let proto = "../proto/coordhost/worker/v1/worker.proto";
+    let proto = "../../proto/coordhost/worker/v1/worker.proto";
     println!("cargo:rerun-if-changed={proto}");
-    let files = protox::compile([proto], ["../proto"])?;
+    let files = protox::compile([proto], ["../../proto"])?;
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)

@@ -40,10 +40,10 @@ use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
 use super::task::{RemoteTask, from_wire, to_wire};
-use crate::graph::{AttemptId, SubpartitionBytes};
 use crate::rpc::{self, coordinator_server, worker_client::WorkerClient};
-use crate::runtime::{TaskError, TaskReport};
-use crate::value::SplitData;
+use coordhost_data::runtime::{TaskError, TaskReport};
+use coordhost_model::graph::{AttemptId, SubpartitionBytes};
+use coordhost_model::value::SplitData;
 
 /// Heartbeat settings of a coordinator that serves workers.
 #[derive(Debug, Clone)]
@@ -195,7 +195,7 @@ struct Shared {
     /// registration is taken any more.
     ended: std::sync::atomic::AtomicBool,
     /// High availability: checked before every command to a worker.
-    fence: Mutex<Option<Arc<dyn crate::events::Fence>>>,
+    fence: Mutex<Option<Arc<dyn coordhost_log::Fence>>>,
     opts: ClusterOptions,
     /// This process's key of partition read grants.
     grants: crate::tls::ReadGrants,
@@ -451,7 +451,7 @@ impl Cluster {
     /// High availability: this coordinator now leads with `term`, which
     /// becomes its session (a newer leader's is always larger), and checks
     /// `fence` before every command to a worker; workers may register.
-    pub fn lead(&self, term: u64, fence: Arc<dyn crate::events::Fence>) {
+    pub fn lead(&self, term: u64, fence: Arc<dyn coordhost_log::Fence>) {
         *lock(&self.shared.fence) = Some(fence);
         self.shared
             .session
@@ -558,8 +558,8 @@ impl Cluster {
     pub fn job_shuffle_context(
         self: &Arc<Self>,
         job: &str,
-        graph: &crate::graph::JobGraph,
-    ) -> Arc<dyn crate::plugin::JobShuffleContext> {
+        graph: &coordhost_model::graph::JobGraph,
+    ) -> Arc<dyn coordhost_wasm::JobShuffleContext> {
         Arc::new(ReportsForShuffle {
             cluster: self.clone(),
             job: job.to_owned(),
@@ -1234,7 +1234,7 @@ fn task_error(worker: &str, f: rpc::Failure) -> TaskError {
         },
         Some(Kind::PartitionCorrupt(p)) => TaskError::PartitionCorrupt {
             producer: from_wire(Some(&p)),
-            source: crate::shuffle::ShuffleError::Io {
+            source: coordhost_data::shuffle::ShuffleError::Io {
                 path: location,
                 source: std::io::Error::other(f.message),
             },
@@ -1351,7 +1351,7 @@ impl coordinator_server::Coordinator for Service {
             .get(&attempt.vertex)
             .cloned()
             .unwrap_or((
-                crate::plugin::DEFAULT_SPLIT_WAIT,
+                coordhost_wasm::DEFAULT_SPLIT_WAIT,
                 String::new(),
                 String::new(),
             ));
@@ -1462,7 +1462,7 @@ impl coordinator_server::Coordinator for Service {
             .ok_or_else(|| {
                 Status::not_found(format!(
                     "no scalar function or source reader of this job has a component of sha256 `{}`",
-                    crate::plugin::one_line(&req.sha256, 80)
+                    coordhost_wasm::one_line(&req.sha256, 80)
                 ))
             })?;
         let bytes = tokio::task::spawn_blocking(move || component_bytes(&served))
@@ -1474,19 +1474,22 @@ impl coordinator_server::Coordinator for Service {
 }
 
 /// The bytes of `served`'s file for a worker, read anew (at most
-/// [`crate::files::MAX_COMPONENT_BYTES`]) and checked to still have the
+/// [`coordhost_io::files::MAX_COMPONENT_BYTES`]) and checked to still have the
 /// job's hash: a component edited since the job was checked is refused
 /// here, naming both hashes, rather than shipped.
 fn component_bytes(served: &ServedComponent) -> Result<Vec<u8>, Status> {
     use sha2::Digest;
-    let bytes = crate::files::read_regular_file(&served.path, crate::files::MAX_COMPONENT_BYTES)
-        .map_err(|e| {
-            Status::failed_precondition(format!(
-                "the component {} of {} cannot be read: {e}",
-                served.path.display(),
-                served.plugin
-            ))
-        })?;
+    let bytes = coordhost_io::files::read_regular_file(
+        &served.path,
+        coordhost_io::files::MAX_COMPONENT_BYTES,
+    )
+    .map_err(|e| {
+        Status::failed_precondition(format!(
+            "the component {} of {} cannot be read: {e}",
+            served.path.display(),
+            served.plugin
+        ))
+    })?;
     let now: String = sha2::Sha256::digest(&bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -1533,9 +1536,9 @@ struct ReportsForShuffle {
     edges: Vec<(usize, String)>,
 }
 
-impl crate::plugin::JobShuffleContext for ReportsForShuffle {
-    fn reported_partitions(&self, job_id: &str) -> Option<Vec<crate::plugin::ReportedPartition>> {
-        use crate::plugin::{ExecutionAttemptId, ReportedPartition, ResultPartitionId};
+impl coordhost_wasm::JobShuffleContext for ReportsForShuffle {
+    fn reported_partitions(&self, job_id: &str) -> Option<Vec<coordhost_wasm::ReportedPartition>> {
+        use coordhost_wasm::{ExecutionAttemptId, ReportedPartition, ResultPartitionId};
         if job_id != self.job {
             // Workers serve the coordinator's one job: nothing of another.
             return Some(Vec::new());

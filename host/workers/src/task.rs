@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::grant::DirGrant;
-use crate::graph::{AttemptId, DistributionPattern, Operator, SinkSpec};
 use crate::rpc;
-use crate::shuffle::ExpectedPartition;
+use coordhost_data::shuffle::ExpectedPartition;
+use coordhost_io::grant::DirGrant;
+use coordhost_model::graph::{AttemptId, DistributionPattern, Operator, SinkSpec};
 
 /// What every attempt of one job vertex runs: its operator chain, the
 /// routing of its outgoing edges, its sink and, for a source, the split
@@ -54,20 +54,20 @@ pub struct RemoteSource {
     /// Its directory grants.
     pub dirs: Vec<DirGrant>,
     /// Its store grants, read-only.
-    pub stores: Vec<crate::objstore::StoreGrant>,
+    pub stores: Vec<coordhost_io::objstore::StoreGrant>,
 }
 
 impl RemoteSource {
     /// The grants a task of the enumerator `spec` reads inside: its
     /// directories, and its store grants made read-only.
-    pub fn new(spec: &crate::plugin::PluginSpec) -> Self {
+    pub fn new(spec: &coordhost_wasm::PluginSpec) -> Self {
         Self {
             plugin: spec.name.clone(),
             dirs: spec.dirs.clone(),
             stores: spec
                 .stores
                 .iter()
-                .map(|g| crate::objstore::StoreGrant {
+                .map(|g| coordhost_io::objstore::StoreGrant {
                     url: g.url.clone(),
                     writable: false,
                 })
@@ -82,10 +82,10 @@ impl RemoteSource {
     ///
     /// # Errors
     /// A sentence naming the plugin and the grant.
-    pub fn grants(&self) -> Result<crate::grant::Grants, String> {
+    pub fn grants(&self) -> Result<coordhost_io::grant::Grants, String> {
         for g in &self.stores {
             let text = g.url.to_string();
-            match crate::objstore::ObjectUrl::parse(&text, true) {
+            match coordhost_io::objstore::ObjectUrl::parse(&text, true) {
                 Ok(url) if url == g.url => {}
                 Ok(_) => {
                     return Err(format!(
@@ -104,7 +104,7 @@ impl RemoteSource {
                 ));
             }
         }
-        Ok(crate::grant::Grants::new(&self.plugin, &self.dirs).with_stores(&self.stores))
+        Ok(coordhost_io::grant::Grants::new(&self.plugin, &self.dirs).with_stores(&self.stores))
     }
 }
 
@@ -136,13 +136,13 @@ pub struct RemoteComponent {
     /// `limits.memory-mib`, in bytes.
     pub memory_bytes: u64,
     /// `limits.on-trap`.
-    pub on_trap: crate::plugin::TrapPolicy,
+    pub on_trap: coordhost_wasm::TrapPolicy,
 }
 
 impl RemoteComponent {
     /// The component of the plugin `spec` whose bytes have SHA-256
     /// `sha256` (lowercase hex).
-    pub fn new(spec: &crate::plugin::PluginSpec, sha256: &str) -> Self {
+    pub fn new(spec: &coordhost_wasm::PluginSpec, sha256: &str) -> Self {
         Self {
             path: spec.path.display().to_string(),
             sha256: sha256.to_owned(),
@@ -160,10 +160,10 @@ impl RemoteComponent {
     pub fn spec(
         &self,
         name: &str,
-        kind: crate::plugin::PluginKind,
+        kind: coordhost_wasm::PluginKind,
         path: PathBuf,
-    ) -> crate::plugin::PluginSpec {
-        crate::plugin::PluginSpec {
+    ) -> coordhost_wasm::PluginSpec {
+        coordhost_wasm::PluginSpec {
             name: name.to_owned(),
             path,
             kind,
@@ -172,11 +172,11 @@ impl RemoteComponent {
             // Workers load scalar functions and source readers, which
             // reach no object storage.
             stores: Vec::new(),
-            limits: crate::plugin::Limits {
+            limits: coordhost_wasm::Limits {
                 call_timeout: Duration::from_millis(self.call_timeout_ms),
                 memory_bytes: self.memory_bytes,
                 on_trap: self.on_trap,
-                ..crate::plugin::Limits::default()
+                ..coordhost_wasm::Limits::default()
             },
         }
     }
@@ -201,7 +201,7 @@ pub struct RemoteFunction {
 
 impl RemoteFunction {
     /// The function `f` of a job whose `[functions.NAME]` entry is `spec`.
-    pub fn new(f: &crate::sql::SqlFunction, spec: &crate::plugin::PluginSpec) -> Self {
+    pub fn new(f: &coordhost_data::sql::SqlFunction, spec: &coordhost_wasm::PluginSpec) -> Self {
         Self {
             name: f.name.clone(),
             arguments: f.arguments.iter().map(ToString::to_string).collect(),
@@ -223,7 +223,7 @@ pub struct RemoteReader {
     /// The source-reader plugin's name under `[plugins]`.
     pub plugin: String,
     /// The table's columns in file order: name and Arrow type in Arrow's
-    /// text form (every column nullable, as [`crate::sql::TableDecl::schema`]).
+    /// text form (every column nullable, as [`coordhost_data::sql::TableDecl::schema`]).
     pub columns: Vec<(String, String)>,
     /// Its component and plugin settings.
     pub component: RemoteComponent,
@@ -232,8 +232,11 @@ pub struct RemoteReader {
 impl RemoteReader {
     /// The reader of table `t`, or `None` when `t` is not read by one;
     /// `spec` is its `[plugins.PLUGIN]` entry.
-    pub fn new(t: &crate::sql::TableDecl, spec: &crate::plugin::PluginSpec) -> Option<Self> {
-        let crate::sql::TableFormat::Reader {
+    pub fn new(
+        t: &coordhost_data::sql::TableDecl,
+        spec: &coordhost_wasm::PluginSpec,
+    ) -> Option<Self> {
+        let coordhost_data::sql::TableFormat::Reader {
             plugin,
             component_sha256,
         } = &t.format
@@ -272,7 +275,7 @@ pub struct RemoteInput {
     pub location: PathBuf,
     /// The partition's place on object storage, read there by the worker
     /// (protocol revision 5); `None` for one a worker holds.
-    pub object: Option<crate::objstore::ObjectUrl>,
+    pub object: Option<coordhost_io::objstore::ObjectUrl>,
     /// Subpartitions read.
     pub subpartitions: Range<u32>,
     /// What the partition must be (its producer, the bytes reported).
@@ -291,7 +294,7 @@ pub struct RemoteOutput {
     /// Where the worker uploads the partition on object storage (protocol
     /// revision 5), staging it below its own root first; `None` for one it
     /// keeps on its disk.
-    pub object: Option<crate::objstore::ObjectUrl>,
+    pub object: Option<coordhost_io::objstore::ObjectUrl>,
     /// Number of subpartitions.
     pub num_subpartitions: u32,
     /// The intermediate data set, as the partition's index names it.
@@ -355,18 +358,18 @@ pub fn plain_relative(location: &str) -> Option<PathBuf> {
 mod tests {
     use super::*;
 
-    fn store(url: &str, writable: bool) -> crate::objstore::StoreGrant {
-        crate::objstore::StoreGrant {
-            url: crate::objstore::ObjectUrl::parse(url, true).expect("url"),
+    fn store(url: &str, writable: bool) -> coordhost_io::objstore::StoreGrant {
+        coordhost_io::objstore::StoreGrant {
+            url: coordhost_io::objstore::ObjectUrl::parse(url, true).expect("url"),
             writable,
         }
     }
 
     #[test]
     fn a_source_task_gets_the_enumerators_grants_with_its_stores_read_only() {
-        let mut spec = crate::plugin::PluginSpec::bare(
+        let mut spec = coordhost_wasm::PluginSpec::bare(
             Path::new("/p/files.wasm"),
-            crate::plugin::PluginKind::SplitEnumerator,
+            coordhost_wasm::PluginKind::SplitEnumerator,
         );
         spec.dirs = vec![DirGrant {
             host: PathBuf::from("/data/in"),
@@ -409,8 +412,8 @@ mod tests {
             e.contains("s3://bkt/out") && e.contains("`files`") && e.contains("writable"),
             "{e}"
         );
-        let crafted = crate::objstore::StoreGrant {
-            url: crate::objstore::ObjectUrl {
+        let crafted = coordhost_io::objstore::StoreGrant {
+            url: coordhost_io::objstore::ObjectUrl {
                 bucket: "bkt".into(),
                 key: "in/../secret".into(),
             },
@@ -418,8 +421,8 @@ mod tests {
         };
         let e = source(vec![crafted]).grants().expect_err("dot-dot");
         assert!(e.contains("`files`") && e.contains("`..` part"), "{e}");
-        let bad_bucket = crate::objstore::StoreGrant {
-            url: crate::objstore::ObjectUrl {
+        let bad_bucket = coordhost_io::objstore::StoreGrant {
+            url: coordhost_io::objstore::ObjectUrl {
                 bucket: "B".into(),
                 key: "in".into(),
             },

@@ -21,8 +21,8 @@ use arrow_schema::DataType;
 
 use super::components::{ComponentSource, WorkerComponents, check_hash, lock, what};
 use super::task::RemoteFunction;
-use crate::plugin::{PluginKind, ScalarFunction};
-use crate::sql::{FunctionSet, ScalarCallee, SqlFunction};
+use coordhost_data::sql::{FunctionSet, ScalarCallee, SqlFunction};
+use coordhost_wasm::{PluginKind, ScalarFunction};
 
 /// One function's loaded form, filled by its first call.
 type Slot = Arc<Mutex<Option<Arc<ScalarFunction>>>>;
@@ -73,7 +73,7 @@ impl WorkerFunctions {
                     format!(
                         "scalar function `{}`: `{}` is not an Arrow type: {e}",
                         f.name,
-                        crate::plugin::one_line(t, 80)
+                        coordhost_wasm::one_line(t, 80)
                     )
                 })
             };
@@ -200,8 +200,8 @@ impl ScalarCallee for WorkerCallee {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remote::components::tests::Fixed;
-    use crate::remote::task::RemoteComponent;
+    use crate::components::tests::Fixed;
+    use crate::task::RemoteComponent;
 
     fn remote(sha256: &str) -> RemoteFunction {
         RemoteFunction {
@@ -215,7 +215,7 @@ mod tests {
                 dirs: Vec::new(),
                 call_timeout_ms: 1000,
                 memory_bytes: 1 << 20,
-                on_trap: crate::plugin::TrapPolicy::Fail,
+                on_trap: coordhost_wasm::TrapPolicy::Fail,
             },
         }
     }

@@ -1,5 +1,5 @@
 //! The coordinator–worker contract (issue 14): the gRPC code generated from
-//! `proto/coordhost/worker/v1/worker.proto` by `host/build.rs`, and the
+//! `proto/coordhost/worker/v1/worker.proto` by `host/workers/build.rs`, and the
 //! protocol version both sides compare at registration.
 //!
 //! Two services: [`coordinator_server::Coordinator`] (served by
