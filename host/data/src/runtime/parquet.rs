@@ -98,28 +98,7 @@ pub fn read_split(
         )));
     };
     let name = path.display().to_string();
-    let is_object = path
-        .to_str()
-        .is_some_and(coordhost_io::objstore::is_object_url);
-    let file: ParquetInput = match grants {
-        Some(g) if is_object => ParquetInput::Object(
-            g.open_readable_object(path)
-                .map_err(|e| split_error(e.to_string()))?,
-            Arc::default(),
-        ),
-        Some(g) => ParquetInput::File(
-            g.open_readable_file(path)
-                .map_err(|e| split_error(e.to_string()))?,
-        ),
-        None => ParquetInput::File(
-            coordhost_io::files::open_regular_file(path, u64::MAX)
-                .map_err(|source| TaskError::Io {
-                    path: path.clone(),
-                    source,
-                })?
-                .0,
-        ),
-    };
+    let file = open_input(path, grants, &split_error)?;
     // A file whose footer or pages do not decode (or fail their checksum)
     // is damaged where it is stored: a data error, not retried. An I/O
     // error of the operating system (`os error N`) may pass: retried.
@@ -175,6 +154,40 @@ pub fn read_split(
         emit(plan.apply(&batch, &name, vertex)?)?;
     }
     Ok(())
+}
+
+/// Opens the Parquet file or object `path` names: through `grants` (an
+/// `s3://` URL as an object inside the store grants, else a file inside
+/// the granted directories), or, without grants (the host's own file),
+/// as a regular file. A refusal is `split_error`'s; the host's own file
+/// that does not open is [`TaskError::Io`].
+fn open_input(
+    path: &std::path::Path,
+    grants: Option<&Grants>,
+    split_error: &impl Fn(String) -> TaskError,
+) -> Result<ParquetInput, TaskError> {
+    let is_object = path
+        .to_str()
+        .is_some_and(coordhost_io::objstore::is_object_url);
+    Ok(match grants {
+        Some(g) if is_object => ParquetInput::Object(
+            g.open_readable_object(path)
+                .map_err(|e| split_error(e.to_string()))?,
+            Arc::default(),
+        ),
+        Some(g) => ParquetInput::File(
+            g.open_readable_file(path)
+                .map_err(|e| split_error(e.to_string()))?,
+        ),
+        None => ParquetInput::File(
+            coordhost_io::files::open_regular_file(path, u64::MAX)
+                .map_err(|source| TaskError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })?
+                .0,
+        ),
+    })
 }
 
 /// What a Parquet split is read from: a file, or an object read by ranged
