@@ -29,6 +29,12 @@
 //! Where the idea comes from: Flink's `LeaderElectionService` with the
 //! ZooKeeper or Kubernetes drivers, and etcd's own `concurrency.Election`.
 
+/// The `tracing` target of everything high availability logs (each try to
+/// reach etcd, the campaign, the lease's keep-alive): the name this crate
+/// had as a module of the binary, so `COORDHOST_LOG=coordhost::ha=debug`
+/// (or `coordhost=debug`) shows it.
+pub const LOG_TARGET: &str = "coordhost::ha";
+
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -469,7 +475,7 @@ pub fn campaign(
                 // dropped SYN on a loaded network, etcd still binding)
                 // is tried again within START_PATIENCE, quietly.
                 Err(e) if !started && e.is_transient() && first.elapsed() < START_PATIENCE => {
-                    tracing::debug!("etcd not reached yet for job `{}`: {e}; trying again", options.job);
+                    tracing::debug!(target: crate::LOG_TARGET, "etcd not reached yet for job `{}`: {e}; trying again", options.job);
                     tokio::time::sleep(Duration::from_millis(250)).await;
                 }
                 // etcd not there at the start: one clear error.
@@ -483,12 +489,12 @@ pub fn campaign(
                     // Said once; every retry goes to the debug log.
                     if !said {
                         tracing::warn!(
-                            "while waiting to lead job `{}`: {e}; campaigning again until etcd answers",
+                            target: crate::LOG_TARGET, "while waiting to lead job `{}`: {e}; campaigning again until etcd answers",
                             options.job
                         );
                         said = true;
                     }
-                    tracing::debug!("campaign for job `{}`: {e}", options.job);
+                    tracing::debug!(target: crate::LOG_TARGET, "campaign for job `{}`: {e}", options.job);
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
             }
@@ -638,7 +644,7 @@ fn keep_alive(
                 {
                     Ok(Ok(s)) => Some(s),
                     Ok(Err(e)) => {
-                        tracing::debug!(term = shared.term, "keep-alive stream to {etcd}: {e}");
+                        tracing::debug!(target: crate::LOG_TARGET, term = shared.term, "keep-alive stream to {etcd}: {e}");
                         None
                     }
                     Err(_elapsed) => None,
@@ -665,12 +671,12 @@ fn keep_alive(
                         answered = true;
                     }
                     Ok(Ok(Some(_) | None)) => {
-                        tracing::warn!(term = shared.term, "etcd says the lease is gone");
+                        tracing::warn!(target: crate::LOG_TARGET, term = shared.term, "etcd says the lease is gone");
                         shared.lost.store(true, Ordering::SeqCst);
                         break;
                     }
                     Ok(Err(e)) => {
-                        tracing::warn!(term = shared.term, "keep-alive to {etcd} failed: {e}");
+                        tracing::warn!(target: crate::LOG_TARGET, term = shared.term, "keep-alive to {etcd} failed: {e}");
                         stream = None;
                     }
                     Err(_elapsed) => stream = None,
@@ -689,7 +695,7 @@ fn keep_alive(
         #[cfg(feature = "failpoints")]
         if blind_leader() {
             tracing::warn!(
-                term = shared.term,
+                target: crate::LOG_TARGET, term = shared.term,
                 "test knob: the lease is lost, and this leader goes on as if it were not"
             );
             return;

@@ -10,6 +10,10 @@
 //! `object-store` interface on top of it (`host/wasm/src/objects.rs`), the source
 //! readers read `s3://` splits through [`ObjectFile`].
 
+/// The `tracing` target of what this module logs: the name it had as a
+/// module of the binary, so `COORDHOST_LOG=coordhost=debug` shows it.
+const LOG_TARGET: &str = "coordhost::objstore";
+
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
@@ -277,7 +281,7 @@ where
             Ok(done) => return Ok(done),
             Err(error) if is_transient(&error) && started.elapsed() + pause < budget => {
                 tracing::warn!(
-                    "object store: {what}: try {tries} failed, trying again in {} ms: {}",
+                    target: LOG_TARGET, "object store: {what}: try {tries} failed, trying again in {} ms: {}",
                     pause.as_millis(),
                     classify(&error)
                 );

@@ -260,7 +260,7 @@ impl Shared {
                 if let Some(w) = st.workers.get_mut(&id) {
                     w.alive = false;
                 }
-                tracing::warn!(worker = %id, "no heartbeat for {} ms: worker lost", timeout.as_millis());
+                tracing::warn!(target: crate::LOG_TARGET, worker = %id, "no heartbeat for {} ms: worker lost", timeout.as_millis());
                 let held: Vec<AttemptId> = st
                     .holders
                     .iter()
@@ -422,7 +422,7 @@ impl Cluster {
             if let Err(e) =
                 crate::tls::serve(router, incoming, tls_config, "coordinator service").await
             {
-                tracing::error!("coordinator service: {e}");
+                tracing::error!(target: crate::LOG_TARGET, "coordinator service: {e}");
             }
         });
         let check = shared.clone();
@@ -434,7 +434,7 @@ impl Cluster {
                 let _ignored = tokio::task::spawn_blocking(move || c.check_heartbeats()).await;
             }
         });
-        tracing::info!(address = %addr, session, tls = shared.opts.tls.is_some(), "serving workers");
+        tracing::info!(target: crate::LOG_TARGET, address = %addr, session, tls = shared.opts.tls.is_some(), "serving workers");
         Ok(Self { rt, shared, addr })
     }
 
@@ -459,7 +459,7 @@ impl Cluster {
         self.shared
             .leading
             .store(true, std::sync::atomic::Ordering::SeqCst);
-        tracing::info!(term, "leading: serving workers");
+        tracing::info!(target: crate::LOG_TARGET, term, "leading: serving workers");
     }
 
     /// Waits until `n` workers are registered and alive.
@@ -575,7 +575,7 @@ impl Cluster {
         match self.shared.fenced() {
             Ok(()) => false,
             Err(reason) => {
-                tracing::warn!("not sending {command} to workers: {reason}");
+                tracing::warn!(target: crate::LOG_TARGET, "not sending {command} to workers: {reason}");
                 true
             }
         }
@@ -671,7 +671,7 @@ impl Cluster {
             record_delay_us: task.record_delay.as_micros() as u64,
             fail_after_records: task.fail_after.unwrap_or(0),
         };
-        tracing::info!(worker = %worker, vertex = %task.vertex_id, subtask = attempt.subtask, attempt = attempt.attempt, "deploying");
+        tracing::info!(target: crate::LOG_TARGET, worker = %worker, vertex = %task.vertex_id, subtask = attempt.subtask, attempt = attempt.attempt, "deploying");
         let shared = self.shared.clone();
         let worker = worker.to_owned();
         self.rt.spawn(async move {
@@ -778,7 +778,7 @@ impl Cluster {
             st.unacked.remove(&attempt);
             shared.changed.notify_all();
         }
-        tracing::warn!(worker = %worker, "deploying {attempt:?}: {message}");
+        tracing::warn!(target: crate::LOG_TARGET, worker = %worker, "deploying {attempt:?}: {message}");
         shared.emit(ClusterEvent::DeployFailed {
             attempt,
             worker: worker.clone(),
@@ -882,16 +882,16 @@ impl Cluster {
         for (id, call) in calls {
             match self.rt.block_on(call) {
                 Ok(Ok(Ok(_))) => {
-                    tracing::debug!(worker = %id, "said goodbye");
+                    tracing::debug!(target: crate::LOG_TARGET, worker = %id, "said goodbye");
                     if let Some(w) = lock(&self.shared.state).workers.get_mut(&id) {
                         w.alive = false;
                     }
                 }
                 Ok(Ok(Err(status))) => {
-                    tracing::info!(worker = %id, "the worker did not take the goodbye: {}", status.message());
+                    tracing::info!(target: crate::LOG_TARGET, worker = %id, "the worker did not take the goodbye: {}", status.message());
                 }
                 Ok(Err(_)) | Err(_) => {
-                    tracing::info!(worker = %id, "the worker did not answer the goodbye within 1 s");
+                    tracing::info!(target: crate::LOG_TARGET, worker = %id, "the worker did not answer the goodbye within 1 s");
                 }
             }
         }
@@ -1054,7 +1054,7 @@ impl Cluster {
                 tokio::time::timeout(Duration::from_secs(5), client.release(request)).await
             });
             if !matches!(answer, Ok(Ok(_))) {
-                tracing::warn!(worker = %id, "releasing the partitions of job `{job}` failed");
+                tracing::warn!(target: crate::LOG_TARGET, worker = %id, "releasing the partitions of job `{job}` failed");
             }
         }
         let mut st = lock(&self.shared.state);
@@ -1102,7 +1102,7 @@ impl Service {
             "{call} as worker `{worker}` refused: the caller at {from} ({}) is not `{name}`",
             crate::tls::describe_peer(certs)
         );
-        tracing::warn!("{why}");
+        tracing::warn!(target: crate::LOG_TARGET, "{why}");
         Err(Status::permission_denied(why))
     }
 
@@ -1264,7 +1264,7 @@ impl coordinator_server::Coordinator for Service {
             let mut st = lock(&self.shared.state);
             let stale = Self::end_stale_attempts(&mut st, &req.worker_id);
             let lost = Self::drop_lost_holdings(&mut st, &req.worker_id, &req.held);
-            tracing::info!(worker = %req.worker_id, address = %req.address, slots = req.slots, held = req.held.len(), "worker registered");
+            tracing::info!(target: crate::LOG_TARGET, worker = %req.worker_id, address = %req.address, slots = req.slots, held = req.held.len(), "worker registered");
             st.heartbeats
                 .entry(req.worker_id.clone())
                 .or_insert((0, Instant::now()))
@@ -1284,7 +1284,7 @@ impl coordinator_server::Coordinator for Service {
             (stale, lost)
         };
         if !lost.is_empty() {
-            tracing::warn!(worker = %req.worker_id, lost = lost.len(), "registered again without partitions it held: they are lost");
+            tracing::warn!(target: crate::LOG_TARGET, worker = %req.worker_id, lost = lost.len(), "registered again without partitions it held: they are lost");
             self.shared.emit(ClusterEvent::WorkerLost {
                 worker: req.worker_id.clone(),
                 held: lost,
@@ -1409,7 +1409,7 @@ impl coordinator_server::Coordinator for Service {
             }
         };
         if !accepted {
-            tracing::warn!(worker = %req.worker_id, "refused the report of {attempt:?}: not current on this worker in this session");
+            tracing::warn!(target: crate::LOG_TARGET, worker = %req.worker_id, "refused the report of {attempt:?}: not current on this worker in this session");
             return Ok(Response::new(rpc::ReportResponse { accepted: false }));
         }
         match req.outcome {
@@ -1453,7 +1453,7 @@ impl coordinator_server::Coordinator for Service {
                 "FetchComponent refused: worker `{}` is not registered in this coordinator's session",
                 req.worker_id
             );
-            tracing::warn!("{why}");
+            tracing::warn!(target: crate::LOG_TARGET, "{why}");
             return Err(Status::permission_denied(why));
         }
         let served = lock(&self.shared.components)
@@ -1468,7 +1468,7 @@ impl coordinator_server::Coordinator for Service {
         let bytes = tokio::task::spawn_blocking(move || component_bytes(&served))
             .await
             .map_err(|e| Status::internal(e.to_string()))??;
-        tracing::info!(worker = %req.worker_id, sha256 = %req.sha256, bytes = bytes.len(), "sending a component");
+        tracing::info!(target: crate::LOG_TARGET, worker = %req.worker_id, sha256 = %req.sha256, bytes = bytes.len(), "sending a component");
         Ok(Response::new(chunked(bytes)))
     }
 }

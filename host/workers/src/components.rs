@@ -145,7 +145,7 @@ impl WorkerComponents {
         // the component, its hash and this worker.
         let loaded = host.load_bytes(&spec, &bytes).map_err(|e| e.to_string())?;
         tracing::info!(
-            worker = %self.worker,
+            target: crate::LOG_TARGET, worker = %self.worker,
             plugin = %name,
             kind = %kind,
             sha256 = %component.sha256,
@@ -192,10 +192,10 @@ impl WorkerComponents {
             ) {
                 Ok(bytes) if sha256_hex(&bytes) == *sha256 => return Ok(bytes),
                 Ok(_) => {
-                    tracing::warn!(worker = %self.worker, file = %file.display(), "a kept component does not have the hash it is named by; fetching it again")
+                    tracing::warn!(target: crate::LOG_TARGET, worker = %self.worker, file = %file.display(), "a kept component does not have the hash it is named by; fetching it again")
                 }
                 Err(e) => {
-                    tracing::warn!(worker = %self.worker, file = %file.display(), "a kept component cannot be read ({e}); fetching it again")
+                    tracing::warn!(target: crate::LOG_TARGET, worker = %self.worker, file = %file.display(), "a kept component cannot be read ({e}); fetching it again")
                 }
             }
         }
@@ -207,7 +207,7 @@ impl WorkerComponents {
         })?;
         let got = sha256_hex(&bytes);
         if got != *sha256 {
-            tracing::warn!(worker = %self.worker, plugin = %what, expected = %sha256, got = %got, "refused a component whose hash is not the job's");
+            tracing::warn!(target: crate::LOG_TARGET, worker = %self.worker, plugin = %what, expected = %sha256, got = %got, "refused a component whose hash is not the job's");
             return Err(format!(
                 "worker `{}` refuses the component of {what}: the {} bytes the coordinator sent have sha256 {got}, but the job's component ({}) has sha256 {sha256}; it does not run them",
                 self.worker,
@@ -215,10 +215,10 @@ impl WorkerComponents {
                 component.path,
             ));
         }
-        tracing::info!(worker = %self.worker, plugin = %what, sha256 = %sha256, bytes = bytes.len(), "fetched a component from the coordinator");
+        tracing::info!(target: crate::LOG_TARGET, worker = %self.worker, plugin = %what, sha256 = %sha256, bytes = bytes.len(), "fetched a component from the coordinator");
         if let Err(e) = self.keep(&file, &bytes) {
             // Kept or not, the checked bytes in memory are what runs.
-            tracing::warn!(worker = %self.worker, file = %file.display(), "cannot keep the component ({e}); it will be fetched again by the next process");
+            tracing::warn!(target: crate::LOG_TARGET, worker = %self.worker, file = %file.display(), "cannot keep the component ({e}); it will be fetched again by the next process");
         }
         Ok(bytes)
     }

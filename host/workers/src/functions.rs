@@ -168,7 +168,7 @@ impl WorkerCallee {
             .scalar_function()
             .map_err(|e| e.to_string())?;
         tracing::info!(
-            worker = %self.functions.components.worker(),
+            target: crate::LOG_TARGET, worker = %self.functions.components.worker(),
             function = %f.name,
             sha256 = %f.component.sha256,
             cache = ?function.plugin().cache_outcome(),

@@ -34,6 +34,17 @@
 //! re-exports this crate as `coordhost::remote` and its `rpc` and `tls`
 //! as `coordhost::rpc` and `coordhost::tls`.
 
+/// The `tracing` target of everything the worker processes and the
+/// coordinator's side of them log, but TLS: the name these modules had in
+/// the binary (`coordhost::remote`), kept when they became this crate, so
+/// `COORDHOST_LOG=coordhost::remote=info` (docs/workers.md, the tests)
+/// shows registrations, deploys, lost workers as before.
+pub const LOG_TARGET: &str = "coordhost::remote";
+
+/// The `tracing` target of [`tls`] (refused handshakes, accept errors):
+/// `COORDHOST_LOG=coordhost::tls=info`, as when it was the binary's module.
+pub const TLS_LOG_TARGET: &str = "coordhost::tls";
+
 pub mod cluster;
 mod components;
 #[cfg(feature = "failpoints")]

@@ -164,7 +164,7 @@ impl WorkerReaders {
             .source_reader(&r.table, schema)
             .map_err(|e| e.to_string())?;
         tracing::info!(
-            worker = %self.components.worker(),
+            target: crate::LOG_TARGET, worker = %self.components.worker(),
             plugin = %r.plugin,
             table = %r.table,
             sha256 = %r.component.sha256,

@@ -553,7 +553,7 @@ impl Slot {
         if mine >= Limits::CONNECTIONS_PER_PEER || o.total >= Limits::CONNECTIONS {
             if o.warned.insert(peer) {
                 tracing::warn!(
-                    "{what}: closing new connections from {peer}: it has {mine} open (at most {} per peer, {} in all, {} open)",
+                    target: crate::TLS_LOG_TARGET, "{what}: closing new connections from {peer}: it has {mine} open (at most {} per peer, {} in all, {} open)",
                     Limits::CONNECTIONS_PER_PEER,
                     Limits::CONNECTIONS,
                     o.total
@@ -657,7 +657,7 @@ where
             Err(e) => {
                 // Out of file descriptors, or a connection reset before it
                 // was accepted: wait a little rather than spin.
-                tracing::warn!("{what}: accepting a connection: {e}");
+                tracing::warn!(target: crate::TLS_LOG_TARGET, "{what}: accepting a connection: {e}");
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
@@ -667,7 +667,7 @@ where
             continue;
         };
         if let Err(e) = stream.set_nodelay(true) {
-            tracing::debug!("{what}: TCP_NODELAY for {peer}: {e}");
+            tracing::debug!(target: crate::TLS_LOG_TARGET, "{what}: TCP_NODELAY for {peer}: {e}");
         }
         if !accepted(
             Counted {
@@ -776,7 +776,7 @@ impl Refusals {
             Some((last, since)) if now.duration_since(*last) < Self::WINDOW => *since += 1,
             Some((last, since)) => {
                 tracing::warn!(
-                    "{what}: refused {peer} at the TLS handshake: {reason} (and {since} more from {} in the last {} s)",
+                    target: crate::TLS_LOG_TARGET, "{what}: refused {peer} at the TLS handshake: {reason} (and {since} more from {} in the last {} s)",
                     peer.ip(),
                     now.duration_since(*last).as_secs()
                 );
@@ -784,7 +784,7 @@ impl Refusals {
                 *since = 0;
             }
             None => {
-                tracing::warn!("{what}: refused {peer} at the TLS handshake: {reason}");
+                tracing::warn!(target: crate::TLS_LOG_TARGET, "{what}: refused {peer} at the TLS handshake: {reason}");
                 if self.seen.len() >= Self::KEPT {
                     let mut ages: Vec<std::time::Instant> =
                         self.seen.values().map(|v| v.0).collect();

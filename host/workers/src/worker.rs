@@ -279,8 +279,12 @@ impl State {
         for l in locations {
             let dir = self.partition_path(l);
             match self.grants.writable_dir(&dir).map(|d| d.remove_all()) {
-                Ok(Ok(())) => tracing::debug!("deleted partition {}", dir.display()),
-                Ok(Err(e)) | Err(e) => tracing::warn!("deleting {}: {e}", dir.display()),
+                Ok(Ok(())) => {
+                    tracing::debug!(target: crate::LOG_TARGET, "deleted partition {}", dir.display())
+                }
+                Ok(Err(e)) | Err(e) => {
+                    tracing::warn!(target: crate::LOG_TARGET, "deleting {}: {e}", dir.display())
+                }
             }
         }
     }
@@ -385,7 +389,7 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
         goodbye_said: tokio::sync::Notify::new(),
     });
     spawn_service(&rt, &state, listener, tls_config);
-    tracing::info!(worker = %id, address = %bound, coordinator = %opts.coordinator, tls = opts.tls.is_some(), "worker started");
+    tracing::info!(target: crate::LOG_TARGET, worker = %id, address = %bound, coordinator = %opts.coordinator, tls = opts.tls.is_some(), "worker started");
     eprintln!("coordhost worker {id}: serving on {bound}");
     rt.block_on(stay_registered(
         state,
@@ -467,13 +471,13 @@ fn spawn_service(
         let incoming = match tokio::net::TcpListener::from_std(listener) {
             Ok(l) => l,
             Err(e) => {
-                tracing::error!("worker service: {e}");
+                tracing::error!(target: crate::LOG_TARGET, "worker service: {e}");
                 return;
             }
         };
         let router = crate::tls::server_builder().add_service(service);
         if let Err(e) = crate::tls::serve(router, incoming, tls_config, "worker service").await {
-            tracing::error!("worker service: {e}");
+            tracing::error!(target: crate::LOG_TARGET, "worker service: {e}");
         }
     });
 }
@@ -512,7 +516,7 @@ async fn stay_registered(
         backoff = Duration::from_millis(50);
         *lock(&state.read_grants) = Some(crate::tls::ReadGrants::from_bytes(&reg.read_key));
         *lock(&state.session) = Some(reg.session);
-        tracing::info!(worker = %state.id, session = reg.session, "registered");
+        tracing::info!(target: crate::LOG_TARGET, worker = %state.id, session = reg.session, "registered");
         let interval = Duration::from_millis(reg.heartbeat_interval_ms.max(10));
         let timeout = Duration::from_millis(reg.heartbeat_timeout_ms.max(100));
         *lock(&state.report_timeout) = timeout;
@@ -585,7 +589,7 @@ async fn register(state: &State) -> Result<Option<rpc::RegisterResponse>, Worker
             reason: s.message().to_owned(),
         }),
         Err(s) => {
-            tracing::debug!("registering with {}: {}", state.coordinator(), s.message());
+            tracing::debug!(target: crate::LOG_TARGET, "registering with {}: {}", state.coordinator(), s.message());
             Ok(None)
         }
     }
@@ -666,7 +670,7 @@ fn note_session_end(state: &State, goodbye: Option<Goodbye>, exit_when_idle: boo
             job_ended
         }
         None => {
-            tracing::warn!(worker = %state.id, "lost the coordinator: canceling running attempts, keeping finished partitions");
+            tracing::warn!(target: crate::LOG_TARGET, worker = %state.id, "lost the coordinator: canceling running attempts, keeping finished partitions");
             false
         }
     }
@@ -682,7 +686,7 @@ async fn find_leader(state: &State, etcd: &coordhost_ha::EtcdUrl) -> bool {
             let mut newest = lock(&state.newest_term);
             if term < *newest {
                 tracing::warn!(
-                    term,
+                    target: crate::LOG_TARGET, term,
                     newest = *newest,
                     "etcd names an older leader; waiting"
                 );
@@ -692,7 +696,7 @@ async fn find_leader(state: &State, etcd: &coordhost_ha::EtcdUrl) -> bool {
             lock(&state.waiting_note).clear();
             let mut current = lock(&state.coordinator);
             if *current != address {
-                tracing::info!(worker = %state.id, term, coordinator = %address, "the job's leader");
+                tracing::info!(target: crate::LOG_TARGET, worker = %state.id, term, coordinator = %address, "the job's leader");
                 *current = address;
             }
             true
@@ -796,7 +800,7 @@ fn forget_held(state: &State) {
         return;
     }
     tracing::info!(
-        worker = %state.id,
+        target: crate::LOG_TARGET, worker = %state.id,
         "no coordinator came back within the keep time: deleting {} partitions",
         held.len()
     );
@@ -839,7 +843,7 @@ impl Service {
             self.state.id,
             crate::tls::describe_peer(certs)
         );
-        tracing::warn!("{why}");
+        tracing::warn!(target: crate::LOG_TARGET, "{why}");
         Err(Status::permission_denied(why))
     }
 
@@ -865,7 +869,7 @@ impl Service {
                 "worker `{}` refused ReadSubpartitions of {} for worker `{}`: {why}",
                 self.state.id, req.location, req.consumer_worker
             );
-            tracing::warn!("{why}");
+            tracing::warn!(target: crate::LOG_TARGET, "{why}");
             Err(Status::permission_denied(why))
         };
         match self.state.session() {
@@ -919,7 +923,7 @@ impl Service {
             ),
         };
         // Logged: a refused command is a deposed or stale coordinator.
-        tracing::warn!("refused a command of coordinator session {session}: {refusal}");
+        tracing::warn!(target: crate::LOG_TARGET, "refused a command of coordinator session {session}: {refusal}");
         Err(Status::failed_precondition(refusal))
     }
 }
@@ -1009,7 +1013,7 @@ impl worker_server::Worker for Service {
             .sink
             .as_ref()
             .map(|s| sink::staging_path(s, attempt.subtask, attempt.attempt));
-        tracing::debug!(worker = %state.id, vertex = %req.vertex_id, subtask = attempt.subtask, attempt = attempt.attempt, "running");
+        tracing::debug!(target: crate::LOG_TARGET, worker = %state.id, vertex = %req.vertex_id, subtask = attempt.subtask, attempt = attempt.attempt, "running");
         let pool_state = state.clone();
         let components = CoordinatorComponents {
             state: state.clone(),
@@ -1298,7 +1302,7 @@ async fn hold_deploy_answer(
     while !pulled.load(Ordering::Relaxed) && began.elapsed() < hold {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    tracing::warn!(worker = %state.id, "test knob: {attempt:?} pulled a split; holding the Deploy answer for {} ms", hold.as_millis());
+    tracing::warn!(target: crate::LOG_TARGET, worker = %state.id, "test knob: {attempt:?} pulled a split; holding the Deploy answer for {} ms", hold.as_millis());
     tokio::time::sleep(hold).await;
 }
 
@@ -1382,7 +1386,7 @@ fn report(
         Ok(r) if r.get_ref().accepted => Reported::Accepted,
         Ok(_) => Reported::Refused,
         Err(s) => {
-            tracing::warn!(worker = %state.id, "reporting {attempt:?}: {}; keeping its partitions for the next coordinator to claim", s.message());
+            tracing::warn!(target: crate::LOG_TARGET, worker = %state.id, "reporting {attempt:?}: {}; keeping its partitions for the next coordinator to claim", s.message());
             Reported::Unanswered
         }
     }

@@ -91,7 +91,7 @@ fn the_standby_takes_over_a_killed_leader_with_tls_to_etcd_and_between_peers_in_
         extra.extend(flags(&pki, "coordinator"));
         // Each try to reach etcd at the start shows, with its time.
         let mut command = coordhost_in(net.name(ns));
-        command.env("COORDHOST_LOG", "warn,coordhost_ha=debug");
+        command.env("COORDHOST_LOG", "warn,coordhost::ha=debug");
         let mut c = Coordinator::of(
             name,
             spawn_ha_run_as(command, name, &file, &data, &etcd, TTL_S, &base, &extra),
