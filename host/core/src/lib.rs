@@ -26,6 +26,7 @@ pub mod coordinator;
 pub mod executor;
 pub mod failover;
 pub mod history;
+pub mod master;
 pub mod placement;
 pub mod plan;
 pub mod recovery;

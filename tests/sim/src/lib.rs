@@ -32,8 +32,9 @@ use coordhost_core::coordinator::{
     CoordinatorError, Enumerator, EnumeratorAction, SourceCoordinator, SplitAnswer,
 };
 use coordhost_core::executor::{Executor, IN_PROCESS, WorkerId};
-use coordhost_core::failover::{FailoverAction, FailureCause};
+use coordhost_core::failover::FailureCause;
 use coordhost_core::history::CoordinatorSnapshot;
+use coordhost_core::master::{Action, Input, JobFailure, JobMasterCore};
 use coordhost_core::placement::{Place, Placement};
 use coordhost_core::plan::{PartitionRef, RecoveryError, RecoveryPlan};
 use coordhost_core::recovery::{OracleError, PartitionOracle, RecoveryTarget, recover};
@@ -598,14 +599,16 @@ type Coordinator = SourceCoordinator<SimEnumerator>;
 struct Sim {
     scenario: Scenario,
     rng: Rng,
-    /// The real core's execution bookkeeping (`coordhost_core::scheduling`):
-    /// what deploys, what a failure resets, what a plan installs.
-    sched: Scheduling,
+    /// The real JobMaster's decisions (`coordhost_core::master`, stepped
+    /// as the binary steps them): the execution bookkeeping (what deploys,
+    /// what a failure resets, what a plan installs), the snapshot policy,
+    /// and which worker the next attempt goes to, the pause after a
+    /// refused `Deploy` (on the virtual clock).
+    core: JobMasterCore,
     storage: MemoryStorage,
     writer: Option<EventLogWriter>,
     epoch: u32,
     clock: Arc<ManualClock>,
-    policy: SnapshotPolicy,
     /// The real source coordinator (`coordhost_core::coordinator`) of the
     /// source vertex over the in-process enumerator; `None` until the
     /// source is scheduled (or after a crash, until it is restored).
@@ -619,9 +622,6 @@ struct Sim {
     /// Where attempts run: the virtual workers (core's `Executor` trait,
     /// as the binary's threads and worker processes).
     exec: VirtualWorkers,
-    /// Which worker the next attempt goes to, the pause after a refused
-    /// `Deploy` (the real `coordhost_core::placement`, on the virtual clock).
-    placement: Placement,
     /// With workers: the worker that holds each result partition.
     held_by: HashMap<String, u32>,
     /// Every attempt ever deployed: (vertex, subtask, attempt).
@@ -692,10 +692,14 @@ pub fn run_with_trace(seed: u64) -> (Result<Outcome, Violation>, String) {
     let storage = MemoryStorage::new();
     let mut sim = Sim {
         rng: Rng::new(seed),
-        policy: SnapshotPolicy::new(true, Duration::from_millis(scenario.snapshot_pause_ms)),
+        core: JobMasterCore::new(
+            graph,
+            MAX_ATTEMPTS,
+            SLOT_REQUEST_TIMEOUT,
+            SnapshotPolicy::new(true, Duration::from_millis(scenario.snapshot_pause_ms)),
+        ),
         coordinator: None,
         scenario,
-        sched: Scheduling::new(graph, MAX_ATTEMPTS),
         storage,
         writer: None,
         epoch: 0,
@@ -708,7 +712,6 @@ pub fn run_with_trace(seed: u64) -> (Result<Outcome, Violation>, String) {
             running: Vec::new(),
             placed: HashMap::new(),
         },
-        placement: Placement::new(SLOT_REQUEST_TIMEOUT),
         held_by: HashMap::new(),
         deployed: HashSet::new(),
         outcome: Outcome::default(),
@@ -747,7 +750,7 @@ impl Sim {
     }
 
     fn id(&self, v: usize) -> String {
-        self.sched.graph.job.vertices[v].id.clone()
+        self.core.sched.graph.job.vertices[v].id.clone()
     }
 
     fn run_to_end(&mut self) -> Result<(), Stop> {
@@ -886,7 +889,7 @@ impl Sim {
     /// Every execution vertex finished, as the JobMaster's loop ends
     /// (`ExecutionGraph::is_finished`).
     fn finished(&self) -> bool {
-        self.sched.graph.is_finished()
+        self.core.sched.graph.is_finished()
     }
 
     /// A coordinator attempt starts: opens the log (replaying it), and
@@ -929,7 +932,7 @@ impl Sim {
                 replayed_records: replay.events.len() as u64,
                 torn_tail_bytes: replay.torn_tail.as_ref().map_or(0, |t| t.bytes_dropped),
             }))?;
-        let job = self.sched.graph.job.clone();
+        let job = self.core.sched.graph.job.clone();
         let restore_fails = self.scenario.restore_fail_percent > 0
             && self.rng.chance(self.scenario.restore_fail_percent);
         if restore_fails {
@@ -978,12 +981,12 @@ impl Sim {
     }
 
     fn start_fresh(&mut self) -> Result<(), Stop> {
-        self.sched = Scheduling::new(
-            ExecutionGraph::new(self.sched.graph.job.clone()),
+        self.core.sched = Scheduling::new(
+            ExecutionGraph::new(self.core.sched.graph.job.clone()),
             MAX_ATTEMPTS,
         );
         self.coordinator = None;
-        self.policy =
+        self.core.snapshots =
             SnapshotPolicy::new(true, Duration::from_millis(self.scenario.snapshot_pause_ms));
         self.parts.clear();
         self.writer()
@@ -999,20 +1002,20 @@ impl Sim {
     /// decided them (durable before any of its subtasks deploys).
     fn record_initialized(&mut self, v: usize, init: &VertexInit) -> Result<(), Stop> {
         let p = init.parallelism;
-        let inputs = self.sched.graph.job.inputs(v);
+        let inputs = self.core.sched.graph.job.inputs(v);
         let subtask_inputs = (0..p)
             .map(|s| {
                 inputs
                     .iter()
                     .map(|&e| {
-                        let from = self.sched.graph.job.edges[e].from;
+                        let from = self.core.sched.graph.job.edges[e].from;
                         let (partitions, subpartitions) = if self.scenario.forward[from] {
                             (s..s + 1, 0..1)
                         } else {
                             (0..self.scenario.parallelism[from], s..s + 1)
                         };
                         SubtaskInputRange {
-                            data_set: self.sched.graph.job.data_set_id(e),
+                            data_set: self.core.sched.graph.job.data_set_id(e),
                             partition_start: partitions.start,
                             partition_end: partitions.end,
                             subpartition_start: subpartitions.start,
@@ -1035,35 +1038,69 @@ impl Sim {
     /// Carries out what the core's scheduling decides now: vertices
     /// initialized (recorded), created attempts deployed.
     fn schedule(&mut self) -> Result<(), Stop> {
-        let effects = self.sched.schedule();
-        self.carry_out(effects)
+        let actions = self.core.schedule();
+        self.carry_out(actions)
     }
 
-    /// Carries out the core's effects in order, as `JobMaster::carry_out`.
-    fn carry_out(&mut self, effects: Vec<Effect>) -> Result<(), Stop> {
-        for effect in effects {
-            match effect {
-                Effect::Initialized { vertex, init } => self.record_initialized(vertex, &init)?,
-                Effect::NeedEnumerator(_) => {
-                    if self.coordinator.is_none() {
-                        self.start_coordinator()?;
+    /// Carries out the core's actions in order, as `JobMaster::carry_out`:
+    /// a failure of the job ends the run with [`Stop::JobFailed`] (what a
+    /// permanent failure should do) or as a violation (failover must not
+    /// give up: a seed allows [`MAX_ATTEMPTS`]).
+    fn carry_out(&mut self, actions: Vec<Action>) -> Result<(), Stop> {
+        for action in actions {
+            match action {
+                Action::Schedule(effect) => self.carry_out_effect(effect)?,
+                Action::AttemptFailed { last, .. } => {
+                    if last {
+                        self.note("failed for good");
                     }
                 }
-                // FLIP-383 "restart all, once" (an enumerator that cannot
-                // snapshot or be restored): the source starts over with a
-                // fresh one, started when it is scheduled again.
-                Effect::FreshEnumerator(_) => {
-                    self.note("the source restarts with a fresh enumerator");
-                    self.coordinator = None;
+                Action::FailJob(JobFailure::InvalidData { attempt }) => {
+                    return Err(Stop::JobFailed(format!(
+                        "{}[{}]#{} read invalid data",
+                        self.id(attempt.vertex),
+                        attempt.subtask,
+                        attempt.attempt
+                    )));
                 }
-                Effect::Deploy(attempt) => self.deploy(attempt)?,
-                Effect::Reset {
-                    attempt, reason, ..
-                } => self.reset(attempt, reason)?,
-                Effect::ResetsDone => {}
+                Action::FailJob(other) => {
+                    return Err(Stop::Violation(format!(
+                        "failover gave up ({other:?}) with {MAX_ATTEMPTS} attempts allowed"
+                    )));
+                }
+                Action::RecordFinished { attempt, .. } => {
+                    return Err(Stop::Violation(format!(
+                        "a finish of {attempt:?} came back from a decision that was not a finish"
+                    )));
+                }
             }
         }
         Ok(())
+    }
+
+    fn carry_out_effect(&mut self, effect: Effect) -> Result<(), Stop> {
+        match effect {
+            Effect::Initialized { vertex, init } => self.record_initialized(vertex, &init),
+            Effect::NeedEnumerator(_) => {
+                if self.coordinator.is_none() {
+                    self.start_coordinator()?;
+                }
+                Ok(())
+            }
+            // FLIP-383 "restart all, once" (an enumerator that cannot
+            // snapshot or be restored): the source starts over with a
+            // fresh one, started when it is scheduled again.
+            Effect::FreshEnumerator(_) => {
+                self.note("the source restarts with a fresh enumerator");
+                self.coordinator = None;
+                Ok(())
+            }
+            Effect::Deploy(attempt) => self.deploy(attempt),
+            Effect::Reset {
+                attempt, reason, ..
+            } => self.reset(attempt, reason),
+            Effect::ResetsDone => Ok(()),
+        }
     }
 
     /// The source coordinator, which runs once the source is scheduled.
@@ -1124,6 +1161,7 @@ impl Sim {
             let exec = &self.exec;
             let now = self.clock.now();
             match self
+                .core
                 .placement
                 .place((v, s), now, |avoid| exec.pick_worker(avoid))
             {
@@ -1151,14 +1189,14 @@ impl Sim {
                 .register_reader(s)
                 .map_err(coordinator_failed)?;
         }
-        self.sched.started(attempt);
+        self.core.sched.started(attempt);
         self.outcome.attempts += 1;
         self.exec
             .deploy(attempt, (), &worker)
             .map_err(Stop::Violation)?;
         let on = if self.exec.is_remote() {
             let on = format!(" on {worker}");
-            self.placement.deployed(attempt, worker);
+            self.core.placement.deployed(attempt, worker);
             on
         } else {
             String::new()
@@ -1176,9 +1214,12 @@ impl Sim {
     fn step(&mut self) -> Result<(), Stop> {
         if self.exec.running.is_empty() {
             // Only attempts that wait out a refused deploy's pause are
-            // left: time passes.
+            // left: time passes, and the core is ticked (as the binary's
+            // loop ticks it while something waits to be placed).
             self.clock.advance(Duration::from_millis(50));
-            return Ok(());
+            let now = self.clock.now();
+            let actions = self.core.tick(now);
+            return self.carry_out(actions);
         }
         let pick = self.rng.below(self.exec.running.len() as u64) as usize;
         let attempt = self.exec.running[pick];
@@ -1199,7 +1240,7 @@ impl Sim {
             return self.deploy_refused(attempt);
         }
         if attempt.vertex == 0 {
-            self.policy.touch(0);
+            self.core.snapshots.touch(0);
             match self
                 .coordinator()?
                 .request_split(attempt.subtask)
@@ -1237,8 +1278,6 @@ impl Sim {
             ))
             .unwrap_or_default()
         ));
-        let current = self.sched.is_current(attempt);
-        self.placement.failed(attempt, current);
         let cause = FailureCause {
             permanent: false,
             lost_input_of: lost,
@@ -1246,13 +1285,16 @@ impl Sim {
         let reason = ResetReason::Failover {
             message: "simulated".into(),
         };
-        let (decision, effects) = self.sched.failed(attempt, cause, reason);
-        match decision.action {
-            FailoverAction::Reset { .. } => self.carry_out(effects),
-            other => Err(Stop::Violation(format!(
-                "failover gave up ({other:?}) with {MAX_ATTEMPTS} attempts allowed"
-            ))),
-        }
+        let now = self.clock.now();
+        let actions = self.core.step(
+            now,
+            Input::Failed {
+                attempt,
+                cause,
+                reason,
+            },
+        );
+        self.carry_out(actions)
     }
 
     /// Attempt `attempt` read invalid data: a permanent failure, not
@@ -1269,14 +1311,20 @@ impl Sim {
             permanent: true,
             lost_input_of: None,
         };
-        let reason = ResetReason::Failover {
-            message: what.clone(),
-        };
-        let (decision, _) = self.sched.failed(attempt, cause, reason);
-        match decision.action {
-            FailoverAction::FailInvalidData => Err(Stop::JobFailed(what)),
-            other => Err(Stop::Violation(format!(
-                "a permanent failure was not final: {other:?}"
+        let reason = ResetReason::Failover { message: what };
+        let now = self.clock.now();
+        let actions = self.core.step(
+            now,
+            Input::Failed {
+                attempt,
+                cause,
+                reason,
+            },
+        );
+        match actions.last() {
+            Some(Action::FailJob(JobFailure::InvalidData { .. })) => self.carry_out(actions),
+            _ => Err(Stop::Violation(format!(
+                "a permanent failure was not final: {actions:?}"
             ))),
         }
     }
@@ -1291,19 +1339,22 @@ impl Sim {
             attempt.subtask,
             attempt.attempt
         ));
-        if let Some(w) = self.exec.placed.remove(&attempt) {
-            self.placement.deploy_failed(
-                attempt,
-                worker_name(w),
-                "refused the Deploy".into(),
-                self.clock.now(),
-            );
-        }
-        let reason = ResetReason::Failover {
-            message: "not placed: simulated refusal".into(),
+        // Only attempts placed on a worker are refused (with workers).
+        let Some(w) = self.exec.placed.remove(&attempt) else {
+            return Err(Stop::Violation(format!(
+                "a Deploy of {attempt:?}, on no worker, was refused"
+            )));
         };
-        let effects = self.sched.deploy_failed(attempt, reason);
-        self.carry_out(effects)
+        let now = self.clock.now();
+        let actions = self.core.step(
+            now,
+            Input::DeployRefused {
+                attempt,
+                worker: worker_name(w),
+                why: format!("worker `{}` refused the Deploy", worker_name(w)),
+            },
+        );
+        self.carry_out(actions)
     }
 
     /// A worker the seed picks is lost: the result partitions it held
@@ -1326,7 +1377,7 @@ impl Sim {
         self.note(format!("worker w{w} lost with partitions {gone:?}"));
         // The finished current attempts whose partitions were there.
         let mut held = Vec::new();
-        for (v, vertex) in self.sched.graph.vertices.iter().enumerate() {
+        for (v, vertex) in self.core.sched.graph.vertices.iter().enumerate() {
             for (s, e) in vertex.executions.iter().enumerate() {
                 let on_w = e
                     .partitions
@@ -1344,8 +1395,9 @@ impl Sim {
         let reason = ResetReason::Failover {
             message: format!("worker `w{w}`, which held its partitions, was lost"),
         };
-        let effects = self.sched.worker_lost(&held, &|_| false, &reason);
-        self.carry_out(effects)?;
+        let now = self.clock.now();
+        let actions = self.core.step(now, Input::WorkerLost { held, reason });
+        self.carry_out(actions)?;
         let mut ran: Vec<AttemptId> = self
             .exec
             .placed
@@ -1378,12 +1430,12 @@ impl Sim {
                 reason,
             }))?;
         self.exec.cancel(attempt);
-        self.placement.forget(attempt);
+        self.core.placement.forget(attempt);
         if v == 0
             && let Some(c) = &mut self.coordinator
         {
             c.reset_subtask(s).map_err(coordinator_failed)?;
-            self.policy.touch(0);
+            self.core.snapshots.touch(0);
         }
         Ok(())
     }
@@ -1412,19 +1464,34 @@ impl Sim {
             }
         };
         let produced = self.write_output(attempt, values)?;
-        let completes = self.sched.completes(attempt);
-        let begun = self.policy.begin_for_finish(
-            self.clock.now(),
-            v,
-            v == 0,
-            completes,
-            !produced.is_empty(),
+        let partitions = produced
+            .iter()
+            .map(|p| coordhost_model::graph::ProducedPartition {
+                edge: 0,
+                location: p.location.clone().into(),
+                bytes_per_subpartition: p.bytes_per_subpartition.clone().into(),
+            })
+            .collect();
+        // The core holds it as finished and says whether it carries a
+        // batch snapshot (as the binary's `JobMaster::on_finished`).
+        let now = self.clock.now();
+        let actions = self.core.step(
+            now,
+            Input::Finished {
+                attempt,
+                partitions,
+            },
         );
-        let (enumerator_snapshots, shuffle_snapshot) = self.take_snapshots(begun)?;
+        let [Action::RecordFinished { snapshot_of, .. }] = actions.as_slice() else {
+            return Err(Stop::Violation(format!(
+                "the finish of running {attempt:?} was not recorded: {actions:?}"
+            )));
+        };
+        let (enumerator_snapshots, shuffle_snapshot) = self.take_snapshots(snapshot_of.clone())?;
         let event = JobEvent::ExecutionFinished(ExecutionFinished {
             attempt: self.event_attempt(attempt),
             coordinator_epoch: self.epoch,
-            produced: produced.clone(),
+            produced,
             enumerator_snapshots,
             shuffle_snapshot,
         });
@@ -1440,17 +1507,7 @@ impl Sim {
             attempt.attempt,
             if durable { " (durable)" } else { "" }
         ));
-        let partitions = produced
-            .into_iter()
-            .map(|p| coordhost_model::graph::ProducedPartition {
-                edge: 0,
-                location: p.location.into(),
-                bytes_per_subpartition: p.bytes_per_subpartition.into(),
-            })
-            .collect();
-        self.sched.finished(attempt, partitions);
         self.exec.placed.remove(&attempt);
-        self.placement.finished(attempt);
         Ok(())
     }
 
@@ -1462,7 +1519,7 @@ impl Sim {
         values: Vec<i64>,
     ) -> Result<Vec<coordhost_log::ProducedPartition>, Stop> {
         let (v, s) = (attempt.vertex, attempt.subtask);
-        let last = v + 1 == self.sched.graph.vertices.len();
+        let last = v + 1 == self.core.sched.graph.vertices.len();
         let mut produced = Vec::new();
         if last {
             self.parts.insert(s, sorted(values));
@@ -1485,10 +1542,11 @@ impl Sim {
             }
             produced.push(coordhost_log::ProducedPartition {
                 data_set: self
+                    .core
                     .sched
                     .graph
                     .job
-                    .data_set_id(self.sched.graph.job.outputs(v)[0]),
+                    .data_set_id(self.core.sched.graph.job.outputs(v)[0]),
                 location,
                 bytes_per_subpartition: bytes,
             });
@@ -1520,7 +1578,7 @@ impl Sim {
                     && self.rng.chance(self.scenario.refuse_percent) =>
             {
                 self.note("snapshot refused (oversized)");
-                self.policy.abandon(touched);
+                self.core.snapshots.abandon(touched);
                 (Vec::new(), None)
             }
             Some(touched) => {
@@ -1544,10 +1602,10 @@ impl Sim {
                         // has: its state waits for the next snapshot, the
                         // shuffle master's is taken now.
                         self.note("enumerator snapshot deferred");
-                        self.policy.defer(0);
+                        self.core.snapshots.defer(0);
                     }
                 }
-                self.policy.taken(self.clock.now());
+                self.core.snapshots.taken(self.clock.now());
                 (
                     snapshots,
                     Some(ShuffleSnapshot {
@@ -1575,7 +1633,7 @@ impl Sim {
         let producer = v - 1;
         let forward = self.scenario.forward[producer];
         let mut values = Vec::new();
-        for (ps, ev) in self.sched.graph.vertices[producer]
+        for (ps, ev) in self.core.sched.graph.vertices[producer]
             .executions
             .iter()
             .enumerate()
@@ -1643,7 +1701,7 @@ impl Sim {
         self.outcome.crashes += 1;
         self.exec.running.clear();
         self.exec.placed.clear();
-        self.placement = Placement::new(SLOT_REQUEST_TIMEOUT);
+        self.core.placement = Placement::new(SLOT_REQUEST_TIMEOUT);
         self.start_attempt()
     }
 
@@ -1662,7 +1720,7 @@ impl Sim {
         self.outcome.leader_changes += 1;
         self.exec.running.clear();
         self.exec.placed.clear();
-        self.placement = Placement::new(SLOT_REQUEST_TIMEOUT);
+        self.core.placement = Placement::new(SLOT_REQUEST_TIMEOUT);
         self.start_attempt()
     }
 
@@ -1690,7 +1748,8 @@ impl Sim {
         // Every kept producer's partition that a re-running consumer reads
         // exists with the recorded sizes.
         for (&(v, s), kept) in &plan.kept {
-            let Some(consumer) = (v + 1 < self.sched.graph.vertices.len()).then_some(v + 1) else {
+            let Some(consumer) = (v + 1 < self.core.sched.graph.vertices.len()).then_some(v + 1)
+            else {
                 continue;
             };
             let rereads = if self.scenario.forward[v] {
@@ -1723,15 +1782,15 @@ impl Sim {
     /// Installs `plan` as `JobMaster::apply_recovery` does, then records
     /// the resets and `RecoveryFinished` (durable before anything deploys).
     fn apply(&mut self, plan: &RecoveryPlan) -> Result<(), Stop> {
-        self.sched = Scheduling::new(
-            ExecutionGraph::new(self.sched.graph.job.clone()),
+        self.core.sched = Scheduling::new(
+            ExecutionGraph::new(self.core.sched.graph.job.clone()),
             MAX_ATTEMPTS,
         );
-        self.sched.install(plan);
-        self.policy =
+        self.core.sched.install(plan);
+        self.core.snapshots =
             SnapshotPolicy::new(true, Duration::from_millis(self.scenario.snapshot_pause_ms));
         for (&(v, s), reason) in &plan.reset {
-            if self.sched.graph.vertices[v]
+            if self.core.sched.graph.vertices[v]
                 .executions
                 .get(s as usize)
                 .is_none()
@@ -1762,7 +1821,7 @@ impl Sim {
             return self.crash();
         }
         self.writer().append_durable(&JobEvent::RecoveryFinished(
-            plan.finished_event(&self.sched.graph.job),
+            plan.finished_event(&self.core.sched.graph.job),
         ))?;
         self.note(format!(
             "recovered: kept {:?}, reset {:?}",

@@ -20,13 +20,13 @@ impl JobMaster {
     /// of each execution vertex. Failures are logged, not fatal: the job's
     /// output is complete; a partition left behind only costs disk space.
     pub(super) fn release_superseded(&mut self) {
-        let job = self.sched.graph.job.clone();
+        let job = self.core.sched.graph.job.clone();
         for (v, vertex) in job.vertices.iter().enumerate() {
             let outputs = job.outputs(v);
             if outputs.is_empty() {
                 continue;
             }
-            let finals: Vec<u32> = self.sched.graph.vertices[v]
+            let finals: Vec<u32> = self.core.sched.graph.vertices[v]
                 .executions
                 .iter()
                 .map(|e| e.attempt)

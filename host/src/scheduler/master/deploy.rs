@@ -24,19 +24,19 @@ use crate::shuffle::{ExpectedPartition, PartitionProducer, is_object_location};
 impl JobMaster {
     /// Initializes every vertex whose inputs are finished and deploys every
     /// created execution whose inputs are finished (decided by
-    /// [`Scheduling::schedule`](coordhost_core::scheduling::Scheduling::schedule)).
+    /// [`JobMasterCore::schedule`](coordhost_core::master::JobMasterCore::schedule)).
     pub(super) fn schedule(&mut self, events: &mut dyn JobEventSink) -> Result<(), JobError> {
-        let effects = self.sched.schedule();
-        self.carry_out(effects, events)
+        let actions = self.core.schedule();
+        self.carry_out(actions, None, events)
     }
 
     pub(super) fn start_coordinator(&mut self, v: usize) -> Result<(), JobError> {
-        let vertex = &self.sched.graph.job.vertices[v];
+        let vertex = &self.core.sched.graph.job.vertices[v];
         let name = vertex.source.clone().unwrap_or_default();
         let plugin = self.plugins.get(&name).ok_or_else(|| JobError::Internal {
             reason: format!("source plugin `{name}` not loaded"),
         })?;
-        let parallelism = self.sched.graph.vertices[v].executions.len() as u32;
+        let parallelism = self.core.sched.graph.vertices[v].executions.len() as u32;
         let c = SourceCoordinator::start(&vertex.id, plugin, parallelism, vertex.max_task_bytes)?;
         self.coordinators.insert(v, c);
         Ok(())
@@ -50,10 +50,10 @@ impl JobMaster {
         init: &VertexInit,
         events: &mut dyn JobEventSink,
     ) -> Result<(), JobError> {
-        let id = self.sched.graph.job.vertices[v].id.clone();
+        let id = self.core.sched.graph.job.vertices[v].id.clone();
         tracing::info!(vertex = %id, parallelism = init.parallelism, "vertex initialized");
         events.vertex_initialized(&id, init)?;
-        self.figures[v] = vec![Figures::default(); init.parallelism as usize];
+        self.figures.per_subtask[v] = vec![Figures::default(); init.parallelism as usize];
         if let Some(p) = &self.opts.progress {
             p.vertex_initialized(&id, init.parallelism);
         }
@@ -72,8 +72,8 @@ impl JobMaster {
         } else {
             IN_PROCESS.to_owned()
         };
-        let attempt = self.sched.graph.attempt_id(v, s);
-        let jv = self.sched.graph.job.vertices[v].clone();
+        let attempt = self.core.sched.graph.attempt_id(v, s);
+        let jv = self.core.sched.graph.job.vertices[v].clone();
         let (outputs, descriptors) = self.register_outputs(v, s, attempt.attempt)?;
         self.descriptors.insert((v, s), descriptors);
         let input = self.task_input(v, s, attempt)?;
@@ -103,9 +103,9 @@ impl JobMaster {
             fail_after: crate::failpoints::task_fails_after(&jv.id, s, attempt.attempt),
             cancel: self.cancel.clone(),
         };
-        self.sched.started(attempt);
+        self.core.sched.started(attempt);
         self.running += 1;
-        self.tasks_run += 1;
+        self.figures.tasks_run += 1;
         if let Some(p) = &self.opts.progress {
             p.task_started(&jv.id, s, attempt.attempt);
         }
@@ -119,7 +119,7 @@ impl JobMaster {
             return Err(JobError::LostLeadership { reason });
         }
         if remote {
-            self.placement.deployed(attempt, worker);
+            self.core.placement.deployed(attempt, worker);
         }
         self.answer_waiting(v);
         Ok(())
@@ -136,12 +136,12 @@ impl JobMaster {
         s: u32,
         attempt: u32,
     ) -> Result<(Vec<TaskOutput>, Vec<ShuffleDescriptor>), JobError> {
-        let job_vertex = self.sched.graph.job.vertices[v].id.clone();
+        let job_vertex = self.core.sched.graph.job.vertices[v].id.clone();
         let mut outputs = Vec::new();
         let mut descriptors = Vec::new();
-        for e in self.sched.graph.job.outputs(v) {
-            let n = self.sched.graph.job.num_subpartitions(e);
-            let data_set = self.sched.graph.job.data_set_id(e);
+        for e in self.core.sched.graph.job.outputs(v) {
+            let n = self.core.sched.graph.job.num_subpartitions(e);
+            let data_set = self.core.sched.graph.job.data_set_id(e);
             let producer = PartitionProducer {
                 job: self.job.clone(),
                 data_set: data_set.clone(),
@@ -190,7 +190,7 @@ impl JobMaster {
                     staging: self.partition_staging(&producer),
                 },
             };
-            let edge = &self.sched.graph.job.edges[e];
+            let edge = &self.core.sched.graph.job.edges[e];
             outputs.push(TaskOutput {
                 edge: e,
                 location,
@@ -208,12 +208,12 @@ impl JobMaster {
     /// from its source coordinator (the reader registered with it), or the
     /// partitions of its inputs.
     fn task_input(&mut self, v: usize, s: u32, attempt: AttemptId) -> Result<TaskInput, JobError> {
-        let Some(plugin) = self.sched.graph.job.vertices[v].source.clone() else {
+        let Some(plugin) = self.core.sched.graph.job.vertices[v].source.clone() else {
             return Ok(TaskInput::Partitions(self.inputs_of(v, s)));
         };
         if let Some(c) = self.coordinators.get_mut(&v) {
             c.register_reader(s)?;
-            self.snapshots.touch(v);
+            self.core.snapshots.touch(v);
         }
         let wait = self
             .split_waits
@@ -222,7 +222,7 @@ impl JobMaster {
             .unwrap_or(crate::plugin::DEFAULT_SPLIT_WAIT);
         Ok(TaskInput::Splits(Box::new(CoordinatorSplits {
             attempt,
-            vertex: self.sched.graph.job.vertices[v].id.clone(),
+            vertex: self.core.sched.graph.job.vertices[v].id.clone(),
             plugin,
             wait,
             tx: self.tx.clone(),
@@ -238,9 +238,10 @@ impl JobMaster {
         let now = self.clock.now();
         let executor = &self.executor;
         let place = self
+            .core
             .placement
             .place((v, s), now, |avoid| executor.pick_worker(avoid));
-        let vertex = &self.sched.graph.job.vertices[v].id;
+        let vertex = &self.core.sched.graph.job.vertices[v].id;
         match place {
             Place::On { worker, waited } => {
                 if waited {
@@ -251,7 +252,7 @@ impl JobMaster {
             Place::Pause => None,
             Place::NoWorker { newly, first } => {
                 if newly {
-                    let wait = self.placement.slot_request_timeout().as_millis();
+                    let wait = self.core.placement.slot_request_timeout().as_millis();
                     if first {
                         tracing::warn!(%vertex, subtask = s, "{NO_WORKER}: waiting for one (at most {wait} ms, job.slot-request-timeout-ms); an attempt that waits is not a failed one");
                     } else {
@@ -268,15 +269,15 @@ impl JobMaster {
     /// producer reported them (or the log recorded them), the bytes of
     /// each subpartition read (docs/shuffle-format.md, "Reading").
     pub(super) fn inputs_of(&self, v: usize, s: u32) -> Vec<InputPartition> {
-        let range = self.sched.graph.vertices[v]
+        let range = self.core.sched.graph.vertices[v]
             .init
             .as_ref()
             .and_then(|i| i.input_ranges.get(s as usize).cloned())
             .unwrap_or(s..s + 1);
         let mut inputs = Vec::new();
-        for e in self.sched.graph.job.inputs(v) {
-            let edge = &self.sched.graph.job.edges[e];
-            let producers = &self.sched.graph.vertices[edge.from].executions;
+        for e in self.core.sched.graph.job.inputs(v) {
+            let edge = &self.core.sched.graph.job.edges[e];
+            let producers = &self.core.sched.graph.vertices[edge.from].executions;
             let (subtasks, subpartitions) = match edge.pattern {
                 DistributionPattern::Forward => (s..s + 1, 0..1),
                 DistributionPattern::Hash => (0..producers.len() as u32, range.clone()),
@@ -309,8 +310,8 @@ impl JobMaster {
                 let expected = ExpectedPartition {
                     producer: PartitionProducer {
                         job: self.job.clone(),
-                        data_set: self.sched.graph.job.data_set_id(e),
-                        job_vertex: self.sched.graph.job.vertices[edge.from].id.clone(),
+                        data_set: self.core.sched.graph.job.data_set_id(e),
+                        job_vertex: self.core.sched.graph.job.vertices[edge.from].id.clone(),
                         subtask: p,
                         attempt: ex.attempt,
                     },
@@ -364,6 +365,7 @@ impl JobMaster {
         let lost = crate::failpoints::lost_partitions(vertex, attempt.subtask, attempt.attempt);
         for (producer, producer_subtask) in lost {
             let Some(pv) = self
+                .core
                 .sched
                 .graph
                 .job
@@ -373,7 +375,7 @@ impl JobMaster {
             else {
                 continue;
             };
-            if let Some(ex) = self.sched.graph.vertices[pv]
+            if let Some(ex) = self.core.sched.graph.vertices[pv]
                 .executions
                 .get(producer_subtask as usize)
             {

@@ -8,12 +8,10 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::{Duration, Instant};
 
 use coordhost_core::clock::{Clock, SystemClock};
-use coordhost_core::scheduling::Scheduling;
+use coordhost_core::master::{Action, Input, JobMasterCore};
 use coordhost_core::snapshot_policy::SnapshotPolicy;
 
-use super::{
-    BatchSnapshots, JobError, JobEventSink, JobStatus, RunOptions, Summary, VertexSummary,
-};
+use super::{BatchSnapshots, JobError, JobEventSink, JobStatus, RunOptions, Summary};
 use crate::config::JobConfig;
 use crate::coordinator::{CoordinatorSnapshot, SourceCoordinator, SplitAnswer};
 use crate::events::ResetReason;
@@ -27,10 +25,11 @@ mod cleanup;
 mod deploy;
 mod executors;
 mod failover;
+mod figures;
 
 use coordhost_core::executor::Executor;
-use coordhost_core::placement::Placement;
 use executors::Deployment;
+use figures::{Figures, RunFigures};
 
 use crate::remote::{Cluster, ClusterEvent};
 use crate::runtime::{SplitSource, TaskError, TaskReport, WorkerPool, sink};
@@ -107,34 +106,17 @@ impl SplitSource for CoordinatorSplits {
     }
 }
 
-/// Per-vertex run figures.
-#[derive(Default, Clone)]
-struct Figures {
-    records_in: u64,
-    records_out: u64,
-    bytes_out: u64,
-}
-
-/// Input figures of one source vertex in this run (see
-/// [`crate::scheduler::InputSummary`]).
-#[derive(Debug, Clone, Copy, Default)]
-struct InputFigures {
-    bytes_assigned: u64,
-    splits_kept: u64,
-    bytes_kept: u64,
-    splits_reread: u64,
-    bytes_reread: u64,
-}
-
 /// The JobMaster: owns the execution graph, the source coordinators and the
 /// shuffle master; runs the loop.
 pub struct JobMaster {
     job: String,
-    /// The execution graph and the decisions on it: what is initialized
-    /// and deployed, what a failure, a refused `Deploy`, a lost worker or a
-    /// recovery plan resets (`coordhost-core`); this file carries the
-    /// effects out.
-    sched: Scheduling,
+    /// The decisions, as a state machine without I/O
+    /// (`coordhost_core::master`): the execution graph and what a finish, a
+    /// failure, a refused `Deploy`, a lost worker or a recovery plan does to
+    /// it; where attempts go; when batch snapshots are taken. It is stepped
+    /// with each message and ticked while something waits; this file
+    /// carries its actions out.
+    core: JobMasterCore,
     plugins: BTreeMap<String, LoadedPlugin>,
     /// The source readers of the SQL job's tables read by one, by table.
     readers: crate::runtime::TableReaders,
@@ -152,7 +134,9 @@ pub struct JobMaster {
     waiting: HashMap<AttemptId, Sender<Result<Option<SplitData>, String>>>,
     /// Shuffle descriptors of the current attempts, by (vertex, subtask).
     descriptors: HashMap<(usize, u32), Vec<ShuffleDescriptor>>,
-    figures: Vec<Vec<Figures>>,
+    /// What this run did, for progress lines and the summary (one concern:
+    /// counting).
+    figures: RunFigures,
     opts: RunOptions,
     /// Where attempts run: threads of this process or worker processes
     /// (`executors`; the core's trait, which the simulator implements too).
@@ -168,42 +152,14 @@ pub struct JobMaster {
     /// (`RunOptions::stop`), looked at every [`StopRequest::TICK`].
     stop: Option<Arc<crate::scheduler::StopRequest>>,
     running: usize,
-    tasks_run: u64,
-    tasks_reset: u64,
-    busy: std::time::Duration,
     /// A message taken from the channel while gathering finishes that
     /// arrived together ([`JobMaster::on_finishes`]), handled next.
     held: Option<Message>,
     /// Progress lines of finishes recorded but not yet durable: printed
     /// once their group is (a progress line follows its durable record).
     finished_lines: Vec<(usize, u32, u32)>,
-    /// When batch snapshots are taken and of which source vertices
-    /// (`coordhost-core`): on when recovery is enabled and the shuffle
-    /// master supports them (FLIP-383 disables recovery otherwise), at most
-    /// one per `snapshot-min-pause` before a vertex completes.
-    snapshots: SnapshotPolicy,
-    /// The time the snapshot policy reads.
+    /// The time the core is stepped with.
     clock: Arc<dyn Clock>,
-    /// Executions recovery skipped.
-    tasks_skipped: u64,
-    /// Whether this run recovered from a log.
-    recovered: bool,
-    /// Resets by reason (kebab-case kind), for the summary.
-    reset_reasons: BTreeMap<String, u64>,
-    /// Per source vertex: splits handed to readers, splits given back.
-    split_counts: HashMap<usize, (u64, u64)>,
-    /// Per source vertex: input kept by recovery, read again, handed out.
-    input_figures: HashMap<usize, InputFigures>,
-    /// Per source vertex: when its enumerator was last asked how many
-    /// splits it holds, the answer, and the splits handed out by then
-    /// (progress display only).
-    input_left: HashMap<usize, (std::time::Instant, Option<u64>, u64)>,
-    /// Subtasks recovery skipped, per vertex.
-    skipped_here: HashMap<usize, u64>,
-    /// Worker processes only: which worker each attempt went to, what
-    /// waits for a worker and since when, the pause after a refused
-    /// `Deploy` (`coordhost_core::placement`), on the run's clock.
-    placement: Placement,
 }
 
 impl JobMaster {
@@ -238,10 +194,19 @@ impl JobMaster {
         let readers = table_readers(config, &plugins)?;
         let (tx, rx) = channel();
         let executor = executor(config, opts, &graph, &plugins, &mut shuffle, &tx, workers)?;
-        let figures = vec![Vec::new(); graph.job.vertices.len()];
+        let figures = RunFigures::new(graph.job.vertices.len());
         Ok(Self {
             job: config.name.clone(),
-            sched: Scheduling::new(graph, config.max_attempts),
+            // Batch snapshots are taken when recovery is enabled and the
+            // shuffle master supports them (FLIP-383 disables recovery
+            // otherwise), at most one per `snapshot-min-pause` before a
+            // vertex completes.
+            core: JobMasterCore::new(
+                graph,
+                config.max_attempts,
+                config.slot_request_timeout,
+                SnapshotPolicy::new(snapshots_enabled, config.recovery.snapshot_min_pause),
+            ),
             functions: config
                 .sql
                 .as_ref()
@@ -269,28 +234,16 @@ impl JobMaster {
             cancel: Arc::new(AtomicBool::new(false)),
             stop: opts.stop.clone(),
             running: 0,
-            tasks_run: 0,
-            tasks_reset: 0,
-            busy: std::time::Duration::ZERO,
             held: None,
             finished_lines: Vec::new(),
-            snapshots: SnapshotPolicy::new(snapshots_enabled, config.recovery.snapshot_min_pause),
             clock: Arc::new(SystemClock::new()),
-            tasks_skipped: 0,
-            recovered: false,
-            reset_reasons: BTreeMap::new(),
-            split_counts: HashMap::new(),
-            input_figures: HashMap::new(),
-            input_left: HashMap::new(),
-            skipped_here: HashMap::new(),
-            placement: Placement::new(config.slot_request_timeout),
         })
     }
 
     /// Whether this run takes batch snapshots (recovery enabled and the
     /// shuffle master supports them).
     pub fn snapshots_enabled(&self) -> bool {
-        self.snapshots.enabled()
+        self.core.snapshots.enabled()
     }
 
     /// Passes the named crash point `point`, one of
@@ -337,7 +290,7 @@ impl JobMaster {
     ///
     /// [`JobError::Commit`] if a folder cannot be cleaned.
     pub fn prepare_fresh_sinks(&self) -> Result<(), JobError> {
-        for v in &self.sched.graph.job.vertices {
+        for v in &self.core.sched.graph.job.vertices {
             if let Some(s) = &v.sink {
                 sink::prepare_fresh(s).map_err(|source| JobError::Commit {
                     vertex: v.id.clone(),
@@ -385,7 +338,8 @@ impl JobMaster {
     /// Per job vertex (by index): whether it is a source whose split
     /// enumerator supports batch snapshots.
     pub fn sources_supporting_snapshots(&self) -> Vec<bool> {
-        self.sched
+        self.core
+            .sched
             .graph
             .job
             .vertices
@@ -417,7 +371,7 @@ impl JobMaster {
         v: usize,
         snapshot: &CoordinatorSnapshot,
     ) -> Result<(), JobError> {
-        let vertex = &self.sched.graph.job.vertices[v];
+        let vertex = &self.core.sched.graph.job.vertices[v];
         let plugin = vertex
             .source
             .as_ref()
@@ -439,7 +393,7 @@ impl JobMaster {
 
     /// The split enumerator plugin of source vertex `v`, if it is one.
     pub fn source_plugin(&self, v: usize) -> Option<&str> {
-        self.sched.graph.job.vertices.get(v)?.source.as_deref()
+        self.core.sched.graph.job.vertices.get(v)?.source.as_deref()
     }
 
     /// Installs a recovery plan before anything is scheduled
@@ -458,11 +412,11 @@ impl JobMaster {
         plan: &RecoveryPlan,
         events: &mut dyn JobEventSink,
     ) -> Result<(), JobError> {
-        self.sched.install(plan);
+        self.core.sched.install(plan);
         for (v, init) in &plan.initialized {
-            self.figures[*v] = vec![Figures::default(); init.parallelism as usize];
+            self.figures.per_subtask[*v] = vec![Figures::default(); init.parallelism as usize];
             if let Some(p) = &self.opts.progress {
-                p.vertex_initialized(&self.sched.graph.job.vertices[*v].id, init.parallelism);
+                p.vertex_initialized(&self.core.sched.graph.job.vertices[*v].id, init.parallelism);
             }
         }
         for (&(v, s), exec) in &plan.kept {
@@ -474,17 +428,18 @@ impl JobMaster {
             self.descriptors.insert((v, s), descriptors);
         }
         for (&(v, s), reason) in &plan.reset {
-            if self.sched.graph.vertices[v]
+            if self.core.sched.graph.vertices[v]
                 .executions
                 .get(s as usize)
                 .is_none()
             {
                 continue;
             }
-            let id = self.sched.graph.attempt_id(v, s);
-            let vertex = self.sched.graph.job.vertices[v].id.clone();
+            let id = self.core.sched.graph.attempt_id(v, s);
+            let vertex = self.core.sched.graph.job.vertices[v].id.clone();
             events.executions_reset(&vertex, &[id], reason)?;
             *self
+                .figures
                 .reset_reasons
                 .entry(reason_kind(reason).into())
                 .or_default() += 1;
@@ -495,7 +450,7 @@ impl JobMaster {
                 self.coordinators.remove(&v);
                 continue;
             };
-            let parallelism = self.sched.graph.vertices[v].executions.len() as u32;
+            let parallelism = self.core.sched.graph.vertices[v].executions.len() as u32;
             if snapshot.readers.len() != parallelism as usize || !self.coordinators.contains_key(&v)
             {
                 // Not restored in step 5 (or for another parallelism).
@@ -508,7 +463,7 @@ impl JobMaster {
             // to the restored enumerator and "no more splits" is cleared.
             // What the kept subtasks read is kept input; what the reset
             // ones held (as the recorded history says) is read again.
-            let input = self.input_figures.entry(v).or_default();
+            let input = self.figures.input_figures.entry(v).or_default();
             for s in 0..parallelism {
                 let history = &c.readers()[s as usize];
                 if plan.kept.contains_key(&(v, s)) {
@@ -519,7 +474,7 @@ impl JobMaster {
                     input.splits_reread += history.assigned.len() as u64;
                     input.bytes_reread += history.assigned_bytes();
                     let n = c.reset_subtask(s)?;
-                    self.split_counts.entry(v).or_default().1 += n as u64;
+                    self.figures.split_counts.entry(v).or_default().1 += n as u64;
                 }
             }
             self.coordinators.insert(v, c);
@@ -540,12 +495,12 @@ impl JobMaster {
             }
             self.delete_partition(&p.location);
         }
-        self.tasks_skipped = plan.kept.len() as u64;
+        self.figures.tasks_skipped = plan.kept.len() as u64;
         for &(v, _) in plan.kept.keys() {
-            *self.skipped_here.entry(v).or_default() += 1;
+            *self.figures.skipped_here.entry(v).or_default() += 1;
         }
-        self.tasks_reset += plan.reset.len() as u64;
-        self.recovered = true;
+        self.figures.tasks_reset += plan.reset.len() as u64;
+        self.figures.recovered = true;
         Ok(())
     }
 
@@ -581,15 +536,15 @@ impl JobMaster {
     ) -> ShuffleDescriptor {
         ShuffleDescriptor {
             id: ResultPartitionId {
-                intermediate_data_set: self.sched.graph.job.data_set_id(p.edge),
+                intermediate_data_set: self.core.sched.graph.job.data_set_id(p.edge),
                 producer: ExecutionAttemptId {
-                    job_vertex: self.sched.graph.job.vertices[v].id.clone(),
+                    job_vertex: self.core.sched.graph.job.vertices[v].id.clone(),
                     subtask: s,
                     attempt,
                 },
             },
             location: p.location.to_string_lossy().into_owned(),
-            num_subpartitions: self.sched.graph.job.num_subpartitions(p.edge),
+            num_subpartitions: self.core.sched.graph.job.num_subpartitions(p.edge),
         }
     }
 
@@ -604,7 +559,7 @@ impl JobMaster {
         #[cfg(feature = "failpoints")]
         let max = crate::failpoints::max_snapshot_bytes().map_or(max, |m| m.min(max));
         (len > max).then(|| {
-            let vertex = &self.sched.graph.job.vertices[v];
+            let vertex = &self.core.sched.graph.job.vertices[v];
             format!(
                 "plugin `{}`: the batch snapshot of job vertex `{}` is {len} bytes, over the limit of {max} bytes; it is not recorded (the job goes on; a recovery restores the previous batch snapshot)",
                 vertex.source.as_deref().unwrap_or("?"),
@@ -668,7 +623,7 @@ impl JobMaster {
                 // A rebuilt enumerator still holds splits a reader has: its
                 // snapshot would hand them out again after a crash. The
                 // previous snapshot stays the one recovery uses.
-                self.snapshots.defer(v);
+                self.core.snapshots.defer(v);
                 continue;
             }
             if c.supports_batch_snapshot() {
@@ -676,24 +631,24 @@ impl JobMaster {
                     // The enumerator faulted during the snapshot and its
                     // rebuilt store holds splits a reader has: deferred,
                     // as above.
-                    self.snapshots.defer(v);
+                    self.core.snapshots.defer(v);
                     continue;
                 };
                 if let Some(refusal) = self.oversized_snapshot(v, &snapshot) {
                     // Recorded without this state, the batch snapshot would
                     // pair newer finishes with an older enumerator: none is
                     // taken, and the touched vertices wait for the next one.
-                    if self.snapshots.first_refusal(v) {
+                    if self.core.snapshots.first_refusal(v) {
                         tracing::warn!("{refusal}");
                     } else {
                         tracing::debug!("{refusal}");
                     }
-                    self.snapshots.abandon(touched);
+                    self.core.snapshots.abandon(touched);
                     return Ok(BatchSnapshots::default());
                 }
                 taken
                     .coordinators
-                    .push((self.sched.graph.job.vertices[v].id.clone(), snapshot));
+                    .push((self.core.sched.graph.job.vertices[v].id.clone(), snapshot));
             }
         }
         taken.shuffle =
@@ -705,7 +660,7 @@ impl JobMaster {
                         source,
                     })?,
             );
-        self.snapshots.taken(self.clock.now());
+        self.core.snapshots.taken(self.clock.now());
         Ok(taken)
     }
 
@@ -798,6 +753,7 @@ impl JobMaster {
             // Only the folders where output was published: a failed run
             // lists no empty or half-written folder as its output.
             summary.outputs = self
+                .core
                 .sched
                 .graph
                 .job
@@ -830,8 +786,8 @@ impl JobMaster {
         self.check_stop()?;
         let t = Instant::now();
         self.schedule(events)?;
-        self.busy += t.elapsed();
-        while !self.sched.graph.is_finished() {
+        self.figures.busy += t.elapsed();
+        while !self.core.sched.graph.is_finished() {
             // Looked at before each wait, so a message received is always
             // handled (a dropped `Finished` would leave its attempt counted
             // as running).
@@ -844,7 +800,7 @@ impl JobMaster {
             // does a stop request.
             let msg = if let Some(msg) = self.held.take() {
                 Some(msg)
-            } else if !self.placement.is_waiting() && self.stop.is_none() {
+            } else if !self.core.placement.is_waiting() && self.stop.is_none() {
                 Some(self.rx.recv().map_err(|_| closed())?)
             } else {
                 match self.rx.recv_timeout(PLACEMENT_TICK) {
@@ -855,13 +811,20 @@ impl JobMaster {
             };
             let t = Instant::now();
             match msg {
-                Some(msg) => self.handle(msg, events)?,
-                // A tick for a stop request only: nothing waits to be placed.
-                None if !self.placement.is_waiting() => {}
-                None => self.schedule(events)?,
+                Some(msg) => {
+                    self.handle(msg, events)?;
+                    if let Some(failure) = self.core.overdue(self.clock.now()) {
+                        return Err(self.job_failure(failure, None));
+                    }
+                }
+                // Time passed: what waits for a worker is offered again, or
+                // has waited too long (`JobMasterCore::tick`).
+                None => {
+                    let actions = self.core.tick(self.clock.now());
+                    self.carry_out(actions, None, events)?;
+                }
             }
-            self.check_slot_waits()?;
-            self.busy += t.elapsed();
+            self.figures.busy += t.elapsed();
         }
         self.release_superseded();
         for c in self.coordinators.values_mut() {
@@ -869,7 +832,7 @@ impl JobMaster {
             c.check_none_left()?;
         }
         events.job_finished()?;
-        for v in &self.sched.graph.job.vertices {
+        for v in &self.core.sched.graph.job.vertices {
             if let Some(s) = &v.sink {
                 sink::write_success(s).map_err(|source| JobError::Commit {
                     vertex: v.id.clone(),
@@ -888,44 +851,25 @@ impl JobMaster {
                 self.on_finishes(attempt, report, events)?;
                 self.schedule(events)
             }
+            // The core schedules what can go ahead after a failure.
             Message::Failed { attempt, error } => {
                 self.running -= 1;
-                self.on_failed(attempt, error, events)?;
-                self.schedule(events)
+                self.on_failed(attempt, error, events)
             }
-            Message::WorkerLost { worker, held } => {
-                self.on_worker_lost(&worker, &held, events)?;
-                self.schedule(events)
-            }
+            Message::WorkerLost { worker, held } => self.on_worker_lost(&worker, &held, events),
             Message::DeployFailed {
                 attempt,
                 worker,
                 message,
             } => {
                 self.running -= 1;
-                self.on_deploy_failed(attempt, worker, &message, events)?;
-                self.schedule(events)
+                self.on_deploy_failed(attempt, worker, &message, events)
             }
         }
     }
 
-    /// Fails the job when an execution vertex has waited for a worker
-    /// longer than `job.slot-request-timeout-ms` (Flink's
-    /// `slot.request.timeout`).
-    fn check_slot_waits(&self) -> Result<(), JobError> {
-        match self.placement.overdue(self.clock.now()) {
-            None => Ok(()),
-            Some(((v, s), why)) => Err(JobError::NoWorker {
-                vertex: self.sched.graph.job.vertices[v].id.clone(),
-                subtask: s,
-                waited_ms: self.placement.slot_request_timeout().as_millis() as u64,
-                why: why.to_owned(),
-            }),
-        }
-    }
-
     fn is_current(&self, a: AttemptId) -> bool {
-        self.sched.is_current(a)
+        self.core.sched.is_current(a)
     }
 
     fn on_split_request(
@@ -941,13 +885,18 @@ impl JobMaster {
             let _ignored = reply.send(Err("not a source".into()));
             return Ok(());
         };
-        self.snapshots.touch(attempt.vertex);
+        self.core.snapshots.touch(attempt.vertex);
         match c.request_split(attempt.subtask)? {
             Some(a) => {
                 let handed = matches!(a, SplitAnswer::Split(_));
                 if let SplitAnswer::Split(s) = &a {
-                    self.split_counts.entry(attempt.vertex).or_default().0 += 1;
-                    self.input_figures
+                    self.figures
+                        .split_counts
+                        .entry(attempt.vertex)
+                        .or_default()
+                        .0 += 1;
+                    self.figures
+                        .input_figures
                         .entry(attempt.vertex)
                         .or_default()
                         .bytes_assigned += crate::coordinator::split_input_bytes(s);
@@ -974,8 +923,8 @@ impl JobMaster {
             return;
         };
         let now = std::time::Instant::now();
-        let splits = self.split_counts.get(&v).map_or(0, |c| c.0);
-        let asked = self.input_left.get(&v).copied();
+        let splits = self.figures.split_counts.get(&v).map_or(0, |c| c.0);
+        let asked = self.figures.input_left.get(&v).copied();
         let left = match asked {
             // Between two questions, each split handed out is one fewer.
             Some((at, left, then)) if now.duration_since(at) < INPUT_LEFT_EVERY => {
@@ -986,15 +935,19 @@ impl JobMaster {
                     .coordinators
                     .get_mut(&v)
                     .and_then(|c| c.unassigned_splits().ok());
-                self.input_left.insert(v, (now, left, splits));
+                self.figures.input_left.insert(v, (now, left, splits));
                 left
             }
         };
         progress.input_progress(
-            &self.sched.graph.job.vertices[v].id,
+            &self.core.sched.graph.job.vertices[v].id,
             crate::scheduler::InputProgress {
                 splits,
-                bytes: self.input_figures.get(&v).map_or(0, |f| f.bytes_assigned),
+                bytes: self
+                    .figures
+                    .input_figures
+                    .get(&v)
+                    .map_or(0, |f| f.bytes_assigned),
                 splits_left: left,
             },
         );
@@ -1007,12 +960,15 @@ impl JobMaster {
         };
         let mut handed = false;
         for (subtask, a) in c.take_ready() {
-            let id = self.sched.graph.attempt_id(v, subtask);
+            let id = self.core.sched.graph.attempt_id(v, subtask);
             if let Some(reply) = self.waiting.remove(&id) {
                 if let SplitAnswer::Split(s) = &a {
-                    self.split_counts.entry(v).or_default().0 += 1;
-                    self.input_figures.entry(v).or_default().bytes_assigned +=
-                        crate::coordinator::split_input_bytes(s);
+                    self.figures.split_counts.entry(v).or_default().0 += 1;
+                    self.figures
+                        .input_figures
+                        .entry(v)
+                        .or_default()
+                        .bytes_assigned += crate::coordinator::split_input_bytes(s);
                     handed = true;
                 }
                 let _ignored = reply.send(Ok(answer(a)));
@@ -1066,7 +1022,7 @@ impl JobMaster {
         durable?;
         for (v, done, total) in lines {
             if let Some(p) = &self.opts.progress {
-                p.task_finished(&self.sched.graph.job.vertices[v].id, done, total);
+                p.task_finished(&self.core.sched.graph.job.vertices[v].id, done, total);
             }
         }
         Ok(())
@@ -1095,14 +1051,14 @@ impl JobMaster {
                 .on_failed(attempt, TaskError::SplitRequest { reason }, events)
                 .map(|()| false);
         }
-        let vertex = self.sched.graph.job.vertices[v].clone();
+        let vertex = self.core.sched.graph.job.vertices[v].clone();
         let partitions = self.produced_partitions(v, attempt.subtask, &report);
         if let Some(spec) = &vertex.sink
             && !self.publish_output(attempt, spec, &vertex.id, events)?
         {
             return Ok(false);
         }
-        let fig = &mut self.figures[v][attempt.subtask as usize];
+        let fig = &mut self.figures.per_subtask[v][attempt.subtask as usize];
         *fig = Figures {
             records_in: report.records_in,
             records_out: report.records_out,
@@ -1111,18 +1067,32 @@ impl JobMaster {
                 .map(|p| p.bytes_per_subpartition.total())
                 .sum(),
         };
-        // Whether this finish carries a batch snapshot whatever the pause:
-        // `SnapshotPolicy::begin_for_finish` (coordhost-core) says why.
-        let completes = self.sched.completes(attempt);
-        let source = self.sched.graph.job.vertices[v].source.is_some();
-        let touched = self.snapshots.begin_for_finish(
+        // The core decides whether this finish carries a batch snapshot
+        // (`SnapshotPolicy::begin_for_finish` says why) and holds it as
+        // finished; it is acted on once its group is durable.
+        let actions = self.core.step(
             self.clock.now(),
-            v,
-            source,
-            completes,
-            !partitions.is_empty(),
+            Input::Finished {
+                attempt,
+                partitions,
+            },
         );
-        let snapshots = self.take_snapshots(touched)?;
+        let Ok(
+            [
+                Action::RecordFinished {
+                    attempt,
+                    partitions,
+                    snapshot_of,
+                    done: (done, total),
+                },
+            ],
+        ) = <[Action; 1]>::try_from(actions)
+        else {
+            return Err(JobError::Internal {
+                reason: format!("the finish of a current attempt {attempt:?} was not recorded"),
+            });
+        };
+        let snapshots = self.take_snapshots(snapshot_of)?;
         if !snapshots.is_empty() {
             self.crash_point("snapshot-taken", events)?;
         }
@@ -1136,11 +1106,9 @@ impl JobMaster {
             || format!("after a finished execution of `{}`", vertex.id),
             events,
         )?;
-        self.placement.finished(attempt);
-        let (done, total) = self.sched.finished(attempt, partitions);
         tracing::debug!(vertex = %vertex.id, subtask = attempt.subtask, attempt = attempt.attempt, "finished");
         self.finished_lines.push((v, done, total));
-        Ok(completes)
+        Ok(done == total)
     }
 
     /// The result partitions a finished attempt of subtask `s` of vertex `v`
@@ -1151,7 +1119,7 @@ impl JobMaster {
             .get(&(v, s))
             .map(Vec::as_slice)
             .unwrap_or_default();
-        let outputs = self.sched.graph.job.outputs(v);
+        let outputs = self.core.sched.graph.job.outputs(v);
         report
             .partitions
             .iter()
@@ -1219,40 +1187,17 @@ impl JobMaster {
     }
 
     fn summary(&self, started: Instant) -> Summary {
-        let vertices = self
-            .sched
-            .graph
-            .job
-            .vertices
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                let f = &self.figures[i];
-                VertexSummary {
-                    id: v.id.clone(),
-                    parallelism: self.sched.graph.vertices[i].executions.len() as u32,
-                    records_in: f.iter().map(|x| x.records_in).sum(),
-                    records_out: f.iter().map(|x| x.records_out).sum(),
-                    bytes_out: f.iter().map(|x| x.bytes_out).sum(),
-                    splits_assigned: self.split_counts.get(&i).map_or(0, |c| c.0),
-                    splits_returned: self.split_counts.get(&i).map_or(0, |c| c.1),
-                    input: v.source.as_ref().map(|_| {
-                        let f = self.input_figures.get(&i).copied().unwrap_or_default();
-                        crate::scheduler::InputSummary {
-                            bytes_assigned: f.bytes_assigned,
-                            splits_kept: f.splits_kept,
-                            bytes_kept: f.bytes_kept,
-                            splits_reread: f.splits_reread,
-                            bytes_reread: f.bytes_reread,
-                        }
-                    }),
-                    skipped: self.skipped_here.get(&i).copied().unwrap_or(0),
-                }
-            })
-            .collect();
+        let vertices = self.figures.vertex_summaries(self.core.graph());
         // Every execution vertex once, by the state it ended in.
         let (mut finished, mut failed, mut stopped, mut not_run) = (0, 0, 0, 0);
-        for e in self.sched.graph.vertices.iter().flat_map(|v| &v.executions) {
+        for e in self
+            .core
+            .sched
+            .graph
+            .vertices
+            .iter()
+            .flat_map(|v| &v.executions)
+        {
             match e.state {
                 ExecutionState::Finished => finished += 1,
                 ExecutionState::Failed => failed += 1,
@@ -1270,17 +1215,18 @@ impl JobMaster {
             tasks_failed: failed,
             tasks_stopped: stopped,
             tasks_not_run: not_run,
-            recovered: self.recovered,
-            tasks_total: self.sched.graph.execution_count() as u64,
-            tasks_run: self.tasks_run,
-            tasks_skipped: self.tasks_skipped,
-            reset_reasons: self.reset_reasons.clone(),
-            tasks_reset: self.tasks_reset,
+            recovered: self.figures.recovered,
+            tasks_total: self.core.sched.graph.execution_count() as u64,
+            tasks_run: self.figures.tasks_run,
+            tasks_skipped: self.figures.tasks_skipped,
+            reset_reasons: self.figures.reset_reasons.clone(),
+            tasks_reset: self.figures.tasks_reset,
             wall_ms: started.elapsed().as_millis() as u64,
             workers: self.executor.slots(),
-            coordinator_busy_us: self.busy.as_micros() as u64,
+            coordinator_busy_us: self.figures.busy.as_micros() as u64,
             vertices,
             outputs: self
+                .core
                 .sched
                 .graph
                 .job
