@@ -168,7 +168,7 @@ impl SourceCoordinator {
         vertex: &str,
         plugin: &LoadedPlugin,
         parallelism: u32,
-        snapshot: &CoordinatorSnapshot,
+        snapshot: CoordinatorSnapshot,
         max_task_bytes: Option<u64>,
     ) -> Result<Self, CoordinatorError> {
         coordhost_core::coordinator::SourceCoordinator::restore(

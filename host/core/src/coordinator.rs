@@ -255,7 +255,7 @@ impl<E: Enumerator> SourceCoordinator<E> {
     pub fn restore(
         vertex: &str,
         parallelism: u32,
-        snapshot: &CoordinatorSnapshot,
+        snapshot: CoordinatorSnapshot,
         max_task_bytes: Option<u64>,
         restore: impl FnOnce(&[u8]) -> Result<E, E::Error>,
     ) -> Result<Self, CoordinatorError<E::Error>> {
@@ -273,8 +273,7 @@ impl<E: Enumerator> SourceCoordinator<E> {
                 vertex: vertex.to_string(),
                 source,
             })?;
-        let mut c =
-            Self::with_history(vertex, enumerator, snapshot.readers.clone(), max_task_bytes);
+        let mut c = Self::with_history(vertex, enumerator, snapshot.readers, max_task_bytes);
         c.start_enumerator()?;
         Ok(c)
     }

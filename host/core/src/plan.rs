@@ -13,7 +13,6 @@ use std::path::PathBuf;
 
 use crate::events::{ExecutionVertexId, ResetReason};
 use crate::graph::{JobGraph, ProducedPartition, VertexInit};
-use crate::history::CoordinatorSnapshot;
 
 /// Why a `PartitionOracle` (`crate::recovery`) could not answer (in a run,
 /// the plugin host's `PluginError` of the shuffle master), kept as the
@@ -98,6 +97,16 @@ pub struct PartitionRef {
     pub bytes_per_subpartition: Vec<u64>,
 }
 
+/// How a source vertex's split enumerator runs after a recovery (step 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnumeratorStart {
+    /// Restored from its batch snapshot by the recovery target, which owns
+    /// the restored source coordinator.
+    Restored,
+    /// A fresh enumerator, started when the vertex is scheduled.
+    Fresh,
+}
+
 /// The decision of a recovery.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecoveryPlan {
@@ -108,9 +117,11 @@ pub struct RecoveryPlan {
     pub kept: BTreeMap<ExecutionKey, RecoveredExecution>,
     /// Executions that run again and why (one entry each).
     pub reset: BTreeMap<ExecutionKey, ResetReason>,
-    /// Per source vertex, what its source coordinator is restored from
-    /// (`None`: a fresh enumerator).
-    pub coordinators: BTreeMap<usize, Option<CoordinatorSnapshot>>,
+    /// Per source vertex, how its split enumerator starts: restored from
+    /// its batch snapshot in step 5 (the target took the decoded snapshot,
+    /// [`crate::recovery::RecoveryTarget::restore_enumerator`]: the plan
+    /// keeps no second copy of its split history, issue 29) or fresh.
+    pub coordinators: BTreeMap<usize, EnumeratorStart>,
     /// How many shuffle-master snapshots were restored (from the last full
     /// one on); the snapshots are lent from the log to the shuffle master,
     /// not copied into the plan (issue 29).

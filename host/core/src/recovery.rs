@@ -24,6 +24,7 @@ use crate::events::{
 };
 use crate::graph::{DistributionPattern, JobGraph, ProducedPartition, VertexInit};
 use crate::history::CoordinatorSnapshot;
+use crate::plan::EnumeratorStart;
 use crate::snapshot::SnapshotError;
 
 pub use crate::plan::{
@@ -79,7 +80,7 @@ pub trait RecoveryTarget: PartitionOracle {
     fn restore_enumerator(
         &mut self,
         vertex: usize,
-        snapshot: &CoordinatorSnapshot,
+        snapshot: CoordinatorSnapshot,
     ) -> Result<bool, Self::Error>;
 
     /// Step 7: installs the plan (kept attempts, restored enumerators,
@@ -644,7 +645,7 @@ fn vertex_init(
 /// Where a source vertex's split enumerator comes from (step 5).
 enum Enumerator {
     /// Restored from its newest batch snapshot.
-    Restored(CoordinatorSnapshot),
+    Restored,
     /// It supports batch snapshots, but the log has none of it: a fresh one.
     NoSnapshotYet,
     /// A fresh one, because it cannot take batch snapshots, or because
@@ -662,7 +663,7 @@ fn reset_or_skip_source<E: From<RecoveryError>>(
     replayed: &mut Replayed<'_>,
     v: usize,
     supports_snapshot: bool,
-    restore: &mut dyn FnMut(usize, &CoordinatorSnapshot) -> Result<bool, E>,
+    restore: &mut dyn FnMut(usize, CoordinatorSnapshot) -> Result<bool, E>,
 ) -> Result<(), E> {
     let Replayed {
         plan,
@@ -676,15 +677,15 @@ fn reset_or_skip_source<E: From<RecoveryError>>(
         .find(|(iv, _)| *iv == v)
         .map(|(_, i)| i.parallelism)
     else {
-        plan.coordinators.insert(v, None);
+        plan.coordinators.insert(v, EnumeratorStart::Fresh);
         return Ok(());
     };
     let all_finished = (0..parallelism).all(|s| finished.contains_key(&(v, s)));
     let enumerator = match enumerators.get(&v) {
         Some(snap) if supports_snapshot => {
             let decoded = coordinator_snapshot(graph, v, parallelism, snap)?;
-            if restore(v, &decoded)? {
-                Enumerator::Restored(decoded)
+            if restore(v, decoded)? {
+                Enumerator::Restored
             } else {
                 Enumerator::Fresh {
                     reason: ResetReason::RecoveryEnumeratorRestoreFailed,
@@ -697,13 +698,13 @@ fn reset_or_skip_source<E: From<RecoveryError>>(
         },
     };
     match enumerator {
-        Enumerator::Restored(snapshot) => {
-            plan.coordinators.insert(v, Some(snapshot));
+        Enumerator::Restored => {
+            plan.coordinators.insert(v, EnumeratorStart::Restored);
             // Unfinished subtasks are reset explicitly by the scheduler
             // (their splits go back); `mark_unfinished` records why.
         }
         Enumerator::NoSnapshotYet => {
-            plan.coordinators.insert(v, None);
+            plan.coordinators.insert(v, EnumeratorStart::Fresh);
             // A fresh enumerator hands every split out again, so no
             // finished subtask of this source may be kept. Step 3 keeps a
             // finish that an earlier snapshot of any plugin covers; here
@@ -721,11 +722,11 @@ fn reset_or_skip_source<E: From<RecoveryError>>(
             }
         }
         Enumerator::Fresh { reason } if all_finished => {
-            plan.coordinators.insert(v, None);
+            plan.coordinators.insert(v, EnumeratorStart::Fresh);
             plan.restart_all_once.insert(v, reason);
         }
         Enumerator::Fresh { reason } => {
-            plan.coordinators.insert(v, None);
+            plan.coordinators.insert(v, EnumeratorStart::Fresh);
             // The whole region starts over: every subtask of the source
             // and everything downstream that read its old partitions
             // (`crate::plan::restart_source`), else a kept consumer would

@@ -60,6 +60,11 @@ pub enum Effect {
         reason: ResetReason,
         /// The summary's name for it.
         kind: &'static str,
+        /// The result partitions it had produced, taken out of the graph
+        /// (a finished attempt's; none for one that ran): what the driver
+        /// releases when it holds no shuffle descriptors of its own for
+        /// them (an attempt a recovery kept, issue 29).
+        partitions: Vec<ProducedPartition>,
     },
     /// A group of resets for one cause is complete (a crash point).
     ResetsDone,
@@ -400,15 +405,15 @@ impl Scheduling {
         kind: &'static str,
         out: &mut Vec<Effect>,
     ) {
+        let e = &mut self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize];
+        e.attempt += 1;
+        e.state = ExecutionState::Created;
         out.push(Effect::Reset {
             attempt,
             reason,
             kind,
+            partitions: std::mem::take(&mut e.partitions),
         });
-        let e = &mut self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize];
-        e.attempt += 1;
-        e.state = ExecutionState::Created;
-        e.partitions.clear();
     }
 
     /// Installs a recovery plan before anything is scheduled

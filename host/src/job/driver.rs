@@ -1458,7 +1458,7 @@ impl RecoveryTarget for Restore<'_> {
     fn restore_enumerator(
         &mut self,
         vertex: usize,
-        snapshot: &crate::coordinator::CoordinatorSnapshot,
+        snapshot: crate::coordinator::CoordinatorSnapshot,
     ) -> Result<bool, JobError> {
         match self.master.restore_coordinator(vertex, snapshot) {
             Ok(()) => Ok(true),

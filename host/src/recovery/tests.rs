@@ -12,6 +12,7 @@ use crate::events::{
     JobVertexInitialized, ResetReason, ShuffleSnapshot, SplitAssignment,
 };
 use crate::graph::JobGraph;
+use crate::plan::EnumeratorStart;
 use crate::value::SplitData;
 
 const T1: &str = r#"
@@ -178,8 +179,9 @@ struct Target<'a> {
     supports: &'a dyn Fn(usize) -> bool,
     /// Source vertices whose enumerator's `restore` fails.
     unrestorable: Vec<usize>,
-    /// Source vertices restored, in order.
-    restored_enumerators: Vec<usize>,
+    /// Source vertices restored, in order, with the snapshot each was
+    /// handed.
+    restored_enumerators: Vec<(usize, CoordinatorSnapshot)>,
     oracle: &'a mut Shuffle,
     restored: Option<Vec<ShuffleSnapshot>>,
     applied: Option<RecoveryPlan>,
@@ -213,13 +215,13 @@ impl RecoveryTarget for Target<'_> {
     fn restore_enumerator(
         &mut self,
         vertex: usize,
-        _snapshot: &CoordinatorSnapshot,
+        snapshot: CoordinatorSnapshot,
     ) -> Result<bool, RecoveryError> {
         assert!(self.supports_batch_snapshot(vertex));
         if self.unrestorable.contains(&vertex) {
             return Ok(false);
         }
-        self.restored_enumerators.push(vertex);
+        self.restored_enumerators.push((vertex, snapshot));
         Ok(true)
     }
     fn apply(&mut self, plan: &RecoveryPlan) -> Result<(), RecoveryError> {
@@ -303,9 +305,20 @@ fn finished_sources_are_kept_and_running_middles_reset() {
         5,
         "the five source partitions are needed"
     );
-    let restored = plan.coordinators[&0]
-        .as_ref()
-        .expect("restored from the snapshot");
+    assert_eq!(plan.coordinators[&0], EnumeratorStart::Restored);
+    let mut oracle = shuffle(&[]);
+    let mut target = Target {
+        supports: &|_| true,
+        unrestorable: Vec::new(),
+        restored_enumerators: Vec::new(),
+        oracle: &mut oracle,
+        restored: None,
+        applied: None,
+    };
+    recover(&g, &sources_finished(), &mut target).unwrap();
+    let [(0, restored)] = target.restored_enumerators.as_slice() else {
+        panic!("source 0 restored once from the snapshot");
+    };
     assert_eq!(restored.enumerator, vec![1, 2, 3]);
     assert_eq!(restored.readers[3].assigned.len(), 2);
     assert_eq!(plan.shuffle_snapshots, 1);
@@ -362,7 +375,11 @@ fn an_unfinished_vertex_whose_enumerator_cannot_snapshot_resets_every_subtask() 
     assert!(plan.kept.is_empty());
     // Source 0 is dropped as a trailing finish, the rest never finished;
     // with no snapshot support every subtask starts over.
-    assert!(plan.coordinators[&0].is_none(), "a fresh enumerator");
+    assert_eq!(
+        plan.coordinators[&0],
+        EnumeratorStart::Fresh,
+        "a fresh enumerator"
+    );
     assert!(reasons(&plan, 0).iter().all(Option::is_some));
 }
 
@@ -515,7 +532,11 @@ fn a_source_whose_enumerator_state_was_never_recorded_runs_again_whole() {
         e
     }));
     let plan = plan(&t1(), &events, &|_| true, &mut shuffle(&[])).unwrap();
-    assert_eq!(plan.coordinators.get(&0), Some(&None), "a fresh enumerator");
+    assert_eq!(
+        plan.coordinators.get(&0),
+        Some(&EnumeratorStart::Fresh),
+        "a fresh enumerator"
+    );
     for s in 0..5 {
         assert_eq!(
             plan.reset.get(&(0, s)),
@@ -736,7 +757,11 @@ fn an_unfinished_source_whose_enumerator_cannot_be_restored_restarts_its_region(
         &mut oracle,
     )
     .unwrap();
-    assert!(plan.coordinators[&0].is_none(), "a fresh enumerator");
+    assert_eq!(
+        plan.coordinators[&0],
+        EnumeratorStart::Fresh,
+        "a fresh enumerator"
+    );
     assert_eq!(
         reasons(&plan, 0),
         vec![Some(ResetReason::RecoveryEnumeratorRestoreFailed); 5],
@@ -770,7 +795,11 @@ fn a_finished_source_whose_enumerator_cannot_be_restored_is_kept_and_restarts_in
     )
     .unwrap();
     assert_eq!(plan.kept.len(), 5, "{plan:?}");
-    assert!(plan.coordinators[&0].is_none(), "a fresh enumerator");
+    assert_eq!(
+        plan.coordinators[&0],
+        EnumeratorStart::Fresh,
+        "a fresh enumerator"
+    );
     assert_eq!(
         plan.restart_all_once.get(&0),
         Some(&ResetReason::RecoveryEnumeratorRestoreFailed)
@@ -813,8 +842,13 @@ fn a_restored_enumerator_is_restored_once_before_the_plan_is_applied() {
         applied: None,
     };
     let plan = recover(&g, &source_0_region_finished(), &mut target).unwrap();
-    assert_eq!(target.restored_enumerators, vec![0]);
-    assert!(plan.coordinators[&0].is_some());
+    let restored: Vec<usize> = target
+        .restored_enumerators
+        .iter()
+        .map(|(v, _)| *v)
+        .collect();
+    assert_eq!(restored, vec![0]);
+    assert_eq!(plan.coordinators[&0], EnumeratorStart::Restored);
     assert!(plan.kept.contains_key(&(0, 0)) && plan.kept.contains_key(&(1, 0)));
 }
 

@@ -121,7 +121,7 @@ fn a_batch_snapshot_carries_the_history_into_a_restored_coordinator() {
     assert_eq!(snap.readers[1].assigned.len(), 1);
 
     let mut restored =
-        SourceCoordinator::restore("source", &plugin, 2, &snap, None).expect("restore");
+        SourceCoordinator::restore("source", &plugin, 2, snap, None).expect("restore");
     assert_eq!(restored.unassigned_splits().expect("unassigned"), total - 3);
     // FLIP-383 step 5: reset the unfinished subtask 1; its split returns.
     assert_eq!(restored.reset_subtask(1).expect("reset"), 1);
@@ -221,8 +221,7 @@ fn a_kept_subtask_does_not_count_as_one_that_could_still_drain() {
         ));
     }
     let snap = c.snapshot().expect("snapshot").expect("consistent");
-    let mut r =
-        SourceCoordinator::restore("source", &plugin, 2, &snap, Some(300)).expect("restore");
+    let mut r = SourceCoordinator::restore("source", &plugin, 2, snap, Some(300)).expect("restore");
     // Recovery keeps subtask 0 and resets 1: 1 is then the only one that
     // will ask again, so it drains the 7 splits left.
     r.mark_finished(0);

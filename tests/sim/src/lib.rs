@@ -36,7 +36,7 @@ use coordhost_core::failover::FailureCause;
 use coordhost_core::history::CoordinatorSnapshot;
 use coordhost_core::master::{Action, Input, JobFailure, JobMasterCore};
 use coordhost_core::placement::{Place, Placement};
-use coordhost_core::plan::{PartitionRef, RecoveryError, RecoveryPlan};
+use coordhost_core::plan::{EnumeratorStart, PartitionRef, RecoveryError, RecoveryPlan};
 use coordhost_core::recovery::{OracleError, PartitionOracle, RecoveryTarget, recover};
 use coordhost_core::run_end::failed_earlier;
 use coordhost_core::scheduling::{Effect, Scheduling};
@@ -946,8 +946,9 @@ impl Sim {
         };
         let plan = recover(&job, &replay.events, &mut target)
             .map_err(|e| Stop::Violation(format!("recovery failed on a log the job wrote: {e}")))?;
+        let restored = target.restored.remove(&0);
         self.check_plan(&plan)?;
-        self.apply(&plan)
+        self.apply(&plan, restored)
     }
 
     /// Whether the log's last run failed for good, so this leader does not
@@ -1123,14 +1124,25 @@ impl Sim {
         Ok(())
     }
 
-    /// Restores the source coordinator from the plan's snapshot, as
-    /// `JobMaster::apply_recovery` does: kept subtasks count as ended, the
-    /// others' splits go back. Without a snapshot the source starts with a
-    /// fresh enumerator when it is scheduled.
-    fn restore_coordinator(&mut self, plan: &RecoveryPlan) -> Result<(), Stop> {
+    /// Restores the source coordinator from the snapshot step 5 handed
+    /// the target (`restored`), as `JobMaster::apply_recovery` does: kept
+    /// subtasks count as ended, the others' splits go back. When the plan
+    /// starts a fresh enumerator, the source starts with one when it is
+    /// scheduled.
+    fn restore_coordinator(
+        &mut self,
+        plan: &RecoveryPlan,
+        restored: Option<CoordinatorSnapshot>,
+    ) -> Result<(), Stop> {
         self.coordinator = None;
-        let Some(Some(snapshot)) = plan.coordinators.get(&0) else {
-            return Ok(());
+        let snapshot = match (plan.coordinators.get(&0), restored) {
+            (Some(EnumeratorStart::Restored), Some(snapshot)) => snapshot,
+            (Some(EnumeratorStart::Restored), None) => {
+                return Err(Stop::Violation(
+                    "the plan restores the enumerator, but step 5 restored none".into(),
+                ));
+            }
+            _ => return Ok(()),
         };
         let faults = Rng::new(self.rng.next_u64());
         let scenario = &self.scenario;
@@ -1781,7 +1793,11 @@ impl Sim {
 
     /// Installs `plan` as `JobMaster::apply_recovery` does, then records
     /// the resets and `RecoveryFinished` (durable before anything deploys).
-    fn apply(&mut self, plan: &RecoveryPlan) -> Result<(), Stop> {
+    fn apply(
+        &mut self,
+        plan: &RecoveryPlan,
+        restored: Option<CoordinatorSnapshot>,
+    ) -> Result<(), Stop> {
         self.core.sched = Scheduling::new(
             ExecutionGraph::new(self.core.sched.graph.job.clone()),
             MAX_ATTEMPTS,
@@ -1806,7 +1822,7 @@ impl Sim {
                     reason: reason.clone(),
                 }))?;
         }
-        self.restore_coordinator(plan)?;
+        self.restore_coordinator(plan, restored)?;
         for p in &plan.release {
             self.disk.remove(&p.location.to_string_lossy().into_owned());
         }
@@ -1899,12 +1915,12 @@ impl RecoveryTarget for Target<'_> {
     fn restore_enumerator(
         &mut self,
         vertex: usize,
-        snapshot: &CoordinatorSnapshot,
+        snapshot: CoordinatorSnapshot,
     ) -> Result<bool, RecoveryError> {
         if self.restore_fails {
             return Ok(false);
         }
-        self.restored.insert(vertex, snapshot.clone());
+        self.restored.insert(vertex, snapshot);
         Ok(true)
     }
 

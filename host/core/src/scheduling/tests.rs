@@ -151,7 +151,9 @@ fn a_failed_attempt_is_reset_under_the_next_attempt_number_until_its_attempts_ar
                 Effect::Reset {
                     attempt: at(0, 0, attempt),
                     reason: failover("x"),
-                    kind: "failover"
+                    kind: "failover",
+                    // A running attempt had produced nothing.
+                    partitions: Vec::new(),
                 },
                 Effect::ResetsDone
             ]
@@ -247,12 +249,16 @@ fn a_lost_worker_resets_what_it_held_and_what_a_reset_consumer_needs_again() {
             Effect::Reset {
                 attempt: at(0, 0, 0),
                 reason: lost.clone(),
-                kind: "failover"
+                kind: "failover",
+                // The finished source's partition, taken out of the graph
+                // for the driver to release.
+                partitions: partition(vec![1, 1]),
             },
             Effect::ResetsDone
         ]
     );
     // Partitions that outlive the worker (object storage) are not lost.
+    assert!(s.graph.vertices[0].executions[0].partitions.is_empty());
     let mut s2 = scheduling(Parallelism::Fixed(2));
     run_vertex(&mut s2, 0, &[1, 1]);
     assert!(s2.worker_lost(&held, &|_| true, &lost).is_empty());

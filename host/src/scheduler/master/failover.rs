@@ -172,7 +172,8 @@ impl JobMaster {
                 attempt,
                 reason,
                 kind,
-            } => self.reset_one(attempt, &reason, kind, events),
+                partitions,
+            } => self.reset_one(attempt, &reason, kind, &partitions, events),
             Effect::ResetsDone => self.crash_point("executions-reset", events),
         }
     }
@@ -261,16 +262,22 @@ impl JobMaster {
         attempt: AttemptId,
         reason: &ResetReason,
         kind: &'static str,
+        partitions: &[crate::graph::ProducedPartition],
         events: &mut dyn JobEventSink,
     ) -> Result<(), JobError> {
         let v = attempt.vertex;
         let vertex_id = self.core.sched.graph.job.vertices[v].id.clone();
         events.executions_reset(&vertex_id, &[attempt], reason)?;
         *self.figures.reset_reasons.entry(kind.into()).or_default() += 1;
-        let descriptors = self
-            .descriptors
-            .remove(&(v, attempt.subtask))
-            .unwrap_or_default();
+        // The descriptors its deployment registered; for an attempt a
+        // recovery kept, built from the partitions the log recorded.
+        let descriptors = match self.descriptors.remove(&(v, attempt.subtask)) {
+            Some(registered) => registered,
+            None => partitions
+                .iter()
+                .map(|p| self.descriptor(v, attempt.subtask, attempt.attempt, p))
+                .collect(),
+        };
         if self.executor.is_remote() {
             // The worker that holds them deletes them (below its own root).
             let relative: Vec<std::path::PathBuf> = descriptors

@@ -16,7 +16,7 @@ use crate::config::JobConfig;
 use crate::coordinator::{CoordinatorSnapshot, SourceCoordinator, SplitAnswer};
 use crate::events::ResetReason;
 use crate::graph::{AttemptId, ExecutionGraph, ExecutionState, ProducedPartition};
-use crate::plan::RecoveryPlan;
+use crate::plan::{EnumeratorStart, RecoveryPlan};
 use crate::plugin::{
     ExecutionAttemptId, LoadedPlugin, ResultPartitionId, ShuffleDescriptor, ShuffleMaster,
     ShuffleMasterSnapshot,
@@ -369,7 +369,7 @@ impl JobMaster {
     pub fn restore_coordinator(
         &mut self,
         v: usize,
-        snapshot: &CoordinatorSnapshot,
+        snapshot: CoordinatorSnapshot,
     ) -> Result<(), JobError> {
         let vertex = &self.core.sched.graph.job.vertices[v];
         let plugin = vertex
@@ -419,14 +419,6 @@ impl JobMaster {
                 p.vertex_initialized(&self.core.sched.graph.job.vertices[*v].id, init.parallelism);
             }
         }
-        for (&(v, s), exec) in &plan.kept {
-            let descriptors = exec
-                .partitions
-                .iter()
-                .map(|p| self.descriptor(v, s, exec.attempt, p))
-                .collect();
-            self.descriptors.insert((v, s), descriptors);
-        }
         for (&(v, s), reason) in &plan.reset {
             if self.core.sched.graph.vertices[v]
                 .executions
@@ -444,20 +436,26 @@ impl JobMaster {
                 .entry(reason_kind(reason).into())
                 .or_default() += 1;
         }
-        for (&v, snapshot) in &plan.coordinators {
-            let Some(snapshot) = snapshot else {
+        for (&v, start) in &plan.coordinators {
+            if *start == EnumeratorStart::Fresh {
                 // A fresh enumerator (started when the vertex is scheduled).
                 self.coordinators.remove(&v);
                 continue;
-            };
-            let parallelism = self.core.sched.graph.vertices[v].executions.len() as u32;
-            if snapshot.readers.len() != parallelism as usize || !self.coordinators.contains_key(&v)
-            {
-                // Not restored in step 5 (or for another parallelism).
-                self.restore_coordinator(v, snapshot)?;
             }
-            let Some(mut c) = self.coordinators.remove(&v) else {
-                continue;
+            let parallelism = self.core.sched.graph.vertices[v].executions.len() as u32;
+            // Restored in step 5 (`restore_coordinator`), for the recorded
+            // parallelism.
+            let Some(mut c) = self
+                .coordinators
+                .remove(&v)
+                .filter(|c| c.readers().len() == parallelism as usize)
+            else {
+                return Err(JobError::Internal {
+                    reason: format!(
+                        "recovery restored no source coordinator of `{}` for parallelism {parallelism}",
+                        self.core.graph().job.vertices[v].id
+                    ),
+                });
             };
             // Unfinished subtasks are reset explicitly: their splits go back
             // to the restored enumerator and "no more splits" is cleared.
@@ -527,7 +525,7 @@ impl JobMaster {
     }
 
     /// The shuffle descriptor of a partition recorded in the log.
-    fn descriptor(
+    pub(super) fn descriptor(
         &self,
         v: usize,
         s: u32,
