@@ -3,15 +3,17 @@
 //! ([`Placement`]) and when batch snapshots are taken ([`SnapshotPolicy`]),
 //! driven by two entries, as raft-rs drives its `RawNode`:
 //!
-//! - [`JobMasterCore::step`] takes one input (an attempt finished, failed,
-//!   had its `Deploy` refused, or a worker was lost with partitions) and the
-//!   time it happened;
-//! - [`JobMasterCore::tick`] takes the time alone (an execution vertex that
-//!   waits for a worker is offered again, or has waited too long).
+//! - [`JobMasterCore::step`] takes one input (an attempt finished, its
+//!   finish was recorded, it failed, had its `Deploy` refused, or a worker
+//!   was lost with partitions) and the time it happened;
+//! - [`JobMasterCore::tick`] is time passing: the execution vertices that
+//!   wait for a worker are offered again, and [`JobMasterCore::overdue`]
+//!   says, once the driver tried to place them, whether one waited too long.
 //!
 //! Both return [`Action`]s that the driver carries out in the order given:
-//! record this, deploy that, tell the user, fail the job. Nothing here does
-//! I/O or reads a clock: the binary's JobMaster (threads or worker
+//! record this, deploy that, tell the user, fail the job; after each input
+//! the driver asks [`JobMasterCore::schedule`] what can go ahead. Nothing
+//! here does I/O or reads a clock: the binary's JobMaster (threads or worker
 //! processes, a real clock) and the simulator (`tests/sim`: virtual workers,
 //! a virtual clock) are two drivers of the same decisions, so a schedule
 //! the simulator finds is one the binary takes.
@@ -25,7 +27,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use coordhost_model::graph::{AttemptId, ExecutionGraph, ProducedPartition};
+use coordhost_model::graph::{AttemptId, ExecutionGraph, ExecutionState, ProducedPartition};
 
 use crate::events::ResetReason;
 use crate::executor::WorkerId;
@@ -45,6 +47,16 @@ pub enum Input {
         /// The attempt.
         attempt: AttemptId,
         /// The result partitions it wrote.
+        partitions: Vec<ProducedPartition>,
+    },
+    /// The `ExecutionFinished` record that [`Action::RecordFinished`]
+    /// asked for is appended: the graph holds the finish of `attempt` with
+    /// `partitions` from now on (so a run that fails before its record
+    /// never counts it finished).
+    FinishRecorded {
+        /// The attempt.
+        attempt: AttemptId,
+        /// What it produced, as recorded.
         partitions: Vec<ProducedPartition>,
     },
     /// `attempt` failed with `cause`; `reason` is recorded if it runs again.
@@ -89,10 +101,10 @@ pub enum Action {
     Schedule(Effect),
     /// Record `ExecutionFinished` of `attempt` with `partitions`, carrying
     /// a batch snapshot of the shuffle master and of the enumerators of
-    /// `snapshot_of` when it is `Some` (FLIP-383 "recording"). The graph
-    /// already holds the finish; nothing is acted on for it (its
-    /// consumers scheduled) before the record is durable: the driver
-    /// schedules after its group of finishes is.
+    /// `snapshot_of` when it is `Some` (FLIP-383 "recording"), then step
+    /// [`Input::FinishRecorded`] with the partitions. Nothing is acted on
+    /// for it (its consumers scheduled) before the record is durable: the
+    /// driver schedules after its group of finishes is.
     RecordFinished {
         /// The attempt.
         attempt: AttemptId,
@@ -101,7 +113,7 @@ pub enum Action {
         /// The source vertices whose enumerators a batch snapshot takes,
         /// when one is due.
         snapshot_of: Option<BTreeSet<usize>>,
-        /// Subtasks of its job vertex finished now, of how many.
+        /// Subtasks of its job vertex finished once it is, of how many.
         done: (u32, u32),
     },
     /// Tell the user that `attempt` (on `worker`, if one) failed; `last`:
@@ -200,16 +212,26 @@ impl JobMasterCore {
     }
 
     /// Takes `input`, which happened at `now` (a [`crate::clock::Clock`]
-    /// reading), and returns what follows. After a failure, a refused
-    /// `Deploy` or a lost worker, what can go ahead then is scheduled too;
-    /// after a finish it is not (the driver calls
-    /// [`JobMasterCore::schedule`] once the finish is durable).
+    /// reading), and returns what follows. What can go ahead after it is
+    /// not part of the answer: the driver asks [`JobMasterCore::schedule`]
+    /// once the input's actions are carried out (after a group of
+    /// finishes, once the group is durable).
     pub fn step(&mut self, now: Duration, input: Input) -> Vec<Action> {
         match input {
             Input::Finished {
                 attempt,
                 partitions,
             } => self.finished(now, attempt, partitions),
+            Input::FinishRecorded {
+                attempt,
+                partitions,
+            } => {
+                if self.sched.is_current(attempt) {
+                    self.placement.finished(attempt);
+                    self.sched.finished(attempt, partitions);
+                }
+                Vec::new()
+            }
             Input::Failed {
                 attempt,
                 cause,
@@ -222,19 +244,17 @@ impl JobMasterCore {
             } => self.deploy_refused(now, attempt, worker, why),
             Input::WorkerLost { held, reason } => {
                 let resets = self.sched.worker_lost(&held, &|_| false, &reason);
-                self.then_schedule(resets)
+                scheduled(resets)
             }
         }
     }
 
-    /// Time passed to `now` with no input: the job fails if an execution
-    /// vertex waited for a worker past the slot request timeout; else the
-    /// vertices that wait (for a worker, or out a refused `Deploy`'s
-    /// pause) are offered again.
-    pub fn tick(&mut self, now: Duration) -> Vec<Action> {
-        if let Some(failure) = self.overdue(now) {
-            return vec![Action::FailJob(failure)];
-        }
+    /// Time passed with no input: the execution vertices that wait (for a
+    /// worker, or out a refused `Deploy`'s pause) are offered again. Once
+    /// the driver tried to place them, [`JobMasterCore::overdue`] says
+    /// whether one of those still waiting waited too long (a worker that
+    /// registered just before the deadline places its vertex first).
+    pub fn tick(&mut self) -> Vec<Action> {
         if self.placement.is_waiting() {
             self.schedule()
         } else {
@@ -243,7 +263,8 @@ impl JobMasterCore {
     }
 
     /// The failure of an execution vertex that has waited for a worker
-    /// past the slot request timeout at `now`, if one has.
+    /// past the slot request timeout at `now`, if one has (asked after each
+    /// input and each tick, once their actions are carried out).
     pub fn overdue(&self, now: Duration) -> Option<JobFailure> {
         self.placement
             .overdue(now)
@@ -272,8 +293,12 @@ impl JobMasterCore {
         let snapshot_of =
             self.snapshots
                 .begin_for_finish(now, v, source, completes, !partitions.is_empty());
-        self.placement.finished(attempt);
-        let done = self.sched.finished(attempt, partitions.clone());
+        let executions = &self.sched.graph.vertices[v].executions;
+        let others = executions
+            .iter()
+            .filter(|e| e.state == ExecutionState::Finished)
+            .count() as u32;
+        let done = (others + 1, executions.len() as u32);
         vec![Action::RecordFinished {
             attempt,
             partitions,
@@ -314,7 +339,7 @@ impl JobMasterCore {
             ],
             FailoverAction::Reset { .. } => {
                 let mut out = vec![told];
-                out.extend(self.then_schedule(resets));
+                out.extend(scheduled(resets));
                 out
             }
         }
@@ -336,15 +361,13 @@ impl JobMasterCore {
         };
         self.placement.deploy_failed(attempt, worker, why, now);
         let resets = self.sched.deploy_failed(attempt, reason);
-        self.then_schedule(resets)
+        scheduled(resets)
     }
+}
 
-    /// `effects`, then what can go ahead after them.
-    fn then_schedule(&mut self, effects: Vec<Effect>) -> Vec<Action> {
-        let mut out: Vec<Action> = effects.into_iter().map(Action::Schedule).collect();
-        out.extend(self.schedule());
-        out
-    }
+/// The bookkeeping's `effects` as actions.
+fn scheduled(effects: Vec<Effect>) -> Vec<Action> {
+    effects.into_iter().map(Action::Schedule).collect()
 }
 
 #[cfg(test)]

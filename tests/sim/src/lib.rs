@@ -1229,9 +1229,14 @@ impl Sim {
             // left: time passes, and the core is ticked (as the binary's
             // loop ticks it while something waits to be placed).
             self.clock.advance(Duration::from_millis(50));
-            let now = self.clock.now();
-            let actions = self.core.tick(now);
-            return self.carry_out(actions);
+            let actions = self.core.tick();
+            self.carry_out(actions)?;
+            return match self.core.overdue(self.clock.now()) {
+                Some(failure) => Err(Stop::Violation(format!(
+                    "{failure:?}, though workers are never all lost"
+                ))),
+                None => Ok(()),
+            };
         }
         let pick = self.rng.below(self.exec.running.len() as u64) as usize;
         let attempt = self.exec.running[pick];
@@ -1494,12 +1499,21 @@ impl Sim {
                 partitions,
             },
         );
-        let [Action::RecordFinished { snapshot_of, .. }] = actions.as_slice() else {
+        let Ok(
+            [
+                Action::RecordFinished {
+                    partitions,
+                    snapshot_of,
+                    ..
+                },
+            ],
+        ) = <[Action; 1]>::try_from(actions)
+        else {
             return Err(Stop::Violation(format!(
-                "the finish of running {attempt:?} was not recorded: {actions:?}"
+                "the finish of running {attempt:?} asked for no record"
             )));
         };
-        let (enumerator_snapshots, shuffle_snapshot) = self.take_snapshots(snapshot_of.clone())?;
+        let (enumerator_snapshots, shuffle_snapshot) = self.take_snapshots(snapshot_of)?;
         let event = JobEvent::ExecutionFinished(ExecutionFinished {
             attempt: self.event_attempt(attempt),
             coordinator_epoch: self.epoch,
@@ -1519,6 +1533,13 @@ impl Sim {
             attempt.attempt,
             if durable { " (durable)" } else { "" }
         ));
+        self.core.step(
+            now,
+            Input::FinishRecorded {
+                attempt,
+                partitions,
+            },
+        );
         self.exec.placed.remove(&attempt);
         Ok(())
     }

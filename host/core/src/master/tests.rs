@@ -95,6 +95,32 @@ fn resets(actions: &[Action]) -> Vec<(AttemptId, &'static str)> {
         .collect()
 }
 
+/// Carries out a finish's one action: its record is appended.
+fn record(c: &mut JobMasterCore, actions: Vec<Action>) {
+    let Ok(
+        [
+            Action::RecordFinished {
+                attempt,
+                partitions,
+                ..
+            },
+        ],
+    ) = <[Action; 1]>::try_from(actions)
+    else {
+        panic!("a finish asks for its record");
+    };
+    assert_eq!(
+        c.step(
+            Duration::ZERO,
+            Input::FinishRecorded {
+                attempt,
+                partitions,
+            },
+        ),
+        Vec::new()
+    );
+}
+
 /// Schedules and starts every offered attempt; returns them.
 fn start_offered(c: &mut JobMasterCore) -> Vec<AttemptId> {
     let started = deploys(&c.schedule());
@@ -127,14 +153,21 @@ fn a_finish_is_recorded_before_anything_is_acted_on_and_carries_a_snapshot_when_
             done: (1, 2),
         }]
     );
+    // Not finished in the graph until it is recorded.
+    assert_eq!(
+        c.graph().vertices[0].executions[0].state,
+        ExecutionState::Running
+    );
+    record(&mut c, first);
     c.snapshots.taken(Duration::from_millis(10));
-    c.step(
+    let second = c.step(
         Duration::from_millis(20),
         Input::Finished {
             attempt: at(0, 1, 0),
             partitions: partition("b"),
         },
     );
+    record(&mut c, second);
     c.snapshots.taken(Duration::from_millis(20));
     assert_eq!(
         c.graph().vertices[0].executions[1].state,
@@ -160,6 +193,7 @@ fn a_finish_is_recorded_before_anything_is_acted_on_and_carries_a_snapshot_when_
             ..
         }]
     ));
+    record(&mut c, sink);
     // ... the one that completes it does not.
     let last = c.step(
         Duration::from_millis(40),
@@ -176,6 +210,7 @@ fn a_finish_is_recorded_before_anything_is_acted_on_and_carries_a_snapshot_when_
             ..
         }]
     ));
+    record(&mut c, last);
     // A report of an attempt that is no longer running changes nothing.
     assert_eq!(
         c.step(
@@ -215,7 +250,9 @@ fn a_failed_attempt_is_told_reset_and_deployed_again_until_its_last_attempt_fail
             })
         );
         assert_eq!(resets(&out), vec![(at(0, 1, attempt), "failover")]);
-        assert_eq!(deploys(&out), vec![at(0, 1, attempt + 1)]);
+        // Nothing is deployed with the decision: the driver schedules next.
+        assert!(deploys(&out).is_empty());
+        assert_eq!(deploys(&c.schedule()), vec![at(0, 1, attempt + 1)]);
         c.sched.started(at(0, 1, attempt + 1));
     }
     let out = c.step(
@@ -306,7 +343,7 @@ fn a_refused_deploy_runs_again_elsewhere_without_costing_an_attempt() {
         reason,
         &failover("not placed: worker `w1` refused the Deploy")
     );
-    assert!(deploys(&out).contains(&at(0, 0, 1)));
+    assert!(deploys(&c.schedule()).contains(&at(0, 0, 1)));
     assert_eq!(c.graph().vertices[0].executions[0].attempts_started, 0);
     // Its next attempt (waiting since the refusal) avoids w1 while another
     // worker is alive.
@@ -342,13 +379,14 @@ fn a_lost_worker_resets_the_finished_producers_whose_output_is_still_needed() {
     let mut c = core(Duration::ZERO);
     start_offered(&mut c);
     for s in 0..2 {
-        c.step(
+        let out = c.step(
             Duration::ZERO,
             Input::Finished {
                 attempt: at(0, s, 0),
                 partitions: partition(&format!("p{s}")),
             },
         );
+        record(&mut c, out);
     }
     start_offered(&mut c);
     let out = c.step(
@@ -359,14 +397,15 @@ fn a_lost_worker_resets_the_finished_producers_whose_output_is_still_needed() {
         },
     );
     assert_eq!(resets(&out), vec![(at(0, 1, 0), "failover")]);
-    assert_eq!(deploys(&out), vec![at(0, 1, 1)]);
+    assert_eq!(deploys(&c.schedule()), vec![at(0, 1, 1)]);
 }
 
 #[test]
-fn a_tick_offers_waiting_vertices_again_and_fails_the_job_past_the_slot_request_timeout() {
+fn a_tick_offers_waiting_vertices_again_and_one_placed_at_the_deadline_is_not_overdue() {
     let mut c = core(Duration::ZERO);
-    // Nothing waits: a tick does nothing.
-    assert_eq!(c.tick(Duration::ZERO), Vec::new());
+    // Nothing waits: a tick does nothing, and nothing is overdue.
+    assert_eq!(c.tick(), Vec::new());
+    assert_eq!(c.overdue(Duration::from_secs(60)), None);
     for a in deploys(&c.schedule()) {
         assert!(matches!(
             c.placement
@@ -374,17 +413,24 @@ fn a_tick_offers_waiting_vertices_again_and_fails_the_job_past_the_slot_request_
             Place::NoWorker { .. }
         ));
     }
+    assert_eq!(deploys(&c.tick()), vec![at(0, 0, 0), at(0, 1, 0)]);
+    assert_eq!(c.overdue(Duration::from_secs(1)), None);
+    // At the deadline a worker has registered for subtask 1 only: the tick
+    // offers both, the driver places subtask 1, and only subtask 0 is
+    // overdue.
+    let deadline = Duration::from_secs(5);
+    for a in deploys(&c.tick()) {
+        let worker = (a.subtask == 1).then(|| "w1".to_owned());
+        c.placement
+            .place((a.vertex, a.subtask), deadline, |_| worker.clone());
+    }
     assert_eq!(
-        deploys(&c.tick(Duration::from_secs(1))),
-        vec![at(0, 0, 0), at(0, 1, 0)]
-    );
-    assert_eq!(
-        c.tick(Duration::from_secs(5)),
-        vec![Action::FailJob(JobFailure::NoWorker {
+        c.overdue(deadline),
+        Some(JobFailure::NoWorker {
             vertex: 0,
             subtask: 0,
-            waited: Duration::from_secs(5),
+            waited: deadline,
             why: crate::placement::NO_WORKER.to_owned(),
-        })]
+        })
     );
 }

@@ -815,11 +815,14 @@ impl JobMaster {
                         return Err(self.job_failure(failure, None));
                     }
                 }
-                // Time passed: what waits for a worker is offered again, or
-                // has waited too long (`JobMasterCore::tick`).
+                // Time passed: what waits for a worker is offered again
+                // (`JobMasterCore::tick`), then has it waited too long?
                 None => {
-                    let actions = self.core.tick(self.clock.now());
+                    let actions = self.core.tick();
                     self.carry_out(actions, None, events)?;
+                    if let Some(failure) = self.core.overdue(self.clock.now()) {
+                        return Err(self.job_failure(failure, None));
+                    }
                 }
             }
             self.figures.busy += t.elapsed();
@@ -849,19 +852,23 @@ impl JobMaster {
                 self.on_finishes(attempt, report, events)?;
                 self.schedule(events)
             }
-            // The core schedules what can go ahead after a failure.
             Message::Failed { attempt, error } => {
                 self.running -= 1;
-                self.on_failed(attempt, error, events)
+                self.on_failed(attempt, error, events)?;
+                self.schedule(events)
             }
-            Message::WorkerLost { worker, held } => self.on_worker_lost(&worker, &held, events),
+            Message::WorkerLost { worker, held } => {
+                self.on_worker_lost(&worker, &held, events)?;
+                self.schedule(events)
+            }
             Message::DeployFailed {
                 attempt,
                 worker,
                 message,
             } => {
                 self.running -= 1;
-                self.on_deploy_failed(attempt, worker, &message, events)
+                self.on_deploy_failed(attempt, worker, &message, events)?;
+                self.schedule(events)
             }
         }
     }
@@ -1066,8 +1073,8 @@ impl JobMaster {
                 .sum(),
         };
         // The core decides whether this finish carries a batch snapshot
-        // (`SnapshotPolicy::begin_for_finish` says why) and holds it as
-        // finished; it is acted on once its group is durable.
+        // (`SnapshotPolicy::begin_for_finish` says why); it holds the finish
+        // once it is recorded, and acts on it once its group is durable.
         let actions = self.core.step(
             self.clock.now(),
             Input::Finished {
@@ -1104,6 +1111,14 @@ impl JobMaster {
             || format!("after a finished execution of `{}`", vertex.id),
             events,
         )?;
+        // Recorded: the graph holds the finish from now on.
+        self.core.step(
+            self.clock.now(),
+            Input::FinishRecorded {
+                attempt,
+                partitions,
+            },
+        );
         tracing::debug!(vertex = %vertex.id, subtask = attempt.subtask, attempt = attempt.attempt, "finished");
         self.finished_lines.push((v, done, total));
         Ok(done == total)
