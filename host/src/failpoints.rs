@@ -114,6 +114,23 @@ pub fn max_snapshot_bytes() -> Option<u64> {
     })
 }
 
+/// Partitions asked about in one `get-partitions-with-metrics` call of a
+/// recovery's partition question (fail point `recovery::question-chunk`),
+/// if set; at least 1.
+///
+/// # Panics
+/// If the fail point's argument is not a number.
+#[must_use]
+pub fn question_chunk() -> Option<usize> {
+    fail::eval("recovery::question-chunk", |arg| {
+        let arg = arg.unwrap_or_default();
+        let n: usize = arg.trim().parse().unwrap_or_else(|e| {
+            panic!("fail point recovery::question-chunk: `{arg}` is not a count: {e}")
+        });
+        n.max(1)
+    })
+}
+
 /// Whether a failed run's `JobFailed` is refused (fail point
 /// `job::job-failed-not-recorded`), as when the leadership is lost between
 /// the job's failure and its record.

@@ -1197,6 +1197,7 @@ pub fn recover_into<E: AsRef<JobEvent>>(
     // decision spent asking which partitions survive.
     tracing::info!(
         partitions = target.asked,
+        calls = target.oracle.calls(),
         partitions_ms = target.asking.as_secs_f64() * 1e3,
         "partition question answered"
     );

@@ -75,6 +75,16 @@ fn match_reports(
     answer
 }
 
+/// Partitions asked about in one `get-partitions-with-metrics` call at most
+/// (issue 29). The lists of one call (the ids asked, the descriptors
+/// reported, and inside the plugin whatever it builds per partition: paths,
+/// keys, the index bytes it reads) are held at once; a plugin's linear
+/// memory never shrinks, and one call for a million partitions needed more
+/// than the default 256 MiB and 5 s call deadline of a plugin. In chunks
+/// both stay bounded whatever the job's size; a chunk's answer is matched
+/// and dropped before the next is asked.
+pub const QUESTION_CHUNK: usize = 65_536;
+
 /// Pause between two questions to the shuffle master while waiting.
 const POLL: Duration = Duration::from_millis(20);
 /// Longest pause between two questions after errors (the pause doubles
@@ -92,6 +102,10 @@ pub struct ShuffleOracle<'a> {
     started: Option<Instant>,
     /// Partitions whose size mismatch was already reported (one line each).
     warned: BTreeSet<PartitionRef>,
+    /// Partitions asked about in one call at most ([`QUESTION_CHUNK`]).
+    chunk: usize,
+    /// `get-partitions-with-metrics` calls made, over every round.
+    calls: usize,
 }
 
 impl<'a> ShuffleOracle<'a> {
@@ -103,7 +117,14 @@ impl<'a> ShuffleOracle<'a> {
             timeout,
             started: None,
             warned: BTreeSet::new(),
+            chunk: question_chunk(),
+            calls: 0,
         }
+    }
+
+    /// The shuffle master's `get-partitions-with-metrics` calls so far.
+    pub fn calls(&self) -> usize {
+        self.calls
     }
 
     fn id(&self, p: &PartitionRef) -> ResultPartitionId {
@@ -134,52 +155,59 @@ impl ShuffleOracle<'_> {
         // Partitions without a final answer yet, as indices into `needed`
         // (neither found nor reported with another location or size: a
         // report of a changed partition is final, waiting longer cannot
-        // make it whole). Their ids are made once, not once per round.
-        let ids: Vec<ResultPartitionId> = needed.iter().map(|p| self.id(p)).collect();
+        // make it whole).
         let mut pending: Vec<usize> = (0..needed.len()).collect();
         let mut found: BTreeSet<PartitionRef> = BTreeSet::new();
         let mut pause = POLL;
         let mut failures: u32 = 0;
         loop {
-            let remaining = self.timeout.saturating_sub(started.elapsed());
-            let remaining_ms = u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX);
-            // The first round asks about every id as made (no copy of
-            // them, issue 29); later rounds only about the pending ones.
-            let asked: std::borrow::Cow<'_, [ResultPartitionId]> = if pending.len() == ids.len() {
-                std::borrow::Cow::Borrowed(&ids)
-            } else {
-                pending.iter().map(|&i| ids[i].clone()).collect()
-            };
-            match shuffle.get_partitions_with_metrics(self.job, &asked, remaining_ms) {
-                Ok(reported) => {
-                    pause = POLL;
-                    let answered = match_reports(&asked, &reported);
-                    let mut still = Vec::with_capacity(pending.len());
-                    for (slot, i) in pending.into_iter().enumerate() {
-                        match answered[slot] {
-                            None => still.push(i),
-                            Some(r) => {
-                                if self.survives(&needed[i], &reported[r]) {
-                                    found.insert(needed[i].clone());
+            let mut still = Vec::new();
+            let mut failed = false;
+            // One call per chunk of what is pending, its ids made for the
+            // call and dropped after it.
+            for chunk in pending.chunks(self.chunk.max(1)) {
+                let remaining = self.timeout.saturating_sub(started.elapsed());
+                let remaining_ms = u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX);
+                let asked: Vec<ResultPartitionId> =
+                    chunk.iter().map(|&i| self.id(&needed[i])).collect();
+                self.calls += 1;
+                match shuffle.get_partitions_with_metrics(self.job, &asked, remaining_ms) {
+                    Ok(reported) => {
+                        let answered = match_reports(&asked, &reported);
+                        for (slot, &i) in chunk.iter().enumerate() {
+                            match answered[slot] {
+                                None => still.push(i),
+                                Some(r) => {
+                                    if self.survives(&needed[i], &reported[r]) {
+                                        found.insert(needed[i].clone());
+                                    }
                                 }
                             }
                         }
                     }
-                    pending = still;
-                }
-                // docs/recovery.md, "What is retried": an error inside the
-                // wait is asked again with backoff until the wait ends; only
-                // what is still unreported then counts as missing.
-                Err(e) => {
-                    failures += 1;
-                    if failures == 1 {
-                        tracing::warn!(
-                            "the shuffle master could not say which partitions exist ({e}); asking again for up to {remaining_ms} ms"
-                        );
+                    // docs/recovery.md, "What is retried": an error inside
+                    // the wait is asked again with backoff until the wait
+                    // ends; only what is still unreported then counts as
+                    // missing.
+                    Err(e) => {
+                        failures += 1;
+                        failed = true;
+                        if failures == 1 {
+                            tracing::warn!(
+                                "the shuffle master could not say which partitions exist ({e}); asking again for up to {remaining_ms} ms"
+                            );
+                        }
+                        still.extend_from_slice(chunk);
                     }
-                    pause = (pause * 2).min(MAX_BACKOFF);
                 }
             }
+            pending = still;
+            pause = if failed {
+                (pause * 2).min(MAX_BACKOFF)
+            } else {
+                POLL
+            };
+            let remaining = self.timeout.saturating_sub(started.elapsed());
             if pending.is_empty() || remaining.is_zero() {
                 if failures > 0 {
                     tracing::info!(
@@ -194,6 +222,16 @@ impl ShuffleOracle<'_> {
             std::thread::sleep(pause.min(remaining));
         }
     }
+}
+
+/// [`QUESTION_CHUNK`], or with the `failpoints` feature the fail point
+/// `recovery::question-chunk`'s count (a test asks in chunks of two).
+fn question_chunk() -> usize {
+    #[cfg(feature = "failpoints")]
+    if let Some(n) = crate::failpoints::question_chunk() {
+        return n;
+    }
+    QUESTION_CHUNK
 }
 
 impl ShuffleOracle<'_> {

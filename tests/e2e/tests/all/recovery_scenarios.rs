@@ -167,6 +167,86 @@ fn a_lost_partition_reruns_only_its_producer_and_gives_back_exactly_its_splits()
     assert_same_output_as_uninterrupted(&data, Enumerator::Files);
 }
 
+/// Runs `t1` again on `data` with the partition question asked two
+/// partitions at a time (fail point `recovery::question-chunk`); returns
+/// the driver's count of partitions asked and of calls made.
+fn rerun_with_question_in_twos(t1: &T1, data: &std::path::Path) -> (usize, usize) {
+    let o = t1.options(data);
+    let mut command = crate::support::coordhost();
+    if let Some(cache) = &o.cache_dir {
+        command.arg("--cache-dir").arg(cache);
+    }
+    command
+        .arg("run")
+        .arg(&o.job_file)
+        .arg("--data-dir")
+        .arg(data)
+        .env("FAILPOINTS", "recovery::question-chunk=return(2)")
+        .env("COORDHOST_LOG", "warn,coordhost::job::driver=info")
+        .env("NO_COLOR", "1");
+    if let Some(workers) = o.workers {
+        command.arg("--workers").arg(workers.to_string());
+    }
+    let out = command.output().expect("coordhost runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("partition question answered"))
+        .unwrap_or_else(|| panic!("no partition question line: {stderr}"));
+    let field = |key: &str| -> usize {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in {line}"))
+    };
+    (field("partitions="), field("calls="))
+}
+
+/// The partition question in chunks (issue 29, `recovery::QUESTION_CHUNK`):
+/// asked two partitions at a time, the five source partitions take three
+/// calls, and the recovery decides as with one call — all five kept, or,
+/// with source 3's partition gone, source 3 alone runs again.
+#[test]
+fn the_partition_question_asked_in_chunks_decides_as_in_one_call() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let t1 = T1::new(tmp.path(), Enumerator::Files);
+    t1.write();
+
+    let whole = tmp.path().join("whole");
+    t1.crash(&whole, after_finished("source", 5), Vec::new());
+    assert_eq!(rerun_with_question_in_twos(&t1, &whole), (5, 3));
+    let r = recovery(&Log::read(&whole).all());
+    assert_eq!(skipped_of(&r, "source").len(), 5, "{r:#?}");
+    assert!(reset_of(&r, "source").is_empty(), "{r:#?}");
+    assert_same_output_as_uninterrupted(&whole, Enumerator::Files);
+
+    let lost = tmp.path().join("lost");
+    t1.crash(&lost, after_finished("source", 5), Vec::new());
+    let location = finished_of(&Log::read(&lost).all(), "source")
+        .iter()
+        .find(|f| f.attempt.subtask == 3)
+        .map(|f| f.produced[0].location.clone())
+        .expect("source 3 finished");
+    std::fs::remove_dir_all(&location).expect("delete source 3's partition");
+    let (partitions, calls) = rerun_with_question_in_twos(&t1, &lost);
+    // Three calls for the first round, one a round for the lost one while
+    // the previous-worker wait lasts.
+    assert!(partitions == 5 && calls > 3, "{partitions} {calls}");
+    let r = recovery(&Log::read(&lost).all());
+    assert_eq!(
+        reset_of(&r, "source").keys().copied().collect::<Vec<_>>(),
+        vec![3],
+        "{r:#?}"
+    );
+    assert!(matches!(
+        reset_of(&r, "source").get(&3),
+        Some(ResetReason::RecoveryPartitionMissing { .. })
+    ));
+    assert_eq!(skipped_of(&r, "source").len(), 4, "{r:#?}");
+    assert_same_output_as_uninterrupted(&lost, Enumerator::Files);
+}
+
 /// Scenario 3.
 #[test]
 fn when_no_partition_is_reported_within_the_wait_every_source_runs_again() {
