@@ -34,3 +34,5 @@ pub mod run_end;
 pub mod scheduling;
 pub mod snapshot;
 pub mod snapshot_policy;
+#[cfg(test)]
+mod test_jobs;

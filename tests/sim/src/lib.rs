@@ -1295,23 +1295,31 @@ impl Sim {
             ))
             .unwrap_or_default()
         ));
-        let cause = FailureCause {
-            permanent: false,
-            lost_input_of: lost,
-        };
-        let reason = ResetReason::Failover {
-            message: "simulated".into(),
-        };
+        let actions = self.step_failed(attempt, false, lost, "simulated".into());
+        self.carry_out(actions)
+    }
+
+    /// Steps the core with the failure of `attempt` (`permanent`: invalid
+    /// data; `lost`: an input partition of that producer was missing).
+    fn step_failed(
+        &mut self,
+        attempt: AttemptId,
+        permanent: bool,
+        lost: Option<AttemptId>,
+        message: String,
+    ) -> Vec<Action> {
         let now = self.clock.now();
-        let actions = self.core.step(
+        self.core.step(
             now,
             Input::Failed {
                 attempt,
-                cause,
-                reason,
+                cause: FailureCause {
+                    permanent,
+                    lost_input_of: lost,
+                },
+                reason: ResetReason::Failover { message },
             },
-        );
-        self.carry_out(actions)
+        )
     }
 
     /// Attempt `attempt` read invalid data: a permanent failure, not
@@ -1324,20 +1332,7 @@ impl Sim {
             attempt.attempt
         );
         self.note(format!("fail for good: {what}"));
-        let cause = FailureCause {
-            permanent: true,
-            lost_input_of: None,
-        };
-        let reason = ResetReason::Failover { message: what };
-        let now = self.clock.now();
-        let actions = self.core.step(
-            now,
-            Input::Failed {
-                attempt,
-                cause,
-                reason,
-            },
-        );
+        let actions = self.step_failed(attempt, true, None, what);
         match actions.last() {
             Some(Action::FailJob(JobFailure::InvalidData { .. })) => self.carry_out(actions),
             _ => Err(Stop::Violation(format!(

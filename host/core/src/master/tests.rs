@@ -1,43 +1,16 @@
 use std::time::Duration;
 
-use coordhost_model::graph::{
-    DistributionPattern, ExecutionState, JobEdge, JobGraph, JobVertex, Parallelism,
-};
+use coordhost_model::graph::{ExecutionState, Parallelism};
 
 use super::*;
 use crate::placement::Place;
-
-fn vertex(id: &str, parallelism: u32, source: bool) -> JobVertex {
-    JobVertex {
-        id: id.to_owned(),
-        parallelism: Parallelism::Fixed(parallelism),
-        max_parallelism: 4,
-        bytes_per_task: 10,
-        max_task_bytes: None,
-        source: source.then(|| "splits".to_owned()),
-        operators: Vec::new(),
-        sink: None,
-        record_delay: Duration::ZERO,
-        output_columns: Vec::new(),
-    }
-}
+use crate::test_jobs::source_to_sink;
 
 /// `source` (2 subtasks, a split enumerator) → hash → `sink` (2), three
 /// attempts each, snapshots on with a pause of `pause`.
 fn core(pause: Duration) -> JobMasterCore {
-    let job = JobGraph {
-        vertices: vec![vertex("source", 2, true), vertex("sink", 2, false)],
-        edges: vec![JobEdge {
-            from: 0,
-            to: 1,
-            pattern: DistributionPattern::Hash,
-            key_names: Vec::new(),
-            key: Vec::new(),
-        }],
-        order: vec![0, 1],
-    };
     JobMasterCore::new(
-        ExecutionGraph::new(job),
+        ExecutionGraph::new(source_to_sink(Parallelism::Fixed(2))),
         3,
         Duration::from_secs(5),
         SnapshotPolicy::new(true, pause),

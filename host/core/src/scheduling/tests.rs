@@ -1,45 +1,14 @@
-use std::time::Duration;
-
 use coordhost_model::graph::{
-    DistributionPattern, ExecutionState, JobEdge, JobGraph, JobVertex, Parallelism,
-    ProducedPartition,
+    DistributionPattern, ExecutionState, JobEdge, JobGraph, Parallelism, ProducedPartition,
 };
 
 use super::*;
 use crate::events::ExecutionVertexId;
-
-fn vertex(id: &str, parallelism: Parallelism, source: bool) -> JobVertex {
-    JobVertex {
-        id: id.to_owned(),
-        parallelism,
-        max_parallelism: 4,
-        bytes_per_task: 10,
-        max_task_bytes: None,
-        source: source.then(|| "splits".to_owned()),
-        operators: Vec::new(),
-        sink: None,
-        record_delay: Duration::ZERO,
-        output_columns: Vec::new(),
-    }
-}
+use crate::test_jobs::{source_to_sink, vertex};
 
 /// `source` (2, a split enumerator) → hash → `sink` (`parallelism`).
 fn scheduling(sink: Parallelism) -> Scheduling {
-    let job = JobGraph {
-        vertices: vec![
-            vertex("source", Parallelism::Fixed(2), true),
-            vertex("sink", sink, false),
-        ],
-        edges: vec![JobEdge {
-            from: 0,
-            to: 1,
-            pattern: DistributionPattern::Hash,
-            key_names: Vec::new(),
-            key: Vec::new(),
-        }],
-        order: vec![0, 1],
-    };
-    Scheduling::new(ExecutionGraph::new(job), 3)
+    Scheduling::new(ExecutionGraph::new(source_to_sink(sink)), 3)
 }
 
 fn at(vertex: usize, subtask: u32, attempt: u32) -> AttemptId {
