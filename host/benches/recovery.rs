@@ -386,7 +386,10 @@ fn restart(config: &JobConfig, opts: &RunOptions, data_dir: &Path, n: u32) -> Re
 
     let t = Instant::now();
     let (writer, replayed) = open_job_log(data_dir, JOB, WriterOptions::default()).expect("open");
-    let events = coordhost::recovery::current_run(&replayed.events);
+    // Lent, as references: `recover_into` drops what it is given.
+    let events: Vec<_> = coordhost::recovery::current_run(&replayed.events)
+        .iter()
+        .collect();
     let replay_time = t.elapsed();
 
     let t = Instant::now();
@@ -407,6 +410,7 @@ fn restart(config: &JobConfig, opts: &RunOptions, data_dir: &Path, n: u32) -> Re
     )
     .expect("job master");
     let new = t.elapsed();
+    let replayed_count = events.len();
     let plan = recover_into(&mut master, config, events, &mut recorder).expect("recover");
     let recover = t.elapsed();
 
@@ -431,7 +435,7 @@ fn restart(config: &JobConfig, opts: &RunOptions, data_dir: &Path, n: u32) -> Re
         recover,
         new,
         decision,
-        replayed: events.len(),
+        replayed: replayed_count,
         kept: plan.kept.len(),
         reset: plan.reset.len(),
     }

@@ -106,6 +106,41 @@ pub fn recover<T: RecoveryTarget, E: AsRef<JobEvent>>(
     events: &[E],
     target: &mut T,
 ) -> Result<RecoveryPlan, T::Error> {
+    let steps = steps_1_to_5(graph, events, target)?;
+    steps_6_and_7(graph, steps, target)
+}
+
+/// [`recover`] of events it owns: they are dropped once steps 1–5 have
+/// taken what they need (the plan borrows nothing from them), before the
+/// partition question of step 6 — the restart's peak of memory (issue 29:
+/// the decoded log is a fifth of the host's heap there).
+///
+/// # Errors
+/// As [`recover`].
+pub fn recover_owned<T: RecoveryTarget, E: AsRef<JobEvent>>(
+    graph: &JobGraph,
+    events: Vec<E>,
+    target: &mut T,
+) -> Result<RecoveryPlan, T::Error> {
+    let steps = steps_1_to_5(graph, &events, target)?;
+    drop(events);
+    steps_6_and_7(graph, steps, target)
+}
+
+/// Where steps 1–5 leave a recovery.
+enum Steps {
+    /// The job finished: the plan keeps every execution and is applied.
+    Finished(RecoveryPlan),
+    /// The plan before step 6: its kept executions are candidates whose
+    /// partitions are asked about next.
+    AskPartitions(RecoveryPlan),
+}
+
+fn steps_1_to_5<T: RecoveryTarget, E: AsRef<JobEvent>>(
+    graph: &JobGraph,
+    events: &[E],
+    target: &mut T,
+) -> Result<Steps, T::Error> {
     // Steps 1 and 2: replay; job vertices keep their recorded decisions.
     let run = current_run(events);
     let mut replayed = replay(graph, run)?;
@@ -116,7 +151,7 @@ pub fn recover<T: RecoveryTarget, E: AsRef<JobEvent>>(
         let mut plan = keep_finished(replayed);
         mark_unfinished(&mut plan);
         target.apply(&plan)?;
-        return Ok(plan);
+        return Ok(Steps::Finished(plan));
     }
     // Step 3: finishes that no snapshot reflects run again.
     distrust_unsnapshotted(graph, &mut replayed);
@@ -126,8 +161,19 @@ pub fn recover<T: RecoveryTarget, E: AsRef<JobEvent>>(
     // Step 5: reset or skip per source vertex (restoring the enumerators
     // that can be, from their newest snapshots).
     reset_or_skip_sources(graph, &mut replayed, target)?;
+    Ok(Steps::AskPartitions(keep_finished(replayed)))
+}
+
+fn steps_6_and_7<T: RecoveryTarget>(
+    graph: &JobGraph,
+    steps: Steps,
+    target: &mut T,
+) -> Result<RecoveryPlan, T::Error> {
+    let mut plan = match steps {
+        Steps::Finished(plan) => return Ok(plan),
+        Steps::AskPartitions(plan) => plan,
+    };
     // Step 6: keep only producers whose needed partitions survive.
-    let mut plan = keep_finished(replayed);
     reset_forward_readers_of_sources(graph, &mut plan);
     reconcile_partitions(graph, &mut plan, target)?;
     mark_unfinished(&mut plan);

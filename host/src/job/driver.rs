@@ -1133,9 +1133,15 @@ fn recover(
     let replayed_records = replay.events.len() as u64;
     let torn_tail_bytes = replay.torn_tail.as_ref().map_or(0, |t| t.bytes_dropped);
     // The current run, in place (issue 29: no copy of the event list).
-    let events = crate::recovery::current_run_mut(&mut replay.events);
+    let run = crate::recovery::current_run_mut(&mut replay.events);
     // The newest snapshots' side files, verified (size, CRC32C).
-    crate::events::load_snapshot_files(storage, events)?;
+    crate::events::load_snapshot_files(storage, run)?;
+    // Recovery takes the current run's events and drops them before the
+    // partition question (`recover_owned`); what came before it goes now.
+    let run_len = run.len();
+    let earlier = replay.events.len() - run_len;
+    let mut events = std::mem::take(&mut replay.events);
+    events.drain(..earlier);
     let started = JobEvent::RecoveryStarted(RecoveryStarted {
         coordinator_epoch: recorder.epoch(),
         replayed_records,
@@ -1164,7 +1170,8 @@ fn recover(
 }
 
 /// FLIP-383 recovery into a fresh `master` from the current run's
-/// `events`: [`crate::recovery::recover`] (docs/recovery.md steps 1–7)
+/// `events`: [`crate::recovery::recover_owned`] (docs/recovery.md steps
+/// 1–7; the events are dropped once steps 1–5 have taken what they need)
 /// with the driver's `Restore` target, whose resets go to `sink`.
 ///
 /// # Errors
@@ -1175,7 +1182,7 @@ fn recover(
 pub fn recover_into<E: AsRef<JobEvent>>(
     master: &mut JobMaster,
     config: &JobConfig,
-    events: &[E],
+    events: Vec<E>,
     sink: &mut dyn JobEventSink,
 ) -> Result<RecoveryPlan, JobError> {
     let mut target = Restore {
@@ -1192,7 +1199,8 @@ pub fn recover_into<E: AsRef<JobEvent>>(
         asking: std::time::Duration::ZERO,
         looked_outside: false,
     };
-    let plan = crate::recovery::recover(&config.graph, events, &mut target)?;
+    // The events are dropped inside, before the partition question.
+    let plan = crate::recovery::recover_owned(&config.graph, events, &mut target)?;
     // For the scale bench (docs/recovery.md, "Figures"): the share of the
     // decision spent asking which partitions survive.
     tracing::info!(

@@ -928,3 +928,29 @@ fn a_reset_after_the_finish_makes_it_an_unfinished_run_again() {
         "the unsnapshotted sources too: {plan:?}"
     );
 }
+
+#[test]
+fn recovery_of_events_it_owns_decides_as_recovery_of_borrowed_ones() {
+    let g = t1();
+    for (events, missing) in [
+        (sources_finished(), Vec::new()),
+        (sources_finished(), vec!["source-2-0"]),
+        (source_0_region_finished(), Vec::new()),
+    ] {
+        let mut borrowed_oracle = shuffle(&missing);
+        let borrowed = plan(&g, &events, &|_| true, &mut borrowed_oracle).expect("recovers");
+        let mut owned_oracle = shuffle(&missing);
+        let mut target = Target {
+            supports: &|_| true,
+            unrestorable: Vec::new(),
+            restored_enumerators: Vec::new(),
+            oracle: &mut owned_oracle,
+            restored: None,
+            applied: None,
+        };
+        let owned = recover_owned(&g, events, &mut target).expect("recovers");
+        assert_eq!(target.applied.as_ref(), Some(&owned), "step 7 applies it");
+        assert_eq!(owned, borrowed);
+        assert_eq!(owned_oracle.asked, borrowed_oracle.asked);
+    }
+}
