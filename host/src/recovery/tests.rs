@@ -187,6 +187,21 @@ struct Target<'a> {
     applied: Option<RecoveryPlan>,
 }
 
+impl<'a> Target<'a> {
+    /// A target where every source vertex's enumerator supports batch
+    /// snapshots and restores, asking `oracle`.
+    fn every_enumerator(oracle: &'a mut Shuffle) -> Self {
+        Self {
+            supports: &|_| true,
+            unrestorable: Vec::new(),
+            restored_enumerators: Vec::new(),
+            oracle,
+            restored: None,
+            applied: None,
+        }
+    }
+}
+
 impl PartitionOracle for Target<'_> {
     fn available(
         &mut self,
@@ -307,14 +322,7 @@ fn finished_sources_are_kept_and_running_middles_reset() {
     );
     assert_eq!(plan.coordinators[&0], EnumeratorStart::Restored);
     let mut oracle = shuffle(&[]);
-    let mut target = Target {
-        supports: &|_| true,
-        unrestorable: Vec::new(),
-        restored_enumerators: Vec::new(),
-        oracle: &mut oracle,
-        restored: None,
-        applied: None,
-    };
+    let mut target = Target::every_enumerator(&mut oracle);
     recover(&g, &sources_finished(), &mut target).unwrap();
     let [(0, restored)] = target.restored_enumerators.as_slice() else {
         panic!("source 0 restored once from the snapshot");
@@ -694,14 +702,7 @@ fn job_started() -> JobEvent {
 fn recovery_restores_the_shuffle_master_from_the_current_runs_snapshots_only() {
     let g = t1();
     let mut oracle = shuffle(&[]);
-    let mut target = Target {
-        supports: &|_| true,
-        unrestorable: Vec::new(),
-        restored_enumerators: Vec::new(),
-        oracle: &mut oracle,
-        restored: None,
-        applied: None,
-    };
+    let mut target = Target::every_enumerator(&mut oracle);
     let plan = recover(&g, &sources_finished(), &mut target).unwrap();
     assert_eq!(
         target.restored,
@@ -717,14 +718,7 @@ fn recovery_restores_the_shuffle_master_from_the_current_runs_snapshots_only() {
     events.extend(sources_finished());
     events.extend([job_started(), init("source", 5)]);
     let mut oracle = shuffle(&[]);
-    let mut target = Target {
-        supports: &|_| true,
-        unrestorable: Vec::new(),
-        restored_enumerators: Vec::new(),
-        oracle: &mut oracle,
-        restored: None,
-        applied: None,
-    };
+    let mut target = Target::every_enumerator(&mut oracle);
     let plan = recover(&g, &events, &mut target).unwrap();
     assert_eq!(target.restored, Some(Vec::new()));
     assert!(plan.kept.is_empty(), "{plan:?}");
@@ -833,14 +827,7 @@ fn a_finished_source_whose_enumerator_cannot_be_restored_is_kept_and_restarts_in
 fn a_restored_enumerator_is_restored_once_before_the_plan_is_applied() {
     let g = t1();
     let mut oracle = shuffle(&[]);
-    let mut target = Target {
-        supports: &|_| true,
-        unrestorable: Vec::new(),
-        restored_enumerators: Vec::new(),
-        oracle: &mut oracle,
-        restored: None,
-        applied: None,
-    };
+    let mut target = Target::every_enumerator(&mut oracle);
     let plan = recover(&g, &source_0_region_finished(), &mut target).unwrap();
     let restored: Vec<usize> = target
         .restored_enumerators
@@ -940,14 +927,7 @@ fn recovery_of_events_it_owns_decides_as_recovery_of_borrowed_ones() {
         let mut borrowed_oracle = shuffle(&missing);
         let borrowed = plan(&g, &events, &|_| true, &mut borrowed_oracle).expect("recovers");
         let mut owned_oracle = shuffle(&missing);
-        let mut target = Target {
-            supports: &|_| true,
-            unrestorable: Vec::new(),
-            restored_enumerators: Vec::new(),
-            oracle: &mut owned_oracle,
-            restored: None,
-            applied: None,
-        };
+        let mut target = Target::every_enumerator(&mut owned_oracle);
         let owned = recover_owned(&g, events, &mut target).expect("recovers");
         assert_eq!(target.applied.as_ref(), Some(&owned), "step 7 applies it");
         assert_eq!(owned, borrowed);
