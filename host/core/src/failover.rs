@@ -118,44 +118,15 @@ fn lost_partition(graph: &ExecutionGraph, consumer: AttemptId, producer: Attempt
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
-    use coordhost_model::graph::{
-        DistributionPattern, JobEdge, JobGraph, JobVertex, Parallelism, VertexInit,
-    };
+    use coordhost_model::graph::{Parallelism, VertexInit};
 
     use super::*;
-
-    fn vertex(id: &str) -> JobVertex {
-        JobVertex {
-            id: id.to_owned(),
-            parallelism: Parallelism::Fixed(2),
-            max_parallelism: 2,
-            bytes_per_task: 1,
-            max_task_bytes: None,
-            source: None,
-            operators: Vec::new(),
-            sink: None,
-            record_delay: Duration::ZERO,
-            output_columns: Vec::new(),
-        }
-    }
+    use crate::test_jobs::source_to_sink;
 
     /// `source` (2) → hash → `sink` (2), both initialized; every source
     /// subtask finished at attempt 0 after one start.
     fn graph() -> ExecutionGraph {
-        let job = JobGraph {
-            vertices: vec![vertex("source"), vertex("sink")],
-            edges: vec![JobEdge {
-                from: 0,
-                to: 1,
-                pattern: DistributionPattern::Hash,
-                key_names: Vec::new(),
-                key: Vec::new(),
-            }],
-            order: vec![0, 1],
-        };
-        let mut graph = ExecutionGraph::new(job);
+        let mut graph = ExecutionGraph::new(source_to_sink(Parallelism::Fixed(2)));
         for v in 0..2 {
             graph.initialize(
                 v,
