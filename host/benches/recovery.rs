@@ -385,11 +385,13 @@ fn restart(config: &JobConfig, opts: &RunOptions, data_dir: &Path, n: u32) -> Re
     let load = t.elapsed();
 
     let t = Instant::now();
-    let (writer, replayed) = open_job_log(data_dir, JOB, WriterOptions::default()).expect("open");
-    // Lent, as references: `recover_into` drops what it is given.
-    let events: Vec<_> = coordhost::recovery::current_run(&replayed.events)
-        .iter()
-        .collect();
+    let (writer, mut replayed) =
+        open_job_log(data_dir, JOB, WriterOptions::default()).expect("open");
+    let replayed_records = replayed.events.len();
+    // Owned, as the driver hands them over: `recover_into` folds the
+    // current run's records in place and drops them.
+    let events = std::mem::take(&mut replayed.events);
+    let current_run = coordhost::recovery::current_run(&events).len();
     let replay_time = t.elapsed();
 
     let t = Instant::now();
@@ -397,7 +399,7 @@ fn restart(config: &JobConfig, opts: &RunOptions, data_dir: &Path, n: u32) -> Re
     recorder
         .append(&JobEvent::RecoveryStarted(RecoveryStarted {
             coordinator_epoch: recorder.epoch(),
-            replayed_records: replayed.events.len() as u64,
+            replayed_records: replayed_records as u64,
             torn_tail_bytes: 0,
         }))
         .expect("append");
@@ -410,7 +412,7 @@ fn restart(config: &JobConfig, opts: &RunOptions, data_dir: &Path, n: u32) -> Re
     )
     .expect("job master");
     let new = t.elapsed();
-    let replayed_count = events.len();
+    let replayed_count = current_run;
     let plan = recover_into(&mut master, config, events, &mut recorder).expect("recover");
     let recover = t.elapsed();
 

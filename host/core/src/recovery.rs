@@ -15,6 +15,7 @@
 //! anything is scheduled. Recovery never imports the scheduler
 //! (docs/architecture.md).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
@@ -106,24 +107,35 @@ pub fn recover<T: RecoveryTarget, E: AsRef<JobEvent>>(
     events: &[E],
     target: &mut T,
 ) -> Result<RecoveryPlan, T::Error> {
-    let steps = steps_1_to_5(graph, events, target)?;
+    let run = current_run(events);
+    let records = run.iter().map(|e| Cow::Borrowed(e.as_ref()));
+    let steps = steps_1_to_5(graph, finished_job(run), records, target)?;
     steps_6_and_7(graph, steps, target)
 }
 
-/// [`recover`] of events it owns: they are dropped once steps 1–5 have
-/// taken what they need (the plan borrows nothing from them), before the
-/// partition question of step 6 — the restart's peak of memory (issue 29:
-/// the decoded log is a fifth of the host's heap there).
+/// [`recover`] of events it owns, folded in place (issue 29, "recovery in
+/// one pass, in place"): step 1 takes each record by value — a finish's
+/// partition locations and byte counts and the snapshots it carries are
+/// moved into the fold, the rest of the record is dropped as it is folded
+/// — so the decoded log and the fold never both hold the same data. What
+/// is left of the events goes before the partition question of step 6,
+/// the restart's peak of memory.
 ///
 /// # Errors
 /// As [`recover`].
-pub fn recover_owned<T: RecoveryTarget, E: AsRef<JobEvent>>(
+pub fn recover_owned<T, E>(
     graph: &JobGraph,
-    events: Vec<E>,
+    mut events: Vec<E>,
     target: &mut T,
-) -> Result<RecoveryPlan, T::Error> {
-    let steps = steps_1_to_5(graph, &events, target)?;
-    drop(events);
+) -> Result<RecoveryPlan, T::Error>
+where
+    T: RecoveryTarget,
+    E: AsRef<JobEvent> + Into<JobEvent>,
+{
+    events.drain(..current_run_start(&events));
+    let finished = finished_job(&events);
+    let records = events.into_iter().map(|e| Cow::Owned(e.into()));
+    let steps = steps_1_to_5(graph, finished, records, target)?;
     steps_6_and_7(graph, steps, target)
 }
 
@@ -136,15 +148,18 @@ enum Steps {
     AskPartitions(RecoveryPlan),
 }
 
-fn steps_1_to_5<T: RecoveryTarget, E: AsRef<JobEvent>>(
+/// Steps 1–5 over the current run's `records` (borrowed from the log, or
+/// owned and consumed as they are folded); `finished`: the run holds a
+/// `JobFinished` that no reset follows ([`finished_job`]).
+fn steps_1_to_5<'a, T: RecoveryTarget>(
     graph: &JobGraph,
-    events: &[E],
+    finished: bool,
+    records: impl Iterator<Item = Cow<'a, JobEvent>>,
     target: &mut T,
 ) -> Result<Steps, T::Error> {
     // Steps 1 and 2: replay; job vertices keep their recorded decisions.
-    let run = current_run(events);
-    let mut replayed = replay(graph, run)?;
-    if finished_job(run) {
+    let mut replayed = replay(graph, records)?;
+    if finished {
         // The job finished (its `JobFinished` is durable after every
         // finish and publication): every execution is kept as recorded;
         // nothing reads a partition or asks an enumerator again.
@@ -157,7 +172,9 @@ fn steps_1_to_5<T: RecoveryTarget, E: AsRef<JobEvent>>(
     distrust_unsnapshotted(graph, &mut replayed);
     // Step 4: the shuffle master from its snapshots (the enumerators in
     // step 5, where a failed restore changes the decision).
-    target.restore_shuffle_master(&replayed.shuffle)?;
+    let shuffle: Vec<&ShuffleSnapshot> = replayed.shuffle.iter().map(AsRef::as_ref).collect();
+    target.restore_shuffle_master(&shuffle)?;
+    drop(shuffle);
     // Step 5: reset or skip per source vertex (restoring the enumerators
     // that can be, from their newest snapshots).
     reset_or_skip_sources(graph, &mut replayed, target)?;
@@ -229,23 +246,25 @@ struct Finished {
 }
 
 /// Step 1's record of one source vertex's enumerator snapshots, borrowed
-/// from the log: the newest whole one and the incremental ones after it.
+/// from the log or moved out of its owned records: the newest whole one
+/// and the incremental ones after it.
 struct Snapshots<'a> {
-    whole: &'a EnumeratorSnapshot,
-    since: Vec<&'a EnumeratorSnapshot>,
+    whole: Cow<'a, EnumeratorSnapshot>,
+    since: Vec<Cow<'a, EnumeratorSnapshot>>,
     /// Index (in the current run) of the event that carried the newest.
     at: usize,
 }
 
-impl Snapshots<'_> {
+impl<'a> Snapshots<'a> {
     /// The whole history: what [`EnumeratorSnapshot::fold`] makes of
     /// `whole` and each of `since` in order, built once (a subtask's splits
-    /// appended in log order; the rest from the newest snapshot).
-    fn folded(self) -> EnumeratorSnapshot {
+    /// appended in log order; the rest from the newest snapshot). With no
+    /// incremental ones it is `whole` as it is: lent, or moved.
+    fn folded(self) -> Cow<'a, EnumeratorSnapshot> {
         let Some(newest) = self.since.last() else {
-            return self.whole.clone();
+            return self.whole;
         };
-        let mut assignments = self.whole.assignments.clone();
+        let mut assignments = self.whole.into_owned().assignments;
         let mut at: std::collections::HashMap<u32, usize> =
             std::collections::HashMap::with_capacity(assignments.len());
         for (i, a) in assignments.iter().enumerate() {
@@ -262,7 +281,7 @@ impl Snapshots<'_> {
                 }
             }
         }
-        EnumeratorSnapshot {
+        Cow::Owned(EnumeratorSnapshot {
             job_vertex: newest.job_vertex.clone(),
             checkpoint_id: newest.checkpoint_id,
             state: newest.state.clone(),
@@ -270,17 +289,18 @@ impl Snapshots<'_> {
             no_more_splits: newest.no_more_splits.clone(),
             state_file: newest.state_file.clone(),
             incremental: false,
-        }
+        })
     }
 }
 
 /// What steps 1 and 2 leave: the log replayed into maps.
 struct Replayed<'a> {
     plan: RecoveryPlan,
-    /// The shuffle-master snapshots to restore, lent from the log.
-    shuffle: Vec<&'a ShuffleSnapshot>,
+    /// The shuffle-master snapshots to restore, lent from the log (or
+    /// moved out of its owned records).
+    shuffle: Vec<Cow<'a, ShuffleSnapshot>>,
     finished: BTreeMap<ExecutionKey, Finished>,
-    enumerators: BTreeMap<usize, EnumeratorSnapshot>,
+    enumerators: BTreeMap<usize, Cow<'a, EnumeratorSnapshot>>,
     /// Per source vertex, the index (in the current run) of the event that
     /// carried its latest enumerator snapshot.
     enumerator_at: BTreeMap<usize, usize>,
@@ -323,59 +343,70 @@ fn keep_finished(replayed: Replayed<'_>) -> RecoveryPlan {
     plan
 }
 
-/// Steps 1 and 2: replays the current run's `events` into the latest
+/// Steps 1 and 2: replays the current run's records into the latest
 /// finished attempt per execution vertex (an `ExecutionsReset` removes the
 /// entries it names), the initialized vertices in log order with their
 /// recorded decisions, the latest enumerator snapshot per source vertex
-/// and the shuffle-master snapshots from the last full one on.
-fn replay<'a, E: AsRef<JobEvent>>(
+/// and the shuffle-master snapshots from the last full one on. A record
+/// lent from the log is copied from as needed; an owned one is taken apart
+/// and dropped as it is folded.
+fn replay<'a>(
     graph: &JobGraph,
-    events: &'a [E],
+    records: impl Iterator<Item = Cow<'a, JobEvent>>,
 ) -> Result<Replayed<'a>, RecoveryError> {
     let names = Names::new(graph);
-    let mut fold = Fold::new(events.len());
-    for (index, event) in events.iter().enumerate() {
-        match event.as_ref() {
-            JobEvent::JobVertexInitialized(init) => fold.initialized(graph, &names, init)?,
-            JobEvent::ExecutionFinished(done) => fold.finished(graph, &names, index, done)?,
-            JobEvent::ExecutionsReset(reset) => {
-                for ev in &reset.executions {
-                    fold.reset((names.vertex(&ev.job_vertex)?, ev.subtask));
-                }
+    let mut fold = Fold::new();
+    let mut count = 0;
+    for (index, event) in records.enumerate() {
+        count += 1;
+        match event {
+            Cow::Borrowed(JobEvent::ExecutionFinished(done)) => {
+                fold.finished(graph, &names, index, Cow::Borrowed(done))?;
             }
-            JobEvent::JobStarted(_)
-            | JobEvent::SinkCommitted(_)
-            | JobEvent::RecoveryStarted(_)
-            | JobEvent::RecoveryFinished(_)
-            | JobEvent::LeaderElected(_)
-            | JobEvent::JobFinished(_)
-            | JobEvent::JobFailed(_)
-            | JobEvent::JobCancelled(_) => {}
-            JobEvent::StagesPlanned(_) => {}
+            Cow::Owned(JobEvent::ExecutionFinished(done)) => {
+                fold.finished(graph, &names, index, Cow::Owned(done))?;
+            }
+            other => match other.as_ref() {
+                JobEvent::JobVertexInitialized(init) => fold.initialized(graph, &names, init)?,
+                JobEvent::ExecutionsReset(reset) => {
+                    for ev in &reset.executions {
+                        fold.reset((names.vertex(&ev.job_vertex)?, ev.subtask));
+                    }
+                }
+                JobEvent::ExecutionFinished(_)
+                | JobEvent::JobStarted(_)
+                | JobEvent::SinkCommitted(_)
+                | JobEvent::RecoveryStarted(_)
+                | JobEvent::RecoveryFinished(_)
+                | JobEvent::LeaderElected(_)
+                | JobEvent::JobFinished(_)
+                | JobEvent::JobFailed(_)
+                | JobEvent::JobCancelled(_)
+                | JobEvent::StagesPlanned(_) => {}
+            },
         }
     }
+    fold.plan.replayed = count;
     Ok(fold.into_replayed())
 }
 
 /// Step 1's fold of the current run's records, one record at a time, into
-/// what recovery keeps (issue 29: snapshots borrowed from the log and
-/// folded once at the end, never copied per record).
+/// what recovery keeps (issue 29: snapshots borrowed from the log, or
+/// moved out of owned records, and folded once at the end, never copied
+/// per record).
 struct Fold<'a> {
     plan: RecoveryPlan,
     finished: BTreeMap<ExecutionKey, Finished>,
     enumerators: BTreeMap<usize, Snapshots<'a>>,
-    shuffle_snapshots: Vec<&'a ShuffleSnapshot>,
+    shuffle_snapshots: Vec<Cow<'a, ShuffleSnapshot>>,
     last_snapshot: Option<usize>,
     inits: BTreeMap<usize, VertexInit>,
 }
 
 impl<'a> Fold<'a> {
-    fn new(records: usize) -> Self {
+    fn new() -> Self {
         Self {
-            plan: RecoveryPlan {
-                replayed: records,
-                ..RecoveryPlan::default()
-            },
+            plan: RecoveryPlan::default(),
             finished: BTreeMap::new(),
             enumerators: BTreeMap::new(),
             shuffle_snapshots: Vec::new(),
@@ -405,49 +436,76 @@ impl<'a> Fold<'a> {
     }
 
     /// An `ExecutionFinished` (record `index` of the current run): the
-    /// execution, its partitions and the batch snapshots it carries.
+    /// execution, its partitions and the batch snapshots it carries — lent
+    /// from the log, or moved out of an owned record.
     fn finished(
         &mut self,
         graph: &JobGraph,
         names: &Names<'_>,
         index: usize,
-        done: &'a ExecutionFinished,
+        done: Cow<'a, ExecutionFinished>,
     ) -> Result<(), RecoveryError> {
         let v = names.vertex(&done.attempt.job_vertex)?;
         let s = done.attempt.subtask;
+        let attempt = done.attempt.attempt;
         check_subtask(graph, &self.inits, v, s)?;
-        let partitions = done
-            .produced
-            .iter()
-            .map(|p| {
-                let edge = names.edge(v, &p.data_set)?;
-                Ok(ProducedPartition {
-                    edge,
-                    location: PathBuf::from(&p.location),
-                    bytes_per_subpartition: p.bytes_per_subpartition.clone().into(),
-                })
-            })
-            .collect::<Result<Vec<_>, RecoveryError>>()?;
-        raise(&mut self.plan.highest_attempt, (v, s), done.attempt.attempt);
+        let edge = |data_set: &str| names.edge(v, data_set);
+        let (partitions, enumerators, shuffle) = match done {
+            Cow::Borrowed(done) => (
+                done.produced
+                    .iter()
+                    .map(|p| {
+                        Ok(ProducedPartition {
+                            edge: edge(&p.data_set)?,
+                            location: PathBuf::from(&p.location),
+                            bytes_per_subpartition: p.bytes_per_subpartition.clone().into(),
+                        })
+                    })
+                    .collect::<Result<Vec<_>, RecoveryError>>()?,
+                done.enumerator_snapshots
+                    .iter()
+                    .map(Cow::Borrowed)
+                    .collect(),
+                done.shuffle_snapshot.as_ref().map(Cow::Borrowed),
+            ),
+            Cow::Owned(done) => (
+                done.produced
+                    .into_iter()
+                    .map(|p| {
+                        Ok(ProducedPartition {
+                            edge: edge(&p.data_set)?,
+                            location: PathBuf::from(p.location),
+                            bytes_per_subpartition: p.bytes_per_subpartition.into(),
+                        })
+                    })
+                    .collect::<Result<Vec<_>, RecoveryError>>()?,
+                done.enumerator_snapshots
+                    .into_iter()
+                    .map(Cow::Owned)
+                    .collect::<Vec<_>>(),
+                done.shuffle_snapshot.map(Cow::Owned),
+            ),
+        };
+        raise(&mut self.plan.highest_attempt, (v, s), attempt);
         self.finished.insert(
             (v, s),
             Finished {
-                attempt: done.attempt.attempt,
+                attempt,
                 partitions,
                 index,
             },
         );
-        for snap in &done.enumerator_snapshots {
+        if !enumerators.is_empty() || shuffle.is_some() {
+            self.last_snapshot = Some(index);
+        }
+        for snap in enumerators {
             self.enumerator_snapshot(names.vertex(&snap.job_vertex)?, index, snap)?;
         }
-        if let Some(shuffle) = &done.shuffle_snapshot {
+        if let Some(shuffle) = shuffle {
             if !shuffle.incremental {
                 self.shuffle_snapshots.clear();
             }
             self.shuffle_snapshots.push(shuffle);
-        }
-        if !done.enumerator_snapshots.is_empty() || done.shuffle_snapshot.is_some() {
-            self.last_snapshot = Some(index);
         }
         Ok(())
     }
@@ -459,7 +517,7 @@ impl<'a> Fold<'a> {
         &mut self,
         v: usize,
         index: usize,
-        snap: &'a EnumeratorSnapshot,
+        snap: Cow<'a, EnumeratorSnapshot>,
     ) -> Result<(), RecoveryError> {
         match self.enumerators.get_mut(&v) {
             Some(known) => {

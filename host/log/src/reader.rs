@@ -42,6 +42,14 @@ impl AsRef<JobEvent> for ReplayedEvent {
     }
 }
 
+impl From<ReplayedEvent> for JobEvent {
+    /// The event, its position dropped (recovery takes owned records
+    /// apart as it folds them).
+    fn from(replayed: ReplayedEvent) -> Self {
+        replayed.event
+    }
+}
+
 impl AsMut<JobEvent> for ReplayedEvent {
     fn as_mut(&mut self) -> &mut JobEvent {
         &mut self.event

@@ -1179,7 +1179,7 @@ fn recover(
 /// [`JobError::Recovery`] when the log does not fit the job or the shuffle
 /// master cannot answer; [`JobError::Plugin`] when the shuffle master
 /// cannot be restored. The master must then not be run.
-pub fn recover_into<E: AsRef<JobEvent>>(
+pub fn recover_into<E: AsRef<JobEvent> + Into<JobEvent>>(
     master: &mut JobMaster,
     config: &JobConfig,
     events: Vec<E>,

@@ -916,6 +916,27 @@ fn a_reset_after_the_finish_makes_it_an_unfinished_run_again() {
     );
 }
 
+/// [`sources_finished`] with its batch snapshots in two parts: a whole one
+/// at subtask 1's finish (subtasks 0 and 1's splits) and an incremental
+/// one at subtask 4's (the splits assigned since), the shuffle master's
+/// likewise.
+fn sources_finished_incrementally() -> Vec<JobEvent> {
+    let mut events = vec![init("source", 5), init("middle", 5)];
+    events.extend((0..5).map(|s| finished("source", s, 0, s == 1 || s == 4)));
+    for (i, since) in [(3, false), (6, true)] {
+        let JobEvent::ExecutionFinished(f) = &mut events[i] else {
+            unreachable!("record {i} is a finish");
+        };
+        let e = &mut f.enumerator_snapshots[0];
+        e.assignments.retain(|a| (a.subtask >= 2) == since);
+        e.incremental = since;
+        if let Some(s) = f.shuffle_snapshot.as_mut() {
+            s.incremental = since;
+        }
+    }
+    events
+}
+
 #[test]
 fn recovery_of_events_it_owns_decides_as_recovery_of_borrowed_ones() {
     let g = t1();
@@ -923,14 +944,47 @@ fn recovery_of_events_it_owns_decides_as_recovery_of_borrowed_ones() {
         (sources_finished(), Vec::new()),
         (sources_finished(), vec!["source-2-0"]),
         (source_0_region_finished(), Vec::new()),
+        (sources_finished_incrementally(), Vec::new()),
+        (sources_finished_incrementally(), vec!["source-3-0"]),
     ] {
         let mut borrowed_oracle = shuffle(&missing);
-        let borrowed = plan(&g, &events, &|_| true, &mut borrowed_oracle).expect("recovers");
+        let mut borrowed_target = Target::every_enumerator(&mut borrowed_oracle);
+        let borrowed = recover(&g, &events, &mut borrowed_target).expect("recovers");
+        let borrowed_restored = (
+            borrowed_target.restored.take(),
+            std::mem::take(&mut borrowed_target.restored_enumerators),
+        );
         let mut owned_oracle = shuffle(&missing);
         let mut target = Target::every_enumerator(&mut owned_oracle);
         let owned = recover_owned(&g, events, &mut target).expect("recovers");
         assert_eq!(target.applied.as_ref(), Some(&owned), "step 7 applies it");
         assert_eq!(owned, borrowed);
+        // The snapshots moved out of the owned records restore what the
+        // borrowed ones do.
+        assert_eq!(
+            (target.restored.take(), target.restored_enumerators),
+            borrowed_restored
+        );
         assert_eq!(owned_oracle.asked, borrowed_oracle.asked);
     }
+}
+
+#[test]
+fn a_whole_snapshot_and_the_increments_after_it_restore_as_one_whole_snapshot() {
+    let g = t1();
+    let restore = |events: Vec<JobEvent>| {
+        let mut oracle = shuffle(&[]);
+        let mut target = Target::every_enumerator(&mut oracle);
+        let plan = recover_owned(&g, events, &mut target).expect("recovers");
+        (plan, target.restored_enumerators)
+    };
+    let (whole_plan, whole) = restore(sources_finished());
+    let (parts_plan, parts) = restore(sources_finished_incrementally());
+    assert_eq!(parts, whole);
+    assert_eq!(parts_plan.kept, whole_plan.kept);
+    assert_eq!(parts_plan.reset, whole_plan.reset);
+    assert_eq!(
+        parts_plan.shuffle_snapshots, 2,
+        "the whole one and the increment"
+    );
 }
