@@ -34,14 +34,23 @@ pub use crate::plan::{
 
 /// Says which of the needed partitions still exist (docs/recovery.md step 6).
 pub trait PartitionOracle {
-    /// Returns the subset of `needed` that exists now. Called once per
-    /// round, with the partitions that became needed in that round.
+    /// Whether each partition of `needed` exists now: one answer per
+    /// partition, in the order asked (issue 29: matched by index, not by a
+    /// set of copied references). Called once per chunk of at most
+    /// [`ASK_CHUNK`] partitions per round, with the partitions that became
+    /// needed in that round.
     ///
     /// # Errors
     /// The shuffle master's error, turned into [`RecoveryError::Partitions`].
-    fn available(&mut self, needed: &[PartitionRef])
-    -> Result<BTreeSet<PartitionRef>, OracleError>;
+    fn available(&mut self, needed: &[PartitionRef]) -> Result<Vec<bool>, OracleError>;
 }
+
+/// Most partition references made and asked about at once in step 6
+/// (issue 29): one chunk's references (each a copy of its location and
+/// byte counts) and its answer are held at a time, whatever the job's
+/// size; at a million execution vertices all of them at once were a sixth
+/// of the restart's peak of memory.
+pub const ASK_CHUNK: usize = 65_536;
 
 /// What a recovery restores into (in a run: the job driver's target over
 /// the scheduler's JobMaster and the event recorder).
@@ -192,7 +201,7 @@ fn steps_6_and_7<T: RecoveryTarget>(
     };
     // Step 6: keep only producers whose needed partitions survive.
     reset_forward_readers_of_sources(graph, &mut plan);
-    reconcile_partitions(graph, &mut plan, target)?;
+    reconcile_partitions(graph, &mut plan, target, ASK_CHUNK)?;
     mark_unfinished(&mut plan);
     // Step 7: install the plan.
     target.apply(&plan)?;
@@ -938,10 +947,12 @@ fn open_vertices(plan: &RecoveryPlan) -> BTreeMap<usize, bool> {
 
 /// Step 6: keep a producer only if every partition a re-running consumer
 /// needs is still there; reset what lost one, and follow the resets upstream.
+/// `chunk`: most references asked about in one call ([`ASK_CHUNK`]).
 fn reconcile_partitions(
     graph: &JobGraph,
     plan: &mut RecoveryPlan,
     oracle: &mut impl PartitionOracle,
+    chunk: usize,
 ) -> Result<(), RecoveryError> {
     // Partitions already reported, by producer attempt and edge (a kept
     // attempt's partitions never change; issue 29: no copy of each
@@ -949,12 +960,14 @@ fn reconcile_partitions(
     let mut confirmed: BTreeSet<(ExecutionKey, u32, usize)> = BTreeSet::new();
     loop {
         let open = open_vertices(plan);
-        // References are made only for what is asked about.
-        let (known, now): (&BTreeSet<_>, &RecoveryPlan) = (&confirmed, plan);
-        let needed: Vec<PartitionRef> = now
-            .kept
-            .iter()
-            .flat_map(|(&key, exec)| {
+        let mut lost: Vec<(ExecutionKey, String)> = Vec::new();
+        let mut reported = Vec::new();
+        let mut asked = false;
+        {
+            // References are made only for what is asked about, a chunk at
+            // a time.
+            let (known, now): (&BTreeSet<_>, &RecoveryPlan) = (&confirmed, plan);
+            let mut candidates = now.kept.iter().flat_map(|(&key, exec)| {
                 let open = &open;
                 exec.partitions
                     .iter()
@@ -963,27 +976,41 @@ fn reconcile_partitions(
                             && consumed_again(graph, now, open, p.edge, key.1)
                     })
                     .map(move |p| partition_ref(key, exec.attempt, p))
-            })
-            .collect();
-        if needed.is_empty() {
-            return Ok(());
-        }
-        let available = oracle
-            .available(&needed)
-            .map_err(|source| RecoveryError::Partitions { source })?;
-        let mut lost: Vec<(ExecutionKey, String)> = Vec::new();
-        for p in needed {
-            if available.contains(&p) {
-                confirmed.insert(((p.vertex, p.subtask), p.attempt, p.edge));
-            } else {
-                lost.push(((p.vertex, p.subtask), graph.data_set_id(p.edge)));
+            });
+            loop {
+                let needed: Vec<PartitionRef> = candidates.by_ref().take(chunk.max(1)).collect();
+                if needed.is_empty() {
+                    break;
+                }
+                asked = true;
+                let available = oracle
+                    .available(&needed)
+                    .map_err(|source| RecoveryError::Partitions { source })?;
+                if available.len() != needed.len() {
+                    return Err(RecoveryError::Partitions {
+                        source: format!(
+                            "{} answers for {} partitions asked about",
+                            available.len(),
+                            needed.len()
+                        )
+                        .into(),
+                    });
+                }
+                for (p, there) in needed.into_iter().zip(available) {
+                    if there {
+                        reported.push(((p.vertex, p.subtask), p.attempt, p.edge));
+                    } else {
+                        lost.push(((p.vertex, p.subtask), graph.data_set_id(p.edge)));
+                    }
+                }
             }
         }
-        if lost.is_empty() {
+        if !asked || lost.is_empty() {
             // Nothing reset: the next round would need exactly what was
             // just confirmed, so none.
             return Ok(());
         }
+        confirmed.extend(reported);
         for (key, data_set) in lost {
             reset_kept(
                 graph,
@@ -1083,5 +1110,107 @@ fn mark_unfinished(plan: &mut RecoveryPlan) {
                     .or_insert(ResetReason::RecoveryUnfinished);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::Parallelism;
+    use crate::test_jobs::source_to_sink;
+
+    /// Answers from a list of missing locations, recording each call's size.
+    struct Oracle {
+        missing: Vec<&'static str>,
+        calls: Vec<usize>,
+    }
+
+    impl PartitionOracle for Oracle {
+        fn available(&mut self, needed: &[PartitionRef]) -> Result<Vec<bool>, OracleError> {
+            self.calls.push(needed.len());
+            Ok(needed
+                .iter()
+                .map(|p| !self.missing.iter().any(|m| p.location.ends_with(m)))
+                .collect())
+        }
+    }
+
+    /// Five finished source subtasks kept, each with one partition
+    /// `/p/<subtask>`, their consumer not initialized yet.
+    fn five_sources_kept() -> (JobGraph, RecoveryPlan) {
+        let mut graph = source_to_sink(Parallelism::Fixed(1));
+        graph.vertices[0].parallelism = Parallelism::Fixed(5);
+        graph.vertices[0].max_parallelism = 8;
+        let mut plan = RecoveryPlan::default();
+        plan.initialized.push((
+            0,
+            VertexInit {
+                parallelism: 5,
+                input_ranges: Vec::new(),
+            },
+        ));
+        for s in 0..5 {
+            plan.kept.insert(
+                (0, s),
+                RecoveredExecution {
+                    attempt: 0,
+                    partitions: vec![ProducedPartition {
+                        edge: 0,
+                        location: PathBuf::from(format!("/p/{s}")),
+                        bytes_per_subpartition: vec![1].into(),
+                    }],
+                },
+            );
+        }
+        (graph, plan)
+    }
+
+    #[test]
+    fn the_partition_question_in_chunks_decides_as_in_one_call() {
+        for missing in [vec![], vec!["4"], vec!["1", "2"]] {
+            let (graph, mut whole) = five_sources_kept();
+            let mut one = Oracle {
+                missing: missing.clone(),
+                calls: Vec::new(),
+            };
+            reconcile_partitions(&graph, &mut whole, &mut one, ASK_CHUNK).expect("decides");
+            let (graph, mut chunked) = five_sources_kept();
+            let mut twos = Oracle {
+                missing: missing.clone(),
+                calls: Vec::new(),
+            };
+            reconcile_partitions(&graph, &mut chunked, &mut twos, 2).expect("decides");
+            assert_eq!(one.calls, vec![5], "{missing:?}");
+            assert_eq!(twos.calls, vec![2, 2, 1], "{missing:?}");
+            assert_eq!(chunked, whole, "{missing:?}");
+            assert_eq!(whole.kept.len(), 5 - missing.len(), "{missing:?}");
+            for m in &missing {
+                let s: u32 = m.parse().expect("subtask");
+                assert!(
+                    matches!(
+                        whole.reset.get(&(0, s)),
+                        Some(ResetReason::RecoveryPartitionMissing { .. })
+                    ),
+                    "{whole:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn an_oracle_that_answers_for_fewer_partitions_than_asked_is_an_error() {
+        struct Short;
+        impl PartitionOracle for Short {
+            fn available(&mut self, needed: &[PartitionRef]) -> Result<Vec<bool>, OracleError> {
+                Ok(vec![true; needed.len() - 1])
+            }
+        }
+        let (graph, mut plan) = five_sources_kept();
+        let err = reconcile_partitions(&graph, &mut plan, &mut Short, ASK_CHUNK)
+            .expect_err("four answers for five partitions");
+        assert!(
+            err.to_string().contains("4 answers for 5 partitions"),
+            "{err}"
+        );
     }
 }

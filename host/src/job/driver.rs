@@ -4,7 +4,6 @@
 //! sink output would be duplicated, in which case the run stops with an
 //! error.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -1236,7 +1235,7 @@ impl PartitionOracle for Restore<'_> {
     fn available(
         &mut self,
         needed: &[PartitionRef],
-    ) -> Result<BTreeSet<PartitionRef>, crate::recovery::OracleError> {
+    ) -> Result<Vec<bool>, crate::recovery::OracleError> {
         let started = std::time::Instant::now();
         let answer = self.answer(needed);
         self.asked += needed.len();
@@ -1245,12 +1244,15 @@ impl PartitionOracle for Restore<'_> {
     }
 }
 
+/// How many of `answer` are `true`.
+fn count(answer: &[bool]) -> usize {
+    answer.iter().filter(|&&a| a).count()
+}
+
 impl Restore<'_> {
-    /// [`PartitionOracle::available`], untimed.
-    fn answer(
-        &mut self,
-        needed: &[PartitionRef],
-    ) -> Result<BTreeSet<PartitionRef>, crate::plugin::PluginError> {
+    /// [`PartitionOracle::available`], untimed: whether each of `needed`
+    /// survives, in order.
+    fn answer(&mut self, needed: &[PartitionRef]) -> Result<Vec<bool>, crate::plugin::PluginError> {
         let Some(cluster) = self.master.external_cluster() else {
             return self.oracle.ask(self.master.shuffle_master(), needed);
         };
@@ -1264,20 +1266,30 @@ impl Restore<'_> {
             .iter()
             .any(|p| crate::shuffle::is_object_location(&p.location))
         {
-            let (objects, local): (Vec<PartitionRef>, Vec<PartitionRef>) = needed
-                .iter()
-                .cloned()
-                .partition(|p| crate::shuffle::is_object_location(&p.location));
-            let mut found = self.oracle.ask(self.master.shuffle_master(), &objects)?;
+            let (objects, local): (Vec<usize>, Vec<usize>) = (0..needed.len())
+                .partition(|&i| crate::shuffle::is_object_location(&needed[i].location));
+            let of = |at: &[usize]| -> Vec<PartitionRef> {
+                at.iter().map(|&i| needed[i].clone()).collect()
+            };
+            let mut answer = vec![false; needed.len()];
+            let found = self
+                .oracle
+                .ask(self.master.shuffle_master(), &of(&objects))?;
             tracing::info!(
-                found = found.len(),
+                found = count(&found),
                 needed = objects.len(),
                 "partitions in object storage, as the shuffle master answered"
             );
-            if !local.is_empty() {
-                found.extend(self.answer_from_workers(&cluster, &local)?);
+            for (&i, there) in objects.iter().zip(found) {
+                answer[i] = there;
             }
-            return Ok(found);
+            if !local.is_empty() {
+                let found = self.answer_from_workers(&cluster, &of(&local))?;
+                for (&i, there) in local.iter().zip(found) {
+                    answer[i] = there;
+                }
+            }
+            return Ok(answer);
         }
         self.answer_from_workers(&cluster, needed)
     }
@@ -1288,7 +1300,7 @@ impl Restore<'_> {
         &mut self,
         cluster: &std::sync::Arc<crate::remote::Cluster>,
         needed: &[PartitionRef],
-    ) -> Result<BTreeSet<PartitionRef>, crate::plugin::PluginError> {
+    ) -> Result<Vec<bool>, crate::plugin::PluginError> {
         self.warn_outside_grants(needed);
         let shuffle = self.master.shuffle_master();
         let grants = shuffle.grants().clone();
@@ -1307,14 +1319,14 @@ impl Restore<'_> {
         // in embedded mode; the host then keeps only what a live worker
         // holds as the log recorded. The plugin's word alone never sends a
         // consumer to a worker.
-        let answered: Vec<PartitionRef> = self.oracle.ask(shuffle, needed)?.into_iter().collect();
-        let (held, holders) = held_by_workers(cluster, &grants, &answered);
-        let unheld: Vec<&PartitionRef> = answered.iter().filter(|p| !held.contains(*p)).collect();
-        if let Some(first) = unheld.first() {
+        let answered = self.oracle.ask(shuffle, needed)?;
+        let (held, holders) = held_by_workers(cluster, &grants, needed, &answered);
+        let mut unheld = (0..needed.len()).filter(|&i| answered[i] && !held[i]);
+        if let Some(first) = unheld.next().map(|i| &needed[i]) {
             tracing::warn!(
                 plugin = shuffle.name(),
                 "the shuffle master reports {} partition(s) that no live worker holds as the log recorded (the first at {}, subtask {} attempt {}); they count as missing",
-                unheld.len(),
+                1 + unheld.count(),
                 first.location.display(),
                 first.subtask,
                 first.attempt
@@ -1324,7 +1336,7 @@ impl Restore<'_> {
             cluster.adopt(attempt, &worker);
         }
         tracing::info!(
-            found = held.len(),
+            found = count(&held),
             needed = needed.len(),
             plugin = shuffle.name(),
             "partitions reported by workers, as the shuffle master answered"
@@ -1333,8 +1345,8 @@ impl Restore<'_> {
     }
 }
 
-/// With worker processes and a shuffle master of WIT 0.1.0, which of
-/// `needed` survive: those a worker that outlived the previous
+/// With worker processes and a shuffle master of WIT 0.1.0, whether each of
+/// `needed` survives: those a worker that outlived the previous
 /// coordinator reported holding at registration ([`held_by_workers`]). The
 /// host plays FLIP-383's job shuffle context and the shuffle master here:
 /// the workers' reports are the answer, checked against the coordinator's
@@ -1346,16 +1358,18 @@ fn reported_by_workers(
     grants: &crate::grant::Grants,
     needed: &[PartitionRef],
     wait: std::time::Duration,
-) -> BTreeSet<PartitionRef> {
+) -> Vec<bool> {
     let deadline = std::time::Instant::now() + wait;
+    let every = vec![true; needed.len()];
     loop {
-        let (found, holders) = held_by_workers(cluster, grants, needed);
-        if found.len() == needed.len() || std::time::Instant::now() >= deadline {
+        let (found, holders) = held_by_workers(cluster, grants, needed, &every);
+        let held = count(&found);
+        if held == needed.len() || std::time::Instant::now() >= deadline {
             for (attempt, worker) in holders {
                 cluster.adopt(attempt, &worker);
             }
             tracing::info!(
-                found = found.len(),
+                found = held,
                 needed = needed.len(),
                 "partitions reported by workers"
             );
@@ -1365,18 +1379,16 @@ fn reported_by_workers(
     }
 }
 
-/// Which of `candidates` a live worker reports holding with the producer
-/// attempt, edge, place (the shuffle master's location relative to its
-/// grant) and bytes per subpartition the log recorded, and which worker
-/// holds each.
+/// Whether a live worker reports holding each of `candidates` (those
+/// `considered`, the others `false`) with the producer attempt, edge, place
+/// (the shuffle master's location relative to its grant) and bytes per
+/// subpartition the log recorded, and which worker holds each.
 fn held_by_workers(
     cluster: &crate::remote::Cluster,
     grants: &crate::grant::Grants,
     candidates: &[PartitionRef],
-) -> (
-    BTreeSet<PartitionRef>,
-    Vec<(crate::graph::AttemptId, String)>,
-) {
+    considered: &[bool],
+) -> (Vec<bool>, Vec<(crate::graph::AttemptId, String)>) {
     let reports = cluster.reported_partitions();
     // Reports by (producer attempt, edge), built once: looking each
     // candidate up in the whole list was quadratic (issue 29: 100 000
@@ -1386,9 +1398,12 @@ fn held_by_workers(
     for (i, (_, attempt, edge, ..)) in reports.iter().enumerate() {
         by_producer.entry((*attempt, *edge)).or_default().push(i);
     }
-    let mut found = BTreeSet::new();
+    let mut found = vec![false; candidates.len()];
     let mut holders = Vec::new();
-    for p in candidates {
+    for (i, p) in candidates.iter().enumerate() {
+        if !considered[i] {
+            continue;
+        }
         let Ok(dir) = grants.writable_dir(&p.location) else {
             continue;
         };
@@ -1406,7 +1421,7 @@ fn held_by_workers(
                 location.as_path() == dir.relative() && bytes.to_vec() == p.bytes_per_subpartition
             });
         if let Some((worker, ..)) = held {
-            found.insert(p.clone());
+            found[i] = true;
             holders.push((attempt, worker.clone()));
         }
     }

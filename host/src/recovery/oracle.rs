@@ -140,7 +140,8 @@ impl<'a> ShuffleOracle<'a> {
 }
 
 impl ShuffleOracle<'_> {
-    /// One round of [`PartitionOracle::available`], asking `shuffle`.
+    /// One round of [`PartitionOracle::available`], asking `shuffle`:
+    /// whether each of `needed` survives, in order.
     ///
     /// # Errors
     /// None today: an error of the shuffle master inside the wait is asked
@@ -150,14 +151,14 @@ impl ShuffleOracle<'_> {
         &mut self,
         shuffle: &mut ShuffleMaster,
         needed: &[PartitionRef],
-    ) -> Result<BTreeSet<PartitionRef>, PluginError> {
+    ) -> Result<Vec<bool>, PluginError> {
         let started = *self.started.get_or_insert_with(Instant::now);
         // Partitions without a final answer yet, as indices into `needed`
         // (neither found nor reported with another location or size: a
         // report of a changed partition is final, waiting longer cannot
         // make it whole).
         let mut pending: Vec<usize> = (0..needed.len()).collect();
-        let mut found: BTreeSet<PartitionRef> = BTreeSet::new();
+        let mut found = vec![false; needed.len()];
         let mut pause = POLL;
         let mut failures: u32 = 0;
         loop {
@@ -178,9 +179,7 @@ impl ShuffleOracle<'_> {
                             match answered[slot] {
                                 None => still.push(i),
                                 Some(r) => {
-                                    if self.survives(&needed[i], &reported[r]) {
-                                        found.insert(needed[i].clone());
-                                    }
+                                    found[i] = self.survives(&needed[i], &reported[r]);
                                 }
                             }
                         }
@@ -212,7 +211,7 @@ impl ShuffleOracle<'_> {
                 if failures > 0 {
                     tracing::info!(
                         failures,
-                        found = found.len(),
+                        found = found.iter().filter(|&&f| f).count(),
                         needed = needed.len(),
                         "partition reports after retries"
                     );

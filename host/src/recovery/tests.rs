@@ -160,15 +160,11 @@ struct Shuffle {
 }
 
 impl PartitionOracle for Shuffle {
-    fn available(
-        &mut self,
-        needed: &[PartitionRef],
-    ) -> Result<BTreeSet<PartitionRef>, OracleError> {
+    fn available(&mut self, needed: &[PartitionRef]) -> Result<Vec<bool>, OracleError> {
         self.asked.push(needed.to_vec());
         Ok(needed
             .iter()
-            .filter(|p| !self.missing.iter().any(|m| p.location.ends_with(m)))
-            .cloned()
+            .map(|p| !self.missing.iter().any(|m| p.location.ends_with(m)))
             .collect())
     }
 }
@@ -203,10 +199,7 @@ impl<'a> Target<'a> {
 }
 
 impl PartitionOracle for Target<'_> {
-    fn available(
-        &mut self,
-        needed: &[PartitionRef],
-    ) -> Result<BTreeSet<PartitionRef>, OracleError> {
+    fn available(&mut self, needed: &[PartitionRef]) -> Result<Vec<bool>, OracleError> {
         assert!(
             self.restored.is_some(),
             "the shuffle master is restored first"

@@ -1895,13 +1895,10 @@ struct Target<'a> {
 }
 
 impl PartitionOracle for Target<'_> {
-    fn available(
-        &mut self,
-        needed: &[PartitionRef],
-    ) -> Result<BTreeSet<PartitionRef>, OracleError> {
+    fn available(&mut self, needed: &[PartitionRef]) -> Result<Vec<bool>, OracleError> {
         Ok(needed
             .iter()
-            .filter(|p| {
+            .map(|p| {
                 self.disk
                     .get(&p.location.to_string_lossy().into_owned())
                     .is_some_and(|parts| {
@@ -1909,7 +1906,6 @@ impl PartitionOracle for Target<'_> {
                             == p.bytes_per_subpartition
                     })
             })
-            .cloned()
             .collect())
     }
 }
