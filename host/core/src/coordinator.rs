@@ -29,7 +29,7 @@
 //! assigned since are "ghosts" it would hand out again (dropped when it
 //! does), splits it believes assigned that no reader holds go back to it.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use crate::history::{CoordinatorSnapshot, ReaderState};
 use crate::value::{SplitData, SplitPayloadData};
@@ -184,9 +184,14 @@ pub struct SourceCoordinator<E: Enumerator> {
     readers: Vec<ReaderState>,
     waiting: BTreeSet<u32>,
     /// The history as it was when the enumerator's last batch snapshot was
-    /// taken (or restored; empty for a fresh enumerator): what a store
-    /// rebuilt after a trap knows about.
-    at_snapshot: Vec<ReaderState>,
+    /// taken (or restored; empty for a fresh enumerator) — what a store
+    /// rebuilt after a trap knows about — kept as the difference from
+    /// `readers`: the splits assigned then to each reader whose assignment
+    /// changed since, as they were; any other reader's are its current
+    /// ones ([`SourceCoordinator::at_snapshot`]). Issue 29: a whole copy of
+    /// the history per restore and per snapshot was an eighth of a
+    /// million-vertex restart's memory, and is needed only after a trap.
+    changed_since_snapshot: BTreeMap<u32, Vec<SplitData>>,
     /// Ids in `ghosts` when the last snapshot was taken.
     ghosts_at_snapshot: BTreeSet<String>,
     /// Splits the enumerator holds as unassigned although the history says
@@ -299,7 +304,7 @@ impl<E: Enumerator> SourceCoordinator<E> {
         Self {
             vertex: vertex.to_string(),
             enumerator,
-            at_snapshot: readers.clone(),
+            changed_since_snapshot: BTreeMap::new(),
             readers,
             waiting: BTreeSet::new(),
             ghosts_at_snapshot: BTreeSet::new(),
@@ -387,6 +392,29 @@ impl<E: Enumerator> SourceCoordinator<E> {
         }
     }
 
+    /// The splits reader `subtask` was assigned when the enumerator's last
+    /// batch snapshot was taken (or restored; none for a fresh one).
+    fn at_snapshot(&self, subtask: u32) -> &[SplitData] {
+        match self.changed_since_snapshot.get(&subtask) {
+            Some(then) => then,
+            None => self
+                .readers
+                .get(subtask as usize)
+                .map_or(&[], |r| &r.assigned),
+        }
+    }
+
+    /// Reader `subtask`'s assignment is about to change: what it was at the
+    /// last snapshot is kept, the first time it changes since.
+    fn changing(&mut self, subtask: u32) {
+        let readers = &self.readers;
+        if let Some(r) = readers.get(subtask as usize) {
+            self.changed_since_snapshot
+                .entry(subtask)
+                .or_insert_with(|| r.assigned.clone());
+        }
+    }
+
     /// Reconciles a store rebuilt after a fault with the host's
     /// split-assignment history. The rebuilt enumerator knows the history
     /// as of its last snapshot (`at_snapshot`; nothing for a fresh
@@ -403,9 +431,9 @@ impl<E: Enumerator> SourceCoordinator<E> {
             .collect();
         let mut known = BTreeSet::new();
         let mut missing: Vec<(u32, Vec<SplitData>)> = Vec::new();
-        for (subtask, r) in self.at_snapshot.iter().enumerate() {
+        for subtask in 0..self.readers.len() as u32 {
             let mut back = Vec::new();
-            for split in &r.assigned {
+            for split in self.at_snapshot(subtask) {
                 known.insert(split.id.clone());
                 // A ghost at snapshot time is still held by the enumerator.
                 if !current.contains(&split.id) && !self.ghosts_at_snapshot.contains(&split.id) {
@@ -413,7 +441,7 @@ impl<E: Enumerator> SourceCoordinator<E> {
                 }
             }
             if !back.is_empty() {
-                missing.push((subtask as u32, back));
+                missing.push((subtask, back));
             }
         }
         self.ghosts = current
@@ -489,6 +517,7 @@ impl<E: Enumerator> SourceCoordinator<E> {
                             ),
                         ));
                     }
+                    self.changing(subtask);
                     if let Some(r) = self.readers.get_mut(subtask as usize) {
                         r.assigned.extend(kept);
                     }
@@ -604,6 +633,7 @@ impl<E: Enumerator> SourceCoordinator<E> {
     ///
     /// [`CoordinatorError::Plugin`] if the enumerator fails.
     pub fn reset_subtask(&mut self, subtask: u32) -> Result<usize, CoordinatorError<E::Error>> {
+        self.changing(subtask);
         let r = std::mem::take(&mut self.readers[subtask as usize]);
         self.waiting.remove(&subtask);
         self.ended.remove(&subtask);
@@ -764,7 +794,7 @@ impl<E: Enumerator> SourceCoordinator<E> {
         let Some(enumerator) = self.call(true, |e| e.snapshot_state(-1))? else {
             return Ok(None);
         };
-        self.at_snapshot = self.readers.clone();
+        self.changed_since_snapshot.clear();
         self.ghosts_at_snapshot = self.ghosts.clone();
         self.rebuilt_without_progress = false;
         if !self.ghosts.is_empty() {
