@@ -201,11 +201,15 @@ impl JobMasterCore {
         self.sched.is_current(attempt)
     }
 
-    /// What can go ahead now ([`Scheduling::schedule`]): initializations,
-    /// enumerators, deployments.
-    pub fn schedule(&mut self) -> Vec<Action> {
+    /// What can go ahead now ([`Scheduling::schedule_at_most`]):
+    /// initializations, enumerators, and at most `room` deployments — the
+    /// driver's free task slots ([`room`]), so that what cannot run yet
+    /// stays created in the graph instead of queued in an executor (Flink
+    /// deploys an execution vertex once it has a slot; Spark offers a task
+    /// to a free core).
+    pub fn schedule(&mut self, room: usize) -> Vec<Action> {
         self.sched
-            .schedule()
+            .schedule_at_most(room)
             .into_iter()
             .map(Action::Schedule)
             .collect()
@@ -254,9 +258,10 @@ impl JobMasterCore {
     /// the driver tried to place them, [`JobMasterCore::overdue`] says
     /// whether one of those still waiting waited too long (a worker that
     /// registered just before the deadline places its vertex first).
-    pub fn tick(&mut self) -> Vec<Action> {
+    /// `room`: as for [`JobMasterCore::schedule`].
+    pub fn tick(&mut self, room: usize) -> Vec<Action> {
         if self.placement.is_waiting() {
-            self.schedule()
+            self.schedule(room)
         } else {
             Vec::new()
         }
@@ -363,6 +368,16 @@ impl JobMasterCore {
         let resets = self.sched.deploy_failed(attempt, reason);
         scheduled(resets)
     }
+}
+
+/// How many more attempts a driver hands its executor now: two per task
+/// slot (one running, one queued, so that a slot does not idle while the
+/// JobMaster's loop deploys its next attempt) less the `running` ones; with
+/// no slot at all (no worker registered yet) one, which then waits for a
+/// worker under the slot request timeout.
+pub fn room(slots: u64, running: usize) -> usize {
+    let slots = usize::try_from(slots).unwrap_or(usize::MAX);
+    slots.saturating_mul(2).max(1).saturating_sub(running)
 }
 
 /// The bookkeeping's `effects` as actions.

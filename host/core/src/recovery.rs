@@ -95,11 +95,14 @@ pub trait RecoveryTarget: PartitionOracle {
 
     /// Step 7: installs the plan (kept attempts, restored enumerators,
     /// recorded resets, released partitions) before anything is scheduled.
+    /// It may take the kept attempts' partitions out of `plan.kept` (moved
+    /// into the execution graph, issue 29: not copied); the plan recovery
+    /// returns is the one applied, as the target left it.
     ///
     /// # Errors
     /// The target's, when a reset cannot be recorded or an enumerator
     /// cannot be restored.
-    fn apply(&mut self, plan: &RecoveryPlan) -> Result<(), Self::Error>;
+    fn apply(&mut self, plan: &mut RecoveryPlan) -> Result<(), Self::Error>;
 }
 
 /// Recovers `graph`'s job from the events of its log into `target`: the
@@ -174,7 +177,7 @@ fn steps_1_to_5<'a, T: RecoveryTarget>(
         // nothing reads a partition or asks an enumerator again.
         let mut plan = keep_finished(replayed);
         mark_unfinished(&mut plan);
-        target.apply(&plan)?;
+        target.apply(&mut plan)?;
         return Ok(Steps::Finished(plan));
     }
     // Step 3: finishes that no snapshot reflects run again.
@@ -204,7 +207,7 @@ fn steps_6_and_7<T: RecoveryTarget>(
     reconcile_partitions(graph, &mut plan, target, ASK_CHUNK)?;
     mark_unfinished(&mut plan);
     // Step 7: install the plan.
-    target.apply(&plan)?;
+    target.apply(&mut plan)?;
     Ok(plan)
 }
 

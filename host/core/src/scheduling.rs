@@ -14,7 +14,7 @@
 //! managers; the rules are Flink's (region failover on blocking edges,
 //! FLIP-383's restart of a non-snapshotting source once).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use coordhost_model::graph::{
     AttemptId, DistributionPattern, ExecutionGraph, ExecutionState, Parallelism, ProducedPartition,
@@ -81,16 +81,55 @@ pub struct Scheduling {
     /// recovery: the first later reset of one of their subtasks resets all
     /// of them ([`plan::restart_all_once`]).
     restart_all_once: BTreeMap<usize, ResetReason>,
+    /// The execution vertices in state `Created`, as (position of the job
+    /// vertex in the job's topological order, subtask): what
+    /// [`Scheduling::schedule_at_most`] offers, without looking at every
+    /// execution vertex of the job on each call (issue 29: a million of
+    /// them, after each finish). Kept by every transition into and out of
+    /// `Created` here; an entry whose vertex is no longer created is dropped
+    /// when met.
+    created: BTreeSet<(usize, u32)>,
+    /// Per job vertex, its position in `graph.job.order`.
+    position: Vec<usize>,
 }
 
 impl Scheduling {
-    /// Bookkeeping of a run where nothing has happened yet.
+    /// Bookkeeping of a run where nothing has happened yet (the execution
+    /// vertices `graph` already holds in state `Created` are offered).
     pub fn new(graph: ExecutionGraph, max_attempts: u32) -> Self {
+        let mut position = vec![0; graph.job.vertices.len()];
+        for (at, &v) in graph.job.order.iter().enumerate() {
+            position[v] = at;
+        }
+        let created = graph
+            .job
+            .order
+            .iter()
+            .enumerate()
+            .flat_map(|(at, &v)| {
+                graph.vertices[v]
+                    .executions
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| e.state == ExecutionState::Created)
+                    .map(move |(s, _)| (at, s as u32))
+            })
+            .collect();
         Self {
             graph,
             max_attempts,
             restart_all_once: BTreeMap::new(),
+            created,
+            position,
         }
+    }
+
+    /// Initializes vertex `v` with `init` in the graph: its execution
+    /// vertices are created.
+    fn initialize(&mut self, v: usize, init: VertexInit) {
+        let at = self.position[v];
+        self.created.extend((0..init.parallelism).map(|s| (at, s)));
+        self.graph.initialize(v, init);
     }
 
     /// The attempts an execution vertex may start.
@@ -113,28 +152,50 @@ impl Scheduling {
     /// enumerator is asked for, and each created execution vertex is
     /// offered for deployment.
     pub fn schedule(&mut self) -> Vec<Effect> {
+        self.schedule_at_most(usize::MAX)
+    }
+
+    /// [`Scheduling::schedule`], offering at most `room` execution vertices
+    /// for deployment (the first in topological order, then subtask
+    /// order): the executor's free slots (issue 29: a recovered job of a
+    /// million execution vertices handed every one of them to a thread
+    /// pool's queue at once). The others stay created and are offered by a
+    /// later call. Initializations and enumerators are not limited.
+    pub fn schedule_at_most(&mut self, room: usize) -> Vec<Effect> {
         let mut out = Vec::new();
-        for i in 0..self.graph.job.order.len() {
-            let v = self.graph.job.order[i];
+        let mut offered = 0;
+        for at in 0..self.graph.job.order.len() {
+            let v = self.graph.job.order[at];
             if !self.graph.inputs_finished(v) {
                 continue;
             }
             if self.graph.vertices[v].init.is_none() {
                 let init = self.decide_init(v);
-                self.graph.initialize(v, init.clone());
+                self.initialize(v, init.clone());
                 out.push(Effect::Initialized { vertex: v, init });
             }
             if self.graph.job.vertices[v].source.is_some() {
                 out.push(Effect::NeedEnumerator(v));
             }
-            for (s, e) in self.graph.vertices[v].executions.iter().enumerate() {
-                if e.state == ExecutionState::Created {
-                    out.push(Effect::Deploy(AttemptId {
-                        vertex: v,
-                        subtask: s as u32,
-                        attempt: e.attempt,
-                    }));
+            let mut gone = Vec::new();
+            for &(_, s) in self.created.range((at, 0)..=(at, u32::MAX)) {
+                if offered >= room {
+                    break;
                 }
+                match self.graph.vertices[v].executions.get(s as usize) {
+                    Some(e) if e.state == ExecutionState::Created => {
+                        out.push(Effect::Deploy(AttemptId {
+                            vertex: v,
+                            subtask: s,
+                            attempt: e.attempt,
+                        }));
+                        offered += 1;
+                    }
+                    _ => gone.push((at, s)),
+                }
+            }
+            for key in gone {
+                self.created.remove(&key);
             }
         }
         out
@@ -184,6 +245,8 @@ impl Scheduling {
         let e = &mut self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize];
         e.state = ExecutionState::Running;
         e.attempts_started += 1;
+        self.created
+            .remove(&(self.position[attempt.vertex], attempt.subtask));
     }
 
     /// Whether the finish of `attempt` completes its job vertex (every
@@ -408,6 +471,8 @@ impl Scheduling {
         let e = &mut self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize];
         e.attempt += 1;
         e.state = ExecutionState::Created;
+        self.created
+            .insert((self.position[attempt.vertex], attempt.subtask));
         out.push(Effect::Reset {
             attempt,
             reason,
@@ -422,16 +487,18 @@ impl Scheduling {
     /// partitions, reset ones created under the attempt number the plan
     /// gives them, and the sources to restart once. The driver records the
     /// resets, restores the enumerators and releases what the plan
-    /// releases.
-    pub fn install(&mut self, plan: &RecoveryPlan) {
+    /// releases. The kept executions' partitions are moved out of the plan
+    /// into the graph (issue 29: a million of them were copied).
+    pub fn install(&mut self, plan: &mut RecoveryPlan) {
         for (v, init) in &plan.initialized {
-            self.graph.initialize(*v, init.clone());
+            self.initialize(*v, init.clone());
         }
-        for (&(v, s), exec) in &plan.kept {
+        for (&(v, s), exec) in &mut plan.kept {
             let e = &mut self.graph.vertices[v].executions[s as usize];
             e.attempt = exec.attempt;
             e.state = ExecutionState::Finished;
-            e.partitions = exec.partitions.clone();
+            e.partitions = std::mem::take(&mut exec.partitions);
+            self.created.remove(&(self.position[v], s));
         }
         for &(v, s) in plan.reset.keys() {
             if let Some(e) = self.graph.vertices[v].executions.get_mut(s as usize) {

@@ -1504,7 +1504,7 @@ impl RecoveryTarget for Restore<'_> {
         }
     }
 
-    fn apply(&mut self, plan: &RecoveryPlan) -> Result<(), JobError> {
+    fn apply(&mut self, plan: &mut RecoveryPlan) -> Result<(), JobError> {
         self.master.apply_recovery(plan, self.sink)
     }
 }

@@ -232,7 +232,7 @@ impl RecoveryTarget for Target<'_> {
         self.restored_enumerators.push((vertex, snapshot));
         Ok(true)
     }
-    fn apply(&mut self, plan: &RecoveryPlan) -> Result<(), RecoveryError> {
+    fn apply(&mut self, plan: &mut RecoveryPlan) -> Result<(), RecoveryError> {
         self.applied = Some(plan.clone());
         Ok(())
     }

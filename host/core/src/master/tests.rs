@@ -96,7 +96,7 @@ fn record(c: &mut JobMasterCore, actions: Vec<Action>) {
 
 /// Schedules and starts every offered attempt; returns them.
 fn start_offered(c: &mut JobMasterCore) -> Vec<AttemptId> {
-    let started = deploys(&c.schedule());
+    let started = deploys(&c.schedule(usize::MAX));
     for &a in &started {
         c.sched.started(a);
     }
@@ -225,7 +225,10 @@ fn a_failed_attempt_is_told_reset_and_deployed_again_until_its_last_attempt_fail
         assert_eq!(resets(&out), vec![(at(0, 1, attempt), "failover")]);
         // Nothing is deployed with the decision: the driver schedules next.
         assert!(deploys(&out).is_empty());
-        assert_eq!(deploys(&c.schedule()), vec![at(0, 1, attempt + 1)]);
+        assert_eq!(
+            deploys(&c.schedule(usize::MAX)),
+            vec![at(0, 1, attempt + 1)]
+        );
         c.sched.started(at(0, 1, attempt + 1));
     }
     let out = c.step(
@@ -291,7 +294,7 @@ fn invalid_data_fails_the_job_at_once_and_a_stale_failure_is_ignored() {
 fn a_refused_deploy_runs_again_elsewhere_without_costing_an_attempt() {
     let mut c = core(Duration::ZERO);
     let a = at(0, 0, 0);
-    assert!(deploys(&c.schedule()).contains(&a));
+    assert!(deploys(&c.schedule(usize::MAX)).contains(&a));
     let Place::On { worker, .. } = c
         .placement
         .place((0, 0), Duration::ZERO, |_| Some("w1".to_owned()))
@@ -316,7 +319,7 @@ fn a_refused_deploy_runs_again_elsewhere_without_costing_an_attempt() {
         reason,
         &failover("not placed: worker `w1` refused the Deploy")
     );
-    assert!(deploys(&c.schedule()).contains(&at(0, 0, 1)));
+    assert!(deploys(&c.schedule(usize::MAX)).contains(&at(0, 0, 1)));
     assert_eq!(c.graph().vertices[0].executions[0].attempts_started, 0);
     // Its next attempt (waiting since the refusal) avoids w1 while another
     // worker is alive.
@@ -370,29 +373,29 @@ fn a_lost_worker_resets_the_finished_producers_whose_output_is_still_needed() {
         },
     );
     assert_eq!(resets(&out), vec![(at(0, 1, 0), "failover")]);
-    assert_eq!(deploys(&c.schedule()), vec![at(0, 1, 1)]);
+    assert_eq!(deploys(&c.schedule(usize::MAX)), vec![at(0, 1, 1)]);
 }
 
 #[test]
 fn a_tick_offers_waiting_vertices_again_and_one_placed_at_the_deadline_is_not_overdue() {
     let mut c = core(Duration::ZERO);
     // Nothing waits: a tick does nothing, and nothing is overdue.
-    assert_eq!(c.tick(), Vec::new());
+    assert_eq!(c.tick(usize::MAX), Vec::new());
     assert_eq!(c.overdue(Duration::from_secs(60)), None);
-    for a in deploys(&c.schedule()) {
+    for a in deploys(&c.schedule(usize::MAX)) {
         assert!(matches!(
             c.placement
                 .place((a.vertex, a.subtask), Duration::ZERO, |_| None),
             Place::NoWorker { .. }
         ));
     }
-    assert_eq!(deploys(&c.tick()), vec![at(0, 0, 0), at(0, 1, 0)]);
+    assert_eq!(deploys(&c.tick(usize::MAX)), vec![at(0, 0, 0), at(0, 1, 0)]);
     assert_eq!(c.overdue(Duration::from_secs(1)), None);
     // At the deadline a worker has registered for subtask 1 only: the tick
     // offers both, the driver places subtask 1, and only subtask 0 is
     // overdue.
     let deadline = Duration::from_secs(5);
-    for a in deploys(&c.tick()) {
+    for a in deploys(&c.tick(usize::MAX)) {
         let worker = (a.subtask == 1).then(|| "w1".to_owned());
         c.placement
             .place((a.vertex, a.subtask), deadline, |_| worker.clone());

@@ -26,8 +26,14 @@ impl JobMaster {
     /// created execution whose inputs are finished (decided by
     /// [`JobMasterCore::schedule`](coordhost_core::master::JobMasterCore::schedule)).
     pub(super) fn schedule(&mut self, events: &mut dyn JobEventSink) -> Result<(), JobError> {
-        let actions = self.core.schedule();
+        let actions = self.core.schedule(self.room());
         self.carry_out(actions, None, events)
+    }
+
+    /// How many more attempts the executor is handed now
+    /// (`coordhost_core::master::room`: two per slot, less those running).
+    pub(super) fn room(&self) -> usize {
+        coordhost_core::master::room(self.executor.slots(), self.running)
     }
 
     pub(super) fn start_coordinator(&mut self, v: usize) -> Result<(), JobError> {

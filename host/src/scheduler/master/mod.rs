@@ -409,7 +409,7 @@ impl JobMaster {
     /// The master must then not be run.
     pub fn apply_recovery(
         &mut self,
-        plan: &RecoveryPlan,
+        plan: &mut RecoveryPlan,
         events: &mut dyn JobEventSink,
     ) -> Result<(), JobError> {
         self.core.sched.install(plan);
@@ -818,7 +818,7 @@ impl JobMaster {
                 // Time passed: what waits for a worker is offered again
                 // (`JobMasterCore::tick`), then has it waited too long?
                 None => {
-                    let actions = self.core.tick();
+                    let actions = self.core.tick(self.room());
                     self.carry_out(actions, None, events)?;
                     if let Some(failure) = self.core.overdue(self.clock.now()) {
                         return Err(self.job_failure(failure, None));
