@@ -107,6 +107,50 @@ pub enum EnumeratorStart {
     Fresh,
 }
 
+/// The highest attempt number recorded per execution vertex
+/// ([`RecoveryPlan::highest_attempt`]), per job vertex one number per
+/// subtask (issue 29: four bytes an execution vertex, where a map entry
+/// per execution vertex took forty).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HighestAttempts {
+    /// Per job vertex, per subtask: the highest attempt number plus one, or
+    /// 0 when none is recorded.
+    next: BTreeMap<usize, Vec<u32>>,
+}
+
+impl HighestAttempts {
+    fn slot(&mut self, (v, s): ExecutionKey) -> &mut u32 {
+        let subtasks = self.next.entry(v).or_default();
+        if subtasks.len() <= s as usize {
+            subtasks.resize(s as usize + 1, 0);
+        }
+        &mut subtasks[s as usize]
+    }
+
+    /// Attempt `attempt` of `key` may have run: the highest is at least it.
+    pub fn raise(&mut self, key: ExecutionKey, attempt: u32) {
+        let next = self.slot(key);
+        *next = (*next).max(attempt.saturating_add(1));
+    }
+
+    /// `key` was reset: its next attempt, one above the highest so far (0
+    /// when none is recorded), may have run.
+    pub fn bump(&mut self, key: ExecutionKey) {
+        let next = self.slot(key);
+        *next = (*next).max(1).saturating_add(1);
+    }
+
+    /// The attempt number above every recorded one of `key` (0 when none
+    /// is recorded).
+    pub fn next(&self, (v, s): ExecutionKey) -> u32 {
+        self.next
+            .get(&v)
+            .and_then(|subtasks| subtasks.get(s as usize))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
 /// The decision of a recovery.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecoveryPlan {
@@ -140,7 +184,7 @@ pub struct RecoveryPlan {
     /// recorded reset (a reset makes the next attempt, which may have run
     /// and written partitions before a crash). A re-run uses a higher one,
     /// so an attempt number is never used twice for one execution vertex.
-    pub highest_attempt: BTreeMap<ExecutionKey, u32>,
+    pub highest_attempt: HighestAttempts,
     /// Events replayed.
     pub replayed: usize,
 }
@@ -148,7 +192,7 @@ pub struct RecoveryPlan {
 impl RecoveryPlan {
     /// The attempt number a re-run of `key` uses: above every recorded one.
     pub fn next_attempt(&self, key: ExecutionKey) -> u32 {
-        self.highest_attempt.get(&key).map_or(0, |a| a + 1)
+        self.highest_attempt.next(key)
     }
 
     /// The decision as the `RecoveryFinished` event records it (docs/recovery.md step 7).
@@ -246,4 +290,29 @@ pub fn restart_source(
         }
     }
     resets
+}
+
+#[cfg(test)]
+mod highest_attempts_tests {
+    use super::HighestAttempts;
+
+    #[test]
+    fn the_next_attempt_is_above_every_recorded_one_and_each_reset_adds_one() {
+        let mut h = HighestAttempts::default();
+        assert_eq!(h.next((0, 3)), 0, "nothing recorded");
+        h.raise((0, 3), 0);
+        assert_eq!(h.next((0, 3)), 1, "attempt 0 may have run");
+        assert_eq!(h.next((0, 2)), 0, "a subtask below it stays unrecorded");
+        h.raise((0, 3), 4);
+        h.raise((0, 3), 2);
+        assert_eq!(h.next((0, 3)), 5);
+        h.bump((0, 3));
+        assert_eq!(h.next((0, 3)), 6, "the reset's attempt 5 may have run");
+        h.bump((1, 0));
+        assert_eq!(
+            h.next((1, 0)),
+            2,
+            "a reset with nothing before: attempt 1 may have run"
+        );
+    }
 }

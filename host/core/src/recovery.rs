@@ -439,7 +439,7 @@ impl<'a> Fold<'a> {
         let decided = vertex_init(graph, v, init)?;
         // Durable before any subtask deploys: attempt 0 may have run.
         for s in 0..decided.parallelism {
-            raise(&mut self.plan.highest_attempt, (v, s), 0);
+            self.plan.highest_attempt.raise((v, s), 0);
         }
         if self.inits.insert(v, decided.clone()).is_none() {
             self.plan.initialized.push((v, decided));
@@ -498,7 +498,7 @@ impl<'a> Fold<'a> {
                 done.shuffle_snapshot.map(Cow::Owned),
             ),
         };
-        raise(&mut self.plan.highest_attempt, (v, s), attempt);
+        self.plan.highest_attempt.raise((v, s), attempt);
         self.finished.insert(
             (v, s),
             Finished {
@@ -569,8 +569,7 @@ impl<'a> Fold<'a> {
     /// deploys; a recovery's resets before `RecoveryFinished` is.
     fn reset(&mut self, key: ExecutionKey) {
         self.finished.remove(&key);
-        let highest = self.plan.highest_attempt.entry(key).or_insert(0);
-        *highest = highest.saturating_add(1);
+        self.plan.highest_attempt.bump(key);
     }
 
     fn into_replayed(self) -> Replayed<'a> {
@@ -635,11 +634,6 @@ fn distrust_unsnapshotted(graph: &JobGraph, replayed: &mut Replayed<'_>) {
             .reset
             .insert(key, ResetReason::RecoveryNotInSnapshot);
     }
-}
-
-fn raise(highest: &mut BTreeMap<ExecutionKey, u32>, key: ExecutionKey, attempt: u32) {
-    let entry = highest.entry(key).or_insert(attempt);
-    *entry = (*entry).max(attempt);
 }
 
 /// The job graph's names looked up without a scan per record: job vertex

@@ -395,7 +395,7 @@ fn a_recovery_plan_offers_only_what_it_does_not_keep() {
         },
     );
     plan.reset.insert((0, 0), failover("lost"));
-    plan.highest_attempt.insert((0, 0), 3);
+    plan.highest_attempt.raise((0, 0), 3);
     s.install(&mut plan);
     assert_eq!(deploys(&s.schedule_at_most(5)), vec![at(0, 0, 4)]);
 }
