@@ -956,25 +956,35 @@ impl JobEvent {
     /// The postcard error; it cannot happen for these types short of
     /// running out of memory.
     pub fn encode_payload(&self) -> Result<Vec<u8>, postcard::Error> {
+        self.encode_payload_after(Vec::new())
+    }
+
+    /// [`JobEvent::encode_payload`], appended to `out` (the writer puts a
+    /// frame's head before it and seals the frame in place:
+    /// `format::seal_frame`).
+    ///
+    /// # Errors
+    /// As [`JobEvent::encode_payload`].
+    pub fn encode_payload_after(&self, out: Vec<u8>) -> Result<Vec<u8>, postcard::Error> {
         match self {
-            Self::JobStarted(e) => postcard::to_stdvec(e),
-            Self::JobVertexInitialized(e) => postcard::to_stdvec(e),
+            Self::JobStarted(e) => postcard::to_extend(e, out),
+            Self::JobVertexInitialized(e) => postcard::to_extend(e, out),
             Self::ExecutionFinished(e) => match e.version() {
-                1 => postcard::to_stdvec(&e.to_v1()),
-                2 => postcard::to_stdvec(&e.to_v2()),
-                _ => postcard::to_stdvec(e),
+                1 => postcard::to_extend(&e.to_v1(), out),
+                2 => postcard::to_extend(&e.to_v2(), out),
+                _ => postcard::to_extend(e, out),
             },
-            Self::ExecutionsReset(e) => postcard::to_stdvec(e),
-            Self::SinkCommitted(e) => postcard::to_stdvec(e),
-            Self::RecoveryStarted(e) => postcard::to_stdvec(e),
-            Self::RecoveryFinished(e) => postcard::to_stdvec(e),
-            Self::LeaderElected(e) => postcard::to_stdvec(e),
-            Self::JobFinished(e) => postcard::to_stdvec(e),
-            Self::JobFailed(e) => postcard::to_stdvec(e),
-            Self::JobCancelled(e) => postcard::to_stdvec(e),
+            Self::ExecutionsReset(e) => postcard::to_extend(e, out),
+            Self::SinkCommitted(e) => postcard::to_extend(e, out),
+            Self::RecoveryStarted(e) => postcard::to_extend(e, out),
+            Self::RecoveryFinished(e) => postcard::to_extend(e, out),
+            Self::LeaderElected(e) => postcard::to_extend(e, out),
+            Self::JobFinished(e) => postcard::to_extend(e, out),
+            Self::JobFailed(e) => postcard::to_extend(e, out),
+            Self::JobCancelled(e) => postcard::to_extend(e, out),
             Self::StagesPlanned(e) => match e.version() {
-                1 => postcard::to_stdvec(&e.to_v1()),
-                _ => postcard::to_stdvec(e),
+                1 => postcard::to_extend(&e.to_v1(), out),
+                _ => postcard::to_extend(e, out),
             },
         }
     }

@@ -266,30 +266,39 @@ impl EventLogWriter {
     /// [`EventsError::RecordTooLarge`] / [`EventsError::Encode`] if the
     /// event does not fit a record (nothing is buffered then).
     pub fn append(&self, event: &JobEvent) -> Result<Sequence, EventsError> {
-        let payload = event
-            .encode_payload()
+        // The frame is made where the payload is encoded (issue 29: a large
+        // payload is not copied into a second buffer).
+        let frame = event
+            .encode_payload_after(vec![0; format::FRAME_HEAD_LEN])
             .map_err(|source| EventsError::Encode {
                 kind_name: event.kind_name(),
                 source,
             })?;
-        if payload.len() > format::MAX_PAYLOAD_LEN as usize {
+        let len = frame.len() - format::FRAME_HEAD_LEN;
+        if len > format::MAX_PAYLOAD_LEN as usize {
             return Err(EventsError::RecordTooLarge {
                 kind_name: event.kind_name(),
-                len: payload.len(),
+                len,
                 max: format::MAX_PAYLOAD_LEN,
             });
         }
+        let frame = format::seal_frame(frame, event.kind_id(), event.schema_version());
         let (sequence, full) = {
             let mut state = self.shared.lock_state();
             if let Some(failure) = &state.failure {
                 return Err(self.shared.failed(failure));
             }
-            format::encode_frame(
-                &mut state.buffer,
-                event.kind_id(),
-                event.schema_version(),
-                &payload,
-            );
+            if state.buffer.is_empty() {
+                state.buffer = frame;
+            } else {
+                // Grown once to fit a large frame, not doubled past it.
+                if frame.len() > state.buffer.capacity() - state.buffer.len()
+                    && frame.len() >= self.buffer_limit
+                {
+                    state.buffer.reserve_exact(frame.len());
+                }
+                state.buffer.extend_from_slice(&frame);
+            }
             let sequence = Sequence(state.next);
             state.next += 1;
             (sequence, state.buffer.len() >= self.buffer_limit)

@@ -499,8 +499,9 @@ impl JobEventSink for EventRecorder {
         _vertex: &str,
         attempt: AttemptId,
         partitions: &[ProducedPartition],
-        snapshots: &BatchSnapshots,
+        snapshots: BatchSnapshots,
     ) -> Result<(), RecordingError> {
+        let taken = !snapshots.is_empty();
         let whole = snapshots
             .coordinators
             .iter()
@@ -526,12 +527,12 @@ impl JobEventSink for EventRecorder {
                 })
                 .collect(),
             enumerator_snapshots,
-            shuffle_snapshot: snapshots.shuffle.as_ref().map(|s| ShuffleSnapshot {
+            shuffle_snapshot: snapshots.shuffle.map(|s| ShuffleSnapshot {
                 incremental: s.incremental,
-                data: s.data.clone(),
+                data: s.data,
             }),
         });
-        if snapshots.is_empty() {
+        if !taken {
             self.append(&event)
         } else if let Some(group) = &mut self.group {
             // Durable with its group before the job moves on (group

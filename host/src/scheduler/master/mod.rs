@@ -574,19 +574,19 @@ impl JobMaster {
     /// must fit one record, docs/log-format.md); any other error as it is.
     fn name_oversized_shuffle_snapshot(
         &self,
-        snapshots: &BatchSnapshots,
+        shuffle_bytes: Option<usize>,
         e: super::RecordingError,
     ) -> JobError {
         let (
             super::RecordingError::Log(crate::events::EventsError::RecordTooLarge {
                 len, max, ..
             }),
-            Some(shuffle),
-        ) = (&e, &snapshots.shuffle)
+            Some(shuffle_bytes),
+        ) = (&e, shuffle_bytes)
         else {
             return e.into();
         };
-        if len.saturating_sub(shuffle.data.len()) > *max as usize {
+        if len.saturating_sub(shuffle_bytes) > *max as usize {
             return e.into();
         }
         JobError::Plugin {
@@ -595,8 +595,7 @@ impl JobMaster {
                 plugin: self.shuffle_plugin.clone(),
                 call: "snapshot-state",
                 reason: format!(
-                    "its batch snapshot is {} bytes; the `ExecutionFinished` record that carries it would be {len} bytes, over the event log's limit of {max} bytes per record, so it cannot be recorded",
-                    shuffle.data.len()
+                    "its batch snapshot is {shuffle_bytes} bytes; the `ExecutionFinished` record that carries it would be {len} bytes, over the event log's limit of {max} bytes per record, so it cannot be recorded"
                 ),
             },
         }
@@ -1101,9 +1100,10 @@ impl JobMaster {
         if !snapshots.is_empty() {
             self.crash_point("snapshot-taken", events)?;
         }
+        let shuffle_bytes = snapshots.shuffle.as_ref().map(|s| s.data.len());
         events
-            .execution_finished(&vertex.id, attempt, &partitions, &snapshots)
-            .map_err(|e| self.name_oversized_shuffle_snapshot(&snapshots, e))?;
+            .execution_finished(&vertex.id, attempt, &partitions, snapshots)
+            .map_err(|e| self.name_oversized_shuffle_snapshot(shuffle_bytes, e))?;
         self.crash_point("execution-finished", events)?;
         #[cfg(feature = "failpoints")]
         crash_if(
