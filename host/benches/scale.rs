@@ -68,7 +68,10 @@
 //! split per subtask, `read-lines` → `forward` → `sink`, parallelism P,
 //! `write-text`) run to the end embedded (`--workers 2`) and on 3 worker
 //! processes of 2 slots each (`--listen --external-workers 3`, on loopback); printed: tasks per second of the job's wall time (the
-//! summary's `wall_ms`) and the coordinator's busy time per task.
+//! summary's `wall_ms`) and the coordinator's busy time per task. Each
+//! twice: with the data directory under the system's temporary folder
+//! (`disk`), and under `/dev/shm` (`tmpfs`), where creating a task's files
+//! and folders costs no disk (a line says so when there is no `/dev/shm`).
 //!
 //! Everything runs in a temporary folder (removed at the end, also on a
 //! panic), with this workspace's `build/cache` as the compiled-component
@@ -921,12 +924,34 @@ fn dispatch_table(p: u32, runs: usize) {
         load_line()
     );
     println!(
-        "{:<22} {:>8} {:>10} {:>10} {:>14}",
+        "{:<34} {:>8} {:>10} {:>10} {:>14}",
         "where", "tasks", "wall ms", "tasks/s", "busy us/task"
     );
+    // The data directory on the temporary folder's disk, then on a tmpfs:
+    // each task makes files and folders (a partition, a part file), and on
+    // some file systems their creation, not the coordinator, sets the pace
+    // (docs/recovery.md, "Dispatch").
+    let tmpfs = Path::new("/dev/shm");
+    let mut places = vec![("disk", std::env::temp_dir())];
+    if tmpfs.is_dir() {
+        places.push(("tmpfs", tmpfs.to_path_buf()));
+    } else {
+        println!("(no /dev/shm here: the rows with the data directory on a tmpfs are left out)");
+    }
+    for (place, parent) in places {
+        dispatch_rows(p, runs, place, &parent);
+    }
+    println!(
+        "wall = the summary's wall_ms (first vertex to the end, plugins loaded and workers registered before); \
+         tasks/s = tasks / wall; busy = the summary's coordinator_busy_us per task; disk / tmpfs = where the data directory is"
+    );
+}
+
+/// The dispatch rows (embedded, 3 workers) with the work folder in `parent`.
+fn dispatch_rows(p: u32, runs: usize, place: &str, parent: &Path) {
     let work = tempfile::Builder::new()
         .prefix("coordhost-dispatch-bench")
-        .tempdir()
+        .tempdir_in(parent)
         .expect("tempdir");
     let job = work.path().join("dispatch.toml");
     dispatch_job(&job, p);
@@ -945,18 +970,14 @@ fn dispatch_table(p: u32, runs: usize) {
         let wall = median(rows.iter().map(|r| r.1).collect());
         let busy = median(rows.iter().map(|r| r.2 / r.0 as f64).collect());
         println!(
-            "{:<22} {:>8} {:>10.0} {:>10.0} {:>14.0}",
-            name,
+            "{:<34} {:>8} {:>10.0} {:>10.0} {:>14.0}",
+            format!("{name}, {place}"),
             tasks,
             wall,
             tasks as f64 / (wall / 1e3),
             busy
         );
     }
-    println!(
-        "wall = the summary's wall_ms (first vertex to the end, plugins loaded and workers registered before); \
-         tasks/s = tasks / wall; busy = the summary's coordinator_busy_us per task"
-    );
 }
 
 fn main() {
