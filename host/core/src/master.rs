@@ -27,7 +27,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use coordhost_model::graph::{AttemptId, ExecutionGraph, ExecutionState, ProducedPartition};
+use coordhost_model::graph::{AttemptId, ExecutionGraph, ProducedPartition};
 
 use crate::events::ResetReason;
 use crate::executor::WorkerId;
@@ -298,12 +298,11 @@ impl JobMasterCore {
         let snapshot_of =
             self.snapshots
                 .begin_for_finish(now, v, source, completes, !partitions.is_empty());
-        let executions = &self.sched.graph.vertices[v].executions;
-        let others = executions
-            .iter()
-            .filter(|e| e.state == ExecutionState::Finished)
-            .count() as u32;
-        let done = (others + 1, executions.len() as u32);
+        let others = self.sched.finished_count(v);
+        let done = (
+            others + 1,
+            self.sched.graph.vertices[v].executions.len() as u32,
+        );
         vec![Action::RecordFinished {
             attempt,
             partitions,

@@ -91,6 +91,12 @@ pub struct Scheduling {
     created: BTreeSet<(usize, u32)>,
     /// Per job vertex, its position in `graph.job.order`.
     position: Vec<usize>,
+    /// Per job vertex, how many of its execution vertices are finished:
+    /// whether a vertex, a vertex's inputs or the job finished is asked
+    /// after every message, and it was a walk of every execution vertex
+    /// (issue 29: a million of them after a recovery). Kept by every
+    /// transition into and out of `Finished` here.
+    finished: Vec<u32>,
 }
 
 impl Scheduling {
@@ -115,13 +121,44 @@ impl Scheduling {
                     .map(move |(s, _)| (at, s as u32))
             })
             .collect();
+        let finished = graph
+            .vertices
+            .iter()
+            .map(|x| {
+                x.executions
+                    .iter()
+                    .filter(|e| e.state == ExecutionState::Finished)
+                    .count() as u32
+            })
+            .collect();
         Self {
             graph,
             max_attempts,
             restart_all_once: BTreeMap::new(),
             created,
             position,
+            finished,
         }
+    }
+
+    /// Whether every execution vertex of job vertex `v` finished (false
+    /// before it is initialized).
+    pub fn vertex_finished(&self, v: usize) -> bool {
+        let x = &self.graph.vertices[v];
+        x.init.is_some() && self.finished[v] as usize == x.executions.len()
+    }
+
+    /// Whether every input of job vertex `v` finished (true for a source).
+    pub fn inputs_finished(&self, v: usize) -> bool {
+        let job = &self.graph.job;
+        job.inputs(v)
+            .iter()
+            .all(|&e| self.vertex_finished(job.edges[e].from))
+    }
+
+    /// Whether every job vertex finished: the job is done.
+    pub fn is_finished(&self) -> bool {
+        (0..self.graph.vertices.len()).all(|v| self.vertex_finished(v))
     }
 
     /// Initializes vertex `v` with `init` in the graph: its execution
@@ -130,6 +167,7 @@ impl Scheduling {
         let at = self.position[v];
         self.created.extend((0..init.parallelism).map(|s| (at, s)));
         self.graph.initialize(v, init);
+        self.finished[v] = 0;
     }
 
     /// The attempts an execution vertex may start.
@@ -166,7 +204,7 @@ impl Scheduling {
         let mut offered = 0;
         for at in 0..self.graph.job.order.len() {
             let v = self.graph.job.order[at];
-            if !self.graph.inputs_finished(v) {
+            if !self.inputs_finished(v) {
                 continue;
             }
             if self.graph.vertices[v].init.is_none() {
@@ -252,11 +290,51 @@ impl Scheduling {
     /// Whether the finish of `attempt` completes its job vertex (every
     /// other subtask finished): such a finish carries a batch snapshot.
     pub fn completes(&self, attempt: AttemptId) -> bool {
-        self.graph.vertices[attempt.vertex]
+        let x = &self.graph.vertices[attempt.vertex];
+        let own = x
             .executions
-            .iter()
-            .enumerate()
-            .all(|(i, e)| i == attempt.subtask as usize || e.state == ExecutionState::Finished)
+            .get(attempt.subtask as usize)
+            .is_some_and(|e| e.state == ExecutionState::Finished);
+        let others = self.finished[attempt.vertex] - u32::from(own);
+        others as usize + 1 == x.executions.len()
+    }
+
+    /// Whether what is kept beside the graph agrees with it: each job
+    /// vertex's finished count, and every created execution vertex among
+    /// the created ones (a walk of every execution vertex: the simulator
+    /// checks it after every step).
+    ///
+    /// # Errors
+    /// The first disagreement, in words.
+    pub fn bookkeeping_agrees(&self) -> Result<(), String> {
+        for (v, x) in self.graph.vertices.iter().enumerate() {
+            let finished = x
+                .executions
+                .iter()
+                .filter(|e| e.state == ExecutionState::Finished)
+                .count() as u32;
+            if finished != self.finished[v] {
+                return Err(format!(
+                    "vertex {v}: {finished} execution vertices finished, counted {}",
+                    self.finished[v]
+                ));
+            }
+            for (s, e) in x.executions.iter().enumerate() {
+                if e.state == ExecutionState::Created
+                    && !self.created.contains(&(self.position[v], s as u32))
+                {
+                    return Err(format!(
+                        "execution vertex ({v}, {s}) is created but not offered"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// How many execution vertices of job vertex `v` are finished.
+    pub fn finished_count(&self, v: usize) -> u32 {
+        self.finished[v]
     }
 
     /// `attempt` finished (its finish is recorded) with `partitions`.
@@ -268,14 +346,17 @@ impl Scheduling {
     ) -> (u32, u32) {
         let vertex = &mut self.graph.vertices[attempt.vertex];
         let e = &mut vertex.executions[attempt.subtask as usize];
+        let was = e.state;
         e.state = ExecutionState::Finished;
         e.partitions = partitions;
-        let done = vertex
-            .executions
-            .iter()
-            .filter(|e| e.state == ExecutionState::Finished)
-            .count() as u32;
-        (done, vertex.executions.len() as u32)
+        let total = vertex.executions.len() as u32;
+        count(
+            &mut self.finished,
+            attempt.vertex,
+            was,
+            ExecutionState::Finished,
+        );
+        (self.finished[attempt.vertex], total)
     }
 
     /// The current attempt `attempt` failed with `cause`: the failover
@@ -287,7 +368,10 @@ impl Scheduling {
         cause: FailureCause,
         reason: ResetReason,
     ) -> (Failover, Vec<Effect>) {
+        let was = self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize].state;
         let decision = failover::decide(&mut self.graph, attempt, cause, self.max_attempts);
+        let now = self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize].state;
+        count(&mut self.finished, attempt.vertex, was, now);
         let mut out = Vec::new();
         if let FailoverAction::Reset { producer } = &decision.action {
             if let Some((producer, why)) = producer {
@@ -305,7 +389,14 @@ impl Scheduling {
     pub fn deploy_failed(&mut self, attempt: AttemptId, reason: ResetReason) -> Vec<Effect> {
         let e = &mut self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize];
         e.attempts_started = e.attempts_started.saturating_sub(1);
+        let was = e.state;
         e.state = ExecutionState::Failed;
+        count(
+            &mut self.finished,
+            attempt.vertex,
+            was,
+            ExecutionState::Failed,
+        );
         let mut out = Vec::new();
         self.reset_into(attempt, reason, "not-placed", &mut out);
         out
@@ -470,7 +561,14 @@ impl Scheduling {
     ) {
         let e = &mut self.graph.vertices[attempt.vertex].executions[attempt.subtask as usize];
         e.attempt += 1;
+        let was = e.state;
         e.state = ExecutionState::Created;
+        count(
+            &mut self.finished,
+            attempt.vertex,
+            was,
+            ExecutionState::Created,
+        );
         self.created
             .insert((self.position[attempt.vertex], attempt.subtask));
         out.push(Effect::Reset {
@@ -496,7 +594,9 @@ impl Scheduling {
         for (&(v, s), exec) in &mut plan.kept {
             let e = &mut self.graph.vertices[v].executions[s as usize];
             e.attempt = exec.attempt;
+            let was = e.state;
             e.state = ExecutionState::Finished;
+            count(&mut self.finished, v, was, ExecutionState::Finished);
             e.partitions = std::mem::take(&mut exec.partitions);
             self.created.remove(&(self.position[v], s));
         }
@@ -506,6 +606,20 @@ impl Scheduling {
             }
         }
         self.restart_all_once = plan.restart_all_once.clone();
+    }
+}
+
+/// An execution vertex of job vertex `v` went from `was` to `now`: the
+/// finished count (`Scheduling::finished`) follows.
+fn count(finished: &mut [u32], v: usize, was: ExecutionState, now: ExecutionState) {
+    let f = &mut finished[v];
+    match (
+        was == ExecutionState::Finished,
+        now == ExecutionState::Finished,
+    ) {
+        (false, true) => *f += 1,
+        (true, false) => *f = f.saturating_sub(1),
+        _ => {}
     }
 }
 

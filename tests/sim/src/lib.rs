@@ -806,6 +806,12 @@ impl Sim {
         }
         self.schedule()?;
         self.step()?;
+        // What the core keeps beside the graph (finished counts, the
+        // created execution vertices it offers) agrees with the graph.
+        self.core
+            .sched
+            .bookkeeping_agrees()
+            .map_err(|e| Stop::Violation(format!("the core's bookkeeping: {e}")))?;
         if self.rng.chance(10) {
             self.writer().flush()?;
         }
@@ -897,7 +903,7 @@ impl Sim {
     /// Every execution vertex finished, as the JobMaster's loop ends
     /// (`ExecutionGraph::is_finished`).
     fn finished(&self) -> bool {
-        self.core.sched.graph.is_finished()
+        self.core.sched.is_finished()
     }
 
     /// A coordinator attempt starts: opens the log (replaying it), and

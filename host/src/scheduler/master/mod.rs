@@ -784,7 +784,7 @@ impl JobMaster {
         let t = Instant::now();
         self.schedule(events)?;
         self.figures.busy += t.elapsed();
-        while !self.core.sched.graph.is_finished() {
+        while !self.core.sched.is_finished() {
             // Looked at before each wait, so a message received is always
             // handled (a dropped `Finished` would leave its attempt counted
             // as running).
