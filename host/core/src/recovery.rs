@@ -461,17 +461,21 @@ impl<'a> Fold<'a> {
         let s = done.attempt.subtask;
         let attempt = done.attempt.attempt;
         check_subtask(graph, &self.inits, v, s)?;
-        let edge = |data_set: &str| names.edge(v, data_set);
+        // A recorded partition, its location and byte counts copied or moved.
+        let partition = |data_set: &str, location: PathBuf, bytes: Vec<u64>| {
+            Ok(ProducedPartition {
+                edge: names.edge(v, data_set)?,
+                location,
+                bytes_per_subpartition: bytes.into(),
+            })
+        };
         let (partitions, enumerators, shuffle) = match done {
             Cow::Borrowed(done) => (
                 done.produced
                     .iter()
                     .map(|p| {
-                        Ok(ProducedPartition {
-                            edge: edge(&p.data_set)?,
-                            location: PathBuf::from(&p.location),
-                            bytes_per_subpartition: p.bytes_per_subpartition.clone().into(),
-                        })
+                        let location = PathBuf::from(&p.location);
+                        partition(&p.data_set, location, p.bytes_per_subpartition.clone())
                     })
                     .collect::<Result<Vec<_>, RecoveryError>>()?,
                 done.enumerator_snapshots
@@ -484,11 +488,8 @@ impl<'a> Fold<'a> {
                 done.produced
                     .into_iter()
                     .map(|p| {
-                        Ok(ProducedPartition {
-                            edge: edge(&p.data_set)?,
-                            location: PathBuf::from(p.location),
-                            bytes_per_subpartition: p.bytes_per_subpartition.into(),
-                        })
+                        let location = PathBuf::from(p.location);
+                        partition(&p.data_set, location, p.bytes_per_subpartition)
                     })
                     .collect::<Result<Vec<_>, RecoveryError>>()?,
                 done.enumerator_snapshots
