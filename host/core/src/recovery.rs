@@ -36,21 +36,17 @@ pub use crate::plan::{
 pub trait PartitionOracle {
     /// Whether each partition of `needed` exists now: one answer per
     /// partition, in the order asked (issue 29: matched by index, not by a
-    /// set of copied references). Called once per chunk of at most
-    /// [`ASK_CHUNK`] partitions per round, with the partitions that became
-    /// needed in that round.
+    /// set of copied references). Called once per round, with the
+    /// partitions that became needed in that round: all of them in one
+    /// call, since an oracle may wait for partitions to be reported (the
+    /// previous-worker timeout, counted from its first question), and a
+    /// partition asked about in a later call would get what is left of
+    /// that wait, not all of it.
     ///
     /// # Errors
     /// The shuffle master's error, turned into [`RecoveryError::Partitions`].
     fn available(&mut self, needed: &[PartitionRef]) -> Result<Vec<bool>, OracleError>;
 }
-
-/// Most partition references made and asked about at once in step 6
-/// (issue 29): one chunk's references (each a copy of its location and
-/// byte counts) and its answer are held at a time, whatever the job's
-/// size; at a million execution vertices all of them at once were a sixth
-/// of the restart's peak of memory.
-pub const ASK_CHUNK: usize = 65_536;
 
 /// What a recovery restores into (in a run: the job driver's target over
 /// the scheduler's JobMaster and the event recorder).
@@ -204,7 +200,7 @@ fn steps_6_and_7<T: RecoveryTarget>(
     };
     // Step 6: keep only producers whose needed partitions survive.
     reset_forward_readers_of_sources(graph, &mut plan);
-    reconcile_partitions(graph, &mut plan, target, ASK_CHUNK)?;
+    reconcile_partitions(graph, &mut plan, target)?;
     mark_unfinished(&mut plan);
     // Step 7: install the plan.
     target.apply(&mut plan)?;
@@ -945,12 +941,10 @@ fn open_vertices(plan: &RecoveryPlan) -> BTreeMap<usize, bool> {
 
 /// Step 6: keep a producer only if every partition a re-running consumer
 /// needs is still there; reset what lost one, and follow the resets upstream.
-/// `chunk`: most references asked about in one call ([`ASK_CHUNK`]).
 fn reconcile_partitions(
     graph: &JobGraph,
     plan: &mut RecoveryPlan,
     oracle: &mut impl PartitionOracle,
-    chunk: usize,
 ) -> Result<(), RecoveryError> {
     // Partitions already reported, by producer attempt and edge (a kept
     // attempt's partitions never change; issue 29: no copy of each
@@ -958,14 +952,12 @@ fn reconcile_partitions(
     let mut confirmed: BTreeSet<(ExecutionKey, u32, usize)> = BTreeSet::new();
     loop {
         let open = open_vertices(plan);
-        let mut lost: Vec<(ExecutionKey, String)> = Vec::new();
-        let mut reported = Vec::new();
-        let mut asked = false;
-        {
-            // References are made only for what is asked about, a chunk at
-            // a time.
-            let (known, now): (&BTreeSet<_>, &RecoveryPlan) = (&confirmed, plan);
-            let mut candidates = now.kept.iter().flat_map(|(&key, exec)| {
+        // References are made only for what is asked about.
+        let (known, now): (&BTreeSet<_>, &RecoveryPlan) = (&confirmed, plan);
+        let needed: Vec<PartitionRef> = now
+            .kept
+            .iter()
+            .flat_map(|(&key, exec)| {
                 let open = &open;
                 exec.partitions
                     .iter()
@@ -974,36 +966,34 @@ fn reconcile_partitions(
                             && consumed_again(graph, now, open, p.edge, key.1)
                     })
                     .map(move |p| partition_ref(key, exec.attempt, p))
+            })
+            .collect();
+        if needed.is_empty() {
+            return Ok(());
+        }
+        let available = oracle
+            .available(&needed)
+            .map_err(|source| RecoveryError::Partitions { source })?;
+        if available.len() != needed.len() {
+            return Err(RecoveryError::Partitions {
+                source: format!(
+                    "{} answers for {} partitions asked about",
+                    available.len(),
+                    needed.len()
+                )
+                .into(),
             });
-            loop {
-                let needed: Vec<PartitionRef> = candidates.by_ref().take(chunk.max(1)).collect();
-                if needed.is_empty() {
-                    break;
-                }
-                asked = true;
-                let available = oracle
-                    .available(&needed)
-                    .map_err(|source| RecoveryError::Partitions { source })?;
-                if available.len() != needed.len() {
-                    return Err(RecoveryError::Partitions {
-                        source: format!(
-                            "{} answers for {} partitions asked about",
-                            available.len(),
-                            needed.len()
-                        )
-                        .into(),
-                    });
-                }
-                for (p, there) in needed.into_iter().zip(available) {
-                    if there {
-                        reported.push(((p.vertex, p.subtask), p.attempt, p.edge));
-                    } else {
-                        lost.push(((p.vertex, p.subtask), graph.data_set_id(p.edge)));
-                    }
-                }
+        }
+        let mut lost: Vec<(ExecutionKey, String)> = Vec::new();
+        let mut reported = Vec::new();
+        for (p, there) in needed.into_iter().zip(available) {
+            if there {
+                reported.push(((p.vertex, p.subtask), p.attempt, p.edge));
+            } else {
+                lost.push(((p.vertex, p.subtask), graph.data_set_id(p.edge)));
             }
         }
-        if !asked || lost.is_empty() {
+        if lost.is_empty() {
             // Nothing reset: the next round would need exactly what was
             // just confirmed, so none.
             return Ok(());
@@ -1164,32 +1154,24 @@ mod tests {
     }
 
     #[test]
-    fn the_partition_question_in_chunks_decides_as_in_one_call() {
+    fn the_partition_question_is_one_call_per_round_and_resets_what_lost_a_partition() {
         for missing in [vec![], vec!["4"], vec!["1", "2"]] {
-            let (graph, mut whole) = five_sources_kept();
-            let mut one = Oracle {
+            let (graph, mut plan) = five_sources_kept();
+            let mut oracle = Oracle {
                 missing: missing.clone(),
                 calls: Vec::new(),
             };
-            reconcile_partitions(&graph, &mut whole, &mut one, ASK_CHUNK).expect("decides");
-            let (graph, mut chunked) = five_sources_kept();
-            let mut twos = Oracle {
-                missing: missing.clone(),
-                calls: Vec::new(),
-            };
-            reconcile_partitions(&graph, &mut chunked, &mut twos, 2).expect("decides");
-            assert_eq!(one.calls, vec![5], "{missing:?}");
-            assert_eq!(twos.calls, vec![2, 2, 1], "{missing:?}");
-            assert_eq!(chunked, whole, "{missing:?}");
-            assert_eq!(whole.kept.len(), 5 - missing.len(), "{missing:?}");
+            reconcile_partitions(&graph, &mut plan, &mut oracle).expect("decides");
+            assert_eq!(oracle.calls, vec![5], "{missing:?}");
+            assert_eq!(plan.kept.len(), 5 - missing.len(), "{missing:?}");
             for m in &missing {
                 let s: u32 = m.parse().expect("subtask");
                 assert!(
                     matches!(
-                        whole.reset.get(&(0, s)),
+                        plan.reset.get(&(0, s)),
                         Some(ResetReason::RecoveryPartitionMissing { .. })
                     ),
-                    "{whole:?}"
+                    "{plan:?}"
                 );
             }
         }
@@ -1204,7 +1186,7 @@ mod tests {
             }
         }
         let (graph, mut plan) = five_sources_kept();
-        let err = reconcile_partitions(&graph, &mut plan, &mut Short, ASK_CHUNK)
+        let err = reconcile_partitions(&graph, &mut plan, &mut Short)
             .expect_err("four answers for five partitions");
         assert!(
             err.to_string().contains("4 answers for 5 partitions"),
