@@ -207,9 +207,12 @@ impl JobMasterCore {
     /// stays created in the graph instead of queued in an executor (Flink
     /// deploys an execution vertex once it has a slot; Spark offers a task
     /// to a free core).
+    /// Execution vertices waiting to be placed are offered whatever the
+    /// room ([`Scheduling::schedule_at_most`]).
     pub fn schedule(&mut self, room: usize) -> Vec<Action> {
+        let waiting: Vec<(usize, u32)> = self.placement.waiting().collect();
         self.sched
-            .schedule_at_most(room)
+            .schedule_at_most(room, &waiting)
             .into_iter()
             .map(Action::Schedule)
             .collect()

@@ -198,6 +198,12 @@ impl Placement {
         self.placed_on.remove(&attempt);
     }
 
+    /// The execution vertices that wait for a worker (or out a refused
+    /// `Deploy`'s pause), in index order.
+    pub fn waiting(&self) -> impl Iterator<Item = VertexKey> + '_ {
+        self.unplaced.keys().copied()
+    }
+
     /// Whether some execution vertex waits for a worker.
     #[must_use]
     pub fn is_waiting(&self) -> bool {

@@ -190,7 +190,7 @@ impl Scheduling {
     /// enumerator is asked for, and each created execution vertex is
     /// offered for deployment.
     pub fn schedule(&mut self) -> Vec<Effect> {
-        self.schedule_at_most(usize::MAX)
+        self.schedule_at_most(usize::MAX, &[])
     }
 
     /// [`Scheduling::schedule`], offering at most `room` execution vertices
@@ -198,8 +198,13 @@ impl Scheduling {
     /// order): the executor's free slots (issue 29: a recovered job of a
     /// million execution vertices handed every one of them to a thread
     /// pool's queue at once). The others stay created and are offered by a
-    /// later call. Initializations and enumerators are not limited.
-    pub fn schedule_at_most(&mut self, room: usize) -> Vec<Effect> {
+    /// later call. Initializations and enumerators are not limited, nor are
+    /// the execution vertices in `waiting` (those that wait to be placed,
+    /// `Placement::waiting`): each is offered again whatever the room, after
+    /// the others, so that one whose `Deploy` was refused is placed once its
+    /// pause ends instead of waiting behind the room until the slot request
+    /// timeout fails the job.
+    pub fn schedule_at_most(&mut self, room: usize, waiting: &[(usize, u32)]) -> Vec<Effect> {
         let mut out = Vec::new();
         let mut offered = 0;
         for at in 0..self.graph.job.order.len() {
@@ -234,6 +239,27 @@ impl Scheduling {
             }
             for key in gone {
                 self.created.remove(&key);
+            }
+        }
+        for &(v, s) in waiting {
+            let Some(e) = self
+                .graph
+                .vertices
+                .get(v)
+                .and_then(|x| x.executions.get(s as usize))
+            else {
+                continue;
+            };
+            let attempt = AttemptId {
+                vertex: v,
+                subtask: s,
+                attempt: e.attempt,
+            };
+            if e.state == ExecutionState::Created
+                && self.inputs_finished(v)
+                && !out.contains(&Effect::Deploy(attempt))
+            {
+                out.push(Effect::Deploy(attempt));
             }
         }
         out

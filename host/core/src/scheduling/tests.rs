@@ -341,27 +341,27 @@ fn at_most_room_created_vertices_are_offered_and_the_rest_stay_created_for_later
     let mut s = scheduling(Parallelism::Fixed(3));
     // Room for one: the first source subtask; the vertex is initialized
     // and its enumerator asked for all the same.
-    let first = s.schedule_at_most(1);
+    let first = s.schedule_at_most(1, &[]);
     assert!(matches!(first[0], Effect::Initialized { vertex: 0, .. }));
     assert!(first.contains(&Effect::NeedEnumerator(0)));
     assert_eq!(deploys(&first), vec![at(0, 0, 0)]);
     // Not deployed (no slot after all): offered again, first.
-    assert_eq!(deploys(&s.schedule_at_most(1)), vec![at(0, 0, 0)]);
+    assert_eq!(deploys(&s.schedule_at_most(1, &[])), vec![at(0, 0, 0)]);
     s.started(at(0, 0, 0));
-    assert_eq!(deploys(&s.schedule_at_most(0)), Vec::new());
-    assert_eq!(deploys(&s.schedule_at_most(5)), vec![at(0, 1, 0)]);
+    assert_eq!(deploys(&s.schedule_at_most(0, &[])), Vec::new());
+    assert_eq!(deploys(&s.schedule_at_most(5, &[])), vec![at(0, 1, 0)]);
     s.started(at(0, 1, 0));
-    assert_eq!(deploys(&s.schedule_at_most(5)), Vec::new(), "both run");
+    assert_eq!(deploys(&s.schedule_at_most(5, &[])), Vec::new(), "both run");
     // A reset attempt is created again under its next number, and offered.
     let resets = s.reset(at(0, 0, 0), failover("boom"), "failover");
     assert!(resets.iter().any(|e| matches!(e, Effect::Reset { .. })));
-    assert_eq!(deploys(&s.schedule_at_most(5)), vec![at(0, 0, 1)]);
+    assert_eq!(deploys(&s.schedule_at_most(5, &[])), vec![at(0, 0, 1)]);
     s.started(at(0, 0, 1));
     s.finished(at(0, 0, 1), partition(vec![1, 1, 1]));
     s.finished(at(0, 1, 0), partition(vec![1, 1, 1]));
     // The sink is initialized; its three subtasks two at a time, in
     // subtask order.
-    let sink = s.schedule_at_most(2);
+    let sink = s.schedule_at_most(2, &[]);
     assert!(
         sink.iter()
             .any(|e| matches!(e, Effect::Initialized { vertex: 1, .. }))
@@ -369,11 +369,17 @@ fn at_most_room_created_vertices_are_offered_and_the_rest_stay_created_for_later
     assert_eq!(deploys(&sink), vec![at(1, 0, 0), at(1, 1, 0)]);
     s.started(at(1, 1, 0));
     assert_eq!(
-        deploys(&s.schedule_at_most(2)),
+        deploys(&s.schedule_at_most(2, &[])),
+        vec![at(1, 0, 0), at(1, 2, 0)]
+    );
+    // One that waits to be placed is offered whatever the room, after the
+    // others, once.
+    assert_eq!(
+        deploys(&s.schedule_at_most(1, &[(1, 2), (1, 0)])),
         vec![at(1, 0, 0), at(1, 2, 0)]
     );
     // Unbounded, it offers what `schedule` offers.
-    assert_eq!(s.clone().schedule(), s.schedule_at_most(usize::MAX));
+    assert_eq!(s.clone().schedule(), s.schedule_at_most(usize::MAX, &[]));
 }
 
 #[test]
@@ -397,5 +403,5 @@ fn a_recovery_plan_offers_only_what_it_does_not_keep() {
     plan.reset.insert((0, 0), failover("lost"));
     plan.highest_attempt.raise((0, 0), 3);
     s.install(&mut plan);
-    assert_eq!(deploys(&s.schedule_at_most(5)), vec![at(0, 0, 4)]);
+    assert_eq!(deploys(&s.schedule_at_most(5, &[])), vec![at(0, 0, 4)]);
 }
