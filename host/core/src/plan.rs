@@ -116,10 +116,22 @@ pub struct HighestAttempts {
     /// Per job vertex, per subtask: the highest attempt number plus one, or
     /// 0 when none is recorded.
     next: BTreeMap<usize, Vec<u32>>,
+    /// The same for subtasks at or past [`HighestAttempts::DENSE`], which no
+    /// job vertex has (a record naming one is checked elsewhere, or
+    /// harmless): one entry each, so such a record costs no vector of its
+    /// size.
+    far: BTreeMap<ExecutionKey, u32>,
 }
 
 impl HighestAttempts {
+    /// Subtasks below this are kept one number each per job vertex (a job
+    /// vertex has at most 4 096 subtasks, docs/job-file.md).
+    const DENSE: u32 = 1 << 16;
+
     fn slot(&mut self, (v, s): ExecutionKey) -> &mut u32 {
+        if s >= Self::DENSE {
+            return self.far.entry((v, s)).or_default();
+        }
         let subtasks = self.next.entry(v).or_default();
         if subtasks.len() <= s as usize {
             subtasks.resize(s as usize + 1, 0);
@@ -143,6 +155,9 @@ impl HighestAttempts {
     /// The attempt number above every recorded one of `key` (0 when none
     /// is recorded).
     pub fn next(&self, (v, s): ExecutionKey) -> u32 {
+        if s >= Self::DENSE {
+            return self.far.get(&(v, s)).copied().unwrap_or(0);
+        }
         self.next
             .get(&v)
             .and_then(|subtasks| subtasks.get(s as usize))
@@ -314,5 +329,9 @@ mod highest_attempts_tests {
             2,
             "a reset with nothing before: attempt 1 may have run"
         );
+        // A subtask no job vertex has (a damaged record) costs one entry.
+        h.bump((1, u32::MAX - 1));
+        assert_eq!(h.next((1, u32::MAX - 1)), 2);
+        assert_eq!(h.next((1, 1)), 0);
     }
 }
