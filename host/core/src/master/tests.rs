@@ -410,3 +410,28 @@ fn a_tick_offers_waiting_vertices_again_and_one_placed_at_the_deadline_is_not_ov
         })
     );
 }
+
+#[test]
+fn a_vertex_whose_deploy_was_refused_is_offered_again_whatever_the_room() {
+    let mut c = core(Duration::ZERO);
+    // Room for one: subtask 0 is placed and started; subtask 1 stays created.
+    let first = deploys(&c.schedule(1));
+    assert_eq!(first, vec![at(0, 0, 0)]);
+    c.sched.started(at(0, 0, 0));
+    c.placement.deployed(at(0, 0, 0), "w1".to_owned());
+    // Its Deploy is refused: it is reset and waits out a pause on `w1`.
+    let out = c.step(
+        Duration::ZERO,
+        Input::DeployRefused {
+            attempt: at(0, 0, 0),
+            worker: "w1".to_owned(),
+            why: "worker `w1` refused".to_owned(),
+        },
+    );
+    assert_eq!(resets(&out), vec![(at(0, 0, 0), "not-placed")]);
+    assert!(c.placement.is_waiting());
+    // With no room (the other slot's attempt runs), the waiting vertex is
+    // offered by the tick all the same, and the created one is not.
+    assert_eq!(deploys(&c.tick(0)), vec![at(0, 0, 1)]);
+    assert_eq!(deploys(&c.schedule(0)), vec![at(0, 0, 1)]);
+}
