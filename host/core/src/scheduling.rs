@@ -17,8 +17,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use coordhost_model::graph::{
-    AttemptId, DistributionPattern, ExecutionGraph, ExecutionState, Parallelism, ProducedPartition,
-    VertexInit, decide_parallelism,
+    AttemptId, DistributionPattern, ExecutionGraph, ExecutionJobVertex, ExecutionState,
+    Parallelism, ProducedPartition, VertexInit, decide_parallelism,
 };
 
 use crate::events::ResetReason;
@@ -124,12 +124,7 @@ impl Scheduling {
         let finished = graph
             .vertices
             .iter()
-            .map(|x| {
-                x.executions
-                    .iter()
-                    .filter(|e| e.state == ExecutionState::Finished)
-                    .count() as u32
-            })
+            .map(ExecutionJobVertex::finished_count)
             .collect();
         Self {
             graph,
@@ -334,11 +329,7 @@ impl Scheduling {
     /// The first disagreement, in words.
     pub fn bookkeeping_agrees(&self) -> Result<(), String> {
         for (v, x) in self.graph.vertices.iter().enumerate() {
-            let finished = x
-                .executions
-                .iter()
-                .filter(|e| e.state == ExecutionState::Finished)
-                .count() as u32;
+            let finished = x.finished_count();
             if finished != self.finished[v] {
                 return Err(format!(
                     "vertex {v}: {finished} execution vertices finished, counted {}",

@@ -673,13 +673,14 @@ pub struct ExecutionJobVertex {
 }
 
 impl ExecutionJobVertex {
-    /// Whether every subtask has finished (false before initialization).
-    pub fn is_finished(&self) -> bool {
-        self.init.is_some()
-            && self
-                .executions
-                .iter()
-                .all(|e| e.state == ExecutionState::Finished)
+    /// How many of its execution vertices are finished (a walk of them:
+    /// the scheduler keeps this count as states change,
+    /// `coordhost_core::scheduling::Scheduling`).
+    pub fn finished_count(&self) -> u32 {
+        self.executions
+            .iter()
+            .filter(|e| e.state == ExecutionState::Finished)
+            .count() as u32
     }
 }
 
@@ -713,19 +714,6 @@ impl ExecutionGraph {
             n
         ];
         self.vertices[v].init = Some(init);
-    }
-
-    /// Whether all inputs of vertex `v` are finished (true for sources).
-    pub fn inputs_finished(&self, v: usize) -> bool {
-        self.job
-            .inputs(v)
-            .iter()
-            .all(|&e| self.vertices[self.job.edges[e].from].is_finished())
-    }
-
-    /// Whether every vertex is finished.
-    pub fn is_finished(&self) -> bool {
-        self.vertices.iter().all(ExecutionJobVertex::is_finished)
     }
 
     /// The current attempt id of subtask `subtask` of vertex `v`.
