@@ -394,6 +394,29 @@ pub fn decode_frame(bytes: &[u8]) -> Result<Frame<'_>, FrameProblem> {
     })
 }
 
+/// How many frames `bytes` holds from its start, by their length fields
+/// alone (no checksum): an upper bound on the records a scan will decode,
+/// for sizing its list once (issue 29). Stops at the first length that is
+/// too large or runs past the end.
+#[must_use]
+pub fn count_frames(bytes: &[u8]) -> usize {
+    let mut offset = 0;
+    let mut frames = 0;
+    while let Some(head) = bytes.get(offset..offset + FRAME_HEAD_LEN) {
+        let len = read_u32(head, FRAME_LEN_OFFSET);
+        if len > MAX_PAYLOAD_LEN {
+            break;
+        }
+        let next = offset + FRAME_OVERHEAD + len as usize;
+        if next > bytes.len() {
+            break;
+        }
+        frames += 1;
+        offset = next;
+    }
+    frames
+}
+
 fn read_u16(bytes: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([bytes[at], bytes[at + 1]])
 }
@@ -413,6 +436,25 @@ fn read_u64(bytes: &[u8], at: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frames_are_counted_by_their_lengths_up_to_a_cut_or_overlong_one() {
+        let mut bytes = Vec::new();
+        for payload in [&b""[..], b"abc", &[7u8; 300]] {
+            encode_frame(&mut bytes, 3, 1, payload);
+        }
+        assert_eq!(count_frames(&bytes), 3);
+        assert_eq!(count_frames(&bytes[..bytes.len() - 1]), 2, "a cut frame");
+        assert_eq!(count_frames(&[]), 0);
+        let mut overlong = bytes.clone();
+        let at = FRAME_OVERHEAD + FRAME_LEN_OFFSET;
+        overlong[at..at + 4].copy_from_slice(&(MAX_PAYLOAD_LEN + 1).to_le_bytes());
+        assert_eq!(
+            count_frames(&overlong),
+            1,
+            "stops at a length past the limit"
+        );
+    }
 
     #[test]
     fn header_round_trips_with_its_sealed_table() {

@@ -306,6 +306,7 @@ fn scan_sealed(
     let valid = &bytes[..usize::try_from(entry.valid_len).unwrap_or(bytes.len())];
     let mut offset = header_len;
     let mut records = 0;
+    reserve_for(replay, &valid[offset..]);
     while offset < valid.len() {
         match format::decode_frame(&valid[offset..]) {
             Ok(frame) => {
@@ -343,6 +344,7 @@ fn scan_newest(
 ) -> Result<(), EventsError> {
     let mut offset = header_len;
     let mut records = 0;
+    reserve_for(replay, bytes.get(offset..).unwrap_or_default());
     while offset < bytes.len() {
         match format::decode_frame(&bytes[offset..]) {
             Ok(frame) => {
@@ -381,6 +383,13 @@ fn scan_newest(
         sealed: false,
     });
     Ok(())
+}
+
+/// Room in the event list for every frame of `records` (one growth per
+/// segment instead of doubling: at 1 M execution vertices the list holds
+/// half a million events, issue 29).
+fn reserve_for(replay: &mut Replay, records: &[u8]) {
+    replay.events.reserve_exact(format::count_frames(records));
 }
 
 /// True if a whole, checksum-valid frame starts anywhere after `offset`:
