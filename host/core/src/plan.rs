@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::events::{ExecutionVertexId, ResetReason};
+use crate::events::{ExecutionVertexId, RecoveryDecision as _, ResetReason};
 use crate::graph::{JobGraph, ProducedPartition, VertexInit};
 
 /// Why a `PartitionOracle` (`crate::recovery`) could not answer (in a run,
@@ -212,29 +212,63 @@ impl RecoveryPlan {
 
     /// The decision as the `RecoveryFinished` event records it (docs/recovery.md step 7).
     pub fn finished_event(&self, graph: &JobGraph) -> crate::events::RecoveryFinished {
-        let id = |v: usize| graph.vertices[v].id.clone();
+        let decision = self.decision(graph);
         crate::events::RecoveryFinished {
-            skipped: self
-                .kept
-                .iter()
-                .map(|(&(v, s), e)| crate::events::AttemptId {
-                    job_vertex: id(v),
-                    subtask: s,
-                    attempt: e.attempt,
+            skipped: decision
+                .skipped()
+                .map(|(job_vertex, subtask, attempt)| crate::events::AttemptId {
+                    job_vertex: job_vertex.to_owned(),
+                    subtask,
+                    attempt,
                 })
                 .collect(),
-            reset: self
-                .reset
-                .iter()
-                .map(|(&(v, s), reason)| crate::events::RecoveryReset {
-                    execution: crate::events::ExecutionVertexId {
-                        job_vertex: id(v),
-                        subtask: s,
+            reset: decision
+                .reset()
+                .map(
+                    |(job_vertex, subtask, reason)| crate::events::RecoveryReset {
+                        execution: crate::events::ExecutionVertexId {
+                            job_vertex: job_vertex.to_owned(),
+                            subtask,
+                        },
+                        reason: reason.clone(),
                     },
-                    reason: reason.clone(),
-                })
+                )
                 .collect(),
         }
+    }
+
+    /// The decision over `graph`, read in place: what
+    /// [`finished_event`](Self::finished_event) builds, for
+    /// [`crate::events::encode_recovery_finished`] to encode without
+    /// building it (issue 29).
+    pub fn decision<'a>(&'a self, graph: &'a JobGraph) -> PlanDecision<'a> {
+        PlanDecision { plan: self, graph }
+    }
+}
+
+/// A [`RecoveryPlan`]'s decision over its job graph, as the
+/// `RecoveryFinished` record holds it ([`RecoveryPlan::decision`]).
+#[derive(Clone, Copy)]
+pub struct PlanDecision<'a> {
+    plan: &'a RecoveryPlan,
+    graph: &'a JobGraph,
+}
+
+impl crate::events::RecoveryDecision for PlanDecision<'_> {
+    fn skipped(&self) -> impl ExactSizeIterator<Item = (&str, u32, u32)> {
+        let graph = self.graph;
+        self.plan
+            .kept
+            .iter()
+            .map(move |(&(v, s), e)| (graph.vertices[v].id.as_str(), s, e.attempt))
+    }
+
+    fn reset(&self) -> impl ExactSizeIterator<Item = (&str, u32, &ResetReason)> {
+        let graph = self.graph;
+        self.plan
+            .reset
+            .iter()
+            .map(move |(&(v, s), reason)| (graph.vertices[v].id.as_str(), s, reason))
     }
 }
 

@@ -645,6 +645,102 @@ impl RecoveryFinished {
     }
 }
 
+/// A recovery's decision as `RecoveryFinished` records it, read where it
+/// is kept (the recovery plan) instead of built as a record: at 1 M
+/// execution vertices the record whole is about 60 MB of strings, built at
+/// the restart's memory peak only to be encoded (issue 29).
+/// [`encode_recovery_finished`] writes the bytes the record would have.
+pub trait RecoveryDecision {
+    /// The kept (skipped) attempts, in the record's order: (job vertex id,
+    /// subtask, attempt).
+    fn skipped(&self) -> impl ExactSizeIterator<Item = (&str, u32, u32)>;
+    /// The execution vertices that run again, in the record's order: (job
+    /// vertex id, subtask, why).
+    fn reset(&self) -> impl ExactSizeIterator<Item = (&str, u32, &ResetReason)>;
+}
+
+/// A sequence serialized from a fresh iterator each time (postcard needs
+/// the length first: the iterator's exact size).
+struct SeqOf<F>(F);
+
+impl<F, I> Serialize for SeqOf<F>
+where
+    F: Fn() -> I,
+    I: ExactSizeIterator,
+    I::Item: Serialize,
+{
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq as _;
+        let items = (self.0)();
+        let mut seq = serializer.serialize_seq(Some(items.len()))?;
+        for item in items {
+            seq.serialize_element(&item)?;
+        }
+        seq.end()
+    }
+}
+
+/// [`AttemptId`] borrowed: the same fields, so the same bytes.
+#[derive(Serialize)]
+struct AttemptRef<'a> {
+    job_vertex: &'a str,
+    subtask: u32,
+    attempt: u32,
+}
+
+/// [`RecoveryReset`] borrowed: the same fields, so the same bytes.
+#[derive(Serialize)]
+struct RecoveryResetRef<'a> {
+    execution: ExecutionVertexRef<'a>,
+    reason: &'a ResetReason,
+}
+
+/// [`ExecutionVertexId`] borrowed.
+#[derive(Serialize)]
+struct ExecutionVertexRef<'a> {
+    job_vertex: &'a str,
+    subtask: u32,
+}
+
+/// The `RecoveryFinished` payload of `decision`, appended to `out`, and the
+/// schema version it is written at (that of [`RecoveryFinished`]: 2 when a
+/// reason needs it, else 1). The bytes are those
+/// `JobEvent::RecoveryFinished` of the same decision encodes to.
+///
+/// # Errors
+/// As [`JobEvent::encode_payload`].
+pub fn encode_recovery_finished(
+    decision: &impl RecoveryDecision,
+    out: Vec<u8>,
+) -> Result<(Vec<u8>, u16), postcard::Error> {
+    let version = if decision.reset().any(|(_, _, r)| r.needs_version_2()) {
+        2
+    } else {
+        1
+    };
+    let skipped = SeqOf(|| {
+        decision
+            .skipped()
+            .map(|(job_vertex, subtask, attempt)| AttemptRef {
+                job_vertex,
+                subtask,
+                attempt,
+            })
+    });
+    let reset = SeqOf(|| {
+        decision
+            .reset()
+            .map(|(job_vertex, subtask, reason)| RecoveryResetRef {
+                execution: ExecutionVertexRef {
+                    job_vertex,
+                    subtask,
+                },
+                reason,
+            })
+    });
+    Ok((postcard::to_extend(&(skipped, reset), out)?, version))
+}
+
 /// High availability (`coordhost run --ha`, docs/ha.md): the coordinator
 /// that writes this segment leads the job in this term. The first record
 /// of the segment it starts; recovery does not use it, `log inspect`
@@ -1296,6 +1392,116 @@ mod tests {
         let mut folded = before.since(None);
         folded.fold(recorded);
         assert_eq!(folded, after);
+    }
+
+    /// A decision kept as a test's lists, read as [`RecoveryDecision`].
+    struct Lists(RecoveryFinished);
+
+    impl RecoveryDecision for Lists {
+        fn skipped(&self) -> impl ExactSizeIterator<Item = (&str, u32, u32)> {
+            self.0
+                .skipped
+                .iter()
+                .map(|a| (a.job_vertex.as_str(), a.subtask, a.attempt))
+        }
+
+        fn reset(&self) -> impl ExactSizeIterator<Item = (&str, u32, &ResetReason)> {
+            self.0.reset.iter().map(|r| {
+                (
+                    r.execution.job_vertex.as_str(),
+                    r.execution.subtask,
+                    &r.reason,
+                )
+            })
+        }
+    }
+
+    #[test]
+    fn a_decision_encoded_where_it_is_kept_has_the_bytes_and_version_of_the_record() {
+        let vertex = |job_vertex: &str, subtask| ExecutionVertexId {
+            job_vertex: job_vertex.into(),
+            subtask,
+        };
+        let kept = |subtask, attempt| AttemptId {
+            job_vertex: "source-\u{e9}".into(),
+            subtask,
+            attempt,
+        };
+        let reset = |execution, reason| RecoveryReset { execution, reason };
+        let every_reason = vec![
+            reset(vertex("sink", 0), ResetReason::RecoveryUnfinished),
+            reset(
+                vertex("sink", 300),
+                ResetReason::Failover {
+                    message: "boom".into(),
+                },
+            ),
+            reset(
+                vertex("map", 7),
+                ResetReason::PartitionNotFound {
+                    data_set: "s-m".into(),
+                    consumer: vertex("sink", 2),
+                },
+            ),
+            reset(vertex("map", 8), ResetReason::RecoveryNotInSnapshot),
+            reset(
+                vertex("map", 9),
+                ResetReason::RecoveryEnumeratorWithoutSnapshot,
+            ),
+            reset(
+                vertex("map", 10),
+                ResetReason::RecoveryPartitionMissing {
+                    data_set: "s-m".into(),
+                },
+            ),
+            reset(
+                vertex("map", 11),
+                ResetReason::RecoveryUpstreamReset {
+                    upstream: vertex("source", 70_000),
+                },
+            ),
+        ];
+        let mut with_version_2 = every_reason.clone();
+        with_version_2.push(reset(
+            vertex("source", 1),
+            ResetReason::RecoveryEnumeratorRestoreFailed,
+        ));
+        for (decision, version) in [
+            (
+                RecoveryFinished {
+                    skipped: Vec::new(),
+                    reset: Vec::new(),
+                },
+                1,
+            ),
+            (
+                RecoveryFinished {
+                    skipped: vec![kept(0, 0), kept(1, 3), kept(200, 1 << 20)],
+                    reset: every_reason,
+                },
+                1,
+            ),
+            (
+                RecoveryFinished {
+                    skipped: vec![kept(5, 0)],
+                    reset: with_version_2,
+                },
+                2,
+            ),
+        ] {
+            let event = JobEvent::RecoveryFinished(decision.clone());
+            let prefix = vec![0xAB; 3];
+            let (bytes, written) =
+                encode_recovery_finished(&Lists(decision), prefix.clone()).expect("encode");
+            assert_eq!(written, version);
+            assert_eq!(event.schema_version(), version);
+            assert_eq!(bytes[..3], prefix[..], "appended after what `out` held");
+            assert_eq!(bytes[3..], event.encode_payload().expect("encode")[..]);
+            assert_eq!(
+                JobEvent::decode(kind::RECOVERY_FINISHED, version, &bytes[3..]).expect("decode"),
+                event
+            );
+        }
     }
 
     #[test]

@@ -29,13 +29,14 @@ mod storage;
 mod writer;
 
 pub use error::{Damage, EventsError};
+pub use event::encode_recovery_finished;
 pub use event::{
     AttemptId, EncodedSplit, EnumeratorSnapshot, ExecutionFinished, ExecutionVertexId,
     ExecutionsReset, JobCancelled, JobEvent, JobFailed, JobFinished, JobStarted,
-    JobVertexInitialized, LeaderElected, PlannedStage, ProducedPartition, RecoveryFinished,
-    RecoveryReset, RecoveryStarted, ResetReason, ShuffleSnapshot, SinkCommitted, SnapshotFile,
-    SplitAssignment, StageAuto, StageEdge, StagePattern, StagesPlanned, SubtaskInputRange,
-    kind_name, max_known_version,
+    JobVertexInitialized, LeaderElected, PlannedStage, ProducedPartition, RecoveryDecision,
+    RecoveryFinished, RecoveryReset, RecoveryStarted, ResetReason, ShuffleSnapshot, SinkCommitted,
+    SnapshotFile, SplitAssignment, StageAuto, StageEdge, StagePattern, StagesPlanned,
+    SubtaskInputRange, kind_name, max_known_version,
 };
 pub use format::LOCK_FILE;
 pub use reader::{Position, Replay, ReplayedEvent, SegmentSummary, TornTail, replay};

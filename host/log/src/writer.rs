@@ -266,23 +266,37 @@ impl EventLogWriter {
     /// [`EventsError::RecordTooLarge`] / [`EventsError::Encode`] if the
     /// event does not fit a record (nothing is buffered then).
     pub fn append(&self, event: &JobEvent) -> Result<Sequence, EventsError> {
+        self.append_encoded(event.kind_id(), |out| {
+            Ok((event.encode_payload_after(out)?, event.schema_version()))
+        })
+    }
+
+    /// [`append`](Self::append) of a record of kind `kind_id` whose payload
+    /// `encode` appends to the buffer it is given, returning the schema
+    /// version it wrote (for a record encoded from where its data is kept,
+    /// [`crate::encode_recovery_finished`], issue 29).
+    ///
+    /// # Errors
+    /// As [`append`](Self::append).
+    pub fn append_encoded(
+        &self,
+        kind_id: u16,
+        encode: impl FnOnce(Vec<u8>) -> Result<(Vec<u8>, u16), postcard::Error>,
+    ) -> Result<Sequence, EventsError> {
+        let kind_name = crate::event::kind_name(kind_id).unwrap_or("?");
         // The frame is made where the payload is encoded (issue 29: a large
         // payload is not copied into a second buffer).
-        let frame = event
-            .encode_payload_after(vec![0; format::FRAME_HEAD_LEN])
-            .map_err(|source| EventsError::Encode {
-                kind_name: event.kind_name(),
-                source,
-            })?;
+        let (frame, version) = encode(vec![0; format::FRAME_HEAD_LEN])
+            .map_err(|source| EventsError::Encode { kind_name, source })?;
         let len = frame.len() - format::FRAME_HEAD_LEN;
         if len > format::MAX_PAYLOAD_LEN as usize {
             return Err(EventsError::RecordTooLarge {
-                kind_name: event.kind_name(),
+                kind_name,
                 len,
                 max: format::MAX_PAYLOAD_LEN,
             });
         }
-        let frame = format::seal_frame(frame, event.kind_id(), event.schema_version());
+        let frame = format::seal_frame(frame, kind_id, version);
         let (sequence, full) = {
             let mut state = self.shared.lock_state();
             if let Some(failure) = &state.failure {
@@ -352,6 +366,21 @@ impl EventLogWriter {
     /// As [`append`](Self::append) and [`wait_durable`](Self::wait_durable).
     pub fn append_durable(&self, event: &JobEvent) -> Result<Sequence, EventsError> {
         let sequence = self.append(event)?;
+        self.wait_durable(sequence)?;
+        Ok(sequence)
+    }
+
+    /// [`append_encoded`](Self::append_encoded), returning once the record
+    /// is durable.
+    ///
+    /// # Errors
+    /// As [`append_durable`](Self::append_durable).
+    pub fn append_encoded_durable(
+        &self,
+        kind_id: u16,
+        encode: impl FnOnce(Vec<u8>) -> Result<(Vec<u8>, u16), postcard::Error>,
+    ) -> Result<Sequence, EventsError> {
+        let sequence = self.append_encoded(kind_id, encode)?;
         self.wait_durable(sequence)?;
         Ok(sequence)
     }

@@ -1156,8 +1156,9 @@ fn recover(
     for (v, init) in &plan.initialized {
         recorder.note_initialized(&config.graph.vertices[*v].id, init.parallelism);
     }
-    let finished = JobEvent::RecoveryFinished(plan.finished_event(&config.graph));
-    recorder.append_durable(&finished)?;
+    recorder.append_recovery_finished(&plan.decision(&config.graph), || {
+        JobEvent::RecoveryFinished(plan.finished_event(&config.graph))
+    })?;
     master.crash_point("recovery-finished", recorder)?;
     tracing::info!(
         skipped = plan.kept.len(),
