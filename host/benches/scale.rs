@@ -42,7 +42,10 @@
 //! `/proc/PID/status` read just before the kill: the high-water mark the
 //! kernel also reports as `ru_maxrss`). Beside the replay, the same
 //! segments read raw (`std::fs::read` of each segment file, warm) and
-//! decoded by `coordhost::events::replay` in this process, as MB/s.
+//! decoded by `coordhost::events::replay` in this process, as MB/s; beside
+//! the partition question, its floor on this machine: the same partitions'
+//! `index` read and `data` looked at with `std::fs` in this process, one
+//! thread per core, no sandbox and no plugin.
 //!
 //! `make bench-scale` (`cargo bench -p coordhost --bench scale -- ARGS`)
 //! after `make plugins`. Arguments after `--`:
@@ -602,6 +605,38 @@ fn read_rates(log_dir: &Path) -> (f64, f64, f64, usize) {
     )
 }
 
+/// The least file work a partition question that checks every partition
+/// can cost on this machine, ms (median of 3, warm): each partition's
+/// `index` read whole and its `data` looked at (`lstat`) with `std::fs`,
+/// full paths, no sandbox, no plugin, on as many threads as there are
+/// cores. The restart's partition question does this work and more (the
+/// grant's rules, the plugin's checks); at 1 M execution vertices this
+/// alone is over a second on 2 cores (docs/recovery.md, "The floor").
+fn partition_files_floor(locations: &[Vec<String>]) -> f64 {
+    let all: Vec<&str> = locations.iter().flatten().map(String::as_str).collect();
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let per = all.len().div_ceil(threads).max(1);
+    let mut took = Vec::new();
+    for _ in 0..3 {
+        let t = Instant::now();
+        std::thread::scope(|s| {
+            for part in all.chunks(per) {
+                s.spawn(move || {
+                    for location in part {
+                        let dir = Path::new(location);
+                        let index = std::fs::read(dir.join(INDEX_FILE)).expect("index");
+                        assert!(!index.is_empty(), "{location}: an empty index");
+                        let data = std::fs::symlink_metadata(dir.join(DATA_FILE)).expect("data");
+                        assert!(data.is_file(), "{location}: data is not a file");
+                    }
+                });
+            }
+        });
+        took.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    median(took)
+}
+
 /// The object store of the `objects` rows: a SeaweedFS `weed mini` on
 /// loopback, started by the bench as the tests start one.
 struct Store {
@@ -632,6 +667,7 @@ fn restart_row(
     build: Duration,
     log: &str,
     rates: Option<(f64, f64, f64, usize)>,
+    floor: Option<f64>,
     samples: &[Restart],
 ) {
     let pick = |f: fn(&Restart) -> f64| median(samples.iter().map(f).collect());
@@ -645,8 +681,9 @@ fn restart_row(
         ),
         None => ("-".into(), "-".into(), "-".into(), "-".into(), "-".into()),
     };
+    let floor = floor.map_or_else(|| "-".to_owned(), |ms| format!("{ms:.1}"));
     println!(
-        "{:>9} {log:>7} {:>5} {:>5} {:>8.1} {log_mib:>8} {records:>9} {:>10.1} {:>11.1} {:>11.1} {:>11.1} {:>11.1} {raw:>9} {decode:>10} {ratio:>10}",
+        "{:>9} {log:>7} {:>5} {:>5} {:>8.1} {log_mib:>8} {records:>9} {:>10.1} {:>11.1} {:>11.1} {floor:>10} {:>11.1} {:>11.1} {raw:>9} {decode:>10} {ratio:>10}",
         total,
         k,
         p,
@@ -665,7 +702,7 @@ fn recovery_table(sizes: &[u32], runs: usize, keep: bool, store: Option<&Store>)
         load_line()
     );
     println!(
-        "{:>9} {:>7} {:>5} {:>5} {:>8} {:>8} {:>9} {:>10} {:>11} {:>11} {:>11} {:>11} {:>9} {:>10} {:>10}",
+        "{:>9} {:>7} {:>5} {:>5} {:>8} {:>8} {:>9} {:>10} {:>11} {:>11} {:>10} {:>11} {:>11} {:>9} {:>10} {:>10}",
         "exec vtx",
         "log",
         "K",
@@ -676,6 +713,7 @@ fn recovery_table(sizes: &[u32], runs: usize, keep: bool, store: Option<&Store>)
         "replay ms",
         "decision ms",
         "(partit.)",
+        "(floor)",
         "first task",
         "peak MiB",
         "raw MB/s",
@@ -718,6 +756,7 @@ fn recovery_table(sizes: &[u32], runs: usize, keep: bool, store: Option<&Store>)
         );
         let log_dir = job_log_dir(&data_dir, JOB).expect("log dir");
         let (log_mib, raw, decode, records) = read_rates(&log_dir);
+        let floor = partition_files_floor(&built.records.locations);
         let pristine = work.path().join("pristine-log");
         copy_dir(&log_dir, &pristine);
         let mut samples = Vec::new();
@@ -735,6 +774,7 @@ fn recovery_table(sizes: &[u32], runs: usize, keep: bool, store: Option<&Store>)
             build,
             "folder",
             Some((log_mib, raw, decode, records)),
+            Some(floor),
             &samples,
         );
         if let Some(store) = store {
@@ -772,7 +812,7 @@ fn recovery_table(sizes: &[u32], runs: usize, keep: bool, store: Option<&Store>)
                 eprintln!("  run on objects: {r:?}");
                 samples.push(r);
             }
-            restart_row(2 * k * p, (k, p), build, "objects", None, &samples);
+            restart_row(2 * k * p, (k, p), build, "objects", None, None, &samples);
         }
         if keep {
             eprintln!("  kept: {}", work.keep().display());
@@ -781,7 +821,8 @@ fn recovery_table(sizes: &[u32], runs: usize, keep: bool, store: Option<&Store>)
     println!(
         "replay = the driver's replay_ms (read + decode every record once, the checks, lock, new segment); decision = job::recover_into \
          (shuffle restore, plan, partition question, enumerator restores, apply with its ExecutionsReset records); \
-         (partit.) = the partition question's share of it; first task = spawn to the first `deploying` line; \
+         (partit.) = the partition question's share of it; (floor) = the least file work such a question costs here: \
+         every partition's index read and data looked at with std::fs, no sandbox or plugin, one thread per core, warm; first task = spawn to the first `deploying` line; \
          peak = VmHWM before the kill; raw / decode = the same segments read with std::fs::read / decoded by \
          events::replay in the bench's process, warm; ratio = raw / decode; log = where the event log is: \
          the data directory, or objects in a SeaweedFS `weed mini` on loopback (--log-on-objects; the same log, the same \
