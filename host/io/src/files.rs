@@ -77,8 +77,13 @@ pub fn nonblocking_regular(file: File) -> std::io::Result<File> {
 ///
 /// As [`open_regular_file`] and [`read_rest`].
 pub fn read_regular_file(path: &Path, max_bytes: u64) -> std::io::Result<Vec<u8>> {
-    let (mut file, _) = open_regular_file(path, max_bytes)?;
-    read_rest(&mut file, Vec::new(), max_bytes)
+    let (mut file, len) = open_regular_file(path, max_bytes)?;
+    // Room for the length `fstat` gave: `read_rest` reads through `take`,
+    // which hides the file's size from `read_to_end`, so an empty buffer
+    // grew by doubling (a 146 MiB event-log segment took a 256 MiB buffer
+    // and every copy on the way; issue 29).
+    let room = usize::try_from(len).unwrap_or(0);
+    read_rest(&mut file, Vec::with_capacity(room), max_bytes)
 }
 
 #[cfg(unix)]
@@ -307,6 +312,21 @@ mod tests {
             let flags = rustix::fs::fcntl_getfl(&opened).expect("flags");
             assert!(!flags.contains(rustix::fs::OFlags::NONBLOCK));
         });
+    }
+
+    #[test]
+    fn a_large_file_is_read_into_a_buffer_of_its_size_not_a_doubled_one() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let file = tmp.path().join("segment");
+        let len = (3 << 20) + 5;
+        std::fs::write(&file, vec![7u8; len]).expect("write");
+        let bytes = read_regular_file(&file, u64::MAX).expect("read");
+        assert_eq!(bytes.len(), len);
+        assert!(
+            bytes.capacity() < len + 4096,
+            "capacity {} for {len} bytes",
+            bytes.capacity()
+        );
     }
 
     #[test]
