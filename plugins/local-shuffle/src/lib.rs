@@ -67,7 +67,7 @@ use bindings::coordhost::plugin::types::{
 use bindings::exports::coordhost::plugin::shuffle_master::{
     Guest, GuestShuffleMaster, ShuffleMaster,
 };
-use plugin_support::registry::{RegistrySnapshot, StoredDescriptor};
+use plugin_support::registry::{Restore, StoredDescriptor};
 use plugin_support::shuffle::PartitionPlacer;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
@@ -107,6 +107,29 @@ impl SnapshotBody {
     ///
     /// A message for `error::corrupt-snapshot`.
     pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        let mut body = Self {
+            job_id: String::new(),
+            descriptors: Vec::new(),
+        };
+        Self::decode_each(bytes, |decoded| match decoded {
+            Decoded::Job(job_id) => job_id.clone_into(&mut body.job_id),
+            Decoded::Descriptor(_, descriptor) => body.descriptors.push(descriptor),
+        })?;
+        Ok(body)
+    }
+
+    /// Decodes bytes that [`SnapshotBody::encode`] wrote one descriptor at
+    /// a time, without a list of them: `each` is given the job id first,
+    /// then each descriptor with it, in order (`restore-state`
+    /// puts them straight into a [`Restore`]; at 500 000 partitions the
+    /// list was 50 MB of the plugin's memory, which never shrinks; issue 29).
+    /// The checks and messages are those of [`SnapshotBody::decode`];
+    /// descriptors given before an error are the caller's to drop.
+    ///
+    /// # Errors
+    ///
+    /// A message for `error::corrupt-snapshot`.
+    pub fn decode_each(bytes: &[u8], mut each: impl FnMut(Decoded<'_>)) -> Result<(), String> {
         let (&version, body) = bytes
             .split_first()
             .ok_or_else(|| "snapshot data is empty".to_owned())?;
@@ -115,13 +138,32 @@ impl SnapshotBody {
                 "snapshot format version {version} is not supported (expected {SNAPSHOT_VERSION})"
             ));
         }
-        let (decoded, rest) = postcard::take_from_bytes::<Self>(body)
-            .map_err(|e| format!("snapshot data does not decode: {e}"))?;
+        let undecodable = |e: postcard::Error| format!("snapshot data does not decode: {e}");
+        // The postcard layout of `SnapshotBody`: the job id, then the
+        // descriptors as a sequence (its length, then each one).
+        let (job_id, rest) = postcard::take_from_bytes::<String>(body).map_err(undecodable)?;
+        each(Decoded::Job(&job_id));
+        let (count, mut rest) = postcard::take_from_bytes::<usize>(rest).map_err(undecodable)?;
+        for _ in 0..count {
+            let (one, after) =
+                postcard::take_from_bytes::<StoredDescriptor>(rest).map_err(undecodable)?;
+            each(Decoded::Descriptor(&job_id, one));
+            rest = after;
+        }
         if !rest.is_empty() {
             return Err(format!("snapshot data has {} trailing bytes", rest.len()));
         }
-        Ok(decoded)
+        Ok(())
     }
+}
+
+/// What [`SnapshotBody::decode_each`] hands on, in order.
+#[derive(Debug)]
+pub enum Decoded<'a> {
+    /// The snapshot's job id (first).
+    Job(&'a str),
+    /// One descriptor, with the job id.
+    Descriptor(&'a str, StoredDescriptor),
 }
 
 /// One shuffle master instance (one per job).
@@ -253,30 +295,22 @@ impl GuestShuffleMaster for LocalShuffleMaster {
                     .to_owned(),
             ));
         }
-        // Decode everything before changing anything: a bad snapshot leaves
-        // the shuffle master as it was.
-        let decoded = snapshots
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                without_padding(&s.data, self.snapshot_pad)
-                    .and_then(SnapshotBody::decode)
-                    .map(|body| (s.incremental, body))
-                    .map_err(|e| Error::CorruptSnapshot(format!("snapshot {i}: {e}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        // Decoded into a restore beside the registry, which it replaces
+        // only once every snapshot decoded: a bad snapshot leaves the
+        // shuffle master as it was.
         let mut placer = self.placer.borrow_mut();
-        let mut restored = 0;
-        for (incremental, body) in decoded {
-            restored += body.descriptors.len();
-            placer.registry().restore(
-                &body.job_id,
-                RegistrySnapshot {
-                    incremental,
-                    descriptors: body.descriptors,
-                },
-            );
+        let registry = placer.registry();
+        let mut restore = Restore::default();
+        for (i, s) in snapshots.iter().enumerate() {
+            let body = without_padding(&s.data, self.snapshot_pad)
+                .map_err(|e| Error::CorruptSnapshot(format!("snapshot {i}: {e}")))?;
+            SnapshotBody::decode_each(body, |decoded| match decoded {
+                Decoded::Job(job_id) => restore.snapshot(registry, job_id, s.incremental),
+                Decoded::Descriptor(job_id, descriptor) => restore.add(job_id, descriptor),
+            })
+            .map_err(|e| Error::CorruptSnapshot(format!("snapshot {i}: {e}")))?;
         }
+        let restored = registry.finish_restore(restore);
         host_log::log(
             LogLevel::Info,
             &format!(
@@ -460,8 +494,46 @@ mod tests {
         assert!(SnapshotBody::decode(&[]).is_err());
         assert!(SnapshotBody::decode(&[2]).is_err());
         assert!(SnapshotBody::decode(&bytes[..bytes.len() - 1]).is_err());
-        let mut longer = bytes;
+        let mut longer = bytes.clone();
         longer.push(7);
         assert!(SnapshotBody::decode(&longer).is_err());
+        // Every shorter prefix is refused, one descriptor at a time too.
+        for cut in 0..bytes.len() {
+            assert!(
+                SnapshotBody::decode_each(&bytes[..cut], |_| {}).is_err(),
+                "{cut} of {} bytes",
+                bytes.len()
+            );
+        }
+    }
+
+    #[test]
+    fn descriptors_are_handed_on_one_at_a_time_after_the_job_id() {
+        let descriptor = |subtask| StoredDescriptor {
+            key: PartitionKey {
+                intermediate_data_set: "ds".into(),
+                job_vertex: "map".into(),
+                subtask,
+                attempt: 0,
+            },
+            location: format!("/r/j/ds/map-{subtask}-0"),
+            num_subpartitions: 1,
+        };
+        let body = SnapshotBody {
+            job_id: "job".into(),
+            descriptors: (0..300).map(descriptor).collect(),
+        };
+        let mut seen = Vec::new();
+        SnapshotBody::decode_each(&body.encode().unwrap(), |decoded| {
+            seen.push(match decoded {
+                Decoded::Job(job) => format!("job {job}"),
+                Decoded::Descriptor(job, d) => format!("{job} {}", d.key.subtask),
+            });
+        })
+        .unwrap();
+        let expected: Vec<String> = std::iter::once("job job".to_owned())
+            .chain((0..300).map(|s| format!("job {s}")))
+            .collect();
+        assert_eq!(seen, expected);
     }
 }

@@ -5,7 +5,9 @@
 //! registered since the one before).
 
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Identifies a result partition (the WIT `result-partition-id`, flattened).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -40,9 +42,44 @@ pub struct RegistrySnapshot {
     pub descriptors: Vec<StoredDescriptor>,
 }
 
+/// A stored descriptor ordered and looked up by its partition key alone,
+/// so that a set of them is a map from key to descriptor that holds each
+/// key once (a map keyed by a copy of the key held it twice: about 100
+/// bytes a partition of the plugin's memory, 50 MB at 500 000 partitions;
+/// issue 29).
+#[derive(Debug)]
+struct ByKey(StoredDescriptor);
+
+impl Borrow<PartitionKey> for ByKey {
+    fn borrow(&self) -> &PartitionKey {
+        &self.0.key
+    }
+}
+
+impl PartialEq for ByKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.key == other.0.key
+    }
+}
+
+impl Eq for ByKey {}
+
+impl PartialOrd for ByKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ByKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.key.cmp(&other.0.key)
+    }
+}
+
 #[derive(Debug, Default)]
 struct JobPartitions {
-    descriptors: BTreeMap<PartitionKey, StoredDescriptor>,
+    /// Every registered partition's descriptor, by key.
+    descriptors: BTreeSet<ByKey>,
     /// Partitions registered since the last snapshot, in registration order.
     since_snapshot: Vec<PartitionKey>,
     /// Whether a full snapshot was taken since the job was registered or
@@ -84,13 +121,17 @@ impl PartitionRegistry {
             .get_mut(job_id)
             .ok_or_else(|| format!("job {job_id} is not registered"))?;
         job.since_snapshot.push(descriptor.key.clone());
-        job.descriptors.insert(descriptor.key.clone(), descriptor);
+        job.descriptors.replace(ByKey(descriptor));
         Ok(())
     }
 
     /// The descriptor of partition `key` of `job_id`, if known.
     pub fn get(&self, job_id: &str, key: &PartitionKey) -> Option<&StoredDescriptor> {
-        self.jobs.get(job_id)?.descriptors.get(key)
+        self.jobs
+            .get(job_id)?
+            .descriptors
+            .get(key)
+            .map(|stored| &stored.0)
     }
 
     /// Forgets partition `key` in whichever job holds it with this `location`;
@@ -101,7 +142,7 @@ impl PartitionRegistry {
             if job
                 .descriptors
                 .get(key)
-                .is_some_and(|d| d.location == location)
+                .is_some_and(|d| d.0.location == location)
             {
                 job.descriptors.remove(key);
                 found = true;
@@ -131,7 +172,7 @@ impl PartitionRegistry {
             job.full_snapshot_taken = true;
             return Ok(RegistrySnapshot {
                 incremental: false,
-                descriptors: job.descriptors.values().cloned().collect(),
+                descriptors: job.descriptors.iter().map(|d| d.0.clone()).collect(),
             });
         }
         let mut keys = since;
@@ -142,7 +183,7 @@ impl PartitionRegistry {
             // A partition released since it was registered is left out.
             descriptors: keys
                 .iter()
-                .filter_map(|k| job.descriptors.get(k).cloned())
+                .filter_map(|k| job.descriptors.get(k).map(|d| d.0.clone()))
                 .collect(),
         })
     }
@@ -151,15 +192,64 @@ impl PartitionRegistry {
     /// the job's descriptors, an incremental one adds to them. The job is
     /// registered if it was not, and its next snapshot will be full.
     pub fn restore(&mut self, job_id: &str, snapshot: RegistrySnapshot) {
-        let job = self.jobs.entry(job_id.to_owned()).or_default();
-        if !snapshot.incremental {
-            job.descriptors.clear();
-        }
+        let mut restore = Restore::default();
+        restore.snapshot(self, job_id, snapshot.incremental);
         for descriptor in snapshot.descriptors {
-            job.descriptors.insert(descriptor.key.clone(), descriptor);
+            restore.add(job_id, descriptor);
         }
-        job.since_snapshot.clear();
-        job.full_snapshot_taken = false;
+        self.finish_restore(restore);
+    }
+
+    /// Puts in place what `restore` rebuilt: each job it touched gets the
+    /// descriptors built there (registered if it was not), and its next
+    /// snapshot will be full. Returns how many descriptors the jobs hold.
+    pub fn finish_restore(&mut self, restore: Restore) -> usize {
+        let mut held = 0;
+        for (job_id, descriptors) in restore.jobs {
+            held += descriptors.len();
+            let job = self.jobs.entry(job_id).or_default();
+            job.descriptors = descriptors;
+            job.since_snapshot.clear();
+            job.full_snapshot_taken = false;
+        }
+        held
+    }
+}
+
+/// Snapshots being restored, one descriptor at a time, beside the registry
+/// they will replace jobs of ([`PartitionRegistry::finish_restore`]): a
+/// shuffle master decodes its snapshots straight into it, so a bad one
+/// found half-way leaves the registry as it was (drop the `Restore`), and no
+/// list of every decoded descriptor is held besides (50 MB at 500 000
+/// partitions, issue 29).
+#[derive(Debug, Default)]
+pub struct Restore {
+    jobs: BTreeMap<String, BTreeSet<ByKey>>,
+}
+
+impl Restore {
+    /// Starts the next snapshot of `job_id` (oldest first): a full one
+    /// starts the job over; an incremental one adds to what the snapshots
+    /// before it rebuilt or, for the first of its job, to what `registry`
+    /// holds.
+    pub fn snapshot(&mut self, registry: &PartitionRegistry, job_id: &str, incremental: bool) {
+        if !incremental {
+            self.jobs.insert(job_id.to_owned(), BTreeSet::new());
+        } else if !self.jobs.contains_key(job_id) {
+            let held = registry.jobs.get(job_id).map_or_else(BTreeSet::new, |job| {
+                job.descriptors.iter().map(|d| ByKey(d.0.clone())).collect()
+            });
+            self.jobs.insert(job_id.to_owned(), held);
+        }
+    }
+
+    /// Adds one descriptor of the current snapshot of `job_id`, replacing
+    /// one with the same key.
+    pub fn add(&mut self, job_id: &str, descriptor: StoredDescriptor) {
+        self.jobs
+            .entry(job_id.to_owned())
+            .or_default()
+            .replace(ByKey(descriptor));
     }
 }
 
@@ -220,6 +310,76 @@ mod tests {
         assert!(registry.get("j", &descriptor(0).key).is_some());
         assert!(registry.get("j", &descriptor(1).key).is_some());
         assert!(!registry.snapshot("j").unwrap().incremental);
+    }
+
+    #[test]
+    fn a_partition_registered_or_restored_again_replaces_its_descriptor() {
+        let mut registry = PartitionRegistry::new();
+        registry.register_job("j");
+        registry.record("j", descriptor(0)).unwrap();
+        let moved = StoredDescriptor {
+            location: "/r/j/ds/elsewhere".into(),
+            ..descriptor(0)
+        };
+        registry.record("j", moved.clone()).unwrap();
+        registry.record("j", descriptor(1)).unwrap();
+        assert_eq!(registry.get("j", &moved.key), Some(&moved));
+        let full = registry.snapshot("j").unwrap();
+        assert_eq!(full.descriptors, [moved.clone(), descriptor(1)]);
+        // A snapshot holding one partition twice: the later one counts.
+        registry.restore(
+            "j",
+            RegistrySnapshot {
+                incremental: false,
+                descriptors: vec![moved, descriptor(1), descriptor(0)],
+            },
+        );
+        assert_eq!(registry.get("j", &descriptor(0).key), Some(&descriptor(0)));
+        assert_eq!(
+            registry.snapshot("j").unwrap().descriptors,
+            [descriptor(0), descriptor(1)]
+        );
+    }
+
+    #[test]
+    fn a_restore_replaces_only_the_jobs_it_touched_and_only_once_finished() {
+        let mut registry = PartitionRegistry::new();
+        for job in ["a", "b", "c"] {
+            registry.register_job(job);
+            registry.record(job, descriptor(0)).unwrap();
+        }
+        let mut restore = Restore::default();
+        // "a": incremental first, so it adds to what the registry holds.
+        restore.snapshot(&registry, "a", true);
+        restore.add("a", descriptor(1));
+        // "b": full, then incremental on top of it.
+        restore.snapshot(&registry, "b", false);
+        restore.add("b", descriptor(2));
+        restore.snapshot(&registry, "b", true);
+        restore.add("b", descriptor(3));
+        // Nothing changes until it is finished.
+        assert!(registry.get("a", &descriptor(1).key).is_none());
+        assert!(registry.get("b", &descriptor(0).key).is_some());
+        assert_eq!(registry.finish_restore(restore), 4);
+        let keys = |registry: &mut PartitionRegistry, job| {
+            let mut subtasks: Vec<u32> = registry
+                .snapshot(job)
+                .unwrap()
+                .descriptors
+                .iter()
+                .map(|d| d.key.subtask)
+                .collect();
+            subtasks.sort_unstable();
+            subtasks
+        };
+        assert_eq!(keys(&mut registry, "a"), [0, 1]);
+        assert_eq!(keys(&mut registry, "b"), [2, 3]);
+        assert_eq!(keys(&mut registry, "c"), [0]);
+        // A restore dropped unfinished leaves the registry as it was.
+        let mut dropped = Restore::default();
+        dropped.snapshot(&registry, "c", false);
+        drop(dropped);
+        assert!(registry.get("c", &descriptor(0).key).is_some());
     }
 
     #[test]
