@@ -20,6 +20,16 @@ pub fn worker_holds_deploy_answer() -> Option<std::time::Duration> {
     })
 }
 
+/// Whether a goodbye that arrived is left unseen for one heartbeat (fail
+/// point `worker::heartbeat-crosses-goodbye`): the heartbeat then crosses
+/// the goodbye, as one in flight when the goodbye comes does, and the
+/// coordinator, which forgot the worker when it took the goodbye, answers
+/// it "unknown".
+#[must_use]
+pub fn heartbeat_crosses_goodbye() -> bool {
+    fail::eval("worker::heartbeat-crosses-goodbye", |_| ()).is_some()
+}
+
 /// Whether every attempt this worker runs fails (fail point
 /// `worker::fail-every-task`).
 #[must_use]

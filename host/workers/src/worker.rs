@@ -611,13 +611,29 @@ async fn heartbeat_while_known(
             () = state.goodbye_said.notified() => {}
         }
         let said = lock(&state.goodbye).take();
+        #[cfg(feature = "failpoints")]
+        let said = match said {
+            Some(g) if crate::failpoints::heartbeat_crosses_goodbye() => {
+                // Unseen until the heartbeat below: the coordinator marks
+                // the worker gone once its goodbye call returned.
+                *lock(&state.goodbye) = Some(g);
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                None
+            }
+            other => other,
+        };
         if let Some(g) = said.filter(|g| g.session == session) {
             break Some(g);
         }
+        // The coordinator forgets a worker once it took the goodbye, so a
+        // heartbeat that crossed the goodbye is answered "unknown": the
+        // goodbye said meanwhile, not a loss, ends the session (seen in CI
+        // under load: a worker warned it lost the coordinator instead).
+        let said_meanwhile = || lock(&state.goodbye).take().filter(|g| g.session == session);
         match heartbeat_once(state, session, interval).await {
             Some(true) => last_ok = Instant::now(),
-            Some(false) => break None,
-            None if last_ok.elapsed() >= timeout => break None,
+            Some(false) => break said_meanwhile(),
+            None if last_ok.elapsed() >= timeout => break said_meanwhile(),
             // High availability: a heartbeat that fails is a reason to
             // ask etcd at once; a newer leader ends this registration
             // without waiting out the timeout (docs/ha.md, "Figures").

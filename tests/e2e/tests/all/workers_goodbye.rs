@@ -54,6 +54,42 @@ fn count(text: &str, needle: &str) -> usize {
     text.matches(needle).count()
 }
 
+/// A heartbeat in flight when the goodbye comes is answered "unknown" (the
+/// coordinator forgot the worker when it took the goodbye): the worker
+/// still says the job ended, not that it lost the coordinator (a race CI
+/// met under load; the knob makes the heartbeat cross the goodbye).
+#[test]
+fn a_heartbeat_that_crosses_the_goodbye_is_no_loss() {
+    let fx = Fixture::words();
+    let file = job(&fx, |_| {});
+    let addr = free_port();
+    let knob = "worker::heartbeat-crosses-goodbye=1*return";
+    let workers =
+        Workers::start_with_knobs(2, &addr, &fx.path("workers"), 2, &[(0, knob), (1, knob)]);
+    let data = fx.path("data");
+    let mut run = Coordhost::new(&file, &data);
+    run.extra_args = external_args(&addr, 2, GOODBYE_HEARTBEAT_MS);
+    // The coordinator stays up after the goodbye (its page lingers), so
+    // the crossing heartbeat, sent 300 ms after the goodbye, is answered.
+    run.extra_args
+        .extend(["--ui", "127.0.0.1:0", "--ui-linger-s", "3"].map(String::from));
+    let mut running = run.start();
+    running
+        .poll_until(|| run.summary.exists().then_some(()))
+        .expect("the job ends and the page lingers");
+    std::thread::sleep(Duration::from_millis(1000));
+    for i in 0..2 {
+        let log = workers.log_of(i);
+        assert!(
+            !log.contains(LOST),
+            "w{i} took the crossing for a loss:\n{log}"
+        );
+        assert_eq!(count(&log, ENDED), 1, "w{i}:\n{log}");
+    }
+    running.finish();
+    assert_output(&data, &fx, "the job with workers");
+}
+
 #[test]
 fn a_finished_job_says_goodbye_and_its_workers_wait_for_the_next_without_a_warning() {
     let fx = Fixture::words();
