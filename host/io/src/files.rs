@@ -82,8 +82,11 @@ pub fn read_regular_file(path: &Path, max_bytes: u64) -> std::io::Result<Vec<u8>
     // which hides the file's size from `read_to_end`, so an empty buffer
     // grew by doubling (a 146 MiB event-log segment took a 256 MiB buffer
     // and every copy on the way; issue 29).
-    let room = usize::try_from(len).unwrap_or(0);
-    read_rest(&mut file, Vec::with_capacity(room), max_bytes)
+    // Only room: a length that cannot be had (a sparse or damaged file)
+    // leaves the buffer to grow as it is read, as before.
+    let mut bytes = Vec::new();
+    let _unreserved = bytes.try_reserve_exact(usize::try_from(len).unwrap_or(0));
+    read_rest(&mut file, bytes, max_bytes)
 }
 
 #[cfg(unix)]

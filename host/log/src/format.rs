@@ -394,17 +394,20 @@ pub fn decode_frame(bytes: &[u8]) -> Result<Frame<'_>, FrameProblem> {
     })
 }
 
-/// How many frames `bytes` holds from its start, by their length fields
-/// alone (no checksum): an upper bound on the records a scan will decode,
-/// for sizing its list once (issue 29). Stops at the first length that is
-/// too large or runs past the end.
+/// How many frames `bytes` holds from its start, by their heads alone (no
+/// checksum): an upper bound on the records a scan will decode, for sizing
+/// its list (issue 29). Stops at the first head whose kind this binary
+/// does not know, whose length is too large or runs past the end: the
+/// zeros a torn tail often is (a file that grew before its data reached
+/// the disk) would otherwise count as a chain of empty frames.
 #[must_use]
 pub fn count_frames(bytes: &[u8]) -> usize {
     let mut offset = 0;
     let mut frames = 0;
     while let Some(head) = bytes.get(offset..offset + FRAME_HEAD_LEN) {
         let len = read_u32(head, FRAME_LEN_OFFSET);
-        if len > MAX_PAYLOAD_LEN {
+        let kind = read_u16(head, FRAME_KIND_OFFSET);
+        if len > MAX_PAYLOAD_LEN || !(kind::JOB_STARTED..=kind::NEWEST).contains(&kind) {
             break;
         }
         let next = offset + FRAME_OVERHEAD + len as usize;
@@ -453,6 +456,13 @@ mod tests {
             count_frames(&overlong),
             1,
             "stops at a length past the limit"
+        );
+        let mut zeros = bytes.clone();
+        zeros.extend_from_slice(&[0; 4096]);
+        assert_eq!(
+            count_frames(&zeros),
+            3,
+            "zeros after the frames are no frames"
         );
     }
 

@@ -385,11 +385,13 @@ fn scan_newest(
     Ok(())
 }
 
-/// Room in the event list for every frame of `records` (one growth per
-/// segment instead of doubling: at 1 M execution vertices the list holds
-/// half a million events, issue 29).
+/// Room in the event list for every frame of `records`: the first (and
+/// usually only) segment's exactly, later ones amortized, so that many
+/// segments (a crash loop) do not copy the list once each (at 1 M execution
+/// vertices the list holds half a million events; issue 29). Only room: if
+/// it cannot be had, the list grows as records are pushed, as before.
 fn reserve_for(replay: &mut Replay, records: &[u8]) {
-    replay.events.reserve_exact(format::count_frames(records));
+    let _unreserved = replay.events.try_reserve(format::count_frames(records));
 }
 
 /// True if a whole, checksum-valid frame starts anywhere after `offset`:

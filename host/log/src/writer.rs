@@ -288,7 +288,18 @@ impl EventLogWriter {
         // payload is not copied into a second buffer).
         let (frame, version) = encode(vec![0; format::FRAME_HEAD_LEN])
             .map_err(|source| EventsError::Encode { kind_name, source })?;
-        let len = frame.len() - format::FRAME_HEAD_LEN;
+        debug_assert!(
+            crate::event::max_known_version(kind_id)
+                .is_some_and(|max| (1..=max).contains(&version)),
+            "append_encoded: kind {kind_id} at version {version} is not one this binary writes"
+        );
+        // The encoder appends after the frame's head, never takes it away.
+        let len = frame.len().saturating_sub(format::FRAME_HEAD_LEN);
+        debug_assert_eq!(
+            len + format::FRAME_HEAD_LEN,
+            frame.len(),
+            "the head was cut"
+        );
         if len > format::MAX_PAYLOAD_LEN as usize {
             return Err(EventsError::RecordTooLarge {
                 kind_name,

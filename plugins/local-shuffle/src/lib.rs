@@ -301,16 +301,20 @@ impl GuestShuffleMaster for LocalShuffleMaster {
         let mut placer = self.placer.borrow_mut();
         let registry = placer.registry();
         let mut restore = Restore::default();
+        let mut restored = 0;
         for (i, s) in snapshots.iter().enumerate() {
             let body = without_padding(&s.data, self.snapshot_pad)
                 .map_err(|e| Error::CorruptSnapshot(format!("snapshot {i}: {e}")))?;
             SnapshotBody::decode_each(body, |decoded| match decoded {
                 Decoded::Job(job_id) => restore.snapshot(registry, job_id, s.incremental),
-                Decoded::Descriptor(job_id, descriptor) => restore.add(job_id, descriptor),
+                Decoded::Descriptor(job_id, descriptor) => {
+                    restored += 1;
+                    restore.add(job_id, descriptor);
+                }
             })
             .map_err(|e| Error::CorruptSnapshot(format!("snapshot {i}: {e}")))?;
         }
-        let restored = registry.finish_restore(restore);
+        registry.finish_restore(restore);
         host_log::log(
             LogLevel::Info,
             &format!(
@@ -505,6 +509,54 @@ mod tests {
                 bytes.len()
             );
         }
+    }
+
+    #[test]
+    fn a_bad_snapshot_after_good_ones_leaves_the_registry_as_it_was() {
+        let root = std::env::temp_dir().join(format!("local-shuffle-test-{}", std::process::id()));
+        let master = LocalShuffleMaster {
+            placer: RefCell::new(PartitionPlacer::new(root.display().to_string()).unwrap()),
+            warned: RefCell::default(),
+            failing_reports: RefCell::new(0),
+            fail_restore_while: None,
+            ignore_worker_reports: false,
+            snapshot_pad: 0,
+        };
+        let descriptor = |subtask| StoredDescriptor {
+            key: PartitionKey {
+                intermediate_data_set: "ds".into(),
+                job_vertex: "map".into(),
+                subtask,
+                attempt: 0,
+            },
+            location: format!("/r/j/ds/map-{subtask}-0"),
+            num_subpartitions: 1,
+        };
+        {
+            let mut placer = master.placer.borrow_mut();
+            placer.registry().register_job("j");
+            placer.registry().record("j", descriptor(0)).unwrap();
+        }
+        let good = SnapshotBody {
+            job_id: "j".into(),
+            descriptors: vec![descriptor(1), descriptor(2)],
+        }
+        .encode()
+        .unwrap();
+        let mut bad = good.clone();
+        bad.truncate(bad.len() - 3);
+        let snapshot = |incremental, data| ShuffleMasterSnapshot { incremental, data };
+        let refused = master.restore_state(vec![snapshot(false, good), snapshot(true, bad)]);
+        assert!(
+            matches!(&refused, Err(Error::CorruptSnapshot(why)) if why.starts_with("snapshot 1: ")),
+            "{refused:?}"
+        );
+        let mut placer = master.placer.borrow_mut();
+        let registry = placer.registry();
+        assert_eq!(registry.get("j", &descriptor(0).key), Some(&descriptor(0)));
+        assert!(registry.get("j", &descriptor(1).key).is_none());
+        drop(placer);
+        let _ = std::fs::remove_dir_all(root);
     }
 
     #[test]
