@@ -511,6 +511,20 @@ mod tests {
         }
     }
 
+    /// Partition `subtask` of the test job's one data set.
+    fn descriptor(subtask: u32) -> StoredDescriptor {
+        StoredDescriptor {
+            key: PartitionKey {
+                intermediate_data_set: "ds".into(),
+                job_vertex: "map".into(),
+                subtask,
+                attempt: 0,
+            },
+            location: format!("/r/j/ds/map-{subtask}-0"),
+            num_subpartitions: 1,
+        }
+    }
+
     #[test]
     fn a_bad_snapshot_after_good_ones_leaves_the_registry_as_it_was() {
         let root = std::env::temp_dir().join(format!("local-shuffle-test-{}", std::process::id()));
@@ -521,16 +535,6 @@ mod tests {
             fail_restore_while: None,
             ignore_worker_reports: false,
             snapshot_pad: 0,
-        };
-        let descriptor = |subtask| StoredDescriptor {
-            key: PartitionKey {
-                intermediate_data_set: "ds".into(),
-                job_vertex: "map".into(),
-                subtask,
-                attempt: 0,
-            },
-            location: format!("/r/j/ds/map-{subtask}-0"),
-            num_subpartitions: 1,
         };
         {
             let mut placer = master.placer.borrow_mut();
@@ -561,16 +565,6 @@ mod tests {
 
     #[test]
     fn descriptors_are_handed_on_one_at_a_time_after_the_job_id() {
-        let descriptor = |subtask| StoredDescriptor {
-            key: PartitionKey {
-                intermediate_data_set: "ds".into(),
-                job_vertex: "map".into(),
-                subtask,
-                attempt: 0,
-            },
-            location: format!("/r/j/ds/map-{subtask}-0"),
-            num_subpartitions: 1,
-        };
         let body = SnapshotBody {
             job_id: "job".into(),
             descriptors: (0..300).map(descriptor).collect(),
