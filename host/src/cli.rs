@@ -205,7 +205,7 @@ pub fn main() -> ExitCode {
         Some(dir) if uses_cache => match crate::config::resolve_physical(&dir) {
             Ok(resolved) => Some(resolved),
             Err(reason) => {
-                eprintln!(
+                coordhost_io::stderr_line!(
                     "coordhost: --cache-dir: {}",
                     crate::config::one_line(&reason)
                 );
@@ -336,7 +336,7 @@ fn plugin_check(file: &Path, json: bool, cache_dir: Option<PathBuf>) -> ExitCode
                 });
                 println!("{doc}");
             }
-            eprintln!("coordhost: {message}");
+            coordhost_io::stderr_line!("coordhost: {message}");
             ExitCode::from(code)
         }
     }
@@ -421,7 +421,7 @@ fn log_inspect(dir: &Path, json: bool) -> ExitCode {
         }
         Err(error) => {
             let _ = out.flush();
-            eprintln!("coordhost: {error}");
+            coordhost_io::stderr_line!("coordhost: {error}");
             ExitCode::from(EXIT_BAD_INPUT)
         }
     }
@@ -437,7 +437,7 @@ fn log_draw(dir: &Path, svg: Option<&Path>, html: Option<&Path>) -> ExitCode {
     let view = match replay {
         Ok(replay) => crate::ui::JobView::from_replay(&replay),
         Err(error) => {
-            eprintln!("coordhost: {error}");
+            coordhost_io::stderr_line!("coordhost: {error}");
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
@@ -448,7 +448,7 @@ fn log_draw(dir: &Path, svg: Option<&Path>, html: Option<&Path>) -> ExitCode {
     for (path, text, flag) in drawings {
         let Some(path) = path else { continue };
         if let Err(e) = std::fs::write(path, text) {
-            eprintln!("coordhost: {flag} {}: cannot write: {e}", path.display());
+            coordhost_io::stderr_line!("coordhost: {flag} {}: cannot write: {e}", path.display());
             return ExitCode::from(EXIT_BAD_INPUT);
         }
         println!("{}", path.display());
@@ -466,7 +466,7 @@ fn cluster_certs(req: crate::tls::CertsRequest) -> ExitCode {
             ExitCode::from(EXIT_OK)
         }
         Err(e) => {
-            eprintln!("coordhost: {e}");
+            coordhost_io::stderr_line!("coordhost: {e}");
             ExitCode::from(EXIT_BAD_INPUT)
         }
     }
@@ -482,7 +482,10 @@ fn worker_command(args: &WorkerArgs, cache_dir: Option<PathBuf>) -> ExitCode {
         Some(file) => match crate::config::load_cluster_file(file, &args.data_dir) {
             Ok(tls) => tls,
             Err(e) => {
-                eprintln!("coordhost: {}", crate::config::one_line(&e.to_string()));
+                coordhost_io::stderr_line!(
+                    "coordhost: {}",
+                    crate::config::one_line(&e.to_string())
+                );
                 return ExitCode::from(EXIT_BAD_INPUT);
             }
         },
@@ -501,23 +504,23 @@ fn worker_command(args: &WorkerArgs, cache_dir: Option<PathBuf>) -> ExitCode {
         etcd: match args.etcd.security() {
             Ok(s) => s,
             Err(e) => {
-                eprintln!("coordhost: {e}");
+                coordhost_io::stderr_line!("coordhost: {e}");
                 return ExitCode::from(EXIT_BAD_INPUT);
             }
         },
     };
     if args.slots == 0 {
-        eprintln!("coordhost: --slots: at least 1");
+        coordhost_io::stderr_line!("coordhost: --slots: at least 1");
         return ExitCode::from(EXIT_BAD_INPUT);
     }
     if let Err(e) = args.tls.check_listen(&args.listen, tls.is_some()) {
-        eprintln!("coordhost: {e}");
+        coordhost_io::stderr_line!("coordhost: {e}");
         return ExitCode::from(EXIT_BAD_INPUT);
     }
     match crate::remote::run_worker(&opts) {
         Ok(()) => ExitCode::from(EXIT_OK),
         Err(e) => {
-            eprintln!("coordhost: {e}");
+            coordhost_io::stderr_line!("coordhost: {e}");
             ExitCode::from(match e {
                 crate::remote::worker::WorkerError::Io { .. } => EXIT_FAILED,
                 _ => EXIT_BAD_INPUT,

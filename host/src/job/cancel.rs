@@ -297,7 +297,7 @@ pub fn cancel_command(args: &CancelArgs) -> ExitCode {
             ExitCode::from(EXIT_OK)
         }
         Err((code, line)) => {
-            eprintln!("coordhost: {line}");
+            coordhost_io::stderr_line!("coordhost: {line}");
             ExitCode::from(code)
         }
     }
@@ -366,7 +366,7 @@ fn cancel(args: &CancelArgs) -> Result<String, (u8, String)> {
             "no coordinator runs job `{job}` now: the next `coordhost run` of it records the cancellation and ends (exit 3) without running anything (`run --resume` goes on with the job instead)"
         ));
     };
-    eprintln!(
+    coordhost_io::stderr_line!(
         "coordhost cancel: the coordinator running job `{job}` (pid {pid}) was asked to cancel it; waiting up to {} s",
         args.wait_s
     );

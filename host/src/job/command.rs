@@ -95,7 +95,7 @@ pub struct RunArgs {
 /// Runs `coordhost run`; returns the exit code.
 pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
     if let Err(e) = crate::config::check_arguments(args.workers, args.summary_json.as_deref()) {
-        eprintln!("coordhost: {e}");
+        coordhost_io::stderr_line!("coordhost: {e}");
         return ExitCode::from(EXIT_BAD_INPUT);
     }
     let mut opts = match run_options(args, cache_dir) {
@@ -104,7 +104,7 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
     };
     let stop = Arc::new(StopRequest::default());
     if let Err(e) = stop_on_signals(stop.clone()) {
-        eprintln!("coordhost: cannot watch for SIGINT and SIGTERM: {e}");
+        coordhost_io::stderr_line!("coordhost: cannot watch for SIGINT and SIGTERM: {e}");
         return ExitCode::from(EXIT_FAILED);
     }
     opts.stop = Some(stop.clone());
@@ -117,7 +117,7 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
     let live = match super::ui::start(&args.ui, &mut opts) {
         Ok(live) => live,
         Err(line) => {
-            eprintln!("coordhost: {line}");
+            coordhost_io::stderr_line!("coordhost: {line}");
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
@@ -125,7 +125,7 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
         None => (None, String::new()),
         Some(Ok((cluster, job))) => (Some(Arc::new(cluster)), job),
         Some(Err((code, line))) => {
-            eprintln!("coordhost: {line}");
+            coordhost_io::stderr_line!("coordhost: {line}");
             return ExitCode::from(code);
         }
     };
@@ -147,7 +147,7 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
                 Some(leadership)
             }
             Err((code, line)) => {
-                eprintln!("coordhost: {line}");
+                coordhost_io::stderr_line!("coordhost: {line}");
                 return ExitCode::from(code);
             }
         },
@@ -157,7 +157,7 @@ pub fn run_command(args: &RunArgs, cache_dir: Option<PathBuf>) -> ExitCode {
             cluster.wait_for_workers(n, std::time::Duration::from_millis(args.worker_wait_ms))
     {
         cluster.goodbye(&job_name, crate::rpc::JobEnd::Failed);
-        eprintln!("coordhost: {e}");
+        coordhost_io::stderr_line!("coordhost: {e}");
         return ExitCode::from(EXIT_FAILED);
     }
     if let (Some(cluster), Some(live)) = (&cluster, &live) {
@@ -189,7 +189,7 @@ fn run_options(args: &RunArgs, cache_dir: Option<PathBuf>) -> Result<RunOptions,
         match crate::events::ObjectLogUrl::parse(log) {
             Ok(url) => opts.log = Some(url),
             Err(reason) => {
-                eprintln!("coordhost: --log: {reason}");
+                coordhost_io::stderr_line!("coordhost: --log: {reason}");
                 return Err(ExitCode::from(EXIT_BAD_INPUT));
             }
         }
@@ -234,7 +234,7 @@ fn report(
                     .map_err(std::io::Error::from)
                     .and_then(|bytes| std::fs::write(path, bytes));
                 if let Err(e) = written {
-                    eprintln!(
+                    coordhost_io::stderr_line!(
                         "coordhost: {}: cannot write the summary: {e}",
                         path.display()
                     );
@@ -244,7 +244,7 @@ fn report(
             match summary.status {
                 JobStatus::Finished => ExitCode::from(EXIT_OK),
                 JobStatus::Failed => {
-                    eprintln!(
+                    coordhost_io::stderr_line!(
                         "coordhost: {}",
                         summary.error.as_deref().unwrap_or("the job failed")
                     );
@@ -255,7 +255,7 @@ fn report(
                     })
                 }
                 JobStatus::Stopped | JobStatus::Cancelled => {
-                    eprintln!(
+                    coordhost_io::stderr_line!(
                         "coordhost: {}",
                         summary.error.as_deref().unwrap_or("stopped")
                     );
@@ -270,7 +270,7 @@ fn report(
             }
         }
         Err(e) => {
-            eprintln!("coordhost: {}", crate::config::one_line(&e.to_string()));
+            coordhost_io::stderr_line!("coordhost: {}", crate::config::one_line(&e.to_string()));
             ExitCode::from(exit_code(e))
         }
     }
@@ -291,12 +291,12 @@ fn stop_on_signals(stop: Arc<StopRequest>) -> std::io::Result<()> {
             for signal in signals.forever() {
                 let name = crate::scheduler::signal_name(signal);
                 if stop.accepting() && stop.request(StopReason::Signal(signal)) {
-                    eprintln!(
+                    coordhost_io::stderr_line!(
                         "coordhost: {name}: stopping the job's attempts (again to stop at once)"
                     );
                     continue;
                 }
-                eprintln!(
+                coordhost_io::stderr_line!(
                     "coordhost: stopped by {name}: what finished is kept in the event log; run the same command again to resume the job"
                 );
                 std::process::exit(i32::from(super::exit::exit_stopped(signal)));
@@ -349,7 +349,7 @@ fn start_cluster(
     options.heartbeat_interval = options.heartbeat_timeout / 10;
     options.standby = args.ha.is_some();
     let cluster = crate::remote::Cluster::start(options).map_err(|e| (EXIT_BAD_INPUT, e))?;
-    eprintln!(
+    coordhost_io::stderr_line!(
         "coordhost run: serving workers on {}; waiting for {n}",
         cluster.local_addr()
     );
@@ -436,14 +436,14 @@ fn lead(
             } else {
                 format!("the coordinator serving workers at {address}")
             };
-            eprintln!(
+            coordhost_io::stderr_line!(
                 "coordhost run: standby for job `{job}`: {who} leads (term {term}); waiting ({etcd})"
             );
         },
         move |term| {
             // The one place a deposed leader ends: at once, so that it
             // neither writes, nor publishes, nor commands a worker again.
-            eprintln!(
+            coordhost_io::stderr_line!(
                 "coordhost: lost the leadership of job `{lost_job}` (term {term}): another coordinator may lead it now; stopping"
             );
             std::process::exit(i32::from(EXIT_FAILED));
@@ -454,7 +454,7 @@ fn lead(
         live.leading();
     }
     drop(watch);
-    eprintln!(
+    coordhost_io::stderr_line!(
         "coordhost run: leading job `{job}` (term {}, {etcd})",
         leadership.term()
     );

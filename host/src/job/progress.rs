@@ -141,12 +141,9 @@ impl Inputs {
 /// unbuffered: `eprintln!` writes each piece of the format on its own,
 /// eight calls for a task's line, issue 29's dispatch cost).
 macro_rules! progress_line {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let mut text = format!($($arg)*);
-        text.push('\n');
-        let _ignored = std::io::stderr().lock().write_all(text.as_bytes());
-    }};
+    ($($arg:tt)*) => {
+        coordhost_io::stderr_line!($($arg)*)
+    };
 }
 
 /// Plain progress lines on stderr (not a terminal), each starting with

@@ -41,7 +41,7 @@ pub(super) fn start(args: &UiArgs, opts: &mut RunOptions) -> Result<Option<Arc<L
     };
     let live = Arc::new(LiveJob::new());
     let server = crate::ui::serve(addr, args.ui_public, live.clone()).map_err(|e| e.to_string())?;
-    eprintln!(
+    coordhost_io::stderr_line!(
         "coordhost run: job page on http://{}/ (also /api/job, /metrics)",
         server.local_addr()
     );
@@ -164,7 +164,7 @@ pub(super) fn finish(
         ),
     }
     if args.ui_linger_s > 0 {
-        eprintln!(
+        coordhost_io::stderr_line!(
             "coordhost run: the job page stays up for {} s",
             args.ui_linger_s
         );

@@ -130,7 +130,7 @@ pub fn noticing_host(cache_dir: Option<PathBuf>) -> Result<PluginHost, PluginErr
             || path.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
         );
-        eprintln!(
+        coordhost_io::stderr_line!(
             "compiling {name} ... (once; later runs take it from the compiled-component cache)"
         );
     }));
@@ -138,7 +138,7 @@ pub fn noticing_host(cache_dir: Option<PathBuf>) -> Result<PluginHost, PluginErr
 }
 
 fn fail(message: &str, code: u8) -> ExitCode {
-    eprintln!("coordhost: {}", crate::config::one_line(message));
+    coordhost_io::stderr_line!("coordhost: {}", crate::config::one_line(message));
     ExitCode::from(code)
 }
 
@@ -259,7 +259,7 @@ pub fn test_command(args: &LoadArgs, cache_dir: Option<PathBuf>) -> ExitCode {
         ExitCode::from(EXIT_OK)
     } else {
         let names: Vec<_> = report.failed().map(|c| c.name).collect();
-        eprintln!(
+        coordhost_io::stderr_line!(
             "coordhost: {} failed: {}",
             args.file.display(),
             names.join(", ")

@@ -390,7 +390,7 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<(), WorkerError> {
     });
     spawn_service(&rt, &state, listener, tls_config);
     tracing::info!(target: crate::LOG_TARGET, worker = %id, address = %bound, coordinator = %opts.coordinator, tls = opts.tls.is_some(), "worker started");
-    eprintln!("coordhost worker {id}: serving on {bound}");
+    coordhost_io::stderr_line!("coordhost worker {id}: serving on {bound}");
     rt.block_on(stay_registered(
         state,
         opts.keep_partitions,
@@ -554,7 +554,7 @@ fn exits_idle(state: &State, keep: Duration, job_ended: bool, idle_since: Option
         return false;
     };
     forget_held(state);
-    eprintln!(
+    coordhost_io::stderr_line!(
         "coordhost worker {}: {why} and no attempt runs: exiting (--exit-when-idle)",
         state.id
     );
@@ -677,7 +677,7 @@ fn note_session_end(state: &State, goodbye: Option<Goodbye>, exit_when_idle: boo
             } else {
                 "waiting for the next coordinator"
             };
-            eprintln!(
+            coordhost_io::stderr_line!(
                 "coordhost worker {}: the job {} ended ({}); {next}",
                 state.id,
                 g.job,
@@ -745,7 +745,7 @@ async fn find_leader(state: &State, etcd: &coordhost_ha::EtcdUrl) -> bool {
 fn note_waiting(state: &State, why: String) {
     let mut last = lock(&state.waiting_note);
     if *last != why {
-        eprintln!("coordhost worker {}: {why}", state.id);
+        coordhost_io::stderr_line!("coordhost worker {}: {why}", state.id);
         *last = why;
     }
 }

@@ -26,7 +26,7 @@ use crate::support::crash::{
     log_dir, output_dir, sorted_output,
 };
 use crate::support::etcd::Etcd;
-use crate::support::process::{Process, Waited, killed_by_sigkill, last_lines};
+use crate::support::process::{Process, Waited, killed_by_sigkill, last_lines, whole_lines};
 use crate::support::segment_files;
 use crate::support::ui::{http, sample};
 use crate::support::workers::{Workers, external_args, free_port};
@@ -135,7 +135,10 @@ impl Coordinator {
             .process
             .poll_until(deadline, Duration::from_millis(10), || {
                 let text = std::fs::read_to_string(&stderr).unwrap_or_default();
-                let line = text.lines().find(|l| l.contains(needle))?.to_owned();
+                let line = whole_lines(&text)
+                    .lines()
+                    .find(|l| l.contains(needle))?
+                    .to_owned();
                 Some((line, Instant::now()))
             });
         match seen {

@@ -74,7 +74,7 @@ use crate::support::crash::{
     sorted_output,
 };
 use crate::support::etcd::Etcd;
-use crate::support::process::Process;
+use crate::support::process::{Process, whole_lines};
 use crate::support::workers::{Workers, external_args, free_port};
 
 /// Lease TTL of the coordinators, seconds.
@@ -160,7 +160,7 @@ impl Coord {
     fn term(&self) -> Option<u64> {
         let needle = format!("coordhost run: leading job `{JOB}` (term ");
         let text = self.stderr();
-        let line = text.lines().find(|l| l.contains(&needle))?;
+        let line = whole_lines(&text).lines().find(|l| l.contains(&needle))?;
         line.split("(term ")
             .nth(1)?
             .split(|c: char| !c.is_ascii_digit())

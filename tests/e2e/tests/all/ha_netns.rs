@@ -35,6 +35,7 @@ use crate::support::crash::{
 };
 use crate::support::etcd::{Etcd, spawn_ha_run_as};
 use crate::support::netns::{Netns, coordhost_in};
+use crate::support::process::whole_lines;
 use crate::support::workers::{Workers, external_args};
 
 /// Lease TTL of the coordinators, seconds.
@@ -205,7 +206,9 @@ fn an_etcd_only_cut_of_the_leader_fails_over_within_2_s() {
             a_end = Some(Instant::now());
         }
         if b_leads.is_none()
-            && let Some(line) = c.b.stderr().lines().find(|l| l.contains(&leading_line()))
+            && let Some(line) = whole_lines(&c.b.stderr())
+                .lines()
+                .find(|l| l.contains(&leading_line()))
         {
             b_term = term_in(line);
             b_leads = Some(Instant::now());

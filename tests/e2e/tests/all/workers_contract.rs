@@ -14,6 +14,7 @@ use coordhost::rpc::{self, coordinator_client::CoordinatorClient, worker_client:
 use tonic::Code;
 
 use crate::support::crash::{Coordhost, Fixture, WordJob, expected_output, sorted_output};
+use crate::support::process::whole_lines;
 use crate::support::workers::{Workers, external_args, free_port};
 
 /// Heartbeat timeout, ms: generous, for a loaded machine.
@@ -116,7 +117,7 @@ fn log_line(log: &Path, marker: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let text = std::fs::read_to_string(log).unwrap_or_default();
-        if let Some(line) = text.lines().find(|l| l.contains(marker)) {
+        if let Some(line) = whole_lines(&text).lines().find(|l| l.contains(marker)) {
             return line.to_string();
         }
         assert!(

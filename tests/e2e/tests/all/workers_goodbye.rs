@@ -19,6 +19,7 @@ use crate::support::crash::{
     Coordhost, EventLog, Fixture, Kill, SOURCE, WordJob, expected_output, first_difference,
     sorted_output,
 };
+use crate::support::process::whole_lines;
 use crate::support::ui::{http, metric_type, sample, ui_address};
 use crate::support::workers::{Workers, external_args, files_under, free_port};
 
@@ -307,7 +308,7 @@ fn a_goodbye_of_another_session_is_refused_and_the_worker_serves_on() {
     // The session w0 registered in (its `registered ... session=N` line).
     let session: u64 = running
         .poll_until(|| {
-            workers.log_of(0).lines().find_map(|l| {
+            whole_lines(&workers.log_of(0)).lines().find_map(|l| {
                 l.contains("registered")
                     .then(|| l.split("session=").nth(1))?
                     .and_then(|s| s.split_whitespace().next())

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use crate::support::crash::{Coordhost, Kill};
 use crate::support::job::example_job;
 use crate::support::netns::Netns;
+use crate::support::process::whole_lines;
 use crate::support::published_lines;
 use crate::support::workers::{Workers, external_args, free_port_on};
 
@@ -92,7 +93,7 @@ fn worker_address(workers: &Workers, i: usize) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let log = workers.log_of(i);
-        if let Some(addr) = log.lines().find_map(|l| {
+        if let Some(addr) = whole_lines(&log).lines().find_map(|l| {
             l.split_once(": serving on ")
                 .map(|(_, a)| a.trim().to_owned())
         }) {

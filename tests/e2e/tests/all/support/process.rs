@@ -276,6 +276,16 @@ pub fn killed_by_sigkill(status: ExitStatus) -> bool {
     status.signal() == Some(SIGKILL)
 }
 
+/// The whole lines of `text`: up to and with its last line break.
+///
+/// For a file another process is still writing: a poll that reads it
+/// between two `write`s of one line must not take the half line for the
+/// line (the coordinator writes each line in one call, `stderr_line!`,
+/// and this keeps a poll right for any writer).
+pub fn whole_lines(text: &str) -> &str {
+    text.rfind('\n').map_or("", |end| &text[..=end])
+}
+
 /// The last `n` lines of `text`.
 pub fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();

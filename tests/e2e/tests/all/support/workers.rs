@@ -23,7 +23,7 @@ use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use super::cache_dir;
-use super::process::{Logs, Process, coordhost, killed_by_sigkill, last_lines};
+use super::process::{Logs, Process, coordhost, killed_by_sigkill, last_lines, whole_lines};
 
 /// A loopback address with a port nobody listened on a moment ago
 /// ([`free_port_on`](super::ports::free_port_on)).
@@ -416,7 +416,7 @@ impl Workers {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let log = self.log_of(i);
-            if let Some(addr) = log.lines().find_map(|l| {
+            if let Some(addr) = whole_lines(&log).lines().find_map(|l| {
                 l.split_once(": serving on ")
                     .map(|(_, a)| a.trim().to_owned())
             }) {
