@@ -17,6 +17,10 @@
 //! | 1 | [`events`], [`graph`], [`grant`] |
 //! | 0 | [`value`], [`files`], [`objstore`] (object URLs, store grants, the S3 clients) |
 
+// Human lines go to stderr whole (`coordhost_io::stderr_line!`), never
+// piece by piece as `eprintln!` writes them.
+#![deny(clippy::print_stderr)]
+
 pub mod cli;
 pub mod config;
 pub mod coordinator;

@@ -34,6 +34,10 @@
 //! re-exports this crate as `coordhost::remote` and its `rpc` and `tls`
 //! as `coordhost::rpc` and `coordhost::tls`.
 
+// Human lines go to stderr whole (`coordhost_io::stderr_line!`), never
+// piece by piece as `eprintln!` writes them.
+#![deny(clippy::print_stderr)]
+
 /// The `tracing` target of everything the worker processes and the
 /// coordinator's side of them log, but TLS: the name these modules had in
 /// the binary (`coordhost::remote`), kept when they became this crate, so
