@@ -212,7 +212,11 @@ impl Scheduling {
                 self.initialize(v, init.clone());
                 out.push(Effect::Initialized { vertex: v, init });
             }
-            if self.graph.job.vertices[v].source.is_some() {
+            // An enumerator is needed while a reader may still ask it: a
+            // source whose every subtask finished (or was kept by a recovery
+            // of a finished job) starts none, which would list its input
+            // again and then hold splits nobody reads.
+            if self.graph.job.vertices[v].source.is_some() && !self.vertex_finished(v) {
                 out.push(Effect::NeedEnumerator(v));
             }
             let mut gone = Vec::new();

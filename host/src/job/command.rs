@@ -499,10 +499,13 @@ fn print_summary(s: &Summary) {
             // A source that read nothing says so (an empty folder or a
             // pattern that matches no file is the usual cause), instead of a
             // silent "Finished" with 0 records.
+            // Not for a source whose every subtask recovery kept: it read
+            // before, and this run asked its enumerator nothing.
             if let Some(i) = v.input
                 && s.status == JobStatus::Finished
                 && v.splits_assigned == 0
                 && i.splits_kept == 0
+                && v.skipped < u64::from(v.parallelism)
             {
                 writeln!(
                     out,

@@ -792,6 +792,35 @@ fn source_tasks_sized_by_input_make_a_crash_cost_only_the_splits_in_flight() {
     let lines = published_lines(&reference_state.join("output/tpch-q1-sql"));
     check_q1(&lines, &datafusion_alone(&data.path("csv"), false));
 
+    // The finished job run again runs nothing, lists no input again and
+    // publishes the same answer (a new user's trial found exit 1 here: a
+    // fresh enumerator listed the input and then held splits no reader
+    // would take, and the log recorded the job failed).
+    let (again, code, stderr) = run(&job, &reference_state, &Knobs::default());
+    let again = again.unwrap_or_else(|| panic!("no summary, exit {code:?}: {stderr}"));
+    assert_eq!(
+        (again.status, code),
+        (JobStatus::Finished, Some(0)),
+        "{:?} {stderr}",
+        again.error
+    );
+    assert!(again.recovered, "{stderr}");
+    assert_eq!(
+        (again.tasks_run, again.tasks_skipped),
+        (0, again.tasks_total),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("read no input"),
+        "a source whose tasks recovery kept did not read nothing: {stderr}"
+    );
+    assert_eq!(
+        published_lines(&reference_state.join("output/tpch-q1-sql")),
+        lines
+    );
+    let third = run_finished(&job, &reference_state);
+    assert_eq!(third.tasks_run, 0, "and again");
+
     crash_and_rerun_sized(&data, "sized-crash", total, &lines, false);
 }
 
