@@ -26,6 +26,7 @@ use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use super::TaskError;
+use super::decimal_text;
 use super::source::MAX_LINE_BYTES;
 use coordhost_io::grant::Grants;
 use coordhost_model::value::{BATCH_ROWS, SplitData, SplitPayloadData};
@@ -63,6 +64,8 @@ struct Decode<'a> {
     first: u64,
     /// Where arrow-csv's error is, for [`read_split`]'s message.
     at: &'a Cell<Option<Where>>,
+    /// Records flushed so far (the first record of the next batch).
+    flushed: usize,
 }
 
 /// Where in a split a data error is, as found while reading it; turned
@@ -92,10 +95,16 @@ impl<'a> Decode<'a> {
             .iter()
             .map(|i| projection.binary_search(i).unwrap_or(0))
             .collect();
+        // Decimal fields are read one digit finer and rounded to their
+        // scale in `flush` (`decimal_text`): arrow-csv drops the digits
+        // past the scale it is given.
         let schema = Arc::new(Schema::new(
             csv.fields
                 .iter()
-                .map(|(n, t)| Field::new(n, t.clone(), true))
+                .map(|(n, t)| match *t {
+                    DataType::Decimal128(p, s) => Field::new(n, decimal_text::finer(p, s), true),
+                    ref t => Field::new(n, t.clone(), true),
+                })
                 .collect::<Vec<_>>(),
         ));
         let out_schema = Arc::new(Schema::new(
@@ -119,6 +128,7 @@ impl<'a> Decode<'a> {
             vertex,
             first,
             at,
+            flushed: 0,
         })
     }
 
@@ -171,18 +181,28 @@ impl<'a> Decode<'a> {
         let columns: Vec<ArrayRef> = self
             .order
             .iter()
-            .map(|&j| {
+            .zip(&self.csv.read)
+            .map(|(&j, &field)| {
                 let c = batch.column(j);
-                if self.csv.operator && c.data_type() == &DataType::Utf8 && c.null_count() > 0 {
-                    // arrow-csv reads an empty field as NULL, with no bytes:
-                    // without the nulls it is the empty string.
-                    let (offsets, values, _) = c.as_string::<i32>().clone().into_parts();
-                    Arc::new(arrow_array::StringArray::new(offsets, values, None)) as ArrayRef
-                } else {
-                    Arc::clone(c)
+                if let DataType::Decimal128(p, s) = self.csv.fields[field].1 {
+                    return match decimal_text::round_finer(c.as_ref(), p, s) {
+                        Ok(d) => Ok(Arc::new(d) as ArrayRef),
+                        Err(row) => Err(self.too_wide(field, row)),
+                    };
                 }
+                Ok(
+                    if self.csv.operator && c.data_type() == &DataType::Utf8 && c.null_count() > 0 {
+                        // arrow-csv reads an empty field as NULL, with no
+                        // bytes: without the nulls it is the empty string.
+                        let (offsets, values, _) = c.as_string::<i32>().clone().into_parts();
+                        Arc::new(arrow_array::StringArray::new(offsets, values, None)) as ArrayRef
+                    } else {
+                        Arc::clone(c)
+                    },
+                )
             })
-            .collect();
+            .collect::<Result<_, TaskError>>()?;
+        self.flushed += batch.num_rows();
         let batch = RecordBatch::try_new(Arc::clone(&self.out_schema), columns).map_err(|e| {
             TaskError::Data {
                 vertex: self.vertex.to_string(),
@@ -190,6 +210,23 @@ impl<'a> Decode<'a> {
             }
         })?;
         emit(batch)
+    }
+
+    /// A decimal of field `field` in record `row` of the batch being
+    /// flushed that has more digits than its type once rounded: the message
+    /// names the column, and `at` the record for the line number (the
+    /// value is found again as text when the task fails: `diagnose`).
+    fn too_wide(&self, field: usize, row: usize) -> TaskError {
+        self.at.set(Some(Where::Record(self.flushed + row)));
+        let (column, ty) = &self.csv.fields[field];
+        let ty = sql_type_name(ty);
+        TaskError::InvalidData {
+            detail: format!(
+                "{}, column {} `{column}` ({ty}): Parser error: the value has more digits than {ty} holds once rounded to its scale",
+                self.name,
+                field + 1,
+            ),
+        }
     }
 
     /// arrow-csv's error as a data error, with the file and the column's
@@ -567,7 +604,15 @@ fn diagnose(
         for (c, &field) in csv.read.iter().enumerate() {
             let (column, ty) = &csv.fields[field];
             let values = batch.column(c);
-            if arrow_cast::cast_with_options(values, ty, &options).is_ok() {
+            // A decimal by the reader's own rule (rounded, no spaces), not
+            // arrow-cast's (which trims spaces).
+            let parses = |one: &arrow_array::StringArray| match *ty {
+                DataType::Decimal128(p, s) => (0..one.len()).all(|i| {
+                    one.is_null(i) || decimal_text::parse_rounded(one.value(i), p, s).is_some()
+                }),
+                _ => arrow_cast::cast_with_options(one, ty, &options).is_ok(),
+            };
+            if parses(values.as_string::<i32>()) {
                 continue;
             }
             let strings = arrow_array::cast::AsArray::as_string::<i32>(values.as_ref());
@@ -579,7 +624,7 @@ fn diagnose(
                     continue;
                 }
                 let one = arrow_array::StringArray::from(vec![strings.value(i)]);
-                if arrow_cast::cast_with_options(&one, ty, &options).is_err() {
+                if !parses(&one) {
                     let ty = sql_type_name(ty);
                     first = Some((
                         i,
@@ -886,6 +931,64 @@ mod tests {
                 .len(),
             1
         );
+    }
+
+    #[test]
+    fn decimals_round_to_their_scale_and_a_bad_one_names_its_line_column_and_value() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("d.csv");
+        let csv = TypedCsv {
+            delimiter: b',',
+            header: true,
+            fields: vec![
+                ("id".into(), DataType::Int64),
+                ("salary".into(), DataType::Decimal128(10, 2)),
+            ],
+            read: vec![1, 0],
+            operator: false,
+        };
+        let split = |len: usize| SplitData {
+            id: "0".into(),
+            payload: SplitPayloadData::FileRange {
+                path: path.clone(),
+                start: 0,
+                length: len as u64,
+            },
+        };
+        let read = |len: usize| {
+            let mut rows = Vec::new();
+            read_split(&split(len), None, &csv, "v", |b| {
+                let d = b
+                    .column(0)
+                    .as_primitive::<arrow_array::types::Decimal128Type>();
+                for i in 0..b.num_rows() {
+                    rows.push((!d.is_null(i)).then(|| d.value(i)));
+                }
+                Ok(())
+            })
+            .map(|()| rows)
+        };
+        // arrow-csv alone reads 5.129 as 5.12 and -5.125 as -5.12.
+        let text = "id,salary\n1,5.129\n2,-5.125\n3,\n4,7\n";
+        std::fs::write(&path, text).expect("write");
+        assert_eq!(
+            read(text.len()).expect("rows"),
+            vec![Some(513), Some(-513), None, Some(700)]
+        );
+        let text = "id,salary\n1,5.00\n\n2, 5.00 \n";
+        std::fs::write(&path, text).expect("write");
+        let e = read(text.len()).expect_err("spaces around a decimal");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{} line 4, column 2 `salary` (decimal(10,2)): ` 5.00 ` is not a valid decimal(10,2)",
+                path.display()
+            )
+        );
+        let text = "id,salary\n1,99999999.995\n";
+        std::fs::write(&path, text).expect("write");
+        let e = read(text.len()).expect_err("too many digits once rounded");
+        assert!(e.to_string().contains("line 2, column 2 `salary`"), "{e}");
     }
 
     #[test]

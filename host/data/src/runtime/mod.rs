@@ -18,6 +18,7 @@
 //! fixed-point, so sums do not depend on the order rows arrive in.
 
 pub mod csv;
+mod decimal_text;
 pub mod hive;
 pub mod parquet;
 mod pool;
