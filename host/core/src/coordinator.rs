@@ -750,8 +750,10 @@ impl<E: Enumerator> SourceCoordinator<E> {
             return Err(self.broke(
                 "unassigned-splits",
                 format!(
-                    "still holds {left} splits after every reader of `{}` finished; they were never read",
-                    self.vertex
+                    "still holds {left} {} after every reader of `{}` finished; {} never read",
+                    if left == 1 { "split" } else { "splits" },
+                    self.vertex,
+                    if left == 1 { "it was" } else { "they were" }
                 ),
             ));
         }

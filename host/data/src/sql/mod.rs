@@ -374,17 +374,36 @@ pub fn plan_query_with(
     // DataFusion's planner is async; it runs on its own thread with its
     // own runtime, so the caller may be inside another runtime or not.
     let sql = sql.to_string();
-    let tables = tables.to_vec();
+    let declared = tables.to_vec();
     std::thread::scope(|s| {
-        s.spawn(move || {
+        s.spawn(|| {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .build()
                 .map_err(|e| SqlError::Plan(format!("cannot start the planner: {e}")))?;
-            rt.block_on(cut::plan_and_cut(&sql, &tables, &functions, parallelism))
+            rt.block_on(cut::plan_and_cut(&sql, &declared, &functions, parallelism))
         })
         .join()
         .unwrap_or_else(|_| Err(SqlError::Plan("the planner panicked".to_string())))
     })
+    .map_err(|e| name_the_tables(e, tables))
+}
+
+/// DataFusion's "table 'datafusion.public.x' not found", with the tables
+/// the job file declares (as an unknown column's message lists the valid
+/// fields).
+fn name_the_tables(e: SqlError, tables: &[TableDecl]) -> SqlError {
+    match e {
+        SqlError::Plan(text) if text.contains("table '") && text.ends_with("' not found") => {
+            let names: Vec<String> = tables.iter().map(|t| format!("`{}`", t.name)).collect();
+            let declared = if names.is_empty() {
+                "no table is declared ([tables.NAME])".to_owned()
+            } else {
+                format!("the job file declares {}", names.join(", "))
+            };
+            SqlError::Plan(format!("{text}; {declared}"))
+        }
+        other => other,
+    }
 }
 
 /// `batch` with `schema` (same columns, the leaf's names and nullability).
@@ -446,6 +465,17 @@ mod tests {
             scan_tasks: None,
             partition_columns: Vec::new(),
         }
+    }
+
+    #[test]
+    fn an_unknown_table_is_named_with_the_declared_ones() {
+        let e = plan_query("SELECT k FROM tt", &[table()], 2).expect_err("no table tt");
+        assert_eq!(
+            e.to_string(),
+            "Error during planning: table 'datafusion.public.tt' not found; the job file declares `t`"
+        );
+        let e = plan_query("SELECT k FROM t WHERE nope = 1", &[table()], 2).expect_err("no column");
+        assert!(!e.to_string().contains("declares"), "{e}");
     }
 
     #[test]
