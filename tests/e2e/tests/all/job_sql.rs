@@ -505,6 +505,43 @@ fn an_empty_field_is_null_as_sql_says() {
 }
 
 #[test]
+fn a_decimal_with_more_digits_than_its_scale_is_rounded_and_one_with_spaces_fails_naming_it() {
+    // arrow-csv alone reads 5.129 as 5.12 and -5.125 as -5.12 (it drops
+    // the digits past the scale): a wrong sum with exit 0. Rounded half
+    // away from zero, as PostgreSQL, DuckDB and Spark read them.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let input = tmp.path().join("in");
+    std::fs::create_dir_all(&input).expect("input");
+    std::fs::write(
+        input.join("a.csv"),
+        "k,v,d\na,5.129,2020-01-01\na,-5.125,2020-01-02\nb,0.005,\nb,1.2345e1,\n",
+    )
+    .expect("csv");
+    let job = small_job(
+        &tmp.path().join("job"),
+        &input,
+        "SELECT k, sum(v) AS s, min(v) AS lo, max(v) AS hi FROM t GROUP BY k ORDER BY k",
+    );
+    let state = tmp.path().join("state");
+    run_finished(&job, &state);
+    assert_eq!(
+        published_lines(&state.join("output/small")),
+        ["k,s,lo,hi", "a,0.00,-5.13,5.13", "b,12.36,0.01,12.35"],
+    );
+    std::fs::write(input.join("a.csv"), "k,v,d\na,5.00,\n\nb, 5.00 ,\n").expect("csv");
+    let state = tmp.path().join("state-spaces");
+    let (summary, code, stderr) = run(&job, &state, &Knobs::default());
+    assert_eq!(code, Some(1), "{stderr}");
+    let error = summary.and_then(|s| s.error).unwrap_or_default();
+    assert!(
+        error.contains(
+            "a.csv line 4, column 2 `v` (decimal(15,2)): ` 5.00 ` is not a valid decimal(15,2)"
+        ),
+        "the error names the line, the column and the value with its spaces: {error}"
+    );
+}
+
+#[test]
 fn a_table_without_splits_gives_the_empty_answer_and_exit_0() {
     // An empty table folder: the enumerator hands out no split, every scan
     // task reads nothing. A count is 0, a sorted or grouped query has no
