@@ -326,7 +326,8 @@ $(DUCKDB_STAMP):
 tpch-answers: data $(DUCKDB_STAMP)
 	$(LANG_VENV)/bin/python scripts/tpch-answers.py --data $(DATA_DIR) --scale 0.1 $(TPCH_ANSWERS_ARGS)
 
-demo: data ha-deps
+# The demo reads only the SF 0.1 CSV tables (not the Parquet copy, not the words).
+demo: $(DATA_DIR)/tpch-sf0.1.tables.done ha-deps
 	test -f $(PLUGINS_OUT)/file-enumerator.wasm -a -f $(PLUGINS_OUT)/local-shuffle.wasm || $(MAKE) plugins-demo
 	$(CARGO) build --quiet --release --locked -p coordhost --bin coordhost
 	rm -rf $(DEMO_DIR)
