@@ -4,6 +4,9 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+/// The stack of each task thread (see `crate::sql::MAX_OPERATORS`).
+const TASK_STACK_BYTES: usize = 64 << 20;
+
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
 /// A pool of `size` worker threads (Flink's task slots, in one process).
@@ -29,6 +32,10 @@ impl WorkerPool {
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("coordhost-worker-{i}"))
+                    // A task evaluates expressions as deep as the planner
+                    // allows (`sql::MAX_OPERATORS`) by recursion; only
+                    // what is touched is committed.
+                    .stack_size(TASK_STACK_BYTES)
                     .spawn(move || {
                         loop {
                             // Hold the lock only to take a job, never while running one.

@@ -373,19 +373,81 @@ pub fn plan_query_with(
     let functions = functions.clone();
     // DataFusion's planner is async; it runs on its own thread with its
     // own runtime, so the caller may be inside another runtime or not.
+    too_many_operators(sql)?;
     let sql = sql.to_string();
     let declared = tables.to_vec();
     std::thread::scope(|s| {
-        s.spawn(|| {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .build()
-                .map_err(|e| SqlError::Plan(format!("cannot start the planner: {e}")))?;
-            rt.block_on(cut::plan_and_cut(&sql, &declared, &functions, parallelism))
-        })
-        .join()
-        .unwrap_or_else(|_| Err(SqlError::Plan("the planner panicked".to_string())))
+        std::thread::Builder::new()
+            .name("coordhost-sql-planner".to_owned())
+            .stack_size(PLANNER_STACK_BYTES)
+            .spawn_scoped(s, || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .map_err(|e| SqlError::Plan(format!("cannot start the planner: {e}")))?;
+                rt.block_on(cut::plan_and_cut(&sql, &declared, &functions, parallelism))
+            })
+            .map_err(|e| SqlError::Plan(format!("cannot start the planner: {e}")))?
+            .join()
+            .unwrap_or_else(|_| Err(SqlError::Plan("the planner panicked".to_string())))
     })
     .map_err(|e| name_the_tables(e, tables))
+}
+
+/// The planner thread's stack: a chain of `OR`s or `+`s is a tree as deep
+/// as it is long, and DataFusion walks it by recursion (its tree walks grow
+/// their stack on the heap, `recursive_protection`; a clone of an
+/// expression does not). Only what is touched is committed.
+const PLANNER_STACK_BYTES: usize = 256 << 20;
+
+/// The most binary operators (`AND`, `OR`, `+`, `=`, ...) a query may
+/// hold: each can deepen an expression tree by one, and a tree deeper than
+/// the stacks of the planner and of the tasks that evaluate it ends the
+/// process (a stack overflow aborts; it cannot be caught). A query of
+/// thousands of `OR`s can say `IN (...)`, which has no such depth. Nested
+/// parentheses and calls are bounded by the SQL parser's own recursion
+/// limit.
+pub const MAX_OPERATORS: usize = 4096;
+
+/// [`SqlError::Plan`] when `sql` holds more than [`MAX_OPERATORS`] binary
+/// operators (counted over its tokens: no tree is built to count them).
+fn too_many_operators(sql: &str) -> Result<(), SqlError> {
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
+    use datafusion::sql::sqlparser::keywords::Keyword;
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    // A query that does not tokenize is refused by the planner, with its
+    // place in the text.
+    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize() else {
+        return Ok(());
+    };
+    let operators = tokens
+        .iter()
+        .filter(|t| match t {
+            Token::Word(w) => matches!(w.keyword, Keyword::AND | Keyword::OR),
+            Token::Plus
+            | Token::Minus
+            | Token::Mul
+            | Token::Div
+            | Token::Mod
+            | Token::Eq
+            | Token::DoubleEq
+            | Token::Neq
+            | Token::Lt
+            | Token::Gt
+            | Token::LtEq
+            | Token::GtEq
+            | Token::StringConcat
+            | Token::Ampersand
+            | Token::Pipe
+            | Token::Caret => true,
+            _ => false,
+        })
+        .count();
+    if operators > MAX_OPERATORS {
+        return Err(SqlError::Plan(format!(
+            "the query holds {operators} operators (AND, OR, +, =, ...); at most {MAX_OPERATORS} are planned, as each may deepen an expression by one (for many alternatives of one column, write `column IN (v1, v2, ...)`)"
+        )));
+    }
+    Ok(())
 }
 
 /// DataFusion's "table 'datafusion.public.x' not found", with the tables
@@ -465,6 +527,30 @@ mod tests {
             scan_tasks: None,
             partition_columns: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_chain_of_operators_plans_up_to_the_bound_and_is_refused_past_it() {
+        // 4 000 ORs and 4 000 `=`s would overflow the planner; a chain of
+        // `+` as long as the bound allows plans (the deepest tree allowed).
+        let chain = |n: usize| {
+            let terms: Vec<String> = (0..n).map(|_| "1".to_owned()).collect();
+            format!("SELECT k FROM t WHERE v > {}", terms.join(" + "))
+        };
+        plan_query(&chain(MAX_OPERATORS - 1), &[table()], 2).expect("the deepest chain allowed");
+        let e = plan_query(&chain(MAX_OPERATORS + 1), &[table()], 2).expect_err("past the bound");
+        assert!(
+            e.to_string().contains("holds 4097 operators") && e.to_string().contains("IN ("),
+            "{e}"
+        );
+        let ors: Vec<String> = (0..4000).map(|i| format!("v = {i}")).collect();
+        let e = plan_query(
+            &format!("SELECT k FROM t WHERE {}", ors.join(" OR ")),
+            &[table()],
+            2,
+        )
+        .expect_err("8 000 operators");
+        assert!(e.to_string().contains("7999 operators"), "{e}");
     }
 
     #[test]
