@@ -385,6 +385,17 @@ impl Inner {
             let target = target.data_type().clone();
             let array = if array.data_type() == &target {
                 array
+            } else if let Some(why) = changes_values(array.data_type(), &target) {
+                // Cast anyway, the file's values would change without a
+                // word (a decimal cut to an integer, an integer read as a
+                // date): refused, naming what to declare.
+                return Err(TaskError::InvalidData {
+                    detail: format!(
+                        "{what}: column `{name}` holds {} values; the table declares `{ty}`, and {why}: declare it `{}` (or cast in the query)",
+                        file_type_name(array.data_type()),
+                        file_type_name(array.data_type()),
+                    ),
+                });
             } else {
                 let options = arrow_cast::CastOptions {
                     safe: false,
@@ -411,6 +422,52 @@ impl Inner {
             vertex: self.vertex.clone(),
             detail: format!("{what}: {e}"),
         })
+    }
+}
+
+/// Why a Parquet column of type `from` cast to the declared `to` would
+/// change its values without an error, or `None` when the cast keeps them
+/// or fails loudly on one it cannot keep (`safe: false`: an integer too
+/// wide for `int`, a text that is not a number, a decimal over its
+/// precision). Kept: text to anything and anything to text, an integer to
+/// another integer or to a decimal, a decimal to one of the same or a
+/// larger scale. Changed: a decimal to fewer digits after the point (it
+/// rounds), a decimal or an integer to a double (binary fractions; an
+/// integer past 2^53), a decimal to an integer (cut), an integer to a
+/// date or a boolean, a date to a number (a count of days).
+fn changes_values(from: &DataType, to: &DataType) -> Option<&'static str> {
+    use DataType::{Boolean, Date32, Decimal128, Float64, Int32, Int64, Utf8};
+    match (from, to) {
+        (Utf8, _) | (_, Utf8) => None,
+        (Int32 | Int64, Int32 | Int64 | Decimal128(..)) => None,
+        (Decimal128(_, s1), Decimal128(_, s2)) if s2 >= s1 => None,
+        (Decimal128(..), Decimal128(..)) => {
+            Some("a decimal of fewer digits after the point rounds each value")
+        }
+        (Decimal128(..), Int32 | Int64) => Some("an integer type cuts every fraction"),
+        (Int32 | Int64 | Decimal128(..), Float64) => {
+            Some("a double holds binary fractions, not these exact values")
+        }
+        (Int32 | Int64, Date32) => {
+            Some("an integer is not a date (it would read as days since 1970)")
+        }
+        (_, Boolean) => Some("only text converts to a boolean"),
+        (Date32, _) => Some("a date converts only to text"),
+        _ => Some("the conversion is not one that keeps values"),
+    }
+}
+
+/// A Parquet column's Arrow type as the job file names it.
+fn file_type_name(t: &DataType) -> String {
+    match t {
+        DataType::Int64 => "bigint".into(),
+        DataType::Int32 => "int".into(),
+        DataType::Float64 => "double".into(),
+        DataType::Utf8 => "varchar".into(),
+        DataType::Date32 => "date".into(),
+        DataType::Boolean => "boolean".into(),
+        DataType::Decimal128(p, s) => format!("decimal({p},{s})"),
+        other => other.to_string(),
     }
 }
 
@@ -881,4 +938,35 @@ pub(super) fn run_chain(
     let result = crate::sql::run_chain(operators, schema, inputs, &mut output);
     let emit_error = output.error;
     finish(&feeds, result, emit_error, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::changes_values;
+    use arrow_schema::DataType::{Boolean, Date32, Decimal128, Float64, Int32, Int64, Utf8};
+
+    #[test]
+    fn a_parquet_column_is_cast_only_where_its_values_stay_or_the_cast_fails_loudly() {
+        for (from, to) in [
+            (Int64, Int32),
+            (Int64, Decimal128(15, 2)),
+            (Decimal128(15, 2), Decimal128(18, 4)),
+            (Decimal128(15, 2), Utf8),
+            (Utf8, Int64),
+            (Date32, Utf8),
+        ] {
+            assert_eq!(changes_values(&from, &to), None, "{from} -> {to}");
+        }
+        for (from, to) in [
+            (Decimal128(15, 2), Int32),
+            (Decimal128(15, 2), Decimal128(15, 0)),
+            (Decimal128(15, 2), Float64),
+            (Int64, Float64),
+            (Int64, Date32),
+            (Int64, Boolean),
+            (Date32, Int64),
+        ] {
+            assert!(changes_values(&from, &to).is_some(), "{from} -> {to}");
+        }
+    }
 }
