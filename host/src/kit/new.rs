@@ -164,12 +164,19 @@ const C_SCALAR_FUNCTION: &[TemplateFile] = &[
     ("arrow_ipc.h", C_ARROW_CODEC[1]),
 ];
 
-/// The languages that have a template of `kind`, for messages.
-fn template_langs(kind: PluginKind) -> &'static str {
-    match kind {
-        PluginKind::ScalarFunction => "--lang rust, --lang python, --lang js and --lang c",
-        PluginKind::SourceReader => "--lang rust, --lang python and --lang js",
-        _ => "--lang rust and --lang python",
+/// The languages that have a template of `kind`, for messages
+/// (`--lang rust, --lang python and --lang js`), read from [`template`]
+/// so that the message cannot miss one.
+fn template_langs(kind: PluginKind) -> String {
+    let langs: Vec<String> = [Lang::Rust, Lang::Python, Lang::Js, Lang::C]
+        .into_iter()
+        .filter(|&lang| template(lang, kind).is_some())
+        .map(|lang| format!("--lang {lang}"))
+        .collect();
+    match langs.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => "no language".to_owned(),
     }
 }
 
@@ -392,6 +399,22 @@ pub fn create(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_template_names_every_language_that_has_one() {
+        assert_eq!(
+            template_langs(PluginKind::SplitEnumerator),
+            "--lang rust, --lang python and --lang js"
+        );
+        assert_eq!(
+            template_langs(PluginKind::ShuffleMaster),
+            "--lang rust and --lang python"
+        );
+        assert_eq!(
+            template_langs(PluginKind::ScalarFunction),
+            "--lang rust, --lang python, --lang js and --lang c"
+        );
+    }
 
     #[test]
     fn every_pinned_version_is_found_in_the_files_that_pin_the_samples() {
