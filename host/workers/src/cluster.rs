@@ -236,7 +236,8 @@ impl Shared {
             ClusterEvent::Failed {
                 attempt,
                 error: TaskError::Worker {
-                    message: format!("{why} while running {attempt:?}"),
+                    // The line that reports it names the vertex, subtask and attempt.
+                    message: format!("{why} while running the attempt"),
                     worker,
                 },
             }
@@ -1409,7 +1410,7 @@ impl coordinator_server::Coordinator for Service {
             }
         };
         if !accepted {
-            tracing::warn!(target: crate::LOG_TARGET, worker = %req.worker_id, "refused the report of {attempt:?}: not current on this worker in this session");
+            tracing::warn!(target: crate::LOG_TARGET, worker = %req.worker_id, "refused the report of vertex #{} subtask {} attempt {}: not current on this worker in this session", attempt.vertex, attempt.subtask, attempt.attempt);
             return Ok(Response::new(rpc::ReportResponse { accepted: false }));
         }
         match req.outcome {

@@ -306,8 +306,9 @@ fn arrow_record(text: &str) -> Option<usize> {
         .and_then(|(_, rest)| number(rest))
 }
 
-/// A declared type as the job file writes it (`bigint`, `decimal(15,2)`).
-fn sql_type_name(t: &DataType) -> String {
+/// A declared type as the job file writes it (`bigint`, `decimal(15,2)`);
+/// also a Parquet column's type in messages (`stage`).
+pub(super) fn sql_type_name(t: &DataType) -> String {
     match t {
         DataType::Int64 => "bigint".into(),
         DataType::Int32 => "int".into(),

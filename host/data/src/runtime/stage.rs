@@ -389,11 +389,10 @@ impl Inner {
                 // Cast anyway, the file's values would change without a
                 // word (a decimal cut to an integer, an integer read as a
                 // date): refused, naming what to declare.
+                let held = super::csv::sql_type_name(array.data_type());
                 return Err(TaskError::InvalidData {
                     detail: format!(
-                        "{what}: column `{name}` holds {} values; the table declares `{ty}`, and {why}: declare it `{}` (or cast in the query)",
-                        file_type_name(array.data_type()),
-                        file_type_name(array.data_type()),
+                        "{what}: column `{name}` holds {held} values; the table declares `{ty}`, and {why}: declare it `{held}` (or cast in the query)"
                     ),
                 });
             } else {
@@ -454,20 +453,6 @@ fn changes_values(from: &DataType, to: &DataType) -> Option<&'static str> {
         (_, Boolean) => Some("only text converts to a boolean"),
         (Date32, _) => Some("a date converts only to text"),
         _ => Some("the conversion is not one that keeps values"),
-    }
-}
-
-/// A Parquet column's Arrow type as the job file names it.
-fn file_type_name(t: &DataType) -> String {
-    match t {
-        DataType::Int64 => "bigint".into(),
-        DataType::Int32 => "int".into(),
-        DataType::Float64 => "double".into(),
-        DataType::Utf8 => "varchar".into(),
-        DataType::Date32 => "date".into(),
-        DataType::Boolean => "boolean".into(),
-        DataType::Decimal128(p, s) => format!("decimal({p},{s})"),
-        other => other.to_string(),
     }
 }
 
