@@ -371,9 +371,9 @@ pub fn plan_query_with(
     parallelism: u32,
 ) -> Result<Vec<PlannedStage>, SqlError> {
     let functions = functions.clone();
+    too_many_operators(sql)?;
     // DataFusion's planner is async; it runs on its own thread with its
     // own runtime, so the caller may be inside another runtime or not.
-    too_many_operators(sql)?;
     let sql = sql.to_string();
     let declared = tables.to_vec();
     std::thread::scope(|s| {
